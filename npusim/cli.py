@@ -1,0 +1,224 @@
+"""The ``npusim`` command.
+
+Every user error (an ``NpusimError``) ends in one line on stderr and exit status 2; a plan
+that fails validation exits 1. Set NPUSIM_DEBUG=1 to see tracebacks of internal errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from npusim import __version__
+from npusim.errors import NpusimError
+
+
+def _progress(total: int, desc: str):
+    """A tqdm bar on a terminal, silent otherwise (CI logs, pipes)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not sys.stderr.isatty(), leave=False)
+
+
+def _hw_overrides(pairs: list[str] | None) -> dict:
+    overrides = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise NpusimError(f"--set {pair!r}: expected KEY=VALUE, e.g. scratchpad.size=256KiB")
+        key, value = pair.split("=", 1)
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def cmd_info(args) -> int:
+    from npusim.workflow import load_graph, load_hw, memory_bounds
+    from npusim.graph.analysis import peak_live_bytes, reverse_post_order
+    from npusim.units import format_bytes
+
+    graph = load_graph(args.trace)
+    align = load_hw(args.hw).scratchpad.alignment if args.hw else 1
+    bounds = memory_bounds(graph, align)
+    kinds = {}
+    for t in graph.tensors:
+        kinds.setdefault(t.kind, [0, 0])
+        kinds[t.kind][0] += 1
+        kinds[t.kind][1] += t.size
+    macs = sum(o.macs for o in graph.ops)
+    print(f"{graph.name}: {graph.n_ops} ops, {graph.n_tensors} tensors, {macs:,} MACs")
+    for kind in ("input", "weight", "activation", "output"):
+        n, size = kinds.get(kind, (0, 0))
+        print(f"  {kind:<11} {n:5d} tensors  {size:>14,} B  ({format_bytes(size)})")
+    note = f" (sizes rounded up to {align} B)" if align > 1 else ""
+    print(f"  M_R              {bounds.m_r:>14,} B  ({format_bytes(bounds.m_r)}), needed by op {bounds.m_r_op!r}{note}")
+    print(f"  peak, default    {bounds.m_p:>14,} B  ({format_bytes(bounds.m_p)})")
+    rpo = peak_live_bytes(graph, reverse_post_order(graph), align)
+    print(f"  peak, rpo        {rpo:>14,} B  ({format_bytes(rpo)})")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from npusim.graph.onnx_import import import_onnx
+    from npusim.graph.trace_io import save_trace
+
+    graph = import_onnx(args.model, dtype=args.dtype)
+    out = Path(args.output) if args.output else Path(args.model).with_suffix(".json").name
+    save_trace(graph, out)
+    print(f"{args.model} -> {out}: {graph.n_ops} ops, {graph.n_tensors} tensors ({args.dtype})")
+    return 0
+
+
+def _plan_for(args, graph, hw):
+    from npusim.plan.io import load_plan
+    from npusim.workflow import plan_graph, resolve_budget
+
+    if getattr(args, "plan", None):
+        return load_plan(args.plan, graph)
+    budget = resolve_budget(args.budget, graph, hw)
+    return plan_graph(graph, hw, args.planner, budget)
+
+
+def cmd_plan(args) -> int:
+    from npusim.plan.io import save_plan
+    from npusim.workflow import load_graph, load_hw
+
+    graph = load_graph(args.trace)
+    hw = load_hw(args.hw, _hw_overrides(args.set))
+    plan = _plan_for(args, graph, hw)
+    save_plan(plan, graph, args.output)
+    spill = plan.offchip_bytes()
+    print(f"{args.output}: {graph.name} with {plan.meta.planner}, budget {plan.capacity:,} B, "
+          f"{len(plan.residencies)} residencies, {len(plan.transfers)} transfers, "
+          f"spill {spill['spill']:,} B, retrieve {spill['retrieve']:,} B")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from npusim.plan.io import load_plan
+    from npusim.plan.validate import validate
+    from npusim.workflow import load_graph
+
+    graph = load_graph(args.trace)
+    plan = load_plan(args.plan, graph)
+    found = validate(plan, graph)
+    if not found:
+        print(f"{args.plan}: valid ({len(plan.residencies)} residencies, {len(plan.transfers)} transfers)")
+        return 0
+    print(f"{args.plan}: {len(found)} violation(s)")
+    for v in found:
+        print(f"  {v}")
+    return 1
+
+
+def cmd_simulate(args) -> int:
+    from npusim.workflow import load_graph, load_hw, simulate_plan
+
+    bar = _progress(4, "npusim")
+    start = time.perf_counter()
+    graph = load_graph(args.trace)
+    hw = load_hw(args.hw, _hw_overrides(args.set))
+    bar.update(1)
+    plan = _plan_for(args, graph, hw)
+    bar.update(1)
+    report = simulate_plan(plan, graph, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
+                           seed=args.jitter, source=args.plan or "plan")
+    bar.update(2)
+    bar.close()
+    wall = time.perf_counter() - start
+    if args.report:
+        report.save_json(args.report)
+    if args.timeline:
+        report.save_chrome_trace(args.timeline)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1, sort_keys=True))
+    else:
+        print(report.summary())
+        print(f"  wall time      {wall:.2f} s ({report.events / max(wall, 1e-9):,.0f} events/s overall)")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from npusim.hw.loader import list_hardware
+    from npusim.registry import default_registry
+    from npusim.resources import list_resources
+
+    print("planners:")
+    for p in default_registry().planners():
+        print(f"  {p.name:<10} {p.stage:<9} {p.description}")
+    print("hardware:  " + ", ".join(list_hardware()))
+    print("traces:    " + ", ".join(list_resources("traces")))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="npusim", description="Cycle-approximate NPU simulator with the memory planner in the loop.")
+    parser.add_argument("--version", action="version", version=f"npusim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def planning_args(p):
+        p.add_argument("trace", help="trace file or name in traces/ (e.g. resnet50); .onnx is imported on the fly")
+        p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/ (e.g. edge-npu)")
+        p.add_argument("--planner", default="default+arena+belady", help="planner pipeline, e.g. rpo+arena+lru")
+        p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
+
+    p = sub.add_parser("simulate", help="plan (or load a plan) and simulate it")
+    planning_args(p)
+    p.add_argument("--plan", help="simulate this plan JSON instead of planning (it is validated first)")
+    p.add_argument("--report", help="write the report as JSON here")
+    p.add_argument("--timeline", help="write a Chrome-trace / Perfetto timeline here")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--jitter", type=int, metavar="SEED", help="stretch compute times randomly (seeded) to explore interleavings")
+    p.add_argument("--jitter-amount", type=float, default=0.5, help="largest relative stretch with --jitter (default 0.5)")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("plan", help="write a plan JSON")
+    planning_args(p)
+    p.add_argument("-o", "--output", required=True, help="plan JSON to write")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("validate", help="check a plan JSON with the independent validator")
+    p.add_argument("trace")
+    p.add_argument("--plan", required=True)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("info", help="summarise a trace: sizes, M_R, peaks")
+    p.add_argument("trace")
+    p.add_argument("--hw", help="round sizes up to this hardware's alignment")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("import", help="import an ONNX model as a trace")
+    p.add_argument("model", help="ONNX file")
+    p.add_argument("-o", "--output", help="trace to write (.json or .json.gz)")
+    p.add_argument("--dtype", default="int8", choices=("int8", "fp16", "fp32"), help="dtype of float tensors")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("list", help="list planners, hardware configs and traces")
+    p.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except NpusimError as exc:
+        print(f"npusim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("npusim: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say so plainly, traceback on request
+        if os.environ.get("NPUSIM_DEBUG"):
+            raise
+        print(f"npusim: internal error: {type(exc).__name__}: {exc} (set NPUSIM_DEBUG=1 for the traceback "
+              "and please report it)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

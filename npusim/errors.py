@@ -1,0 +1,34 @@
+"""User-facing errors.
+
+Every error a user can cause (bad file, bad option, infeasible budget, unsafe plan) is an
+``NpusimError``: the CLI prints its message and exits non-zero, without a traceback.
+Messages name the file, the field, the value and what was expected.
+"""
+
+
+class NpusimError(Exception):
+    """Base class of every error npusim reports to a user."""
+
+
+class ConfigError(NpusimError):
+    """A hardware YAML file is malformed or holds a bad value."""
+
+
+class TraceError(NpusimError):
+    """A trace or ONNX model cannot be read or describes an invalid graph."""
+
+
+class PlanError(NpusimError):
+    """A plan file is malformed or fails validation."""
+
+
+class PlanningError(NpusimError):
+    """A planner cannot produce a plan (e.g. the budget is below the minimum)."""
+
+
+class SimulationError(NpusimError):
+    """The simulator caught a plan doing something unsafe (e.g. overwriting live data)."""
+
+
+class RegistryError(NpusimError):
+    """A planner pipeline names an unknown planner or combines stages wrongly."""

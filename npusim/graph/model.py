@@ -1,0 +1,295 @@
+"""The workload graph: ops and tensors with shapes, sizes and MACs.
+
+``Graph`` is a value: built once (by the ONNX importer, the trace loader or a generator),
+then only read. Ids are positions: ``graph.tensors[t.id] is t`` and ``graph.ops[o.id] is o``.
+The op list order is the model's definition order, the "default" schedule.
+
+Hot analyses use the numpy views built lazily by ``Graph.arrays`` (sizes, CSR lists of
+op inputs/outputs), not the Python objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from npusim.errors import TraceError
+
+TENSOR_KINDS = ("input", "weight", "activation", "output")
+
+#: Op kinds the PE array executes as (batched) GEMMs; everything else runs on the vector unit.
+GEMM_KINDS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a contiguous row-major tensor."""
+    strides = []
+    acc = 1
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc *= dim
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor: a contiguous row-major buffer of ``elements * itemsize`` bytes.
+
+    ``kind``: ``input`` (graph data input, starts in DRAM), ``weight`` (parameter or constant,
+    starts in DRAM), ``activation`` (intermediate), ``output`` (graph output: must reach DRAM).
+    """
+
+    id: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    itemsize: int
+    kind: str
+    producer: int | None = None
+    consumers: tuple[int, ...] = ()
+
+    @property
+    def elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def size(self) -> int:
+        """Bytes."""
+        return self.elements * self.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Row-major strides in elements."""
+        return row_major_strides(self.shape)
+
+    @property
+    def in_dram_initially(self) -> bool:
+        return self.kind in ("input", "weight")
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """The (batched) GEMM an op maps to on a PE array: ``batch`` independent M×K·K×N products.
+
+    For a convolution (implicit GEMM, as SCALE-Sim maps it): M = output pixels, N = output
+    channels per group, K = kernel window × input channels per group, batch = groups (a batch
+    of N > 1 images folds into M).
+    """
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class Op:
+    """An operator. ``inputs``/``outputs`` are tensor ids in ONNX argument order."""
+
+    id: int
+    name: str
+    kind: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    attrs: dict = field(default_factory=dict, compare=False, hash=False)
+    macs: int = 0
+    vector_ops: int = 0
+    gemm: Gemm | None = None
+
+    @property
+    def tensors(self) -> tuple[int, ...]:
+        """Distinct tensors the op touches, inputs first (an input repeated is listed once)."""
+        return tuple(dict.fromkeys(self.inputs + self.outputs))
+
+
+@dataclass(frozen=True)
+class GraphArrays:
+    """Numpy views of a graph for hot loops."""
+
+    tensor_size: np.ndarray  # int64[n_tensors]
+    tensor_kind: np.ndarray  # int8[n_tensors], index into TENSOR_KINDS
+    producer: np.ndarray  # int64[n_tensors], -1 for none
+    op_tensor_ptr: np.ndarray  # int64[n_ops+1], CSR into op_tensor_idx
+    op_tensor_idx: np.ndarray  # int64[...], distinct tensors of each op (inputs then outputs)
+    op_input_ptr: np.ndarray
+    op_input_idx: np.ndarray  # distinct inputs of each op
+    op_output_ptr: np.ndarray
+    op_output_idx: np.ndarray
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    tensors: tuple[Tensor, ...]
+    ops: tuple[Op, ...]
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self):
+        check_graph(self)
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.ops)
+
+    @property
+    def n_tensors(self) -> int:
+        return len(self.tensors)
+
+    @cached_property
+    def tensor_by_name(self) -> dict[str, Tensor]:
+        return {t.name: t for t in self.tensors}
+
+    @cached_property
+    def op_by_name(self) -> dict[str, Op]:
+        return {o.name: o for o in self.ops}
+
+    def tensor(self, key: int | str) -> Tensor:
+        return self.tensors[key] if isinstance(key, int) else self.tensor_by_name[key]
+
+    def op(self, key: int | str) -> Op:
+        return self.ops[key] if isinstance(key, int) else self.op_by_name[key]
+
+    def bytes_of(self, kinds: tuple[str, ...]) -> int:
+        return sum(t.size for t in self.tensors if t.kind in kinds)
+
+    @cached_property
+    def arrays(self) -> GraphArrays:
+        def csr(lists):
+            ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+            ptr[1:] = np.cumsum([len(x) for x in lists])
+            idx = np.fromiter((t for x in lists for t in x), dtype=np.int64, count=int(ptr[-1]))
+            return ptr, idx
+
+        kinds = {k: i for i, k in enumerate(TENSOR_KINDS)}
+        t_ptr, t_idx = csr([o.tensors for o in self.ops])
+        i_ptr, i_idx = csr([tuple(dict.fromkeys(o.inputs)) for o in self.ops])
+        o_ptr, o_idx = csr([o.outputs for o in self.ops])
+        return GraphArrays(
+            tensor_size=np.array([t.size for t in self.tensors], dtype=np.int64),
+            tensor_kind=np.array([kinds[t.kind] for t in self.tensors], dtype=np.int8),
+            producer=np.array(
+                [-1 if t.producer is None else t.producer for t in self.tensors], dtype=np.int64
+            ),
+            op_tensor_ptr=t_ptr, op_tensor_idx=t_idx,
+            op_input_ptr=i_ptr, op_input_idx=i_idx,
+            op_output_ptr=o_ptr, op_output_idx=o_idx,
+        )
+
+
+def check_graph(graph: Graph) -> None:
+    """Reject graphs that break the Graph contract, naming the op or tensor at fault."""
+    where = f"graph {graph.name!r}"
+    n_t, n_o = len(graph.tensors), len(graph.ops)
+    for i, t in enumerate(graph.tensors):
+        if t.id != i:
+            raise TraceError(f"{where}: tensor {t.name!r} has id {t.id}, expected {i} (its position)")
+        if t.kind not in TENSOR_KINDS:
+            raise TraceError(f"{where}: tensor {t.name!r} has kind {t.kind!r}, expected one of {TENSOR_KINDS}")
+        if any((not isinstance(d, int)) or d <= 0 for d in t.shape):
+            raise TraceError(
+                f"{where}: tensor {t.name!r} has shape {list(t.shape)}, expected positive integer dims"
+            )
+        if t.itemsize <= 0:
+            raise TraceError(f"{where}: tensor {t.name!r} has itemsize {t.itemsize}, expected > 0")
+        if t.producer is not None and not 0 <= t.producer < n_o:
+            raise TraceError(f"{where}: tensor {t.name!r} names producer op {t.producer}, which does not exist")
+        if t.in_dram_initially and t.producer is not None:
+            raise TraceError(f"{where}: {t.kind} tensor {t.name!r} cannot have a producer op")
+        if t.kind in ("activation", "output") and t.producer is None:
+            raise TraceError(f"{where}: {t.kind} tensor {t.name!r} has no producer op")
+    for i, o in enumerate(graph.ops):
+        if o.id != i:
+            raise TraceError(f"{where}: op {o.name!r} has id {o.id}, expected {i} (its position)")
+        if not o.outputs:
+            raise TraceError(f"{where}: op {o.name!r} has no outputs")
+        for t in o.inputs + o.outputs:
+            if not 0 <= t < n_t:
+                raise TraceError(f"{where}: op {o.name!r} names tensor {t}, which does not exist")
+        for t in o.outputs:
+            if graph.tensors[t].producer != i:
+                raise TraceError(
+                    f"{where}: op {o.name!r} outputs tensor {graph.tensors[t].name!r} "
+                    f"whose producer is {graph.tensors[t].producer}"
+                )
+        for t in o.inputs:
+            if i not in graph.tensors[t].consumers:
+                raise TraceError(
+                    f"{where}: op {o.name!r} reads tensor {graph.tensors[t].name!r} "
+                    "but is not among its consumers"
+                )
+    # Acyclicity: Kahn's algorithm; name an op on the cycle if there is one.
+    indegree = [0] * n_o
+    for o in graph.ops:
+        indegree[o.id] = len({graph.tensors[t].producer for t in o.inputs} - {None})
+    ready = [o for o in range(n_o) if indegree[o] == 0]
+    seen = 0
+    while ready:
+        op = ready.pop()
+        seen += 1
+        succ = {c for t in graph.ops[op].outputs for c in graph.tensors[t].consumers}
+        for c in succ:
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                ready.append(c)
+    if seen != n_o:
+        stuck = next(graph.ops[i].name for i in range(n_o) if indegree[i] > 0)
+        raise TraceError(f"{where}: the graph has a cycle through op {stuck!r}")
+
+
+def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | None = None) -> Graph:
+    """Build a Graph from plain records, deriving producers and consumers.
+
+    ``tensors``: dicts with name, shape, dtype, itemsize, kind.
+    ``ops``: dicts with name, kind, inputs, outputs (tensor names), attrs, macs, vector_ops, gemm.
+    """
+    index = {}
+    for i, t in enumerate(tensors):
+        if t["name"] in index:
+            raise TraceError(f"graph {name!r}: tensor name {t['name']!r} is used twice")
+        index[t["name"]] = i
+    producer: dict[int, int] = {}
+    consumers: dict[int, list[int]] = {i: [] for i in range(len(tensors))}
+
+    def lookup(op_name, tname):
+        if tname not in index:
+            raise TraceError(f"graph {name!r}: op {op_name!r} names unknown tensor {tname!r}")
+        return index[tname]
+
+    built_ops = []
+    for oi, o in enumerate(ops):
+        ins = tuple(lookup(o["name"], t) for t in o["inputs"])
+        outs = tuple(lookup(o["name"], t) for t in o["outputs"])
+        for t in outs:
+            if t in producer:
+                raise TraceError(
+                    f"graph {name!r}: tensor {tensors[t]['name']!r} is produced by both "
+                    f"{ops[producer[t]]['name']!r} and {o['name']!r}"
+                )
+            producer[t] = oi
+        for t in dict.fromkeys(ins):
+            consumers[t].append(oi)
+        gemm = o.get("gemm")
+        built_ops.append(Op(
+            id=oi, name=o["name"], kind=o["kind"], inputs=ins, outputs=outs,
+            attrs=dict(o.get("attrs", {})), macs=int(o.get("macs", 0)),
+            vector_ops=int(o.get("vector_ops", 0)),
+            gemm=Gemm(**gemm) if isinstance(gemm, dict) else gemm,
+        ))
+    built_tensors = tuple(
+        Tensor(
+            id=i, name=t["name"], shape=tuple(t["shape"]), dtype=t["dtype"],
+            itemsize=int(t["itemsize"]), kind=t["kind"], producer=producer.get(i),
+            consumers=tuple(consumers[i]),
+        )
+        for i, t in enumerate(tensors)
+    )
+    return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))

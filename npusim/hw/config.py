@@ -1,0 +1,104 @@
+"""Hardware description: typed dataclasses, one per block, every field with a unit and a doc.
+
+The YAML keys are the field names. Each field's ``metadata`` gives:
+``quantity`` (how the YAML value is parsed, see ``npusim.units``; ``int``/``str``/``choice``
+for plain values), ``doc`` (one line for hw_configs/README.md) and, for choices, ``choices``.
+Values are stored in base units: bytes, Hz, bytes/s, pJ, W, cycles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def knob(default, quantity: str, doc: str, **extra):
+    """A hardware field with its unit and description (read by the loader and the docs)."""
+    return field(default=default, metadata={"quantity": quantity, "doc": doc, **extra})
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """One core: a systolic PE array plus a vector unit. All cores are identical."""
+
+    count: int = knob(1, "int", "number of identical cores (each runs one stream at a time)")
+    pe_rows: int = knob(16, "int", "rows R of the systolic PE array")
+    pe_cols: int = knob(16, "int", "columns C of the systolic PE array")
+    dataflow: str = knob("os", "choice", "array dataflow: os (output stationary) or ws (weight stationary)",
+                         choices=("os", "ws"))
+    vector_lanes: int = knob(16, "int", "element-wise operations per cycle of the vector unit")
+
+
+@dataclass(frozen=True)
+class ScratchpadConfig:
+    size: int = knob(1024**2, "size", "capacity of the on-chip scratchpad")
+    banks: int = knob(1, "int", "number of banks (informational for now)")
+    bytes_per_cycle: int = knob(64, "int", "bytes per cycle the cores can read+write (bounds compute)")
+    alignment: int = knob(64, "size", "every allocation starts at a multiple of this many bytes")
+
+
+@dataclass(frozen=True)
+class DmaConfig:
+    channels: int = knob(2, "int", "transfers in flight at once")
+    setup_cycles: float = knob(64.0, "cycles", "cycles to set up one descriptor (one transfer)")
+    chunk_cycles: float = knob(4.0, "cycles", "extra cycles per contiguous chunk of a strided view")
+    burst_bytes: int = knob(64, "size", "DRAM burst: every chunk is rounded up to whole bursts")
+
+
+@dataclass(frozen=True)
+class DramConfig:
+    bandwidth: float = knob(25.6e9, "bandwidth", "peak bandwidth, shared fairly by concurrent transfers")
+    latency: float = knob(100e-9, "time", "fixed latency added to every transfer")
+    capacity: int = knob(4 * 1024**3, "size", "capacity of the off-chip memory")
+
+
+@dataclass(frozen=True)
+class EnergyConfig:
+    """Energy table. Per-byte costs and per-access (per-op, per-descriptor) costs are kept apart."""
+
+    source: str = knob("Horowitz ISSCC 2014 (45 nm); LPDDR4 per Accelergy/CACTI", "str",
+                       "where the figures come from")
+    mac_int8: float = knob(0.23, "energy", "one 8-bit multiply-accumulate (0.2 pJ mult + 0.03 pJ add)")
+    mac_fp16: float = knob(1.5, "energy", "one fp16 multiply-accumulate (1.1 pJ mult + 0.4 pJ add)")
+    mac_fp32: float = knob(4.6, "energy", "one fp32 multiply-accumulate (3.7 pJ mult + 0.9 pJ add)")
+    vector_op: float = knob(0.1, "energy", "one element-wise operation of the vector unit")
+    scratchpad_read_byte: float = knob(1.25, "energy", "reading one scratchpad byte (5 pJ / 32-bit access)")
+    scratchpad_write_byte: float = knob(1.25, "energy", "writing one scratchpad byte (5 pJ / 32-bit access)")
+    dram_byte: float = knob(64.0, "energy", "moving one byte to or from DRAM (8 pJ/bit)")
+    dma_descriptor: float = knob(50.0, "energy", "processing one DMA descriptor (per transfer)")
+    static_power: float = knob(0.05, "power", "leakage and clock power of the whole chip")
+
+    def mac(self, dtype: str) -> float:
+        """pJ per MAC of ``dtype``: fp16 for 2-byte floats, fp32 for wider, int8 otherwise."""
+        if dtype in ("fp32", "float32", "float", "fp64", "float64"):
+            return self.mac_fp32
+        if dtype in ("fp16", "float16", "bf16", "bfloat16"):
+            return self.mac_fp16
+        return self.mac_int8
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str = knob("custom", "str", "name of the configuration")
+    description: str = knob("", "str", "one line about what it models")
+    clock: float = knob(1e9, "frequency", "clock of cores, scratchpad and DMA engine")
+    streams: int = knob(1, "int", "hardware streams (command queues); stream i runs on core i mod count")
+    cores: CoreConfig = field(default_factory=CoreConfig, metadata={"doc": "the cores"})
+    scratchpad: ScratchpadConfig = field(default_factory=ScratchpadConfig, metadata={"doc": "on-chip memory"})
+    dma: DmaConfig = field(default_factory=DmaConfig, metadata={"doc": "the DMA engine"})
+    dram: DramConfig = field(default_factory=DramConfig, metadata={"doc": "off-chip memory"})
+    energy: EnergyConfig = field(default_factory=EnergyConfig, metadata={"doc": "energy table"})
+
+    # Derived quantities used by the simulator (cycles are core clock cycles).
+    @property
+    def dram_bytes_per_cycle(self) -> float:
+        return self.dram.bandwidth / self.clock
+
+    @property
+    def dram_latency_cycles(self) -> float:
+        return self.dram.latency * self.clock
+
+    def with_scratchpad_size(self, size: int) -> "Hardware":
+        """The same hardware with another scratchpad size (how --budget and DSE sweeps apply)."""
+        from dataclasses import replace
+
+        return replace(self, scratchpad=replace(self.scratchpad, size=int(size)))

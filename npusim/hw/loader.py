@@ -1,0 +1,403 @@
+"""Loading hardware descriptions from YAML into ``Hardware``.
+
+The loader knows no field by name (except ``clock``, which B/cycle bandwidths need):
+it walks the dataclasses of ``npusim.hw.config`` and parses every value according
+to its field's ``quantity`` metadata. A file is read in three steps:
+
+1. read: YAML (safe loader, duplicate keys rejected) -> a mapping;
+2. flatten: the mapping -> ``{dotted key: (raw value, file that set it)}``, rejecting
+   unknown keys; ``extends: base`` loads the base first and the file's own keys
+   replace the base's key by key (a deep merge);
+3. build: parse each raw value with ``npusim.units``, check its range, construct the
+   frozen dataclasses, then cross-check fields that constrain each other.
+
+Every problem is a ``ConfigError`` naming the file, the dotted key, the value and
+what was expected, e.g.
+``hw_configs/x.yaml: scratchpad.size = '1 MB/s': unknown size unit 'MB/s' ...``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import os
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from npusim import units
+from npusim.errors import ConfigError
+from npusim.hw.config import Hardware
+from npusim.resources import find_resource, list_resources, missing_resource_message
+
+KIND = "hw_configs"
+EXTENDS_KEY = "extends"
+# Bandwidths given in B/cycle are converted with this top-level field.
+CLOCK_KEY = "clock"
+# The name is not inherited through `extends`: a variant is its own configuration.
+NAME_KEY = "name"
+
+# Quantities whose values must be > 0; every other number must be >= 0.
+STRICTLY_POSITIVE = {"size", "frequency", "bandwidth", "int"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One raw value from a file, remembered with the file that set it (for messages)."""
+
+    value: object
+    origin: str
+
+
+Settings = dict[str, Setting]
+
+
+# ---------------------------------------------------------------- public API
+
+
+def load_hardware(source: str | os.PathLike, *, overrides: Mapping[str, object] | None = None) -> Hardware:
+    """Load a hardware description by path or by shipped name (e.g. ``"edge-npu"``).
+
+    ``overrides`` maps dotted keys to raw values, parsed like YAML values and applied
+    last, e.g. ``{"scratchpad.size": "256KiB"}`` (how ``--set`` and sweeps change a knob).
+    """
+    path = resolve_hardware_path(source)
+    settings = read_settings(path)
+    if overrides:
+        settings.update(flatten(nest_dotted(overrides, "overrides"), "overrides"))
+    return build_hardware(settings, default_name=_stem(path), origin=display_path(path))
+
+
+def hardware_from_mapping(data: Mapping, *, origin: str = "<mapping>",
+                          base_dir: str | os.PathLike = ".") -> Hardware:
+    """Build ``Hardware`` from an already-parsed mapping (same rules as a YAML file)."""
+    data = dict(data)
+    settings = _settings_of_base(data.pop(EXTENDS_KEY, None), Path(base_dir), origin, chain=())
+    own = flatten(data, origin)
+    _drop_inherited_name(settings)
+    settings.update(own)
+    return build_hardware(settings, default_name=Hardware().name, origin=origin)
+
+
+def resolve_hardware_path(name: str | os.PathLike) -> Path:
+    """The YAML file for ``name``: the path as given, else a shipped or local config name."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    if path.name == str(name):  # a bare name, not a path into some folder
+        found = find_resource(KIND, str(name))
+        if found is not None:
+            return found
+    raise ConfigError(f"{name}: hardware config not found; {missing_resource_message(KIND, str(name))}")
+
+
+def list_hardware() -> list[str]:
+    """Names of the hardware configs that ``load_hardware`` finds by name."""
+    return list_resources(KIND)
+
+
+def hardware_to_dict(hw: Hardware) -> dict:
+    """Plain nested dict of every field in base units (bytes, Hz, B/s, pJ, W, s, cycles)."""
+    return dataclasses.asdict(hw)
+
+
+def iter_knobs(cls: type = Hardware, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field]]:
+    """Every leaf field of ``cls`` as (dotted key, field), in declaration order."""
+    for field in dataclasses.fields(cls):
+        block = block_type(cls, field.name)
+        if block is None:
+            yield prefix + field.name, field
+        else:
+            yield from iter_knobs(block, f"{prefix}{field.name}.")
+
+
+def block_type(cls: type, field_name: str) -> type | None:
+    """The dataclass type of a nested block field (cores, dma, ...), or None for a leaf."""
+    hint = _type_hints(cls)[field_name]
+    return hint if dataclasses.is_dataclass(hint) else None
+
+
+# ---------------------------------------------------------------- step 1: read
+
+
+class _UniqueKeySafeLoader(yaml.SafeLoader):
+    """The safe loader, except that a key given twice is an error, not a silent override."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> dict:
+    """The top-level mapping of a YAML file, with errors that name the file and line."""
+    origin = display_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{origin}: cannot read the file: {error.strerror or error}") from error
+    try:
+        data = yaml.load(text, Loader=_UniqueKeySafeLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{origin}: {_describe_yaml_error(error)}") from error
+    if data is None:
+        raise ConfigError(f"{origin}: the file is empty; expected a mapping of hardware keys "
+                          f"such as {_top_level_example()}")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: the top level is a {type(data).__name__} ({_short(data)}); "
+                          f"expected a mapping of hardware keys such as {_top_level_example()}")
+    return data
+
+
+def _describe_yaml_error(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    if mark is None:
+        return f"invalid YAML: {problem}"
+    return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {problem}"
+
+
+# ---------------------------------------------------------------- step 2: flatten and merge
+
+
+def read_settings(path: Path, chain: tuple[Path, ...] = ()) -> Settings:
+    """Flattened settings of ``path`` with its ``extends`` chain merged underneath."""
+    real = path.resolve()
+    if real in chain:
+        cycle = " -> ".join(display_path(p) for p in (*chain, real))
+        raise ConfigError(f"{display_path(path)}: 'extends' forms a cycle: {cycle}")
+    data = dict(read_yaml(path))
+    origin = display_path(path)
+    settings = _settings_of_base(data.pop(EXTENDS_KEY, None), path.parent, origin, (*chain, real))
+    own = flatten(data, origin)
+    _drop_inherited_name(settings)
+    settings.update(own)  # the deep merge: own keys replace the base's, key by key
+    return settings
+
+
+def _settings_of_base(base: object, folder: Path, origin: str, chain: tuple[Path, ...]) -> Settings:
+    if base is None:
+        return {}
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{origin}: {EXTENDS_KEY} = {base!r}: expected the name or relative "
+                          f"path of another hardware config, e.g. 'edge-npu'")
+    return read_settings(_resolve_base(base, folder, origin), chain)
+
+
+def _resolve_base(base: str, folder: Path, origin: str) -> Path:
+    """A base is looked up next to the extending file first, then by name."""
+    for candidate in (folder / base, folder / f"{base}.yaml", folder / f"{base}.yml"):
+        if candidate.is_file():
+            return candidate
+    found = find_resource(KIND, base) if Path(base).name == base else None
+    if found is None:
+        raise ConfigError(f"{origin}: {EXTENDS_KEY} = {base!r}: not found next to the file nor by "
+                          f"name; {missing_resource_message(KIND, base)}")
+    return found
+
+
+def flatten(mapping: Mapping, origin: str, cls: type = Hardware, prefix: str = "") -> Settings:
+    """``{dotted key: Setting}`` of a (nested) mapping, checked against the fields of ``cls``."""
+    names = [field.name for field in dataclasses.fields(cls)]
+    settings: Settings = {}
+    for key, value in mapping.items():
+        if key not in names:
+            raise ConfigError(_unknown_key_message(origin, prefix, key, names))
+        dotted = prefix + key
+        block = block_type(cls, key)
+        if block is None:
+            settings[dotted] = Setting(value, origin)
+        elif value is not None:  # an empty block (all lines commented out) changes nothing
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{origin}: {dotted} = {_short(value)}: expected a mapping of "
+                                  f"{', '.join(f.name for f in dataclasses.fields(block))}")
+            settings.update(flatten(value, origin, block, dotted + "."))
+    return settings
+
+
+def nest_dotted(flat: Mapping[str, object], origin: str) -> dict:
+    """``{"a.b": v}`` -> ``{"a": {"b": v}}`` (overrides are written with dotted keys)."""
+    nested: dict = {}
+    for dotted, value in flat.items():
+        *blocks, leaf = str(dotted).split(".")
+        target = nested
+        for block in blocks:
+            target = target.setdefault(block, {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"{origin}: {dotted}: {block!r} is a value, not a block")
+        target[leaf] = value
+    return nested
+
+
+def _drop_inherited_name(settings: Settings) -> None:
+    settings.pop(NAME_KEY, None)
+
+
+def _unknown_key_message(origin: str, prefix: str, key: object, names: list[str]) -> str:
+    where = f"in {prefix[:-1]}" if prefix else "at the top level"
+    message = f"{origin}: unknown key {prefix}{key} {where}"
+    suggestion = _closest_key(key, prefix, names)
+    if suggestion:
+        message += f"; did you mean {suggestion!r}?"
+    return message + f" Valid keys {where}: {', '.join(names)}"
+
+
+def _closest_key(key: object, prefix: str, names: list[str]) -> str | None:
+    """The nearest sibling key, else the nearest key anywhere (a knob put in the wrong block)."""
+    text = str(key)
+    close = difflib.get_close_matches(text, names, n=1, cutoff=0.6)
+    if close:
+        return prefix + close[0]
+    everywhere = {dotted.rsplit(".", 1)[-1]: dotted for dotted, _ in iter_knobs()}
+    close = difflib.get_close_matches(text, list(everywhere), n=1, cutoff=0.75)
+    return everywhere[close[0]] if close else None
+
+
+# ---------------------------------------------------------------- step 3: build
+
+
+def build_hardware(settings: Settings, *, default_name: str, origin: str) -> Hardware:
+    """Parse every setting, construct ``Hardware`` and cross-check it."""
+    settings = dict(settings)
+    settings.setdefault(NAME_KEY, Setting(default_name, origin))
+    clock_hz = _parse_clock(settings)
+    hw = _build(Hardware, settings, "", clock_hz)
+    _cross_check(hw, settings, origin)
+    return hw
+
+
+def _parse_clock(settings: Settings) -> float:
+    field = next(f for f in dataclasses.fields(Hardware) if f.name == CLOCK_KEY)
+    if CLOCK_KEY not in settings:
+        return field.default
+    return parse_value(CLOCK_KEY, settings[CLOCK_KEY], field, clock_hz=None)
+
+
+def _build(cls: type, settings: Settings, prefix: str, clock_hz: float):
+    kwargs = {}
+    for field in dataclasses.fields(cls):
+        dotted = prefix + field.name
+        block = block_type(cls, field.name)
+        if block is not None:
+            kwargs[field.name] = _build(block, settings, dotted + ".", clock_hz)
+        elif dotted in settings:
+            kwargs[field.name] = parse_value(dotted, settings[dotted], field, clock_hz)
+    return cls(**kwargs)
+
+
+def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_hz: float | None):
+    """The value of one field in its base unit, or a ConfigError saying what was expected."""
+    quantity = field.metadata["quantity"]
+    try:
+        if quantity == "int":
+            value = _parse_int(setting.value)
+        elif quantity == "str":
+            value = _parse_text(setting.value)
+        elif quantity == "choice":
+            value = _parse_choice(setting.value, field.metadata["choices"])
+        elif quantity == "size":
+            value = units.parse_size(setting.value)
+        else:
+            value = units.parse(setting.value, quantity, clock_hz=clock_hz)
+        _check_range(value, quantity)
+    except units.UnitError as error:
+        raise ConfigError(f"{setting.origin}: {dotted} = {setting.value!r}: {error}") from error
+    return value
+
+
+def _parse_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise units.UnitError(f"expected a positive integer such as 16, got a {type(value).__name__}")
+    return value
+
+
+def _parse_text(value: object) -> str:
+    if not isinstance(value, str):
+        raise units.UnitError(f"expected text, got a {type(value).__name__} (quote it in YAML)")
+    return value
+
+
+def _parse_choice(value: object, choices: tuple[str, ...]) -> str:
+    if value in choices:
+        return value
+    hint = next((c for c in choices if str(value).lower() == c.lower()), None)
+    hint = hint or next(iter(difflib.get_close_matches(str(value), choices, n=1)), None)
+    suggestion = f" (did you mean {hint!r}?)" if hint else ""
+    raise units.UnitError(f"expected one of {', '.join(choices)}{suggestion}")
+
+
+def _check_range(value: object, quantity: str) -> None:
+    if quantity in ("str", "choice"):
+        return
+    if quantity in STRICTLY_POSITIVE and value <= 0:
+        raise units.UnitError(f"expected a {_kind(quantity)} greater than 0")
+    if value < 0:
+        raise units.UnitError(f"expected a {_kind(quantity)} of 0 or more")
+
+
+def _kind(quantity: str) -> str:
+    return "whole number" if quantity == "int" else quantity
+
+
+def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
+    """Rules between fields: alignment fits the scratchpad; sizes the DMA rounds to are 2^k."""
+    alignment, size = hw.scratchpad.alignment, hw.scratchpad.size
+    if not _is_power_of_two(alignment):
+        _fail(settings, origin, "scratchpad.alignment", alignment, "expected a power of two such as 64")
+    if alignment > size:
+        _fail(settings, origin, "scratchpad.alignment", alignment,
+              f"larger than scratchpad.size = {units.format_bytes(size)}")
+    burst = hw.dma.burst_bytes
+    if not _is_power_of_two(burst):
+        _fail(settings, origin, "dma.burst_bytes", burst, "expected a power of two such as 64")
+
+
+def _fail(settings: Settings, origin: str, dotted: str, value: object, reason: str) -> typing.NoReturn:
+    setting = settings.get(dotted, Setting(value, f"{origin} (default)"))
+    raise ConfigError(f"{setting.origin}: {dotted} = {setting.value!r}: {reason}")
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+# ---------------------------------------------------------------- helpers
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, object]:
+    return typing.get_type_hints(cls)
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when inside it (shorter messages)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".yaml", ".yml"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def _top_level_example() -> str:
+    return "clock, cores, scratchpad, dram"
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

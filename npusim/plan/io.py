@@ -1,0 +1,166 @@
+"""Plan JSON (``npusim-plan/1``): tensors and ops by name, so a plan can be edited by hand.
+
+::
+
+    {"format": "npusim-plan/1", "graph": "resnet50", "capacity": 4194304, "alignment": 64,
+     "order": [op names], "streams": {op name: stream} (ops not listed run on stream 0),
+     "residencies": [{"tensor": name, "offset": int, "first": step, "last": step, "size": int}],
+     "transfers": [{"step": int, "kind": "load"|"store", "tensor": name,
+                    "cause": "compulsory"|"writeback"|"spill"|"retrieve"}],
+     "dram": {tensor name: offset}, "tiling": {op name: [tile dims]},
+     "meta": {"planner": str, "options": {}, "solve_seconds": float, "status": str,
+              "objective": number|null, "bound": number|null}}
+
+A residency's ``size`` defaults to the tensor's size rounded up to the alignment; a transfer
+always moves the whole tensor.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from npusim.errors import PlanError
+from npusim.graph.analysis import aligned
+from npusim.graph.model import Graph
+from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
+
+FORMAT = "npusim-plan/1"
+
+
+def plan_to_dict(plan: Plan, graph: Graph) -> dict:
+    tname = [t.name for t in graph.tensors]
+    oname = [o.name for o in graph.ops]
+    return {
+        "format": FORMAT,
+        "graph": plan.graph,
+        "capacity": plan.capacity,
+        "alignment": plan.alignment,
+        "order": [oname[o] for o in plan.order],
+        "streams": {oname[o]: s for o, s in enumerate(plan.streams) if s != 0},
+        "residencies": [
+            {"tensor": tname[r.tensor], "offset": r.offset, "first": r.first, "last": r.last,
+             "size": r.size}
+            for r in plan.residencies
+        ],
+        "transfers": [
+            {"step": t.step, "kind": t.kind, "tensor": tname[t.tensor], "cause": t.cause}
+            for t in plan.transfers
+        ],
+        "dram": {tname[t]: off for t, off in sorted(plan.dram.items())},
+        "tiling": {oname[o]: list(shape) for o, shape in sorted(plan.tiling.items())},
+        "meta": {
+            "planner": plan.meta.planner, "options": plan.meta.options,
+            "solve_seconds": plan.meta.solve_seconds, "status": plan.meta.status,
+            "objective": plan.meta.objective, "bound": plan.meta.bound,
+        },
+    }
+
+
+def save_plan(plan: Plan, graph: Graph, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(plan_to_dict(plan, graph), indent=1) + "\n")
+
+
+def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:
+    if key not in record:
+        raise PlanError(f"{where}: missing field {key!r}")
+    value = record[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise PlanError(f"{where}: field {key!r} is {value!r}, expected an integer >= {minimum}")
+    return value
+
+
+def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise PlanError(f"{source}: field 'format' is {got!r}, expected {FORMAT!r}")
+    if data.get("graph") != graph.name:
+        raise PlanError(f"{source}: plan is for graph {data.get('graph')!r}, not {graph.name!r}")
+    tensors = graph.tensor_by_name
+    ops = graph.op_by_name
+
+    def tensor_id(name, where):
+        if name not in tensors:
+            raise PlanError(f"{where}: unknown tensor {name!r} (not in graph {graph.name!r})")
+        return tensors[name].id
+
+    def op_id(name, where):
+        if name not in ops:
+            raise PlanError(f"{where}: unknown op {name!r} (not in graph {graph.name!r})")
+        return ops[name].id
+
+    capacity = _int(data, "capacity", source, 1)
+    alignment = _int(data, "alignment", source, 1)
+    order_names = data.get("order")
+    if not isinstance(order_names, list):
+        raise PlanError(f"{source}: field 'order' must be a list of op names")
+    order = tuple(op_id(n, f"{source}: order[{i}]") for i, n in enumerate(order_names))
+    streams = [0] * graph.n_ops
+    stream_map = data.get("streams", {}) or {}
+    if not isinstance(stream_map, dict):
+        raise PlanError(f"{source}: field 'streams' must map op names to stream numbers")
+    for name, s in stream_map.items():
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+            raise PlanError(f"{source}: streams[{name!r}] is {s!r}, expected an integer >= 0")
+        streams[op_id(name, f"{source}: streams")] = s
+    residencies = []
+    for i, r in enumerate(_list(data, "residencies", source)):
+        where = f"{source}: residencies[{i}]"
+        if not isinstance(r, dict):
+            raise PlanError(f"{where}: expected an object")
+        t = tensor_id(r.get("tensor"), where)
+        size = r.get("size", aligned(graph.tensors[t].size, alignment))
+        residencies.append(Residency(
+            first=_int(r, "first", where), last=_int(r, "last", where),
+            offset=_int(r, "offset", where), tensor=t,
+            size=_int({"size": size}, "size", where, 1),
+        ))
+    transfers = []
+    for i, tr in enumerate(_list(data, "transfers", source)):
+        where = f"{source}: transfers[{i}]"
+        if not isinstance(tr, dict):
+            raise PlanError(f"{where}: expected an object")
+        if tr.get("kind") not in TRANSFER_KINDS:
+            raise PlanError(f"{where}: kind is {tr.get('kind')!r}, expected one of {TRANSFER_KINDS}")
+        if tr.get("cause") not in CAUSES:
+            raise PlanError(f"{where}: cause is {tr.get('cause')!r}, expected one of {CAUSES}")
+        t = tensor_id(tr.get("tensor"), where)
+        transfers.append(Transfer(step=_int(tr, "step", where), kind=tr["kind"], tensor=t,
+                                  cause=tr["cause"], size=graph.tensors[t].size))
+    dram = {tensor_id(n, f"{source}: dram"): _int({"offset": off}, "offset", f"{source}: dram[{n!r}]")
+            for n, off in (data.get("dram") or {}).items()}
+    tiling = {op_id(n, f"{source}: tiling"): tuple(shape) for n, shape in (data.get("tiling") or {}).items()}
+    m = data.get("meta") or {}
+    status = m.get("status", "hand_written")
+    if status not in STATUSES:
+        raise PlanError(f"{source}: meta.status is {status!r}, expected one of {STATUSES}")
+    meta = PlanMeta(planner=str(m.get("planner", "")), options=dict(m.get("options") or {}),
+                    solve_seconds=float(m.get("solve_seconds") or 0.0), status=status,
+                    objective=m.get("objective"), bound=m.get("bound"))
+    return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
+                streams=tuple(streams), residencies=tuple(sorted(residencies)),
+                transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
+                tiling=tiling, meta=meta)
+
+
+def transfer_sort_key(t: Transfer):
+    # Within a step: stores (after the op) sort after loads (before the op).
+    return (t.step, t.kind != "load", t.tensor)
+
+
+def _list(data: dict, key: str, source: str) -> list:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise PlanError(f"{source}: field {key!r} must be a list")
+    return value
+
+
+def load_plan(path: str | Path, graph: Graph) -> Plan:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such plan file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanError(f"{path}: not a readable JSON plan: {exc}") from None
+    return plan_from_dict(data, graph, str(path))

@@ -1,0 +1,75 @@
+"""The Plan: what planners decide, and nothing about how the simulator works.
+
+Steps are positions in ``order`` (the papers' discrete timesteps). A *residency* says a tensor
+occupies ``[offset, offset + size)`` of the scratchpad from step ``first`` to step ``last``
+(inclusive). A tensor spilled and later retrieved has two residencies. A *transfer* is a DMA
+action bound to a step: a ``load`` happens before the op at its step runs, a ``store`` after
+the op at its step has run. Every transfer carries its cause, so the report can split
+off-chip bytes into compulsory loads, write-backs, spills and retrieves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LOAD, STORE = "load", "store"
+TRANSFER_KINDS = (LOAD, STORE)
+#: compulsory: first load of an input or weight; writeback: a graph output reaching DRAM;
+#: spill: an activation stored to make room; retrieve: a load of data evicted earlier.
+CAUSES = ("compulsory", "writeback", "spill", "retrieve")
+STATUSES = ("optimal", "feasible", "heuristic", "timed_out", "hand_written")
+
+
+@dataclass(frozen=True, order=True)
+class Residency:
+    first: int
+    last: int
+    offset: int
+    tensor: int
+    size: int
+
+
+@dataclass(frozen=True, order=True)
+class Transfer:
+    step: int
+    kind: str
+    tensor: int
+    cause: str
+    size: int
+
+
+@dataclass(frozen=True)
+class PlanMeta:
+    planner: str = ""
+    options: dict = field(default_factory=dict)
+    solve_seconds: float = 0.0
+    status: str = "heuristic"
+    objective: float | None = None
+    bound: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A complete plan for one graph on a scratchpad of ``capacity`` bytes."""
+
+    graph: str
+    capacity: int
+    alignment: int
+    order: tuple[int, ...]
+    streams: tuple[int, ...]  # stream of each op, indexed by op id
+    residencies: tuple[Residency, ...]
+    transfers: tuple[Transfer, ...]
+    dram: dict = field(default_factory=dict)  # tensor id -> DRAM offset, when planned
+    tiling: dict = field(default_factory=dict)  # op id -> tile shape, when tiled
+    meta: PlanMeta = field(default_factory=PlanMeta)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.order)
+
+    def offchip_bytes(self) -> dict[str, int]:
+        """Bytes crossing the DRAM bus by cause, from the transfers alone."""
+        total = dict.fromkeys(CAUSES, 0)
+        for tr in self.transfers:
+            total[tr.cause] += tr.size
+        return total

@@ -1,0 +1,142 @@
+"""The planner registry and pipelines.
+
+Planners are found only through the entry-point group ``npusim.planners``: each entry point
+is a function ``register(registry)`` that calls ``registry.add(planner)``. The built-in
+``planners`` package registers itself this way, and so can a third-party package.
+
+A planner is any object with ``name``, ``stage`` (one of ``STAGES``), ``description`` and
+``run(ctx: PlanningContext) -> None``, which fills its part of the context. A pipeline is
+named by joining planner names with ``+`` (``rpo+arena+belady``); stages run in the order of
+``STAGES`` whatever the order of the names.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Protocol
+
+from npusim.errors import RegistryError
+from npusim.graph.model import Graph
+from npusim.hw.config import Hardware
+from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
+
+#: schedule -> spill policy -> on-chip offsets (with eviction) -> off-chip offsets; joint planners
+#: cover several stages at once.
+STAGES = ("schedule", "spill", "alloc", "offchip", "joint")
+ENTRY_POINT_GROUP = "npusim.planners"
+
+
+class Planner(Protocol):
+    name: str
+    stage: str
+    description: str
+
+    def run(self, ctx: "PlanningContext") -> None: ...
+
+
+@dataclass
+class PlanningContext:
+    """What the stages of a pipeline read and fill in, in turn."""
+
+    graph: Graph
+    hw: Hardware
+    capacity: int
+    alignment: int
+    options: dict = field(default_factory=dict)
+    order: list[int] | None = None
+    streams: list[int] | None = None
+    spill_policy: object | None = None
+    residencies: list[Residency] | None = None
+    transfers: list[Transfer] | None = None
+    dram: dict = field(default_factory=dict)
+    status: str = "heuristic"
+    objective: float | None = None
+    bound: float | None = None
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._planners: dict[str, Planner] = {}
+
+    def add(self, planner: Planner) -> None:
+        if planner.stage not in STAGES:
+            raise RegistryError(f"planner {planner.name!r} has stage {planner.stage!r}, expected one of {STAGES}")
+        if planner.name in self._planners:
+            raise RegistryError(f"two planners are registered as {planner.name!r}")
+        self._planners[planner.name] = planner
+
+    def get(self, name: str) -> Planner:
+        if name not in self._planners:
+            raise RegistryError(f"unknown planner {name!r}; available: {', '.join(self.names())}")
+        return self._planners[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._planners)
+
+    def planners(self) -> list[Planner]:
+        return [self._planners[n] for n in self.names()]
+
+    def pipeline(self, spec: str) -> list[Planner]:
+        """Parse ``a+b+c`` into planners sorted by stage; at most one planner per stage."""
+        names = [part.strip() for part in spec.split("+")]
+        if not spec.strip() or any(not n for n in names):
+            raise RegistryError(f"pipeline {spec!r}: expected planner names joined by '+'")
+        stages = [self.get(n) for n in names]
+        seen: dict[str, str] = {}
+        for p in stages:
+            if p.stage in seen:
+                raise RegistryError(f"pipeline {spec!r}: {seen[p.stage]!r} and {p.name!r} are both {p.stage} stages")
+            seen[p.stage] = p.name
+        return sorted(stages, key=lambda p: STAGES.index(p.stage))
+
+
+_default_registry: Registry | None = None
+
+
+def default_registry() -> Registry:
+    """The registry filled from every installed ``npusim.planners`` entry point (built once)."""
+    global _default_registry
+    if _default_registry is None:
+        registry = Registry()
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            try:
+                ep.load()(registry)
+            except RegistryError:
+                raise
+            except Exception as exc:  # a broken plugin must not take npusim down silently
+                raise RegistryError(f"planner plugin {ep.name!r} ({ep.value}) failed to register: {exc}") from exc
+        if not registry.names():
+            raise RegistryError(
+                f"no planners registered under entry point group {ENTRY_POINT_GROUP!r}: is npusim installed (pip install -e .)?"
+            )
+        _default_registry = registry
+    return _default_registry
+
+
+def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None = None,
+              options: dict | None = None, registry: Registry | None = None) -> Plan:
+    """Run a pipeline and return its Plan. ``budget`` (bytes) defaults to the scratchpad size."""
+    registry = registry or default_registry()
+    stages = registry.pipeline(pipeline)
+    ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
+                          alignment=hw.scratchpad.alignment, options=dict(options or {}))
+    start = time.perf_counter()
+    for planner in stages:
+        planner.run(ctx)
+    if ctx.order is None:
+        ctx.order = list(range(graph.n_ops))
+    if ctx.residencies is None:
+        raise RegistryError(f"pipeline {pipeline!r} has no allocation stage (add e.g. '+arena')")
+    seconds = time.perf_counter() - start
+    return Plan(
+        graph=graph.name, capacity=ctx.capacity, alignment=ctx.alignment,
+        order=tuple(ctx.order), streams=tuple(ctx.streams or [0] * graph.n_ops),
+        residencies=tuple(sorted(ctx.residencies)),
+        transfers=tuple(sorted(ctx.transfers or [], key=lambda t: (t.step, t.kind != "load", t.tensor))),
+        dram=dict(ctx.dram),
+        meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=dict(ctx.options),
+                      solve_seconds=round(seconds, 6), status=ctx.status,
+                      objective=ctx.objective, bound=ctx.bound),
+    )

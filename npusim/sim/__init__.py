@@ -1,0 +1,1 @@
+"""The SimPy model of the NPU and its Report."""

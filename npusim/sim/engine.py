@@ -1,0 +1,220 @@
+"""The SimPy model: command queues driving cores, a DMA engine, shared DRAM and a tagged
+scratchpad; it executes a Program and returns a Report.
+
+- Each compute queue (one per stream) runs its commands in order on core ``stream mod
+  cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.sim.costs``).
+- Each DMA queue issues in order; a command takes one of ``dma.channels`` channels, pays
+  descriptor setup, a per-chunk overhead and the DRAM latency, then moves its bytes (rounded
+  up to whole bursts per chunk) at the share of DRAM bandwidth it gets (``SharedBandwidth``).
+- Semaphores: a command starts only after every command in its ``waits`` has completed.
+- The scratchpad checks every read and write against the residency that should be there.
+
+Time is counted in core clock cycles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from npusim.graph.model import Graph
+from npusim.hw.config import Hardware
+from npusim.plan.lower import Command, Program
+from npusim.plan.model import CAUSES, Plan
+from npusim.sim.bandwidth import SharedBandwidth
+from npusim.sim.costs import ceil_div, op_cycles, scratchpad_bytes
+from npusim.sim.report import Report, TimelineEntry
+from npusim.sim.scratchpad import TaggedScratchpad
+
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processed = 0
+
+    def step(self) -> None:
+        self.processed += 1
+        super().step()
+
+
+class _Machine:
+    def __init__(self, program: Program, graph: Graph, hw: Hardware, jitter: float, seed: int | None):
+        self.program, self.graph, self.hw = program, graph, hw
+        self.env = CountingEnvironment()
+        self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
+        self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
+        self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
+        self.scratchpad = TaggedScratchpad(program.capacity)
+        self.done = [self.env.event() for _ in program.commands]
+        self.users_left = [len(u) for u in program.residency_users]
+        self.timeline: list[TimelineEntry] = []
+        self.rng = np.random.default_rng(seed) if jitter > 0 else None
+        self.jitter = jitter
+        self.core_busy = 0.0
+        self.channel_busy = 0.0
+        self.energy = dict.fromkeys(("mac", "vector", "scratchpad_read", "scratchpad_write", "dram", "dma_descriptor"), 0.0)
+        self.energy_by_op: dict[str, float] = {}
+        for r, users in enumerate(program.residency_users):
+            if not users:
+                self.scratchpad.release(r)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _who(self, cmd: Command) -> str:
+        if cmd.kind == "compute":
+            return f"op {self.graph.ops[cmd.op].name!r} at step {cmd.step} ({cmd.queue})"
+        return f"{cmd.kind} of {self.graph.tensors[cmd.tensor].name!r} at step {cmd.step} ({cmd.queue})"
+
+    def _wait_for(self, cmd: Command):
+        pending = [self.done[w] for w in cmd.waits if not self.done[w].processed]
+        return self.env.all_of(pending) if pending else None
+
+    def _complete(self, cmd: Command) -> None:
+        self.done[cmd.id].succeed()
+        for a in cmd.reads + cmd.writes:
+            self.users_left[a.residency] -= 1
+            if self.users_left[a.residency] == 0:
+                self.scratchpad.release(a.residency)
+
+    def _tensor(self, t: int) -> str:
+        return self.graph.tensors[t].name
+
+    # -- queues ------------------------------------------------------------------------------
+    def compute_queue(self, commands: list[Command]):
+        for cmd in commands:
+            wait = self._wait_for(cmd)
+            if wait is not None:
+                yield wait
+            op = self.graph.ops[cmd.op]
+            core = self.cores[int(cmd.queue.removeprefix("stream")) % len(self.cores)]
+            with core.request() as req:
+                yield req
+                who = self._who(cmd)
+                for a in cmd.reads:
+                    self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+                for a in cmd.writes:
+                    self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+                cycles, _ = op_cycles(op, self.graph, self.hw)
+                if self.rng is not None:
+                    cycles *= 1.0 + self.jitter * float(self.rng.random())
+                start = self.env.now
+                yield self.env.timeout(cycles)
+                for a in cmd.writes:
+                    self.scratchpad.fill(a.residency)
+                self.core_busy += cycles
+                self._account_op(op)
+                self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now))
+            self._complete(cmd)
+
+    def dma_queue(self, commands: list[Command]):
+        for cmd in commands:
+            wait = self._wait_for(cmd)
+            if wait is not None:
+                yield wait
+            req = self.channels.request()
+            yield req
+            self.env.process(self._dma(cmd, req))
+
+    def _dma(self, cmd: Command, req):
+        who = self._who(cmd)
+        for a in cmd.writes:
+            self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+        for a in cmd.reads:
+            self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+        dma = self.hw.dma
+        start = self.env.now
+        yield self.env.timeout(dma.setup_cycles + dma.chunk_cycles * len(cmd.chunks) + self.hw.dram_latency_cycles)
+        burst = dma.burst_bytes
+        wire_bytes = sum(ceil_div(size, burst) * burst for _, size in cmd.chunks)
+        yield self.dram.transfer(wire_bytes)
+        for a in cmd.writes:
+            self.scratchpad.fill(a.residency)
+        self.channels.release(req)
+        self.channel_busy += self.env.now - start
+        e = self.hw.energy
+        self.energy["dram"] += cmd.nbytes * e.dram_byte
+        self.energy["dma_descriptor"] += e.dma_descriptor
+        key = "scratchpad_write" if cmd.kind == "load" else "scratchpad_read"
+        self.energy[key] += cmd.nbytes * (e.scratchpad_write_byte if cmd.kind == "load" else e.scratchpad_read_byte)
+        self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
+                                           self.env.now, cmd.cause, cmd.nbytes))
+        self._complete(cmd)
+
+    def _account_op(self, op) -> None:
+        e = self.hw.energy
+        read, written = scratchpad_bytes(op, self.graph)
+        dtype = self.graph.tensors[op.outputs[0]].dtype
+        parts = {
+            "mac": op.macs * e.mac(dtype),
+            "vector": op.vector_ops * e.vector_op,
+            "scratchpad_read": read * e.scratchpad_read_byte,
+            "scratchpad_write": written * e.scratchpad_write_byte,
+        }
+        for k, v in parts.items():
+            self.energy[k] += v
+        self.energy_by_op[op.name] = sum(parts.values())
+
+    def run(self) -> float:
+        commands = self.program.commands
+        for queue, ids in self.program.queues.items():
+            cmds = [commands[i] for i in ids]
+            self.env.process(self.compute_queue(cmds) if queue.startswith("stream") else self.dma_queue(cmds))
+        self.env.run()
+        unfinished = [c for c in commands if not self.done[c.id].triggered]
+        if unfinished:
+            from npusim.errors import SimulationError
+
+            c = unfinished[0]
+            raise SimulationError(f"deadlock: {len(unfinished)} commands never ran, first {self._who(c)} "
+                                  f"waiting for commands {list(c.waits)}")
+        return self.env.now
+
+
+def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0,
+             seed: int | None = None) -> Report:
+    """Run ``program`` (lowered from ``plan``) on ``hw`` and measure it.
+
+    ``jitter`` > 0 stretches every compute by a random factor in [1, 1 + jitter) drawn from
+    ``seed``, to explore other interleavings of the streams.
+    """
+    machine = _Machine(program, graph, hw, jitter, seed)
+    cycles = machine.run()
+    seconds = cycles / hw.clock
+    energy = dict(machine.energy)
+    energy["static"] = hw.energy.static_power * seconds * 1e12  # W·s -> pJ
+    offchip = dict.fromkeys(CAUSES, 0)
+    read = write = 0
+    for c in program.commands:
+        if c.kind in ("load", "store"):
+            offchip[c.cause] += c.nbytes
+            if c.kind == "load":
+                read += c.nbytes
+            else:
+                write += c.nbytes
+    compute_bound = sum(op_cycles(o, graph, hw)[0] for o in graph.ops) / min(hw.cores.count, program.streams)
+    dram_bound = (read + write) / hw.dram_bytes_per_cycle
+    span = max(cycles, 1e-9)
+    return Report(
+        graph=graph.name, hardware=hw.name, planner=plan.meta.planner, plan_status=plan.meta.status,
+        capacity=plan.capacity, clock_hz=hw.clock, cycles=cycles, seconds=seconds,
+        energy_pj=energy, energy_by_op_pj=machine.energy_by_op, offchip_bytes=offchip,
+        offchip_read_bytes=read, offchip_write_bytes=write,
+        onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=offchip_footprint(plan, graph),
+        utilisation={
+            "core": machine.core_busy / (span * len(machine.cores)),
+            "dma": machine.channel_busy / (span * hw.dma.channels),
+            "dram": machine.dram.busy_cycles / span,
+        },
+        lower_bounds={"compute_cycles": compute_bound, "dram_cycles": dram_bound},
+        commands=program.n_commands, events=machine.env.processed,
+        timeline=tuple(sorted(machine.timeline, key=lambda e: (e.start, e.queue, e.name))),
+    )
+
+
+def offchip_footprint(plan: Plan, graph: Graph) -> int:
+    """DRAM bytes the plan needs: its arena when planned, else one region per tensor in DRAM."""
+    in_dram = {t.tensor for t in plan.transfers}
+    if plan.dram:
+        return max(plan.dram[t] + graph.tensors[t].size for t in plan.dram)
+    return sum(graph.tensors[t].size for t in in_dram)

@@ -1,0 +1,128 @@
+"""Parsing of quantities with units, as written in hardware YAML files.
+
+Every parser accepts a plain number (already in the base unit) or a string
+``"<number><unit>"`` (spaces allowed) and returns a float or int in the base unit:
+
+=========  ==========  =====================================================
+quantity   base unit   accepted units
+=========  ==========  =====================================================
+size       byte        B, KB, MB, GB (powers of 1000), KiB, MiB, GiB (1024)
+frequency  Hz          Hz, kHz, MHz, GHz
+bandwidth  byte/s      B/s, KB/s, MB/s, GB/s, KiB/s, MiB/s, GiB/s, and
+                       B/cycle (converted with the clock)
+energy     pJ          fJ, pJ, nJ, uJ
+power      W           uW, mW, W
+cycles     cycle       cycle(s) or a plain number
+time       s           ps, ns, us, ms, s
+=========  ==========  =====================================================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
+
+SIZE_UNITS = {
+    "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
+    "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
+}
+FREQUENCY_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
+BANDWIDTH_UNITS = {
+    "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9,
+    "KiB/s": 1024.0, "MiB/s": 1024.0**2, "GiB/s": 1024.0**3,
+}
+ENERGY_UNITS = {"fJ": 1e-3, "pJ": 1.0, "nJ": 1e3, "uJ": 1e6}
+POWER_UNITS = {"uW": 1e-6, "mW": 1e-3, "W": 1.0}
+TIME_UNITS = {"ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+CYCLE_UNITS = {"cycle": 1.0, "cycles": 1.0}
+
+QUANTITY_UNITS = {
+    "size": SIZE_UNITS,
+    "frequency": FREQUENCY_UNITS,
+    "bandwidth": BANDWIDTH_UNITS,
+    "energy": ENERGY_UNITS,
+    "power": POWER_UNITS,
+    "time": TIME_UNITS,
+    "cycles": CYCLE_UNITS,
+}
+
+
+class UnitError(ValueError):
+    """A value is not a number with one of the expected units (message says which)."""
+
+
+def split_quantity(value: object, quantity: str) -> tuple[float, str]:
+    """Return (number, unit) of ``value``; the unit is '' for a bare number."""
+    if isinstance(value, bool):
+        raise UnitError(f"expected a {quantity}, got the boolean {value!r}")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise UnitError(f"expected a finite {quantity}, got {value!r}")
+        return float(value), ""
+    if not isinstance(value, str):
+        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {value!r}")
+    match = _NUMBER.match(value)
+    if not match:
+        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {value!r}")
+    number = float(match.group(1))
+    if not math.isfinite(number):
+        raise UnitError(f"expected a finite {quantity}, got {value!r}")
+    return number, match.group(2)
+
+
+def example(quantity: str) -> str:
+    return {
+        "size": "512KiB", "frequency": "1GHz", "bandwidth": "25.6GB/s",
+        "energy": "0.2pJ", "power": "50mW", "time": "100ns", "cycles": "64",
+    }[quantity]
+
+
+def parse(value: object, quantity: str, *, clock_hz: float | None = None) -> float:
+    """Parse ``value`` as ``quantity`` and return it in the base unit.
+
+    ``B/cycle`` bandwidths need ``clock_hz``.
+    """
+    units = QUANTITY_UNITS[quantity]
+    number, unit = split_quantity(value, quantity)
+    if unit == "":
+        return number
+    if quantity == "bandwidth" and unit in ("B/cycle", "B/cyc"):
+        if clock_hz is None:
+            raise UnitError("a bandwidth in B/cycle needs the clock frequency")
+        return number * clock_hz
+    if unit not in units:
+        # A common mistake is the case of the unit (e.g. 'kib', 'Mhz'): name the fix.
+        hint = next((u for u in units if u.lower() == unit.lower()), None)
+        expected = ", ".join(units) + (", B/cycle" if quantity == "bandwidth" else "")
+        suggestion = f" (did you mean {hint!r}?)" if hint else ""
+        raise UnitError(
+            f"unknown {quantity} unit {unit!r} in {value!r}{suggestion}; expected one of {expected}"
+        )
+    return scale(number, units[unit])
+
+
+def scale(number: float, factor: float) -> float:
+    """``number * factor``, dividing by the integer 1/factor for sub-units so that
+    100 ns is exactly 1e-07 s (100 * 1e-9 would be 1.0000000000000001e-07)."""
+    if factor >= 1:
+        return number * factor
+    return number / round(1 / factor)
+
+
+def parse_size(value: object) -> int:
+    """Bytes as an int; fractional byte counts are rejected."""
+    number = parse(value, "size")
+    if number != int(number):
+        raise UnitError(f"a size must be a whole number of bytes, got {value!r} = {number} B")
+    return int(number)
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable bytes with binary prefixes, e.g. 1.50 MiB."""
+    n = float(n)
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= factor:
+            return f"{n / factor:.2f} {unit}"
+    return f"{int(n)} B"

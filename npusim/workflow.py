@@ -1,0 +1,108 @@
+"""The recipe the CLI and the tools follow: find inputs, plan, validate, lower, simulate.
+
+Each function is one stage; ``run`` chains them. Everything returned is a plain value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from npusim.errors import NpusimError, TraceError
+from npusim.graph.analysis import default_order, min_required, peak_live_bytes
+from npusim.graph.model import Graph
+from npusim.graph.trace_io import load_trace
+from npusim.hw.config import Hardware
+from npusim.hw.loader import load_hardware
+from npusim.plan.lower import lower
+from npusim.plan.model import Plan
+from npusim.plan.validate import require_valid
+from npusim.registry import make_plan
+from npusim.resources import find_resource, missing_resource_message
+from npusim.sim.engine import simulate
+from npusim.sim.report import Report
+from npusim.units import UnitError, parse_size
+
+DEFAULT_PIPELINE = "default+arena+belady"
+BUDGET_KEYWORDS = ("MR", "MH", "MP")
+
+
+def load_graph(source: str | Path, dtype: str = "int8") -> Graph:
+    """A trace by path (``.json``, ``.json.gz``, or ``.onnx`` imported on the fly) or by name
+    of a file in ``traces/``."""
+    path = Path(source)
+    if path.is_file():
+        if path.suffix == ".onnx":
+            from npusim.graph.onnx_import import import_onnx
+
+            return import_onnx(path, dtype=dtype)
+        return load_trace(path)
+    if path.name == str(source):
+        found = find_resource("traces", str(source))
+        if found is not None:
+            return load_trace(found)
+    raise TraceError(f"{source}: trace not found; {missing_resource_message('traces', str(source))}")
+
+
+def load_hw(source: str | Path, overrides: dict | None = None) -> Hardware:
+    return load_hardware(source, overrides=overrides)
+
+
+@dataclass(frozen=True)
+class MemoryBounds:
+    """The budgets of the COSMA paper, in bytes rounded up to the scratchpad alignment.
+
+    ``m_r``: largest working set of one op (``m_r_op`` needs it); ``m_p``: live-bytes peak of
+    the default order; ``m_h`` = (M_R + M_P) / 2.
+    """
+
+    m_r: int
+    m_r_op: str
+    m_p: int
+
+    @property
+    def m_h(self) -> int:
+        return (self.m_r + self.m_p) // 2
+
+
+def memory_bounds(graph: Graph, alignment: int = 1) -> MemoryBounds:
+    m_r, op = min_required(graph, alignment)
+    m_p = peak_live_bytes(graph, default_order(graph), alignment)
+    return MemoryBounds(m_r=m_r, m_r_op=graph.ops[op].name, m_p=max(m_p, m_r))
+
+
+def resolve_budget(spec: str | int | None, graph: Graph, hw: Hardware) -> int:
+    """Budget in bytes: None = the scratchpad size; a size ('768KiB'); or MR, MH, MP."""
+    if spec is None:
+        return hw.scratchpad.size
+    if isinstance(spec, str) and spec.upper().replace("_", "") in BUDGET_KEYWORDS:
+        bounds = memory_bounds(graph, hw.scratchpad.alignment)
+        key = spec.upper().replace("_", "")
+        return {"MR": bounds.m_r, "MH": bounds.m_h, "MP": bounds.m_p}[key]
+    try:
+        budget = parse_size(spec)
+    except UnitError as exc:
+        raise NpusimError(f"--budget {spec!r}: {exc}; or one of {', '.join(BUDGET_KEYWORDS)}") from None
+    if budget <= 0:
+        raise NpusimError(f"--budget {spec!r}: must be a positive size")
+    return budget
+
+
+def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
+               options: dict | None = None) -> Plan:
+    plan = make_plan(graph, hw, pipeline, budget=budget, options=options)
+    require_valid(plan, graph, f"plan from {pipeline!r}")  # a planner bug must not reach the simulator
+    return plan
+
+
+def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
+                  source: str = "plan") -> Report:
+    require_valid(plan, graph, source)
+    hw = hw.with_scratchpad_size(plan.capacity)
+    return simulate(lower(plan, graph), plan, graph, hw, jitter=jitter, seed=seed)
+
+
+def run(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
+        *, jitter: float = 0.0, seed: int | None = None) -> tuple[Plan, Report]:
+    plan = plan_graph(graph, hw, pipeline, budget)
+    return plan, simulate_plan(plan, graph, hw, jitter=jitter, seed=seed)

@@ -1,0 +1,56 @@
+"""An address space with best-fit placement among the gaps between live blocks.
+
+This is TensorFlow Lite's ``SimpleMemoryArena`` policy: a new block goes into the smallest
+gap (between live blocks, or after the last one) that holds it, the lowest such gap on ties.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+
+class BestFitArena:
+    def __init__(self, capacity: int, alignment: int = 1) -> None:
+        self.capacity = capacity
+        self.alignment = alignment
+        self._offsets: list[int] = []  # sorted offsets of live blocks
+        self._blocks: dict[int, tuple[int, int]] = {}  # offset -> (size, owner)
+        self._offset_of: dict[int, int] = {}  # owner -> offset
+
+    def _align(self, x: int) -> int:
+        return -(-x // self.alignment) * self.alignment
+
+    def find(self, size: int) -> int | None:
+        """Best-fit offset for ``size`` bytes, or None if no gap holds it."""
+        best, best_gap = None, None
+        cursor = 0
+        for off in self._offsets + [self.capacity]:
+            start = self._align(cursor)
+            gap = off - start
+            if gap >= size and (best_gap is None or gap < best_gap):
+                best, best_gap = start, gap
+            if off < self.capacity:
+                cursor = max(cursor, off + self._blocks[off][0])
+        return best
+
+    def place(self, owner: int, offset: int, size: int) -> None:
+        bisect.insort(self._offsets, offset)
+        self._blocks[offset] = (size, owner)
+        self._offset_of[owner] = offset
+
+    def allocate(self, owner: int, size: int) -> int | None:
+        offset = self.find(size)
+        if offset is not None:
+            self.place(owner, offset, size)
+        return offset
+
+    def free(self, owner: int) -> None:
+        offset = self._offset_of.pop(owner)
+        del self._blocks[offset]
+        self._offsets.pop(bisect.bisect_left(self._offsets, offset))
+
+    def offset_of(self, owner: int) -> int:
+        return self._offset_of[owner]
+
+    def owners(self) -> list[int]:
+        return list(self._offset_of)

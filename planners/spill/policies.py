@@ -1,0 +1,35 @@
+"""Replacement policies: which resident tensors to evict when an allocation does not fit.
+
+A policy is a stage of the pipeline that hands the allocator an object with
+``rank(candidates, step, uses) -> candidates in eviction order``, where ``uses`` knows each
+tensor's next and last use. Ties are broken by size (larger first, frees more), then id, so
+plans are deterministic.
+"""
+
+
+class Belady:
+    """Belady's MIN: evict the tensor whose next use is furthest in the future."""
+
+    name = "belady"
+    stage = "spill"
+    description = "evict the tensor whose next use is furthest in the future (ties: larger first)"
+
+    def run(self, ctx) -> None:
+        ctx.spill_policy = self
+
+    def rank(self, candidates, step, uses):
+        return sorted(candidates, key=lambda t: (-uses.next_use(t, step), -uses.size[t], t))
+
+
+class LeastRecentlyUsed:
+    """Evict the tensor used longest ago."""
+
+    name = "lru"
+    stage = "spill"
+    description = "evict the least recently used tensor (ties: larger first)"
+
+    def run(self, ctx) -> None:
+        ctx.spill_policy = self
+
+    def rank(self, candidates, step, uses):
+        return sorted(candidates, key=lambda t: (uses.last_access[t], -uses.size[t], t))
