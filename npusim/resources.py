@@ -15,6 +15,7 @@ every config and trace in git and a real one in every installed package.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 import npusim
@@ -67,9 +68,12 @@ def list_resources(kind: str, *, include_private: bool = False) -> list[str]:
 
 def missing_resource_message(kind: str, name: str) -> str:
     """A message for a name that matched nothing: what exists and where we looked."""
-    available = ", ".join(list_resources(kind)) or "(none)"
+    names = list_resources(kind)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    available = ", ".join(names) or "(none)"
     searched = ", ".join(str(folder) for folder in search_dirs(kind)) or "(no folder exists)"
-    return f"no {kind} entry named {name!r}; available: {available}; searched: {searched}"
+    return f"no {kind} entry named {name!r}{hint}; available: {available}; searched: {searched}"
 
 
 def _file_names(kind: str, name: str) -> list[str]:

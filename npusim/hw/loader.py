@@ -68,26 +68,24 @@ def load_hardware(source: str | os.PathLike, *, overrides: Mapping[str, object] 
     path = resolve_hardware_path(source)
     settings = read_settings(path)
     if overrides:
-        settings.update(flatten(nest_dotted(overrides, "overrides"), "overrides"))
+        written = {key: _as_yaml_scalar(value) for key, value in overrides.items()}
+        settings.update(flatten(nest_dotted(written, "overrides"), "overrides"))
     return build_hardware(settings, default_name=_stem(path), origin=display_path(path))
 
 
 def hardware_from_mapping(data: Mapping, *, origin: str = "<mapping>",
                           base_dir: str | os.PathLike = ".") -> Hardware:
     """Build ``Hardware`` from an already-parsed mapping (same rules as a YAML file)."""
-    data = dict(data)
-    settings = _settings_of_base(data.pop(EXTENDS_KEY, None), Path(base_dir), origin, chain=())
-    own = flatten(data, origin)
-    _drop_inherited_name(settings)
-    settings.update(own)
+    settings = _merge_over_base(data, Path(base_dir), origin, chain=())
     return build_hardware(settings, default_name=Hardware().name, origin=origin)
 
 
 def resolve_hardware_path(name: str | os.PathLike) -> Path:
     """The YAML file for ``name``: the path as given, else a shipped or local config name."""
     path = Path(name)
-    if path.is_file():
-        return path
+    for candidate in (path, Path(f"{path}.yaml"), Path(f"{path}.yml")):
+        if candidate.is_file():
+            return candidate
     if path.name == str(name):  # a bare name, not a path into some folder
         found = find_resource(KIND, str(name))
         if found is not None:
@@ -130,6 +128,8 @@ class _UniqueKeySafeLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` merges are meant to be overridden by own keys
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, typing.Hashable) and key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -175,11 +175,15 @@ def read_settings(path: Path, chain: tuple[Path, ...] = ()) -> Settings:
     if real in chain:
         cycle = " -> ".join(display_path(p) for p in (*chain, real))
         raise ConfigError(f"{display_path(path)}: 'extends' forms a cycle: {cycle}")
-    data = dict(read_yaml(path))
-    origin = display_path(path)
-    settings = _settings_of_base(data.pop(EXTENDS_KEY, None), path.parent, origin, (*chain, real))
+    return _merge_over_base(read_yaml(path), path.parent, display_path(path), (*chain, real))
+
+
+def _merge_over_base(data: Mapping, folder: Path, origin: str, chain: tuple[Path, ...]) -> Settings:
+    """Settings of ``data`` over those of its ``extends`` base (resolved from ``folder``)."""
+    data = dict(data)
+    settings = _settings_of_base(data.pop(EXTENDS_KEY, None), folder, origin, chain)
     own = flatten(data, origin)
-    _drop_inherited_name(settings)
+    settings.pop(NAME_KEY, None)  # a variant is its own configuration, not its base
     settings.update(own)  # the deep merge: own keys replace the base's, key by key
     return settings
 
@@ -224,6 +228,17 @@ def flatten(mapping: Mapping, origin: str, cls: type = Hardware, prefix: str = "
     return settings
 
 
+def _as_yaml_scalar(value: object) -> object:
+    """A command-line string read as YAML would read it ("2" -> 2, "256KiB" stays text)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    return parsed if isinstance(parsed, (int, float, bool, str)) else value
+
+
 def nest_dotted(flat: Mapping[str, object], origin: str) -> dict:
     """``{"a.b": v}`` -> ``{"a": {"b": v}}`` (overrides are written with dotted keys)."""
     nested: dict = {}
@@ -238,17 +253,13 @@ def nest_dotted(flat: Mapping[str, object], origin: str) -> dict:
     return nested
 
 
-def _drop_inherited_name(settings: Settings) -> None:
-    settings.pop(NAME_KEY, None)
-
-
 def _unknown_key_message(origin: str, prefix: str, key: object, names: list[str]) -> str:
-    where = f"in {prefix[:-1]}" if prefix else "at the top level"
-    message = f"{origin}: unknown key {prefix}{key} {where}"
+    message = f"{origin}: unknown key {prefix}{key}"
     suggestion = _closest_key(key, prefix, names)
     if suggestion:
         message += f"; did you mean {suggestion!r}?"
-    return message + f" Valid keys {where}: {', '.join(names)}"
+    where = f"in {prefix[:-1]}" if prefix else "at the top level"
+    return message + f"; valid keys {where}: {', '.join(names)}"
 
 
 def _closest_key(key: object, prefix: str, names: list[str]) -> str | None:

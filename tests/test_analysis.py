@@ -1,0 +1,80 @@
+"""Orders, lifetimes, live-bytes profiles and the bounds M_R / M_P."""
+
+import numpy as np
+import pytest
+
+from npusim.errors import PlanError, TraceError
+from npusim.graph.analysis import (
+    check_order, default_order, lifetimes, live_profile, min_required, peak_live_bytes,
+    reverse_post_order,
+)
+from npusim.graph.model import build_graph
+from npusim.workflow import load_graph
+
+
+def tensor(name, n, kind="activation"):
+    return dict(name=name, shape=[n], dtype="int8", itemsize=1, kind=kind)
+
+
+def diamond():
+    """x -> a -> {b, c} -> y, with a weight on b."""
+    tensors = [tensor("x", 10, "input"), tensor("w", 5, "weight"), tensor("a", 100), tensor("b", 20),
+               tensor("c", 30), tensor("y", 7, "output")]
+    ops = [dict(name="A", kind="Relu", inputs=["x"], outputs=["a"]),
+           dict(name="B", kind="Mul", inputs=["a", "w"], outputs=["b"]),
+           dict(name="C", kind="Relu", inputs=["a"], outputs=["c"]),
+           dict(name="D", kind="Add", inputs=["b", "c"], outputs=["y"])]
+    return build_graph("diamond", tensors, ops)
+
+
+def test_lifetimes_and_profile_by_hand():
+    g = diamond()
+    life = lifetimes(g, [0, 1, 2, 3])
+    assert list(life.first) == [0, 1, 0, 1, 2, 3]
+    assert list(life.last) == [0, 1, 2, 3, 3, 3]
+    # step0: x a = 110; step1: w a b = 125; step2: a b c = 150; step3: b c y = 57
+    assert list(live_profile(g, [0, 1, 2, 3])) == [110, 125, 150, 57]
+    assert peak_live_bytes(g, [0, 1, 2, 3]) == 150
+    assert min_required(g) == (130, 2)  # op C: a + c (B needs a + w + b = 125)
+    # Alignment rounds every tensor up: B = 128 + 64 + 64
+    assert min_required(g, 64) == (256, 1)
+
+
+def test_order_changes_peak():
+    g = diamond()
+    assert list(live_profile(g, [0, 2, 1, 3])) == [110, 130, 155, 57]
+
+
+def test_rpo_is_topological_on_every_trace():
+    for name in ("resnet50", "nasnetalarge", "bert_tiny", "hrnet_w18_small"):
+        g = load_graph(name)
+        order = reverse_post_order(g)
+        check_order(g, order)  # raises if not
+        assert sorted(order) == default_order(g)
+
+
+def test_check_order_names_the_offending_op():
+    g = diamond()
+    with pytest.raises(PlanError, match=r"'B'.*'a'.*'A'"):
+        check_order(g, [1, 0, 2, 3])
+    with pytest.raises(PlanError, match="permutation"):
+        check_order(g, [0, 1, 2])
+
+
+def test_graph_checks_reject_cycles_and_bad_shapes():
+    tensors = [tensor("x", 4, "input"), tensor("a", 4), tensor("b", 4)]
+    ops = [dict(name="P", kind="Add", inputs=["x", "b"], outputs=["a"]),
+           dict(name="Q", kind="Relu", inputs=["a"], outputs=["b"])]
+    with pytest.raises(TraceError, match="cycle"):
+        build_graph("loop", tensors, ops)
+    with pytest.raises(TraceError, match="shape"):
+        build_graph("bad", [dict(tensor("x", 4, "input"), shape=[0, 3])], [])
+
+
+def test_resnet50_bounds():
+    g = load_graph("resnet50")
+    m_r, op = min_required(g)
+    # layer4.0 3x3 stride-2 conv: 512*512*9 weights + 512 bias + 14x14x512 in + 7x7x512 out (int8)
+    assert (m_r, g.ops[op].name) == (512 * 512 * 9 + 512 + 14 * 14 * 512 + 7 * 7 * 512, "/layer4/layer4.0/conv2/Conv")
+    assert peak_live_bytes(g, default_order(g)) >= m_r
+    assert np.all(live_profile(g, default_order(g)) >= 0)

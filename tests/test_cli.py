@@ -1,0 +1,90 @@
+"""The npusim command: the three main paths and clear one-line errors."""
+
+import json
+
+import pytest
+
+from npusim.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_simulate_prints_latency_energy_and_bytes(capsys, tmp_path):
+    report = tmp_path / "r.json"
+    timeline = tmp_path / "t.json"
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "mid-npu", "--report", str(report),
+                             "--timeline", str(timeline))
+    assert code == 0, err
+    for word in ("latency", "energy", "off-chip bytes", "compulsory", "spill"):
+        assert word in out
+    data = json.loads(report.read_text())
+    assert data["graph"] == "resnet18" and data["hardware"] == "mid-npu" and data["cycles"] > 0
+    assert json.loads(timeline.read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("budget", ["MR", "MH", "MP", "3MiB"])
+def test_symbolic_budgets(capsys, budget):
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--budget", budget, "--json")
+    assert code == 0, err
+    assert json.loads(out)["offchip_bytes"]["compulsory"] > 0
+
+
+def test_plan_validate_simulate_round_trip(capsys, tmp_path):
+    plan = tmp_path / "plan.json"
+    code, out, err = run_cli(capsys, "plan", "resnet18", "--hw", "edge-npu", "--budget", "MR", "-o", str(plan))
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, "validate", "resnet18", "--plan", str(plan))
+    assert code == 0 and "valid" in out
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan), "--json")
+    assert code == 0, err
+    assert json.loads(out)["offchip_bytes"]["spill"] > 0
+
+    # A hand edit that makes two tensors collide is reported, not simulated.
+    data = json.loads(plan.read_text())
+    data["residencies"][1]["offset"] = data["residencies"][0]["offset"]
+    data["residencies"][1]["first"] = data["residencies"][0]["first"]
+    plan.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "validate", "resnet18", "--plan", str(plan))
+    assert code == 1 and "[overlap]" in out
+    code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan))
+    assert code == 2 and "violation" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["simulate", "no-such-trace", "--hw", "edge-npu"], "no-such-trace: trace not found"),
+    (["simulate", "resnet18", "--hw", "no-such-hw"], "no-such-hw: hardware config not found"),
+    (["simulate", "resnet18", "--hw", "edge-npu"], "below M_R"),
+    (["simulate", "resnet18", "--hw", "mid-npu", "--budget", "12 parsecs"], "--budget '12 parsecs'"),
+    (["simulate", "resnet18", "--hw", "mid-npu", "--planner", "default+magic"], "unknown planner 'magic'"),
+    (["simulate", "resnet18", "--hw", "mid-npu", "--set", "scratchpad.size=1 MB/s"], "scratchpad.size"),
+    (["simulate", "resnet18", "--hw", "mid-npu", "--set", "nonsense"], "expected KEY=VALUE"),
+])
+def test_user_errors_are_one_line(capsys, argv, expected):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert expected in err and "Traceback" not in err
+    assert err.startswith("npusim: error: ")
+
+
+def test_info_and_list(capsys):
+    code, out, _ = run_cli(capsys, "info", "resnet50", "--hw", "edge-npu")
+    assert code == 0 and "M_R" in out and "2,485,248" in out and "/layer4/layer4.0/conv2/Conv" in out
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0 and "belady" in out and "edge-npu" in out and "resnet50" in out
+
+
+def test_import_command(capsys, tmp_path):
+    from helpers import SHARED
+
+    model = SHARED / "models" / "resnet18.onnx"
+    if not model.exists():
+        pytest.skip("shared models not present")
+    out_path = tmp_path / "r18.json.gz"
+    code, out, err = run_cli(capsys, "import", str(model), "-o", str(out_path), "--dtype", "fp16")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "info", str(out_path))
+    assert code == 0 and "49 ops" in out

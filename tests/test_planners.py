@@ -1,0 +1,94 @@
+"""The baseline pipeline (schedule + arena + spill policy) on every trace and budget."""
+
+import pytest
+
+from npusim.errors import PlanningError, RegistryError
+from npusim.hw.config import Hardware
+from npusim.plan.validate import validate
+from npusim.registry import default_registry, make_plan
+from npusim.workflow import load_graph, load_hw, memory_bounds, run
+
+from helpers import TRACE_NAMES, chain_with_skip
+
+EDGE = load_hw("edge-npu")
+
+
+def budgets(graph, hw):
+    b = memory_bounds(graph, hw.scratchpad.alignment)
+    return {"MR": b.m_r, "MH": b.m_h, "MP": b.m_p}
+
+
+@pytest.mark.parametrize("trace", TRACE_NAMES)
+@pytest.mark.parametrize("pipeline", ["default+arena+belady", "rpo+arena+lru"])
+def test_baseline_plans_validate_and_simulate(trace, pipeline):
+    graph = load_graph(trace)
+    for label, budget in budgets(graph, EDGE).items():
+        plan, report = run(graph, EDGE, pipeline, budget)  # run() validates before simulating
+        assert validate(plan, graph) == [], (trace, label)
+        assert report.offchip_bytes == plan.offchip_bytes()
+        assert report.onchip_peak_bytes <= budget
+        # every input and weight is loaded at least once, compulsorily
+        assert report.offchip_bytes["compulsory"] == sum(
+            t.size for t in graph.tensors if t.kind in ("input", "weight") and t.consumers)
+        assert report.offchip_bytes["writeback"] == sum(t.size for t in graph.tensors if t.kind == "output")
+
+
+def test_spill_shrinks_as_budget_grows():
+    graph = load_graph("resnet50")
+    b = budgets(graph, EDGE)
+    spills = [make_plan(graph, EDGE, "default+arena+belady", budget=b[k]).offchip_bytes()["spill"]
+              for k in ("MR", "MH", "MP")]
+    assert spills[0] > 0 and spills[0] >= spills[1] >= spills[2]
+
+
+def test_belady_spills_no_more_than_lru_on_a_chain():
+    graph = load_graph("resnet18")
+    budget = budgets(graph, EDGE)["MR"]
+    belady = make_plan(graph, EDGE, "default+arena+belady", budget=budget).offchip_bytes()
+    lru = make_plan(graph, EDGE, "default+arena+lru", budget=budget).offchip_bytes()
+    assert belady["spill"] + belady["retrieve"] <= lru["spill"] + lru["retrieve"]
+
+
+def test_below_mr_is_a_clear_error():
+    graph = load_graph("resnet50")
+    m_r = budgets(graph, EDGE)["MR"]
+    with pytest.raises(PlanningError) as info:
+        make_plan(graph, EDGE, "default+arena+belady", budget=m_r - 1)
+    msg = str(info.value)
+    assert f"M_R = {m_r} B" in msg and "/layer4/layer4.0/conv2/Conv" in msg
+
+
+def test_arena_without_spill_policy_says_what_to_add():
+    graph = chain_with_skip()
+    with pytest.raises(PlanningError, match=r"\+belady"):
+        make_plan(graph, Hardware(), "default+arena", budget=2560)
+    plan = make_plan(graph, Hardware(), "default+arena", budget=1 << 20)
+    assert validate(plan, graph) == []
+
+
+def test_spill_and_retrieve_by_hand():
+    """Budget 2.5 KiB: preparing step 2 (C), tensor a (needed again by D at step 4) goes out."""
+    graph = chain_with_skip()
+    plan = make_plan(graph, Hardware(), "default+arena+belady", budget=2 * 1024 + 512)
+    assert validate(plan, graph) == []
+    moves = [(t.step, t.kind, graph.tensors[t.tensor].name, t.cause) for t in plan.transfers]
+    assert (1, "store", "a", "spill") in moves and (4, "load", "a", "retrieve") in moves
+
+
+def test_registry_rejects_bad_pipelines():
+    reg = default_registry()
+    with pytest.raises(RegistryError, match="unknown planner 'nope'"):
+        reg.pipeline("default+nope")
+    with pytest.raises(RegistryError, match="both schedule"):
+        reg.pipeline("default+rpo+arena")
+    with pytest.raises(RegistryError, match="joined by"):
+        reg.pipeline("default++arena")
+    assert {"default", "rpo", "arena", "belady", "lru"} <= set(reg.names())
+
+
+def test_deterministic_plans():
+    graph = load_graph("googlenet")
+    budget = budgets(graph, EDGE)["MR"]
+    a = make_plan(graph, EDGE, "rpo+arena+belady", budget=budget)
+    b = make_plan(graph, EDGE, "rpo+arena+belady", budget=budget)
+    assert a.residencies == b.residencies and a.transfers == b.transfers and a.order == b.order

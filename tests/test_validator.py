@@ -1,0 +1,359 @@
+"""The independent plan validator (npusim.plan.validate).
+
+A hand-written valid plan (tests/plan_fixtures.py) has no violations; each test below breaks one
+thing and checks that exactly the expected kind is reported, with a message naming the op or
+tensor and the step and numbers involved. One test per kind of the validator's table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from npusim.errors import PlanError, PlanningError
+from npusim.hw.loader import load_hardware
+from npusim.plan.validate import require_valid, validate
+from npusim.registry import make_plan
+from plan_fixtures import (
+    CAPACITY, CONV, HW_YAML, JOIN, LEFT, M_P, M_R, M_R_OP, RIGHT, find_residency, res,
+    replace_residency, replace_transfer, tiny_graph, valid_plan, with_residency, with_transfer,
+    without_residency, without_transfer, xfer,
+)
+
+#: Every kind in the validator's table; each must have a test below (checked at the end).
+ALL_KINDS = {
+    "order", "streams", "range", "size", "capacity", "alignment", "overlap", "empty_residency",
+    "not_resident", "not_ready", "load_without_copy", "transfer_residency", "cause",
+    "not_written_back",
+}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return tiny_graph()
+
+
+@pytest.fixture(scope="module")
+def plan(graph):
+    return valid_plan(graph)
+
+
+def kinds(found) -> Counter:
+    return Counter(v.kind for v in found)
+
+
+def only(found, kind: str, count: int = 1) -> list[str]:
+    """Assert ``found`` holds exactly ``count`` violations, all of ``kind``; return the messages."""
+    assert kinds(found) == Counter({kind: count}), "\n".join(map(str, found))
+    return [v.message for v in found]
+
+
+def test_the_hand_written_plan_is_valid(graph, plan):
+    assert validate(plan, graph) == []
+    require_valid(plan, graph)  # does not raise
+
+
+def test_the_hand_written_plan_spills_and_retrieves(plan):
+    assert plan.offchip_bytes() == {"compulsory": 64 + 32 + 16, "writeback": 40, "spill": 64,
+                                    "retrieve": 64}
+
+
+# -- order ---------------------------------------------------------------------------------------
+def test_order_not_topological(graph, plan):
+    broken = replace(plan, order=(LEFT, CONV, RIGHT, JOIN))
+    (msg,) = only(validate(broken, graph), "order")
+    assert "'left'" in msg and "step 0" in msg
+    assert "'a'" in msg and "'conv'" in msg and "step 1" in msg
+
+
+def test_order_not_a_permutation(graph, plan):
+    (msg,) = only(validate(replace(plan, order=(CONV, LEFT, JOIN)), graph), "order")
+    assert "4 ops" in msg and "'right'" in msg
+
+
+def test_order_plan_for_another_graph(graph, plan):
+    (msg,) = only(validate(replace(plan, graph="other"), graph), "order")
+    assert "'other'" in msg and "'tiny'" in msg
+
+
+# -- streams -------------------------------------------------------------------------------------
+def test_streams_negative(graph, plan):
+    (msg,) = only(validate(replace(plan, streams=(0, 0, -1, 0)), graph), "streams")
+    assert "'right'" in msg and "-1" in msg
+
+
+def test_streams_do_not_cover_every_op(graph, plan):
+    (msg,) = only(validate(replace(plan, streams=(0, 0, 0)), graph), "streams")
+    assert "3" in msg and "4 ops" in msg
+
+
+# -- range ---------------------------------------------------------------------------------------
+def test_range_residency_past_the_last_step(graph, plan):
+    broken = with_residency(plan, res(graph, "x", 0, 4, 5))
+    (msg,) = only(validate(broken, graph), "range")
+    assert "'x'" in msg and "steps 4..5" in msg and "< 4" in msg
+
+
+def test_range_residency_first_after_last(graph, plan):
+    broken = with_residency(plan, res(graph, "w2", 240, 3, 2))
+    (msg,) = only(validate(broken, graph), "range")
+    assert "'w2'" in msg and "steps 3..2" in msg
+
+
+def test_range_transfer_outside_the_order(graph, plan):
+    broken = with_transfer(plan, xfer(graph, 7, "store", "y", "writeback"))
+    (msg,) = only(validate(broken, graph), "range")
+    assert "store of 'y' at step 7" in msg and "0..3" in msg
+
+
+# -- size, capacity, alignment -------------------------------------------------------------------
+def test_size_residency_smaller_than_its_tensor(graph, plan):
+    broken = replace_residency(plan, graph, "b", JOIN, size=48)
+    (msg,) = only(validate(broken, graph), "size")
+    assert "'b'" in msg and "steps 3..3" in msg and "size 48 < tensor size 64" in msg
+
+
+def test_size_unaligned_but_large_enough_is_fine(graph, plan):
+    # y is 40 B; its residency need not be rounded up to the alignment
+    assert validate(replace_residency(plan, graph, "y", JOIN, size=40), graph) == []
+
+
+def test_capacity_residency_past_the_end(graph, plan):
+    broken = replace_residency(plan, graph, "b", LEFT, offset=224)
+    (msg,) = only(validate(broken, graph), "capacity")
+    assert "'b'" in msg and "[224, 288)" in msg and "steps 1..1" in msg
+    assert f"ends at 288 > capacity {CAPACITY}" in msg
+
+
+def test_capacity_exactly_full_is_fine(graph, plan):
+    assert validate(replace(plan, capacity=224), graph) == []
+    (msg,) = only(validate(replace(plan, capacity=223), graph), "capacity")
+    assert "ends at 224 > capacity 223" in msg
+
+
+def test_alignment_offset_not_a_multiple(graph, plan):
+    broken = replace_residency(plan, graph, "b", LEFT, offset=168)
+    (msg,) = only(validate(broken, graph), "alignment")
+    assert "'b'" in msg and "steps 1..1" in msg and "offset 168 is not a multiple of 16" in msg
+
+
+# -- overlap -------------------------------------------------------------------------------------
+def test_overlap_coexisting_residencies_share_addresses(graph, plan):
+    broken = replace_residency(plan, graph, "c", RIGHT, offset=0)
+    (msg,) = only(validate(broken, graph), "overlap")
+    assert "'w2' [0, 16) steps 2..2" in msg and "'c' [0, 32) steps 2..3" in msg
+
+
+def test_overlap_needs_coexistence_in_time(graph, plan):
+    # x (steps 0..0) and w2 (steps 2..2) already share [0, 16); touching blocks are fine too
+    assert validate(replace_residency(plan, graph, "c", RIGHT, offset=16), graph) == []
+    shifted = replace_residency(plan, graph, "y", JOIN, offset=160)  # a ends at 160 but at step 2
+    assert validate(shifted, graph) == []
+
+
+def test_overlap_across_one_step_boundary(graph, plan):
+    # b's first residency (step 1) moved onto a, which lives 0..2
+    broken = replace_residency(plan, graph, "b", LEFT, offset=128)
+    (msg,) = only(validate(broken, graph), "overlap")
+    assert "'a' [96, 160) steps 0..2" in msg and "'b' [128, 192) steps 1..1" in msg
+
+
+# -- empty_residency -----------------------------------------------------------------------------
+def test_empty_residency_retrieve_forgotten(graph, plan):
+    broken = without_transfer(plan, graph, "load", "b")
+    (msg,) = only(validate(broken, graph), "empty_residency")
+    assert "'b'" in msg and "offset 48" in msg and "steps 3..3" in msg
+
+
+def test_empty_residency_input_never_loaded(graph, plan):
+    broken = without_transfer(plan, graph, "load", "x")
+    (msg,) = only(validate(broken, graph), "empty_residency")
+    assert "'x'" in msg and "offset 0" in msg and "steps 0..0" in msg
+
+
+# -- not_resident --------------------------------------------------------------------------------
+def test_not_resident_input_evicted_too_early(graph, plan):
+    broken = replace_residency(plan, graph, "a", CONV, last=LEFT)
+    (msg,) = only(validate(broken, graph), "not_resident")
+    assert msg == "op 'right' at step 2: input 'a' is not resident"
+
+
+def test_not_resident_output_has_no_residency(graph, plan):
+    broken = replace_residency(plan, graph, "a", CONV, first=LEFT)
+    found = validate(broken, graph)
+    (msg,) = only(found, "not_resident")
+    assert msg == "op 'conv' at step 0: output 'a' has no residency"
+
+
+def test_not_resident_reported_per_op(graph, plan):
+    broken = without_residency(plan, graph, "c", RIGHT)
+    msgs = only(validate(broken, graph), "not_resident", count=2)
+    assert "op 'right' at step 2: output 'c' has no residency" in msgs
+    assert "op 'join' at step 3: input 'c' is not resident" in msgs
+
+
+# -- not_ready -----------------------------------------------------------------------------------
+def test_not_ready_input_loaded_after_its_reader(graph, plan):
+    # w1 stays resident 0..1 but is only loaded at step 1, after conv (step 0) read it
+    broken = replace_residency(plan, graph, "w1", CONV, last=LEFT)
+    broken = replace_transfer(broken, graph, "load", "w1", step=LEFT)
+    (msg,) = only(validate(broken, graph), "not_ready")
+    assert msg == "op 'conv' at step 0: input 'w1' arrives only at step 1"
+
+
+def test_not_ready_store_before_the_data_is_produced(graph, plan):
+    # y resident 2..3 at a free place, but written back at step 2, before join produces it
+    broken = replace_residency(plan, graph, "y", JOIN, first=RIGHT, offset=176)
+    broken = replace_transfer(broken, graph, "store", "y", step=RIGHT)
+    (msg,) = only(validate(broken, graph), "not_ready")
+    assert msg == "store of 'y' at step 2: the data arrives only at step 3"
+
+
+# -- load_without_copy ---------------------------------------------------------------------------
+def test_load_without_copy_spill_forgotten(graph, plan):
+    broken = without_transfer(plan, graph, "store", "b")
+    (msg,) = only(validate(broken, graph), "load_without_copy")
+    assert msg == "load of 'b' at step 3: 'b' was never stored to DRAM before"
+
+
+def test_load_without_copy_store_after_the_load(graph, plan):
+    # the spill moved to step 3 (after join) cannot feed the load before join at step 3;
+    # b's first residency is stretched so the store still has data to store
+    broken = replace_residency(plan, graph, "b", LEFT, last=JOIN, offset=176)
+    broken = replace_transfer(broken, graph, "store", "b", step=JOIN)
+    (msg,) = only(validate(broken, graph), "load_without_copy")
+    assert "load of 'b' at step 3" in msg
+
+
+# -- transfer_residency --------------------------------------------------------------------------
+def test_transfer_residency_store_of_a_tensor_not_resident(graph, plan):
+    broken = with_transfer(plan, xfer(graph, JOIN, "store", "a", "spill"))
+    (msg,) = only(validate(broken, graph), "transfer_residency")
+    assert msg == "store of 'a' at step 3: the tensor is not resident to store from"
+
+
+def test_transfer_residency_load_with_nowhere_to_go(graph, plan):
+    broken = with_transfer(plan, xfer(graph, RIGHT, "load", "b", "retrieve"))
+    (msg,) = only(validate(broken, graph), "transfer_residency")
+    assert msg == "load of 'b' at step 2: the tensor has no residency to load into"
+
+
+# -- cause ---------------------------------------------------------------------------------------
+def test_cause_first_load_of_a_weight_is_compulsory(graph, plan):
+    broken = replace_transfer(plan, graph, "load", "w1", cause="retrieve")
+    (msg,) = only(validate(broken, graph), "cause")
+    assert msg == "load of 'w1' at step 0: cause 'retrieve', expected 'compulsory'"
+
+
+def test_cause_reload_of_an_input_is_a_retrieve(graph, plan):
+    # x reloaded into a second residency at step 1 (free space at [224, 256) is too small:
+    # use w1's old place, [64, 96) is free at step 1) and marked compulsory again
+    broken = with_residency(plan, res(graph, "x", 224, LEFT, LEFT, size=32))
+    broken = replace(broken, capacity=320)
+    broken = replace_residency(broken, graph, "x", LEFT, size=64)
+    broken = with_transfer(broken, xfer(graph, LEFT, "load", "x", "compulsory"))
+    (msg,) = only(validate(broken, graph), "cause")
+    assert msg == "load of 'x' at step 1: cause 'compulsory', expected 'retrieve'"
+
+
+def test_cause_spill_of_an_activation(graph, plan):
+    broken = replace_transfer(plan, graph, "store", "b", cause="writeback")
+    (msg,) = only(validate(broken, graph), "cause")
+    assert msg == "store of 'b' at step 1: cause 'writeback', expected 'spill'"
+
+
+def test_cause_retrieve_of_an_activation(graph, plan):
+    broken = replace_transfer(plan, graph, "load", "b", cause="compulsory")
+    (msg,) = only(validate(broken, graph), "cause")
+    assert msg == "load of 'b' at step 3: cause 'compulsory', expected 'retrieve'"
+
+
+def test_cause_store_of_a_weight(graph, plan):
+    broken = with_transfer(plan, xfer(graph, CONV, "store", "w1", "spill"))
+    (msg,) = only(validate(broken, graph), "cause")
+    assert msg == "store of 'w1' at step 0: weight tensors are already in DRAM"
+
+
+def test_cause_output_stored_as_spill_is_not_a_writeback(graph, plan):
+    broken = replace_transfer(plan, graph, "store", "y", cause="spill")
+    found = validate(broken, graph)
+    assert kinds(found) == Counter({"cause": 1, "not_written_back": 1})
+    assert "store of 'y' at step 3: cause 'spill', expected 'writeback'" in [v.message for v in found]
+
+
+# -- not_written_back ----------------------------------------------------------------------------
+def test_not_written_back_output_never_stored(graph, plan):
+    broken = without_transfer(plan, graph, "store", "y")
+    (msg,) = only(validate(broken, graph), "not_written_back")
+    assert msg == "graph output 'y' is never written back to DRAM"
+
+
+# -- several violations at once ------------------------------------------------------------------
+def broken_four_ways(graph, plan):
+    broken = replace_residency(plan, graph, "b", LEFT, offset=168)  # alignment
+    broken = replace_residency(broken, graph, "c", RIGHT, offset=0)  # overlap with w2
+    broken = replace_transfer(broken, graph, "load", "w1", cause="retrieve")  # cause
+    return without_transfer(broken, graph, "store", "y")  # not_written_back
+
+
+def test_every_independent_violation_is_reported(graph, plan):
+    found = validate(broken_four_ways(graph, plan), graph)
+    assert kinds(found) == Counter({"alignment": 1, "overlap": 1, "cause": 1, "not_written_back": 1})
+    text = "\n".join(map(str, found))
+    for part in ("offset 168", "'w2' [0, 16)", "'w1' at step 0", "'y' is never written back"):
+        assert part in text
+
+
+def test_require_valid_raises_listing_every_violation(graph, plan):
+    with pytest.raises(PlanError) as exc:
+        require_valid(broken_four_ways(graph, plan), graph, source="broken.json")
+    msg = str(exc.value)
+    assert msg.startswith("broken.json: 4 violation(s):")
+    for kind in ("alignment", "overlap", "cause", "not_written_back"):
+        assert f"[{kind}]" in msg
+
+
+def test_require_valid_caps_the_listing(graph, plan):
+    extra = [res(graph, "w2", 16 * i, 0, 0) for i in range(25)]  # 25 unfilled residencies
+    broken = replace(plan, residencies=tuple(sorted(plan.residencies + tuple(extra))), capacity=1024)
+    found = validate(broken, graph)
+    assert len(found) > 20
+    with pytest.raises(PlanError, match=rf"{len(found)} violation\(s\).*and {len(found) - 20} more"):
+        require_valid(broken, graph)
+    assert str(pytest.raises(PlanError, require_valid, broken, graph).value).count("\n  [") == 20
+
+
+def test_every_kind_in_the_table_has_a_test():
+    import npusim.plan.validate as v
+
+    table = set(re.findall(r"^(\w+)\s{2,}", v.__doc__, flags=re.M)) - {"kind"}
+    assert table == ALL_KINDS
+    names = " ".join(n for n in globals() if n.startswith("test_"))
+    for kind in ALL_KINDS:
+        assert f"test_{kind}_" in names, f"no test for violation kind {kind!r}"
+
+
+# -- plans from the baseline planner -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def hw():
+    return load_hardware(HW_YAML)
+
+
+@pytest.mark.parametrize("pipeline", ["default+arena+belady", "default+arena+lru"])
+@pytest.mark.parametrize("budget", [M_R, M_R + 16, M_P, 256, None])
+def test_arena_plans_are_valid(graph, hw, pipeline, budget):
+    plan = make_plan(graph, hw, pipeline, budget=budget)
+    assert validate(plan, graph) == []
+    assert plan.capacity == (budget or hw.scratchpad.size)
+    spilled = plan.offchip_bytes()["spill"]
+    assert (spilled > 0) == (budget is not None and budget < M_P)
+
+
+def test_arena_below_m_r_names_m_r_and_the_op(graph, hw):
+    with pytest.raises(PlanningError) as exc:
+        make_plan(graph, hw, "default+arena+belady", budget=M_R - 1)
+    msg = str(exc.value)
+    assert f"budget {M_R - 1} B" in msg and f"M_R = {M_R} B" in msg and f"'{M_R_OP}'" in msg
