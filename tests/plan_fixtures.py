@@ -132,34 +132,38 @@ def valid_plan(graph: Graph | None = None) -> Plan:
 
 
 # -- helpers to break one thing ------------------------------------------------------------------
-def find_residency(plan: Plan, graph: Graph, name: str, first: int) -> Residency:
+def find_residency(plan: Plan, graph: Graph, name: str, starting: int, /) -> Residency:
+    """The residency of tensor ``name`` whose first step is ``starting``."""
     t = tid(graph, name)
-    return next(r for r in plan.residencies if r.tensor == t and r.first == first)
+    return next(r for r in plan.residencies if r.tensor == t and r.first == starting)
 
 
-def replace_residency(plan: Plan, graph: Graph, name: str, first: int, **changes) -> Plan:
-    """The plan with the residency of ``name`` starting at ``first`` changed (None: removed)."""
-    old = find_residency(plan, graph, name, first)
+def replace_residency(plan: Plan, graph: Graph, name: str, starting: int, /, **changes) -> Plan:
+    """The plan with the residency of ``name`` first at step ``starting`` changed by ``changes``."""
+    old = find_residency(plan, graph, name, starting)
     rest = [r for r in plan.residencies if r != old]
-    new = [] if changes.get("remove") else [replace(old, **changes)]
-    return replace(plan, residencies=tuple(sorted(rest + new)))
+    return replace(plan, residencies=tuple(sorted(rest + [replace(old, **changes)])))
 
 
-def without_residency(plan: Plan, graph: Graph, name: str, first: int) -> Plan:
-    return replace_residency(plan, graph, name, first, remove=True)
+def without_residency(plan: Plan, graph: Graph, name: str, starting: int, /) -> Plan:
+    old = find_residency(plan, graph, name, starting)
+    return replace(plan, residencies=tuple(r for r in plan.residencies if r != old))
 
 
-def find_transfer(plan: Plan, graph: Graph, kind: str, name: str) -> Transfer:
+def find_transfer(plan: Plan, graph: Graph, kind: str, name: str, /, step: int | None = None) -> Transfer:
+    """The (first) ``kind`` transfer of tensor ``name``, at ``step`` if given."""
     t = tid(graph, name)
-    return next(tr for tr in plan.transfers if tr.kind == kind and tr.tensor == t)
+    return next(tr for tr in plan.transfers
+                if tr.kind == kind and tr.tensor == t and step in (None, tr.step))
 
 
-def without_transfer(plan: Plan, graph: Graph, kind: str, name: str) -> Plan:
+def without_transfer(plan: Plan, graph: Graph, kind: str, name: str, /) -> Plan:
     old = find_transfer(plan, graph, kind, name)
     return replace(plan, transfers=tuple(tr for tr in plan.transfers if tr != old))
 
 
-def replace_transfer(plan: Plan, graph: Graph, kind: str, name: str, **changes) -> Plan:
+def replace_transfer(plan: Plan, graph: Graph, kind: str, name: str, /, **changes) -> Plan:
+    """The plan with the (first) ``kind`` transfer of ``name`` changed by ``changes``."""
     old = find_transfer(plan, graph, kind, name)
     rest = [tr for tr in plan.transfers if tr != old]
     return replace(plan, transfers=tuple(sorted(rest + [replace(old, **changes)], key=transfer_key)))

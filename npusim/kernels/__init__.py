@@ -1,0 +1,1 @@
+"""Numba kernels, each with a pure-Python reference (added as tiling and TAA land)."""
