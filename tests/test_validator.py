@@ -18,7 +18,7 @@ from npusim.hw.loader import load_hardware
 from npusim.plan.validate import require_valid, validate
 from npusim.registry import make_plan
 from plan_fixtures import (
-    CAPACITY, CONV, HW_YAML, JOIN, LEFT, M_P, M_R, M_R_OP, RIGHT, find_residency, res,
+    CAPACITY, CONV, HW_YAML, JOIN, LEFT, M_P, M_R, M_R_OP, RIGHT, res,
     replace_residency, replace_transfer, tiny_graph, valid_plan, with_residency, with_transfer,
     without_residency, without_transfer, xfer,
 )
@@ -126,6 +126,12 @@ def test_capacity_residency_past_the_end(graph, plan):
     (msg,) = only(validate(broken, graph), "capacity")
     assert "'b'" in msg and "[224, 288)" in msg and "steps 1..1" in msg
     assert f"ends at 288 > capacity {CAPACITY}" in msg
+
+
+def test_capacity_residency_before_the_start(graph, plan):
+    broken = replace_residency(plan, graph, "b", LEFT, offset=-16)
+    (msg,) = only(validate(broken, graph), "capacity")
+    assert "'b'" in msg and "[-16, 48)" in msg and "steps 1..1" in msg and "offset -16 < 0" in msg
 
 
 def test_capacity_exactly_full_is_fine(graph, plan):
@@ -359,3 +365,20 @@ def test_arena_below_m_r_names_m_r_and_the_op(graph, hw):
         make_plan(graph, hw, "default+arena+belady", budget=M_R - 1)
     msg = str(exc.value)
     assert f"budget {M_R - 1} B" in msg and f"M_R = {M_R} B" in msg and f"'{M_R_OP}'" in msg
+
+
+def test_unknown_tensor_ids_and_transfer_kinds_are_violations():
+    from npusim.plan.model import Residency, Transfer
+
+    g = tiny_graph()
+    p = valid_plan()
+    bad = replace(
+        p,
+        residencies=p.residencies + (Residency(first=0, last=0, offset=0, tensor=99, size=16),),
+        transfers=p.transfers + (Transfer(step=0, kind="copy", tensor=0, cause="spill", size=1),),
+    )
+    found = validate(bad, g)
+    kinds = sorted(v.kind for v in found)
+    assert kinds == ["cause", "range"], found
+    assert any("tensor id 99" in v.message for v in found)
+    assert any("kind 'copy'" in v.message for v in found)

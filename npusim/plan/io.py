@@ -96,9 +96,7 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
         raise PlanError(f"{source}: field 'order' must be a list of op names")
     order = tuple(op_id(n, f"{source}: order[{i}]") for i, n in enumerate(order_names))
     streams = [0] * graph.n_ops
-    stream_map = data.get("streams", {}) or {}
-    if not isinstance(stream_map, dict):
-        raise PlanError(f"{source}: field 'streams' must map op names to stream numbers")
+    stream_map = _mapping(data, "streams", source)
     for name, s in stream_map.items():
         if not isinstance(s, int) or isinstance(s, bool) or s < 0:
             raise PlanError(f"{source}: streams[{name!r}] is {s!r}, expected an integer >= 0")
@@ -106,9 +104,9 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     residencies = []
     for i, r in enumerate(_list(data, "residencies", source)):
         where = f"{source}: residencies[{i}]"
-        if not isinstance(r, dict):
-            raise PlanError(f"{where}: expected an object")
-        t = tensor_id(r.get("tensor"), where)
+        if not isinstance(r, dict) or "tensor" not in r:
+            raise PlanError(f"{where}: expected an object with a 'tensor' field")
+        t = tensor_id(r["tensor"], where)
         size = r.get("size", aligned(graph.tensors[t].size, alignment))
         residencies.append(Residency(
             first=_int(r, "first", where), last=_int(r, "last", where),
@@ -124,18 +122,32 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
             raise PlanError(f"{where}: kind is {tr.get('kind')!r}, expected one of {TRANSFER_KINDS}")
         if tr.get("cause") not in CAUSES:
             raise PlanError(f"{where}: cause is {tr.get('cause')!r}, expected one of {CAUSES}")
-        t = tensor_id(tr.get("tensor"), where)
+        if "tensor" not in tr:
+            raise PlanError(f"{where}: missing field 'tensor'")
+        t = tensor_id(tr["tensor"], where)
         transfers.append(Transfer(step=_int(tr, "step", where), kind=tr["kind"], tensor=t,
                                   cause=tr["cause"], size=graph.tensors[t].size))
-    dram = {tensor_id(n, f"{source}: dram"): _int({"offset": off}, "offset", f"{source}: dram[{n!r}]")
-            for n, off in (data.get("dram") or {}).items()}
-    tiling = {op_id(n, f"{source}: tiling"): tuple(shape) for n, shape in (data.get("tiling") or {}).items()}
-    m = data.get("meta") or {}
+    dram = {}
+    for n, off in _mapping(data, "dram", source).items():
+        dram[tensor_id(n, f"{source}: dram")] = _int({"offset": off}, "offset", f"{source}: dram[{n!r}]")
+    tiling = {}
+    for n, shape in _mapping(data, "tiling", source).items():
+        if not isinstance(shape, list) or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
+            raise PlanError(f"{source}: tiling[{n!r}] is {shape!r}, expected a list of positive integers")
+        tiling[op_id(n, f"{source}: tiling")] = tuple(shape)
+    m = _mapping(data, "meta", source)
     status = m.get("status", "hand_written")
     if status not in STATUSES:
         raise PlanError(f"{source}: meta.status is {status!r}, expected one of {STATUSES}")
-    meta = PlanMeta(planner=str(m.get("planner", "")), options=dict(m.get("options") or {}),
-                    solve_seconds=float(m.get("solve_seconds") or 0.0), status=status,
+    options = _mapping(m, "options", f"{source}: meta")
+    seconds = m.get("solve_seconds") or 0.0
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+        raise PlanError(f"{source}: meta.solve_seconds is {seconds!r}, expected a number >= 0")
+    for key in ("objective", "bound"):
+        if m.get(key) is not None and (not isinstance(m[key], (int, float)) or isinstance(m[key], bool)):
+            raise PlanError(f"{source}: meta.{key} is {m[key]!r}, expected a number or null")
+    meta = PlanMeta(planner=str(m.get("planner", "")), options=dict(options),
+                    solve_seconds=float(seconds), status=status,
                     objective=m.get("objective"), bound=m.get("bound"))
     return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
                 streams=tuple(streams), residencies=tuple(sorted(residencies)),
@@ -146,6 +158,13 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
 def transfer_sort_key(t: Transfer):
     # Within a step: stores (after the op) sort after loads (before the op).
     return (t.step, t.kind != "load", t.tensor)
+
+
+def _mapping(data: dict, key: str, source: str) -> dict:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise PlanError(f"{source}: field {key!r} is {value!r}, expected an object")
+    return value
 
 
 def _list(data: dict, key: str, source: str) -> list:

@@ -10,7 +10,7 @@ order               ``order`` is not a topological permutation of the ops
 streams             the stream list does not cover every op, or a stream is negative
 range               a residency or transfer names a step outside the order
 size                a residency is smaller than its tensor
-capacity            a residency reaches past the scratchpad capacity
+capacity            a residency starts below offset 0 or reaches past the scratchpad capacity
 alignment           a residency's offset is not a multiple of the alignment
 overlap             two residencies that coexist in time share addresses
 empty_residency     a residency that is never filled (neither produced nor loaded into)
@@ -62,28 +62,40 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
     except PlanError as exc:
         report("order", str(exc))
         return found  # steps are meaningless without a valid order
-    if len(plan.streams) != graph.n_ops or any(s < 0 for s in plan.streams):
-        report("streams", f"streams must give a stream >= 0 for each of the {graph.n_ops} ops")
+    if len(plan.streams) != graph.n_ops:
+        report("streams", f"streams lists {len(plan.streams)} entries; expected a stream >= 0 for "
+                          f"each of the {graph.n_ops} ops")
+    for op, s in zip(graph.ops, plan.streams):
+        if s < 0:
+            report("streams", f"op {op.name!r}: stream {s} is negative, expected >= 0")
 
     n = plan.n_steps
     name = lambda t: graph.tensors[t].name  # noqa: E731
     by_tensor = defaultdict(list)
-    for r in plan.residencies:
+    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, graph, "residency", report)]
+    for r in residencies:
         where = f"residency of {name(r.tensor)!r} at [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}"
         if not (0 <= r.first <= r.last < n):
             report("range", f"{where}: steps must satisfy 0 <= first <= last < {n}")
             continue
         if r.size < graph.tensors[r.tensor].size:
             report("size", f"{where}: size {r.size} < tensor size {graph.tensors[r.tensor].size}")
+        if r.offset < 0:
+            report("capacity", f"{where}: offset {r.offset} < 0, before the start of the scratchpad")
         if r.offset + r.size > plan.capacity:
             report("capacity", f"{where}: ends at {r.offset + r.size} > capacity {plan.capacity}")
         if r.offset % plan.alignment:
             report("alignment", f"{where}: offset {r.offset} is not a multiple of {plan.alignment}")
         by_tensor[r.tensor].append(r)
-    _check_overlaps(plan, name, report)
+    _check_overlaps(residencies, name, report)
 
     loads, stores = defaultdict(list), defaultdict(list)
     for tr in plan.transfers:
+        if not _known_tensor(tr.tensor, graph, tr.kind, report):
+            continue
+        if tr.kind not in ("load", "store"):
+            report("cause", f"transfer of {name(tr.tensor)!r} at step {tr.step}: kind {tr.kind!r}, expected load or store")
+            continue
         if not 0 <= tr.step < n:
             report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{n - 1}")
             continue
@@ -157,10 +169,17 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
     return found
 
 
-def _check_overlaps(plan: Plan, name, report) -> None:
+def _known_tensor(t, graph: Graph, what: str, report) -> bool:
+    if isinstance(t, int) and 0 <= t < graph.n_tensors:
+        return True
+    report("range", f"{what} names tensor id {t!r}, but the graph has tensors 0..{graph.n_tensors - 1}")
+    return False
+
+
+def _check_overlaps(residencies, name, report) -> None:
     """Sweep residencies by first step; compare each with those still live (time × address)."""
     active: list = []
-    for r in sorted(plan.residencies):
+    for r in sorted(residencies):
         if r.first > r.last:
             continue
         active = [a for a in active if a.last >= r.first]
