@@ -140,6 +140,85 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def cmd_dse(args) -> int:
+    from npusim import dse
+    from npusim.compare import parse_pipelines
+
+    sweeps = [dse.parse_sweep(text) for text in args.sweep or []]
+    points = dse.make_points(args.trace, args.hw, sweeps, parse_pipelines(args.planners), budget=args.budget,
+                             base_overrides=_hw_overrides(args.set))
+    if args.plot:
+        from npusim.plot import parse_formats, require_matplotlib
+
+        formats = parse_formats(args.format)
+        require_matplotlib()  # fail before the sweep, not after it
+    result = dse.run_sweep(points, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                           cache_dir=None if args.no_cache else args.cache_dir,
+                           progress=True if args.progress else None)
+    csv_path, json_path = dse.write_results(result, args.out, sweeps)
+    print(dse.summary(result))
+    print(f"wrote {csv_path} and {json_path}")
+    if args.plot:
+        from npusim.plot import plot_dse_curves, plot_pareto
+
+        stem = str(Path(args.out).with_suffix(""))
+        swept = [s.key for s in sweeps]
+        written = plot_dse_curves(result.rows, f"{stem}-curves", swept, formats)
+        written += plot_pareto(result.rows, f"{stem}-pareto", formats)
+        print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from npusim.compare import compare_planners, format_rows, parse_pipelines
+    from npusim.workflow import load_graph, load_hw
+
+    graph = load_graph(args.trace)
+    hw = load_hw(args.hw, _hw_overrides(args.set))
+    rows = compare_planners(graph, hw, parse_pipelines(args.planners), args.budget, trace=args.trace)
+    text = format_rows(rows, args.format)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_plot_plan(args) -> int:
+    from npusim.plan.io import load_plan
+    from npusim.plot import parse_formats, plot_plan
+    from npusim.workflow import load_graph
+
+    formats = parse_formats(args.format)
+    graph = load_graph(args.trace)
+    plan = load_plan(args.plan, graph)
+    stem = args.output or str(Path(args.plan).with_suffix(""))
+    written = plot_plan(plan, graph, stem, formats, title=args.title)
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def cmd_regress(args) -> int:
+    from npusim import regress
+
+    if args.update:
+        cases, files = regress.update_goldens(args.dir, args.only)
+        print(f"updated {cases} case(s) in {len(files)} golden file(s)")
+        return 0
+    bar = _progress(len(regress.load_goldens(args.dir, args.only)), "npusim regress")
+    checked, mismatches = regress.check(args.dir, args.only, progress=lambda _case: bar.update(1))
+    bar.close()
+    if mismatches:
+        print(regress.format_diff(mismatches))
+        failed = len({m.case for m in mismatches})
+        print(f"{checked} golden case(s): {failed} mismatched, {len(mismatches)} number(s) moved; "
+              "if the change is intended: npusim regress --update")
+        return 1
+    print(f"{checked} golden case(s): all match")
+    return 0
+
+
 def cmd_list(args) -> int:
     from npusim.hw.loader import list_hardware
     from npusim.registry import default_registry
@@ -195,6 +274,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="trace to write (.json or .json.gz)")
     p.add_argument("--dtype", default="int8", choices=("int8", "fp16", "fp32"), help="dtype of float tensors")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("dse", help="design-space exploration: sweep hardware keys, budgets and planners")
+    p.add_argument("trace", nargs="+", help="one or more traces (names in traces/ or files)")
+    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/")
+    p.add_argument("--sweep", action="append", metavar="KEY=SPEC",
+                   help="a hardware key or 'budget' with A..B:xF (geometric), A..B:+S (linear) or V1,V2,...; "
+                        "repeat for a cartesian product, e.g. scratchpad.size=64KiB..8MiB:x2")
+    p.add_argument("--planners", default="default+arena+belady", help="pipelines separated by commas")
+    p.add_argument("--budget", help="budget of every point unless 'budget' is swept (size or MR, MH, MP)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="fixed hardware override")
+    p.add_argument("--jobs", type=int, default=1, help="parallel workers (processes, or dask workers)")
+    p.add_argument("--backend", default="local", choices=("local", "dask"), help="where points run")
+    p.add_argument("--scheduler", help="dask scheduler address (tcp://host:8786); default: a LocalCluster")
+    p.add_argument("--out", default="dse-results.csv", help="results file; .csv and .json are both written")
+    p.add_argument("--cache-dir", default=".npusim-cache", help="cache of finished points (resumable)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--plot", action="store_true", help="also draw OUT-curves and OUT-pareto figures")
+    p.add_argument("--format", default="png,svg", help="figure formats with --plot: png, svg or png,svg")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
+    p.set_defaults(func=cmd_dse)
+
+    p = sub.add_parser("compare", help="compare planner pipelines on one trace and hardware")
+    p.add_argument("trace")
+    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/")
+    p.add_argument("--planners", required=True, help="pipelines separated by commas, e.g. default+arena+belady,rpo+arena+lru")
+    p.add_argument("--budget", help="scratchpad budget: a size or MR, MH, MP; default: the scratchpad size")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field")
+    p.add_argument("--format", default="text", choices=("text", "csv", "json"))
+    p.add_argument("-o", "--output", help="write the table here instead of printing it")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("plot-plan", help="draw a plan's memory-time packing (PNG/SVG)")
+    p.add_argument("plan", help="plan JSON (from npusim plan)")
+    p.add_argument("--trace", required=True, help="the trace the plan is for")
+    p.add_argument("-o", "--output", help="output path without suffix (default: the plan's path)")
+    p.add_argument("--format", default="png,svg", help="png, svg or png,svg")
+    p.add_argument("--title", help="figure title")
+    p.set_defaults(func=cmd_plot_plan)
+
+    p = sub.add_parser("regress", help="check (or --update) the golden traffic files in traces/expected/")
+    p.add_argument("--update", action="store_true", help="rewrite the goldens from fresh runs")
+    p.add_argument("--only", metavar="PATTERN", help="cases whose id TRACE/HW/PIPELINE/BUDGET matches (glob or substring)")
+    p.add_argument("--dir", help="folder of golden files (default: traces/expected)")
+    p.set_defaults(func=cmd_regress)
 
     p = sub.add_parser("list", help="list planners, hardware configs and traces")
     p.set_defaults(func=cmd_list)

@@ -22,9 +22,9 @@ from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
 
-#: schedule -> spill policy -> on-chip offsets (with eviction) -> off-chip offsets; joint planners
-#: cover several stages at once.
-STAGES = ("schedule", "spill", "alloc", "offchip", "joint")
+#: tiling -> schedule -> spill policy -> on-chip offsets (with eviction) -> off-chip offsets;
+#: joint planners cover several stages at once.
+STAGES = ("tiling", "schedule", "spill", "alloc", "offchip", "joint")
 ENTRY_POINT_GROUP = "npusim.planners"
 
 
@@ -45,6 +45,7 @@ class PlanningContext:
     capacity: int
     alignment: int
     options: dict = field(default_factory=dict)
+    tiling: dict = field(default_factory=dict)  # op name -> tile spec; graph is then the tiled graph
     order: list[int] | None = None
     streams: list[int] | None = None
     spill_policy: object | None = None
@@ -126,16 +127,16 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     for planner in stages:
         planner.run(ctx)
     if ctx.order is None:
-        ctx.order = list(range(graph.n_ops))
+        ctx.order = list(range(ctx.graph.n_ops))
     if ctx.residencies is None:
         raise RegistryError(f"pipeline {pipeline!r} has no allocation stage (add e.g. '+arena')")
     seconds = time.perf_counter() - start
     return Plan(
-        graph=graph.name, capacity=ctx.capacity, alignment=ctx.alignment,
-        order=tuple(ctx.order), streams=tuple(ctx.streams or [0] * graph.n_ops),
+        graph=ctx.graph.name, capacity=ctx.capacity, alignment=ctx.alignment,
+        order=tuple(ctx.order), streams=tuple(ctx.streams or [0] * ctx.graph.n_ops),
         residencies=tuple(sorted(ctx.residencies)),
         transfers=tuple(sorted(ctx.transfers or [], key=lambda t: (t.step, t.kind != "load", t.tensor))),
-        dram=dict(ctx.dram),
+        dram=dict(ctx.dram), tiling=dict(ctx.tiling),
         meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=dict(ctx.options),
                       solve_seconds=round(seconds, 6), status=ctx.status,
                       objective=ctx.objective, bound=ctx.bound),

@@ -96,8 +96,9 @@ def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, bud
 
 
 def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
-                  source: str = "plan") -> Report:
-    require_valid(plan, graph, source)
+                  source: str = "plan", validated: bool = False) -> Report:
+    if not validated:
+        require_valid(plan, graph, source)
     hw = hw.with_scratchpad_size(plan.capacity)
     return simulate(lower(plan, graph), plan, graph, hw, jitter=jitter, seed=seed)
 
@@ -105,4 +106,4 @@ def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0
 def run(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
         *, jitter: float = 0.0, seed: int | None = None) -> tuple[Plan, Report]:
     plan = plan_graph(graph, hw, pipeline, budget)
-    return plan, simulate_plan(plan, graph, hw, jitter=jitter, seed=seed)
+    return plan, simulate_plan(plan, graph, hw, jitter=jitter, seed=seed, validated=True)

@@ -28,13 +28,14 @@ def plan(graph):
 
 @pytest.fixture(scope="module")
 def full_plan(graph, plan):
-    """The valid plan with every optional part filled in: streams, DRAM offsets, tiling, meta."""
+    """The valid plan with every optional part filled in: streams, DRAM offsets, meta.
+
+    (Tiled plans refer to a tiled graph; their round trip is in tests/test_tiling.py.)"""
     t = graph.tensor_by_name
     return replace(
         plan,
         streams=(0, 1, 0, 2),
         dram={t["x"].id: 0, t["w1"].id: 64, t["b"].id: 128, t["y"].id: 192},
-        tiling={graph.op_by_name["conv"].id: (8, 8), graph.op_by_name["join"].id: (4,)},
         meta=PlanMeta(planner="default+arena+belady", options={"seed": 3, "limit": 1.5},
                       solve_seconds=0.25, status="feasible", objective=128.0, bound=64.0),
     )
@@ -72,7 +73,7 @@ def test_the_file_names_tensors_and_ops(graph, full_plan, tmp_path):
     assert {"tensor": "b", "offset": 48, "first": 3, "last": 3, "size": 64} in data["residencies"]
     assert {"step": 1, "kind": "store", "tensor": "b", "cause": "spill"} in data["transfers"]
     assert data["dram"] == {"x": 0, "w1": 64, "b": 128, "y": 192}
-    assert data["tiling"] == {"conv": [8, 8], "join": [4]}
+    assert data["tiling"] == {}
 
 
 def test_a_round_tripped_plan_stays_valid(graph, plan, tmp_path):

@@ -27,7 +27,7 @@ from plan_fixtures import (
 ALL_KINDS = {
     "order", "streams", "range", "size", "capacity", "alignment", "overlap", "empty_residency",
     "not_resident", "not_ready", "load_without_copy", "transfer_residency", "cause",
-    "not_written_back",
+    "not_written_back", "tiling",
 }
 
 
@@ -339,7 +339,9 @@ def test_every_kind_in_the_table_has_a_test():
 
     table = set(re.findall(r"^(\w+)\s{2,}", v.__doc__, flags=re.M)) - {"kind"}
     assert table == ALL_KINDS
-    names = " ".join(n for n in globals() if n.startswith("test_"))
+    import test_tiling
+
+    names = " ".join(n for n in list(globals()) + dir(test_tiling) if n.startswith("test_"))
     for kind in ALL_KINDS:
         assert f"test_{kind}_" in names, f"no test for violation kind {kind!r}"
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.errors import PlanError
-from npusim.graph.model import Graph
+from npusim.graph.model import Graph, op_predecessors
 
 
 def aligned(size, align: int = 1):
@@ -33,21 +33,18 @@ def default_order(graph: Graph) -> list[int]:
     return list(range(graph.n_ops))
 
 
-def successors(graph: Graph) -> list[list[int]]:
-    """Distinct consumer ops of each op's outputs, in definition order."""
-    succ = []
-    for op in graph.ops:
-        seen = dict.fromkeys(c for t in op.outputs for c in graph.tensors[t].consumers)
-        succ.append(sorted(seen))
-    return succ
-
-
 def predecessors(graph: Graph) -> list[list[int]]:
-    preds = []
-    for op in graph.ops:
-        seen = {graph.tensors[t].producer for t in op.inputs} - {None}
-        preds.append(sorted(seen))
-    return preds
+    """Ops each op must follow (through tensors, or through DRAM for read views), sorted."""
+    return [sorted(ps) for ps in op_predecessors(graph)]
+
+
+def successors(graph: Graph) -> list[list[int]]:
+    """Ops that must follow each op, in definition order."""
+    succ: list[list[int]] = [[] for _ in graph.ops]
+    for op, ps in enumerate(predecessors(graph)):
+        for p in ps:
+            succ[p].append(op)
+    return succ
 
 
 def reverse_post_order(graph: Graph) -> list[int]:
@@ -85,12 +82,15 @@ def check_order(graph: Graph, order: list[int]) -> None:
     step = step_of(order)
     for op in graph.ops:
         for t in op.inputs:
-            p = graph.tensors[t].producer
-            if p is not None and step[p] >= step[op.id]:
-                raise PlanError(
-                    f"order is not topological: op {op.name!r} at step {step[op.id]} reads "
-                    f"{graph.tensors[t].name!r}, produced by {graph.ops[p].name!r} at step {step[p]}"
-                )
+            tensor = graph.tensors[t]
+            producers = [tensor.producer] if tensor.producer is not None else [
+                graph.tensors[s].producer for s in tensor.sources]
+            for p in producers:
+                if step[p] >= step[op.id]:
+                    raise PlanError(
+                        f"order is not topological: op {op.name!r} at step {step[op.id]} reads "
+                        f"{tensor.name!r}, produced by {graph.ops[p].name!r} at step {step[p]}"
+                    )
 
 
 def step_of(order: list[int]) -> np.ndarray:

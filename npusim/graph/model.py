@@ -34,11 +34,29 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class View:
+    """A strided view of a base tensor (in elements): what a tile is.
+
+    ``base`` names the tensor of the untiled graph whose DRAM copy the view addresses;
+    element (i0, i1, ...) of the view is element ``offset + sum(i_k * strides[k])`` of the base.
+    """
+
+    base: str
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Tensor:
     """A tensor: a contiguous row-major buffer of ``elements * itemsize`` bytes.
 
     ``kind``: ``input`` (graph data input, starts in DRAM), ``weight`` (parameter or constant,
     starts in DRAM), ``activation`` (intermediate), ``output`` (graph output: must reach DRAM).
+
+    Tiled graphs add views (``view`` set): a *written* view is produced by a tile op; a *read*
+    view of an activation has no producer and lists in ``sources`` the tensors whose stores
+    put its bytes in DRAM, so it can be loaded only after them.
     """
 
     id: int
@@ -49,6 +67,8 @@ class Tensor:
     kind: str
     producer: int | None = None
     consumers: tuple[int, ...] = ()
+    view: View | None = None
+    sources: tuple[int, ...] = ()
 
     @property
     def elements(self) -> int:
@@ -158,6 +178,11 @@ class Graph:
     def op(self, key: int | str) -> Op:
         return self.ops[key] if isinstance(key, int) else self.op_by_name[key]
 
+    @cached_property
+    def dram_sources(self) -> frozenset[int]:
+        """Tensors some read view is loaded from: they must be stored once produced."""
+        return frozenset(s for t in self.tensors for s in t.sources)
+
     def bytes_of(self, kinds: tuple[str, ...]) -> int:
         return sum(t.size for t in self.tensors if t.kind in kinds)
 
@@ -204,8 +229,13 @@ def check_graph(graph: Graph) -> None:
             raise TraceError(f"{where}: tensor {t.name!r} names producer op {t.producer}, which does not exist")
         if t.in_dram_initially and t.producer is not None:
             raise TraceError(f"{where}: {t.kind} tensor {t.name!r} cannot have a producer op")
-        if t.kind in ("activation", "output") and t.producer is None:
+        if t.kind in ("activation", "output") and t.producer is None and not t.sources:
             raise TraceError(f"{where}: {t.kind} tensor {t.name!r} has no producer op")
+        if t.sources and t.producer is not None:
+            raise TraceError(f"{where}: tensor {t.name!r} has both a producer op and DRAM sources")
+        for src in t.sources:
+            if not 0 <= src < n_t or graph.tensors[src].producer is None:
+                raise TraceError(f"{where}: tensor {t.name!r} lists source {src}, which is not a produced tensor")
     for i, o in enumerate(graph.ops):
         if o.id != i:
             raise TraceError(f"{where}: op {o.name!r} has id {o.id}, expected {i} (its position)")
@@ -228,21 +258,41 @@ def check_graph(graph: Graph) -> None:
                 )
     # Acyclicity: Kahn's algorithm; name an op on the cycle if there is one.
     indegree = [0] * n_o
-    for o in graph.ops:
-        indegree[o.id] = len({graph.tensors[t].producer for t in o.inputs} - {None})
+    preds = op_predecessors(graph)
+    succs: list[set[int]] = [set() for _ in range(n_o)]
+    for o, ps in enumerate(preds):
+        indegree[o] = len(ps)
+        for p in ps:
+            succs[p].add(o)
     ready = [o for o in range(n_o) if indegree[o] == 0]
     seen = 0
     while ready:
         op = ready.pop()
         seen += 1
-        succ = {c for t in graph.ops[op].outputs for c in graph.tensors[t].consumers}
-        for c in succ:
+        for c in succs[op]:
             indegree[c] -= 1
             if indegree[c] == 0:
                 ready.append(c)
     if seen != n_o:
         stuck = next(graph.ops[i].name for i in range(n_o) if indegree[i] > 0)
         raise TraceError(f"{where}: the graph has a cycle through op {stuck!r}")
+
+
+def op_predecessors(graph: Graph) -> list[set[int]]:
+    """Ops each op must follow: producers of its inputs, and, for inputs that are read views,
+    the producers of their sources (the data reaches it through DRAM)."""
+    preds = []
+    for o in graph.ops:
+        ps = set()
+        for t in o.inputs:
+            tensor = graph.tensors[t]
+            if tensor.producer is not None:
+                ps.add(tensor.producer)
+            for src in tensor.sources:
+                ps.add(graph.tensors[src].producer)
+        ps.discard(None)
+        preds.append(ps)
+    return preds
 
 
 def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | None = None) -> Graph:
@@ -259,9 +309,9 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
     producer: dict[int, int] = {}
     consumers: dict[int, list[int]] = {i: [] for i in range(len(tensors))}
 
-    def lookup(op_name, tname):
+    def lookup(owner, tname):
         if tname not in index:
-            raise TraceError(f"graph {name!r}: op {op_name!r} names unknown tensor {tname!r}")
+            raise TraceError(f"graph {name!r}: {owner!r} names unknown tensor {tname!r}")
         return index[tname]
 
     built_ops = []
@@ -284,11 +334,18 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
             vector_ops=int(o.get("vector_ops", 0)),
             gemm=Gemm(**gemm) if isinstance(gemm, dict) else gemm,
         ))
+    def view_of(t):
+        v = t.get("view")
+        if v is None or isinstance(v, View):
+            return v
+        return View(base=v["base"], offset=int(v["offset"]), shape=tuple(v["shape"]), strides=tuple(v["strides"]))
+
     built_tensors = tuple(
         Tensor(
             id=i, name=t["name"], shape=tuple(t["shape"]), dtype=t["dtype"],
             itemsize=int(t["itemsize"]), kind=t["kind"], producer=producer.get(i),
-            consumers=tuple(consumers[i]),
+            consumers=tuple(consumers[i]), view=view_of(t),
+            sources=tuple(lookup(t["name"], s) for s in t.get("sources", ())),
         )
         for i, t in enumerate(tensors)
     )

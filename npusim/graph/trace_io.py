@@ -35,11 +35,7 @@ def graph_to_dict(graph: Graph) -> dict:
         "format": FORMAT,
         "name": graph.name,
         "meta": graph.meta,
-        "tensors": [
-            {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "itemsize": t.itemsize,
-             "kind": t.kind}
-            for t in graph.tensors
-        ],
+        "tensors": [_tensor_record(t, names) for t in graph.tensors],
         "ops": [
             {
                 "name": o.name, "kind": o.kind,
@@ -52,6 +48,16 @@ def graph_to_dict(graph: Graph) -> dict:
             for o in graph.ops
         ],
     }
+
+
+def _tensor_record(t, names: list[str]) -> dict:
+    record = {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "itemsize": t.itemsize, "kind": t.kind}
+    if t.view is not None:
+        record["view"] = {"base": t.view.base, "offset": t.view.offset, "shape": list(t.view.shape),
+                          "strides": list(t.view.strides)}
+    if t.sources:
+        record["sources"] = [names[s] for s in t.sources]
+    return record
 
 
 def save_trace(graph: Graph, path: str | Path) -> Path:

@@ -7,7 +7,7 @@
      "residencies": [{"tensor": name, "offset": int, "first": step, "last": step, "size": int}],
      "transfers": [{"step": int, "kind": "load"|"store", "tensor": name,
                     "cause": "compulsory"|"writeback"|"spill"|"retrieve"}],
-     "dram": {tensor name: offset}, "tiling": {op name: [tile dims]},
+     "dram": {tensor name: offset}, "tiling": {op name: tile spec (npusim.graph.tiling)},
      "meta": {"planner": str, "options": {}, "solve_seconds": float, "status": str,
               "objective": number|null, "bound": number|null}}
 
@@ -23,12 +23,15 @@ from pathlib import Path
 from npusim.errors import PlanError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
+from npusim.graph.tiling import check_spec
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
+from npusim.plan.resolve import graph_for_plan
 
 FORMAT = "npusim-plan/1"
 
 
 def plan_to_dict(plan: Plan, graph: Graph) -> dict:
+    graph = graph_for_plan(plan.graph, plan.tiling, graph)
     tname = [t.name for t in graph.tensors]
     oname = [o.name for o in graph.ops]
     return {
@@ -48,7 +51,7 @@ def plan_to_dict(plan: Plan, graph: Graph) -> dict:
             for t in plan.transfers
         ],
         "dram": {tname[t]: off for t, off in sorted(plan.dram.items())},
-        "tiling": {oname[o]: list(shape) for o, shape in sorted(plan.tiling.items())},
+        "tiling": dict(sorted(plan.tiling.items())),
         "meta": {
             "planner": plan.meta.planner, "options": plan.meta.options,
             "solve_seconds": plan.meta.solve_seconds, "status": plan.meta.status,
@@ -74,8 +77,15 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise PlanError(f"{source}: field 'format' is {got!r}, expected {FORMAT!r}")
-    if data.get("graph") != graph.name:
-        raise PlanError(f"{source}: plan is for graph {data.get('graph')!r}, not {graph.name!r}")
+    tiling = _mapping(data, "tiling", source)
+    for n, spec in tiling.items():
+        if n not in graph.op_by_name:
+            raise PlanError(f"{source}: tiling names unknown op {n!r} (not in graph {graph.name!r})")
+        check_spec(graph.op_by_name[n], graph, spec, f"{source}: tiling")
+    try:
+        graph = graph_for_plan(data.get("graph"), tiling, graph)
+    except PlanError as exc:
+        raise PlanError(f"{source}: {exc}") from None
     tensors = graph.tensor_by_name
     ops = graph.op_by_name
 
@@ -130,11 +140,6 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     dram = {}
     for n, off in _mapping(data, "dram", source).items():
         dram[tensor_id(n, f"{source}: dram")] = _int({"offset": off}, "offset", f"{source}: dram[{n!r}]")
-    tiling = {}
-    for n, shape in _mapping(data, "tiling", source).items():
-        if not isinstance(shape, list) or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
-            raise PlanError(f"{source}: tiling[{n!r}] is {shape!r}, expected a list of positive integers")
-        tiling[op_id(n, f"{source}: tiling")] = tuple(shape)
     m = _mapping(data, "meta", source)
     status = m.get("status", "hand_written")
     if status not in STATUSES:
@@ -152,7 +157,7 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
                 streams=tuple(streams), residencies=tuple(sorted(residencies)),
                 transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
-                tiling=tiling, meta=meta)
+                tiling=dict(tiling), meta=meta)
 
 
 def transfer_sort_key(t: Transfer):

@@ -19,19 +19,21 @@ catches plans that are not.
 Every wait points to a command of an earlier (step, phase) with phase load < compute < store,
 and every queue is sorted by (step, phase), so a Program from a valid plan cannot deadlock.
 
-DMA commands carry their DRAM-side chunks: ``(offset, bytes)`` pairs of the contiguous
-pieces of the transferred view (one chunk for a whole tensor).
+DMA commands carry their DRAM-side view (``DramView``); ``DramView.chunks()`` renders it into
+the contiguous ``(address, bytes)`` chunks a DMA engine issues (one for a whole tensor).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
+from npusim.kernels.render_chunks import chunks_of
 
 from npusim.graph.model import Graph
 from npusim.plan.model import Plan
+from npusim.plan.resolve import graph_for_plan
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
 
@@ -47,6 +49,20 @@ class Access:
 
 
 @dataclass(frozen=True)
+class DramView:
+    """The DRAM side of a DMA: a strided view (in elements) starting at byte ``address``."""
+
+    address: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    itemsize: int
+
+    def chunks(self) -> tuple[tuple[int, int], ...]:
+        """(address, bytes) of each contiguous chunk (RenderChunks, memoised)."""
+        return chunks_of(self.shape, self.strides, 0, self.itemsize, self.address)
+
+
+@dataclass(frozen=True)
 class Command:
     id: int
     queue: str
@@ -56,7 +72,7 @@ class Command:
     tensor: int | None = None
     cause: str | None = None
     nbytes: int = 0
-    chunks: tuple[tuple[int, int], ...] = ()
+    dram: "DramView | None" = None
     reads: tuple[Access, ...] = ()
     writes: tuple[Access, ...] = ()
     waits: tuple[int, ...] = ()
@@ -77,6 +93,7 @@ class Program:
 
 
 def lower(plan: Plan, graph: Graph) -> Program:
+    graph = graph_for_plan(plan.graph, plan.tiling, graph)
     residencies = plan.residencies
     by_tensor = defaultdict(list)
     for i, r in enumerate(residencies):
@@ -97,7 +114,7 @@ def lower(plan: Plan, graph: Graph) -> Program:
     for tr in plan.transfers:
         i = residency_at(tr.tensor, tr.step)
         d = dict(queue=f"dma.{tr.kind}", kind=tr.kind, step=tr.step, tensor=tr.tensor, cause=tr.cause,
-                 nbytes=tr.size, chunks=((plan.dram.get(tr.tensor, 0), tr.size),),
+                 nbytes=tr.size, dram=dram_view(graph.tensors[tr.tensor], plan.dram),
                  reads=(access(i),) if tr.kind == "store" else (),
                  writes=(access(i),) if tr.kind == "load" else ())
         drafts.append(((tr.step, PHASE[tr.kind], tr.tensor), d))
@@ -135,8 +152,10 @@ def lower(plan: Plan, graph: Graph) -> Program:
             for a in d["writes"]:
                 for q in previous[a.residency]:
                     waits.update(users[q])
-            if d["tensor"] in last_store_of:
-                waits.add(last_store_of[d["tensor"]])
+            # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read from.
+            for t in (d["tensor"],) + graph.tensors[d["tensor"]].sources:
+                if t in last_store_of:
+                    waits.add(last_store_of[t])
         else:  # store
             for a in d["reads"]:
                 f = filler.get(a.residency)
@@ -155,42 +174,43 @@ def lower(plan: Plan, graph: Graph) -> Program:
                    capacity=plan.capacity, streams=n_streams)
 
 
+def dram_view(tensor, dram: dict) -> DramView:
+    """Where a DMA of ``tensor`` reads or writes DRAM: the whole tensor at its planned offset
+    (0 when the plan has none), or a tile's strided view of its base tensor."""
+    if tensor.view is None:
+        return DramView(dram.get(tensor.id, 0), (tensor.elements,), (1,), tensor.itemsize)
+    v = tensor.view
+    return DramView(dram.get(v.base, 0) + v.offset * tensor.itemsize, v.shape, v.strides, tensor.itemsize)
+
+
 def _previous_occupants(residencies) -> list[list[int]]:
     """For each residency, the residencies that held any of its bytes just before it.
 
-    Only the latest occupants of each byte range are kept: earlier ones were released before
-    those were filled (transitively, for a safe plan).
+    Residencies are painted onto the address space in order of their first step; the
+    segments a new residency paints over name its previous occupants (only the latest one per
+    byte: earlier ones were released before those were filled, transitively for a safe plan).
     """
-    n = len(residencies)
-    first = np.array([r.first for r in residencies], dtype=np.int64)
-    last = np.array([r.last for r in residencies], dtype=np.int64)
-    lo = np.array([r.offset for r in residencies], dtype=np.int64)
-    hi = lo + np.array([r.size for r in residencies], dtype=np.int64)
-    previous: list[list[int]] = [[] for _ in range(n)]
-    for i in range(n):
-        mask = (last < first[i]) & (lo < hi[i]) & (lo[i] < hi)
-        candidates = np.flatnonzero(mask)
-        if candidates.size == 0:
-            continue
-        candidates = candidates[np.argsort(-last[candidates], kind="stable")]
-        kept, covered = [], []
-        for q in candidates.tolist():
-            qlo, qhi = max(int(lo[q]), int(lo[i])), min(int(hi[q]), int(hi[i]))
-            if not _is_covered(qlo, qhi, covered):
-                kept.append(q)
-                covered.append((qlo, qhi))
-            if _is_covered(int(lo[i]), int(hi[i]), covered):
-                break
-        previous[i] = sorted(kept)
+    starts: list[int] = []  # sorted segment starts
+    segments: dict[int, tuple[int, int]] = {}  # start -> (end, residency)
+    previous: list[list[int]] = [[] for _ in residencies]
+    for i in sorted(range(len(residencies)), key=lambda i: (residencies[i].first, residencies[i].offset)):
+        lo = residencies[i].offset
+        hi = lo + residencies[i].size
+        k = bisect.bisect_right(starts, lo) - 1
+        if k < 0 or segments[starts[k]][0] <= lo:
+            k += 1
+        found, pieces = set(), []
+        while k < len(starts) and starts[k] < hi:
+            start = starts[k]
+            end, owner = segments.pop(start)
+            starts.pop(k)
+            found.add(owner)
+            if start < lo:
+                pieces.append((start, lo, owner))
+            if end > hi:
+                pieces.append((hi, end, owner))
+        for a, b, owner in pieces + [(lo, hi, i)]:
+            bisect.insort(starts, a)
+            segments[a] = (b, owner)
+        previous[i] = sorted(q for q in found if residencies[q].last < residencies[i].first)
     return previous
-
-
-def _is_covered(lo: int, hi: int, intervals: list[tuple[int, int]]) -> bool:
-    cursor = lo
-    for a, b in sorted(intervals):
-        if a > cursor:
-            break
-        cursor = max(cursor, b)
-        if cursor >= hi:
-            return True
-    return cursor >= hi

@@ -60,7 +60,7 @@ class Plan:
     residencies: tuple[Residency, ...]
     transfers: tuple[Transfer, ...]
     dram: dict = field(default_factory=dict)  # tensor id -> DRAM offset, when planned
-    tiling: dict = field(default_factory=dict)  # op id -> tile shape, when tiled
+    tiling: dict = field(default_factory=dict)  # op name (untiled graph) -> tile spec, when tiled
     meta: PlanMeta = field(default_factory=PlanMeta)
 
     @property

@@ -16,10 +16,13 @@ overlap             two residencies that coexist in time share addresses
 empty_residency     a residency that is never filled (neither produced nor loaded into)
 not_resident        an op's input or output has no residency at the op's step
 not_ready           an op reads a residency before its data arrives
-load_without_copy   a load of data that does not exist in DRAM (not an input/weight, never stored)
+load_without_copy   a load of data that does not exist in DRAM (not an input/weight, never stored;
+                    for a tile read from DRAM: one of its source tiles not stored before)
 transfer_residency  a transfer whose tensor has no residency at its step
 cause               a transfer's cause does not match what it does
 not_written_back    a graph output never reaches DRAM
+tiling              the tiles of an op do not write its output exactly once, or a tile's input
+                    views miss part of what it reads (halos included)
 ==================  ==========================================================================
 
 Several streams: steps of different streams do not order ops in time, so residencies on
@@ -33,10 +36,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from npusim.errors import PlanError
 from npusim.graph.analysis import check_order, step_of
 from npusim.graph.model import Graph
+from npusim.graph.regions import RESHAPE_LIKE, input_boxes
 from npusim.plan.model import Plan
+from npusim.plan.resolve import graph_for_plan
 
 
 @dataclass(frozen=True)
@@ -54,9 +61,14 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
     def report(kind: str, message: str) -> None:
         found.append(Violation(kind, message))
 
-    if plan.graph != graph.name:
-        report("order", f"plan is for graph {plan.graph!r}, not {graph.name!r}")
+    untiled = graph
+    try:
+        graph = graph_for_plan(plan.graph, plan.tiling, graph)
+    except PlanError as exc:
+        report("order", str(exc))
         return found
+    if plan.tiling:
+        check_tiling(untiled, graph, report)
     try:
         check_order(graph, list(plan.order))
     except PlanError as exc:
@@ -87,7 +99,7 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
         if r.offset % plan.alignment:
             report("alignment", f"{where}: offset {r.offset} is not a multiple of {plan.alignment}")
         by_tensor[r.tensor].append(r)
-    _check_overlaps(residencies, name, report)
+    _check_overlaps(residencies, name, report, plan, graph)
 
     loads, stores = defaultdict(list), defaultdict(list)
     for tr in plan.transfers:
@@ -143,6 +155,12 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
                 report("transfer_residency", f"{where}: the tensor has no residency to load into")
             if tensor.in_dram_initially:
                 expected = "compulsory" if tr.step == first_load else "retrieve"
+            elif tensor.sources:  # a tile read from DRAM: every tile it is read from must be stored first
+                expected = "retrieve"
+                for src in tensor.sources:
+                    if not any(st.step < tr.step for st in stores.get(src, ())):
+                        report("load_without_copy",
+                               f"{where}: its source {name(src)!r} was not stored to DRAM before")
             else:
                 expected = "retrieve"
                 if not any(st.step < tr.step for st in stores.get(t, ())):
@@ -169,6 +187,65 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
     return found
 
 
+def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
+    """Tiles of each op write every element of its output exactly once, and each tile's
+    input views contain what it reads (halos included)."""
+    tiles: dict[str, list] = defaultdict(list)
+    for op in tiled.ops:
+        if "tile_of" in op.attrs:
+            tiles[op.attrs["tile_of"]].append(op)
+    for name, ops in tiles.items():
+        original = untiled.op_by_name[name]
+        out = untiled.tensors[original.outputs[0]]
+        count = np.zeros(out.elements, dtype=np.uint16)
+        for op in ops:
+            written = tiled.tensors[op.outputs[0]]
+            if written.view is None:
+                continue  # a partial sum, not yet part of the output
+            count[_elements_of(written.view)] += 1
+            k = op.attrs.get("k")
+            box = tuple(tuple(r) for r in op.attrs["box"])
+            needed = [] if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE \
+                else input_boxes(original, untiled, box, tuple(k) if k else None, True)
+            for t, region in zip(original.inputs, needed):
+                if region is None:
+                    continue
+                if not _covered(tiled, op, untiled.tensors[t], region):
+                    report("tiling", f"tile {op.name!r} of {name!r} reads {untiled.tensors[t].name!r} over "
+                                     f"{[list(r) for r in region]} but none of its inputs covers that region")
+        if count.min(initial=1) != 1 or count.max(initial=1) != 1:
+            missing, twice = int((count == 0).sum()), int((count > 1).sum())
+            report("tiling", f"tiles of {name!r} write {out.name!r} with {missing} elements missing and {twice} "
+                             "written more than once")
+
+
+def _elements_of(view) -> np.ndarray:
+    index = np.full((1,), view.offset, dtype=np.int64)
+    for n, s in zip(view.shape, view.strides):
+        index = (index[:, None] + np.arange(n, dtype=np.int64) * s).ravel()
+    return index
+
+
+def _covered(tiled: Graph, op, base, region) -> bool:
+    strides = base.strides
+    for t in op.inputs:
+        tensor = tiled.tensors[t]
+        if tensor.view is None:
+            if tensor.name == base.name:
+                return True
+            continue
+        v = tensor.view
+        if v.base != base.name or v.strides != strides:
+            continue
+        starts, rest = [], v.offset
+        for s in strides:
+            starts.append(rest // s)
+            rest %= s
+        if all(a >= s0 and b <= s0 + n for (a, b), s0, n in zip(region, starts, v.shape)):
+            return True
+    return False
+
+
 def _known_tensor(t, graph: Graph, what: str, report) -> bool:
     if isinstance(t, int) and 0 <= t < graph.n_tensors:
         return True
@@ -176,18 +253,45 @@ def _known_tensor(t, graph: Graph, what: str, report) -> bool:
     return False
 
 
-def _check_overlaps(residencies, name, report) -> None:
-    """Sweep residencies by first step; compare each with those still live (time × address)."""
-    active: list = []
-    for r in sorted(residencies):
-        if r.first > r.last:
+def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
+    """Two residencies sharing addresses must never coexist.
+
+    One stream: they coexist when their steps overlap (a sweep by first step). Several
+    streams: steps no longer order ops of different streams, so two residencies also conflict
+    when their tensors are an unsafe pair of the multi-stream safety relation
+    (``npusim.graph.safety``, MindSpore paper Section 3), even if their steps do not overlap.
+    """
+    streams = list(plan.streams) if plan is not None else []
+    multi = (graph is not None and len(set(streams)) > 1 and len(streams) == graph.n_ops
+             and min(streams) >= 0)
+    if not multi:
+        active: list = []
+        for r in sorted(residencies):
+            if r.first > r.last:
+                continue
+            active = [a for a in active if a.last >= r.first]
+            for a in active:
+                if a.offset < r.offset + r.size and r.offset < a.offset + a.size:
+                    report("overlap",
+                           f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
+                           f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
+            active.append(r)
+        return
+    from npusim.graph.safety import safety_relation
+
+    unsafe = safety_relation(graph, list(plan.order), streams).unsafe
+    active = []
+    for r in sorted((r for r in residencies if r.first <= r.last), key=lambda r: (r.offset, r.first, r.tensor)):
+        active = [a for a in active if a.offset + a.size > r.offset]
+        if r.size <= 0:
             continue
-        active = [a for a in active if a.last >= r.first]
         for a in active:
-            if a.offset < r.offset + r.size and r.offset < a.offset + a.size:
+            steps_overlap = a.first <= r.last and r.first <= a.last
+            if steps_overlap or (a.tensor != r.tensor and unsafe(a.tensor, r.tensor)):
+                why = "" if steps_overlap else " (an unsafe pair: they may coexist on different streams)"
                 report("overlap",
                        f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
-                       f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
+                       f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
         active.append(r)
 
 

@@ -21,8 +21,10 @@ from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.lower import Command, Program
 from npusim.plan.model import CAUSES, Plan
+from npusim.plan.resolve import graph_for_plan
 from npusim.sim.bandwidth import SharedBandwidth
-from npusim.sim.costs import ceil_div, op_cycles, scratchpad_bytes
+from npusim.kernels.render_chunks import burst_count
+from npusim.sim.costs import op_cycles, scratchpad_bytes
 from npusim.sim.report import Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 
@@ -124,10 +126,10 @@ class _Machine:
             self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
         dma = self.hw.dma
         start = self.env.now
-        yield self.env.timeout(dma.setup_cycles + dma.chunk_cycles * len(cmd.chunks) + self.hw.dram_latency_cycles)
-        burst = dma.burst_bytes
-        wire_bytes = sum(ceil_div(size, burst) * burst for _, size in cmd.chunks)
-        yield self.dram.transfer(wire_bytes)
+        v = cmd.dram
+        chunks, bursts = burst_count(v.shape, v.strides, v.itemsize, v.address, dma.burst_bytes)
+        yield self.env.timeout(dma.setup_cycles + dma.chunk_cycles * chunks + self.hw.dram_latency_cycles)
+        yield self.dram.transfer(bursts * dma.burst_bytes)
         for a in cmd.writes:
             self.scratchpad.fill(a.residency)
         self.channels.release(req)
@@ -178,6 +180,7 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
     ``jitter`` > 0 stretches every compute by a random factor in [1, 1 + jitter) drawn from
     ``seed``, to explore other interleavings of the streams.
     """
+    graph = graph_for_plan(plan.graph, plan.tiling, graph)
     machine = _Machine(program, graph, hw, jitter, seed)
     cycles = machine.run()
     seconds = cycles / hw.clock

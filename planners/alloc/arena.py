@@ -72,7 +72,8 @@ class ArenaAllocator:
         graph, order = ctx.graph, ctx.order
         check_budget(graph, ctx.capacity, ctx.alignment)
         policy = ctx.spill_policy
-        state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy)
+        double_buffer = bool(ctx.options.get("double_buffer", False))
+        state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, double_buffer)
         for s, op in enumerate(order):
             state.step(s, graph.ops[op])
         ctx.residencies, ctx.transfers = state.residencies, state.transfers
@@ -81,9 +82,16 @@ class ArenaAllocator:
 
 
 class _ArenaRun:
-    def __init__(self, graph, order, capacity, alignment, policy):
+    def __init__(self, graph, order, capacity, alignment, policy, double_buffer=False):
         self.graph = graph
+        self.order = order
         self.policy = policy
+        # Double buffering: reserve the next op's loads one step early (so the DMA can fill them
+        # while this op computes) and keep stored blocks one step longer (so the next op's
+        # output does not wait for the store to drain).
+        self.double_buffer = double_buffer
+        self.prefetched: set[int] = set()  # reserved at the previous step, load still to issue
+        self.held: set[int] = set()  # already stored, kept until the end of this step
         self.arena = BestFitArena(capacity, alignment)
         self.alloc_size = [int(x) for x in aligned(graph.arrays.tensor_size, alignment)]
         self.uses = UseTimes(graph, order)
@@ -106,6 +114,7 @@ class _ArenaRun:
 
     def _evict(self, t: int, s: int) -> None:
         """Evict ``t`` before step s: spill it at s-1 if DRAM has no copy and it is needed later."""
+        self.held.discard(t)
         if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
             self.transfers.append(Transfer(step=s - 1, kind="store", tensor=t, cause="spill",
                                            size=self.graph.tensors[t].size))
@@ -149,6 +158,10 @@ class _ArenaRun:
             self.arena.place(t, offset, self.alloc_size[t])
             self._open(t, offset, s)
             placements[t] = offset
+        for t in needed:
+            if t in self.prefetched:  # reserved at s-1: the load itself happens now
+                self.prefetched.discard(t)
+                self._load(t, s)
         for t in missing:
             if t in op.inputs:
                 self._load(t, s)
@@ -156,7 +169,13 @@ class _ArenaRun:
 
     def _restart_op(self, s: int, op, needed: list[int]) -> None:
         for t in list(self.arena.owners()):
-            self._evict(t, s) if self.resident_since.get(t, s) < s else self._drop_new(t)
+            if self.resident_since.get(t, s) < s and t not in self.prefetched:
+                self._evict(t, s)
+            else:
+                self._drop_new(t)
+        # Inputs that arrived by prefetch were loaded this step already: they are in DRAM
+        # (inputs, weights or stored tiles), so their reload below is a second load of the same data.
+        self.prefetched.clear()
         for t in needed:
             offset = self.arena.allocate(t, self.alloc_size[t])
             assert offset is not None, "budget >= M_R guarantees an empty arena holds one op"
@@ -166,12 +185,15 @@ class _ArenaRun:
         self._finish(s, op, needed)
 
     def _drop_new(self, t: int) -> None:
-        """Undo a placement made in this step (nothing was transferred yet)."""
+        """Undo a placement not yet filled (made this step, or a prefetch reservation)."""
         self.resident_since.pop(t)
         self.arena.free(t)
+        self.held.discard(t)
 
     def _load(self, t: int, s: int) -> None:
         tensor = self.graph.tensors[t]
+        if self._loadable(t):
+            self.in_dram.add(t)
         if t not in self.in_dram:
             raise PlanningError(f"internal: {tensor.name!r} must be loaded at step {s} but DRAM has no copy")
         cause = "compulsory" if tensor.in_dram_initially and t not in self.loaded_once else "retrieve"
@@ -181,11 +203,41 @@ class _ArenaRun:
     def _finish(self, s: int, op, needed: list[int]) -> None:
         for t in needed:
             self.uses.last_access[t] = s
+        stored = set()
         for t in op.outputs:
-            if self.graph.tensors[t].kind == "output":
-                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause="writeback",
-                                               size=self.graph.tensors[t].size))
+            tensor = self.graph.tensors[t]
+            # Graph outputs are written back, and tiles that later tiles are read from are
+            # written through to DRAM, as soon as they are produced.
+            if tensor.kind == "output" or t in self.graph.dram_sources:
+                cause = "writeback" if tensor.kind == "output" else "spill"
+                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=tensor.size))
                 self.in_dram.add(t)
+                stored.add(t)
+        # Reserve the next op's loads while everything live at this step still holds its place.
+        if self.double_buffer and s + 1 < len(self.order):
+            self._prefetch(s, self.graph.ops[self.order[s + 1]])
+        for t in list(self.held):
+            self.held.discard(t)
+            self._close(t, s)
         for t in needed:
             if self.uses.last_use(t) <= s:
-                self._close(t, s)
+                if self.double_buffer and t in stored and s + 1 < len(self.order):
+                    self.held.add(t)
+                else:
+                    self._close(t, s)
+
+    def _prefetch(self, s: int, next_op) -> None:
+        """Reserve space now for the next op's inputs that can be loaded (no eviction)."""
+        for t in dict.fromkeys(next_op.inputs):
+            if t in self.resident_since or not self._loadable(t):
+                continue
+            offset = self.arena.find(self.alloc_size[t])
+            if offset is None:
+                return
+            self.arena.place(t, offset, self.alloc_size[t])
+            self._open(t, offset, s)
+            self.prefetched.add(t)
+
+    def _loadable(self, t: int) -> bool:
+        tensor = self.graph.tensors[t]
+        return t in self.in_dram or (bool(tensor.sources) and all(x in self.in_dram for x in tensor.sources))

@@ -1,0 +1,46 @@
+"""Offset assignment on MiniMalloc's challenging instances (../shared/reference/minimalloc/).
+
+    python benchmarks/bench_minimalloc.py [--time-limit 10] [--workers 2] [INSTANCE.csv ...]
+
+For every instance: the max-live (lifetime) bound, the best heuristic (every Single/Many
+Objects sort and fit, TFLite's arena) and the exact CP-SAT solve (``planners.alloc.exact``),
+each as a ratio to the bound, with the solver status and its wall time on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from planners.alloc.exact import best_heuristic, exact_offsets
+from planners.alloc.minimalloc_io import load_minimalloc
+from planners.alloc.problem import check_assignment
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "minimalloc"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("instances", nargs="*")
+    parser.add_argument("--time-limit", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    paths = [Path(p) for p in args.instances] or sorted(REFERENCE.glob("*.csv"))
+    print(f"CP-SAT time limit {args.time_limit} s, {args.workers} workers")
+    print(f"{'instance':<16} {'buffers':>7} {'max-live':>9} {'heuristic':>9} {'best heuristic':<28} "
+          f"{'exact':>7} {'status':<10} {'bound':>7} {'s':>6}")
+    for path in paths:
+        problem = load_minimalloc(path)
+        bound = problem.lifetime_bound()
+        start = time.perf_counter()
+        hint = best_heuristic(problem)
+        result = exact_offsets(problem, time_limit=args.time_limit, workers=args.workers, hint=hint)
+        seconds = time.perf_counter() - start
+        assert check_assignment(problem, result.offsets) == []
+        print(f"{path.name:<16} {problem.n:>7} {bound:>9} {hint.total / bound:>9.3f} {hint.algorithm:<28} "
+              f"{result.total / bound:>7.3f} {result.status:<10} {result.bound / bound:>7.3f} {seconds:>6.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Multi-stream safety and offset assignment over every trace and a synthetic graph
+(the MindSpore paper's Tables 1-3, measured here).
+
+    python benchmarks/bench_offsets.py [--per-stream 32] [--repeat 3] [--detail] [--synthetic-cells 420] [TRACE ...]
+
+Each graph runs in its default order with a MindSpore-like stream map (GEMM and vector ops
+in separate streams, a new stream every ``--per-stream`` ops; ``npusim.graph.generators``).
+Table 1: safety time of Algorithm 1, 1_opt and Algorithm 2 (best of ``--repeat``, after a
+warm-up that compiles the kernels). Tables 2-3: footprint of every allocator on the same
+unsafe pairs, the lifetime bound, the best result's gap to it, and the Many Objects vs Single
+Object time gain (best MO vs best SO, and average MO vs average SO, as in the paper).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from npusim.graph.analysis import default_order
+from npusim.graph.generators import assign_streams, nas_cells
+from npusim.graph.safety import METHODS, safety_relation
+from npusim.resources import list_resources
+from npusim.workflow import load_graph
+from planners.alloc import mindspore_fast, naive, shared_objects, tflite
+from planners.alloc.onchip import graph_problem
+
+ALIGN = 64
+
+
+def best_of(repeat, fn):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def allocators():
+    algos = [("naive", naive.naive), ("tflite-arena", tflite.tflite_arena), ("tflm-greedy", tflite.tflm_greedy),
+             ("so-size", shared_objects.greedy_by_size), ("so-breadth", shared_objects.greedy_by_breadth),
+             ("so-size-improved", shared_objects.greedy_by_size_improved)]
+    for family, fn in (("SO", mindspore_fast.single_object), ("MO", mindspore_fast.many_objects)):
+        for sort in mindspore_fast.SORTS:
+            for fitter in mindspore_fast.FITS:
+                algos.append((f"{family} {sort} {fitter}", lambda p, fn=fn, s=sort, f=fitter: fn(p, s, f)))
+    return algos
+
+
+def bench_graph(graph, per_stream, repeat, detail, large):
+    order = default_order(graph)
+    if large:  # the synthetic graph: about 16 streams, one timed run, size sorts and baselines only
+        per_stream, repeat = max(per_stream, graph.n_ops // 16), 1
+    streams = assign_streams(graph, order, per_stream)
+    safety_times = {}
+    for method in METHODS:
+        safety_relation(graph, order, streams, method)  # warm-up (kernel compilation)
+        safety_times[method], _ = best_of(repeat, lambda: safety_relation(graph, order, streams, method))
+    problem, _ = graph_problem(graph, order, streams, ALIGN)
+    bound = problem.lifetime_bound()
+    rows = []
+    for name, fn in allocators():
+        if large and (name.startswith("so-size-improved") or name.split()[-2:-1] in (["breadth"], ["source"], ["unsafe"])):
+            continue
+        fn(problem)  # warm-up
+        seconds, result = best_of(repeat, lambda: fn(problem))
+        rows.append((name, result.total, seconds))
+    if detail:
+        print(f"\n{graph.name}: {problem.n} tensors, {len(set(streams))} streams, lifetime bound {bound:,} B")
+        print(f"  {'allocator':<26} {'footprint B':>14} {'vs bound':>9} {'ms':>9}")
+        for name, total, seconds in rows:
+            print(f"  {name:<26} {total:>14,} {100 * (total / bound - 1):>8.3f}% {1000 * seconds:>9.2f}")
+    so = [r for r in rows if r[0].startswith("SO ")]
+    mo = [r for r in rows if r[0].startswith("MO ")]
+    best_so, best_mo = min(so, key=lambda r: (r[1], r[2])), min(mo, key=lambda r: (r[1], r[2]))
+    best = min(rows[1:], key=lambda r: r[1])
+    avg = lambda rs: sum(r[2] for r in rs) / len(rs)  # noqa: E731
+    return dict(name=graph.name, tensors=problem.n, streams=len(set(streams)), safety=safety_times,
+                naive=rows[0][1], bound=bound, best=best, best_so=best_so, best_mo=best_mo,
+                gain_best=1 - best_mo[2] / best_so[2], gain_avg=1 - avg(mo) / avg(so),
+                mo_vs_so=best_mo[1] / best_so[1] - 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("traces", nargs="*")
+    parser.add_argument("--per-stream", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--detail", action="store_true", help="print every allocator for every graph")
+    parser.add_argument("--synthetic-cells", type=int, default=420, help="NAS-like cells of the synthetic graph (0: none)")
+    args = parser.parse_args()
+    graphs = [load_graph(n) for n in (args.traces or list_resources("traces"))]
+    if args.synthetic_cells:
+        graphs.append(nas_cells(args.synthetic_cells, 5, seed=0))
+    print(f"streams: GEMM/vector split, new stream every {args.per_stream} ops; alignment {ALIGN} B; "
+          f"best of {args.repeat}")
+    results = []
+    for g in graphs:
+        results.append(bench_graph(g, args.per_stream, args.repeat, args.detail, large=g.n_tensors > 8000))
+        print(f"  done {g.name} ({g.n_tensors} tensors)", flush=True)
+    print("\nTable 1: multi-stream safety (ms)")
+    print(f"{'graph':<22} {'tensors':>7} {'streams':>7} {'alg1':>9} {'alg1_opt':>9} {'alg2':>9} {'alg2 vs 1_opt':>13}")
+    for r in results:
+        s = r["safety"]
+        print(f"{r['name']:<22} {r['tensors']:>7} {r['streams']:>7} {1000 * s['alg1']:>9.1f} "
+              f"{1000 * s['alg1_opt']:>9.1f} {1000 * s['alg2']:>9.1f} {100 * (1 - s['alg2'] / s['alg1_opt']):>12.1f}%")
+    print("\nTables 2-3: footprint (MiB) and MO vs SO")
+    print(f"{'graph':<22} {'naive':>9} {'bound':>9} {'best':>9} {'gap':>8}  {'best allocator':<26} "
+          f"{'best SO':>9} {'best MO':>9} {'MO-SO':>8} {'gain best':>9} {'gain avg':>9} {'MO ms':>8}")
+    mib = 1 << 20
+    for r in results:
+        print(f"{r['name']:<22} {r['naive'] / mib:>9.3f} {r['bound'] / mib:>9.3f} {r['best'][1] / mib:>9.3f} "
+              f"{100 * (r['best'][1] / r['bound'] - 1):>7.3f}%  {r['best'][0]:<26} {r['best_so'][1] / mib:>9.3f} "
+              f"{r['best_mo'][1] / mib:>9.3f} {100 * r['mo_vs_so']:>7.3f}% {100 * r['gain_best']:>8.1f}% "
+              f"{100 * r['gain_avg']:>8.1f}% {1000 * r['best_mo'][2]:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()

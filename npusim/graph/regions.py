@@ -1,0 +1,226 @@
+"""Which part of each input an op reads to produce one box of its output.
+
+A *box* is a tuple of half-open ``(start, stop)`` ranges, one per dimension. For a tile of
+an op — a box of its (first) output, plus a range of the reduction dimension for GEMM-like
+ops — ``input_boxes`` gives the box of every input the tile reads, or ``None`` for an input
+it does not read at all (a Concat tile that falls inside one operand).
+
+The rules, by op family:
+
+===================  ========================================================================
+family               input box for an output box
+===================  ========================================================================
+Conv                 batch as the output; input channels of the groups the output channels
+                     belong to (or the reduction range); spatial rows/cols with the halo
+                     ``[a·s − pad, (b−1)·s − pad + (k−1)·d + 1)`` clipped to the input;
+                     weights: output-channel range × reduction range × whole kernel;
+                     bias: the output-channel range (read by the last reduction step only)
+MatMul / Gemm        A: batch (broadcast) × M range × K range; B: batch × K range × N range
+                     (transposes honoured); Gemm's C: broadcast, last reduction step only
+MaxPool/AveragePool  channels as the output; spatial halo as for Conv
+Concat               each operand's share of the output range along the axis (None if empty)
+Transpose            output dim d reads input dim perm[d] over the same range
+Resize               proportional ranges along resized dims, widened by one for interpolation
+Gather               indices: the output's index dims; data: the leading rows of the gathered
+                     axis, as many as the tile gathers (the indices are data: their values
+                     are not known statically, so this is an approximation of the addresses,
+                     exact in bytes)
+everything else      NumPy broadcasting (right-aligned): an input dim of 1 reads [0, 1), an
+                     equal dim reads the same range, any other dim is read whole (e.g. the
+                     reduced axes of ReduceMean, or a Pad/Slice operand); an input of higher
+                     rank than the output (a reduction without keepdims) aligns on the left
+===================  ========================================================================
+
+``reshape_like`` ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) are tiled on the flat
+element index instead; see ``npusim.graph.tiling``.
+"""
+
+from __future__ import annotations
+
+from npusim.graph.model import Graph, Op
+
+Box = tuple[tuple[int, int], ...]
+
+RESHAPE_LIKE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+WINDOW_KINDS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+GEMM_LIKE = frozenset({"Conv", "MatMul", "Gemm"})
+
+
+def full_box(shape) -> Box:
+    return tuple((0, d) for d in shape)
+
+
+def box_shape(box: Box) -> tuple[int, ...]:
+    return tuple(b - a for a, b in box)
+
+
+def box_volume(box: Box) -> int:
+    n = 1
+    for a, b in box:
+        n *= b - a
+    return n
+
+
+def _halo(a: int, b: int, stride: int, pad: int, kernel: int, dilation: int, size: int) -> tuple[int, int]:
+    lo = a * stride - pad
+    hi = (b - 1) * stride - pad + (kernel - 1) * dilation + 1
+    return max(lo, 0), min(hi, size)
+
+
+def _spatial(op: Op, rank: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    n = rank - 2
+    kernel = list(op.attrs.get("kernel_shape") or [1] * n)
+    strides = list(op.attrs.get("strides") or [1] * n)
+    dilations = list(op.attrs.get("dilations") or [1] * n)
+    pads = list(op.attrs.get("pads") or [0] * (2 * n))
+    return kernel, strides, dilations, pads[:n]
+
+
+def reduction_size(op: Op, graph: Graph) -> int:
+    """Length of the reduction dimension a GEMM-like op may be split along (1 if none)."""
+    shapes = [graph.tensors[t].shape for t in op.inputs]
+    if op.kind == "Conv":
+        return shapes[1][1]  # input channels per group
+    if op.kind == "MatMul":
+        return shapes[0][-1]
+    if op.kind == "Gemm":
+        a = shapes[0]
+        return a[0] if op.attrs.get("transA") else a[1]
+    return 1
+
+
+def broadcast_box(in_shape, out_shape, out_box: Box) -> Box:
+    """The NumPy-broadcast rule (right-aligned; left-aligned for rank-reducing ops)."""
+    r_in, r_out = len(in_shape), len(out_shape)
+    if r_in > r_out:  # reduction without keepdims: leading dims correspond
+        pairs = [(k, k) for k in range(r_out)]
+    else:
+        pairs = [(k, k + r_out - r_in) for k in range(r_in)]
+    box = [(0, d) for d in in_shape]
+    for k_in, k_out in pairs:
+        d_in, d_out = in_shape[k_in], out_shape[k_out]
+        if d_in == 1 and d_out != 1:
+            box[k_in] = (0, 1)
+        elif d_in == d_out:
+            box[k_in] = out_box[k_out]
+    return tuple(box)
+
+
+def input_boxes(op: Op, graph: Graph, out_box: Box, k_range: tuple[int, int] | None = None,
+                last_k: bool = True) -> list[Box | None]:
+    """Box of each input (in ``op.inputs`` order) read by the tile ``out_box`` × ``k_range``."""
+    shapes = [graph.tensors[t].shape for t in op.inputs]
+    out_shape = graph.tensors[op.outputs[0]].shape
+    kind = op.kind
+    if kind == "Conv":
+        return _conv_boxes(op, shapes, out_box, k_range, last_k)
+    if kind in ("MatMul", "Gemm"):
+        return _matmul_boxes(op, shapes, out_shape, out_box, k_range, last_k)
+    if kind in WINDOW_KINDS:
+        kernel, strides, dilations, pads = _spatial(op, len(out_shape))
+        box = list(out_box[:2])
+        for i in range(len(out_shape) - 2):
+            a, b = out_box[2 + i]
+            box.append(_halo(a, b, strides[i], pads[i], kernel[i], dilations[i], shapes[0][2 + i]))
+        return [tuple(box)] + [full_box(s) for s in shapes[1:]]
+    if kind == "Concat":
+        return _concat_boxes(op, shapes, out_shape, out_box)
+    if kind == "Transpose":
+        perm = op.attrs.get("perm") or list(reversed(range(len(out_shape))))
+        box = [None] * len(out_shape)
+        for d, p in enumerate(perm):
+            box[p] = out_box[d]
+        return [tuple(box)]
+    if kind == "Resize":
+        box = []
+        for d, (a, b) in enumerate(out_box):
+            n_in, n_out = shapes[0][d], out_shape[d]
+            if n_in == n_out:
+                box.append((a, b))
+            else:  # proportional, widened by one on each side for interpolation neighbours
+                box.append((max(a * n_in // n_out - 1, 0), min(-(-b * n_in // n_out) + 1, n_in)))
+        return [tuple(box)] + [full_box(s) for s in shapes[1:]]
+    if kind == "Gather":
+        return _gather_boxes(op, shapes, out_box)
+    return [broadcast_box(s, out_shape, out_box) for s in shapes]
+
+
+def _conv_boxes(op, shapes, out_box, k_range, last_k):
+    x, w = shapes[0], shapes[1]
+    groups = int(op.attrs.get("group", 1))
+    cout = w[0]
+    per_group_out = cout // groups
+    cin_g = w[1]
+    c0, c1 = out_box[1]
+    k0, k1 = k_range or (0, cin_g)
+    if groups == 1:
+        channels = (k0, k1)
+    else:
+        g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
+        channels = (g0 * cin_g + k0, (g1 - 1) * cin_g + k1) if g1 - g0 == 1 else (g0 * cin_g, g1 * cin_g)
+    kernel, strides, dilations, pads = _spatial(op, len(x))
+    kernel = list(w[2:])
+    box = [out_box[0], channels]
+    for i in range(len(x) - 2):
+        a, b = out_box[2 + i]
+        box.append(_halo(a, b, strides[i], pads[i], kernel[i], dilations[i], x[2 + i]))
+    boxes = [tuple(box), ((c0, c1), (k0, k1)) + full_box(w[2:])]
+    if len(shapes) > 2:
+        boxes.append(((c0, c1),) if last_k else None)
+    return boxes
+
+
+def _matmul_boxes(op, shapes, out_shape, out_box, k_range, last_k):
+    if op.kind == "Gemm":
+        m_range, n_range = out_box[0], out_box[1]
+        k = shapes[0][0] if op.attrs.get("transA") else shapes[0][1]
+        k_range = k_range or (0, k)
+        a = (k_range, m_range) if op.attrs.get("transA") else (m_range, k_range)
+        b = (n_range, k_range) if op.attrs.get("transB") else (k_range, n_range)
+        boxes = [a, b]
+        if len(shapes) > 2:
+            boxes.append(broadcast_box(shapes[2], out_shape, out_box) if last_k else None)
+        return boxes
+    a_shape, b_shape = shapes
+    k_range = k_range or (0, a_shape[-1])
+    batch_out = out_shape[:-2]
+    batch_box = out_box[:-2]
+    a_batch = broadcast_box(a_shape[:-2], batch_out, batch_box) if len(a_shape) > 2 else ()
+    b_batch = broadcast_box(b_shape[:-2], batch_out, batch_box) if len(b_shape) > 2 else ()
+    return [a_batch + (out_box[-2], k_range), b_batch + (k_range, out_box[-1])]
+
+
+def _concat_boxes(op, shapes, out_shape, out_box):
+    axis = op.attrs.get("axis", 0) % len(out_shape)
+    a, b = out_box[axis]
+    boxes, start = [], 0
+    for s in shapes:
+        lo, hi = max(a, start), min(b, start + s[axis])
+        if lo < hi:
+            box = list(out_box)
+            box[axis] = (lo - start, hi - start)
+            boxes.append(tuple(box))
+        else:
+            boxes.append(None)
+        start += s[axis]
+    return boxes
+
+
+def _gather_boxes(op, shapes, out_box):
+    data, indices = shapes[0], shapes[1]
+    axis = op.attrs.get("axis", 0) % len(data)
+    q = len(indices)
+    index_box = tuple(out_box[axis:axis + q])
+    gathered = box_volume(index_box) if q else 1
+    data_box = list(out_box[:axis]) + [(0, min(gathered, data[axis]))] + list(out_box[axis + q:])
+    return [tuple(data_box), index_box] + [full_box(s) for s in shapes[2:]]
+
+
+def untileable_dims(op: Op, graph: Graph) -> set[int]:
+    """Output dims a tile must keep whole: the axes an op normalises over."""
+    rank = len(graph.tensors[op.outputs[0]].shape)
+    if op.kind in ("Softmax", "LogSoftmax", "Hardmax"):
+        return {op.attrs.get("axis", -1) % rank}
+    if op.kind == "LayerNormalization":
+        return set(range(op.attrs.get("axis", -1) % rank, rank))
+    return set()

@@ -1,0 +1,412 @@
+"""Multi-stream safety: which pairs of tensors may never share scratchpad addresses.
+
+MindSpore paper (Lamprou et al., MLSys 2023), Section 3 and Appendices A-B. Ops are assigned
+to streams; ops of one stream run in the plan's order, ops of different streams only wait for
+their data. Two tensors form a *safe pair* (Definition 3) when no execution needs both at
+once; every other pair is *unsafe* and must get disjoint addresses.
+
+Graph model (Section 3): nodes are ops, arcs carry tensors from producer to consumers; for
+each stream, an arc (i, i+1) between consecutive ops of the stream is added when none exists
+("in-stream arcs", a zero-size tensor in the paper; here just an extra arc). Two npusim
+specifics, both sound for the lowering in ``npusim.plan.lower``:
+
+- a graph input or weight has no producer: it is loaded by DMA for its first consumer (in the
+  plan's order), which is taken as its producing node, and it stays a destination too;
+- a tensor with no consumer (a graph output written back after its producer runs) has its
+  producer as its only destination, so it is live at least while it is written.
+
+Three algorithms give the same unsafe set (Theorems 1 and 2; tested on random DAGs):
+
+- ``algorithm1``: Ancestor Tensors (Algorithm 1): {t1, t2} is safe iff every consumer of one
+  has a path to the producer of the other. Ancestor-node sets are uint64 bitsets.
+- ``algorithm1_opt``: 1_opt, the same test on MaxNodes[t] (the last destination of t in each
+  destination stream) instead of all destinations.
+- ``algorithm2``: Stream Graph Safety (Algorithm 2 = Ancestor Streams Reuse, Algorithm 3, with
+  Valid Ancestor, Algorithm 4, then Same Stream Reuse, Algorithm 5), on local orders,
+  EndTime/StartTime and MaxAncId, without node bitsets.
+
+The result is a ``SafetyRelation``: a symmetric uint64 bit matrix over the graph's tensors
+(tensors no op touches are safe with everything).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from npusim.errors import PlanError
+from npusim.graph.analysis import check_order, lifetimes
+from npusim.graph.model import Graph
+from npusim.kernels.bitsets import ancestor_bitsets, n_words, set_bit, test_bit
+
+METHODS = ("alg1", "alg1_opt", "alg2")
+
+
+@dataclass(frozen=True)
+class SafetyInputs:
+    """The stream DAG as index arrays (built once by ``prepare``)."""
+
+    n_nodes: int
+    n_tensors: int
+    n_streams: int
+    parent_ptr: np.ndarray  # CSR parents of each node, in-stream arcs included
+    parent_idx: np.ndarray
+    topo: np.ndarray  # the plan's order (topological for the augmented DAG)
+    node_stream: np.ndarray  # stream index (dense 0..n_streams-1) of each node
+    local: np.ndarray  # 1-based position of each node within its stream (StartTime of a node)
+    prod: np.ndarray  # producing node of each tensor (-1: no op touches it)
+    dest_ptr: np.ndarray  # CSR DestNodes of each tensor
+    dest_idx: np.ndarray
+    max_ptr: np.ndarray  # CSR MaxNodes of each tensor (one per destination stream)
+    max_idx: np.ndarray
+
+
+def _csr(lists) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(x) for x in lists])
+    idx = np.fromiter((v for x in lists for v in x), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, idx
+
+
+def prepare(graph: Graph, order, streams) -> SafetyInputs:
+    """Index arrays for the safety kernels. ``streams[op]`` is the stream of each op."""
+    order = [int(o) for o in order]
+    check_order(graph, order)
+    if len(streams) != graph.n_ops:
+        raise PlanError(f"streams lists {len(streams)} entries; expected one per op ({graph.n_ops})")
+    if any(s < 0 for s in streams):
+        raise PlanError(f"streams must be >= 0, got {min(streams)}")
+    stream_ids = sorted(set(int(s) for s in streams))
+    dense = {s: i for i, s in enumerate(stream_ids)}
+    node_stream = np.array([dense[int(s)] for s in streams], dtype=np.int64)
+    step = np.empty(graph.n_ops, dtype=np.int64)
+    step[np.array(order, dtype=np.int64)] = np.arange(graph.n_ops)
+
+    parents = [set() for _ in range(graph.n_ops)]
+    for op in graph.ops:
+        for t in op.inputs:
+            p = graph.tensors[t].producer
+            if p is not None:
+                parents[op.id].add(p)
+    local = np.zeros(graph.n_ops, dtype=np.int64)
+    last_in_stream: dict[int, int] = {}
+    counter: dict[int, int] = {}
+    for op in order:
+        s = int(node_stream[op])
+        counter[s] = counter.get(s, 0) + 1
+        local[op] = counter[s]
+        if s in last_in_stream:
+            parents[op].add(last_in_stream[s])  # in-stream arc (i, i+1)
+        last_in_stream[s] = op
+    parent_ptr, parent_idx = _csr([sorted(p) for p in parents])
+
+    prod = np.full(graph.n_tensors, -1, dtype=np.int64)
+    dests, maxnodes = [], []
+    for t in graph.tensors:
+        consumers = sorted(set(t.consumers), key=lambda c: step[c])
+        if t.producer is not None:
+            prod[t.id] = t.producer
+        elif consumers:
+            prod[t.id] = consumers[0]  # loaded for its first consumer
+        d = consumers if consumers else ([t.producer] if t.producer is not None else [])
+        dests.append(d)
+        last_of_stream: dict[int, int] = {}
+        for c in d:
+            s = int(node_stream[c])
+            if s not in last_of_stream or local[c] > local[last_of_stream[s]]:
+                last_of_stream[s] = c
+        maxnodes.append(sorted(last_of_stream.values()))
+    dest_ptr, dest_idx = _csr(dests)
+    max_ptr, max_idx = _csr(maxnodes)
+    return SafetyInputs(graph.n_ops, graph.n_tensors, len(stream_ids), parent_ptr, parent_idx,
+                        np.array(order, dtype=np.int64), node_stream, local, prod,
+                        dest_ptr, dest_idx, max_ptr, max_idx)
+
+
+# --------------------------------------------------------------------------------------------
+# Algorithm 1 and 1_opt
+# --------------------------------------------------------------------------------------------
+
+@numba.njit(cache=True)
+def _all_in(anc, node, set_ptr, set_idx, t):
+    for e in range(set_ptr[t], set_ptr[t + 1]):
+        if not test_bit(anc, node, set_idx[e]):
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def ancestor_tensors_unsafe(prod, set_ptr, set_idx, anc):
+    """Algorithm 1 (with DestNodes) or 1_opt (with MaxNodes): the unsafe bit matrix.
+
+    {t1, t2} is safe iff set[t1] ⊆ AncNodes[prod t2] or set[t2] ⊆ AncNodes[prod t1].
+    """
+    n = len(prod)
+    unsafe = np.zeros((n, max(1, (n + 63) // 64)), dtype=np.uint64)
+    for t1 in range(n):
+        if prod[t1] < 0:
+            continue
+        for t2 in range(t1 + 1, n):
+            if prod[t2] < 0:
+                continue
+            if _all_in(anc, prod[t2], set_ptr, set_idx, t1):
+                continue
+            if _all_in(anc, prod[t1], set_ptr, set_idx, t2):
+                continue
+            set_bit(unsafe, t1, t2)
+            set_bit(unsafe, t2, t1)
+    return unsafe
+
+
+# --------------------------------------------------------------------------------------------
+# Algorithm 2 (3, 4, 5)
+# --------------------------------------------------------------------------------------------
+
+@numba.njit(cache=True)
+def max_ancestor_ids(parent_ptr, parent_idx, topo, node_stream, local, n_streams):
+    """MaxAnc[n][s]: the largest local order of a node of stream s with a path to n (0: none)."""
+    n = len(node_stream)
+    max_anc = np.zeros((n, n_streams), dtype=np.int64)
+    for k in range(len(topo)):
+        v = topo[k]
+        for e in range(parent_ptr[v], parent_ptr[v + 1]):
+            p = parent_idx[e]
+            for s in range(n_streams):
+                if max_anc[p, s] > max_anc[v, s]:
+                    max_anc[v, s] = max_anc[p, s]
+            if local[p] > max_anc[v, node_stream[p]]:
+                max_anc[v, node_stream[p]] = local[p]
+    return max_anc
+
+
+@numba.njit(cache=True)
+def _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end, anc_streams, max_anc):
+    """Algorithm 4: every destination of t2 has a path to the producer of t1 (Lemma 1)."""
+    s1 = t_stream[t1]
+    for e in range(ds_ptr[t2], ds_ptr[t2 + 1]):
+        s = ds_stream[e]
+        if s == s1:
+            if ds_end[e] >= t_start[t1]:
+                return False
+        elif anc_streams[s1, s]:
+            if ds_end[e] > max_anc[t_prod[t1], s]:
+                return False
+        else:  # DestStreams[t2] is not a subset of AncStreams[s1] ∪ {s1}
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
+                        ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc):
+    """Algorithm 2: start from all pairs unsafe; Algorithm 3 then Algorithm 5 remove safe ones.
+
+    ``t_end``: EndTime of tensors that are not between streams; ``ds_*``: per tensor, its
+    destination streams with EndTime[t][s]; ``st_*``: tensors produced in each stream.
+    """
+    words = max(1, (n_tensors + 63) // 64)
+    unsafe = np.zeros((n_tensors, words), dtype=np.uint64)
+    for t1 in range(n_tensors):  # U <- all pairs of used tensors
+        if t_prod[t1] < 0:
+            continue
+        for t2 in range(n_tensors):
+            if t2 != t1 and t_prod[t2] >= 0:
+                set_bit(unsafe, t1, t2)
+    n_streams = anc_streams.shape[0]
+    one = np.uint64(1)
+    # Algorithm 3: Ancestor Streams Reuse
+    for s1 in range(n_streams):
+        for s2 in range(n_streams):
+            if not anc_streams[s1, s2]:
+                continue
+            for a in range(st_ptr[s2], st_ptr[s2 + 1]):
+                t2 = st_idx[a]
+                for b in range(st_ptr[s1], st_ptr[s1 + 1]):
+                    t1 = st_idx[b]
+                    if not t_between[t2]:
+                        safe = t_end[t2] <= max_anc[t_prod[t1], s2]
+                    else:
+                        safe = _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream,
+                                               ds_end, anc_streams, max_anc)
+                    if safe:
+                        unsafe[t1, t2 >> 6] &= ~(one << np.uint64(t2 & 63))
+                        unsafe[t2, t1 >> 6] &= ~(one << np.uint64(t1 & 63))
+    # Algorithm 5: Same Stream Reuse
+    for s in range(n_streams):
+        for a in range(st_ptr[s], st_ptr[s + 1]):
+            t1 = st_idx[a]
+            for b in range(a + 1, st_ptr[s + 1]):
+                t2 = st_idx[b]
+                if t_start[t1] == t_start[t2]:
+                    continue
+                safe = False
+                if t_between[t1] and t_between[t2]:
+                    safe = (_valid_ancestor(t1, t2, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
+                                            anc_streams, max_anc)
+                            or _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
+                                               anc_streams, max_anc))
+                elif t_between[t1]:
+                    safe = t_start[t1] > t_end[t2] or (
+                        t_start[t1] < t_start[t2]
+                        and _valid_ancestor(t1, t2, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
+                                            anc_streams, max_anc))
+                elif t_between[t2]:
+                    safe = t_start[t2] > t_end[t1] or (
+                        t_start[t2] < t_start[t1]
+                        and _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
+                                            anc_streams, max_anc))
+                else:
+                    safe = t_end[t1] < t_start[t2] or t_end[t2] < t_start[t1]
+                if safe:
+                    unsafe[t1, t2 >> 6] &= ~(one << np.uint64(t2 & 63))
+                    unsafe[t2, t1 >> 6] &= ~(one << np.uint64(t1 & 63))
+    return unsafe
+
+
+def stream_tables(inputs: SafetyInputs) -> dict:
+    """The per-tensor and per-stream tables Algorithm 2 works on (paper Section 3.2)."""
+    nt, S = inputs.n_tensors, inputs.n_streams
+    max_anc = max_ancestor_ids(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.node_stream,
+                               inputs.local, S)
+    anc_streams = np.zeros((S, S), dtype=np.bool_)  # anc_streams[s1, s2]: s2 ∈ AncStreams[s1]
+    for s1 in range(S):
+        nodes = np.flatnonzero(inputs.node_stream == s1)
+        if nodes.size:
+            anc_streams[s1] = (max_anc[nodes] > 0).any(axis=0)
+        anc_streams[s1, s1] = False
+    t_prod = inputs.prod
+    used = t_prod >= 0
+    t_stream = np.where(used, inputs.node_stream[np.maximum(t_prod, 0)], -1)
+    t_start = np.where(used, inputs.local[np.maximum(t_prod, 0)], 0)
+    t_between = np.zeros(nt, dtype=np.bool_)
+    t_end = np.zeros(nt, dtype=np.int64)
+    ds_lists = []
+    for t in range(nt):
+        ends: dict[int, int] = {}
+        for e in range(inputs.dest_ptr[t], inputs.dest_ptr[t + 1]):
+            c = int(inputs.dest_idx[e])
+            s = int(inputs.node_stream[c])
+            ends[s] = max(ends.get(s, 0), int(inputs.local[c]))
+        ds_lists.append(sorted(ends.items()))
+        if used[t]:
+            t_between[t] = any(s != t_stream[t] for s in ends)
+            t_end[t] = ends.get(int(t_stream[t]), 0)
+    ds_ptr = np.zeros(nt + 1, dtype=np.int64)
+    ds_ptr[1:] = np.cumsum([len(x) for x in ds_lists])
+    ds_stream = np.array([s for x in ds_lists for s, _ in x], dtype=np.int64)
+    ds_end = np.array([e for x in ds_lists for _, e in x], dtype=np.int64)
+    st_lists = [[] for _ in range(S)]
+    for t in np.flatnonzero(used):
+        st_lists[int(t_stream[t])].append(int(t))
+    st_ptr, st_idx = _csr(st_lists)
+    return dict(t_prod=t_prod, t_stream=t_stream, t_start=t_start, t_between=t_between, t_end=t_end,
+                ds_ptr=ds_ptr, ds_stream=ds_stream, ds_end=ds_end, st_ptr=st_ptr, st_idx=st_idx,
+                anc_streams=anc_streams, max_anc=max_anc)
+
+
+def run_algorithm2(inputs: SafetyInputs, kernel=None) -> np.ndarray:
+    tb = stream_tables(inputs)
+    kernel = kernel or stream_graph_unsafe
+    return kernel(inputs.n_tensors, tb["t_prod"], tb["t_stream"], tb["t_start"], tb["t_between"], tb["t_end"],
+                  tb["ds_ptr"], tb["ds_stream"], tb["ds_end"], tb["st_ptr"], tb["st_idx"],
+                  tb["anc_streams"], tb["max_anc"])
+
+
+def run_algorithm1(inputs: SafetyInputs, optimized: bool, kernel=None) -> np.ndarray:
+    anc = ancestor_bitsets(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.n_nodes)
+    ptr, idx = (inputs.max_ptr, inputs.max_idx) if optimized else (inputs.dest_ptr, inputs.dest_idx)
+    return (kernel or ancestor_tensors_unsafe)(inputs.prod, ptr, idx, anc)
+
+
+# --------------------------------------------------------------------------------------------
+# The result
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class SafetyRelation:
+    """Unsafe pairs over a graph's tensors, as a symmetric bit matrix (rows of uint64 words)."""
+
+    bits: np.ndarray
+    method: str
+
+    @property
+    def n(self) -> int:
+        return self.bits.shape[0]
+
+    def unsafe(self, t1: int, t2: int) -> bool:
+        return bool((int(self.bits[t1, t2 >> 6]) >> (t2 & 63)) & 1)
+
+    def count(self) -> int:
+        """Number of unordered unsafe pairs."""
+        return int(np.unpackbits(self.bits.view(np.uint8)).sum()) // 2
+
+    def pairs(self) -> set[tuple[int, int]]:
+        out = set()
+        for i in range(self.n):
+            row = np.unpackbits(self.bits[i].view(np.uint8), bitorder="little")[: self.n]
+            out.update((i, int(j)) for j in np.flatnonzero(row) if j > i)
+        return out
+
+    def restrict(self, items) -> np.ndarray:
+        """The bit matrix over ``items`` only (row/column k = tensor items[k])."""
+        items = np.asarray(items, dtype=np.int64)
+        m = len(items)
+        out = np.zeros((m, n_words(m)), dtype=np.uint64)
+        for lo in range(0, m, 1024):
+            rows = np.unpackbits(self.bits[items[lo:lo + 1024]].view(np.uint8), axis=1,
+                                 bitorder="little")[:, : self.n]
+            sub = rows[:, items]
+            packed = np.packbits(sub, axis=1, bitorder="little")
+            pad = out.shape[1] * 8 - packed.shape[1]
+            if pad:
+                packed = np.pad(packed, ((0, 0), (0, pad)))
+            out[lo:lo + 1024] = np.ascontiguousarray(packed).view(np.uint64)
+        return out
+
+
+def safety_relation(graph: Graph, order, streams, method: str = "alg2") -> SafetyRelation:
+    """The unsafe pairs of ``graph`` run in ``order`` with op -> stream map ``streams``."""
+    if method not in METHODS:
+        raise PlanError(f"safety method {method!r}: expected one of {METHODS}")
+    inputs = prepare(graph, order, streams)
+    if method == "alg2":
+        bits = run_algorithm2(inputs)
+    else:
+        bits = run_algorithm1(inputs, optimized=(method == "alg1_opt"))
+    return SafetyRelation(bits=bits, method=method)
+
+
+# --------------------------------------------------------------------------------------------
+# Pure-Python references (used by the tests)
+# --------------------------------------------------------------------------------------------
+
+def unsafe_pairs_reference(graph: Graph, order, streams) -> set[tuple[int, int]]:
+    """Definition-level reference (Theorem 1) with Python sets: {t1, t2} is safe iff all
+    destinations of one reach the producer of the other through the augmented DAG."""
+    inputs = prepare(graph, order, streams)
+    parents = [inputs.parent_idx[inputs.parent_ptr[v]:inputs.parent_ptr[v + 1]].tolist()
+               for v in range(inputs.n_nodes)]
+    anc: list[set[int]] = [set() for _ in range(inputs.n_nodes)]
+    for v in inputs.topo.tolist():
+        for p in parents[v]:
+            anc[v] |= anc[p] | {p}
+    dest = [set(inputs.dest_idx[inputs.dest_ptr[t]:inputs.dest_ptr[t + 1]].tolist())
+            for t in range(inputs.n_tensors)]
+    used = [t for t in range(inputs.n_tensors) if inputs.prod[t] >= 0]
+    out = set()
+    for a, t1 in enumerate(used):
+        for t2 in used[a + 1:]:
+            if dest[t1] <= anc[inputs.prod[t2]] or dest[t2] <= anc[inputs.prod[t1]]:
+                continue
+            out.add((t1, t2))
+    return out
+
+
+def lifetime_overlap_pairs(graph: Graph, order) -> set[tuple[int, int]]:
+    """The single-stream relation: pairs whose inclusive lifetimes in ``order`` intersect."""
+    life = lifetimes(graph, order)
+    used = [t for t in range(graph.n_tensors) if life.first[t] >= 0]
+    return {(a, b) for i, a in enumerate(used) for b in used[i + 1:]
+            if life.first[a] <= life.last[b] and life.first[b] <= life.last[a]}

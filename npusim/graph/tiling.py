@@ -1,0 +1,333 @@
+"""Tiled graphs: an op streamed through the scratchpad becomes one op per tile.
+
+A *tile spec* (what a plan records for a tiled op, plain JSON) says how:
+
+- ``{"block": [b0, b1, ...], "k": K, "order": [d, ...]}``: the op's output is cut into boxes of
+  ``block`` elements per dimension, visited in the loop ``order`` (outer dimension first);
+  GEMM-like ops may also cut their reduction dimension into ``K``-long slices (0 = whole),
+  accumulating partial sums on chip (4-byte accumulators) — the reduction loop is innermost;
+- ``{"flat": n}``: a reshape-like op is cut into runs of ``n`` elements of its flat index.
+
+``expand(graph, specs)`` builds the tiled graph, deterministically:
+
+- each tile is an op ``<op>#<i>`` whose inputs and outputs are *views* (``Tensor.view``) of
+  the original tensors; identical views are shared, so a view reused by consecutive tiles
+  (input rows across output-channel tiles, or weights across row tiles) stays on chip;
+- a tile's output is a *written view*; a tile that reads part of a tensor produced by
+  another tiled op, in other boxes, reads a *read view* listing its ``sources`` (the written
+  views it overlaps): the data goes through DRAM. A read of exactly one written view reads
+  it directly, on chip;
+- a tensor produced by an untiled op and read in parts by tiles is stored once and read
+  back as views; read whole, it is used on chip as is;
+- an untiled op reading a tensor produced by tiles reads a whole-tensor read view.
+
+Which part of each input a tile reads is ``npusim.graph.regions.input_boxes``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from functools import lru_cache
+
+from npusim.errors import PlanError
+from npusim.graph.model import Graph, Op, View, build_graph, row_major_strides
+from npusim.graph.regions import (
+    GEMM_LIKE, RESHAPE_LIKE, Box, box_shape, box_volume, full_box, input_boxes, reduction_size,
+)
+
+PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
+TILED_SUFFIX = "@tiled"
+
+
+def tiled_name(name: str) -> str:
+    return name + TILED_SUFFIX
+
+
+def check_spec(op: Op, graph: Graph, spec: dict, where: str = "tiling") -> None:
+    """Raise PlanError unless ``spec`` is a well-formed tile spec for ``op``."""
+    out_shape = graph.tensors[op.outputs[0]].shape
+    if not isinstance(spec, dict):
+        raise PlanError(f"{where}[{op.name!r}]: expected an object, got {spec!r}")
+    if len(op.outputs) != 1:
+        raise PlanError(f"{where}[{op.name!r}]: ops with {len(op.outputs)} outputs cannot be tiled")
+    if "flat" in spec:
+        n = spec["flat"]
+        if op.kind not in RESHAPE_LIKE or not isinstance(n, int) or n <= 0:
+            raise PlanError(f"{where}[{op.name!r}]: 'flat' is for reshape-like ops and must be a positive integer, got {n!r}")
+        return
+    block, k, order = spec.get("block"), spec.get("k", 0), spec.get("order")
+    if (not isinstance(block, list) or len(block) != len(out_shape)
+            or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in block)):
+        raise PlanError(f"{where}[{op.name!r}]: 'block' is {block!r}, expected {len(out_shape)} positive integers "
+                        f"(output shape {list(out_shape)})")
+    if not isinstance(k, int) or k < 0 or (k and op.kind not in GEMM_LIKE):
+        raise PlanError(f"{where}[{op.name!r}]: 'k' is {k!r}, expected 0, or a positive slice of the reduction of a GEMM-like op")
+    if order is not None and sorted(order) != list(range(len(out_shape))):
+        raise PlanError(f"{where}[{op.name!r}]: 'order' is {order!r}, expected a permutation of 0..{len(out_shape) - 1}")
+
+
+def tile_boxes(out_shape, spec: dict):
+    """The output boxes of a spec in loop order (flat specs yield ((start, stop),) ranges)."""
+    if "flat" in spec:
+        total = 1
+        for d in out_shape:
+            total *= d
+        n = spec["flat"]
+        for a in range(0, total, n):
+            yield ((a, min(a + n, total)),)
+        return
+    block = spec["block"]
+    order = spec.get("order") or list(range(len(out_shape)))
+    ranges = {d: [(a, min(a + block[d], out_shape[d])) for a in range(0, out_shape[d], block[d])] for d in order}
+    for combo in itertools.product(*(ranges[d] for d in order)):
+        box = [None] * len(out_shape)
+        for d, r in zip(order, combo):
+            box[d] = r
+        yield tuple(box)
+
+
+def k_slices(op: Op, graph: Graph, spec: dict) -> list[tuple[int, int] | None]:
+    k = spec.get("k", 0)
+    total = reduction_size(op, graph) if op.kind in GEMM_LIKE else 1
+    if not k or k >= total:
+        return [None]
+    return [(a, min(a + k, total)) for a in range(0, total, k)]
+
+
+def box_view(tensor, box: Box) -> View:
+    strides = row_major_strides(tensor.shape)
+    offset = sum(a * s for (a, _), s in zip(box, strides))
+    return View(base=tensor.name, offset=offset, shape=box_shape(box), strides=strides)
+
+
+def flat_view(tensor, rng: tuple[int, int]) -> View:
+    return View(base=tensor.name, offset=rng[0], shape=(rng[1] - rng[0],), strides=(1,))
+
+
+def view_span(view: View) -> tuple[int, int]:
+    """First and one-past-last element of a view in its base (its flat extent)."""
+    last = view.offset + sum((n - 1) * s for n, s in zip(view.shape, view.strides))
+    return view.offset, last + 1
+
+
+def views_overlap(a: View, b: View) -> bool:
+    """Exact for two boxes of the same base; conservative (flat spans) otherwise."""
+    if a.strides == b.strides and len(a.shape) == len(b.shape):
+        for s, (oa, na), (ob, nb) in zip(a.strides, _box_of(a), _box_of(b)):
+            if oa >= ob + nb or ob >= oa + na:
+                return False
+        return True
+    sa, sb = view_span(a), view_span(b)
+    return sa[0] < sb[1] and sb[0] < sa[1]
+
+
+def _box_of(view: View) -> list[tuple[int, int]]:
+    """(start, length) per dim of a box view, recovered from its offset and row-major strides."""
+    rest = view.offset
+    out = []
+    for n, s in zip(view.shape, view.strides):
+        out.append((rest // s, n))
+        rest %= s
+    return out
+
+
+class _Builder:
+    """Accumulates the tensor and op records of a tiled graph."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.tensors: list[dict] = []
+        self.ops: list[dict] = []
+        self.names: set[str] = set()
+        self.kept: dict[int, str] = {}  # original tensor id -> its name, used as is
+        self.read_views: dict[tuple, str] = {}
+        self.written: dict[int, list[tuple[View, str]]] = {}  # original tensor -> written views
+        self.written_index: dict[int, dict[View, str]] = {}
+        self.counter: dict[str, int] = {}
+        self._spans: dict[int, tuple] = {}
+
+    def _fresh(self, stem: str, tag: str) -> str:
+        n = self.counter.get(stem + tag, 0)
+        self.counter[stem + tag] = n + 1
+        return f"{stem}@{tag}{n}"
+
+    def keep(self, t: int) -> str:
+        if t not in self.kept:
+            tensor = self.graph.tensors[t]
+            self.kept[t] = tensor.name
+            self.tensors.append(dict(name=tensor.name, shape=list(tensor.shape), dtype=tensor.dtype,
+                                     itemsize=tensor.itemsize, kind=tensor.kind))
+        return self.kept[t]
+
+    def add_tensor(self, name, shape, dtype, itemsize, kind, view=None, sources=()):
+        self.tensors.append(dict(name=name, shape=list(shape), dtype=dtype, itemsize=itemsize, kind=kind,
+                                 view=view, sources=list(sources)))
+        return name
+
+    def read(self, t: int, region, flat: bool = False) -> str:
+        """The tensor a tile reads for ``region`` (a box, or a flat range) of original tensor t."""
+        tensor = self.graph.tensors[t]
+        produced_by_tiles = t in self.written
+        if not flat and region == full_box(tensor.shape) and not produced_by_tiles:
+            return self.keep(t)
+        view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
+        if produced_by_tiles and view in self.written_index[t]:
+            return self.written_index[t][view]  # exactly one tile's output: read it on chip
+        key = (t, view)
+        if key in self.read_views:
+            return self.read_views[key]
+        if produced_by_tiles:
+            sources = self._overlapping_written(t, view)
+            kind = "activation"
+        elif tensor.in_dram_initially:
+            sources, kind = [], tensor.kind
+        else:  # produced on chip whole by an untiled op: stored, then read back in parts
+            sources, kind = [self.keep(t)], "activation"
+        name = self.add_tensor(self._fresh(tensor.name, "r"), view.shape, tensor.dtype, tensor.itemsize,
+                               kind, view=view, sources=sources)
+        self.read_views[key] = name
+        return name
+
+    def _overlapping_written(self, t: int, view: View) -> list[str]:
+        """Names of the written views of t that overlap ``view`` (vectorised over tiles)."""
+        written = self.written[t]
+        cache = self._spans.get(t)
+        if cache is None or cache[0] != len(written):
+            spans = np.array([view_span(wv) for wv, _ in written], dtype=np.int64)
+            boxes = [(_box_of(wv), wv.strides) for wv, _ in written]
+            cache = (len(written), spans, boxes)
+            self._spans[t] = cache
+        _, spans, boxes = cache
+        lo, hi = view_span(view)
+        candidates = np.flatnonzero((spans[:, 0] < hi) & (lo < spans[:, 1]))
+        mine = _box_of(view)
+        names = []
+        for c in candidates.tolist():
+            box, strides = boxes[c]
+            if strides == view.strides and len(box) == len(mine) and not all(
+                    a < b + m and b < a + n for (a, n), (b, m) in zip(box, mine)):
+                continue  # same layout and disjoint along some dimension
+            names.append(written[c][1])
+        return names
+
+    def write(self, t: int, region, flat: bool = False) -> str:
+        tensor = self.graph.tensors[t]
+        view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
+        name = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
+                               tensor.kind, view=view)
+        self.written.setdefault(t, []).append((view, name))
+        self.written_index.setdefault(t, {})[view] = name
+        return name
+
+
+def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
+    """The tiled graph of ``graph`` under ``specs`` (op name -> tile spec)."""
+    unknown = sorted(set(specs) - set(graph.op_by_name))
+    if unknown:
+        raise PlanError(f"tiling names op {unknown[0]!r}, which is not in graph {graph.name!r}")
+    b = _Builder(graph)
+    for op in graph.ops:
+        spec = specs.get(op.name)
+        if spec is None:
+            inputs = [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs]
+            outputs = [b.keep(t) for t in op.outputs]
+            b.ops.append(dict(name=op.name, kind=op.kind, inputs=inputs, outputs=outputs, attrs=op.attrs,
+                              macs=op.macs, vector_ops=op.vector_ops, gemm=op.gemm))
+            continue
+        check_spec(op, graph, spec)
+        _expand_op(b, graph, op, spec)
+    meta = dict(graph.meta)
+    meta.update(tiled_from=graph.name, tiling=dict(sorted(specs.items())))
+    return build_graph(tiled_name(graph.name), b.tensors, b.ops, meta)
+
+
+def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
+    out = graph.tensors[op.outputs[0]]
+    total = out.elements
+    flat = "flat" in spec
+    slices = k_slices(op, graph, spec)
+    index = 0
+    for box in tile_boxes(out.shape, spec):
+        share = box_volume(box) / total
+        psum = None
+        for j, k_range in enumerate(slices):
+            last = j == len(slices) - 1
+            if flat:
+                in_regions = [box] + [None] * (len(op.inputs) - 1)
+                inputs = [b.read(op.inputs[0], box, flat=True)]
+                inputs += [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs[1:]]
+            else:
+                in_regions = input_boxes(op, graph, box, k_range, last)
+                inputs = [b.read(t, r) for t, r in zip(op.inputs, in_regions) if r is not None]
+            if psum is not None:
+                inputs.append(psum)
+            name = f"{op.name}#{index}"
+            if last:
+                output = b.write(op.outputs[0], box, flat=flat)
+            else:
+                output = b.add_tensor(f"{name}.psum", box_shape(box), "int32", PSUM_ITEMSIZE, "activation")
+                psum = output
+            macs, gemm = _tile_compute(op, graph, box, k_range)
+            b.ops.append(dict(
+                name=name, kind=op.kind, inputs=inputs, outputs=[output],
+                attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None},
+                macs=macs, vector_ops=math.ceil(op.vector_ops * share) if last else 0, gemm=gemm,
+            ))
+            index += 1
+
+
+def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
+    """(MACs, Gemm) of one tile of a GEMM-like op; (proportional MACs, None) otherwise."""
+    from npusim.graph.model import Gemm
+
+    volume = box_volume(box)
+    if op.kind not in GEMM_LIKE:
+        out = graph.tensors[op.outputs[0]]
+        return (op.macs * volume) // max(out.elements, 1), None
+    k_len = (k_range[1] - k_range[0]) if k_range else reduction_size(op, graph)
+    if op.kind == "Conv":
+        w = graph.tensors[op.inputs[1]].shape
+        kernel = 1
+        for d in w[2:]:
+            kernel *= d
+        groups = int(op.attrs.get("group", 1))
+        c0, c1 = box[1]
+        pixels = volume // (c1 - c0)
+        if groups == 1:
+            gemm = Gemm(m=pixels, n=c1 - c0, k=k_len * kernel)
+        else:
+            per_group = w[0] // groups
+            spanned = (c1 - 1) // per_group - c0 // per_group + 1
+            gemm = Gemm(m=pixels, n=-(-(c1 - c0) // spanned), k=w[1] * kernel, batch=spanned)
+        return volume * k_len * kernel, gemm
+    m = box[-2][1] - box[-2][0]
+    n = box[-1][1] - box[-1][0]
+    batch = volume // (m * n)
+    gemm = Gemm(m=m, n=n, k=k_len, batch=batch)
+    return gemm.macs, gemm
+
+
+@lru_cache(maxsize=16)
+def _expand_cached(graph: Graph, frozen_specs: tuple) -> Graph:
+    return expand(graph, {op: spec for op, spec in _thaw(frozen_specs)})
+
+
+def _freeze(specs: dict) -> tuple:
+    import json
+
+    return tuple((op, json.dumps(spec, sort_keys=True)) for op, spec in sorted(specs.items()))
+
+
+def _thaw(frozen: tuple):
+    import json
+
+    return [(op, json.loads(spec)) for op, spec in frozen]
+
+
+def expand_cached(graph: Graph, specs: dict[str, dict]) -> Graph:
+    """``expand``, memoised on (graph identity, specs): plans are validated, lowered and
+    simulated against the same tiled graph."""
+    return _expand_cached(graph, _freeze(specs))

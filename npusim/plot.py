@@ -1,0 +1,238 @@
+"""Pictures: a plan's memory-time packing, DSE curves and the energy-area Pareto front.
+
+matplotlib is an optional extra (``pip install 'npusim[plot]'``), imported only when a
+figure is drawn, always with the file-only Agg backend. Every drawn element carries an SVG
+id (``set_gid``) so tests can count rectangles and lines in the SVG instead of looking:
+
+- ``plot_plan``: the packing figure of the papers (e.g. COSMA Fig. 2, OLLA Fig. 5): steps on
+  x, scratchpad addresses on y, one rectangle per residency (``residency-N``), spills
+  (``spills``, a marker at the end of the spilled residency) and retrieves (``retrieves``,
+  at the start of the retrieved one), and the budget line (``budget``);
+- ``plot_dse_curves``: latency, energy and off-chip bytes vs scratchpad budget, one line per
+  planner (``curve-METRIC-TRACE-SERIES``), one row of panels per trace;
+- ``plot_pareto``: energy vs scratchpad bytes (the area proxy), every feasible point and the
+  front of points no other point beats on both (``pareto-TRACE``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from npusim.errors import NpusimError
+from npusim.units import format_bytes
+
+FORMATS = ("png", "svg")
+# Colours of residencies by tensor kind (a colour-blind-safe palette).
+KIND_COLOURS = {"input": "#4477AA", "weight": "#CCBB44", "activation": "#66CCEE",
+                "output": "#228833", "workspace": "#BBBBBB"}
+DSE_METRICS = (("cycles", "latency (cycles)", 1.0), ("energy_pj", "energy (uJ)", 1e-6),
+               ("offchip_bytes", "off-chip bytes (MiB)", 1 / 1024**2))
+PARETO_COLUMNS = 4  # panels per row of the Pareto figure
+# Columns that are the x axis or describe a point rather than a series of the curves.
+_NOT_SERIES = {"budget", "scratchpad.size"}
+
+
+def require_matplotlib():
+    """``matplotlib.pyplot`` on the Agg backend, or a one-line error naming the extra."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise NpusimError("plotting needs matplotlib: pip install 'npusim[plot]'") from None
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "npusim"  # stable ids: identical SVGs for identical input
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def parse_formats(spec: str | None) -> tuple[str, ...]:
+    formats = tuple(f.strip().lower().lstrip(".") for f in (spec or ",".join(FORMATS)).split(",") if f.strip())
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise NpusimError(f"--format {spec!r}: expected png, svg or both (png,svg)")
+    return formats
+
+
+def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write ``stem.png`` / ``stem.svg`` (no date in the SVG, so reruns are identical)."""
+    plt = require_matplotlib()
+    paths = []
+    for fmt in formats:
+        path = Path(f"{stem}.{fmt}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        metadata = {"Date": None} if fmt == "svg" else {}
+        fig.savefig(path, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+# ---------------------------------------------------------------- plan packing
+
+
+def plot_plan(plan, graph, stem: str | Path, formats: tuple[str, ...] = FORMATS, title: str | None = None) -> list[Path]:
+    """The memory-time packing of ``plan``: one rectangle per residency."""
+    plt = require_matplotlib()
+    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.ticker import MultipleLocator
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for n, res in enumerate(plan.residencies):
+        kind = graph.tensors[res.tensor].kind
+        rect = Rectangle((res.first, res.offset), res.last - res.first + 1, res.size,
+                         facecolor=KIND_COLOURS.get(kind, "#BBBBBB"), edgecolor="black", linewidth=0.4)
+        rect.set_gid(f"residency-{n}")
+        ax.add_patch(rect)
+    spills, retrieves = _transfer_marks(plan)
+    for marks, gid, style, label in ((spills, "spills", "rv", "spill"), (retrieves, "retrieves", "g^", "retrieve")):
+        if marks:
+            xs, ys = zip(*marks)
+            (line,) = ax.plot(xs, ys, style, markersize=6, linestyle="none", label=label)
+            line.set_gid(gid)
+    budget = ax.axhline(plan.capacity, color="red", linestyle="--", linewidth=1,
+                        label=f"budget {format_bytes(plan.capacity)}")
+    budget.set_gid("budget")
+    ax.set_xlim(0, max(plan.n_steps, 1))
+    ax.set_ylim(0, plan.capacity * 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel("scratchpad address")
+    ax.yaxis.set_major_locator(MultipleLocator(_power_of_two_step(plan.capacity)))
+    ax.yaxis.set_major_formatter(_bytes_formatter())
+    kinds = sorted({graph.tensors[r.tensor].kind for r in plan.residencies})
+    handles = [Patch(facecolor=KIND_COLOURS.get(k, "#BBBBBB"), edgecolor="black", label=k) for k in kinds]
+    handles += [h for h in ax.get_legend_handles_labels()[0]]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_title(title or f"{plan.graph}: {plan.meta.planner or 'plan'}, {len(plan.residencies)} residencies, "
+                 f"budget {format_bytes(plan.capacity)}")
+    return save_figure(fig, stem, formats)
+
+
+def _transfer_marks(plan) -> tuple[list, list]:
+    """(x, y) of spill marks (end of the spilled residency) and retrieve marks (its start)."""
+    by_tensor = defaultdict(list)
+    for res in plan.residencies:
+        by_tensor[res.tensor].append(res)
+    spills, retrieves = [], []
+    for tr in plan.transfers:
+        if tr.cause == "spill":
+            res = next((r for r in by_tensor[tr.tensor] if r.first <= tr.step <= r.last), None)
+            if res is not None:
+                spills.append((tr.step + 1, res.offset + res.size / 2))
+        elif tr.cause == "retrieve":
+            res = next((r for r in by_tensor[tr.tensor] if r.first == tr.step), None)
+            if res is not None:
+                retrieves.append((tr.step, res.offset + res.size / 2))
+    return spills, retrieves
+
+
+def _power_of_two_step(span: int, ticks: int = 6) -> int:
+    """A tick spacing that is a power of two bytes, giving about ``ticks`` ticks."""
+    return 1 << max(0, (max(span, 1) // ticks).bit_length())
+
+
+def compact_bytes(n: float) -> str:
+    """Short tick labels: 2MiB, 2.5MiB, 512KiB, 96B."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= factor:
+            return f"{n / factor:.3g}{unit}"
+    return f"{n:.0f}B"
+
+
+def _bytes_formatter():
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _pos: compact_bytes(value))
+
+
+# ---------------------------------------------------------------- DSE
+
+
+def series_name(row: dict, swept: list[str]) -> str:
+    """A curve's label: the planner plus every swept key other than the x axis."""
+    extra = [f"{k}={row[k]}" for k in swept if k not in _NOT_SERIES and k in row]
+    return " ".join([row["planner"], *extra])
+
+
+def _feasible(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("status") == "ok" and r.get("capacity") is not None]
+
+
+def dse_series(rows: list[dict], swept: list[str]) -> dict:
+    """{trace: {series: [rows sorted by capacity]}} of the feasible rows."""
+    out: dict = defaultdict(lambda: defaultdict(list))
+    for row in _feasible(rows):
+        out[row["trace"]][series_name(row, swept)].append(row)
+    return {t: {s: sorted(rs, key=lambda r: r["capacity"]) for s, rs in sorted(series.items())}
+            for t, series in sorted(out.items())}
+
+
+def plot_dse_curves(rows: list[dict], stem: str | Path, swept: list[str], formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Latency, energy and off-chip bytes vs scratchpad budget: a row of panels per trace."""
+    plt = require_matplotlib()
+    data = dse_series(rows, swept)
+    if not data:
+        raise NpusimError("no feasible point to plot: every point of the sweep is infeasible")
+    fig, axes = plt.subplots(len(data), len(DSE_METRICS), figsize=(5 * len(DSE_METRICS), 3.6 * len(data)),
+                             squeeze=False)
+    for (trace, series), panel in zip(data.items(), axes):
+        for ax, (column, label, scale) in zip(panel, DSE_METRICS):
+            for name, points in series.items():
+                xs = [r["capacity"] for r in points]
+                ys = [r[column] * scale for r in points]
+                (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=name)
+                line.set_gid(f"curve-{column}-{trace}-{name}".replace(" ", "_"))
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(_bytes_formatter())
+            ax.set_xlabel("scratchpad budget")
+            ax.tick_params(axis="x", labelrotation=30)
+            ax.set_ylabel(label)
+            ax.set_title(f"{trace}: {label}", fontsize=9)
+            ax.grid(True, alpha=0.3)
+        panel[0].legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, stem, formats)
+
+
+def pareto_front(rows: list[dict], x: str = "capacity", y: str = "energy_pj") -> list[dict]:
+    """Feasible rows no other row beats on both ``x`` and ``y`` (lower is better), by ``x``."""
+    front, best = [], float("inf")
+    for row in sorted(_feasible(rows), key=lambda r: (r[x], r[y], r["planner"])):
+        if row[y] < best:
+            front.append(row)
+            best = row[y]
+    return front
+
+
+def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Energy vs scratchpad bytes: every feasible point and the Pareto front, a panel per trace."""
+    plt = require_matplotlib()
+    traces = sorted({r["trace"] for r in _feasible(rows)})
+    if not traces:
+        raise NpusimError("no feasible point to plot: every point of the sweep is infeasible")
+    cols = min(len(traces), PARETO_COLUMNS)
+    rows_of_panels = -(-len(traces) // cols)
+    fig, axes = plt.subplots(rows_of_panels, cols, figsize=(5.5 * cols, 4 * rows_of_panels), squeeze=False)
+    for ax in axes.flat[len(traces):]:
+        ax.set_visible(False)
+    for trace, ax in zip(traces, axes.flat):
+        mine = [r for r in _feasible(rows) if r["trace"] == trace]
+        for planner in sorted({r["planner"] for r in mine}):
+            pts = [r for r in mine if r["planner"] == planner]
+            sc = ax.scatter([r["capacity"] for r in pts], [r["energy_pj"] / 1e6 for r in pts], s=14,
+                            alpha=0.7, label=planner)
+            sc.set_gid(f"points-{trace}-{planner}")
+        front = pareto_front(mine)
+        (line,) = ax.step([r["capacity"] for r in front], [r["energy_pj"] / 1e6 for r in front], where="post",
+                          color="black", linewidth=1.2, label="Pareto front")
+        line.set_gid(f"pareto-{trace}")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(_bytes_formatter())
+        ax.set_xlabel("scratchpad bytes (area)")
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.set_ylabel("energy (uJ)")
+        ax.set_title(f"{trace}: energy-area", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, stem, formats)

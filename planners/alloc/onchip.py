@@ -1,0 +1,131 @@
+"""The on-chip allocation stage: one offset assignment for a whole schedule, no eviction.
+
+Every tensor stays resident from its first to its last use in the plan's order (lifetimes
+from ``npusim.graph.analysis``); inputs and weights are loaded at their first use (cause
+``compulsory``), graph outputs written back right after they are produced (``writeback``).
+Which tensors may share addresses: lifetime overlap for one stream; for several streams, the
+unsafe pairs of the multi-stream safety analysis (``npusim.graph.safety``, MindSpore paper
+Section 3). Offsets come from any algorithm on the generic ``OffsetProblem``.
+
+If the footprint exceeds the budget the stage raises ``PlanningError`` "does not fit: needs N
+bytes, budget M", so a pipeline with a spill stage can be used instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from npusim.errors import PlanningError
+from npusim.graph.analysis import aligned, default_order, lifetimes
+from npusim.graph.safety import safety_relation
+from npusim.plan.model import Residency, Transfer
+from planners.alloc import mindspore_fast, naive, shared_objects, tflite
+from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
+
+
+def graph_problem(graph, order, streams=None, alignment: int = 1, safety_method: str = "alg2"):
+    """(problem, tensor id of each item): the tensors some op touches, sizes aligned.
+
+    With more than one distinct stream the conflicts are the multi-stream unsafe pairs;
+    lifetimes in ``order`` are kept either way (for the sorts and the lifetime bound).
+    """
+    life = lifetimes(graph, order)
+    items = np.flatnonzero(life.first >= 0)
+    sizes = aligned(graph.arrays.tensor_size[items], alignment)
+    conflicts = None
+    if streams is not None and len(set(int(s) for s in streams)) > 1:
+        relation = safety_relation(graph, order, streams, safety_method)
+        conflicts = MatrixConflicts(relation.restrict(items))
+    problem = OffsetProblem(sizes=sizes, first=life.first[items], last=life.last[items], conflicts=conflicts,
+                            alignment=alignment, names=tuple(graph.tensors[t].name for t in items))
+    return problem, items
+
+
+def _solver(name: str):
+    """The offset algorithm of a registered planner name."""
+    if name == "naive":
+        return naive.naive
+    if name == "tflite-arena":
+        return tflite.tflite_arena
+    if name == "tflm-greedy":
+        return tflite.tflm_greedy
+    if name == "so-size":
+        return shared_objects.greedy_by_size
+    if name == "so-breadth":
+        return shared_objects.greedy_by_breadth
+    if name == "so-size-improved":
+        return shared_objects.greedy_by_size_improved
+    family, _, opts = name.partition(":")
+    if family in ("mindspore-so", "mindspore-mo") and opts:
+        sort, _, fitter = opts.partition(",")
+        algo = mindspore_fast.single_object if family == "mindspore-so" else mindspore_fast.many_objects
+        return lambda problem: algo(problem, sort, fitter)
+    if name == "exact-offsets":
+        from planners.alloc.exact import exact_offsets
+        return exact_offsets
+    raise PlanningError(f"no offset algorithm is named {name!r}")
+
+
+class OnChipAllocator:
+    """A pipeline ``alloc`` stage placing every tensor once for its whole lifetime."""
+
+    stage = "alloc"
+
+    def __init__(self, name: str, description: str):
+        self.name = name
+        self.description = description
+        self._solve = _solver(name)
+
+    def run(self, ctx) -> None:
+        graph = ctx.graph
+        order = ctx.order if ctx.order is not None else default_order(graph)
+        streams = ctx.streams if ctx.streams is not None else [0] * graph.n_ops
+        problem, items = graph_problem(graph, order, streams, ctx.alignment,
+                                       ctx.options.get("safety", "alg2"))
+        if self.name == "exact-offsets":
+            result = self._solve(problem, time_limit=float(ctx.options.get("time_limit", 10.0)),
+                                 workers=int(ctx.options.get("workers", 2)))
+        else:
+            result = self._solve(problem)
+        if result.total > ctx.capacity:
+            raise PlanningError(f"{self.name}: does not fit: needs {result.total} bytes, budget {ctx.capacity} "
+                                f"(lifetime bound {result.bound} bytes); add a spill stage or raise the budget")
+        ctx.order = list(order)
+        ctx.residencies, ctx.transfers = residencies_and_transfers(graph, order, problem, items, result)
+        ctx.objective = float(result.total)
+        ctx.bound = float(result.bound)
+        ctx.status = result.status
+
+
+def residencies_and_transfers(graph, order, problem: OffsetProblem, items, result: OffsetResult):
+    residencies, transfers = [], []
+    for k, t in enumerate(items.tolist()):
+        first, last = int(problem.first[k]), int(problem.last[k])
+        residencies.append(Residency(first=first, last=last, offset=int(result.offsets[k]), tensor=t,
+                                     size=int(problem.sizes[k])))
+        tensor = graph.tensors[t]
+        if tensor.in_dram_initially:
+            transfers.append(Transfer(step=first, kind="load", tensor=t, cause="compulsory", size=tensor.size))
+        if tensor.kind == "output":
+            step = list(order).index(tensor.producer)
+            transfers.append(Transfer(step=step, kind="store", tensor=t, cause="writeback", size=tensor.size))
+    return residencies, transfers
+
+
+def planners() -> list[OnChipAllocator]:
+    """Every on-chip allocation stage, for ``planners.register``."""
+    found = [
+        OnChipAllocator("naive", "no reuse: every tensor its own addresses (upper reference)"),
+        OnChipAllocator("tflite-arena", "TFLite arena order: largest first, ties by first use, best fit"),
+        OnChipAllocator("tflm-greedy", "TFLite-Micro greedy: largest first, first fit"),
+        OnChipAllocator("so-size", "Shared Objects, greedy by size (Pisarchyk & Lee 2020)"),
+        OnChipAllocator("so-breadth", "Shared Objects, greedy by breadth (Pisarchyk & Lee 2020)"),
+        OnChipAllocator("so-size-improved", "Shared Objects, greedy by size with distance priority"),
+        OnChipAllocator("exact-offsets", "CP-SAT offsets seeded by the best heuristic (time_limit option)"),
+    ]
+    for family, label in (("mindspore-so", "Single Object"), ("mindspore-mo", "Many Objects")):
+        for sort in mindspore_fast.SORTS:
+            for fitter in mindspore_fast.FITS:
+                found.append(OnChipAllocator(f"{family}:{sort},{fitter}",
+                                             f"MindSpore {label}, greedy {sort}, {fitter} (multi-stream safe)"))
+    return found

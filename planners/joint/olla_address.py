@@ -1,0 +1,171 @@
+"""OLLA's tensor-location ILP for a fixed order (Steiner et al., §3.3, §4.4, §4.5: eq. 6–8, 15,
+Function 5), in CP-SAT.
+
+With the order fixed every tensor's lifetime [first, last] is known, so eq. 6 only keeps the
+pairs that are live together (which also subsumes the precedence pruning of §4.2: pairs that
+cannot coexist get no variables). For such a pair, exactly one of a_ij ("i below j",
+eq. 7a: A_i + S_i <= A_j) and b_ij ("i above j", eq. 7b: A_j + S_j <= A_i) holds; CP-SAT
+takes the implications directly instead of the big-M form. (8) every tensor ends below
+``peak_mem``; (15) minimise it. Addresses are multiples of the alignment.
+
+Function 5 (``pyramid``) pre-places a nest of long-lived tensors at increasing addresses
+(the longest-lived first, then the longest one inside its lifetime, and so on), as the paper
+does for activations saved for the backward pass; the ILP places the rest. If that does not
+reach zero fragmentation, the solve is repeated without pre-placement with the time left.
+
+Fragmentation = (arena − max live bytes) / arena; max live is a lower bound of any arena.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Tensors to place: size (aligned) and lifetime [first, last] in steps."""
+
+    ids: tuple[int, ...]
+    size: tuple[int, ...]
+    first: tuple[int, ...]
+    last: tuple[int, ...]
+
+    def overlapping_pairs(self) -> list[tuple[int, int]]:
+        order = sorted(range(len(self.ids)), key=lambda i: (self.first[i], i))
+        pairs, active = [], []
+        for i in order:
+            active = [j for j in active if self.last[j] >= self.first[i]]
+            pairs.extend((j, i) for j in active)
+            active.append(i)
+        return pairs
+
+    def max_live(self) -> int:
+        if not self.ids:
+            return 0
+        n = max(self.last) + 2
+        delta = [0] * n
+        for s, f, la in zip(self.size, self.first, self.last):
+            delta[f] += s
+            delta[la + 1] -= s
+        best = acc = 0
+        for d in delta:
+            acc += d
+            best = max(best, acc)
+        return best
+
+
+@dataclass(frozen=True)
+class AddressResult:
+    offsets: dict  # tensor id -> offset
+    arena: int
+    max_live: int
+    status: str
+    bound: int
+    seconds: float
+    preplaced: int
+
+    @property
+    def fragmentation(self) -> float:
+        return (self.arena - self.max_live) / self.arena if self.arena else 0.0
+
+
+def pyramid(blocks: Blocks) -> dict[int, int]:
+    """Function 5 (PreAllocateAddresses): index -> offset for a nest of long-lived tensors."""
+    min_start, max_end, base = 0, math.inf, 0
+    placed: dict[int, int] = {}
+    while max_end > min_start:
+        best, best_duration = None, 0
+        for i in range(len(blocks.ids)):
+            if blocks.first[i] < min_start or blocks.last[i] > max_end or i in placed:
+                continue
+            duration = blocks.last[i] - blocks.first[i]
+            if duration > best_duration:
+                best, best_duration = i, duration
+        if best is None:
+            break
+        placed[best] = base
+        base += blocks.size[best]
+        min_start, max_end = blocks.first[best], blocks.last[best]
+    return placed
+
+
+def first_fit(blocks: Blocks, fixed: dict[int, int], align: int) -> dict[int, int]:
+    """Warm start: biggest first, lowest aligned offset clear of the live-together blocks."""
+    neighbours: dict[int, list[int]] = {i: [] for i in range(len(blocks.ids))}
+    for i, j in blocks.overlapping_pairs():
+        neighbours[i].append(j)
+        neighbours[j].append(i)
+    offsets = dict(fixed)
+    for i in sorted(range(len(blocks.ids)), key=lambda i: (-blocks.size[i], blocks.first[i], i)):
+        if i in offsets:
+            continue
+        taken = sorted((offsets[j], offsets[j] + blocks.size[j]) for j in neighbours[i] if j in offsets)
+        at = 0
+        for lo, hi in taken:
+            if at + blocks.size[i] <= lo:
+                break
+            at = max(at, -(-hi // align) * align)
+        offsets[i] = at
+    return offsets
+
+
+def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: bool = True) -> AddressResult:
+    """Eq. (15) for fixed lifetimes; retries without Function 5 if fragmentation remains."""
+    start = time.perf_counter()
+    result = _solve(blocks, align, opts, pyramid(blocks) if preplace else {})
+    left = opts.time_limit - (time.perf_counter() - start)
+    if preplace and result.arena > result.max_live and left > 0.5:
+        again = _solve(blocks, align, opts.with_limit(left), {})
+        if again.arena < result.arena or (again.arena == result.arena and again.status == "optimal"):
+            result = again
+    status, bound = result.status, result.bound
+    if result.arena == result.max_live:
+        status, bound = "optimal", result.arena  # max live bytes is a lower bound
+    elif status == "optimal" and result.preplaced:
+        status, bound = "feasible", result.max_live  # optimal only given the pre-placement
+    return AddressResult(result.offsets, result.arena, result.max_live, status, bound,
+                         time.perf_counter() - start, result.preplaced)
+
+
+def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int]) -> AddressResult:
+    start = time.perf_counter()
+    n = len(blocks.ids)
+    max_live = blocks.max_live()
+    hint = first_fit(blocks, fixed, align)
+    hint_arena = max((hint[i] + blocks.size[i] for i in range(n)), default=0)
+    unit = align
+    size = [-(-s // unit) for s in blocks.size]
+    top = -(-hint_arena // unit)
+    m = cp_model.CpModel()
+    A = [m.NewIntVar(0, max(0, top - size[i]), f"A{i}") for i in range(n)]
+    for i, off in fixed.items():
+        m.Add(A[i] == off // unit)
+    peak = m.NewIntVar(-(-max_live // unit), max(top, -(-max_live // unit)), "peak_mem")
+    for i in range(n):
+        m.Add(A[i] + size[i] <= peak)  # (8)
+    for i, j in blocks.overlapping_pairs():
+        if i in fixed and j in fixed:
+            continue
+        below = m.NewBoolVar(f"a{i}_{j}")  # (6): live together -> a_ij + b_ij = 1
+        m.Add(A[i] + size[i] <= A[j]).OnlyEnforceIf(below)  # (7a)
+        m.Add(A[j] + size[j] <= A[i]).OnlyEnforceIf(below.Not())  # (7b)
+        m.AddHint(below, hint[i] < hint[j])
+    for i in range(n):
+        m.AddHint(A[i], hint[i] // unit)
+    m.Minimize(peak)
+    solver = make_solver(opts)
+    code = solver.Solve(m)
+    seconds = time.perf_counter() - start
+    if not has_solution(code):
+        return AddressResult({blocks.ids[i]: hint[i] for i in range(n)}, hint_arena, max_live,
+                             "timed_out", max_live, seconds, len(fixed))
+    offsets = {blocks.ids[i]: solver.Value(A[i]) * unit for i in range(n)}
+    arena = solver.Value(peak) * unit
+    bound = max(max_live, int(solver.BestObjectiveBound()) * unit)
+    return AddressResult(offsets, arena, max_live, status_name(code), min(bound, arena), seconds, len(fixed))

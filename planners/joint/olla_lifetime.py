@@ -1,0 +1,226 @@
+"""OLLA's tensor-lifetime ILP (Steiner et al., §3.2, §4.1, §4.3, §4.4: eq. 1–5, 10–14,
+Functions 3–4), in CP-SAT.
+
+Variables: ``C[v, t]`` node v runs at timestep t, creating all its output tensors (eq. 5 ties
+the siblings' C variables together; here they are one variable); ``P[e, t]`` tensor e is
+preserved in memory at t. Constraints:
+
+- (1) P[e, t] + C[e, t] <= 1;  (2) P[e, t] <= P[e, t-1] + C[e, t-1];  (3) Σ_t C[e, t] = 1;
+- (4) C[e, t] <= P[f, t] for every input f of e's source (inputs are created earlier);
+- (13) Σ_e (C[e, t] + P[e, t])·S_e <= peak for every t; (14) minimise peak.
+
+We execute one op per timestep (the NPU runs a single stream here), so Σ_v C[v, t] = 1 is
+added, and the spans use the sequential bounds ASAP(v) = |anc(v)|, ALAP(v) = n-1-|des(v)|
+(at least the paper's longest-path levels, so tighter and still exact):
+
+- (10) C[v, t] = 0 outside SPAN(v) = [ASAP(v), ALAP(v)];
+- (11) P[e, t] = 0 outside MUL(e) = [ASAP(src e), max ALAP(sinks e)];
+- (12) P[e, t] = 1 inside PRES(e) = [ALAP(src e)+1, max ASAP(sinks e)].
+
+A weight read by several ops is "created" (brought in) at one timestep where a reader runs,
+then preserved: its lifetime starts at its first use as in ``npusim.graph.analysis``.
+
+Early weight updates (§4.3, Functions 3–4): ``control_edges`` finds, for each SGD update
+node, an anchor that runs early (high reverse level) but has a higher forward level (so no
+cycle); the zero-byte edge update -> anchor makes the solver run updates early.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+from ortools.sat.python import cp_model
+
+from planners.schedule.problem import MemoryProblem
+from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+from planners.schedule.zhong.ilp import ScheduleResult, step_windows
+
+
+# -- Functions 3 and 4: early weight updates -------------------------------------------------
+def levels(problem: MemoryProblem) -> tuple[list[int], list[int]]:
+    """Forward level (longest path from a source) and backward level (longest path to a sink)."""
+    preds, succ = problem.predecessors(), problem.successors()
+    topo = problem.topological_order()
+    fwd = [0] * problem.n
+    for v in topo:
+        fwd[v] = max((fwd[u] + 1 for u in preds[v]), default=0)
+    bwd = [0] * problem.n
+    for v in reversed(topo):
+        bwd[v] = max((bwd[s] + 1 for s in succ[v]), default=0)
+    return fwd, bwd
+
+
+def control_edges(problem: MemoryProblem, update_nodes: list[int]) -> list[tuple[int, int]]:
+    """(update node, anchor) pairs per Function 3 (EnforceEarlyWeightUpdates)."""
+    fwd, bwd = levels(problem)
+    preds, succ = problem.predecessors(), problem.successors()
+    edges = []
+    for v in update_nodes:
+        min_fwd = fwd[v]
+        visited: dict[int, tuple[int | None, int]] = {}
+
+        def find_candidate(u: int) -> tuple[int | None, int]:  # Function 4
+            if u in visited:
+                return visited[u]
+            visited[u] = (None, -1)  # guards re-entry
+            best_level, best = -1, None
+            for snk in succ[u]:
+                if bwd[snk] <= best_level:
+                    continue
+                if fwd[snk] <= min_fwd:
+                    cand, level = find_candidate(snk)
+                    if level > best_level:
+                        best_level, best = level, cand
+                else:
+                    best_level, best = bwd[snk], snk
+            visited[u] = (best, best_level)
+            return best, best_level
+
+        starts = {v}
+        best_anchor, best_level = None, -1
+        while best_anchor is None and starts:
+            starts = {p for s in starts for p in preds[s]}
+            for src in sorted(starts):
+                cand, level = find_candidate(src)
+                if level > best_level:
+                    best_level, best_anchor = level, cand
+        if best_anchor is not None and best_anchor != v:
+            edges.append((v, best_anchor))
+    return edges
+
+
+def with_control_edges(problem: MemoryProblem, edges: list[tuple[int, int]]) -> MemoryProblem:
+    """The problem with a zero-byte buffer for every control edge (src -> dst)."""
+    if not edges:
+        return problem
+    base = problem.n_buffers
+    outputs = [list(x) for x in problem.node_outputs]
+    inputs = [list(x) for x in problem.node_inputs]
+    for i, (src, dst) in enumerate(edges):
+        outputs[src].append(base + i)
+        inputs[dst].append(base + i)
+    k = len(edges)
+    return replace(problem,
+                   sizes=problem.sizes + (0,) * k,
+                   producer=problem.producer + tuple(s for s, _ in edges),
+                   consumers=problem.consumers + tuple((d,) for _, d in edges),
+                   node_inputs=tuple(map(tuple, inputs)), node_outputs=tuple(map(tuple, outputs)),
+                   live_at_start=problem.live_at_start + (False,) * k,
+                   live_at_end=problem.live_at_end + (False,) * k)
+
+
+# -- the lifetime ILP (14) ---------------------------------------------------------------
+@dataclass
+class LifetimeModel:
+    model: cp_model.CpModel
+    C: dict
+    P: dict
+    live: dict  # (e, t) -> list of literals whose sum is 1 when e is in memory at t
+    windows: tuple
+    scale: int
+
+
+def build_lifetime_model(problem: MemoryProblem, scale: int | None = None) -> LifetimeModel:
+    p, n = problem, problem.n
+    asap, alap = step_windows(p)
+    m = cp_model.CpModel()
+    C = {(v, t): m.NewBoolVar(f"C{v}_{t}") for v in range(n) for t in range(asap[v], alap[v] + 1)}  # (10)
+    for v in range(n):
+        m.AddExactlyOne([C[v, t] for t in range(asap[v], alap[v] + 1)])  # (3)
+    for t in range(n):  # one op per timestep (sequential execution)
+        m.AddExactlyOne([C[v, t] for v in range(n) if (v, t) in C])
+    P, live = {}, {}
+    for e in range(p.n_buffers):
+        src, sinks = p.producer[e], p.consumers[e]
+        if src >= 0:
+            lo = asap[src]
+            hi = max([alap[s] for s in sinks] + [alap[src]])
+            pres = range(alap[src] + 1, max([asap[s] for s in sinks], default=-1) + 1)
+            created = lambda t, src=src: C.get((src, t))  # noqa: E731
+        else:  # a weight read by several ops: brought in once, at one of its readers' steps
+            lo = min(asap[s] for s in sinks)
+            hi = max(alap[s] for s in sinks)
+            pres = range(0)
+            bring = {t: m.NewBoolVar(f"B{e}_{t}") for t in range(lo, hi + 1)}
+            m.Add(sum(bring.values()) == 1)
+            for t, b in bring.items():
+                m.Add(b <= sum(C[s, t] for s in sinks if (s, t) in C))
+            created = bring.get
+        for t in range(lo, hi + 1):  # (11)
+            P[e, t] = m.NewBoolVar(f"P{e}_{t}")
+            c = created(t)
+            if c is not None:
+                m.Add(P[e, t] + c <= 1)  # (1)
+            prev = [x for x in (P.get((e, t - 1)), created(t - 1)) if x is not None]
+            m.Add(P[e, t] <= sum(prev)) if prev else m.Add(P[e, t] == 0)  # (2)
+            if t in pres:
+                m.Add(P[e, t] == 1)  # (12)
+            live[e, t] = [P[e, t]] + ([c] if c is not None else [])
+    for (v, t), c in C.items():  # (4): inputs preserved (or, for weights, brought in now)
+        for f in p.node_inputs[v]:
+            lits = live.get((f, t)) if p.producer[f] < 0 else [P[f, t]] if (f, t) in P else None
+            if not lits:
+                m.Add(c == 0)
+            else:
+                m.Add(c <= sum(lits))
+    if scale is None:
+        scale = math.gcd(*p.sizes, *p.extra) or 1
+    return LifetimeModel(m, C, P, live, (asap, alap), scale)
+
+
+def add_peak(lm: LifetimeModel, problem: MemoryProblem, upper: int) -> cp_model.IntVar:
+    """(13): the bytes in memory at every timestep are at most ``peak``."""
+    p, s = problem, lm.scale
+    peak = lm.model.NewIntVar(0, upper // s, "peak_mem_no_frag")
+    by_step: dict[int, list] = {}
+    for (e, t), lits in lm.live.items():
+        if p.sizes[e]:
+            by_step.setdefault(t, []).extend((p.sizes[e] // s) * x for x in lits)
+    for (v, t), c in lm.C.items():
+        if p.extra[v]:
+            by_step.setdefault(t, []).append((p.extra[v] // s) * c)
+    for terms in by_step.values():
+        lm.model.Add(sum(terms) <= peak)
+    return peak
+
+
+def hint_order(lm: LifetimeModel, problem: MemoryProblem, order: list[int]) -> None:
+    step = {v: t for t, v in enumerate(order)}
+    first, last = problem.lifetimes(order)
+    for (v, t), c in lm.C.items():
+        lm.model.AddHint(c, step[v] == t)
+    for (e, t), x in lm.P.items():
+        lm.model.AddHint(x, first[e] < t <= last[e])
+
+
+def decode_order(lm: LifetimeModel, solver, n: int) -> list[int]:
+    """Function 1 (GenerateExecutionSequence): nodes by the timestep that creates their outputs."""
+    asap, alap = lm.windows
+    return sorted(range(n), key=lambda v: next(t for t in range(asap[v], alap[v] + 1) if solver.Value(lm.C[v, t])))
+
+
+def solve_lifetimes(problem: MemoryProblem, hint: list[int], opts: SolverOptions) -> ScheduleResult:
+    """Eq. (14): the order with the smallest peak assuming no fragmentation."""
+    start = time.perf_counter()
+    hint_peak = problem.peak(hint)
+    if problem.n <= 1:
+        return ScheduleResult(list(hint), hint_peak, "optimal", hint_peak, 0.0, 0)
+    lm = build_lifetime_model(problem)
+    peak = add_peak(lm, problem, hint_peak)
+    lm.model.Add(peak * lm.scale >= min(problem.lower_bound(), hint_peak))
+    lm.model.Minimize(peak)
+    hint_order(lm, problem, hint)
+    solver = make_solver(opts)
+    code = solver.Solve(lm.model)
+    seconds = time.perf_counter() - start
+    n_vars = len(lm.C) + len(lm.P)
+    if not has_solution(code):
+        return ScheduleResult(list(hint), hint_peak, "timed_out", problem.lower_bound(), seconds, n_vars)
+    order = decode_order(lm, solver, problem.n)
+    got = problem.peak(order)
+    bound = int(solver.BestObjectiveBound()) * lm.scale
+    if got > hint_peak:
+        order, got = list(hint), hint_peak
+    return ScheduleResult(order, got, status_name(code), min(bound, got), seconds, n_vars)

@@ -1,0 +1,153 @@
+"""Exact minimum-peak scheduling by dynamic programming over sets of executed nodes.
+
+The ground truth every other scheduler is checked against (SERENITY, Ahn et al. 2020, §3):
+the state is the set X of nodes already run (a down-set of the DAG, kept as a bitmask); the
+bytes live between two steps depend on X alone, so the best peak of reaching X is
+
+    best(X ∪ {v}) = min over ready v of max(best(X), footprint of running v after X)
+
+computed level by level (|X| = 0, 1, ..., n) and memoised on X. An upper bound (the peak of a
+heuristic order) prunes states that cannot beat it. The number of down-sets grows
+exponentially with the width of the graph, so the solver refuses graphs above ``max_ops``
+nodes or searches above ``max_states`` states with a clear error instead of running for ever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from npusim.errors import PlanningError
+from planners.schedule.problem import MemoryProblem
+
+DEFAULT_MAX_OPS = 25
+DEFAULT_MAX_STATES = 2_000_000
+
+
+class _Stepper:
+    """Footprint bookkeeping of running one node after a set of executed nodes."""
+
+    def __init__(self, problem: MemoryProblem):
+        p = problem
+        self.problem = p
+        self.pred_mask = [sum(1 << u for u in preds) for preds in p.predecessors()]
+        self.consumer_mask = [sum(1 << c for c in cs) for cs in p.consumers]
+        self.start = sum(s for s, live in zip(p.sizes, p.live_at_start) if live)
+        # Source-less buffers that are not live at the start appear at their first consumer.
+        self.late_inputs = [tuple(b for b in ins if p.producer[b] < 0 and not p.live_at_start[b])
+                            for ins in p.node_inputs]
+        self.out_bytes = [sum(p.sizes[b] for b in outs) for outs in p.node_outputs]
+
+    def ready(self, done: int) -> list[int]:
+        return [v for v in range(self.problem.n)
+                if not done >> v & 1 and self.pred_mask[v] & ~done == 0]
+
+    def run(self, done: int, live: int, v: int) -> tuple[int, int]:
+        """(footprint of the step running v, bytes live after it)."""
+        p = self.problem
+        new = sum(p.sizes[b] for b in self.late_inputs[v] if self.consumer_mask[b] & done == 0)
+        step = live + self.out_bytes[v] + new + p.extra[v]
+        after = done | 1 << v
+        freed = 0
+        for b in p.node_inputs[v]:
+            if not p.live_at_end[b] and self.consumer_mask[b] & ~after == 0:
+                freed += p.sizes[b]
+        for b in p.node_outputs[v]:
+            if not p.live_at_end[b] and not p.consumers[b]:
+                freed += p.sizes[b]
+        return step, step - p.extra[v] - freed
+
+
+@dataclass(frozen=True)
+class DPResult:
+    order: list[int]
+    peak: int
+    states: int
+
+
+def min_peak_schedule(problem: MemoryProblem, *, upper_bound: int | None = None,
+                      max_ops: int = DEFAULT_MAX_OPS, max_states: int = DEFAULT_MAX_STATES) -> DPResult:
+    """An order of ``problem``'s nodes with the smallest possible peak, and that peak.
+
+    ``upper_bound``: the peak of a known order; states whose peak exceeds it are pruned (the
+    result is still exact, as long as the bound is achievable)."""
+    n = problem.n
+    if n > max_ops:
+        raise PlanningError(
+            f"dp: the exact scheduler refuses a graph of {n} nodes (max_ops = {max_ops}); its "
+            "state space grows as 2^n. Use 'zhong' or 'greedy-mem', or raise max_ops.")
+    if n == 0:
+        return DPResult([], 0, 1)
+    stepper = _Stepper(problem)
+    level = {0: (0, stepper.start)}  # done-set -> (best peak so far, bytes live)
+    parent: dict[int, tuple[int, int]] = {}
+    states = 1
+    for _ in range(n):
+        nxt: dict[int, tuple[int, int]] = {}
+        for done, (best, live) in level.items():
+            for v in stepper.ready(done):
+                step, after = stepper.run(done, live, v)
+                peak = max(best, step)
+                if upper_bound is not None and peak > upper_bound:
+                    continue
+                key = done | 1 << v
+                if key not in nxt or peak < nxt[key][0]:
+                    nxt[key] = (peak, after)
+                    parent[key] = (done, v)
+        states += len(nxt)
+        if states > max_states:
+            raise PlanningError(
+                f"dp: more than {max_states} states for a graph of {n} nodes (it is too wide); "
+                "use 'zhong' or 'greedy-mem', or raise max_states.")
+        if not nxt:
+            raise PlanningError(f"dp: no order reaches the upper bound {upper_bound} B (it was not achievable)")
+        level = nxt
+    (full, (peak, _)), = level.items()
+    order = []
+    while full:
+        full, v = parent[full]
+        order.append(v)
+    return DPResult(order[::-1], peak, states)
+
+
+def downset_transients(problem: MemoryProblem, max_states: int = DEFAULT_MAX_STATES) -> dict[int, int]:
+    """Bytes live after every reachable set of executed nodes (every down-set), by bitmask.
+
+    Used by the fusion legality test (Zhong et al., Theorem IV.2): the smallest value over
+    the proper down-sets is the lowest "transient footprint" any internal order can reach."""
+    stepper = _Stepper(problem)
+    seen = {0: stepper.start}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for done in frontier:
+            live = seen[done]
+            for v in stepper.ready(done):
+                key = done | 1 << v
+                if key not in seen:
+                    seen[key] = stepper.run(done, live, v)[1]
+                    nxt.append(key)
+        if len(seen) > max_states:
+            raise PlanningError(f"internal: more than {max_states} down-sets")
+        frontier = nxt
+    return seen
+
+
+class DynamicProgramming:
+    name = "dp"
+    stage = "schedule"
+    description = "exact minimum-peak order by DP over executed-op sets (graphs up to ~25 ops)"
+
+    def run(self, ctx) -> None:
+        from planners.schedule.greedy import best_heuristic_order
+
+        problem = MemoryProblem.from_graph(ctx.graph, ctx.alignment)
+        max_ops = int(ctx.options.get("max_ops", DEFAULT_MAX_OPS))
+        max_states = int(ctx.options.get("max_states", DEFAULT_MAX_STATES))
+        if problem.n > max_ops:  # fail before computing anything
+            min_peak_schedule(problem, max_ops=max_ops)
+        _, bound = best_heuristic_order(problem)
+        result = min_peak_schedule(problem, upper_bound=bound, max_ops=max_ops, max_states=max_states)
+        ctx.order = problem.expand(result.order)
+        ctx.status = "optimal"
+        ctx.objective = float(result.peak)
+        ctx.bound = float(result.peak)

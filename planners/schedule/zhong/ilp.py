@@ -1,0 +1,151 @@
+"""Zhong et al.'s scheduling ILP (§IV-A, eq. 1–6) with topology-aware pruning (eq. 7–10), in CP-SAT.
+
+Variables (Table I): ``O[i, j]`` node i runs at step j; ``T[b, j]`` buffer b is in memory at
+step j; ``mem`` the peak. Constraints:
+
+- (1) one node per step; (2) every node once;
+- (3) a node runs only when its inputs are in memory: O[i, j] <= T[b, j] for b in IN_i
+  (and its outputs are, too: the stable footprint counts them at the producer's step);
+- (4) a buffer is in memory only if it was at j-1 or its producer runs at j;
+  (5) nothing but the INPUT buffers (``live_at_start``) is in memory before step 0.
+  A buffer without producer (a weight read by several nodes) may appear once, at a step
+  where one of its readers runs, so it is counted from its first use as in
+  ``npusim.graph.analysis``;
+- (6) Σ_b S_b·T[b, j] + Σ_k ES_k·O[k, j] <= mem for every step j (one node per step, so
+  the per-k constraints of the paper collapse into one sum).
+
+Pruning: (7)/(9) a node cannot run before |anc(i)| or after |V|-1-|des(i)| (0-based steps),
+so O outside that window is not created; (8)/(10) a buffer cannot be in memory before its
+producer's earliest step nor after its last reader's latest step, so T is not created there.
+``prune=False`` creates the full O(n²) model (ablation, tests).
+
+Sizes are divided by their greatest common divisor so CP-SAT sees small coefficients.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from planners.schedule.problem import MemoryProblem
+from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    order: list[int]
+    peak: int
+    status: str
+    bound: int
+    seconds: float
+    variables: int
+
+
+def step_windows(problem: MemoryProblem) -> tuple[list[int], list[int]]:
+    """Earliest and latest step of every node: |anc| and n-1-|des| (eq. 7, 9)."""
+    n = problem.n
+    asap = [bin(m).count("1") for m in problem.ancestor_masks()]
+    alap = [n - 1 - bin(m).count("1") for m in problem.descendant_masks()]
+    return asap, alap
+
+
+def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOptions,
+                       prune: bool = True) -> ScheduleResult:
+    """Minimum-peak order of ``problem`` (warm-started from ``hint``, a valid order)."""
+    start = time.perf_counter()
+    n, p = problem.n, problem
+    hint_peak = p.peak(hint)
+    if n <= 1:
+        return ScheduleResult(list(hint), hint_peak, "optimal", hint_peak, 0.0, 0)
+    scale = math.gcd(*p.sizes, *[abs(e) for e in p.extra]) or 1
+    size = [s // scale for s in p.sizes]
+    extra = [e // scale for e in p.extra]
+    if prune:
+        asap, alap = step_windows(p)
+    else:
+        asap, alap = [0] * n, [n - 1] * n
+
+    m = cp_model.CpModel()
+    O = {(v, j): m.NewBoolVar(f"O{v}_{j}") for v in range(n) for j in range(asap[v], alap[v] + 1)}
+    for j in range(n):  # (1)
+        m.AddExactlyOne([O[v, j] for v in range(n) if (v, j) in O])
+    for v in range(n):  # (2)
+        m.AddExactlyOne([O[v, j] for j in range(asap[v], alap[v] + 1)])
+
+    T = {}
+    for b in range(p.n_buffers):
+        readers = p.consumers[b]
+        prod = p.producer[b]
+        if p.live_at_start[b]:
+            lo = 0
+        elif prod >= 0:
+            lo = asap[prod]
+        else:
+            lo = min(asap[c] for c in readers)
+        if p.live_at_end[b]:
+            hi = n - 1
+        else:
+            hi = max([alap[c] for c in readers] + ([alap[prod]] if prod >= 0 else []))
+        first_use = []
+        for j in range(lo, hi + 1):
+            T[b, j] = m.NewBoolVar(f"T{b}_{j}")
+            before = T.get((b, j - 1))
+            if p.live_at_start[b]:
+                if before is not None:
+                    m.AddImplication(T[b, j], before)  # (4) with T[b, -1] = 1 (5)
+            elif prod >= 0:  # (4), (5): T[b, j] <= T[b, j-1] + O[prod, j]
+                terms = [x for x in (before, O.get((prod, j))) if x is not None]
+                m.Add(T[b, j] <= sum(terms)) if terms else m.Add(T[b, j] == 0)
+            else:  # a weight read by several nodes: brought in once, when one of them runs
+                f = m.NewBoolVar(f"F{b}_{j}")
+                first_use.append(f)
+                readers_now = [O[c, j] for c in readers if (c, j) in O]
+                m.Add(f <= sum(readers_now)) if readers_now else m.Add(f == 0)
+                m.Add(T[b, j] <= (before if before is not None else 0) + f)
+        if first_use:
+            m.Add(sum(first_use) <= 1)
+        if p.live_at_end[b]:
+            m.Add(T[b, n - 1] == 1)
+
+    def in_memory(b, j):
+        return T.get((b, j))
+
+    for (v, j), o in O.items():
+        for b in p.node_inputs[v] + p.node_outputs[v]:  # (3)
+            t = in_memory(b, j)
+            if t is None:
+                m.Add(o == 0)
+            else:
+                m.AddImplication(o, t)
+
+    lb = -(-p.lower_bound() // scale)
+    mem = m.NewIntVar(min(lb, hint_peak // scale), hint_peak // scale, "mem")
+    for j in range(n):  # (6)
+        load = [size[b] * t for (b, jj), t in T.items() if jj == j]
+        load += [extra[v] * O[v, j] for v in range(n) if (v, j) in O and extra[v]]
+        m.Add(sum(load) <= mem)
+    m.Minimize(mem)
+
+    # Warm start from the heuristic order.
+    step = {v: s for s, v in enumerate(hint)}
+    first, last = p.lifetimes(hint)
+    for (v, j), o in O.items():
+        m.AddHint(o, step[v] == j)
+    for (b, j), t in T.items():
+        m.AddHint(t, first[b] <= j <= last[b])
+
+    solver = make_solver(opts)
+    code = solver.Solve(m)
+    seconds = time.perf_counter() - start
+    n_vars = len(O) + len(T)
+    if not has_solution(code):
+        return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), seconds, n_vars)
+    order = sorted(range(n), key=lambda v: next(j for j in range(asap[v], alap[v] + 1) if solver.Value(O[v, j])))
+    peak = p.peak(order)
+    bound = int(solver.BestObjectiveBound()) * scale
+    if peak > hint_peak:  # cannot happen when mem is exact; kept as a guard
+        order, peak = list(hint), hint_peak
+    return ScheduleResult(order, peak, status_name(code), min(bound, peak), seconds, n_vars)

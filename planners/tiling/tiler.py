@@ -1,0 +1,219 @@
+"""The tiling stage: ops whose working set does not fit are streamed through the scratchpad.
+
+For every op whose inputs and outputs together exceed the budget (or every op, with the
+option ``tile_all``), choose a tile spec (``npusim.graph.tiling``) whose tiles fit in half
+the budget — the other half holds the next tile's inputs while this one computes (double
+buffering) — then replace the graph by its tiled expansion.
+
+Choosing a spec:
+
+1. *Block sizes* by greedy halving: start from the whole output (and the whole reduction);
+   while the largest tile's working set is over the limit, halve the block of the dimension
+   (or the reduction) that shrinks it most. Three preferences break ties — spatial/rows
+   first, channels first, reduction first — giving up to three candidates.
+2. *Loop order* for each candidate: an input is re-read every time a loop it depends on
+   moves, together with all loops outside it, so its reads = the product of the block
+   counts of the loops from the outermost to the innermost one it depends on. Every order
+   of the tiled dimensions is scored by the bytes it reads (e.g. weights reloaded per row
+   tile against activations reloaded per channel tile); the reduction loop is innermost.
+3. The candidate reading the fewest DRAM bytes wins; ties go to fewer tiles.
+
+Below the smallest tile of an op (one output element, the smallest reduction slice) there
+is no plan: the error names the op and that minimum.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from npusim.errors import PlanningError
+from npusim.graph.analysis import aligned, op_working_set
+from npusim.graph.model import Graph, Op
+from npusim.graph.regions import (
+    GEMM_LIKE, RESHAPE_LIKE, box_volume, full_box, input_boxes, reduction_size, untileable_dims,
+)
+from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
+
+PREFERENCES = ("spatial", "channels", "reduction")
+#: Default cap on the tiles of one plan: beyond it planning and simulation take minutes.
+MAX_TILES = 250_000
+
+
+def count_tiles(op: Op, graph: Graph, spec: dict) -> int:
+    out = graph.tensors[op.outputs[0]]
+    if "flat" in spec:
+        return -(-out.elements // spec["flat"])
+    boxes = math.prod(-(-n // b) for n, b in zip(out.shape, spec["block"]))
+    return boxes * len(k_slices(op, graph, spec))
+
+
+class Tiler:
+    name = "tile"
+    stage = "tiling"
+    description = "stream ops that do not fit through the scratchpad in double-buffered tiles"
+
+    def run(self, ctx) -> None:
+        graph, align = ctx.graph, ctx.alignment
+        threshold = 0 if ctx.options.get("tile_all") else ctx.capacity
+        limit = ctx.capacity // 2
+        needs = op_working_set(graph, align)
+        max_tiles = int(ctx.options.get("max_tiles", MAX_TILES))
+        specs, tiles = {}, 0
+        for op in graph.ops:
+            if needs[op.id] > threshold:
+                specs[op.name] = choose_spec(op, graph, limit, align, ctx.capacity)
+                tiles += count_tiles(op, graph, specs[op.name])
+                if tiles > max_tiles:
+                    raise PlanningError(
+                        f"at a budget of {ctx.capacity} B the tiled graph would have more than {max_tiles:,} tiles "
+                        f"(op {op.name!r} alone: {count_tiles(op, graph, specs[op.name]):,}); raise the budget, "
+                        "or the limit with the planner option max_tiles")
+        ctx.tiling = specs
+        if specs:
+            ctx.graph = expand_cached(graph, specs)
+            ctx.options.setdefault("double_buffer", True)
+
+
+def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int) -> dict:
+    if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
+        raise PlanningError(
+            f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
+            f"{capacity} B budget, and ops with {len(op.outputs)} outputs or a scalar output cannot be tiled")
+    if op.kind in RESHAPE_LIKE:
+        return _flat_spec(op, graph, limit, align, capacity)
+    candidates = []
+    for preference in PREFERENCES:
+        blocks, k = _halve_to_fit(op, graph, limit, align, preference, capacity)
+        order, traffic = _best_order(op, graph, blocks, k, align)
+        spec = {"block": blocks, "k": k, "order": order}
+        tiles = math.prod(-(-n // b) for n, b in zip(graph.tensors[op.outputs[0]].shape, blocks))
+        candidates.append((traffic, tiles, PREFERENCES.index(preference), spec))
+    return min(candidates, key=lambda c: c[:3])[3]
+
+
+def _flat_spec(op, graph, limit, align, capacity) -> dict:
+    out = graph.tensors[op.outputs[0]]
+    small = sum(aligned(graph.tensors[t].size, align) for t in op.inputs[1:])
+    per_element = graph.tensors[op.inputs[0]].itemsize + out.itemsize
+    n = out.elements
+    while n > 1 and small + aligned(-(-n // 1) * per_element, align) + align > limit:
+        n = -(-n // 2)
+    if small + n * per_element > limit:
+        raise _too_small(op, small + per_element, capacity)
+    return {"flat": n}
+
+
+def _tile_bytes(op, graph, box, k_range, last, align) -> int:
+    """Scratchpad bytes of one tile: distinct input views, output view, partial sums."""
+    seen = {}
+    for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
+        if region is not None:
+            seen[(t, region)] = graph.tensors[t].itemsize * box_volume(region)
+    total = sum(aligned(b, align) for b in seen.values())
+    out = graph.tensors[op.outputs[0]]
+    total += aligned(out.itemsize * box_volume(box), align)
+    if k_range is not None:  # reading the previous partial sum while writing the next one
+        total += 2 * aligned(PSUM_ITEMSIZE * box_volume(box), align)
+    return total
+
+
+def _sample_boxes(shape, blocks):
+    """The first, an interior and the last tile: halos make interior tiles the largest."""
+    picks = []
+    for which in ("first", "interior", "last"):
+        box = []
+        for n, b in zip(shape, blocks):
+            count = -(-n // b)
+            i = {"first": 0, "interior": min(1, count - 1), "last": count - 1}[which]
+            box.append((i * b, min((i + 1) * b, n)))
+        picks.append(tuple(box))
+    return dict.fromkeys(picks)
+
+
+def _working_set(op, graph, blocks, k, align) -> int:
+    shape = graph.tensors[op.outputs[0]].shape
+    spec = {"block": blocks, "k": k}
+    slices = k_slices(op, graph, spec)
+    worst = 0
+    for box in _sample_boxes(shape, blocks):
+        for j in {0, len(slices) - 1}:
+            worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align))
+    return worst
+
+
+def _halve_to_fit(op, graph, limit, align, preference, capacity):
+    shape = graph.tensors[op.outputs[0]].shape
+    frozen = untileable_dims(op, graph)
+    blocks = list(shape)
+    splittable_k = op.kind in GEMM_LIKE and not (op.kind == "Conv" and op.attrs.get("group", 1) != 1)
+    k_total = reduction_size(op, graph) if splittable_k else 0
+    k = 0
+    ws = _working_set(op, graph, blocks, k, align)
+    while ws > limit:
+        options = []
+        for d in range(len(shape)):
+            if d in frozen or blocks[d] <= 1:
+                continue
+            trial = blocks.copy()
+            trial[d] = -(-blocks[d] // 2)
+            cls = "spatial" if op.kind not in GEMM_LIKE else _gemm_dim_class(op, graph, d)
+            options.append((_working_set(op, graph, trial, k, align), cls != preference, -d, trial, k))
+        current_k = k or k_total
+        if splittable_k and current_k > 1:
+            new_k = -(-current_k // 2)
+            options.append((_working_set(op, graph, blocks, new_k, align), preference != "reduction", 1, blocks, new_k))
+        if not options:
+            raise _too_small(op, ws, capacity)
+        best = min(options, key=lambda o: o[:3])
+        ws, blocks, k = best[0], best[3], best[4]
+    return blocks, k
+
+
+def _gemm_dim_class(op, graph, d) -> str:
+    rank = len(graph.tensors[op.outputs[0]].shape)
+    if op.kind == "Conv":
+        return "channels" if d == 1 else "spatial"
+    return "channels" if d == rank - 1 else "spatial"
+
+
+def _best_order(op, graph, blocks, k, align):
+    """Loop order reading the fewest bytes, and that byte count (see module docstring)."""
+    shape = graph.tensors[op.outputs[0]].shape
+    counts = [-(-n // b) for n, b in zip(shape, blocks)]
+    tiled = [d for d in range(len(shape)) if counts[d] > 1]
+    base = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
+    slices = k_slices(op, graph, {"block": blocks, "k": k})
+    first_k = slices[0]
+    regions = input_boxes(op, graph, base, first_k, len(slices) == 1)
+    sizes = [0 if r is None else graph.tensors[t].itemsize * box_volume(r) for t, r in zip(op.inputs, regions)]
+    k_moved = (input_boxes(op, graph, base, slices[1], len(slices) == 2) if len(slices) > 1 else regions)
+    per_k = [len(slices) if k_moved[i] != regions[i] else 1 for i in range(len(op.inputs))]
+    depends = []
+    for i, t in enumerate(op.inputs):
+        dims = set()
+        for d in tiled:
+            moved = list(base)
+            moved[d] = (blocks[d], min(2 * blocks[d], shape[d]))
+            if input_boxes(op, graph, tuple(moved), first_k, len(slices) == 1)[i] != regions[i]:
+                dims.add(d)
+        depends.append(dims)
+    best = None
+    for order in itertools.permutations(tiled):
+        traffic = 0
+        for size, dims, k_reads in zip(sizes, depends, per_k):
+            inner = max((order.index(d) for d in dims), default=-1)
+            reads = math.prod(counts[d] for d in order[: inner + 1])
+            traffic += size * reads * k_reads
+        key = (traffic, order)
+        if best is None or key < best:
+            best = key
+    traffic, order = best if best else (sum(sizes), ())
+    full_order = list(order) + [d for d in range(len(shape)) if d not in order]
+    return full_order, traffic
+
+
+def _too_small(op, need, capacity) -> PlanningError:
+    return PlanningError(
+        f"budget {capacity} B is too small to tile op {op.name!r} ({op.kind}): its smallest tile needs "
+        f"{need} B, and tiles must fit in half the budget (double buffering); use a budget >= {2 * need} B")

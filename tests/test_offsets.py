@@ -1,0 +1,176 @@
+"""Offset assignment (MindSpore paper, Section 4 and Appendix D) and the baselines."""
+
+import numpy as np
+import pytest
+
+from npusim.errors import PlanningError
+from planners.alloc import mindspore, mindspore_fast, naive, shared_objects, tflite
+from planners.alloc.minimalloc_io import load_minimalloc, to_minimalloc_csv
+from planners.alloc.problem import MatrixConflicts, OffsetProblem, check_assignment
+
+# Figure 7: A..E with sizes 1024, 768, 640, 512, 256 and lifetimes [0,1], [3,4], [1,2], [4,5], [2,4]
+TOY = OffsetProblem(sizes=np.array([1024, 768, 640, 512, 256]), first=np.array([0, 3, 1, 4, 2]),
+                    last=np.array([1, 4, 2, 5, 4]), names=tuple("ABCDE"))
+
+
+def test_toy_unsafe_pairs_are_those_of_the_text():
+    pairs = {tuple(TOY.name(int(i)) for i in p) for p in TOY.relation.pairs()}
+    assert pairs == {("A", "C"), ("B", "D"), ("B", "E"), ("C", "E"), ("D", "E")}
+
+
+@pytest.mark.parametrize("impl", [mindspore, mindspore_fast])
+def test_figures_8_and_9_single_object_1920_many_objects_1664(impl):
+    so = impl.single_object(TOY, "size", "first-fit")
+    mo = impl.many_objects(TOY, "size", "first-fit")
+    assert so.total == 1920 and mo.total == 1664
+    # Figure 8: A 0, B 0, C 1024, D 768, E 1664; Figure 9: A 0, B 0, C 1024, D 1024, E 768
+    assert so.offsets.tolist() == [0, 0, 1024, 768, 1664]
+    assert mo.offsets.tolist() == [0, 0, 1024, 1024, 768]
+    assert check_assignment(TOY, so.offsets) == [] and check_assignment(TOY, mo.offsets) == []
+
+
+def test_figure6_avoid_for_a_contiguous_block():
+    # Block ABC at 0, 10, 15 (sizes 10, 5, 3); new block D(8) E(6) F(6); only {E, B} unsafe.
+    sizes = [10, 5, 3, 8, 6, 6]
+    offsets = [0, 10, 15, 0, 0, 0]
+    A, B, C, D, E, F = range(6)
+    unsafe = lambda x, y: {x, y} == {E, B}  # noqa: E731
+    assert mindspore.avoid((D, E, F), [(A, B, C)], offsets, sizes, unsafe, 0) == [(0, 7)]
+    # and it is respected: the block goes to 7 (first fit), where E = [15, 21) misses B = [10, 15)
+    problem = OffsetProblem(sizes=np.array(sizes), conflicts=MatrixConflicts.from_pairs(6, [(E, B)]),
+                            blocks=((A, B, C), (D, E, F)), pinned={})
+    result = mindspore.single_object(problem, "size", "first-fit")
+    assert check_assignment(problem, result.offsets) == []
+
+
+def test_merge_and_fit_follow_algorithms_9_and_10():
+    assert mindspore.merge([(5, 9), (0, 3), (2, 4), (6, 7)]) == [[0, 4], [5, 9]]
+    stack = mindspore.merge([(0, 4), (10, 20)])
+    sizes = {0: 6}
+    assert mindspore.fit((0,), stack, 0, 1 << 62, sizes, "first-fit") == 4
+    assert mindspore.fit((0,), stack, 0, 1 << 62, sizes, "best-fit") == 4  # gap 6 beats infinity
+    sizes = {0: 7}
+    assert mindspore.fit((0,), stack, 0, 1 << 62, sizes, "best-fit") == 20
+    assert mindspore.fit((0,), stack, 0, 16, sizes, "first-fit") is None  # Many Objects: no room
+
+
+def random_problem(seed, n=40, explicit=False, blocks=False, pinned=False, align=8):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 40, size=n) * align
+    first = rng.integers(0, 30, size=n)
+    last = first + rng.integers(0, 8, size=n)
+    conflicts = None
+    if explicit:  # lifetime overlap plus random extra pairs (a multi-stream-like superset)
+        base = OffsetProblem(sizes=sizes, first=first, last=last).relation.pairs().tolist()
+        extra = [(int(a), int(b)) for a, b in rng.integers(0, n, size=(n, 2))]
+        conflicts = MatrixConflicts.from_pairs(n, base + extra)
+    chains = ()
+    if blocks:
+        perm = rng.permutation(n).tolist()
+        chains = (tuple(perm[0:3]), tuple(perm[3:5]), tuple(perm[5:9]))
+    pins = {}
+    if pinned:
+        cursor = int(rng.integers(0, 20)) * align  # pinned side by side: they never clash
+        for t in rng.permutation(n)[10:13].tolist():
+            if not any(t in c for c in chains):
+                pins[t] = cursor
+                cursor += int(sizes[t])
+    return OffsetProblem(sizes=sizes, first=first, last=last, conflicts=conflicts, blocks=chains,
+                         alignment=align, pinned=pins)
+
+
+CASES = [dict(), dict(explicit=True), dict(blocks=True), dict(explicit=True, blocks=True, pinned=True),
+         dict(pinned=True)]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("sort", mindspore.SORTS)
+@pytest.mark.parametrize("fitter", mindspore.FITS)
+def test_numba_kernels_match_the_reference_and_are_valid(case, sort, fitter):
+    for seed in range(4):
+        problem = random_problem(seed * 7 + case, **CASES[case])
+        for algo in ("single_object", "many_objects"):
+            ref = getattr(mindspore, algo)(problem, sort, fitter)
+            fast = getattr(mindspore_fast, algo)(problem, sort, fitter)
+            assert fast.offsets.tolist() == ref.offsets.tolist(), (algo, seed)
+            assert check_assignment(problem, fast.offsets) == [], (algo, seed)
+            assert fast.total >= problem.lifetime_bound()
+
+
+def test_kernels_match_their_python_functions():
+    problem = random_problem(3, blocks=True, explicit=True)
+    blocks = mindspore.sort_blocks(problem, "size")
+    args = mindspore_fast.kernel_inputs(problem, blocks)
+    ins = args[:7] + (0,) + args[7:]
+    for kernel in (mindspore_fast.single_object_kernel, mindspore_fast.many_objects_kernel):
+        assert np.array_equal(kernel(*ins), kernel.py_func(*ins))
+
+
+@pytest.mark.parametrize("case", [0, 1, 2, 4])
+def test_baselines_are_valid_and_naive_is_the_sum(case):
+    for seed in range(3):
+        problem = random_problem(100 + seed, **CASES[case])
+        results = [naive.naive(problem), tflite.tflite_arena(problem), tflite.tflm_greedy(problem)]
+        if not problem.blocks and not problem.pinned:
+            results += [shared_objects.greedy_by_size(problem), shared_objects.greedy_by_breadth(problem),
+                        shared_objects.greedy_by_size_improved(problem)]
+        for r in results:
+            assert check_assignment(problem, r.offsets) == [], r.algorithm
+            assert problem.lifetime_bound() <= r.total <= results[0].total, r.algorithm
+        if not problem.pinned:
+            assert results[0].total == int(problem.sizes.sum())
+
+
+def test_shared_objects_never_share_an_object_between_conflicting_items():
+    problem = random_problem(5)
+    for algo in (shared_objects.greedy_by_size, shared_objects.greedy_by_breadth,
+                 shared_objects.greedy_by_size_improved):
+        r = algo(problem)
+        bases = sorted(set(r.offsets.tolist()))
+        assert r.total == sum(int(problem.sizes[r.offsets == b].max()) for b in bases)
+
+
+def test_contiguous_blocks_are_respected_and_checked():
+    problem = random_problem(11, blocks=True)
+    result = mindspore_fast.many_objects(problem, "size", "best-fit")
+    for block in problem.blocks:
+        for a, b in zip(block, block[1:]):
+            assert result.offsets[b] == result.offsets[a] + problem.sizes[a]
+    broken = result.offsets.copy()
+    broken[problem.blocks[0][1]] += 8
+    assert any("contiguous block" in m for m in check_assignment(problem, broken))
+
+
+def test_checker_catches_overlap_and_alignment():
+    offsets = np.array([0, 0, 1024, 768, 1664])
+    bad = offsets.copy()
+    bad[4] = 1000  # E over C and D
+    assert any("conflict" in m for m in check_assignment(TOY, bad))
+    aligned = OffsetProblem(sizes=np.array([64, 64]), first=np.array([0, 0]), last=np.array([1, 1]), alignment=64)
+    assert any("multiple of 64" in m for m in check_assignment(aligned, [0, 65]))
+
+
+def test_bad_problems_are_named():
+    with pytest.raises(PlanningError, match="multiple of the alignment 64"):
+        OffsetProblem(sizes=np.array([10]), first=np.array([0]), last=np.array([0]), alignment=64)
+    with pytest.raises(PlanningError, match="contiguous blocks 0 and 1"):
+        OffsetProblem(sizes=np.array([8, 8, 8]), first=np.zeros(3), last=np.zeros(3), blocks=((0, 1), (1, 2)))
+    with pytest.raises(PlanningError, match="sort 'widest'"):
+        mindspore.single_object(TOY, "widest", "first-fit")
+    with pytest.raises(PlanningError, match="cannot honour contiguous blocks"):
+        shared_objects.greedy_by_size(random_problem(1, blocks=True))
+
+
+def test_minimalloc_csv_round_trip(tmp_path):
+    problem = random_problem(2, align=1)
+    result = mindspore_fast.single_object(problem)
+    path = tmp_path / "X.4096.csv"
+    path.write_text(to_minimalloc_csv(problem))
+    back = load_minimalloc(path)
+    assert back.sizes.tolist() == problem.sizes.tolist()
+    assert back.first.tolist() == problem.first.tolist() and back.last.tolist() == problem.last.tolist()
+    assert "offset" in to_minimalloc_csv(problem, result.offsets).splitlines()[0]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,lower,upper,size\n0,5,5,10\n")
+    with pytest.raises(PlanningError, match="expected lower < upper"):
+        load_minimalloc(bad)

@@ -1,0 +1,124 @@
+"""Pictures: rendered to files and checked by their structure (PNG header, SVG elements)."""
+
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from helpers import chain_with_skip
+from npusim import dse
+from npusim.cli import main
+from npusim.errors import NpusimError
+from npusim.graph.trace_io import save_trace
+from npusim.plan.io import save_plan
+from npusim.plot import compact_bytes, pareto_front, require_matplotlib
+from npusim.workflow import load_hw, plan_graph
+
+pytest.importorskip("matplotlib")
+from npusim.plot import plot_dse_curves, plot_pareto, plot_plan  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def svg_ids(path):
+    """Every element id of an SVG (matplotlib writes an artist's gid as the id of its <g>)."""
+    root = ET.parse(path).getroot()
+    assert root.tag.endswith("svg")
+    return [el.get("id") for el in root.iter() if el.get("id")]
+
+
+def check_png(path):
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 5000
+
+
+@pytest.fixture(scope="module")
+def spilling_plan():
+    graph = chain_with_skip()
+    plan = plan_graph(graph, load_hw("edge-npu"), "default+arena+belady", 2112)
+    assert any(t.cause == "spill" for t in plan.transfers) and any(t.cause == "retrieve" for t in plan.transfers)
+    return graph, plan
+
+
+def test_plan_packing_has_one_rectangle_per_residency(spilling_plan, tmp_path):
+    graph, plan = spilling_plan
+    png, svg = plot_plan(plan, graph, tmp_path / "packing")
+    check_png(png)
+    ids = svg_ids(svg)
+    assert sum(i.startswith("residency-") for i in ids) == len(plan.residencies) == 8  # 7 tensors, the spilled one twice
+    assert {"spills", "retrieves", "budget"} <= set(ids)
+    # Deterministic: the same plan draws the same SVG (no date, fixed id salt).
+    assert svg.read_text() == plot_plan(plan, graph, tmp_path / "again", formats=("svg",))[0].read_text()
+
+
+def test_plot_plan_command(capsys, spilling_plan, tmp_path):
+    graph, plan = spilling_plan
+    trace = save_trace(graph, tmp_path / "chain.json")
+    plan_path = tmp_path / "p.json"
+    save_plan(plan, graph, plan_path)
+    assert main(["plot-plan", str(plan_path), "--trace", str(trace), "--format", "svg"]) == 0
+    assert "p.svg" in capsys.readouterr().out
+    assert sum(i.startswith("residency-") for i in svg_ids(tmp_path / "p.svg")) == len(plan.residencies)
+    assert main(["plot-plan", str(plan_path), "--trace", str(trace), "--format", "gif"]) == 2
+    assert "--format 'gif'" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def sweep_rows(tmp_path_factory):
+    trace = str(save_trace(chain_with_skip(), tmp_path_factory.mktemp("t") / "chain.json"))
+    sweeps = [dse.parse_sweep("budget=1KiB,2112,3KiB,4KiB")]
+    points = dse.make_points([trace], "edge-npu", sweeps, ["default+arena+belady", "rpo+arena+lru"])
+    return dse.run_sweep(points, cache_dir=None).rows
+
+
+def test_dse_curves_have_one_line_per_planner_and_metric(sweep_rows, tmp_path):
+    png, svg = plot_dse_curves(sweep_rows, tmp_path / "curves", ["budget"])
+    check_png(png)
+    curves = [i for i in svg_ids(svg) if i.startswith("curve-")]
+    assert len(curves) == 3 * 2  # latency, energy, off-chip bytes x two planners
+    assert sum(i.startswith("curve-energy_pj-") for i in curves) == 2
+
+
+def test_pareto_front_is_the_set_no_point_beats():
+    rows = [dict(status="ok", trace="t", planner=p, capacity=c, energy_pj=e)
+            for p, c, e in [("a", 1, 10), ("b", 1, 12), ("a", 2, 8), ("b", 2, 9), ("a", 4, 8), ("b", 8, 5)]]
+    rows.append(dict(status="infeasible", trace="t", planner="a", capacity=0, energy_pj=None))
+    front = pareto_front(rows)
+    assert [(r["capacity"], r["energy_pj"]) for r in front] == [(1, 10), (2, 8), (8, 5)]
+    for r in rows[:6]:  # every point off the front is dominated by a point on it
+        if r not in front:
+            assert any(f["capacity"] <= r["capacity"] and f["energy_pj"] <= r["energy_pj"] for f in front)
+
+
+def test_pareto_plot(sweep_rows, tmp_path):
+    png, svg = plot_pareto(sweep_rows, tmp_path / "pareto")
+    check_png(png)
+    ids = svg_ids(svg)
+    assert "pareto-chain" in ids and sum(i.startswith("points-chain-") for i in ids) == 2
+
+
+def test_dse_command_plots(capsys, tmp_path):
+    out = tmp_path / "r.csv"
+    code = main(["dse", "squeezenet1_0", "--hw", "edge-npu", "--sweep", "budget=MR,MP", "--planners",
+                 "default+arena+belady,rpo+arena+lru", "--out", str(out), "--no-cache", "--plot"])
+    assert code == 0, capsys.readouterr().err
+    for name in ("r-curves.png", "r-curves.svg", "r-pareto.png", "r-pareto.svg"):
+        assert (tmp_path / name).stat().st_size > 5000
+    assert sum(i.startswith("curve-") for i in svg_ids(tmp_path / "r-curves.svg")) == 6
+
+
+def test_all_infeasible_is_a_clear_error(tmp_path):
+    rows = [dict(status="infeasible", trace="t", planner="a", capacity=None)]
+    with pytest.raises(NpusimError, match="every point of the sweep is infeasible"):
+        plot_dse_curves(rows, tmp_path / "x", [])
+
+
+def test_missing_matplotlib_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(NpusimError, match=r"pip install 'npusim\[plot\]'"):
+        require_matplotlib()
+
+
+@pytest.mark.parametrize("n, text", [(96, "96B"), (2048, "2KiB"), (2.5 * 2**20, "2.5MiB"), (3 * 2**30, "3GiB")])
+def test_compact_bytes(n, text):
+    assert compact_bytes(n) == text

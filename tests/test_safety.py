@@ -1,0 +1,106 @@
+"""Multi-stream safety (MindSpore paper, Section 3): Figure 2, kernels vs references, properties."""
+
+import numpy as np
+import pytest
+
+from npusim.errors import PlanError
+from npusim.graph import safety
+from npusim.graph.safety import (lifetime_overlap_pairs, prepare, safety_relation, unsafe_pairs_reference)
+from npusim.kernels.bitsets import (ancestor_bitsets, ancestor_sets_reference, rows_to_ints)
+
+from test_safety_graphs import figure2, random_multistream
+
+
+def _pair(graph, a, b):
+    i, j = graph.tensor(a).id, graph.tensor(b).id
+    return (min(i, j), max(i, j))
+
+
+@pytest.mark.parametrize("method", safety.METHODS)
+def test_figure2_pairs_from_the_text(method):
+    graph, order, streams = figure2()
+    rel = safety_relation(graph, order, streams, method)
+    unsafe = lambda a, b: rel.unsafe(graph.tensor(a).id, graph.tensor(b).id)  # noqa: E731
+    assert unsafe("a", "f")      # Section 2: 4 may run before 3 although a ends at 3 and f starts at 4
+    assert unsafe("h", "a")      # node 7 may run before node 2 is done with a
+    assert not unsafe("a", "i")  # valid ancestor: EndTime[a][0] = 3 <= MaxAncId[i][0], 2 < 6
+    assert unsafe("b", "e")      # neither is a valid ancestor of the other
+    assert not unsafe("i", "c") and not unsafe("i", "d")  # i starts after c and d end in stream 1
+    assert unsafe("i", "f")      # StartTime[i] = 6 = EndTime[f]
+    assert rel.pairs() == unsafe_pairs_reference(graph, order, streams)
+
+
+def test_figure2_stream_tables_match_the_text():
+    graph, order, streams = figure2()
+    inputs = prepare(graph, order, streams)
+    tables = safety.stream_tables(inputs)
+    t = {n: graph.tensor(n).id for n in "abcdefghi"}
+    node = lambda k: k - 1  # noqa: E731
+    local = inputs.local
+    # AncStreams[0] = {}, AncStreams[1] = {0}, AncStreams[2] = {0, 1}
+    assert tables["anc_streams"].tolist() == [[False, False, False], [True, False, False], [True, True, False]]
+    # MaxAncId[g][0] = node 1, MaxAncId[h][0] = node 3, MaxAncId[h][1] = 0 (as local orders)
+    max_anc = tables["max_anc"]
+    assert max_anc[node(5), 0] == local[node(1)]
+    assert max_anc[node(7), 0] == local[node(3)] and max_anc[node(7), 1] == 0
+    # DestStreams[a] = {0, 1} with EndTime[a][0] = node 3, EndTime[a][1] = node 2; a is between streams
+    ds = {int(s): int(e) for s, e in zip(tables["ds_stream"][tables["ds_ptr"][t["a"]]:tables["ds_ptr"][t["a"] + 1]],
+                                         tables["ds_end"][tables["ds_ptr"][t["a"]]:tables["ds_ptr"][t["a"] + 1]])}
+    assert ds == {0: local[node(3)], 1: local[node(2)]}
+    assert tables["t_between"][t["a"]] and not tables["t_between"][t["c"]]
+
+
+def test_ancestor_bitsets_match_python_reference():
+    for seed in range(5):
+        graph, order, streams = random_multistream(seed, n_ops=90)
+        inputs = prepare(graph, order, streams)
+        parents = [inputs.parent_idx[inputs.parent_ptr[v]:inputs.parent_ptr[v + 1]].tolist()
+                   for v in range(inputs.n_nodes)]
+        got = rows_to_ints(ancestor_bitsets(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.n_nodes))
+        assert got == ancestor_sets_reference(parents, inputs.topo.tolist())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_all_algorithms_agree_and_contain_lifetime_overlap(seed):
+    graph, order, streams = random_multistream(seed, n_ops=12 + seed, n_streams=1 + seed % 4)
+    reference = unsafe_pairs_reference(graph, order, streams)
+    for method in safety.METHODS:
+        assert safety_relation(graph, order, streams, method).pairs() == reference, method
+    assert lifetime_overlap_pairs(graph, order) <= reference
+
+
+def test_single_stream_is_exactly_lifetime_overlap():
+    for seed in range(6):
+        graph, order, _ = random_multistream(seed, n_ops=20)
+        rel = safety_relation(graph, order, [0] * graph.n_ops)
+        assert rel.pairs() == lifetime_overlap_pairs(graph, order)
+
+
+def test_numba_kernels_match_their_python_functions():
+    graph, order, streams = random_multistream(3, n_ops=25, n_streams=3)
+    inputs = prepare(graph, order, streams)
+    assert np.array_equal(safety.run_algorithm2(inputs),
+                          safety.run_algorithm2(inputs, kernel=safety.stream_graph_unsafe.py_func))
+    for optimized in (False, True):
+        assert np.array_equal(safety.run_algorithm1(inputs, optimized),
+                              safety.run_algorithm1(inputs, optimized, kernel=safety.ancestor_tensors_unsafe.py_func))
+    args = (inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.node_stream, inputs.local, inputs.n_streams)
+    assert np.array_equal(safety.max_ancestor_ids(*args), safety.max_ancestor_ids.py_func(*args))
+
+
+def test_restrict_keeps_the_relation():
+    graph, order, streams = random_multistream(7, n_ops=30, n_streams=3)
+    rel = safety_relation(graph, order, streams)
+    items = [t for t in range(graph.n_tensors) if t % 3 != 1]
+    sub = rel.restrict(items)
+    for a, ta in enumerate(items):
+        for b, tb in enumerate(items):
+            assert bool((int(sub[a, b >> 6]) >> (b & 63)) & 1) == rel.unsafe(ta, tb)
+
+
+def test_bad_streams_are_named():
+    graph, order, _ = figure2()
+    with pytest.raises(PlanError, match="streams lists 3 entries"):
+        safety_relation(graph, order, [0, 1, 0])
+    with pytest.raises(PlanError, match="safety method"):
+        safety_relation(graph, order, [0] * 8, "alg9")

@@ -1,0 +1,151 @@
+"""Tiled execution: tile specs, the tiled graph, tiled plans and their simulation."""
+
+import dataclasses
+import json
+
+import pytest
+
+from npusim.errors import PlanningError
+from npusim.graph.model import build_graph
+from npusim.graph.tiling import expand, tile_boxes, tiled_name
+from npusim.plan.io import load_plan, save_plan
+from npusim.plan.lower import lower
+from npusim.plan.resolve import graph_for_plan
+from npusim.plan.validate import check_tiling, validate
+from npusim.registry import make_plan
+from npusim.workflow import load_graph, load_hw, run, simulate_plan
+
+EDGE = load_hw("edge-npu")
+PIPELINE = "tile+default+arena+belady"
+
+
+def tiling_violations(graph, specs):
+    found = []
+    check_tiling(graph, expand(graph, specs), lambda kind, msg: found.append((kind, msg)))
+    return found
+
+
+def conv_graph(stride=2, pad=1, kernel=3, groups=1, cin=8, cout=8):
+    t = lambda name, shape, kind="activation": dict(name=name, shape=shape, dtype="int8", itemsize=1, kind=kind)  # noqa: E731
+    h_out = (20 + 2 * pad - kernel) // stride + 1
+    tensors = [t("x", [1, cin, 20, 20], "input"), t("w", [cout, cin // groups, kernel, kernel], "weight"),
+               t("b", [cout], "weight"), t("y", [1, cout, h_out, h_out]), t("z", [1, cout, h_out, h_out], "output")]
+    conv = dict(name="conv", kind="Conv", inputs=["x", "w", "b"], outputs=["y"],
+                attrs=dict(group=groups, kernel_shape=[kernel, kernel], pads=[pad] * 4, strides=[stride] * 2),
+                macs=h_out * h_out * cout * (cin // groups) * kernel * kernel)
+    relu = dict(name="relu", kind="Relu", inputs=["y"], outputs=["z"], vector_ops=h_out * h_out * cout)
+    return build_graph("convnet", tensors, [conv, relu])
+
+
+@pytest.mark.parametrize("stride, pad, kernel, groups", [(1, 1, 3, 1), (2, 1, 3, 1), (2, 3, 7, 1), (1, 1, 3, 8), (1, 0, 1, 2)])
+@pytest.mark.parametrize("block, k", [([1, 4, 3, 10], 0), ([1, 8, 4, 4], 0), ([1, 3, 5, 7], 3)])
+def test_conv_tiles_cover_output_once_with_halos(stride, pad, kernel, groups, block, k):
+    graph = conv_graph(stride, pad, kernel, groups)
+    if groups > 1:
+        k = 0
+    specs = {"conv": {"block": block, "k": k, "order": [2, 1, 0, 3]}, "relu": {"block": [1, 8, 2, 3], "k": 0}}
+    assert tiling_violations(graph, specs) == []
+    tiled = expand(graph, specs)
+    conv = graph.op_by_name["conv"]
+    tiles = [o for o in tiled.ops if o.attrs.get("tile_of") == "conv"]
+    assert sum(o.macs for o in tiles) == conv.macs  # every MAC once, reduction slices included
+
+
+def test_tiling_a_missing_tile_is_a_violation():
+    graph = conv_graph()
+    tiled = expand(graph, {"conv": {"block": [1, 4, 5, 10], "k": 0}})
+    # Drop the last tile's write: rebuild the tiled graph without it.
+    ops = [o for o in tiled.ops if o.name != "conv#3"]
+    keep = {t for o in ops for t in o.inputs + o.outputs}
+    names = {t.id: t.name for t in tiled.tensors}
+    broken = build_graph(tiled.name, [dict(name=t.name, shape=list(t.shape), dtype=t.dtype, itemsize=t.itemsize,
+                                           kind=t.kind, view=t.view,
+                                           sources=[names[s] for s in t.sources if s in keep])
+                                      for t in tiled.tensors if t.id in keep],
+                         [dict(name=o.name, kind=o.kind, inputs=[names[i] for i in o.inputs],
+                               outputs=[names[i] for i in o.outputs], attrs=o.attrs) for o in ops])
+    found = []
+    check_tiling(graph, broken, lambda kind, msg: found.append((kind, msg)))
+    assert [k for k, _ in found] == ["tiling"]
+    assert "'conv'" in found[0][1] and "missing" in found[0][1]
+
+
+def test_tile_boxes_follow_the_loop_order():
+    boxes = list(tile_boxes((1, 4, 4), {"block": [1, 2, 2], "order": [2, 1, 0]}))
+    assert boxes[:2] == [((0, 1), (0, 2), (0, 2)), ((0, 1), (2, 4), (0, 2))]
+    assert len(boxes) == 4
+    assert list(tile_boxes((10,), {"flat": 4})) == [((0, 4),), ((4, 8),), ((8, 10),)]
+
+
+@pytest.mark.parametrize("trace, budget_kib", [("resnet18", 64), ("bert_tiny", 64), ("squeezenet1_0", 256),
+                                               ("hrnet_w18_small", 256), ("mobilenet_v2", 1024)])
+def test_tiled_plans_validate_and_simulate(trace, budget_kib):
+    graph = load_graph(trace)
+    plan, report = run(graph, EDGE, PIPELINE, budget_kib << 10)
+    assert plan.tiling and plan.graph == tiled_name(trace)
+    assert validate(plan, graph) == []
+    assert report.onchip_peak_bytes <= budget_kib << 10
+    assert report.offchip_bytes == plan.offchip_bytes()
+    assert report.cycles >= max(report.lower_bounds.values()) - 1e-6
+    tiled = graph_for_plan(plan.graph, plan.tiling, graph)
+    original_macs = sum(o.macs for o in graph.ops)
+    assert sum(o.macs for o in tiled.ops) == original_macs
+
+
+def test_smaller_budget_more_traffic():
+    graph = load_graph("resnet18")
+    traffic = [run(graph, EDGE, PIPELINE, kib << 10)[1].offchip_total_bytes for kib in (1024, 256, 64)]
+    assert traffic[0] < traffic[1] < traffic[2]
+
+
+def test_below_the_smallest_tile_is_a_clear_error():
+    graph = load_graph("resnet18")
+    with pytest.raises(PlanningError, match=r"too small to tile op '/conv1/Conv' .* smallest tile needs \d+ B"):
+        run(graph, EDGE, PIPELINE, 64)
+
+
+def test_too_many_tiles_is_a_clear_error():
+    graph = load_graph("resnet18")
+    with pytest.raises(PlanningError, match=r"more than 1,000 tiles .*max_tiles"):
+        make_plan(graph, EDGE, PIPELINE, budget=16 << 10, options={"max_tiles": 1000})
+
+
+def test_tiled_plan_round_trips_through_json(tmp_path):
+    graph = load_graph("squeezenet1_0")
+    plan, report = run(graph, EDGE, PIPELINE, 256 << 10)
+    path = tmp_path / "plan.json"
+    save_plan(plan, graph, path)
+    data = json.loads(path.read_text())
+    assert data["graph"] == "squeezenet1_0@tiled" and data["tiling"]
+    loaded = load_plan(path, graph)  # the untiled graph: the tiles are re-derived
+    assert loaded.residencies == plan.residencies and loaded.transfers == plan.transfers
+    again = simulate_plan(loaded, graph, EDGE)
+    assert again.cycles == report.cycles and again.offchip_bytes == report.offchip_bytes
+
+
+def test_dma_overlaps_compute_in_a_tiled_run():
+    """Double buffering: some load runs while a compute runs (the Perfetto timeline shows it)."""
+    graph = load_graph("resnet18")
+    _, report = run(graph, EDGE, PIPELINE, 64 << 10)
+    import bisect
+
+    computes = sorted((e.start, e.end) for e in report.timeline if e.queue.startswith("stream"))
+    starts = [c for c, _ in computes]
+    loads = [(e.start, e.end) for e in report.timeline if e.queue == "dma.load"]
+
+    def overlaps_compute(a, b):
+        k = bisect.bisect_left(starts, b)  # computes starting before the load ends
+        return k > 0 and computes[k - 1][1] > a or (k > 1 and computes[k - 2][1] > a)
+
+    overlapping = sum(1 for a, b in loads if overlaps_compute(a, b))
+    assert overlapping > len(loads) // 4
+
+
+def test_tiles_move_as_strided_chunks():
+    graph = load_graph("resnet18")
+    plan, _ = run(graph, EDGE, PIPELINE, 64 << 10)
+    program = lower(plan, graph)
+    chunked = [c for c in program.commands if c.kind == "load" and len(c.dram.chunks()) > 1]
+    assert chunked
+    c = chunked[0]
+    assert sum(size for _, size in c.dram.chunks()) == c.nbytes
