@@ -15,6 +15,7 @@ from pathlib import Path
 
 from npusim import __version__
 from npusim.errors import NpusimError
+from npusim.workflow import DEFAULT_PIPELINE
 
 
 def _progress(total: int, desc: str):
@@ -65,9 +66,14 @@ def cmd_import(args) -> int:
     from npusim.graph.trace_io import save_trace
 
     graph = import_onnx(args.model, dtype=args.dtype)
+    if args.training:
+        from npusim.graph.training import make_training_graph
+
+        graph = make_training_graph(graph)
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".json").name
     save_trace(graph, out)
-    print(f"{args.model} -> {out}: {graph.n_ops} ops, {graph.n_tensors} tensors ({args.dtype})")
+    what = "training graph: forward, backward, SGD update" if args.training else args.dtype
+    print(f"{args.model} -> {out}: {graph.n_ops} ops, {graph.n_tensors} tensors ({what})")
     return 0
 
 
@@ -226,7 +232,7 @@ def cmd_list(args) -> int:
 
     print("planners:")
     for p in default_registry().planners():
-        print(f"  {p.name:<10} {p.stage:<9} {p.description}")
+        print(f"  {p.name:<31} {p.stage:<9} {p.description}")
     print("hardware:  " + ", ".join(list_hardware()))
     print("traces:    " + ", ".join(list_resources("traces")))
     return 0
@@ -240,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     def planning_args(p):
         p.add_argument("trace", help="trace file or name in traces/ (e.g. resnet50); .onnx is imported on the fly")
         p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/ (e.g. edge-npu)")
-        p.add_argument("--planner", default="default+arena+belady", help="planner pipeline, e.g. rpo+arena+lru")
+        p.add_argument("--planner", default=DEFAULT_PIPELINE,
+                       help=f"planner pipeline (default {DEFAULT_PIPELINE}; 'tile' streams ops that do not fit), e.g. rpo+arena+lru")
         p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
 
@@ -273,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="ONNX file")
     p.add_argument("-o", "--output", help="trace to write (.json or .json.gz)")
     p.add_argument("--dtype", default="int8", choices=("int8", "fp16", "fp32"), help="dtype of float tensors")
+    p.add_argument("--training", action="store_true",
+                   help="build the training graph: forward, backward (saved activations, gradients) and SGD update")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("dse", help="design-space exploration: sweep hardware keys, budgets and planners")

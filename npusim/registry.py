@@ -22,9 +22,9 @@ from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
 
-#: tiling -> schedule -> spill policy -> on-chip offsets (with eviction) -> off-chip offsets;
-#: joint planners cover several stages at once.
-STAGES = ("tiling", "schedule", "spill", "alloc", "offchip", "joint")
+#: tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
+#: -> off-chip offsets; joint planners cover several stages at once.
+STAGES = ("tiling", "schedule", "streams", "spill", "alloc", "offchip", "joint")
 ENTRY_POINT_GROUP = "npusim.planners"
 
 

@@ -12,10 +12,11 @@ full hardware description and the planner options. Wall-clock values are never s
 table; ``update`` rewrites the files from fresh runs (keeping hand-set tolerances).
 ``tests/test_goldens.py`` turns every case into a pytest case, so a changed number fails CI.
 
-The default matrix is ``GOLDEN_HARDWARE x GOLDEN_PIPELINES x GOLDEN_BUDGETS`` over every
-trace. The edge config's scratchpad is below most traces' M_R until tiling lands, so the
-budgets are M_R and M_P; adding the config's own size is adding ``"scratchpad"`` to
-``GOLDEN_BUDGETS`` and running ``npusim regress --update``.
+The default matrix is, over every trace and ``GOLDEN_HARDWARE``, each group of
+``GOLDEN_MATRIX``: its pipelines × its budgets. Untiled pipelines run at M_R and M_P (the edge
+config's own scratchpad is below most traces' M_R); the tiling pipeline runs at the config's
+own scratchpad size. Adding a planner is adding it to a group and running
+``npusim regress --update``.
 """
 
 from __future__ import annotations
@@ -37,10 +38,15 @@ from npusim.errors import NpusimError
 
 FORMAT = "npusim-golden/1"
 GOLDEN_HARDWARE = ("edge-npu",)
-GOLDEN_PIPELINES = ("default+arena+belady", "default+arena+lru", "rpo+arena+belady", "rpo+arena+lru")
 #: "scratchpad" means the hardware's own scratchpad size (no --budget).
-GOLDEN_BUDGETS = ("MR", "MP")
 SCRATCHPAD_BUDGET = "scratchpad"
+GOLDEN_MATRIX = (
+    (("default+arena+belady", "default+arena+lru", "rpo+arena+belady", "rpo+arena+lru",
+      "greedy-mem+arena+belady"), ("MR", "MP")),
+    (("tile+default+arena+belady",), (SCRATCHPAD_BUDGET,)),
+)
+GOLDEN_PIPELINES = tuple(p for pipelines, _ in GOLDEN_MATRIX for p in pipelines)
+GOLDEN_BUDGETS = tuple(dict.fromkeys(b for _, budgets in GOLDEN_MATRIX for b in budgets))
 DEFAULT_TOLERANCES = {"bytes": {"abs": 0}, "cycles": {"rel": 1e-9}, "energy_pj": {"rel": 1e-9}}
 
 
@@ -240,7 +246,7 @@ def default_matrix() -> list[tuple[str, str, str, str]]:
     from npusim.resources import list_resources
 
     return [(t, h, p, b) for t in list_resources("traces") for h in GOLDEN_HARDWARE
-            for p in GOLDEN_PIPELINES for b in GOLDEN_BUDGETS]
+            for pipelines, budgets in GOLDEN_MATRIX for p in pipelines for b in budgets]
 
 
 def provenance(trace: str, hardware: str, options: dict) -> dict:

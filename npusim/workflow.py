@@ -23,7 +23,8 @@ from npusim.sim.engine import simulate
 from npusim.sim.report import Report
 from npusim.units import UnitError, parse_size
 
-DEFAULT_PIPELINE = "default+arena+belady"
+#: Tiles only the ops that do not fit, so on a roomy scratchpad it is the plain arena + Belady.
+DEFAULT_PIPELINE = "tile+default+arena+belady"
 BUDGET_KEYWORDS = ("MR", "MH", "MP")
 
 

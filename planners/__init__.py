@@ -2,17 +2,20 @@
 
 from planners.alloc.arena import ArenaAllocator
 from planners.alloc.onchip import planners as onchip_planners
+from planners.schedule.memory_aware import memory_aware_planners
 from planners.schedule.orders import DefaultOrder, ReversePostOrder
+from planners.schedule.streams import CategoryStreams, RoundRobinStreams
 from planners.spill.policies import Belady, LeastRecentlyUsed
 from planners.tiling.tiler import Tiler
 
 
 def register(registry) -> None:
-    for planner in (DefaultOrder(), ReversePostOrder(), ArenaAllocator(), Belady(), LeastRecentlyUsed(), Tiler()):
-        registry.add(planner)
-    from planners.schedule.memory_aware import memory_aware_planners  # issue 5: dp, greedy-mem, zhong, olla
-
-    for planner in memory_aware_planners():
-        registry.add(planner)
-    for planner in onchip_planners():  # issue 4: whole-schedule offset assignment (alloc stage)
+    built_in = [
+        Tiler(),  # tiling
+        DefaultOrder(), ReversePostOrder(), *memory_aware_planners(),  # schedules (dp, greedy-mem, zhong, olla)
+        RoundRobinStreams(), CategoryStreams(),  # stream assignment
+        Belady(), LeastRecentlyUsed(),  # replacement policies
+        ArenaAllocator(), *onchip_planners(),  # on-chip offsets (online arena; whole-schedule assignments)
+    ]
+    for planner in built_in:
         registry.add(planner)
