@@ -57,7 +57,8 @@ def test_plan_validate_simulate_round_trip(capsys, tmp_path):
 @pytest.mark.parametrize("argv, expected", [
     (["simulate", "no-such-trace", "--hw", "edge-npu"], "no-such-trace: trace not found"),
     (["simulate", "resnet18", "--hw", "no-such-hw"], "no-such-hw: hardware config not found"),
-    (["simulate", "resnet18", "--hw", "edge-npu"], "below M_R"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--planner", "default+arena+belady"], "below M_R"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--budget", "64"], "too small to tile op"),
     (["simulate", "resnet18", "--hw", "mid-npu", "--budget", "12 parsecs"], "--budget '12 parsecs'"),
     (["simulate", "resnet18", "--hw", "mid-npu", "--planner", "default+magic"], "unknown planner 'magic'"),
     (["simulate", "resnet18", "--hw", "mid-npu", "--set", "scratchpad.size=1 MB/s"], "scratchpad.size"),

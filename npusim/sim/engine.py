@@ -58,6 +58,7 @@ class _Machine:
         self.channel_busy = 0.0
         self.energy = dict.fromkeys(("mac", "vector", "scratchpad_read", "scratchpad_write", "dram", "dma_descriptor"), 0.0)
         self.energy_by_op: dict[str, float] = {}
+        self._cycles: dict[int, float] = {}
         for r, users in enumerate(program.residency_users):
             if not users:
                 self.scratchpad.release(r)
@@ -68,9 +69,10 @@ class _Machine:
             return f"op {self.graph.ops[cmd.op].name!r} at step {cmd.step} ({cmd.queue})"
         return f"{cmd.kind} of {self.graph.tensors[cmd.tensor].name!r} at step {cmd.step} ({cmd.queue})"
 
-    def _wait_for(self, cmd: Command):
-        pending = [self.done[w] for w in cmd.waits if not self.done[w].processed]
-        return self.env.all_of(pending) if pending else None
+    def _pending(self, cmd: Command):
+        """Semaphores of ``cmd`` not yet signalled (waited for one by one: no condition events)."""
+        done = self.done
+        return [done[w] for w in cmd.waits if not done[w].processed]
 
     def _complete(self, cmd: Command) -> None:
         self.done[cmd.id].succeed()
@@ -84,42 +86,54 @@ class _Machine:
 
     # -- queues ------------------------------------------------------------------------------
     def compute_queue(self, commands: list[Command]):
+        if not commands:
+            return
+        stream = int(commands[0].queue.removeprefix("stream"))
+        core = self.cores[stream % len(self.cores)]
+        # A core that serves only this stream needs no arbitration (saves two events per op).
+        shared = self.program.streams > len(self.cores)
         for cmd in commands:
-            wait = self._wait_for(cmd)
-            if wait is not None:
-                yield wait
-            op = self.graph.ops[cmd.op]
-            core = self.cores[int(cmd.queue.removeprefix("stream")) % len(self.cores)]
-            with core.request() as req:
+            for event in self._pending(cmd):
+                yield event
+            if shared:
+                req = core.request()
                 yield req
-                who = self._who(cmd)
-                for a in cmd.reads:
-                    self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-                for a in cmd.writes:
-                    self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-                cycles, _ = op_cycles(op, self.graph, self.hw)
-                if self.rng is not None:
-                    cycles *= 1.0 + self.jitter * float(self.rng.random())
-                start = self.env.now
-                yield self.env.timeout(cycles)
-                for a in cmd.writes:
-                    self.scratchpad.fill(a.residency)
-                self.core_busy += cycles
-                self._account_op(op)
-                self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now))
+            op = self.graph.ops[cmd.op]
+            who = lambda cmd=cmd: self._who(cmd)  # noqa: E731  (formatted only for an error)
+            for a in cmd.reads:
+                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+            for a in cmd.writes:
+                self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+            cycles = self._op_cycles(op)
+            if self.rng is not None:
+                cycles *= 1.0 + self.jitter * float(self.rng.random())
+            start = self.env.now
+            yield self.env.timeout(cycles)
+            for a in cmd.writes:
+                self.scratchpad.fill(a.residency)
+            self.core_busy += cycles
+            self._account_op(op)
+            self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now))
+            if shared:
+                core.release(req)
             self._complete(cmd)
+
+    def _op_cycles(self, op) -> float:
+        cycles = self._cycles.get(op.id)
+        if cycles is None:
+            cycles = self._cycles[op.id] = op_cycles(op, self.graph, self.hw)[0]
+        return cycles
 
     def dma_queue(self, commands: list[Command]):
         for cmd in commands:
-            wait = self._wait_for(cmd)
-            if wait is not None:
-                yield wait
+            for event in self._pending(cmd):
+                yield event
             req = self.channels.request()
             yield req
             self.env.process(self._dma(cmd, req))
 
     def _dma(self, cmd: Command, req):
-        who = self._who(cmd)
+        who = lambda: self._who(cmd)  # noqa: E731  (formatted only for an error)
         for a in cmd.writes:
             self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
         for a in cmd.reads:

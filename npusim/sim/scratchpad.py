@@ -43,14 +43,20 @@ class TaggedScratchpad:
             i += 1
         return found
 
-    def claim(self, residency: int, tensor: str, start: int, size: int, who: str) -> None:
-        """``who`` starts writing ``tensor`` into [start, start+size): the range must be free."""
+    def claim(self, residency: int, tensor: str, start: int, size: int, who) -> None:
+        """``who`` starts writing ``tensor`` into [start, start+size): the range must be free.
+
+        ``who`` names the command in an error; it may be a callable, called only then.
+        """
         end = start + size
-        if end > self.capacity:
-            raise SimulationError(f"{who}: writes {tensor!r} to [{start}, {end}) past the scratchpad capacity {self.capacity}")
         if residency in self._start_of:
             return  # a later write into its own residency (e.g. a second producer pass)
-        for b in self._overlapping(start, end):
+        overlapping = self._overlapping(start, end)
+        if end > self.capacity or overlapping:
+            who = who() if callable(who) else who
+        if end > self.capacity:
+            raise SimulationError(f"{who}: writes {tensor!r} to [{start}, {end}) past the scratchpad capacity {self.capacity}")
+        for b in overlapping:
             raise SimulationError(
                 f"{who}: writes {tensor!r} to [{start}, {end}) which overlaps live tensor "
                 f"{b.tensor!r} at [{b.start}, {b.end}): an overwrite of live data"
@@ -64,10 +70,11 @@ class TaggedScratchpad:
     def fill(self, residency: int) -> None:
         self._blocks[self._start_of[residency]].valid = True
 
-    def check_read(self, residency: int, tensor: str, start: int, size: int, who: str) -> None:
+    def check_read(self, residency: int, tensor: str, start: int, size: int, who) -> None:
         end = start + size
         block = self._blocks.get(self._start_of.get(residency, -1))
         if block is None or not block.valid:
+            who = who() if callable(who) else who
             holders = self._overlapping(start, end)
             held = ", ".join(f"{b.tensor!r} at [{b.start}, {b.end})" + ("" if b.valid else " (not yet filled)")
                              for b in holders) or "nothing"
