@@ -23,17 +23,9 @@ from npusim.resources import list_resources
 from npusim.workflow import load_graph
 from planners.alloc import mindspore_fast, naive, shared_objects, tflite
 from planners.alloc.onchip import graph_problem
+from timing import best_of
 
 ALIGN = 64
-
-
-def best_of(repeat, fn):
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def allocators():

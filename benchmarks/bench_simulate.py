@@ -8,7 +8,6 @@ Each stage is timed ``--repeat`` times and the best time is kept (less noise fro
 from __future__ import annotations
 
 import argparse
-import time
 
 from npusim.plan.lower import lower
 from npusim.plan.validate import validate
@@ -16,15 +15,7 @@ from npusim.registry import make_plan
 from npusim.resources import list_resources
 from npusim.sim.engine import simulate
 from npusim.workflow import load_graph, load_hw, resolve_budget
-
-
-def best_of(repeat: int, fn):
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+from timing import best_of
 
 
 def main() -> None:

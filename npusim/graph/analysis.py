@@ -48,12 +48,16 @@ def successors(graph: Graph) -> list[list[int]]:
 
 
 def reverse_post_order(graph: Graph) -> list[int]:
-    """Reverse post-order of a depth-first search from the source ops (iterative, no recursion)."""
-    succ = successors(graph)
-    preds = predecessors(graph)
-    visited = [False] * graph.n_ops
+    """Reverse post-order of a depth-first search from the source ops."""
+    return dfs_reverse_post_order(successors(graph), predecessors(graph))
+
+
+def dfs_reverse_post_order(succ: list[list[int]], preds: list[list[int]]) -> list[int]:
+    """Reverse post-order of an iterative DFS (no recursion limit) from the nodes without
+    predecessors, children visited in the order given."""
+    visited = [False] * len(succ)
     post: list[int] = []
-    for root in range(graph.n_ops):
+    for root in range(len(succ)):
         if preds[root] or visited[root]:
             continue
         visited[root] = True

@@ -13,6 +13,7 @@ order, reverse post-order and the greedy rules.
 from __future__ import annotations
 
 from planners.schedule.problem import MemoryProblem
+from npusim.graph.analysis import dfs_reverse_post_order
 
 RULES = ("net_freed", "smallest_step")
 
@@ -57,26 +58,7 @@ def greedy_order(problem: MemoryProblem, rule: str = "net_freed") -> list[int]:
 
 def reverse_post_order(problem: MemoryProblem) -> list[int]:
     """Reverse post-order of a DFS from the source nodes (as npusim.graph.analysis does)."""
-    succ = problem.successors()
-    preds = problem.predecessors()
-    visited = [False] * problem.n
-    post: list[int] = []
-    for root in range(problem.n):
-        if preds[root] or visited[root]:
-            continue
-        visited[root] = True
-        stack = [(root, iter(succ[root]))]
-        while stack:
-            node, children = stack[-1]
-            for child in children:
-                if not visited[child]:
-                    visited[child] = True
-                    stack.append((child, iter(succ[child])))
-                    break
-            else:
-                stack.pop()
-                post.append(node)
-    return post[::-1]
+    return dfs_reverse_post_order(problem.successors(), problem.predecessors())
 
 
 def best_heuristic_order(problem: MemoryProblem) -> tuple[list[int], int]:
