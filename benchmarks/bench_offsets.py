@@ -14,7 +14,6 @@ Object time gain (best MO vs best SO, and average MO vs average SO, as in the pa
 from __future__ import annotations
 
 import argparse
-import time
 
 from npusim.graph.analysis import default_order
 from npusim.graph.generators import assign_streams, nas_cells
