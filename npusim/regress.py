@@ -15,7 +15,8 @@ table; ``update`` rewrites the files from fresh runs (keeping hand-set tolerance
 The default matrix is, over every trace and ``GOLDEN_HARDWARE``, each group of
 ``GOLDEN_MATRIX``: its pipelines × its budgets. Untiled pipelines run at M_R and M_P (the edge
 config's own scratchpad is below most traces' M_R); the tiling pipeline runs at the config's
-own scratchpad size. Adding a planner is adding it to a group and running
+own scratchpad size; whole-schedule offset assignments at 1 GiB, where their on-chip peak is
+the figure that matters. Adding a planner is adding it to a group and running
 ``npusim regress --update``.
 """
 
@@ -44,6 +45,11 @@ GOLDEN_MATRIX = (
     (("default+arena+belady", "default+arena+lru", "rpo+arena+belady", "rpo+arena+lru",
       "greedy-mem+arena+belady"), ("MR", "MP")),
     (("tile+default+arena+belady",), (SCRATCHPAD_BUDGET,)),
+    # Whole-schedule offset assignments (no eviction): at a budget that holds any of them,
+    # what they decide is the on-chip peak.
+    (("default+naive", "default+tflite-arena", "default+tflm-greedy", "default+so-size", "default+so-breadth",
+      "default+so-size-improved", "default+mindspore-so:size,best-fit", "default+mindspore-mo:size,first-fit",
+      "default+mindspore-mo:breadth,best-fit"), ("1GiB",)),
 )
 GOLDEN_PIPELINES = tuple(p for pipelines, _ in GOLDEN_MATRIX for p in pipelines)
 GOLDEN_BUDGETS = tuple(dict.fromkeys(b for _, budgets in GOLDEN_MATRIX for b in budgets))
