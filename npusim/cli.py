@@ -84,7 +84,23 @@ def _plan_for(args, graph, hw):
     if getattr(args, "plan", None):
         return load_plan(args.plan, graph)
     budget = resolve_budget(args.budget, graph, hw)
-    return plan_graph(graph, hw, args.planner, budget)
+    return plan_graph(graph, hw, args.planner, budget, options=_planner_options(getattr(args, "option", None)))
+
+
+def _planner_options(pairs: list[str] | None) -> dict:
+    """``--option KEY=VALUE`` pairs; values are read as YAML scalars (numbers, booleans, text)."""
+    import yaml
+
+    options = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise NpusimError(f"--option {pair!r}: expected KEY=VALUE, e.g. time_limit=10")
+        key, value = pair.split("=", 1)
+        try:
+            options[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            options[key.strip()] = value
+    return options
 
 
 def cmd_plan(args) -> int:
@@ -250,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"planner pipeline (default {DEFAULT_PIPELINE}; 'tile' streams ops that do not fit), e.g. rpo+arena+lru")
         p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
+        p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                       help="planner option, e.g. time_limit=10, max_tiles=500000, tile_all=true, stream_capacity=32")
 
     p = sub.add_parser("simulate", help="plan (or load a plan) and simulate it")
     planning_args(p)

@@ -89,3 +89,11 @@ def test_import_command(capsys, tmp_path):
     assert code == 0, err
     code, out, err = run_cli(capsys, "info", str(out_path))
     assert code == 0 and "49 ops" in out
+
+
+def test_planner_options_reach_the_planners(capsys):
+    code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--budget", "16KiB",
+                           "--option", "max_tiles=100")
+    assert code == 2 and "more than 100 tiles" in err
+    code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--option", "oops")
+    assert code == 2 and "--option 'oops'" in err
