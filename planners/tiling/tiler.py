@@ -72,7 +72,9 @@ class Tiler:
         ctx.tiling = specs
         if specs:
             ctx.graph = expand_cached(graph, specs)
-            ctx.options.setdefault("double_buffer", True)
+        # Prefetch the next op's inputs whether or not anything was tiled, so a roomier
+        # scratchpad never runs slower for lack of double buffering.
+        ctx.options.setdefault("double_buffer", True)
 
 
 def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int) -> dict:
