@@ -41,20 +41,20 @@ def graph_problem(graph, order, streams=None, alignment: int = 1, safety_method:
     return problem, items
 
 
+BASELINES = {
+    "naive": naive.naive,
+    "tflite-arena": tflite.tflite_arena,
+    "tflm-greedy": tflite.tflm_greedy,
+    "so-size": shared_objects.greedy_by_size,
+    "so-breadth": shared_objects.greedy_by_breadth,
+    "so-size-improved": shared_objects.greedy_by_size_improved,
+}
+
+
 def _solver(name: str):
     """The offset algorithm of a registered planner name."""
-    if name == "naive":
-        return naive.naive
-    if name == "tflite-arena":
-        return tflite.tflite_arena
-    if name == "tflm-greedy":
-        return tflite.tflm_greedy
-    if name == "so-size":
-        return shared_objects.greedy_by_size
-    if name == "so-breadth":
-        return shared_objects.greedy_by_breadth
-    if name == "so-size-improved":
-        return shared_objects.greedy_by_size_improved
+    if name in BASELINES:
+        return BASELINES[name]
     family, _, opts = name.partition(":")
     if family in ("mindspore-so", "mindspore-mo") and opts:
         sort, _, fitter = opts.partition(",")
