@@ -59,6 +59,7 @@ class _Machine:
         self.energy = dict.fromkeys(("mac", "vector", "scratchpad_read", "scratchpad_write", "dram", "dma_descriptor"), 0.0)
         self.energy_by_op: dict[str, float] = {}
         self._cycles: dict[int, float] = {}
+        self._energy: dict[int, dict] = {}
         for r, users in enumerate(program.residency_users):
             if not users:
                 self.scratchpad.release(r)
@@ -158,18 +159,25 @@ class _Machine:
         self._complete(cmd)
 
     def _account_op(self, op) -> None:
-        e = self.hw.energy
-        read, written = scratchpad_bytes(op, self.graph)
-        dtype = self.graph.tensors[op.outputs[0]].dtype
-        parts = {
-            "mac": op.macs * e.mac(dtype),
-            "vector": op.vector_ops * e.vector_op,
-            "scratchpad_read": read * e.scratchpad_read_byte,
-            "scratchpad_write": written * e.scratchpad_write_byte,
-        }
+        parts = self._op_energy(op)
         for k, v in parts.items():
             self.energy[k] += v
         self.energy_by_op[op.name] = sum(parts.values())
+
+    def _op_energy(self, op) -> dict:
+        """Dynamic energy of one run of ``op`` by component (pJ), computed once per op."""
+        parts = self._energy.get(op.id)
+        if parts is None:
+            e = self.hw.energy
+            read, written = scratchpad_bytes(op, self.graph)
+            dtype = self.graph.tensors[op.outputs[0]].dtype
+            parts = self._energy[op.id] = {
+                "mac": op.macs * e.mac(dtype),
+                "vector": op.vector_ops * e.vector_op,
+                "scratchpad_read": read * e.scratchpad_read_byte,
+                "scratchpad_write": written * e.scratchpad_write_byte,
+            }
+        return parts
 
     def run(self) -> float:
         commands = self.program.commands
