@@ -362,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("npusim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # a bug: say so plainly, traceback on request
         if os.environ.get("NPUSIM_DEBUG"):
             raise
