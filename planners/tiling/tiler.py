@@ -37,7 +37,7 @@ from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
 
 PREFERENCES = ("spatial", "channels", "reduction")
 #: Default cap on the tiles of one plan: beyond it planning and simulation take minutes.
-MAX_TILES = 250_000
+MAX_TILES = 500_000
 
 
 def count_tiles(op: Op, graph: Graph, spec: dict) -> int:
