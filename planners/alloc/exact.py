@@ -7,6 +7,11 @@ Contiguous blocks are equalities, pinned items fixed. The objective is the peak
 ``max(offset + size)``, bounded below by the lifetime bound (or the clique bound) and above
 by the best heuristic, whose offsets are the solver's hint.
 
+Lifetime problems without contiguous blocks or pinned items go first through the canonical
+branch and bound of ``planners.alloc.canonical_search`` (MiniMalloc's ideas) at the lower
+bound: when it finds offsets there, they are optimal without CP-SAT; when it proves a
+capacity infeasible, the bound rises. CP-SAT then gets what is left of the time limit.
+
 Always: a time limit, 2 workers by default, and an honest status: ``optimal`` when CP-SAT
 proves it, ``timed_out`` when the limit stops it (the best offsets found so far, which may be
 the heuristic's, with the proven bound), never ``optimal`` for a timed-out answer.
@@ -20,6 +25,7 @@ import numpy as np
 
 from planners.alloc import mindspore_fast, tflite
 from planners.alloc.bounds import best_bound
+from planners.alloc.canonical_search import search_offsets
 from planners.alloc.problem import OffsetProblem, OffsetResult, check_assignment, make_result
 
 
@@ -35,6 +41,49 @@ def best_heuristic(problem: OffsetProblem) -> OffsetResult:
     return min(results, key=lambda r: (r.total, r.algorithm))
 
 
+#: the share of the time limit the canonical search may use before CP-SAT takes over
+SEARCH_SHARE = 0.6
+
+
+#: after the bound, capacities tried loosest first (tighter ones are harder to search)
+LADDER = (1.15, 1.10, 1.07, 1.04, 1.02, 1.01)
+
+
+def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: float):
+    """Offsets from the canonical search (or None) and the lower bound it proved.
+
+    Half the time goes to the bound itself (raising it each time a capacity is proved
+    infeasible); the rest walks down ``LADDER`` from a loose capacity, keeping the tightest
+    offsets found and stopping at the first capacity the search cannot settle."""
+    deadline = time.perf_counter() + seconds
+    align = problem.alignment
+
+    def search(capacity: int, until: float):
+        left = until - time.perf_counter()
+        if left <= 0:
+            return None, "timed_out"
+        offsets, status, _ = search_offsets(problem.first, problem.last, problem.sizes, capacity, time_limit=left)
+        return offsets, status
+
+    capacity, halfway = -(-lower // align) * align, time.perf_counter() + seconds / 2
+    while capacity < upper:
+        offsets, status = search(capacity, halfway)
+        if status == "found":
+            return offsets, capacity
+        if status != "infeasible":
+            break
+        lower = capacity = capacity + align  # proved: nothing fits in the capacity tried
+    best = None
+    rungs = [c for c in sorted({-(-int(lower * f) // align) * align for f in LADDER}, reverse=True) if c < upper]
+    for k, capacity in enumerate(rungs):
+        share = (deadline - time.perf_counter()) / (len(rungs) - k)
+        offsets, status = search(capacity, time.perf_counter() + share)
+        if status != "found":
+            break
+        best = offsets
+    return best, lower
+
+
 def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: int = 2,
                   seed: int = 0, hint: OffsetResult | None = None) -> OffsetResult:
     from ortools.sat.python import cp_model
@@ -46,6 +95,16 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
     if problem.n == 0 or lower >= upper:
         return make_result(problem, hint.offsets, "exact-offsets", bound=lower, status="optimal",
                            seconds=time.perf_counter() - start)
+    if problem.has_lifetimes and problem.conflicts is None and not problem.blocks and not problem.pinned:
+        found, lower = _search_at_bound(problem, lower, upper, time_limit * SEARCH_SHARE)
+        if found is not None:
+            total = int((found + problem.sizes).max(initial=0))
+            if total <= lower:
+                return make_result(problem, found, "exact-offsets", bound=lower, status="optimal",
+                                   seconds=time.perf_counter() - start)
+            if total < upper:
+                hint = make_result(problem, found, hint.algorithm, bound=lower, status=hint.status)
+                upper = total
     sizes = [int(s) for s in problem.sizes]
     align = problem.alignment
     model = cp_model.CpModel()
