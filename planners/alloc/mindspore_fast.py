@@ -5,8 +5,12 @@ written on flat arrays: blocks as CSR lists in sorted order, conflicts as either
 lifetimes or a uint64 bit matrix. The tests check every kernel against the readable
 reference in ``mindspore.py`` (identical offsets on random problems, blocks and both fits).
 
-Many Objects keeps each object's items in a linked list, so ``Avoid`` scans only the object
-being tried; this is where it saves time over Single Object, which scans every placed item.
+Many Objects keeps each object's items in a linked list sorted by offset, so ``Avoid`` scans
+only the object being tried and its intervals come out in order (no sort); this is where it
+saves time over Single Object, which scans every placed item. With an explicit conflict
+matrix, a one-item block (nearly every block) instead ANDs its conflict row with the
+object's (or, for Single Object, the placed items') member bitset, and visits only the items
+it conflicts with: 64 items a word, so graphs of thousands of tensors take milliseconds.
 Single Object keeps its placed items sorted by offset (as TFLite's arena does), so the avoid
 intervals of a one-item block come out in order and ``Merge`` needs no sort.
 """
@@ -61,6 +65,30 @@ def _avoid_item(j, blk_ptr, blk_items, b, sizes, offsets, use_bits, bits, first,
                 cnt += 1
         acc += sizes[new]
     return cnt
+
+
+@numba.njit(cache=True, inline="always")
+def _avoid_bits(item, members, sizes, offsets, bits, lo, hi):
+    """Algorithm 8 for a one-item block on a conflict bit matrix: only the members (a bitset
+    row) that conflict with ``item`` give intervals, found a word at a time. Returns the count
+    (intervals unsorted)."""
+    cnt = 0
+    for w in range(members.shape[0]):
+        x = bits[item, w] & members[w]
+        j = w * 64
+        while x != np.uint64(0):
+            if x & np.uint64(1):
+                lo[cnt] = offsets[j]
+                hi[cnt] = offsets[j] + sizes[j]
+                cnt += 1
+            x >>= np.uint64(1)
+            j += 1
+    return cnt
+
+
+@numba.njit(cache=True, inline="always")
+def _add_member(members, t):
+    members[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
 
 
 @numba.njit(cache=True)
@@ -127,21 +155,29 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
     hi = np.empty(n * max_len + 1, dtype=np.int64)
     mlo = np.empty(n * max_len + 1, dtype=np.int64)
     mhi = np.empty(n * max_len + 1, dtype=np.int64)
+    placed_bits = np.zeros(bits.shape[1] if use_bits else 1, dtype=np.uint64)
+    for k in range(n_placed):
+        _add_member(placed_bits, placed[k])
     for b in range(len(blk_ptr) - 1):
-        cnt = 0
-        for p in range(n_placed):
-            cnt = _avoid_item(placed[p], blk_ptr, blk_items, b, sizes, offsets, use_bits, bits,
-                              first, last, 0, lo, hi, cnt)
+        single = blk_ptr[b + 1] - blk_ptr[b] == 1
+        if single and use_bits:
+            cnt = _avoid_bits(blk_items[blk_ptr[b]], placed_bits, sizes, offsets, bits, lo, hi)
+        else:
+            cnt = 0
+            for p in range(n_placed):
+                cnt = _avoid_item(placed[p], blk_ptr, blk_items, b, sizes, offsets, use_bits, bits,
+                                  first, last, 0, lo, hi, cnt)
         block_size = 0
         for k in range(blk_ptr[b], blk_ptr[b + 1]):
             block_size += sizes[blk_items[k]]
-        single = blk_ptr[b + 1] - blk_ptr[b] == 1
         start = _merge_fit(lo, hi, cnt, sizes[blk_items[blk_ptr[b]]], block_size, 0, INFINITY,
-                           fitter, mlo, mhi, single)
+                           fitter, mlo, mhi, single and not use_bits)
         for k in range(blk_ptr[b], blk_ptr[b + 1]):
             t = blk_items[k]
             offsets[t] = start
             start += sizes[t]
+            if use_bits:
+                _add_member(placed_bits, t)
             # insert t keeping ``placed`` sorted by offset, so Avoid lists intervals in order
             pos = n_placed
             while pos > 0 and offsets[placed[pos - 1]] > offsets[t]:
@@ -150,6 +186,22 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
             placed[pos] = t
             n_placed += 1
     return offsets
+
+
+@numba.njit(cache=True, inline="always")
+def _insert_by_offset(t, o, obj_first, obj_last, next_item, offsets):
+    """Insert item ``t`` into object ``o``'s list, kept sorted by offset (ties: later last), so
+    the avoid intervals of a one-item block come out in order and need no sort."""
+    prev, j = -1, obj_first[o]
+    while j >= 0 and offsets[j] <= offsets[t]:
+        prev, j = j, next_item[j]
+    next_item[t] = j
+    if prev < 0:
+        obj_first[o] = t
+    else:
+        next_item[prev] = t
+    if j < 0:
+        obj_last[o] = t
 
 
 @numba.njit(cache=True)
@@ -174,11 +226,7 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
             t = pinned_items[k]
             offsets[t] = pinned_offsets[k]
             mem_end = max(mem_end, offsets[t] + sizes[t])
-            if obj_first[0] < 0:
-                obj_first[0] = t
-            else:
-                next_item[obj_last[0]] = t
-            obj_last[0] = t
+            _insert_by_offset(t, 0, obj_first, obj_last, next_item, offsets)
         obj_right[0] = mem_end
         n_obj = 1
     max_len = 1
@@ -188,6 +236,13 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
     hi = np.empty(n * max_len + 1, dtype=np.int64)
     mlo = np.empty(n * max_len + 1, dtype=np.int64)
     mhi = np.empty(n * max_len + 1, dtype=np.int64)
+    # each object's items as a bitset too (grown as objects appear), for one-item blocks
+    obj_bits = np.zeros((16 if use_bits else 1, bits.shape[1] if use_bits else 1), dtype=np.uint64)
+    if use_bits and n_obj == 1:
+        j = obj_first[0]
+        while j >= 0:
+            _add_member(obj_bits[0], j)
+            j = next_item[j]
     for b in range(n_blocks):
         length = blk_ptr[b + 1] - blk_ptr[b]
         head_item = blk_items[blk_ptr[b]]
@@ -200,20 +255,27 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
             if h >= 0 and length == 1 and blk_ptr[h + 1] - blk_ptr[h] == 1:
                 if _unsafe(head_item, blk_items[blk_ptr[h]], use_bits, bits, first, last):
                     continue
-            cnt = 0
-            j = obj_first[o]
-            while j >= 0:
-                cnt = _avoid_item(j, blk_ptr, blk_items, b, sizes, offsets, use_bits, bits,
-                                  first, last, obj_off[o], lo, hi, cnt)
-                j = next_item[j]
+            if length == 1 and use_bits:
+                cnt = _avoid_bits(head_item, obj_bits[o], sizes, offsets, bits, lo, hi)
+            else:
+                cnt = 0
+                j = obj_first[o]
+                while j >= 0:
+                    cnt = _avoid_item(j, blk_ptr, blk_items, b, sizes, offsets, use_bits, bits,
+                                      first, last, obj_off[o], lo, hi, cnt)
+                    j = next_item[j]
             start = _merge_fit(lo, hi, cnt, sizes[head_item], block_size, obj_off[o], obj_right[o],
-                               fitter, mlo, mhi, False)
+                               fitter, mlo, mhi, length == 1 and not use_bits)
             if start >= 0:
                 chosen = o
                 break
         if chosen < 0:
             chosen = n_obj
             n_obj += 1
+            if use_bits and n_obj > obj_bits.shape[0]:
+                grown = np.zeros((2 * obj_bits.shape[0], obj_bits.shape[1]), dtype=np.uint64)
+                grown[:obj_bits.shape[0]] = obj_bits
+                obj_bits = grown
             obj_off[chosen] = mem_end
             obj_right[chosen] = mem_end + block_size
             obj_head[chosen] = b
@@ -223,11 +285,9 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
             t = blk_items[k]
             offsets[t] = start
             start += sizes[t]
-            if obj_first[chosen] < 0:
-                obj_first[chosen] = t
-            else:
-                next_item[obj_last[chosen]] = t
-            obj_last[chosen] = t
+            if use_bits:
+                _add_member(obj_bits[chosen], t)
+            _insert_by_offset(t, chosen, obj_first, obj_last, next_item, offsets)
     return offsets
 
 
