@@ -208,12 +208,14 @@ def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
     """
     words = max(1, (n_tensors + 63) // 64)
     unsafe = np.zeros((n_tensors, words), dtype=np.uint64)
-    for t1 in range(n_tensors):  # U <- all pairs of used tensors
-        if t_prod[t1] < 0:
-            continue
-        for t2 in range(n_tensors):
-            if t2 != t1 and t_prod[t2] >= 0:
-                set_bit(unsafe, t1, t2)
+    used = np.zeros(words, dtype=np.uint64)  # U <- all pairs of used tensors: one row, copied
+    for t in range(n_tensors):
+        if t_prod[t] >= 0:
+            used[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    for t1 in range(n_tensors):
+        if t_prod[t1] >= 0:
+            unsafe[t1] = used
+            unsafe[t1, t1 >> 6] &= ~(np.uint64(1) << np.uint64(t1 & 63))
     n_streams = anc_streams.shape[0]
     one = np.uint64(1)
     # Algorithm 3: Ancestor Streams Reuse
