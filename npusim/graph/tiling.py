@@ -192,26 +192,29 @@ class _Builder:
         return name
 
     def _overlapping_written(self, t: int, view: View) -> list[str]:
-        """Names of the written views of t that overlap ``view`` (vectorised over tiles)."""
+        """Names of the written views of t that overlap ``view`` (vectorised over tiles):
+        flat spans must meet, and views of the same layout must meet along every dimension."""
         written = self.written[t]
         cache = self._spans.get(t)
         if cache is None or cache[0] != len(written):
             spans = np.array([view_span(wv) for wv, _ in written], dtype=np.int64)
-            boxes = [(_box_of(wv), wv.strides) for wv, _ in written]
-            cache = (len(written), spans, boxes)
+            layouts: dict[tuple, tuple] = {}  # strides -> (rows, starts, ends) of those views
+            for strides in {wv.strides for wv, _ in written}:
+                rows = np.array([i for i, (wv, _) in enumerate(written) if wv.strides == strides], dtype=np.int64)
+                boxes = np.array([_box_of(written[i][0]) for i in rows], dtype=np.int64)  # (rows, dims, 2)
+                layouts[strides] = (rows, boxes[:, :, 0], boxes[:, :, 0] + boxes[:, :, 1])
+            cache = (len(written), spans, layouts)
             self._spans[t] = cache
-        _, spans, boxes = cache
+        _, spans, layouts = cache
         lo, hi = view_span(view)
-        candidates = np.flatnonzero((spans[:, 0] < hi) & (lo < spans[:, 1]))
-        mine = _box_of(view)
-        names = []
-        for c in candidates.tolist():
-            box, strides = boxes[c]
-            if strides == view.strides and len(box) == len(mine) and not all(
-                    a < b + m and b < a + n for (a, n), (b, m) in zip(box, mine)):
-                continue  # same layout and disjoint along some dimension
-            names.append(written[c][1])
-        return names
+        meets = (spans[:, 0] < hi) & (lo < spans[:, 1])
+        same = layouts.get(view.strides)
+        if same is not None and same[1].shape[1] == len(view.shape):
+            rows, starts, ends = same
+            mine = np.array(_box_of(view), dtype=np.int64)
+            apart = ((starts >= mine[:, 0] + mine[:, 1]) | (mine[:, 0] >= ends)).any(axis=1)
+            meets[rows[apart]] = False  # same layout and disjoint along some dimension
+        return [written[c][1] for c in np.flatnonzero(meets).tolist()]
 
     def write(self, t: int, region, flat: bool = False) -> str:
         tensor = self.graph.tensors[t]
