@@ -84,7 +84,8 @@ def _plan_for(args, graph, hw):
     if getattr(args, "plan", None):
         return load_plan(args.plan, graph)
     budget = resolve_budget(args.budget, graph, hw)
-    return plan_graph(graph, hw, args.planner, budget, options=_planner_options(getattr(args, "option", None)))
+    pipeline = args.planner + (f"+{args.offchip}" if getattr(args, "offchip", None) else "")
+    return plan_graph(graph, hw, pipeline, budget, options=_planner_options(getattr(args, "option", None)))
 
 
 def _planner_options(pairs: list[str] | None) -> dict:
@@ -110,7 +111,7 @@ def cmd_plan(args) -> int:
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
     plan = _plan_for(args, graph, hw)
-    save_plan(plan, graph, args.output)
+    save_plan(plan, graph, args.output, timings=args.timings)
     spill = plan.offchip_bytes()
     print(f"{args.output}: {graph.name} with {plan.meta.planner}, budget {plan.capacity:,} B, "
           f"{len(plan.residencies)} residencies, {len(plan.transfers)} transfers, "
@@ -177,7 +178,7 @@ def cmd_dse(args) -> int:
     result = dse.run_sweep(points, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
                            cache_dir=None if args.no_cache else args.cache_dir,
                            progress=True if args.progress else None)
-    csv_path, json_path = dse.write_results(result, args.out, sweeps)
+    csv_path, json_path = dse.write_results(result, args.out, sweeps, timings=args.timings)
     print(dse.summary(result))
     print(f"wrote {csv_path} and {json_path}")
     if args.plot:
@@ -241,6 +242,36 @@ def cmd_regress(args) -> int:
     return 0
 
 
+def cmd_experiment(args) -> int:
+    from npusim.experiment import run_cosma_experiment
+
+    traces = [t.strip() for t in args.traces.split(",") if t.strip()] if args.traces else None
+    budgets = tuple(b.strip().upper() for b in args.budgets.split(",") if b.strip())
+    result = run_cosma_experiment(traces, args.hw, params=args.params, budgets=budgets,
+                                  time_limit=args.time_limit, dnc_time_limit=args.dnc_time_limit,
+                                  out=Path(args.out), plot=not args.no_plot)
+    s = result["summary"]
+    red = s["mean_reduction_at_mr"]
+    print(f"mean reduction of non-compulsory bytes vs the best scheme at M_R (human set): "
+          f"{'n/a' if red is None else f'{red:.1%}'}")
+    med = s["median_cosma_seconds"]
+    print(f"median cosma time to solution (human set): {'n/a' if med is None else f'{med:.2f} s'}")
+    for trace, sec in s["max_dnc_seconds_per_nas_net"].items():
+        print(f"cosma-dnc on {trace}: at most {sec:.1f} s per budget")
+    print("wrote " + ", ".join(str(p) for p in result["paths"]))
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from npusim.doctor import diagnose
+
+    problems = diagnose(args.files, trace=args.trace, hw=args.hw, seeds=args.seeds)
+    for problem in problems:
+        print(problem)
+    print(f"{len(problems)} problem(s) found" if problems else "no problems found")
+    return 1 if problems else 0
+
+
 def cmd_list(args) -> int:
     from npusim.hw.loader import list_hardware
     from npusim.registry import default_registry
@@ -268,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
         p.add_argument("--option", action="append", metavar="KEY=VALUE",
                        help="planner option, e.g. time_limit=10, max_tiles=500000, tile_all=true, stream_capacity=32")
+        p.add_argument("--offchip", metavar="PLANNER",
+                       help="off-chip (DRAM) planner appended to the pipeline: taa, offchip-so, offchip-offsets, offchip-naive")
 
     p = sub.add_parser("simulate", help="plan (or load a plan) and simulate it")
     planning_args(p)
@@ -282,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="write a plan JSON")
     planning_args(p)
     p.add_argument("-o", "--output", required=True, help="plan JSON to write")
+    p.add_argument("--timings", action="store_true", help="also write meta.solve_seconds (wall clock: not reproducible)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("validate", help="check a plan JSON with the independent validator")
@@ -320,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", action="store_true", help="also draw OUT-curves and OUT-pareto figures")
     p.add_argument("--format", default="png,svg", help="figure formats with --plot: png, svg or png,svg")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
+    p.add_argument("--timings", action="store_true", help="also write the solve_seconds column (wall clock: not reproducible)")
     p.set_defaults(func=cmd_dse)
 
     p = sub.add_parser("compare", help="compare planner pipelines on one trace and hardware")
@@ -346,8 +381,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dir", help="folder of golden files (default: traces/expected)")
     p.set_defaults(func=cmd_regress)
 
+    p = sub.add_parser("doctor", help="list every problem of plans, traces or hardware configs, with the fix to try")
+    p.add_argument("files", nargs="+", help="plan JSON, trace (.json, .json.gz, .onnx) or hardware YAML files")
+    p.add_argument("--trace", help="the trace a plan is for")
+    p.add_argument("--hw", help="also simulate a valid plan on this hardware (jittered when multi-stream)")
+    p.add_argument("--seeds", type=int, default=8, help="jitter seeds tried on a multi-stream plan (default 8)")
+    p.set_defaults(func=cmd_doctor)
+
     p = sub.add_parser("list", help="list planners, hardware configs and traces")
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("experiment", help="reproduce a paper's evaluation (cosma: COSMA vs the four schemes)")
+    p.add_argument("name", choices=("cosma",), help="which experiment")
+    p.add_argument("--traces", help="comma-separated traces (default: the human-designed and NAS sets present)")
+    p.add_argument("--hw", default="edge-npu", help="hardware the plans are simulated on (default edge-npu)")
+    p.add_argument("--budgets", default="MR,MH,MP", help="subset of MR,MH,MP")
+    p.add_argument("--params", action="store_true", help="plan weights too (default: activations only)")
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per exact solve (default 60)")
+    p.add_argument("--dnc-time-limit", type=float, default=120.0, help="seconds per cosma-dnc plan (default 120)")
+    p.add_argument("--out", default="cosma-experiment", help="folder for cosma.csv and cosma.png")
+    p.add_argument("--no-plot", action="store_true", help="skip the bar chart")
+    p.set_defaults(func=cmd_experiment)
     return parser
 
 

@@ -473,17 +473,23 @@ def without_wall_clock(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS} for row in rows]
 
 
-def write_results(result: SweepResult, out: str | Path, sweeps: list[Sweep]) -> tuple[Path, Path]:
-    """``out`` with .csv and .json suffixes; JSON holds the sweep description and the rows."""
+def write_results(result: SweepResult, out: str | Path, sweeps: list[Sweep], *,
+                  timings: bool = False) -> tuple[Path, Path]:
+    """``out`` with .csv and .json suffixes; JSON holds the sweep description and the rows.
+
+    Wall-clock columns (``solve_seconds``) are written only with ``timings``, so the files of
+    two runs (any ``--jobs``, any backend) are byte-identical."""
     out = Path(out)
     csv_path, json_path = out.with_suffix(".csv"), out.with_suffix(".json")
     csv_path.parent.mkdir(parents=True, exist_ok=True)
-    csv_path.write_text(rows_to_csv(result.rows))
+    rows = result.rows if timings else without_wall_clock(result.rows)
+    columns = [c for c in METRIC_COLUMNS if timings or c not in WALL_CLOCK_COLUMNS]
+    csv_path.write_text(rows_to_csv(rows))
     json_path.write_text(json.dumps({
         "format": "npusim-dse/1", "npusim": npusim.__version__,
         "sweeps": {s.key: list(s.values) for s in sweeps},
-        "columns": [*METRIC_COLUMNS, *(s.key for s in sweeps)],
-        "rows": result.rows,
+        "columns": [*columns, *(s.key for s in sweeps)],
+        "rows": rows,
     }, indent=1) + "\n")
     return csv_path, json_path
 

@@ -27,6 +27,17 @@ from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
 STAGES = ("tiling", "schedule", "streams", "spill", "alloc", "offchip", "joint")
 ENTRY_POINT_GROUP = "npusim.planners"
 
+#: Named pipelines: a name here stands for the pipeline it maps to, anywhere a planner name
+#: may appear (``--planner scheme-mpmf-greedy``). The four comparison schemes of the COSMA
+#: paper (§V-A2): default or minimum-peak (MPMF, ``zhong``) order x Belady or greedy
+#: replacement, each with the TFLite-style ``arena`` allocator.
+ALIASES = {
+    "scheme-default-belady": "default+arena+belady",
+    "scheme-default-greedy": "default+arena+greedy-ilp",
+    "scheme-mpmf-belady": "zhong+arena+belady",
+    "scheme-mpmf-greedy": "zhong+arena+greedy-ilp",
+}
+
 
 class Planner(Protocol):
     name: str
@@ -51,7 +62,8 @@ class PlanningContext:
     spill_policy: object | None = None
     residencies: list[Residency] | None = None
     transfers: list[Transfer] | None = None
-    dram: dict = field(default_factory=dict)
+    dram: dict = field(default_factory=dict)  # DRAM buffer name -> offset (npusim.plan.dram)
+    untiled: Graph | None = None  # the graph as given, once ``graph`` is its tiled expansion
     status: str = "heuristic"
     objective: float | None = None
     bound: float | None = None
@@ -82,6 +94,7 @@ class Registry:
     def pipeline(self, spec: str) -> list[Planner]:
         """Parse ``a+b+c`` into planners sorted by stage; at most one planner per stage."""
         names = [part.strip() for part in spec.split("+")]
+        names = [n for name in names for n in (ALIASES[name].split("+") if name in ALIASES else [name])]
         if not spec.strip() or any(not n for n in names):
             raise RegistryError(f"pipeline {spec!r}: expected planner names joined by '+'")
         stages = [self.get(n) for n in names]
@@ -122,7 +135,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
-                          alignment=hw.scratchpad.alignment, options=dict(options or {}))
+                          alignment=hw.scratchpad.alignment, options=dict(options or {}), untiled=graph)
     start = time.perf_counter()
     for planner in stages:
         planner.run(ctx)

@@ -31,11 +31,10 @@ def full_plan(graph, plan):
     """The valid plan with every optional part filled in: streams, DRAM offsets, meta.
 
     (Tiled plans refer to a tiled graph; their round trip is in tests/test_tiling.py.)"""
-    t = graph.tensor_by_name
     return replace(
         plan,
         streams=(0, 1, 0, 2),
-        dram={t["x"].id: 0, t["w1"].id: 64, t["b"].id: 128, t["y"].id: 192},
+        dram={"x": 0, "w1": 64, "b": 128, "y": 192},  # keyed by DRAM buffer (npusim.plan.dram)
         meta=PlanMeta(planner="default+arena+belady", options={"seed": 3, "limit": 1.5},
                       solve_seconds=0.25, status="feasible", objective=128.0, bound=64.0),
     )

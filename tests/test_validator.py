@@ -27,7 +27,7 @@ from plan_fixtures import (
 ALL_KINDS = {
     "order", "streams", "range", "size", "capacity", "alignment", "overlap", "empty_residency",
     "not_resident", "not_ready", "load_without_copy", "transfer_residency", "cause",
-    "not_written_back", "tiling",
+    "not_written_back", "tiling", "dram",
 }
 
 
@@ -297,6 +297,18 @@ def test_not_written_back_output_never_stored(graph, plan):
     broken = without_transfer(plan, graph, "store", "y")
     (msg,) = only(validate(broken, graph), "not_written_back")
     assert msg == "graph output 'y' is never written back to DRAM"
+
+
+def test_dram_layout_missing_unknown_or_negative(graph, plan):
+    moved = sorted({graph.tensors[tr.tensor].name for tr in plan.transfers})
+    layout = {name: 64 * k for k, name in enumerate(moved)}
+    assert validate(replace(plan, dram=layout), graph) == []
+    (msg,) = only(validate(replace(plan, dram={k: v for k, v in layout.items() if k != "b"}), graph), "dram")
+    assert "'b'" in msg and "no offset" in msg
+    (msg,) = only(validate(replace(plan, dram={**layout, "zz": 0}), graph), "dram")
+    assert "dram['zz']" in msg
+    (msg,) = only(validate(replace(plan, dram={**layout, "b": -64}), graph), "dram")
+    assert "offset -64" in msg
 
 
 # -- several violations at once ------------------------------------------------------------------

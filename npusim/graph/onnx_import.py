@@ -43,6 +43,7 @@ from pathlib import Path
 from npusim.errors import TraceError
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_costs import op_cost
+from npusim.graph.trace_io import MAX_RANK, MAX_TENSOR_BYTES
 
 IMPORTER = "npusim.graph.onnx_import"
 
@@ -89,7 +90,26 @@ def _load_model(path: Path):
         raise TraceError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     if not model.HasField("graph") or not model.graph.node:
         raise TraceError(f"{path}: not a usable ONNX model: it has no graph nodes (truncated or empty file?)")
+    _check_names_are_text(model, path)
     return model
+
+
+def _check_names_are_text(model, path: Path) -> None:
+    """Protobuf hands back invalid UTF-8 strings as bytes (a corrupted file): refuse them here,
+    naming where, instead of failing later on a name that is not text."""
+    g = model.graph
+    values = [("graph input", v.name) for v in g.input] + [("graph output", v.name) for v in g.output]
+    values += [("value_info", v.name) for v in g.value_info] + [("initializer", t.name) for t in g.initializer]
+    values += [("metadata key", p.key) for p in model.metadata_props]
+    values += [("metadata value", p.value) for p in model.metadata_props]
+    for i, node in enumerate(g.node):
+        values += [(f"node #{i} name", node.name), (f"node #{i} op_type", node.op_type),
+                   (f"node #{i} domain", node.domain)]
+        values += [(f"node #{i} input", n) for n in node.input] + [(f"node #{i} output", n) for n in node.output]
+        values += [(f"node #{i} attribute name", a.name) for a in node.attribute]
+    for where, name in values:
+        if not isinstance(name, str):
+            raise TraceError(f"{path}: {where} {name!r} is not valid UTF-8 text (corrupted file?)")
 
 
 class _GraphBuilder:
@@ -194,6 +214,10 @@ class _GraphBuilder:
             cost = op_cost(node.op_type, attrs, input_shapes, output_shapes)
         except ValueError as exc:
             raise TraceError(f"{self.path}: {label}: {exc}") from None
+        except (TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError) as exc:
+            # an attribute of the wrong type or arity (e.g. group = [0]) in a corrupted model
+            raise TraceError(f"{self.path}: {label}: attributes {attrs} do not fit the op "
+                             f"({type(exc).__name__}: {exc})") from None
         if node.domain not in ("", "ai.onnx"):
             attrs["domain"] = node.domain
         self.ops.append({
@@ -224,6 +248,10 @@ class _GraphBuilder:
         elem_type, dims = self.types.get(name) or fallback or (None, None)
         shape = self._static_shape(name, dims, where)
         dtype, itemsize = self._element(name, elem_type, where)
+        if len(shape) > MAX_RANK or math.prod(shape) * itemsize > MAX_TENSOR_BYTES:
+            raise TraceError(f"{self.path}: tensor {name!r} ({where}) has shape {shape[:MAX_RANK]}"
+                             f"{'...' if len(shape) > MAX_RANK else ''}: expected rank <= {MAX_RANK} and at most "
+                             f"{MAX_TENSOR_BYTES} bytes")
         self.tensors[name] = {"name": name, "shape": shape, "dtype": dtype, "itemsize": itemsize, "kind": kind}
 
     def _static_shape(self, name: str, dims, where: str) -> list[int]:

@@ -65,7 +65,8 @@ def check_spec(op: Op, graph: Graph, spec: dict, where: str = "tiling") -> None:
                         f"(output shape {list(out_shape)})")
     if not isinstance(k, int) or k < 0 or (k and op.kind not in GEMM_LIKE):
         raise PlanError(f"{where}[{op.name!r}]: 'k' is {k!r}, expected 0, or a positive slice of the reduction of a GEMM-like op")
-    if order is not None and sorted(order) != list(range(len(out_shape))):
+    if order is not None and (not isinstance(order, list) or any(not isinstance(d, int) for d in order)
+                              or sorted(order) != list(range(len(out_shape)))):
         raise PlanError(f"{where}[{op.name!r}]: 'order' is {order!r}, expected a permutation of 0..{len(out_shape) - 1}")
 
 

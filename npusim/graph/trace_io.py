@@ -21,12 +21,22 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import reprlib
+import zlib
 from pathlib import Path
 
 from npusim.errors import TraceError
 from npusim.graph.model import TENSOR_KINDS, Graph, build_graph
 
 FORMAT = "npusim-trace/1"
+
+# Limits that keep a hostile or corrupt file from exhausting memory or overflowing int64
+# arithmetic downstream (numpy sizes, byte sums); real networks are far below them.
+MAX_TRACE_BYTES = 1 << 30  # decompressed JSON text
+MAX_RANK = 32
+MAX_TENSOR_BYTES = 1 << 48  # 256 TiB
+MAX_COUNT = 1 << 62  # macs, vector_ops, gemm dimensions, view offsets and strides
 
 
 def graph_to_dict(graph: Graph) -> dict:
@@ -93,17 +103,29 @@ def graph_from_dict(data: dict, source: str = "<trace>") -> Graph:
     name = _require(data, "name", str, source)
     tensors = _require(data, "tensors", list, source)
     ops = _require(data, "ops", list, source)
+    if data.get("meta") is not None and not isinstance(data["meta"], dict):
+        raise TraceError(f"{source}: field 'meta' is {_short(data['meta'])}, expected an object or null")
     for i, t in enumerate(tensors):
         where = f"{source}: tensors[{i}]"
         _require(t, "name", str, where)
         shape = _require(t, "shape", list, where)
-        if any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
-            raise TraceError(f"{where} ({t['name']!r}): shape {shape} must list positive integers")
+        if len(shape) > MAX_RANK:
+            raise TraceError(f"{where} ({t['name']!r}): shape has rank {len(shape)}, expected at most {MAX_RANK}")
+        if any(not _is_int(d) or d <= 0 for d in shape):
+            raise TraceError(f"{where} ({t['name']!r}): shape {_short(shape)} must list positive integers")
         _require(t, "dtype", str, where)
         if _require(t, "itemsize", int, where) <= 0:
             raise TraceError(f"{where} ({t['name']!r}): itemsize {t['itemsize']} must be > 0")
+        if math.prod(shape) * t["itemsize"] > MAX_TENSOR_BYTES:
+            raise TraceError(f"{where} ({t['name']!r}): shape {_short(shape)} x itemsize {t['itemsize']} is "
+                             f"{math.prod(shape) * t['itemsize']:.3g} bytes, expected at most {MAX_TENSOR_BYTES}")
         if _require(t, "kind", str, where) not in TENSOR_KINDS:
             raise TraceError(f"{where} ({t['name']!r}): kind {t['kind']!r}, expected one of {TENSOR_KINDS}")
+        if t.get("view") is not None:
+            _check_view(t["view"], f"{where} ({t['name']!r}): view")
+        sources = t.get("sources", [])
+        if not isinstance(sources, list) or any(not isinstance(n, str) for n in sources):
+            raise TraceError(f"{where} ({t['name']!r}): sources is {_short(sources)}, expected a list of tensor names")
     for i, o in enumerate(ops):
         where = f"{source}: ops[{i}]"
         _require(o, "name", str, where)
@@ -113,34 +135,86 @@ def graph_from_dict(data: dict, source: str = "<trace>") -> Graph:
             if any(not isinstance(r, str) for r in refs):
                 raise TraceError(f"{where} ({o['name']!r}): {key} must be tensor names")
         for key in ("macs", "vector_ops"):
-            if key in o and (not isinstance(o[key], int) or o[key] < 0):
-                raise TraceError(f"{where} ({o['name']!r}): {key} is {o[key]!r}, expected an integer >= 0")
+            if key in o and (not _is_int(o[key]) or not 0 <= o[key] <= MAX_COUNT):
+                raise TraceError(f"{where} ({o['name']!r}): {key} is {_short(o[key])}, expected an integer "
+                                 f"from 0 to {MAX_COUNT}")
+        if not isinstance(o.get("attrs", {}), dict):
+            raise TraceError(f"{where} ({o['name']!r}): attrs is {_short(o['attrs'])}, expected an object")
         gemm = o.get("gemm")
         if gemm is not None:
             if not isinstance(gemm, dict) or set(gemm) != {"m", "n", "k", "batch"} or any(
-                not isinstance(v, int) or v <= 0 for v in gemm.values()
+                not _is_int(v) or not 0 < v <= MAX_COUNT for v in gemm.values()
             ):
-                raise TraceError(f"{where} ({o['name']!r}): gemm {gemm!r}, expected m, n, k, batch > 0")
+                raise TraceError(f"{where} ({o['name']!r}): gemm {_short(gemm)}, expected m, n, k, batch > 0")
+    seen_ops: dict[str, int] = {}
+    for i, o in enumerate(ops):
+        if o["name"] in seen_ops:  # plans name ops: two ops with one name would be ambiguous
+            raise TraceError(f"{source}: ops[{i}]: name {o['name']!r} is already used by ops[{seen_ops[o['name']]}]")
+        seen_ops[o["name"]] = i
     graph = build_graph(name, tensors, ops, meta=data.get("meta") or {})
     return graph
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_view(view, where: str) -> None:
+    if not isinstance(view, dict) or set(view) != {"base", "offset", "shape", "strides"}:
+        raise TraceError(f"{where} is {_short(view)}, expected an object with base, offset, shape, strides")
+    if not isinstance(view["base"], str):
+        raise TraceError(f"{where}: base is {_short(view['base'])}, expected a tensor name")
+    if not _is_int(view["offset"]) or not 0 <= view["offset"] <= MAX_COUNT:
+        raise TraceError(f"{where}: offset is {_short(view['offset'])}, expected an integer >= 0")
+    shape, strides = view["shape"], view["strides"]
+    if (not isinstance(shape, list) or not isinstance(strides, list) or len(shape) != len(strides)
+            or len(shape) > MAX_RANK or any(not _is_int(d) or not 0 < d <= MAX_COUNT for d in shape)
+            or any(not _is_int(d) or not 0 <= d <= MAX_COUNT for d in strides)):
+        raise TraceError(f"{where}: shape {_short(shape)} and strides {_short(strides)}, expected lists of equal "
+                         f"length (at most {MAX_RANK}) of positive dims and strides >= 0")
+
+
+def _short(value, limit: int = 80) -> str:
+    text = reprlib.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_trace(path: str | Path) -> Graph:
     """Read a trace file (``.json`` or ``.json.gz``); every problem is a TraceError naming it."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        raw = _read_capped(path)
         data = json.loads(raw)
     except FileNotFoundError:
         raise TraceError(f"{path}: no such trace file") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise TraceError(f"{path}: cannot read: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise TraceError(f"{path}: not valid JSON: nested too deeply") from None
     try:
         return graph_from_dict(data, str(path))
     except TraceError as exc:
         msg = str(exc)
         raise TraceError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
+
+
+def _read_capped(path: Path) -> bytes:
+    """The file's bytes, gunzipped if gzipped, refusing more than MAX_TRACE_BYTES (a gzip bomb)."""
+    with open(path, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        stream = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+        chunks, total = [], 0
+        while total <= MAX_TRACE_BYTES:  # in chunks: read(MAX_TRACE_BYTES) would allocate it all
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        data = b"".join(chunks)
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceError(f"{path}: more than MAX_TRACE_BYTES = {MAX_TRACE_BYTES} bytes of JSON"
+                         f"{' once decompressed' if gzipped else ''}; refusing to read it")
+    return data

@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import functools
 import os
+import reprlib
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -145,10 +146,17 @@ def read_yaml(path: Path) -> dict:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{origin}: cannot read the file: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        bad = _short(error.object[error.start:error.start + 4])
+        raise ConfigError(f"{origin}: byte {error.start} is not UTF-8 text ({bad}); expected a YAML text file") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeySafeLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:
         raise ConfigError(f"{origin}: {_describe_yaml_error(error)}") from error
+    except RecursionError:
+        raise ConfigError(f"{origin}: invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as error:  # e.g. a timestamp with month 13
+        raise ConfigError(f"{origin}: invalid YAML value: {error}") from None
     if data is None:
         raise ConfigError(f"{origin}: the file is empty; expected a mapping of hardware keys "
                           f"such as {_top_level_example()}")
@@ -308,6 +316,11 @@ def _build(cls: type, settings: Settings, prefix: str, clock_hz: float):
 def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_hz: float | None):
     """The value of one field in its base unit, or a ConfigError saying what was expected."""
     quantity = field.metadata["quantity"]
+    if isinstance(setting.value, (list, dict)):  # never formatted in full: it may be an alias bomb
+        such = {"int": "16", "str": "text", "choice": ", ".join(field.metadata.get("choices", ()))}.get(quantity)
+        such = repr(units.example(quantity)) if such is None else such
+        raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: expected a single "
+                          f"{_kind(quantity)} such as {such}, got a {type(setting.value).__name__}")
     try:
         if quantity == "int":
             value = _parse_int(setting.value)
@@ -321,7 +334,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
             value = units.parse(setting.value, quantity, clock_hz=clock_hz)
         _check_range(value, quantity)
     except units.UnitError as error:
-        raise ConfigError(f"{setting.origin}: {dotted} = {setting.value!r}: {error}") from error
+        raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: {error}") from error
     return value
 
 
@@ -374,7 +387,7 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
 
 def _fail(settings: Settings, origin: str, dotted: str, value: object, reason: str) -> typing.NoReturn:
     setting = settings.get(dotted, Setting(value, f"{origin} (default)"))
-    raise ConfigError(f"{setting.origin}: {dotted} = {setting.value!r}: {reason}")
+    raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: {reason}")
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -409,6 +422,12 @@ def _top_level_example() -> str:
     return "clock, cores, scratchpad, dram"
 
 
+_BOUNDED_REPR = reprlib.Repr()
+_BOUNDED_REPR.maxlevel, _BOUNDED_REPR.maxlist, _BOUNDED_REPR.maxdict = 3, 6, 6
+_BOUNDED_REPR.maxstring, _BOUNDED_REPR.maxlong, _BOUNDED_REPR.maxother = 60, 40, 60
+
+
 def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
+    """A bounded repr: YAML aliases can nest a value exponentially (a "billion laughs")."""
+    text = _BOUNDED_REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

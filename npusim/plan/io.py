@@ -7,12 +7,16 @@
      "residencies": [{"tensor": name, "offset": int, "first": step, "last": step, "size": int}],
      "transfers": [{"step": int, "kind": "load"|"store", "tensor": name,
                     "cause": "compulsory"|"writeback"|"spill"|"retrieve"}],
-     "dram": {tensor name: offset}, "tiling": {op name: tile spec (npusim.graph.tiling)},
+     "dram": {DRAM buffer name: offset}, "tiling": {op name: tile spec (npusim.graph.tiling)},
      "meta": {"planner": str, "options": {}, "solve_seconds": float, "status": str,
               "objective": number|null, "bound": number|null}}
 
+``meta.solve_seconds`` is written only with ``timings=True`` (``npusim plan --timings``): it is
+a wall-clock value, and without it the same inputs give a byte-identical file.
+
 A residency's ``size`` defaults to the tensor's size rounded up to the alignment; a transfer
-always moves the whole tensor.
+always moves the whole tensor. ``dram`` is keyed by DRAM buffer (``npusim.plan.dram``): a
+tensor's name, or for tiles the name of the untiled tensor they are views of.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from npusim.errors import PlanError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
 from npusim.graph.tiling import check_spec
+from npusim.plan.dram import known_buffers
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
 from npusim.plan.resolve import graph_for_plan
 
 FORMAT = "npusim-plan/1"
 
 
-def plan_to_dict(plan: Plan, graph: Graph) -> dict:
+def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
     graph = graph_for_plan(plan.graph, plan.tiling, graph)
     tname = [t.name for t in graph.tensors]
     oname = [o.name for o in graph.ops]
@@ -50,18 +55,18 @@ def plan_to_dict(plan: Plan, graph: Graph) -> dict:
             {"step": t.step, "kind": t.kind, "tensor": tname[t.tensor], "cause": t.cause}
             for t in plan.transfers
         ],
-        "dram": {tname[t]: off for t, off in sorted(plan.dram.items())},
+        "dram": dict(sorted(plan.dram.items())),
         "tiling": dict(sorted(plan.tiling.items())),
         "meta": {
             "planner": plan.meta.planner, "options": plan.meta.options,
-            "solve_seconds": plan.meta.solve_seconds, "status": plan.meta.status,
+            **({"solve_seconds": plan.meta.solve_seconds} if timings else {}), "status": plan.meta.status,
             "objective": plan.meta.objective, "bound": plan.meta.bound,
         },
     }
 
 
-def save_plan(plan: Plan, graph: Graph, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(plan_to_dict(plan, graph), indent=1) + "\n")
+def save_plan(plan: Plan, graph: Graph, path: str | Path, *, timings: bool = False) -> None:
+    Path(path).write_text(json.dumps(plan_to_dict(plan, graph, timings=timings), indent=1) + "\n")
 
 
 def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:
@@ -90,12 +95,12 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     ops = graph.op_by_name
 
     def tensor_id(name, where):
-        if name not in tensors:
+        if not isinstance(name, str) or name not in tensors:
             raise PlanError(f"{where}: unknown tensor {name!r} (not in graph {graph.name!r})")
         return tensors[name].id
 
     def op_id(name, where):
-        if name not in ops:
+        if not isinstance(name, str) or name not in ops:
             raise PlanError(f"{where}: unknown op {name!r} (not in graph {graph.name!r})")
         return ops[name].id
 
@@ -138,8 +143,12 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
         transfers.append(Transfer(step=_int(tr, "step", where), kind=tr["kind"], tensor=t,
                                   cause=tr["cause"], size=graph.tensors[t].size))
     dram = {}
+    buffers = known_buffers(graph)
     for n, off in _mapping(data, "dram", source).items():
-        dram[tensor_id(n, f"{source}: dram")] = _int({"offset": off}, "offset", f"{source}: dram[{n!r}]")
+        if n not in buffers:
+            raise PlanError(f"{source}: dram: unknown tensor {n!r} (not a DRAM buffer of graph {graph.name!r}: "
+                            "expected a tensor name, or the base tensor of tiles)")
+        dram[n] = _int({"offset": off}, "offset", f"{source}: dram[{n!r}]")
     m = _mapping(data, "meta", source)
     status = m.get("status", "hand_written")
     if status not in STATUSES:

@@ -10,7 +10,10 @@ Which waits are emitted (and which are deliberately not):
   streams), and for the DMA commands still touching the regions its outputs overwrite;
 - a load waits for every command that uses the previous occupants of its target region
   (their release), and for the spill that put its data in DRAM;
-- a store waits for the command that filled the data it stores.
+- a store waits for the command that filled the data it stores; with a DRAM layout
+  (``plan.dram``), also for the compute of its own step, so it runs after the op at its
+  step as the plan says and after every load read by an earlier op: DRAM an earlier load
+  still reads is never overwritten (what the off-chip planners' lifetimes assume).
 
 Compute-to-compute reuse of memory across streams gets *no* semaphore: the static plan must
 be safe by construction (MindSpore paper, Section 3). The simulator's tagged scratchpad
@@ -21,6 +24,8 @@ and every queue is sorted by (step, phase), so a Program from a valid plan canno
 
 DMA commands carry their DRAM-side view (``DramView``); ``DramView.chunks()`` renders it into
 the contiguous ``(address, bytes)`` chunks a DMA engine issues (one for a whole tensor).
+Addresses come from ``plan.dram``, keyed by DRAM buffer (``npusim.plan.dram``): a tile is at
+its base tensor's offset plus its view offset.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 from npusim.kernels.render_chunks import chunks_of
 
 from npusim.graph.model import Graph
+from npusim.plan.dram import buffer_of
 from npusim.plan.model import Plan
 from npusim.plan.resolve import graph_for_plan
 
@@ -136,6 +142,7 @@ def lower(plan: Plan, graph: Graph) -> Program:
 
     previous = _previous_occupants(residencies)
     last_store_of = {}  # tensor -> latest store command issued so far
+    compute_at = {d["step"]: cid for cid, (_, d) in enumerate(drafts) if d["kind"] == "compute"}
     commands = []
     for cid, (_, d) in enumerate(drafts):
         waits = set()
@@ -161,6 +168,8 @@ def lower(plan: Plan, graph: Graph) -> Program:
                 f = filler.get(a.residency)
                 if f is not None:
                     waits.add(f)
+            if plan.dram:  # DRAM is reused: no store before the op of its step (see above)
+                waits.add(compute_at[d["step"]])
             last_store_of[d["tensor"]] = cid
         waits = {w for w in waits if w < cid}
         commands.append(Command(id=cid, waits=tuple(sorted(waits)), **d))
@@ -175,12 +184,13 @@ def lower(plan: Plan, graph: Graph) -> Program:
 
 
 def dram_view(tensor, dram: dict) -> DramView:
-    """Where a DMA of ``tensor`` reads or writes DRAM: the whole tensor at its planned offset
-    (0 when the plan has none), or a tile's strided view of its base tensor."""
+    """Where a DMA of ``tensor`` reads or writes DRAM: the whole tensor at its buffer's offset
+    (0 when the plan has none), or a tile's strided view of its base tensor's buffer."""
+    base = dram.get(buffer_of(tensor), 0)
     if tensor.view is None:
-        return DramView(dram.get(tensor.id, 0), (tensor.elements,), (1,), tensor.itemsize)
+        return DramView(base, (tensor.elements,), (1,), tensor.itemsize)
     v = tensor.view
-    return DramView(dram.get(v.base, 0) + v.offset * tensor.itemsize, v.shape, v.strides, tensor.itemsize)
+    return DramView(base + v.offset * tensor.itemsize, v.shape, v.strides, tensor.itemsize)
 
 
 def _previous_occupants(residencies) -> list[list[int]]:

@@ -42,7 +42,9 @@ class Transfer:
 class PlanMeta:
     planner: str = ""
     options: dict = field(default_factory=dict)
-    solve_seconds: float = 0.0
+    # Wall-clock time, so not part of a plan's identity: two runs of one planner give equal
+    # plans, and plan files leave it out unless asked (npusim.plan.io, ``timings``).
+    solve_seconds: float = field(default=0.0, compare=False)
     status: str = "heuristic"
     objective: float | None = None
     bound: float | None = None
@@ -59,7 +61,7 @@ class Plan:
     streams: tuple[int, ...]  # stream of each op, indexed by op id
     residencies: tuple[Residency, ...]
     transfers: tuple[Transfer, ...]
-    dram: dict = field(default_factory=dict)  # tensor id -> DRAM offset, when planned
+    dram: dict = field(default_factory=dict)  # DRAM buffer name -> byte offset, when planned (npusim.plan.dram)
     tiling: dict = field(default_factory=dict)  # op name (untiled graph) -> tile spec, when tiled
     meta: PlanMeta = field(default_factory=PlanMeta)
 

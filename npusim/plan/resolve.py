@@ -18,4 +18,6 @@ def graph_for_plan(plan_graph: str, tiling: dict, graph: Graph) -> Graph:
         return graph
     if tiling and plan_graph == tiled_name(graph.name):
         return expand_cached(graph, tiling)
+    if plan_graph == tiled_name(graph.name):
+        raise PlanError(f"plan is for the tiled graph {plan_graph!r} but its field 'tiling' is empty")
     raise PlanError(f"plan is for graph {plan_graph!r}, not {graph.name!r}")

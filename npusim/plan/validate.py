@@ -23,6 +23,10 @@ cause               a transfer's cause does not match what it does
 not_written_back    a graph output never reaches DRAM
 tiling              the tiles of an op do not write its output exactly once, or a tile's input
                     views miss part of what it reads (halos included)
+dram                a DRAM layout (``plan.dram``, keyed by buffer: ``npusim.plan.dram``) names
+                    no buffer of the graph, has a negative offset, or misses a buffer some
+                    transfer moves (whether live DRAM data is overwritten is checked by the
+                    simulator's DRAM tracker, ``npusim.sim.dram_memory``)
 ==================  ==========================================================================
 
 Several streams: steps of different streams do not order ops in time, so residencies on
@@ -42,6 +46,7 @@ from npusim.errors import PlanError
 from npusim.graph.analysis import check_order, step_of
 from npusim.graph.model import Graph
 from npusim.graph.regions import RESHAPE_LIKE, input_boxes
+from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
 from npusim.plan.resolve import graph_for_plan
 
@@ -184,7 +189,27 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
     for tensor in graph.tensors:
         if tensor.kind == "output" and not any(tr.cause == "writeback" for tr in stores.get(tensor.id, ())):
             report("not_written_back", f"graph output {tensor.name!r} is never written back to DRAM")
+    if plan.dram:
+        _check_dram(plan, graph, report)
     return found
+
+
+def _check_dram(plan: Plan, graph: Graph, report) -> None:
+    known = known_buffers(graph)
+    for buffer, offset in sorted(plan.dram.items()):
+        if buffer not in known:
+            report("dram", f"dram[{buffer!r}]: no tensor or tile base of graph {graph.name!r} has that name")
+        elif not isinstance(offset, int) or offset < 0:
+            report("dram", f"dram[{buffer!r}]: offset {offset!r}, expected an integer >= 0")
+    missing = {}  # buffer -> first transfer moving it
+    for tr in plan.transfers:
+        if 0 <= tr.tensor < graph.n_tensors:
+            buffer = buffer_of(graph.tensors[tr.tensor])
+            if buffer not in plan.dram:
+                missing.setdefault(buffer, tr)
+    for buffer, tr in missing.items():
+        report("dram", f"{tr.kind} of {graph.tensors[tr.tensor].name!r} at step {tr.step}: its DRAM buffer "
+                       f"{buffer!r} has no offset in the plan's DRAM layout")
 
 
 def check_tiling(untiled: Graph, tiled: Graph, report) -> None:

@@ -7,15 +7,21 @@ scratchpad; it executes a Program and returns a Report.
   descriptor setup, a per-chunk overhead and the DRAM latency, then moves its bytes (rounded
   up to whole bursts per chunk) at the share of DRAM bandwidth it gets (``SharedBandwidth``).
 - Semaphores: a command starts only after every command in its ``waits`` has completed.
-- The scratchpad checks every read and write against the residency that should be there.
+- The scratchpad checks every read and write against the residency that should be there;
+  with a DRAM layout (``plan.dram``) DRAM contents are checked too (``npusim.sim.dram_memory``).
 
 Time is counted in core clock cycles.
 """
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import simpy
+
+from npusim.errors import SimulationError
 
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
@@ -27,24 +33,45 @@ from npusim.kernels.render_chunks import burst_count
 from npusim.sim.costs import op_cycles, scratchpad_bytes
 from npusim.sim.report import Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
+from npusim.sim.dram_memory import DramContents
+from npusim.plan.dram import arena_bytes
+
+
+#: Resource guards: a run may process at most this many events per command (a correct run
+#: needs about ten), and may take at most this much wall time (env NPUSIM_SIM_MAX_SECONDS).
+MAX_EVENTS_PER_COMMAND = 256
+MIN_EVENT_BUDGET = 10_000
+MAX_WALL_SECONDS = float(os.environ.get("NPUSIM_SIM_MAX_SECONDS", 3600))
 
 
 class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
+    """A SimPy environment that counts the events it processes and enforces the guards."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_events: int | None = None, max_seconds: float | None = None) -> None:
         super().__init__()
         self.processed = 0
+        self.max_events = max_events
+        self.max_seconds = max_seconds
+        self.deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
     def step(self) -> None:
         self.processed += 1
+        if self.max_events is not None and self.processed > self.max_events:
+            raise SimulationError(f"simulation stopped at cycle {self.now:,.0f}: more than {self.max_events:,} "
+                                  f"events (MAX_EVENTS_PER_COMMAND = {MAX_EVENTS_PER_COMMAND} per command); "
+                                  "the run is not making progress: please report it with the plan")
+        if self.deadline is not None and self.processed % 256 == 0 and time.monotonic() > self.deadline:
+            raise SimulationError(f"simulation stopped at cycle {self.now:,.0f} after {self.processed:,} events: "
+                                  f"over the wall-clock guard of {self.max_seconds:g} s; raise it with "
+                                  "NPUSIM_SIM_MAX_SECONDS or simulate a smaller budget/graph")
         super().step()
 
 
 class _Machine:
     def __init__(self, program: Program, graph: Graph, hw: Hardware, jitter: float, seed: int | None):
         self.program, self.graph, self.hw = program, graph, hw
-        self.env = CountingEnvironment()
+        self.env = CountingEnvironment(MAX_EVENTS_PER_COMMAND * len(program.commands) + MIN_EVENT_BUDGET,
+                                       MAX_WALL_SECONDS)
         self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
         self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
         self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
@@ -53,6 +80,7 @@ class _Machine:
         self.users_left = [len(u) for u in program.residency_users]
         self.timeline: list[TimelineEntry] = []
         self.rng = np.random.default_rng(seed) if jitter > 0 else None
+        self.dram_memory: DramContents | None = None  # set by simulate() for a plan with a DRAM layout
         self.jitter = jitter
         self.core_busy = 0.0
         self.channel_busy = 0.0
@@ -139,12 +167,20 @@ class _Machine:
             self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
         for a in cmd.reads:
             self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+        if self.dram_memory is not None:  # plans with a DRAM layout: live DRAM data is checked too
+            self.dram_memory.start(cmd, who)
         dma = self.hw.dma
         start = self.env.now
         v = cmd.dram
         chunks, bursts = burst_count(v.shape, v.strides, v.itemsize, v.address, dma.burst_bytes)
-        yield self.env.timeout(dma.setup_cycles + dma.chunk_cycles * chunks + self.hw.dram_latency_cycles)
+        overhead = dma.setup_cycles + dma.chunk_cycles * chunks + self.hw.dram_latency_cycles
+        if self.rng is not None:  # delay DMAs too (up to jitter x their unloaded time): races with loads show
+            overhead += self.jitter * float(self.rng.random()) * (
+                overhead + bursts * dma.burst_bytes / self.hw.dram_bytes_per_cycle)
+        yield self.env.timeout(overhead)
         yield self.dram.transfer(bursts * dma.burst_bytes)
+        if self.dram_memory is not None:
+            self.dram_memory.finish(cmd)
         for a in cmd.writes:
             self.scratchpad.fill(a.residency)
         self.channels.release(req)
@@ -199,11 +235,14 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
              seed: int | None = None) -> Report:
     """Run ``program`` (lowered from ``plan``) on ``hw`` and measure it.
 
-    ``jitter`` > 0 stretches every compute by a random factor in [1, 1 + jitter) drawn from
-    ``seed``, to explore other interleavings of the streams.
+    ``jitter`` > 0 stretches every compute by a random factor in [1, 1 + jitter) and delays
+    every DMA by up to ``jitter`` x its unloaded time, drawn from ``seed``, to explore other
+    interleavings of the streams and the DMA queues.
     """
-    graph = graph_for_plan(plan.graph, plan.tiling, graph)
+    untiled, graph = graph, graph_for_plan(plan.graph, plan.tiling, graph)
     machine = _Machine(program, graph, hw, jitter, seed)
+    if plan.dram:
+        machine.dram_memory = DramContents(program, graph)
     cycles = machine.run()
     seconds = cycles / hw.clock
     energy = dict(machine.energy)
@@ -225,7 +264,7 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
         capacity=plan.capacity, clock_hz=hw.clock, cycles=cycles, seconds=seconds,
         energy_pj=energy, energy_by_op_pj=machine.energy_by_op, offchip_bytes=offchip,
         offchip_read_bytes=read, offchip_write_bytes=write,
-        onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=offchip_footprint(plan, graph),
+        onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=offchip_footprint(plan, graph, untiled),
         utilisation={
             "core": machine.core_busy / (span * len(machine.cores)),
             "dma": machine.channel_busy / (span * hw.dma.channels),
@@ -237,9 +276,10 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
     )
 
 
-def offchip_footprint(plan: Plan, graph: Graph) -> int:
-    """DRAM bytes the plan needs: its arena when planned, else one region per tensor in DRAM."""
-    in_dram = {t.tensor for t in plan.transfers}
+def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) -> int:
+    """DRAM bytes the plan needs: with a DRAM layout, its arena (every buffer but the weights,
+    ``npusim.plan.dram``); else one region per tensor moved."""
     if plan.dram:
-        return max(plan.dram[t] + graph.tensors[t].size for t in plan.dram)
+        return arena_bytes(plan.dram, graph, untiled)
+    in_dram = {t.tensor for t in plan.transfers}
     return sum(graph.tensors[t].size for t in in_dram)

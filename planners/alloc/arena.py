@@ -70,6 +70,12 @@ class ArenaAllocator:
 
     def run(self, ctx) -> None:
         graph, order = ctx.graph, ctx.order
+        if ctx.streams is not None and len(set(ctx.streams)) > 1:
+            # It reuses an address as soon as the step order frees it, which several streams do
+            # not keep: such plans race (found by tests/test_property_planners.py).
+            raise PlanningError(
+                f"arena: the online arena is single-stream, but the plan uses {len(set(ctx.streams))} streams; "
+                "use a multi-stream safe allocator (e.g. mindspore-mo:size,best-fit) or drop the streams stage")
         check_budget(graph, ctx.capacity, ctx.alignment)
         policy = ctx.spill_policy
         double_buffer = bool(ctx.options.get("double_buffer", False))
@@ -135,6 +141,12 @@ class _ArenaRun:
 
     def _make_room(self, t: int, pinned: set[int], s: int) -> int | None:
         offset = self.arena.find(self.alloc_size[t])
+        if offset is None and hasattr(self.policy, "choose"):  # set-choosing policies (greedy-ilp)
+            chosen = self.policy.choose(self.arena, self.alloc_size[t],
+                                        [o for o in self.arena.owners() if o not in pinned], s, self.uses, self.in_dram)
+            for victim in chosen or ():
+                self._evict(victim, s)
+            offset = self.arena.find(self.alloc_size[t])
         victims = iter(self._victims(pinned, s)) if offset is None else iter(())
         while offset is None:
             victim = next(victims, None)

@@ -99,6 +99,7 @@ class OnChipAllocator:
 
 def residencies_and_transfers(graph, order, problem: OffsetProblem, items, result: OffsetResult):
     residencies, transfers = [], []
+    step_of = {op: s for s, op in enumerate(order)}  # not order.index() per output: O(n^2) on 50k ops
     for k, t in enumerate(items.tolist()):
         first, last = int(problem.first[k]), int(problem.last[k])
         residencies.append(Residency(first=first, last=last, offset=int(result.offsets[k]), tensor=t,
@@ -107,7 +108,7 @@ def residencies_and_transfers(graph, order, problem: OffsetProblem, items, resul
         if tensor.in_dram_initially:
             transfers.append(Transfer(step=first, kind="load", tensor=t, cause="compulsory", size=tensor.size))
         if tensor.kind == "output":
-            step = list(order).index(tensor.producer)
+            step = step_of[tensor.producer]
             transfers.append(Transfer(step=step, kind="store", tensor=t, cause="writeback", size=tensor.size))
     return residencies, transfers
 

@@ -37,7 +37,7 @@ from planners.joint.olla_lifetime import (add_peak, build_lifetime_model, contro
                                           hint_order, solve_lifetimes, with_control_edges)
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 DEFAULT_JOINT_MAX_OPS = 30
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2, "timed_out": 3}
@@ -158,6 +158,7 @@ def _joint(graph: Graph, align: int, opts: SolverOptions) -> OllaResult | None:
     hint_order(lm, problem, hint)
     for e in range(problem.n_buffers):
         m.AddHint(A[e], hint_off[tensor_of[e]] // unit)
+    check_model_size(m, opts, "olla (joint ILP)", "a smaller joint_max_ops (the split ILPs)")
     solver = make_solver(opts)
     code = solver.Solve(m)
     if not has_solution(code):

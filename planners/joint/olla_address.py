@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from planners.alloc.canonical_search import search_offsets
-from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,7 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
     for i in range(n):
         m.AddHint(A[i], hint[i] // unit)
     m.Minimize(peak)
+    check_model_size(m, opts, "olla (address ILP)", "a heuristic allocator such as 'tflite-arena' or 'so-size-improved'")
     solver = make_solver(opts)
     code = solver.Solve(m)
     seconds = time.perf_counter() - start

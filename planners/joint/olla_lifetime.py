@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from ortools.sat.python import cp_model
 
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 from planners.schedule.zhong.ilp import ScheduleResult, step_windows
 
 
@@ -212,6 +212,7 @@ def solve_lifetimes(problem: MemoryProblem, hint: list[int], opts: SolverOptions
     lm.model.Add(peak * lm.scale >= min(problem.lower_bound(), hint_peak))
     lm.model.Minimize(peak)
     hint_order(lm, problem, hint)
+    check_model_size(lm.model, opts, "olla-order", "'greedy-mem' or 'zhong' (partitioned)")
     solver = make_solver(opts)
     code = solver.Solve(lm.model)
     seconds = time.perf_counter() - start

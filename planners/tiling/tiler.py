@@ -82,6 +82,11 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int) -> 
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
             f"{capacity} B budget, and ops with {len(op.outputs)} outputs or a scalar output cannot be tiled")
+    layout = _layout_problem(op, graph)
+    if layout:  # a trace may name an op Conv with shapes no convolution has (found by fuzzing)
+        raise PlanningError(
+            f"op {op.name!r} ({op.kind}) cannot be tiled: {layout} (it needs "
+            f"{int(op_working_set(graph, align)[op.id])} B; the budget is {capacity} B)")
     if op.kind in RESHAPE_LIKE:
         return _flat_spec(op, graph, limit, align, capacity)
     candidates = []
@@ -92,6 +97,21 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int) -> 
         tiles = math.prod(-(-n // b) for n, b in zip(graph.tensors[op.outputs[0]].shape, blocks))
         candidates.append((traffic, tiles, PREFERENCES.index(preference), spec))
     return min(candidates, key=lambda c: c[:3])[3]
+
+
+def _layout_problem(op: Op, graph: Graph) -> str | None:
+    """Why the shapes of a GEMM-like op do not have the layout its tiling assumes, or None."""
+    shapes = [graph.tensors[t].shape for t in op.inputs]
+    out = graph.tensors[op.outputs[0]].shape
+    if op.kind == "Conv" and (len(shapes) < 2 or len(shapes[0]) < 3 or len(shapes[1]) != len(shapes[0])
+                              or len(out) != len(shapes[0])):
+        return (f"a Conv needs input (N, C, spatial...), weight (O, I, kernel...) and output of one rank >= 3, "
+                f"got {[list(s) for s in shapes[:2]]} -> {list(out)}")
+    if op.kind == "Gemm" and (len(shapes) < 2 or len(shapes[0]) != 2 or len(shapes[1]) != 2):
+        return f"a Gemm needs two rank-2 inputs, got {[list(s) for s in shapes[:2]]}"
+    if op.kind == "MatMul" and (len(shapes) < 2 or not shapes[0] or not shapes[1]):
+        return f"a MatMul needs two inputs of rank >= 1, got {[list(s) for s in shapes]}"
+    return None
 
 
 def _flat_spec(op, graph, limit, align, capacity) -> dict:

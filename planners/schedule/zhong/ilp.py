@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,7 @@ def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOpti
     for (b, j), t in T.items():
         m.AddHint(t, first[b] <= j <= last[b])
 
+    check_model_size(m, opts, "zhong (schedule ILP)", "'greedy-mem', or zhong with more partitions")
     solver = make_solver(opts)
     code = solver.Solve(m)
     seconds = time.perf_counter() - start

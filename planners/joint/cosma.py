@@ -1,0 +1,177 @@
+"""COSMA (Li, Gupta, Malik): operator order, scratchpad addresses and tensor replacement in
+one ILP that minimises non-compulsory off-chip bytes (spills + retrieves, eq. 12).
+
+Four joint planners:
+
+- ``cosma``: the full ILP with schedule freedom (time-indexed: op v runs at one step of its
+  ASAP/ALAP window, the paper's C variables), warm-started from the cheapest online solution
+  over the default, reverse-post and memory-greedy orders (``cosma_warm``). A graph whose
+  model would exceed ``max_cells`` (tensor, step) cells is not built whole: ``cosma`` warns
+  and runs ``cosma-dnc`` instead (status ``feasible``, bound 0), so a big graph costs
+  bounded time and memory;
+- ``cosma-fs``: allocation and replacement for a fixed schedule (eq. 16–17): the pipeline's
+  schedule stage (``zhong+cosma-fs``) or the default order;
+- ``cosma-mpmf``: the minimum-peak-footprint schedule first (eq. 13–15, computed by the
+  ``zhong`` scheduler — exact on graphs its ILP takes whole, partitioned otherwise), then
+  the FS ILP for it;
+- ``cosma-dnc``: divide and conquer with automatic break nodes (``cosma_dnc``).
+
+Options (``--option``): ``time_limit`` (s, 60), ``workers`` (2), ``seed``, ``params``
+(default true: weights are placed too; false: activations only, weights streamed through a
+parameter buffer at the top of the scratchpad), ``overlap`` (``nooverlap2d`` | ``bigm``),
+``max_cells`` (20000), ``part_ops`` (DnC part size, 40).
+
+Status: ``optimal`` when CP-SAT proved the model optimal (for ``cosma-fs``/``cosma-mpmf``:
+optimal for that schedule); ``feasible`` for narrowed windows or DnC; ``timed_out`` with the
+solver's bound (``ctx.bound``) when the time limit stopped a solve; if the solver finds
+nothing better, the warm start is returned.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from npusim.errors import PlanningError
+from npusim.graph.analysis import min_required
+from npusim.graph.model import Graph
+from planners.joint.cosma_dnc import (DEFAULT_MAX_CELLS, DEFAULT_PART_OPS, SequenceResult, choose_cuts,
+                                      crossing_bytes, solve_sequence)
+from planners.joint.cosma_model import DEFAULT_OVERLAP
+from planners.joint.cosma_plan import assemble, weight_region
+from planners.joint.cosma_overlap import analyse
+from planners.joint.cosma_problem import check_graph_supported, make_part, planned_tensors
+from planners.schedule.greedy import best_heuristic_order, greedy_order, reverse_post_order
+from planners.schedule.problem import MemoryProblem
+from planners.schedule.solver import SolverOptions
+
+
+def _flag(options: dict, key: str, default: bool) -> bool:
+    value = options.get(key, default)
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise PlanningError(f"cosma: option {key}={value!r}, expected true or false")
+        return value.lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def activation_budget(graph: Graph, capacity: int, align: int, params: bool) -> tuple[int, int]:
+    """(bytes for the ILP's tensors, start of the parameter buffer) of a budget."""
+    if params:
+        return capacity, capacity
+    region = weight_region(graph, align)
+    act = capacity - region
+    act_graph_need = max((sum(int(-(-graph.tensors[t].size // align) * align) for t in op.tensors
+                              if graph.tensors[t].kind != "weight") for op in graph.ops), default=0)
+    if act < act_graph_need:
+        raise PlanningError(
+            f"cosma (params=false): budget {capacity} B leaves {act} B for activations after the "
+            f"{region} B parameter buffer, below the {act_graph_need} B one op's activations need")
+    return act, act
+
+
+def candidate_orders(graph: Graph, align: int) -> list[list[int]]:
+    problem = MemoryProblem.from_graph(graph, align)
+    orders = [list(range(graph.n_ops)), problem.expand(reverse_post_order(problem)),
+              problem.expand(best_heuristic_order(problem)[0]), problem.expand(greedy_order(problem))]
+    return [o for i, o in enumerate(orders) if o not in orders[:i]]
+
+
+def mpmf_order(graph: Graph, align: int, options: dict) -> list[int]:
+    from planners.schedule.zhong.planner import zhong_schedule
+
+    problem = MemoryProblem.from_graph(graph, align)
+    return problem.expand(zhong_schedule(problem, options)["order"])
+
+
+class _CosmaBase:
+    stage = "joint"
+
+    def run(self, ctx) -> None:
+        graph, align = ctx.graph, ctx.alignment
+        check_graph_supported(graph)
+        need, op = min_required(graph, align)
+        if ctx.capacity < need:
+            raise PlanningError(f"{self.name}: budget {ctx.capacity} B is below M_R = {need} B, the working set "
+                                f"of op {graph.ops[op].name!r}; use a budget >= {need} B")
+        params = _flag(ctx.options, "params", True)
+        overlap = str(ctx.options.get("overlap", DEFAULT_OVERLAP))
+        opts = SolverOptions.from_options(ctx.options)
+        cap, weight_base = activation_budget(graph, ctx.capacity, align, params)
+        result = self.solve(ctx, graph, cap, align, params, opts, overlap)
+        order, residencies, transfers = assemble(graph, result.solved, align, params=params, weight_base=weight_base)
+        ctx.order, ctx.residencies, ctx.transfers = order, residencies, transfers
+        ctx.status = result.status
+        ctx.objective = float(result.objective)
+        ctx.bound = float(result.bound)
+        ctx.options.setdefault("cosma_stats", result.stats)
+
+    def solve(self, ctx, graph, cap, align, params, opts, overlap) -> SequenceResult:
+        raise NotImplementedError
+
+
+class Cosma(_CosmaBase):
+    name = "cosma"
+    description = "COSMA ILP: order, addresses and replacement minimising spill + retrieve bytes"
+
+    def solve(self, ctx, graph, cap, align, params, opts, overlap):
+        max_cells = int(ctx.options.get("max_cells", DEFAULT_MAX_CELLS))
+        part = make_part(graph, list(range(graph.n_ops)), cap, align, params)
+        cells = analyse(part).cells()
+        if cells > max_cells:  # too big for one exact model: say so, and divide and conquer
+            warnings.warn(f"cosma: the model of {graph.name!r} has {cells} (tensor, step) cells, above "
+                          f"max_cells={max_cells}; solved by divide and conquer (cosma-dnc) instead, so the "
+                          "result is not proven optimal (status feasible, bound 0)", stacklevel=2)
+            return CosmaDivideAndConquer().solve(ctx, graph, cap, align, params, opts, overlap)
+        orders = candidate_orders(graph, align)
+        return solve_sequence(graph, [orders[0]], cap, align, params, opts, overlap=overlap,
+                              max_cells=max_cells, extra_orders=orders[1:])
+
+
+class CosmaFixedSchedule(_CosmaBase):
+    name = "cosma-fs"
+    description = "COSMA-FS: optimal addresses and replacement for the pipeline's schedule (eq. 16-17)"
+
+    def solve(self, ctx, graph, cap, align, params, opts, overlap):
+        order = list(ctx.order) if ctx.order is not None else list(range(graph.n_ops))
+        return solve_sequence(graph, [order], cap, align, params, opts, fixed=True, overlap=overlap)
+
+
+class CosmaMPMF(_CosmaBase):
+    name = "cosma-mpmf"
+    description = "COSMA-MPMF: minimum-peak schedule (zhong), then COSMA-FS for it"
+
+    def solve(self, ctx, graph, cap, align, params, opts, overlap):
+        import time
+
+        start = time.perf_counter()
+        order = mpmf_order(graph, align, dict(ctx.options, time_limit=opts.time_limit / 2))
+        left = opts.with_limit(opts.time_limit - (time.perf_counter() - start))
+        return solve_sequence(graph, [order], cap, align, params, left, fixed=True, overlap=overlap)
+
+
+class CosmaDivideAndConquer(_CosmaBase):
+    name = "cosma-dnc"
+    description = "COSMA divide and conquer: automatic break nodes, exact parts, stitched"
+
+    def solve(self, ctx, graph, cap, align, params, opts, overlap):
+        part_ops = int(ctx.options.get("part_ops", DEFAULT_PART_OPS))
+        if part_ops < 1:
+            raise PlanningError(f"cosma-dnc: part_ops={part_ops}, expected >= 1")
+        order = list(ctx.order) if ctx.order is not None else best_order_for_dnc(graph, align)
+        cut = crossing_bytes(graph, order, set(planned_tensors(graph, params)))
+        ends = choose_cuts(cut, len(order), part_ops)
+        segments = [order[a:b] for a, b in zip([0] + ends[:-1], ends)]
+        max_cells = int(ctx.options.get("max_cells", DEFAULT_MAX_CELLS))
+        result = solve_sequence(graph, segments, cap, align, params, opts, overlap=overlap, max_cells=max_cells)
+        result.stats["break_nodes"] = [graph.ops[order[e - 1]].name for e in ends[:-1]]
+        return result
+
+
+def best_order_for_dnc(graph: Graph, align: int) -> list[int]:
+    """The order parts are cut from: the lowest-peak of the cheap heuristics."""
+    problem = MemoryProblem.from_graph(graph, align)
+    return problem.expand(best_heuristic_order(problem)[0])
+
+
+def cosma_planners() -> list:
+    return [Cosma(), CosmaFixedSchedule(), CosmaMPMF(), CosmaDivideAndConquer()]

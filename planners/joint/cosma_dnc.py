@@ -1,0 +1,143 @@
+"""Solving COSMA part by part: automatic break nodes and stitching (paper §IV).
+
+The paper picks break nodes by hand. Here they are chosen automatically on a topological
+order (the warm start's): the order is cut into contiguous segments of about ``part_ops``
+ops, each cut placed, within ±50 % of that size, where the fewest bytes of produced tensors
+cross it (made before, read after) — the op before the cut is the break node. Segments of a
+topological order run one after the other, so each is a part whose predecessors are all in
+earlier parts.
+
+Parts are solved in order, each exactly (schedule freedom inside the part, eq. 1–12; first
+with the part's order fixed, whose answer warm-starts the free model and stands if that one
+times out), with
+the state the previous parts left: a tensor a later part reads leaves its part either on chip
+— then it is handed over at the same address — or with a DRAM copy. This is where the paper
+treats break nodes' outputs as outputs of one sub-graph and inputs of the next; handing them
+over on chip instead of forcing a store and a load lets the stitched plan avoid that traffic
+when the budget allows (e.g. at M_P). The result is not globally optimal: ops never move
+across parts, and each part optimises without seeing the next.
+
+``solve_sequence`` is also what ``cosma`` runs with a single part (the whole graph).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from npusim.graph.model import Graph
+from planners.joint.cosma_model import DEFAULT_OVERLAP, Actions, solve_part
+from planners.joint.cosma_overlap import analyse
+from planners.joint.cosma_plan import exit_state
+from planners.joint.cosma_problem import CosmaPart, make_part, planned_tensors
+from planners.joint.cosma_warm import best_warm_start
+from planners.schedule.solver import SolverOptions
+
+DEFAULT_PART_OPS = 40
+#: (tensor, step) cells above which a part's op windows are narrowed around the warm order.
+DEFAULT_MAX_CELLS = 20_000
+
+
+def crossing_bytes(graph: Graph, order: list[int], tensors: set[int]) -> list[int]:
+    """cut[i] = bytes of tensors made before position i and read at or after it."""
+    n = len(order)
+    pos = {v: s for s, v in enumerate(order)}
+    delta = [0] * (n + 2)
+    for t in tensors:
+        tensor = graph.tensors[t]
+        if tensor.producer is None or not tensor.consumers:
+            continue
+        p, q = pos[tensor.producer], max(pos[c] for c in tensor.consumers)
+        delta[p + 1] += tensor.size
+        delta[q + 1] -= tensor.size
+    cut, acc = [], 0
+    for i in range(n + 1):
+        acc += delta[i]
+        cut.append(acc)
+    return cut
+
+
+def choose_cuts(cut: list[int], n: int, part_ops: int) -> list[int]:
+    """Cut positions (exclusive segment ends), each within ±50 % of ``part_ops`` after the last."""
+    cuts, start = [], 0
+    lo_len, hi_len = max(1, part_ops // 2), max(1, part_ops + part_ops // 2)
+    while n - start > hi_len:
+        window = range(start + lo_len, min(n - lo_len, start + hi_len) + 1)
+        best = min(window, key=lambda i: (cut[i], abs(i - start - part_ops), i))
+        cuts.append(best)
+        start = best
+    return cuts + [n]
+
+
+@dataclass
+class SequenceResult:
+    solved: list[tuple[CosmaPart, Actions]]
+    status: str  # optimal | feasible | timed_out
+    objective: int
+    bound: int  # a lower bound valid for this order of parts' problems (0 if unknown)
+    seconds: float
+    stats: dict = field(default_factory=dict)
+
+
+def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align: int, params: bool,
+                   opts: SolverOptions, *, fixed: bool = False, overlap: str = DEFAULT_OVERLAP,
+                   max_cells: int = DEFAULT_MAX_CELLS, extra_orders: list[list[int]] | None = None,
+                   unit: int | None = None) -> SequenceResult:
+    """Solve the parts (each a list of graph ops in a topological order) one after the other.
+
+    ``fixed``: keep every part's order (COSMA-FS). Otherwise each part's schedule is free
+    inside its ASAP/ALAP windows, narrowed around the given order (status at best
+    ``feasible``) when the model would exceed ``max_cells`` (tensor, step) cells.
+    ``extra_orders`` (single part only): further warm-start orders to try."""
+    from planners.joint.cosma_problem import size_unit
+
+    start = time.perf_counter()
+    unit = unit or size_unit(graph, planned_tensors(graph, params), align)
+    state: dict = {}
+    solved = []
+    statuses, objective, bound, narrowed, cells, variables = [], 0, 0, 0, 0, 0
+    for k, ops in enumerate(segments):
+        later = {v for seg in segments[k + 1:] for v in seg}
+        part = make_part(graph, ops, capacity, align, params, state, later, unit)
+        local = list(range(part.steps))
+        orders = [local] + [[ops.index(v) for v in o] for o in (extra_orders or []) if len(segments) == 1]
+        warm = best_warm_start(part, orders)
+        win = analyse(part, warm.order, fixed=fixed)
+        if not fixed and win.cells() > max_cells:
+            for radius in (16, 8, 4, 2, 1, 0):
+                win = analyse(part, warm.order, radius=radius)
+                if win.cells() <= max_cells:
+                    break
+            narrowed += 1
+        cells += win.cells()
+        left = opts.time_limit - (time.perf_counter() - start)
+        share = left / (len(segments) - k)
+        if not fixed:  # the part's order fixed first (fast): a better hint, and a fallback
+            fs_win = analyse(part, warm.order, fixed=True)
+            fs = solve_part(part, fs_win, opts.with_limit(share / 3), warm, overlap)
+            if fs is not None and fs.objective <= warm.traffic(part):
+                warm = fs.actions
+            share -= time.perf_counter() - start - (opts.time_limit - left)
+        result = solve_part(part, win, opts.with_limit(share), warm, overlap)
+        if result is None or result.objective > warm.traffic(part):
+            actions, status = warm, "timed_out"
+            part_bound = 0 if result is None else result.bound
+            objective += warm.traffic(part)
+        else:
+            actions, status, part_bound = result.actions, result.status, result.bound
+            objective += result.objective
+            variables += result.variables
+        statuses.append(status)
+        bound += part_bound
+        state = exit_state(part, actions, state)
+        solved.append((part, actions))
+    if "timed_out" in statuses:
+        status = "timed_out"
+    elif len(segments) > 1 or narrowed:
+        status = "feasible"  # each part optimal, the stitched whole a heuristic
+    else:
+        status = "optimal"
+    exact = len(segments) == 1 and not narrowed
+    stats = dict(parts=len(segments), narrowed_parts=narrowed, cells=cells, variables=variables,
+                 part_statuses=statuses)
+    return SequenceResult(solved, status, objective, bound if exact else 0, time.perf_counter() - start, stats)

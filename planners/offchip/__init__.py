@@ -1,0 +1,1 @@
+"""Off-chip (DRAM) planning: the Tile-Aware Allocator and whole-tensor baselines."""

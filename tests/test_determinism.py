@@ -1,0 +1,137 @@
+"""Determinism: the same inputs and seed give byte-identical plan JSON and report JSON for every
+registered planner, across two processes with different hash seeds, and ``npusim dse`` writes
+identical files with ``--jobs 1`` and ``--jobs 2``.
+
+Wall-clock values are kept out of both files by default (plan ``meta.solve_seconds`` and the
+DSE ``solve_seconds`` column are written only with ``--timings``), and CP-SAT runs on
+deterministic time (planners/schedule/solver.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from npusim.graph import random_dags
+from npusim.hw.config import Hardware
+from npusim.registry import default_registry, make_plan
+
+TESTS = Path(__file__).resolve().parent
+EXACT_OPTIONS = {"time_limit": 2.0, "workers": 2, "seed": 0}
+
+
+def graph():
+    return random_dags.nas_cell(1, 3, seed=11)  # 9 ops: small enough for every exact planner
+
+
+def hardware() -> Hardware:
+    from dataclasses import replace
+
+    base = Hardware()
+    return replace(base, streams=2, cores=replace(base.cores, count=2))
+
+
+def pipelines() -> dict[str, tuple[str, str]]:
+    """Every registered planner in one pipeline: planner -> (pipeline, budget keyword)."""
+    found = {}
+    for p in default_registry().planners():
+        if p.stage == "tiling":
+            found[p.name] = (f"{p.name}+default+arena+belady", "tight")
+        elif p.stage == "schedule":
+            found[p.name] = (f"{p.name}+arena+belady", "MR")
+        elif p.stage == "streams":
+            found[p.name] = (f"default+{p.name}+mindspore-mo:size,best-fit", "roomy")
+        elif p.stage == "spill":
+            found[p.name] = (f"default+arena+{p.name}", "MR")
+        elif p.stage == "alloc":
+            found[p.name] = (f"default+{p.name}+belady" if p.name == "arena" else f"default+{p.name}", "roomy")
+        elif p.stage == "offchip":
+            found[p.name] = (f"default+arena+belady+{p.name}", "MR")
+        else:  # joint
+            found[p.name] = (p.name, "roomy")
+    return found
+
+
+def write_all(out: Path) -> None:
+    """Plan and simulate every pipeline, writing ``<planner>.plan.json`` and ``.report.json``."""
+    from npusim.plan.io import save_plan
+    from npusim.workflow import memory_bounds, simulate_plan
+
+    g, hw = graph(), hardware()
+    bounds = memory_bounds(g, hw.scratchpad.alignment)
+    budgets = {"MR": bounds.m_r, "roomy": 1 << 20, "tight": max(64, bounds.m_r // 2)}
+    out.mkdir(parents=True, exist_ok=True)
+    for planner, (pipeline, budget) in sorted(pipelines().items()):
+        stem = out / planner.replace(":", "_").replace(",", "_")
+        try:
+            plan = make_plan(g, hw, pipeline, budget=budgets[budget], options=dict(EXACT_OPTIONS))
+        except Exception as error:  # the refusal itself must be deterministic too
+            stem.with_suffix(".error").write_text(f"{type(error).__name__}: {error}\n")
+            continue
+        save_plan(plan, g, f"{stem}.plan.json")
+        jitter = 0.5 if len(set(plan.streams)) > 1 else 0.0
+        report = simulate_plan(plan, g, hw, jitter=jitter, seed=7)
+        report.save_json(f"{stem}.report.json")
+
+
+def _run_in_process(out: Path, hash_seed: str) -> None:
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+    subprocess.run([sys.executable, str(Path(__file__)), str(out)], check=True, env=env, cwd=TESTS.parent,
+                   timeout=600)
+
+
+def test_every_planner_is_byte_identical_across_runs(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    _run_in_process(first, "1")
+    _run_in_process(second, "2")
+    files = sorted(p.name for p in first.iterdir())
+    assert files == sorted(p.name for p in second.iterdir())
+    planners = {name for name in pipelines()}
+    written = {f.split(".")[0] for f in files if f.endswith(".plan.json")}
+    assert len(written) >= len(planners) - 2, f"too many planners refused: {sorted(files)}"
+    differing = [f for f in files if (first / f).read_bytes() != (second / f).read_bytes()]
+    assert differing == []
+    sample = json.loads((first / "default.plan.json").read_text())
+    assert "solve_seconds" not in sample["meta"]
+
+
+def test_solve_seconds_only_with_timings(tmp_path):
+    from npusim.cli import main
+
+    trace = tmp_path / "g.json"
+    from npusim.graph.trace_io import save_trace
+
+    save_trace(graph(), trace)
+    assert main(["plan", str(trace), "--hw", "edge-npu", "-o", str(tmp_path / "p.json")]) == 0
+    assert main(["plan", str(trace), "--hw", "edge-npu", "-o", str(tmp_path / "t.json"), "--timings"]) == 0
+    assert "solve_seconds" not in json.loads((tmp_path / "p.json").read_text())["meta"]
+    assert "solve_seconds" in json.loads((tmp_path / "t.json").read_text())["meta"]
+
+
+@pytest.mark.parametrize("jobs", [2])
+def test_dse_jobs_1_and_n_write_identical_files(tmp_path, jobs):
+    from npusim import dse
+    from npusim.graph.trace_io import save_trace
+
+    trace = tmp_path / "g.json"
+    save_trace(graph(), trace)
+    sweeps = [dse.parse_sweep("budget=MR,MH,MP")]
+    pipes = ["default+arena+belady", "greedy-mem+tflite-arena", "zhong+arena+lru", "olla"]
+    outputs = []
+    for j in (1, jobs):
+        points = dse.make_points([str(trace)], "edge-npu", sweeps, pipes)
+        result = dse.run_sweep(points, jobs=j, cache_dir=None)
+        csv_path, json_path = dse.write_results(result, tmp_path / f"jobs{j}" / "out.csv", sweeps)
+        outputs.append((csv_path.read_bytes(), json_path.read_bytes()))
+    assert outputs[0] == outputs[1]
+    assert b"solve_seconds" not in outputs[0][1]
+
+
+if __name__ == "__main__":  # the child process of test_every_planner_is_byte_identical_across_runs
+    sys.path.insert(0, str(TESTS))
+    write_all(Path(sys.argv[1]))

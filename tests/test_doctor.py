@@ -1,0 +1,50 @@
+"""``npusim doctor``: every problem of a config or plan, each with a fix."""
+
+from __future__ import annotations
+
+import json
+
+from npusim.cli import main
+from npusim.doctor import FIXES, diagnose
+
+from plan_fixtures import tiny_graph, valid_plan
+
+
+def test_every_bad_hardware_key_is_listed(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("clock: 1 GHZ\nscratchpad: {size: -5KiB, alignment: 48}\ncores: {pe_rowz: 16, count: two}\n")
+    problems = diagnose([str(path)])
+    text = "\n".join(map(str, problems))
+    for key in ("cores.pe_rowz", "clock", "cores.count", "scratchpad.size", "scratchpad.alignment"):
+        assert key in text, text
+    assert "rename it to 'cores.pe_rows'" in text
+    assert main(["doctor", str(path)]) == 1
+    assert "5 problem(s) found" in capsys.readouterr().out
+
+
+def test_every_plan_violation_gets_its_fix(tmp_path):
+    from npusim.graph.trace_io import save_trace
+    from npusim.plan.io import plan_to_dict
+
+    graph = tiny_graph()
+    trace = tmp_path / "tiny.json"
+    save_trace(graph, trace)
+    data = plan_to_dict(valid_plan(graph), graph)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(data))
+    assert diagnose([str(good)], trace=str(trace), hw="edge-npu") == []
+    data["residencies"][0]["offset"] = 3  # misaligned and overlapping
+    data["transfers"] = [t for t in data["transfers"] if t["cause"] != "writeback"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    problems = diagnose([str(bad)], trace=str(trace))
+    kinds = {p.message.split("]")[0].strip("[") for p in problems}
+    assert {"alignment", "not_written_back"} <= kinds
+    assert all(p.fix == FIXES[p.message.split("]")[0].strip("[")] for p in problems)
+
+
+def test_unreadable_files_are_problems_not_crashes(tmp_path):
+    junk = tmp_path / "junk.json"
+    junk.write_bytes(b"\x00\xff{")
+    problems = diagnose([str(junk), str(tmp_path / "missing.json")])
+    assert len(problems) == 2 and all(p.fix for p in problems)
