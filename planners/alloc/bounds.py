@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planners.alloc.problem import OffsetProblem
+from planners.schedule.solver import SolverOptions, make_solver
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,7 @@ def max_weight_clique(problem: OffsetProblem, *, max_items: int = 250, time_limi
             if not row[j]:
                 model.AddBoolOr([pick[i].Not(), pick[j].Not()])
     model.Maximize(sum(int(problem.sizes[i]) * pick[i] for i in range(problem.n)))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.num_workers = workers
+    solver = make_solver(SolverOptions(time_limit, workers))  # deterministic time, see there
     status = solver.Solve(model)
     if status == cp_model.OPTIMAL:
         return Bound(int(round(solver.ObjectiveValue())), "clique", True)

@@ -397,26 +397,30 @@ class CanonicalSearch:
         return out
 
 
-def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.0,
+def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.0, node_limit: int | None = None,
                    preorderings: tuple[str, ...] = PREORDERINGS) -> tuple[np.ndarray | None, str, int]:
     """Offsets with every buffer below ``capacity``: ``(offsets, "found", nodes)``, or
     ``(None, "infeasible", nodes)`` when the search proved there are none, or
     ``(None, "timed_out", nodes)``. Preorderings take turns under a doubling node limit
-    (a restart each round, as MiniMalloc does)."""
+    (a restart each round, as MiniMalloc does).
+
+    ``node_limit`` (placements in total) makes the answer deterministic; ``time_limit`` (wall
+    seconds) is then only a guard, as for CP-SAT in ``planners.schedule.solver``."""
     instances = [_Instance(first, last, sizes, p) for p in preorderings]
     deadline = time.perf_counter() + time_limit
+    budget = node_limit if node_limit is not None else 1 << 62
     limit, nodes = max(len(sizes), 1), 0
     while True:
         limit *= 2
         for inst in instances:
             search = CanonicalSearch(inst, capacity)
             while search.nodes < limit:
-                status = search.run(min(50_000, limit - search.nodes))
+                status = search.run(min(50_000, limit - search.nodes, max(budget - nodes - search.nodes, 0)))
                 if status == FOUND:
                     return search.offsets(), "found", nodes + search.nodes
                 if status == EXHAUSTED:  # complete under any preordering: no solution exists
                     return None, "infeasible", nodes + search.nodes
-                if time.perf_counter() >= deadline:
+                if nodes + search.nodes >= budget or time.perf_counter() >= deadline:
                     return None, "timed_out", nodes + search.nodes
             nodes += search.nodes
 

@@ -27,6 +27,7 @@ from planners.alloc import mindspore_fast, tflite
 from planners.alloc.bounds import best_bound
 from planners.alloc.canonical_search import search_offsets
 from planners.alloc.problem import OffsetProblem, OffsetResult, check_assignment, make_result
+from planners.schedule.solver import WALL_GUARD, SolverOptions, make_solver
 
 
 def best_heuristic(problem: OffsetProblem) -> OffsetResult:
@@ -43,31 +44,44 @@ def best_heuristic(problem: OffsetProblem) -> OffsetResult:
 
 #: the share of the time limit the canonical search may use before CP-SAT takes over
 SEARCH_SHARE = 0.6
+#: deterministic runs give the canonical search this many placements per second of time
+#: limit (about what it does on this 2-core machine), wall time being only a guard
+NODES_PER_SECOND = 100_000
 
 
 #: after the bound, capacities tried loosest first (tighter ones are harder to search)
 LADDER = (1.15, 1.10, 1.07, 1.04, 1.02, 1.01)
 
 
-def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: float):
+def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: float, opts: SolverOptions):
     """Offsets from the canonical search (or None) and the lower bound it proved.
 
     Half the time goes to the bound itself (raising it each time a capacity is proved
     infeasible); the rest walks down ``LADDER`` from a loose capacity, keeping the tightest
     offsets found and stopping at the first capacity the search cannot settle."""
-    deadline = time.perf_counter() + seconds
     align = problem.alignment
+    # the budget: placements when deterministic (wall time a guard), else wall seconds
+    total = seconds * NODES_PER_SECOND if opts.deterministic else seconds
+    spent = 0.0
 
-    def search(capacity: int, until: float):
-        left = until - time.perf_counter()
-        if left <= 0:
+    def search(capacity: int, allowance: float):
+        nonlocal spent
+        if allowance <= 0:
             return None, "timed_out"
-        offsets, status, _ = search_offsets(problem.first, problem.last, problem.sizes, capacity, time_limit=left)
+        if opts.deterministic:
+            offsets, status, nodes = search_offsets(problem.first, problem.last, problem.sizes, capacity,
+                                                    node_limit=int(allowance), time_limit=WALL_GUARD * seconds + 1)
+            spent += nodes
+        else:
+            started = time.perf_counter()
+            offsets, status, _ = search_offsets(problem.first, problem.last, problem.sizes, capacity,
+                                                time_limit=allowance)
+            spent += time.perf_counter() - started
         return offsets, status
 
-    capacity, halfway = -(-lower // align) * align, time.perf_counter() + seconds / 2
+    capacity = -(-lower // align) * align
     while capacity < upper:
-        offsets, status = search(capacity, halfway)
+        offsets, status = search(capacity, total / 2 - spent)
         if status == "found":
             return offsets, capacity
         if status != "infeasible":
@@ -76,8 +90,7 @@ def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: fl
     best = None
     rungs = [c for c in sorted({-(-int(lower * f) // align) * align for f in LADDER}, reverse=True) if c < upper]
     for k, capacity in enumerate(rungs):
-        share = (deadline - time.perf_counter()) / (len(rungs) - k)
-        offsets, status = search(capacity, time.perf_counter() + share)
+        offsets, status = search(capacity, (total - spent) / (len(rungs) - k))
         if status != "found":
             break
         best = offsets
@@ -85,7 +98,7 @@ def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: fl
 
 
 def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: int = 2,
-                  seed: int = 0, hint: OffsetResult | None = None) -> OffsetResult:
+                  seed: int = 0, hint: OffsetResult | None = None, deterministic: bool = True) -> OffsetResult:
     from ortools.sat.python import cp_model
 
     start = time.perf_counter()
@@ -96,7 +109,8 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
         return make_result(problem, hint.offsets, "exact-offsets", bound=lower, status="optimal",
                            seconds=time.perf_counter() - start)
     if problem.has_lifetimes and problem.conflicts is None and not problem.blocks and not problem.pinned:
-        found, lower = _search_at_bound(problem, lower, upper, time_limit * SEARCH_SHARE)
+        found, lower = _search_at_bound(problem, lower, upper, time_limit * SEARCH_SHARE,
+                                        SolverOptions(time_limit, workers, seed, deterministic))
         if found is not None:
             total = int((found + problem.sizes).max(initial=0))
             if total <= lower:
@@ -135,10 +149,8 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
     model.Minimize(peak)
     for i in range(problem.n):
         model.AddHint(slots[i], int(hint.offsets[i]) // align)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, time_limit - (time.perf_counter() - start))
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
+    left = time_limit * (1 - SEARCH_SHARE) if deterministic else time_limit - (time.perf_counter() - start)
+    solver = make_solver(SolverOptions(max(0.1, left), workers, seed, deterministic))
     status = solver.Solve(model)
     offsets, status_name = hint.offsets, "timed_out"
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -21,6 +21,7 @@ from npusim.graph.safety import safety_relation
 from npusim.plan.model import Residency, Transfer
 from planners.alloc import mindspore_fast, naive, shared_objects, tflite
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
+from planners.schedule.solver import SolverOptions
 
 
 def graph_problem(graph, order, streams=None, alignment: int = 1, safety_method: str = "alg2"):
@@ -83,8 +84,9 @@ class OnChipAllocator:
         problem, items = graph_problem(graph, order, streams, ctx.alignment,
                                        ctx.options.get("safety", "alg2"))
         if self.name == "exact-offsets":
-            result = self._solve(problem, time_limit=float(ctx.options.get("time_limit", 10.0)),
-                                 workers=int(ctx.options.get("workers", 2)))
+            opts = SolverOptions.from_options({"time_limit": 10.0, **ctx.options})
+            result = self._solve(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed,
+                                 deterministic=opts.deterministic)
         else:
             result = self._solve(problem)
         if result.total > ctx.capacity:
