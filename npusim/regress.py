@@ -15,9 +15,12 @@ table; ``update`` rewrites the files from fresh runs (keeping hand-set tolerance
 The default matrix is, over every trace and ``GOLDEN_HARDWARE``, each group of
 ``GOLDEN_MATRIX``: its pipelines × its budgets. Untiled pipelines run at M_R and M_P (the edge
 config's own scratchpad is below most traces' M_R); the tiling pipeline runs at the config's
-own scratchpad size; whole-schedule offset assignments at 1 GiB, where their on-chip peak is
-the figure that matters. Adding a planner is adding it to a group and running
-``npusim regress --update``.
+own scratchpad size, with each off-chip arena planner; whole-schedule offset assignments (one
+and several streams) and the exact schedulers at 1 GiB, where their on-chip peak is the
+figure that matters; COSMA at M_R. Exact planners get a short deterministic time limit
+(recorded as the case's options), so their numbers repeat on any machine; on the largest
+traces their cases are marked slow (``tests/test_goldens.py``). Adding a planner is adding it
+to a group and running ``npusim regress --update``.
 """
 
 from __future__ import annotations
@@ -49,10 +52,22 @@ GOLDEN_MATRIX = (
     # what they decide is the on-chip peak.
     (("default+naive", "default+tflite-arena", "default+tflm-greedy", "default+so-size", "default+so-breadth",
       "default+so-size-improved", "default+mindspore-so:size,best-fit", "default+mindspore-mo:size,first-fit",
-      "default+mindspore-mo:breadth,best-fit"), ("1GiB",)),
+      "default+mindspore-mo:breadth,best-fit", "default+streams-rr+mindspore-mo:size,best-fit",
+      "default+streams-category+mindspore-so:size,first-fit"), ("1GiB",)),
+    # Off-chip arenas of the tiled plan: what they decide is the off-chip peak.
+    (("tile+default+arena+belady+taa", "tile+default+arena+belady+offchip-so",
+      "tile+default+arena+belady+offchip-naive", "tile+default+arena+belady+offchip-offsets"), (SCRATCHPAD_BUDGET,)),
+    (("default+arena+greedy-ilp",), ("MR", "MP")),
+    # Exact planners run on CP-SAT's deterministic time (planners.schedule.solver), so a short
+    # limit gives reproducible numbers; the case records it.
+    (("zhong+tflite-arena", "olla-order+tflite-arena", "olla", "default+exact-offsets"), ("1GiB",),
+     {"time_limit": 2}),
+    (("cosma", "cosma-fs", "cosma-mpmf", "cosma-dnc"), ("MR",), {"time_limit": 2}),
 )
-GOLDEN_PIPELINES = tuple(p for pipelines, _ in GOLDEN_MATRIX for p in pipelines)
-GOLDEN_BUDGETS = tuple(dict.fromkeys(b for _, budgets in GOLDEN_MATRIX for b in budgets))
+GOLDEN_PIPELINES = tuple(p for group in GOLDEN_MATRIX for p in group[0])
+GOLDEN_BUDGETS = tuple(dict.fromkeys(b for group in GOLDEN_MATRIX for b in group[1]))
+#: planner options of a golden pipeline (the third element of its group, if any)
+GOLDEN_OPTIONS = {p: dict(group[2]) for group in GOLDEN_MATRIX if len(group) > 2 for p in group[0]}
 DEFAULT_TOLERANCES = {"bytes": {"abs": 0}, "cycles": {"rel": 1e-9}, "energy_pj": {"rel": 1e-9}}
 
 
@@ -252,7 +267,7 @@ def default_matrix() -> list[tuple[str, str, str, str]]:
     from npusim.resources import list_resources
 
     return [(t, h, p, b) for t in list_resources("traces") for h in GOLDEN_HARDWARE
-            for pipelines, budgets in GOLDEN_MATRIX for p in pipelines for b in budgets]
+            for group in GOLDEN_MATRIX for p in group[0] for b in group[1]]
 
 
 def provenance(trace: str, hardware: str, options: dict) -> dict:
@@ -306,7 +321,7 @@ def update_goldens(folder: str | Path | None = None, only: str | None = None) ->
         for cid in _case_order(ids, wanted):
             old = existing.get(cid)
             _, _, pipeline, budget = wanted[cid]
-            options = old.options if old else {}
+            options = old.options if old else GOLDEN_OPTIONS.get(pipeline, {})
             expected = old.expected if old and not matches(cid, only) else measure(trace, hardware, pipeline, budget, options)
             updated += old is None or matches(cid, only)
             entry = {"planner": pipeline, "budget": budget}

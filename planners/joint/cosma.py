@@ -145,7 +145,9 @@ class CosmaMPMF(_CosmaBase):
 
         start = time.perf_counter()
         order = mpmf_order(graph, align, dict(ctx.options, time_limit=opts.time_limit / 2))
-        left = opts.with_limit(opts.time_limit - (time.perf_counter() - start))
+        # deterministic time: a fixed half for each solve; wall time: what is left
+        left = opts.with_limit(opts.time_limit / 2 if opts.deterministic
+                               else opts.time_limit - (time.perf_counter() - start))
         return solve_sequence(graph, [order], cap, align, params, left, fixed=True, overlap=overlap)
 
 

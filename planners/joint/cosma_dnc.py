@@ -111,13 +111,18 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
             narrowed += 1
         cells += win.cells()
         left = opts.time_limit - (time.perf_counter() - start)
-        share = left / (len(segments) - k)
+        # deterministic time is split in fixed shares (the same answer under any load);
+        # wall time by what is left
+        share = opts.time_limit / len(segments) if opts.deterministic else left / (len(segments) - k)
         if not fixed:  # the part's order fixed first (fast): a better hint, and a fallback
             fs_win = analyse(part, warm.order, fixed=True)
             fs = solve_part(part, fs_win, opts.with_limit(share / 3), warm, overlap)
             if fs is not None and fs.objective <= warm.traffic(part):
                 warm = fs.actions
-            share -= time.perf_counter() - start - (opts.time_limit - left)
+            if opts.deterministic:
+                share -= share / 3
+            else:
+                share -= time.perf_counter() - start - (opts.time_limit - left)
         result = solve_part(part, win, opts.with_limit(share), warm, overlap)
         if result is None or result.objective > warm.traffic(part):
             actions, status = warm, "timed_out"
