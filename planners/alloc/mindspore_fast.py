@@ -131,6 +131,18 @@ def _merge_fit(lo, hi, cnt, head_size, block_size, obj_offset, obj_right, fitter
     return best_lower
 
 
+@numba.njit(cache=True, inline="always")
+def _insert_placed(placed, n_placed, t, offsets):
+    """Insert item ``t`` into ``placed[:n_placed]``, kept sorted by offset (so Avoid lists a
+    one-item block's intervals in order); returns the new count."""
+    pos = n_placed
+    while pos > 0 and offsets[placed[pos - 1]] > offsets[t]:
+        placed[pos] = placed[pos - 1]
+        pos -= 1
+    placed[pos] = t
+    return n_placed + 1
+
+
 @numba.njit(cache=True)
 def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, fitter,
                          pinned_items, pinned_offsets):
@@ -142,12 +154,7 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
     for k in range(len(pinned_items)):
         t = pinned_items[k]
         offsets[t] = pinned_offsets[k]
-        pos = n_placed
-        while pos > 0 and offsets[placed[pos - 1]] > offsets[t]:
-            placed[pos] = placed[pos - 1]
-            pos -= 1
-        placed[pos] = t
-        n_placed += 1
+        n_placed = _insert_placed(placed, n_placed, t, offsets)
     max_len = 1
     for b in range(len(blk_ptr) - 1):
         max_len = max(max_len, blk_ptr[b + 1] - blk_ptr[b])
@@ -178,13 +185,7 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
             start += sizes[t]
             if use_bits:
                 _add_member(placed_bits, t)
-            # insert t keeping ``placed`` sorted by offset, so Avoid lists intervals in order
-            pos = n_placed
-            while pos > 0 and offsets[placed[pos - 1]] > offsets[t]:
-                placed[pos] = placed[pos - 1]
-                pos -= 1
-            placed[pos] = t
-            n_placed += 1
+            n_placed = _insert_placed(placed, n_placed, t, offsets)
     return offsets
 
 
