@@ -1,25 +1,29 @@
 """Race detection coverage of the jittered simulator on seeded unsafe multi-stream plans.
 
-    python benchmarks/bench_races.py [--graphs 30] [--seeds 32] [--jitter 4]
+    python benchmarks/bench_races.py [--graphs 30] [--seeds 32] [--jitter 4] [--overhead 3]
 
 For each of ``--graphs`` seeded random DAGs (``npusim.graph.random_dags``, 2-4 streams on as
 many cores) a safe plan is made with ``default+streams-rr+mindspore-mo:size,best-fit``
-(multi-stream safe by the MindSpore safety relation) and one bug of each kind is injected:
+(multi-stream safe by the MindSpore safety relation) and one bug of each kind is injected
+(``npusim.sim.seeded_races``: ``reuse`` across unordered streams, ``early_free``,
+``missing_semaphore``), each a real race: no semaphore or queue order still orders the two
+accesses.
 
-- ``reuse``: two tensors the safety relation marks unsafe (their ops are unordered across
-  streams) but whose step lifetimes do not overlap get the same scratchpad offset (what a
-  single-stream allocator does);
-- ``early_free``: a load into a region stops waiting for the previous occupant's last readers
-  (the region is freed before they are done);
-- ``missing_semaphore``: an op stops waiting for the command that fills one of its inputs
-  (a load, or its producer on another stream).
+Each unsafe Program is run by three detectors, each first without jitter, then with its
+jitter seeds in turn until a SimulationError:
 
-An injection counts only if it is a real race: no chain of semaphores and in-order queues
-still orders the two accesses (``ordered``); otherwise another candidate is drawn.
+- ``happens-before``: the simulator as shipped: the timed run plus the timing-independent
+  happens-before check (``npusim.sim.races``), which needs no jitter at all;
+- ``timing, all modes``: the timed run alone (``check_races=False``), seeds 1..``--seeds``,
+  whose schedules cycle through the jitter modes (``npusim.sim.jitter``: uniform, stall or
+  rush one queue, per-queue speeds, wide delays);
+- ``timing, uniform only``: the timed run alone on the uniform-mode seeds only (5, 10, ...):
+  small independent noise on every command, as the simulator did before the modes.
 
-Each unsafe Program is simulated without jitter, then with jitter seeds 1..``--seeds`` until
-the tagged scratchpad raises a SimulationError; the safe plan runs every seed and must never
-be flagged. Reported: catch rate, caught without jitter, and seeds needed (mean, max).
+The safe plan runs every seed with both checks and must never be flagged. Reported per
+kind: catch rate, caught without jitter, and seeds needed (mean, max; 0 = the first run).
+``--overhead`` also times, on every trace, the timed run and the happens-before check alone
+(ratio = (timed + check) / timed, both measured in the same run).
 """
 
 from __future__ import annotations
@@ -27,135 +31,56 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-from dataclasses import replace
 
 from npusim.errors import SimulationError
-from npusim.graph import random_dags
-from npusim.graph.safety import safety_relation
-from npusim.hw.config import Hardware
 from npusim.plan.lower import lower
+from npusim.registry import make_plan
+from npusim.resources import list_resources
 from npusim.sim.engine import simulate
-from npusim.workflow import plan_graph
-
-SAFE_PIPELINE = "default+streams-rr+mindspore-mo:size,best-fit"
-KINDS = ("reuse", "early_free", "missing_semaphore")
-
-
-def hardware(streams: int) -> Hardware:
-    base = Hardware()
-    return replace(base, streams=streams, cores=replace(base.cores, count=streams))
+from npusim.sim.jitter import MODES
+from npusim.sim.races import find_race
+from npusim.sim.seeded_races import KINDS, seeded_cases
+from npusim.workflow import load_graph, load_hw, resolve_budget
+from timing import best_of
 
 
-def first_catch(program, plan, graph, hw, seeds: int, jitter: float) -> int | None:
-    """0 if caught without jitter, k if first caught by jitter seed k, None if never."""
-    for seed in range(seeds + 1):
+def first_catch(program, plan, graph, hw, seeds, jitter: float, check_races: bool) -> int | None:
+    """0 if caught without jitter, k if first caught by the k-th of ``seeds``, None if never."""
+    for k, seed in enumerate([0, *seeds]):
         try:
-            simulate(program, plan, graph, hw, jitter=jitter if seed else 0.0, seed=seed)
+            simulate(program, plan, graph, hw, jitter=jitter if k else 0.0, seed=seed, check_races=check_races)
         except SimulationError:
-            return seed
+            return k
     return None
 
 
-def ordered(program, before: int, after: int) -> bool:
-    """Does command ``after`` always start after command ``before`` has completed?
-
-    Edges: a waiter starts after what it waits for completes; a compute queue runs one
-    command after another; a DMA queue only *issues* in order (its channels overlap), so from
-    a DMA command its queue successor is ordered only after its own start, not completion."""
-    waiters = {}
-    for c in program.commands:
-        for w in c.waits:
-            waiters.setdefault(w, []).append(c.id)
-    next_in_queue = {}
-    for ids in program.queues.values():
-        for a, b in zip(ids, ids[1:]):
-            next_in_queue[a] = b
-    first = list(waiters.get(before, []))
-    if program.commands[before].kind == "compute" and before in next_in_queue:
-        first.append(next_in_queue[before])
-    seen, todo = set(first), list(first)
-    while todo:
-        x = todo.pop()
-        if x == after:
-            return True
-        for y in waiters.get(x, []) + ([next_in_queue[x]] if x in next_in_queue else []):
-            if y not in seen:
-                seen.add(y)
-                todo.append(y)
-    return after in seen
+def row(kind: str, runs: list) -> str:
+    caught = [s for s in runs if s is not None]
+    mean = f"{statistics.mean(caught):.1f}" if caught else "-"
+    return (f"{kind:<20} {len(runs):>6} {len(caught):>7} {len(caught) / max(len(runs), 1):>7.0%} "
+            f"{sum(1 for s in caught if s == 0):>10} {mean:>11} {max(caught, default=0):>10}")
 
 
-def inject_reuse(plan, graph, rng):
-    relation = safety_relation(graph, list(plan.order), list(plan.streams))
-    by_tensor = {}
-    for i, r in enumerate(plan.residencies):
-        by_tensor.setdefault(r.tensor, i)
-    candidates = []
-    for a, b in sorted(relation.pairs()):
-        if a in by_tensor and b in by_tensor:
-            ra, rb = plan.residencies[by_tensor[a]], plan.residencies[by_tensor[b]]
-            if ra.last < rb.first or rb.last < ra.first:  # disjoint in step order: a 1-stream allocator reuses
-                candidates.append((abs(ra.first - rb.first), by_tensor[a], by_tensor[b]))
-    rng.shuffle(candidates)
-    for _, i, j in candidates:
-        residencies = list(plan.residencies)
-        residencies[j] = replace(residencies[j], offset=residencies[i].offset)
-        if residencies[j].offset + residencies[j].size > plan.capacity:
-            continue
-        unsafe = replace(plan, residencies=tuple(residencies))
-        program = lower(unsafe, graph)
-        users = {r: [c.id for c in program.commands if any(a.residency == r for a in c.reads + c.writes)]
-                 for r in (i, j)}
-        if not (all(ordered(program, u, v) for u in users[i] for v in users[j])
-                or all(ordered(program, v, u) for u in users[i] for v in users[j])):
-            return unsafe, program
-    return None
-
-
-def _writers(program):
-    return {a.residency: c.id for c in program.commands for a in c.writes}
-
-
-def _drop_wait(program, command_id: int, wait: int):
-    commands = list(program.commands)
-    cmd = commands[command_id]
-    commands[command_id] = replace(cmd, waits=tuple(w for w in cmd.waits if w != wait))
-    return replace(program, commands=tuple(commands))
-
-
-def inject_early_free(plan, graph, rng):
-    program = lower(plan, graph)
-    options = []
-    for c in program.commands:
-        if c.kind != "load":
-            continue
-        mine = {a.residency for a in c.writes}
-        for w in c.waits:
-            other = program.commands[w]
-            if other.kind == "compute" and not mine & {a.residency for a in other.reads + other.writes}:
-                options.append((c.id, w))  # waits for a previous occupant's user: a release
-    return _real_race(plan, program, options, rng)
-
-
-def _real_race(plan, program, options, rng):
-    """The first dropped wait (command, wait) whose order no other semaphore still implies."""
-    rng.shuffle(options)
-    for command, wait in options:
-        unsafe = _drop_wait(program, command, wait)
-        if not ordered(unsafe, wait, command):
-            return plan, unsafe
-    return None
-
-
-def inject_missing_semaphore(plan, graph, rng):
-    program = lower(plan, graph)
-    writer = _writers(program)
-    options = [(c.id, writer[a.residency]) for c in program.commands if c.kind == "compute"
-               for a in c.reads if writer.get(a.residency) in c.waits]
-    return _real_race(plan, program, options, rng)
-
-
-INJECT = {"reuse": inject_reuse, "early_free": inject_early_free, "missing_semaphore": inject_missing_semaphore}
+def overhead(repeat: int) -> None:
+    """Wall time of the timed run and of the happens-before check alone, each the best of at
+    least ``repeat`` runs (more for small graphs: the machine is shared, so a short run is noisy)."""
+    print(f"\nhappens-before check overhead (default+arena+belady on mid-npu at M_P, best of >= {repeat})")
+    print(f"{'trace':<16} {'commands':>9} {'timed s':>8} {'check s':>8} {'ratio':>6}")
+    hw = load_hw("mid-npu")
+    ratios = []
+    for name in list_resources("traces"):
+        graph = load_graph(name)
+        budget = resolve_budget("MP", graph, hw)
+        plan = make_plan(graph, hw, "default+arena+belady", budget=budget)
+        program, sim_hw = lower(plan, graph), hw.with_scratchpad_size(budget)
+        once, _ = best_of(1, lambda: simulate(program, plan, graph, sim_hw, check_races=False))
+        runs = max(repeat, int(0.5 / max(once, 1e-3)))
+        timed, _ = best_of(runs, lambda: simulate(program, plan, graph, sim_hw, check_races=False))
+        check, race = best_of(runs, lambda: find_race(program, sim_hw.dma.channels, str, str))
+        assert race is None, f"{name}: {race}"
+        ratios.append((timed + check) / timed)
+        print(f"{name:<16} {program.n_commands:>9} {timed:>8.4f} {check:>8.4f} {ratios[-1]:>6.2f}")
+    print(f"{'geomean':<16} {'':>9} {'':>8} {'':>8} {statistics.geometric_mean(ratios):>6.2f}")
 
 
 def main() -> None:
@@ -163,44 +88,43 @@ def main() -> None:
     parser.add_argument("--graphs", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=32, help="jitter seeds tried per unsafe plan")
     parser.add_argument("--jitter", type=float, default=4.0, help="largest relative stretch of a compute or DMA")
+    parser.add_argument("--overhead", type=int, default=3, metavar="REPEAT",
+                        help="also time the happens-before check on every trace (0: skip)")
     args = parser.parse_args()
     rng = random.Random(0)
-    found = {k: [] for k in KINDS}
-    safe_runs = safe_flagged = 0
-    families = sorted(random_dags.GENERATORS)
-    made = 0
-    for g in range(args.graphs * 3):
-        if made == args.graphs:
-            break
-        graph = random_dags.GENERATORS[families[g % len(families)]](g, rng.randint(8, 40))
-        hw = hardware(rng.randint(2, 4))
-        plan = plan_graph(graph, hw, SAFE_PIPELINE, 1 << 22)
-        if len(set(plan.streams)) < 2:
-            continue
+    detectors = {  # name -> (check_races, jitter seeds tried in order)
+        "happens-before": (True, []),
+        "timing, all modes": (False, list(range(1, args.seeds + 1))),
+        "timing, uniform only": (False, [len(MODES) * k for k in range(1, args.seeds + 1)]),
+    }
+    found = {d: {k: [] for k in KINDS} for d in detectors}
+    safe_runs = safe_flagged = made = 0
+    for graph, hw, plan, injected in seeded_cases(args.graphs, rng):
         made += 1
         program = lower(plan, graph)
-        for seed in range(args.seeds + 1):
+        for seed in range(args.seeds + 1):  # both detectors on: never a SimulationError
             safe_runs += 1
             try:
                 simulate(program, plan, graph, hw, jitter=args.jitter if seed else 0.0, seed=seed)
             except SimulationError as error:
                 safe_flagged += 1
                 print(f"FALSE POSITIVE on {graph.name} seed {seed}: {error}")
+        for kind, case in injected.items():
+            if case is None:
+                continue
+            for d, (check, seeds) in detectors.items():
+                found[d][kind].append(first_catch(case[1], case[0], graph, hw, seeds, args.jitter, check))
+    print(f"{made} multi-stream graphs, jitter {args.jitter}, up to {args.seeds} seeds per plan "
+          f"(modes cycle {'/'.join(MODES)} by seed; 'uniform only' tries seeds {len(MODES)}, {2 * len(MODES)}, ...)")
+    for d in detectors:
+        print(f"\n{d}")
+        print(f"{'kind':<20} {'plans':>6} {'caught':>7} {'rate':>7} {'no jitter':>10} {'seeds mean':>11} {'seeds max':>10}")
         for kind in KINDS:
-            injected = INJECT[kind](plan, graph, rng)
-            if injected is not None:
-                found[kind].append(first_catch(injected[1], injected[0], graph, hw, args.seeds, args.jitter))
-    print(f"{made} multi-stream graphs, jitter {args.jitter}, up to {args.seeds} seeds per plan")
-    print(f"{'kind':<20} {'plans':>6} {'caught':>7} {'rate':>7} {'no jitter':>10} {'seeds mean':>11} {'seeds max':>10}")
-    for kind in KINDS:
-        runs = found[kind]
-        caught = [s for s in runs if s is not None]
-        jittered = [s for s in caught if s > 0]
-        mean = f"{statistics.mean(caught):.1f}" if caught else "-"
-        print(f"{kind:<20} {len(runs):>6} {len(caught):>7} {len(caught) / max(len(runs), 1):>7.0%} "
-              f"{sum(1 for s in caught if s == 0):>10} {mean:>11} {max(caught, default=0):>10}"
-              + (f"   (jitter alone found {len(jittered)})" if jittered else ""))
-    print(f"{'safe plans':<20} {safe_runs:>6} runs, flagged {safe_flagged}")
+            print(row(kind, found[d][kind]))
+        print(row("all", [s for kind in KINDS for s in found[d][kind]]))
+    print(f"\n{'safe plans':<20} {safe_runs:>6} runs (both detectors), flagged {safe_flagged}")
+    if args.overhead:
+        overhead(args.overhead)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
 import simpy
 
 from npusim.errors import SimulationError
@@ -29,6 +28,8 @@ from npusim.plan.lower import Command, Program
 from npusim.plan.model import CAUSES, Plan
 from npusim.plan.resolve import graph_for_plan
 from npusim.sim.bandwidth import SharedBandwidth
+from npusim.sim import races
+from npusim.sim.jitter import JitterSchedule
 from npusim.kernels.render_chunks import burst_count
 from npusim.sim.costs import op_cycles, scratchpad_bytes
 from npusim.sim.report import Report, TimelineEntry
@@ -79,7 +80,7 @@ class _Machine:
         self.done = [self.env.event() for _ in program.commands]
         self.users_left = [len(u) for u in program.residency_users]
         self.timeline: list[TimelineEntry] = []
-        self.rng = np.random.default_rng(seed) if jitter > 0 else None
+        self.schedule = JitterSchedule(list(program.queues), jitter, seed) if jitter > 0 else None
         self.dram_memory: DramContents | None = None  # set by simulate() for a plan with a DRAM layout
         self.jitter = jitter
         self.core_busy = 0.0
@@ -134,8 +135,8 @@ class _Machine:
             for a in cmd.writes:
                 self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
             cycles = self._op_cycles(op)
-            if self.rng is not None:
-                cycles *= 1.0 + self.jitter * float(self.rng.random())
+            if self.schedule is not None:
+                cycles *= self.schedule.stretch(cmd.queue)
             start = self.env.now
             yield self.env.timeout(cycles)
             for a in cmd.writes:
@@ -174,8 +175,8 @@ class _Machine:
         v = cmd.dram
         chunks, bursts = burst_count(v.shape, v.strides, v.itemsize, v.address, dma.burst_bytes)
         overhead = dma.setup_cycles + dma.chunk_cycles * chunks + self.hw.dram_latency_cycles
-        if self.rng is not None:  # delay DMAs too (up to jitter x their unloaded time): races with loads show
-            overhead += self.jitter * float(self.rng.random()) * (
+        if self.schedule is not None:  # delay DMAs too (by their unloaded time x (stretch - 1)): races with loads show
+            overhead += (self.schedule.stretch(cmd.queue) - 1.0) * (
                 overhead + bursts * dma.burst_bytes / self.hw.dram_bytes_per_cycle)
         yield self.env.timeout(overhead)
         yield self.dram.transfer(bursts * dma.burst_bytes)
@@ -232,18 +233,26 @@ class _Machine:
 
 
 def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0,
-             seed: int | None = None) -> Report:
+             seed: int | None = None, check_races: bool = True) -> Report:
     """Run ``program`` (lowered from ``plan``) on ``hw`` and measure it.
+
+    ``check_races`` (default) also runs the timing-independent happens-before check
+    (``npusim.sim.races``) after the timed run: a race no timing drawn here exposed still
+    raises ``SimulationError``.
 
     ``jitter`` > 0 stretches every compute by a random factor in [1, 1 + jitter) and delays
     every DMA by up to ``jitter`` x its unloaded time, drawn from ``seed``, to explore other
-    interleavings of the streams and the DMA queues.
+    interleavings of the streams and the DMA queues; the seed also picks an adversarial
+    schedule (stall or rush one queue, per-queue speeds, wide delays: ``npusim.sim.jitter``).
     """
     untiled, graph = graph, graph_for_plan(plan.graph, plan.tiling, graph)
     machine = _Machine(program, graph, hw, jitter, seed)
     if plan.dram:
         machine.dram_memory = DramContents(program, graph)
     cycles = machine.run()
+    if check_races:
+        races.check_races(program, hw.dma.channels, lambda c: machine._who(program.commands[c]),
+                          lambda t: graph.tensors[t].name)
     seconds = cycles / hw.clock
     energy = dict(machine.energy)
     energy["static"] = hw.energy.static_power * seconds * 1e12  # W·s -> pJ
