@@ -65,10 +65,14 @@ def test_fusion_shrinks_a_chain_to_one_node_when_sizes_rise():
     ops = [dict(name=f"o{i}", kind="Relu", inputs=["x" if i == 0 else f"t{i - 1}"], outputs=[f"t{i}"])
            for i in range(6)]
     p = MemoryProblem.from_graph(build_graph("rise", ts, ops), 1)
-    fused = fuse(p).problem
     # o0 reads only the graph input (folded into its extra bytes): regions grow from buffers,
-    # so o0 stays alone and o1..o5 become one node
-    assert fused.n == 2 and fused.members[1] == (1, 2, 3, 4, 5)
+    # so the paper's isolated regions leave o0 alone and make o1..o5 one node; the monotonic
+    # (rising) edge o0 -> {o1..o5} then fuses it too
+    regions_only = fuse(p, edges=False).problem
+    assert regions_only.n == 2 and regions_only.members[1] == (1, 2, 3, 4, 5)
+    fused = fuse(p).problem
+    assert fused.n == 1 and fused.members[0] == (0, 1, 2, 3, 4, 5)
+    assert fused.extra[0] + fused.sizes[0] == p.peak(list(range(6)))
 
 
 @pytest.mark.parametrize("index", range(0, 50, 5))
@@ -124,3 +128,138 @@ def test_zhong_on_a_chain_is_optimal():
     g = chain(40, seed=1)
     plan = make_plan(g, Hardware(), "zhong+arena", budget=1 << 20)
     assert plan.meta.status == "optimal"
+
+
+def _random_problem(rng, n):
+    """A random MemoryProblem with what traces rarely show but fusion must survive: weights
+    read by several nodes, nodes with two outputs, dead outputs, buffers live at the start
+    (a part of a graph) and at the end, and extra bytes."""
+    sizes, producer, consumers, node_in, node_out = [], [], [], [[] for _ in range(n)], [[] for _ in range(n)]
+
+    def buffer(prod):
+        sizes.append(rng.choice([1, 2, 3, 5, 8, 13, 40, 100]))
+        producer.append(prod)
+        consumers.append([])
+        return len(sizes) - 1
+
+    for _ in range(rng.randint(0, 2)):
+        buffer(-1)
+    made = []
+    for v in range(n):
+        ins = set(rng.sample(made[-6:], min(rng.choice([1, 1, 1, 2, 2, 3]), len(made[-6:]))))
+        ins |= {w for w in range(len(sizes)) if producer[w] < 0 and rng.random() < 0.15}
+        for x in sorted(ins):
+            node_in[v].append(x)
+            consumers[x].append(v)
+        for _ in range(rng.choice([1, 1, 1, 2])):
+            made.append(buffer(v))
+            node_out[v].append(made[-1])
+    keep = [b for b in range(len(sizes)) if producer[b] >= 0 or consumers[b]]
+    new = {b: i for i, b in enumerate(keep)}
+    return MemoryProblem(
+        sizes=tuple(sizes[b] for b in keep), producer=tuple(producer[b] for b in keep),
+        consumers=tuple(tuple(consumers[b]) for b in keep),
+        node_inputs=tuple(tuple(new[x] for x in xs) for xs in node_in),
+        node_outputs=tuple(tuple(new[x] for x in xs) for xs in node_out),
+        extra=tuple(rng.choice([0, 0, 1, 5, 20, 60]) for _ in range(n)), members=tuple((v,) for v in range(n)),
+        live_at_start=tuple(producer[b] < 0 and rng.random() < 0.5 for b in keep),
+        live_at_end=tuple(rng.random() < 0.05 for _ in keep))
+
+
+def test_fusion_never_changes_the_optimal_peak_on_odd_problems():
+    import random
+
+    rng = random.Random(5)
+    shrunk = 0
+    for _ in range(150):
+        p = _random_problem(rng, rng.randint(3, 12))
+        optimum = min_peak_schedule(p).peak
+        fused = fuse(p, max_region=8).problem
+        on_fused = min_peak_schedule(fused)
+        order = fused.expand(on_fused.order)
+        assert on_fused.peak == optimum
+        assert p.is_topological(order) and p.peak(order) == on_fused.peak
+        shrunk += fused.n < p.n
+    assert shrunk >= 30  # the test exercises fusion, not only graphs nothing fuses in
+
+
+def _chain(sizes, extras=None):
+    """x -> op0 -> t0 -> op1 -> t1 ...: op i writes sizes[i]; weights as extra bytes."""
+    ts = [tensor("x", 4, "input")] + [tensor(f"t{i}", s) for i, s in enumerate(sizes)]
+    ts[-1]["kind"] = "output"
+    ops = [dict(name=f"o{i}", kind="Relu", inputs=["x" if i == 0 else f"t{i - 1}"], outputs=[f"t{i}"])
+           for i in range(len(sizes))]
+    for i, e in enumerate(extras or []):
+        if e:
+            ts.append(tensor(f"w{i}", e, "weight"))
+            ops[i]["inputs"].append(f"w{i}")
+    return MemoryProblem.from_graph(build_graph("c", ts, ops), 1)
+
+
+def test_monotonic_edges_fuse_and_valleys_do_not():
+    from planners.schedule.zhong.fusion import check_edge
+
+    falling = _chain([4, 100, 50])  # o1 -> o2: 100 -> 50, o2's step (150) below o1's (104 + 100)
+    region = check_edge(falling, 1, 2)
+    assert region is not None and region.nodes == (1, 2)
+    # the graph input is folded into o0 (one reader), so buffers are t0, t1, t2
+    assert region.extra + falling.sizes[0] + falling.sizes[2] == max(falling.profile([0, 1, 2])[1:])
+    rising = _chain([4, 10, 50])  # o1 -> o2: 4 -> 10 -> 50, the last step the largest
+    assert check_edge(rising, 1, 2) is not None
+    valley = _chain([4, 100, 5, 100])  # o2 -> o3: 100 -> 5 -> 100 is a valley either way
+    assert check_edge(valley, 2, 3) is None
+    heavy = _chain([4, 100, 50], extras=[0, 0, 500])  # o2's weight makes its step the largest: not
+    region = check_edge(heavy, 1, 2)  # falling, but rising (4 <= 100, o1's step below o2's)
+    assert region is not None
+    assert region.extra + heavy.sizes[0] + heavy.sizes[2] == max(heavy.profile([0, 1, 2])[1:])
+
+
+def test_edge_with_a_shared_input_is_not_fused_rising():
+    """u reads x, which another op reads too: whether x is still live when v runs depends on
+    the rest of the order, so one hyper-node cannot cost it exactly and the edge stays."""
+    from planners.schedule.zhong.fusion import check_edge
+
+    ts = [tensor("i", 4, "input"), tensor("x", 10), tensor("a", 20), tensor("b", 40), tensor("c", 4),
+          tensor("y", 1, "output")]
+    ops = [dict(name="P", kind="Relu", inputs=["i"], outputs=["x"]),
+           dict(name="U", kind="Relu", inputs=["x"], outputs=["a"]),
+           dict(name="V", kind="Relu", inputs=["a"], outputs=["b"]),
+           dict(name="W", kind="Relu", inputs=["x"], outputs=["c"]),
+           dict(name="J", kind="Add", inputs=["b", "c"], outputs=["y"])]
+    p = MemoryProblem.from_graph(build_graph("s", ts, ops), 1)
+    assert check_edge(p, 1, 2) is None
+    assert min_peak_schedule(fuse(p).problem).peak == min_peak_schedule(p).peak
+
+
+def test_timed_out_budget_returns_the_warm_start_marked_timed_out():
+    from planners.schedule.zhong.budget import Budget
+
+    p = MemoryProblem.from_graph(load_graph("hrnet_w18_small"), 64)
+    sub = p.region(list(range(40)))
+    hint, peak = best_heuristic_order(sub)
+    opts = SolverOptions(time_limit=1, deterministic=False)
+    budget = Budget(opts, start=0.0)  # started long ago: nothing is left
+    result = solve_schedule_ilp(sub, hint, opts, budget=budget)
+    assert result.status == "timed_out" and result.order == hint and result.peak == peak
+    assert result.bound <= result.peak
+
+
+def test_zhong_time_limit_covers_the_whole_call_and_is_never_optimal_when_it_binds():
+    from planners.schedule.greedy import reverse_post_order
+    from planners.schedule.zhong.planner import zhong_schedule
+
+    p = MemoryProblem.from_graph(load_graph("nasnetalarge"), 64)
+    out = zhong_schedule(p, {"time_limit": 0.05, "deterministic": False})
+    assert out["status"] == "timed_out"
+    assert p.is_topological(out["order"]) and out["peak"] == p.peak(out["order"])
+    assert out["peak"] <= p.peak(reverse_post_order(p))
+
+
+def test_metis_call_uses_the_current_pymetis_api():
+    import warnings
+
+    p = MemoryProblem.from_graph(load_graph("hrnet_w18_small"), 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        parts = metis_parts(p, 3)
+    assert len(parts) == p.n and len(set(parts)) == 3

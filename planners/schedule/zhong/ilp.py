@@ -20,6 +20,10 @@ producer's earliest step nor after its last reader's latest step, so T is not cr
 ``prune=False`` creates the full O(n²) model (ablation, tests).
 
 Sizes are divided by their greatest common divisor so CP-SAT sees small coefficients.
+
+Time: the solve gets what is left of a ``Budget`` (``budget``) once its model is built, so
+with wall-clock limits (``deterministic=false``) building the model counts too; with no
+budget left the warm start is returned as ``timed_out``, never as ``optimal``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ortools.sat.python import cp_model
 
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
+from planners.schedule.zhong.budget import Budget
 
 
 @dataclass(frozen=True)
@@ -53,9 +58,11 @@ def step_windows(problem: MemoryProblem) -> tuple[list[int], list[int]]:
 
 
 def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOptions,
-                       prune: bool = True) -> ScheduleResult:
-    """Minimum-peak order of ``problem`` (warm-started from ``hint``, a valid order)."""
+                       prune: bool = True, budget: Budget | None = None) -> ScheduleResult:
+    """Minimum-peak order of ``problem`` (warm-started from ``hint``, a valid order), within
+    ``budget`` (default: ``opts.time_limit`` from now)."""
     start = time.perf_counter()
+    budget = budget or Budget(opts, start)
     n, p = problem.n, problem
     hint_peak = p.peak(hint)
     if n <= 1:
@@ -138,10 +145,14 @@ def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOpti
         m.AddHint(t, first[b] <= j <= last[b])
 
     check_model_size(m, opts, "zhong (schedule ILP)", "'greedy-mem', or zhong with more partitions")
-    solver = make_solver(opts)
-    code = solver.Solve(m)
-    seconds = time.perf_counter() - start
     n_vars = len(O) + len(T)
+    if budget.remaining() <= 0:  # building the model used up the time
+        return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), time.perf_counter() - start,
+                              n_vars)
+    solver = make_solver(budget.solver_options())
+    code = solver.Solve(m)
+    budget.charge(solver.deterministic_time)
+    seconds = time.perf_counter() - start
     if not has_solution(code):
         return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), seconds, n_vars)
     order = sorted(range(n), key=lambda v: next(j for j in range(asap[v], alap[v] + 1) if solver.Value(O[v, j])))

@@ -16,13 +16,14 @@ Each part is scheduled as a region (``MemoryProblem.region``): tensors from earl
 live at its start, tensors read by later parts live at its end, so minimising the part's
 peak minimises the graph's footprint while that part runs. Beyond the paper (``refine``),
 when time remains the part holding the new peak is solved next, until the peak's part has
-been solved or no time is left.
+been solved or no time is left. The ILP runs on the fused graph, warm-started from the best
+of RPO, the definition order and the greedy memory-aware list scheduler on the part; all
+solves share one time ``Budget``.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import pymetis
@@ -30,6 +31,7 @@ import pymetis
 from planners.schedule.greedy import best_heuristic_order, reverse_post_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions
+from planners.schedule.zhong.budget import Budget
 from planners.schedule.zhong.ilp import solve_schedule_ilp
 
 EDGE_WEIGHT_UNIT = 64  # bytes per unit of METIS edge weight (METIS wants small integers)
@@ -62,7 +64,10 @@ def metis_parts(problem: MemoryProblem, k: int, seed: int = 0) -> list[int]:
     if k <= 1 or n <= k or not adjncy:
         return [0] * n
     opts = pymetis.Options(seed=seed)
-    _, parts = pymetis.part_graph(k, xadj=xadj, adjncy=adjncy, eweights=eweights, options=opts)
+    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2 (xadj/adjncy are deprecated there)
+        _, parts = pymetis.part_graph(k, pymetis.CSRAdjacency(xadj, adjncy), eweights=eweights, options=opts)
+    else:
+        _, parts = pymetis.part_graph(k, xadj=xadj, adjncy=adjncy, eweights=eweights, options=opts)
     return list(parts)
 
 
@@ -95,9 +100,11 @@ class PartitionResult:
     variables: int
 
 
-def partition_schedule(problem: MemoryProblem, k: int, opts: SolverOptions, refine: bool = True) -> PartitionResult:
-    """Algorithm 2 on an (already fused) problem."""
-    deadline = time.perf_counter() + opts.time_limit
+def partition_schedule(problem: MemoryProblem, k: int, opts: SolverOptions, refine: bool = True,
+                       budget: Budget | None = None) -> PartitionResult:
+    """Algorithm 2 on an (already fused) problem, within ``budget`` (default: ``opts.time_limit``
+    from now)."""
+    budget = budget or Budget(opts)
     rpo = reverse_post_order(problem)
     profile = problem.profile(rpo)
     peak_node = rpo[max(range(len(rpo)), key=profile.__getitem__)]
@@ -110,14 +117,13 @@ def partition_schedule(problem: MemoryProblem, k: int, opts: SolverOptions, refi
     status, variables = "feasible", 0
     target = next(i for i, nodes in enumerate(groups) if peak_node in nodes)
     while target not in solved:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
+        if budget.remaining() <= 0:
             status = "timed_out"
             break
         nodes = groups[target]
         region = _region(problem, groups, target)
         hint, _ = best_heuristic_order(region)
-        result = solve_schedule_ilp(region, hint, opts.with_limit(remaining))
+        result = solve_schedule_ilp(region, hint, opts, budget=budget)
         variables += result.variables
         if result.status != "optimal":
             status = "timed_out"

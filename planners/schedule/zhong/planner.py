@@ -1,8 +1,10 @@
 """The ``zhong`` schedule planner: fusion, then the ILP on the whole fused graph when it is
 small enough, else partitioning (Algorithm 2). Options (``--option`` / ``options=``):
-``time_limit`` (s, 60), ``workers`` (2), ``max_region`` (Algorithm 1's M, 12),
-``max_ilp_nodes`` (fused nodes the ILP takes in one piece, 60), ``parts`` (k; default
-ceil(fused nodes / max_ilp_nodes)), ``refine`` (solve the part of the new peak too, True).
+``time_limit`` (s, 60, for the whole call: see ``budget``), ``workers`` (2), ``max_region``
+(Algorithm 1's M, 12), ``edges`` (fuse monotonic edges too, True; false = the paper's
+isolated regions only), ``max_ilp_nodes`` (fused nodes the ILP takes in one piece, 60),
+``parts`` (k; default ceil(fused nodes / max_ilp_nodes)), ``refine`` (solve the part of the
+new peak too, True).
 
 Status: ``optimal`` when the ILP proved the whole fused graph optimal (fusion preserves the
 optimum, so the order is optimal for the graph); ``feasible`` after partitioning (a heuristic
@@ -15,9 +17,12 @@ from __future__ import annotations
 
 import time
 
+from npusim.errors import PlanningError
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions
+from planners.schedule.zhong.budget import Budget
+from planners.options import int_option
 from planners.schedule.zhong.fusion import DEFAULT_MAX_REGION, fuse
 from planners.schedule.zhong.ilp import solve_schedule_ilp
 from planners.schedule.zhong.partition import default_parts, partition_schedule
@@ -29,21 +34,25 @@ def zhong_schedule(problem: MemoryProblem, options: dict) -> dict:
     """Schedule ``problem``; returns order (of its nodes), peak, status, bound and statistics."""
     start = time.perf_counter()
     opts = SolverOptions.from_options(options)
-    max_region = int(options.get("max_region", DEFAULT_MAX_REGION))
-    max_ilp = int(options.get("max_ilp_nodes", DEFAULT_MAX_ILP_NODES))
+    budget = Budget(opts, start)
+    max_region = int_option(options, "max_region", DEFAULT_MAX_REGION, "zhong")
+    max_ilp = int_option(options, "max_ilp_nodes", DEFAULT_MAX_ILP_NODES, "zhong")
+    edges = options.get("edges", True)
+    if not isinstance(edges, bool):
+        raise PlanningError(f"zhong option edges = {edges!r}: expected true or false")
     heuristic, heuristic_peak = best_heuristic_order(problem)
-    fusion = fuse(problem, max_region)
+    fusion = fuse(problem, max_region, edges=edges)
     fused = fusion.problem
-    remaining = opts.with_limit(opts.time_limit - (time.perf_counter() - start))
-    stats = {"ops": problem.n, "fused_ops": fused.n, "fusion_rounds": fusion.rounds}
+    stats = {"ops": problem.n, "fused_ops": fused.n, "fusion_rounds": fusion.rounds,
+             "fused_by": dict(fusion.fused_by)}
     if fused.n <= max_ilp:
         hint, _ = best_heuristic_order(fused)
-        result = solve_schedule_ilp(fused, hint, remaining)
+        result = solve_schedule_ilp(fused, hint, opts, budget=budget)
         order, status, bound = fused.expand(result.order), result.status, result.bound
         stats.update(parts=1, variables=result.variables)
     else:
-        k = int(options.get("parts", default_parts(fused.n, max_ilp)))
-        result = partition_schedule(fused, k, remaining, refine=bool(options.get("refine", True)))
+        k = int_option(options, "parts", default_parts(fused.n, max_ilp), "zhong")
+        result = partition_schedule(fused, k, opts, refine=bool(options.get("refine", True)), budget=budget)
         order, status, bound = fused.expand(result.order), result.status, problem.lower_bound()
         stats.update(parts=len(result.parts), solved_parts=result.solved_parts, variables=result.variables)
     peak = problem.peak(order)

@@ -1,0 +1,42 @@
+"""The time budget of one ``zhong`` call, shared by all its CP-SAT solves.
+
+``time_limit`` bounds the whole call, not each solve. With ``deterministic=false`` it is wall
+time from the start of the call, so fusion, heuristics and building every ILP model count
+against it (a solve gets what is left once its model is built). With the default
+deterministic mode it is CP-SAT's deterministic time summed over the solves, so the same
+inputs give the same plan whatever the machine's load (wall time spent building models
+cannot be counted without losing that); the wall clock then only guards the call: past
+``WALL_GUARD`` x ``time_limit`` (planners.schedule.solver) no further solve starts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from planners.schedule.solver import WALL_GUARD, SolverOptions
+
+
+@dataclass
+class Budget:
+    opts: SolverOptions
+    start: float = field(default_factory=time.perf_counter)
+    deterministic_used: float = 0.0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def remaining(self) -> float:
+        """Seconds (deterministic or wall, see module docstring) left for solving."""
+        if self.opts.deterministic:
+            if self.elapsed() > WALL_GUARD * self.opts.time_limit + 1.0:
+                return 0.0
+            return self.opts.time_limit - self.deterministic_used
+        return self.opts.time_limit - self.elapsed()
+
+    def solver_options(self) -> SolverOptions:
+        """Options for the next solve: the limit is what is left."""
+        return self.opts.with_limit(self.remaining())
+
+    def charge(self, deterministic_time: float) -> None:
+        self.deterministic_used += deterministic_time
