@@ -1,22 +1,28 @@
 """The canonical branch and bound for lifetime offset problems (planners.alloc.canonical_search)."""
 
+import itertools
+
 import numpy as np
 import pytest
 
 from planners.alloc.canonical_search import (
-    FOUND, PREORDERINGS, CanonicalSearch, _Instance, search_offsets, search_offsets_reference,
+    EXHAUSTED, FOUND, LIMITED, PREORDERINGS, CanonicalSearch, _Instance, _staircase_fits, search_offsets,
+    search_offsets_reference,
 )
-from planners.alloc.exact import exact_offsets
+from planners.alloc.exact import capacity_step, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
 from planners.alloc.problem import OffsetProblem, check_assignment
 from tests.helpers import SHARED
 
 
-def random_instance(rng, n_max=12):
+def random_instance(rng, n_max=12, twins=False):
     n = int(rng.integers(2, n_max + 1))
     first = rng.integers(0, 10, n)
     last = first + rng.integers(0, 6, n)
     sizes = rng.integers(0, 8, n)
+    if twins:  # copy lifetimes so that many buffers share one (sizes differ)
+        source = rng.integers(0, max(n // 3, 1), n)
+        first, last = first[source], last[source]
     return first, last, sizes
 
 
@@ -36,16 +42,57 @@ def test_numba_kernel_matches_the_python_reference(seed):
             for preordering in PREORDERINGS:
                 search = CanonicalSearch(_Instance(first, last, sizes, preordering), capacity)
                 assert search.run(10**7) == FOUND
-                reference = search_offsets_reference(first, last, sizes, capacity, preordering)
+                reference, nodes = search_offsets_reference(first, last, sizes, capacity, preordering,
+                                                            with_nodes=True)
                 assert reference is not None
                 assert search.offsets().tolist() == reference.tolist()
+                assert search.nodes == nodes  # the same tree: same inferences, same memo
+
+
+#: instances whose optimum exceeds max-live by one byte (18 > 17, 15 > 14): at max-live the
+#: search must exhaust a real tree to prove infeasibility (found among random ones)
+FRAGMENTED = [([1, 1, 2, 5, 0, 1, 2, 4, 4, 3], [4, 2, 4, 8, 1, 3, 3, 6, 6, 6], [2, 5, 2, 3, 5, 5, 1, 2, 4, 7]),
+              ([0, 5, 2, 0, 1, 3, 0, 4, 1, 5], [0, 5, 4, 1, 3, 5, 2, 4, 2, 8], [6, 3, 1, 3, 5, 7, 2, 4, 4, 4])]
+
+
+@pytest.mark.parametrize("case", range(len(FRAGMENTED)))
+def test_kernel_and_reference_walk_the_same_tree_when_it_is_exhausted(case):
+    first, last, sizes = (np.array(v) for v in FRAGMENTED[case])
+    optimum = cp_sat_optimum(first, last, sizes)
+    assert optimum == OffsetProblem(sizes=sizes, first=first, last=last).lifetime_bound() + 1
+    for preordering in PREORDERINGS:
+        search = CanonicalSearch(_Instance(first, last, sizes, preordering), optimum - 1)
+        assert search.run(10**7) == EXHAUSTED and search.nodes > 50
+        reference, nodes = search_offsets_reference(first, last, sizes, optimum - 1, preordering, with_nodes=True)
+        assert reference is None and search.nodes == nodes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_discrepancy_limited_kernel_matches_the_reference(seed):
+    rng = np.random.default_rng(300 + seed)
+    statuses = set()
+    for _ in range(6):
+        first, last, sizes = random_instance(rng, twins=True)
+        optimum = cp_sat_optimum(first, last, sizes)
+        for limit in (0, 1, 2):
+            search = CanonicalSearch(_Instance(first, last, sizes, "WAT"), optimum, discrepancies=limit)
+            status = search.run(10**7)
+            statuses.add(status)
+            reference, nodes = search_offsets_reference(first, last, sizes, optimum, "WAT", with_nodes=True,
+                                                        discrepancies=limit)
+            assert search.nodes == nodes
+            if status == FOUND:
+                assert search.offsets().tolist() == reference.tolist()
+            else:
+                assert status in (LIMITED, EXHAUSTED) and reference is None
+    assert FOUND in statuses
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_search_finds_the_optimum_and_proves_one_byte_less_infeasible(seed):
     rng = np.random.default_rng(100 + seed)
     for _ in range(8):
-        first, last, sizes = random_instance(rng)
+        first, last, sizes = random_instance(rng, twins=seed >= 3)
         problem = OffsetProblem(sizes=sizes, first=first, last=last)
         optimum = cp_sat_optimum(first, last, sizes)
         offsets, status, _ = search_offsets(first, last, sizes, optimum, time_limit=10)
@@ -55,6 +102,66 @@ def test_search_finds_the_optimum_and_proves_one_byte_less_infeasible(seed):
         if optimum > 0:
             assert search_offsets(first, last, sizes, optimum - 1, time_limit=10)[:2] == (None, "infeasible")
             assert search_offsets_reference(first, last, sizes, optimum - 1) is None
+
+
+def _stacks_by_brute_force(releases, sizes, capacity):
+    """One section: some order of the buffers, each as low as its release and the one below
+    allow, ends below the capacity."""
+    for order in itertools.permutations(range(len(sizes))):
+        top = 0
+        for i in order:
+            top = max(top, releases[i]) + sizes[i]
+        if top <= capacity:
+            return True
+    return False
+
+
+def test_staircase_is_exactly_the_one_section_feasibility():
+    rng = np.random.default_rng(7)
+    verdicts = set()
+    for _ in range(300):
+        m = int(rng.integers(1, 6))
+        sizes = rng.integers(1, 6, m)
+        h = rng.integers(0, 10, m)
+        capacity = int(rng.integers(int(sizes.sum()), int(sizes.sum()) + 8))
+        floor = np.array([int(h.min())])  # the section's floor: its lowest h
+        placed = np.zeros(m, dtype=np.bool_)
+        fits = _staircase_fits(0, 0, sizes, placed, h, floor, np.array([0, m]), np.arange(m), capacity,
+                               np.zeros(m, dtype=np.int64))
+        brute = _stacks_by_brute_force(h.tolist(), sizes.tolist(), capacity)
+        fits = fits and int(floor[0]) + int(sizes.sum()) <= capacity  # with the plain section check
+        assert fits == brute
+        verdicts.add(fits)
+    assert verdicts == {True, False}
+
+
+def test_portfolio_is_deterministic_under_a_node_limit():
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        first, last, sizes = random_instance(rng, n_max=12, twins=True)
+        optimum = cp_sat_optimum(first, last, sizes)
+        for capacity in (optimum, optimum - 1):
+            runs = [search_offsets(first, last, sizes, capacity, node_limit=40) for _ in range(2)]
+            assert runs[0][1:] == runs[1][1:]
+            assert runs[0][1] in ("found", "infeasible", "timed_out") and runs[0][2] <= 40 + 1
+            assert runs[0][1] != ("infeasible" if capacity == optimum else "found")
+
+
+def test_capacity_step_is_the_gcd_of_the_sizes():
+    problem = OffsetProblem(sizes=np.array([0, 3072, 1024, 2048]), first=np.array([0, 0, 1, 2]),
+                            last=np.array([1, 1, 2, 3]))
+    assert capacity_step(problem) == 1024
+
+
+@pytest.mark.parametrize("case", range(len(FRAGMENTED)))
+def test_exact_raises_the_bound_over_capacities_proved_infeasible(case):
+    first, last, sizes = (np.array(v) for v in FRAGMENTED[case])
+    sizes = sizes * 1024
+    problem = OffsetProblem(sizes=sizes, first=first, last=last)
+    result = exact_offsets(problem, time_limit=5)
+    # max-live is proved infeasible, so the bound moves up a whole step (the gcd 1024)
+    assert result.status == "optimal" and result.total == result.bound == problem.lifetime_bound() + 1024
+    assert check_assignment(problem, result.offsets) == []
 
 
 def test_a_capacity_below_max_live_is_infeasible_without_search():
@@ -79,3 +186,13 @@ def test_exact_offsets_reach_the_max_live_bound_on_minimalloc_c():
     result = exact_offsets(problem, time_limit=10)
     assert check_assignment(problem, result.offsets) == []
     assert result.status == "optimal" and result.total == result.bound == problem.lifetime_bound()
+
+
+def test_full_trails_grow_without_changing_the_search():
+    first, last, sizes = (np.array(v) for v in FRAGMENTED[0])
+    normal = CanonicalSearch(_Instance(first, last, sizes, "WAT"), 17)
+    cramped = CanonicalSearch(_Instance(first, last, sizes, "WAT"), 17)
+    cramped.trail_fi, cramped.trail_fv = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    cramped.ltrail = np.zeros((1, 3), dtype=np.int64)
+    assert normal.run(10**6) == cramped.run(10**6) == EXHAUSTED
+    assert normal.nodes == cramped.nodes and len(cramped.ltrail) > 1

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from npusim.plan.model import STATUSES
-from planners.alloc.bounds import best_bound, lifetime_bound, max_weight_clique
+from planners.alloc.bounds import best_bound, greedy_clique, heavy_clique, lifetime_bound, max_weight_clique
 from planners.alloc.exact import best_heuristic, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
 from planners.alloc.problem import check_assignment
@@ -38,15 +38,34 @@ def test_clique_bound_is_the_lifetime_bound_for_intervals_and_brute_force_otherw
     problem = random_problem(4, n=12)
     assert max_weight_clique(problem).value == lifetime_bound(problem).value
     explicit = random_problem(4, n=12, explicit=True)
-    rel = explicit.conflicts
-    brute = 0
-    for r in range(1, 13):
-        for subset in itertools.combinations(range(12), r):
-            if all(rel.has(a, b) for a, b in itertools.combinations(subset, 2)):
-                brute = max(brute, int(explicit.sizes[list(subset)].sum()))
+    brute = _brute_max_clique(explicit)
     clique = max_weight_clique(explicit)
     assert clique.exact and clique.value == brute
     assert best_bound(explicit).value == max(brute, explicit.lifetime_bound())
+
+
+def _brute_max_clique(problem):
+    rel, n = problem.conflicts, problem.n
+    best = 0
+    for r in range(1, n + 1):
+        for subset in itertools.combinations(range(n), r):
+            if all(rel.has(a, b) for a, b in itertools.combinations(subset, 2)):
+                best = max(best, int(problem.sizes[list(subset)].sum()))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_clique_is_a_clique_no_heavier_than_the_maximum(seed):
+    explicit = random_problem(seed, n=11, explicit=True)
+    greedy = greedy_clique(explicit, seeds=4)
+    members = heavy_clique(explicit, seeds=4)
+    assert all(explicit.conflicts.has(a, b) for a, b in itertools.combinations(members, 2))
+    assert greedy.value == int(explicit.sizes[members].sum())
+    brute = _brute_max_clique(explicit)
+    assert not greedy.exact and greedy.value <= brute
+    # the explicit relation contains the lifetime overlaps, so a live set is a clique to grow
+    assert greedy.value >= explicit.lifetime_bound()
+    assert greedy_clique(random_problem(seed, n=11)) is None  # lifetimes only: the lifetime bound is exact
 
 
 MINIMALLOC = SHARED / "reference" / "minimalloc" / "C.1048576.csv"

@@ -7,12 +7,15 @@
   clique of the conflict graph is a bound. For lifetime conflicts (interval graphs) it equals
   the lifetime bound; for an explicit conflict set it is solved exactly with CP-SAT when the
   problem is small enough (``max_items``), with a time limit; a timed-out solve reports the
-  solver's proven bound, never more.
+  solver's proven bound, never more. Larger problems get ``greedy_clique``: a heavy clique
+  grown from the heaviest steps' live sets — not the maximum, but still a valid bound.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from planners.alloc.problem import OffsetProblem
 from planners.schedule.solver import SolverOptions, make_solver
@@ -56,11 +59,63 @@ def max_weight_clique(problem: OffsetProblem, *, max_items: int = 250, time_limi
     return None
 
 
+def greedy_clique(problem: OffsetProblem, *, seeds: int = 64) -> Bound | None:
+    """A heavy clique of an explicit conflict set as a bound (any clique is a valid bound);
+    None without one. For problems too large for ``max_weight_clique``'s exact solve."""
+    if problem.conflicts is None:
+        return None
+    members = heavy_clique(problem, seeds=seeds)
+    return Bound(int(np.asarray(problem.sizes, dtype=np.int64)[members].sum()), "clique", False)
+
+
+def heavy_clique(problem: OffsetProblem, *, seeds: int = 64) -> list[int]:
+    """Members of a heavy clique of the explicit conflict set, grown greedily.
+
+    Seeds: the live sets of the ``seeds`` heaviest steps of the global order (with lifetimes;
+    the multi-stream relation contains the lifetime overlaps, so each is nearly always a clique
+    already — members that are not are dropped, lightest first), else the heaviest single items.
+    Each seed is then extended by the heaviest item in conflict with every member, repeatedly."""
+    rel = problem.conflicts
+    sizes = np.asarray(problem.sizes, dtype=np.int64)
+    if problem.has_lifetimes:
+        first, last = np.asarray(problem.first), np.asarray(problem.last)
+        steps = np.arange(int(first.min()), int(last.max()) + 1)
+        delta = np.zeros(len(steps) + 1, dtype=np.int64)
+        np.add.at(delta, first - steps[0], sizes)
+        np.add.at(delta, last - steps[0] + 1, -sizes)
+        live = np.cumsum(delta)[:-1]
+        heavy_steps = steps[np.argsort(-live, kind="stable")[:seeds]]
+        starts = [np.flatnonzero((first <= t) & (last >= t)) for t in heavy_steps]
+    else:
+        starts = [np.array([i]) for i in np.argsort(-sizes, kind="stable")[:seeds]]
+    cliques = [_grow_clique(rel, sizes, m[np.argsort(-sizes[m], kind="stable")]) for m in starts]
+    return max(cliques, key=lambda c: int(sizes[c].sum()))
+
+
+def _grow_clique(rel, sizes: np.ndarray, members: np.ndarray) -> list[int]:
+    """A clique from ``members`` (heaviest first, keeping those in conflict with all kept so
+    far), then extended greedily by the heaviest common neighbour."""
+    allowed = np.ones(len(sizes), dtype=bool)
+    clique = []
+    for i in members.tolist():
+        if allowed[i]:
+            allowed &= rel.row(i)  # the relation is irreflexive: i leaves the candidates
+            clique.append(i)
+    while allowed.any():
+        i = int(np.argmax(np.where(allowed, sizes, -1)))
+        allowed &= rel.row(i)
+        clique.append(i)
+    return clique
+
+
 def best_bound(problem: OffsetProblem, **clique_options) -> Bound:
-    """The larger of the lifetime bound and (when solvable) the clique bound."""
+    """The largest of the lifetime bound, a greedy clique and (when solvable) the exact clique."""
     candidates = []
     if problem.has_lifetimes:
         candidates.append(lifetime_bound(problem))
+    greedy = greedy_clique(problem)
+    if greedy is not None:
+        candidates.append(greedy)
     clique = max_weight_clique(problem, **clique_options)
     if clique is not None:
         candidates.append(clique)

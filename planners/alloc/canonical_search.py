@@ -17,18 +17,25 @@ What prunes it -- the ideas of Moffitt, "MiniMalloc" (ASPLOS 2023), re-derived h
   last buffer placed there, raised to the lowest ``h`` of the unplaced buffers there and to
   the last offset placed (offsets only grow along a path). On the hard instances the
   capacity equals the max-live bound, so most sections have no slack at all;
+- the staircase (ours, a release-time bound): an unplaced buffer goes no lower than its
+  ``h``, so in each section, for every height t, the buffers with ``h`` >= t must fit
+  between t and the capacity -- exact for one section taken alone;
 - dominance: a buffer may not go at or above the height where some unplaced buffer would
   end if placed now -- that buffer could then move below it, so the solution would not be
   canonical;
 - hatless pruning: when the buffer just tried overlaps no unplaced buffer and failed, every
   other choice at that node fails too (MiniMalloc's);
-- restarts: the rank of a buffer (the tie order) comes from a static preordering; several
-  preorderings take turns under a node limit that doubles each round.
+- twins (ours): buffers with the same lifetime stacked right on each other can swap places
+  with nothing else changing, so a buffer never rests right on a twin of a later rank;
+- a portfolio: the rank of a buffer (the tie order) comes from a static preordering;
+  several preorderings take turns under a node allowance that doubles each round, each
+  search resuming where it stopped, alongside limited discrepancy searches that find
+  solutions a few early deviations from the preferred order (see ``search_offsets``).
 
 The kernel is resumable: it runs at most ``node_budget`` nodes and keeps all its state in
 arrays, so the Python driver can stop on a wall-clock limit between slices.
 ``search_offsets_reference`` is the same search as plain recursive Python: the test oracle
-(both return the same offsets).
+(both return the same offsets after the same number of placements).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import time
 import numpy as np
 from numba import njit
 
-FOUND, EXHAUSTED, BUDGET, GROW = 0, 1, 2, 3
+FOUND, EXHAUSTED, BUDGET, GROW, LIMITED = 0, 1, 2, 3, 4
 INF = np.iinfo(np.int64).max
 #: static preorderings tried in turn, MiniMalloc's defaults (letters: T = most bytes live in
 #: the buffer's busiest section, W = lifetime, C = sections spanned, A = area = size x
@@ -90,12 +97,36 @@ class _Instance:
         self.adj_start = np.zeros(n + 1, dtype=np.int64)
         self.adj_start[1:] = np.cumsum([len(r) for r in rows])
         self.adj = np.array([j for r in rows for j in r], dtype=np.int64)
+        # twins: buffers of the same lifetime (so the same sections), later ranks only
+        group: dict[tuple[int, int], list[int]] = {}
+        for r in range(n):
+            if self.sizes[r] > 0:
+                group.setdefault((int(self.sec_lo[r]), int(self.sec_hi[r])), []).append(r)
+        later = [[z for z in group.get((int(self.sec_lo[r]), int(self.sec_hi[r])), []) if z > r]
+                 if self.sizes[r] > 0 else [] for r in range(n)]
+        self.twin_start = np.zeros(n + 1, dtype=np.int64)
+        self.twin_start[1:] = np.cumsum([len(t) for t in later])
+        self.twin = np.array([z for t in later for z in t], dtype=np.int64)
 
 
 @njit(cache=True)
-def _next_candidate(sizes, sec_lo, sec_hi, placed, h, capacity, lo, hi, last_off, last_r, tried_h, tried_r):
+def _on_later_twin(r, y, twin_start, twin, placed, offset, sizes):
+    """True if ``r`` at ``y`` would rest right on a placed twin of a later rank. Twins stacked
+    one right on the other can swap places without changing anything else (the solution
+    stays canonical), so only the order with the earlier rank below is searched."""
+    for k in range(twin_start[r], twin_start[r + 1]):
+        z = twin[k]
+        if placed[z] and offset[z] + sizes[z] == y:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _next_candidate(sizes, sec_lo, sec_hi, placed, h, capacity, lo, hi, last_off, last_r, tried_h, tried_r,
+                    twin_start, twin, offset):
     """The next buffer to try in the partition of sections [lo, hi): lowest (h, rank) after
-    the one tried last, in canonical position, below the dominance height; -1 if none."""
+    the one tried last, in canonical position, below the dominance height, not on a later
+    twin; -1 if none."""
     n = sizes.shape[0]
     min_height = INF
     for r in range(n):
@@ -110,25 +141,35 @@ def _next_candidate(sizes, sec_lo, sec_hi, placed, h, capacity, lo, hi, last_off
             continue
         if tried_r >= 0 and (hr < tried_h or (hr == tried_h and r <= tried_r)):
             continue
-        if best < 0 or hr < h[best] or (hr == h[best] and r < best):
+        if (best < 0 or hr < h[best] or (hr == h[best] and r < best)) and not _on_later_twin(
+                r, hr, twin_start, twin, placed, offset, sizes):
             best = r
     return best
 
 
 @njit(cache=True)
 def _place(b, depth, sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, capacity, lo, hi, placed, offset,
-           h, floor, rem, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, stamp_of, affected):
+           h, floor, rem, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, stamp_of, affected, scratch,
+           lw, ltrail, lmark, redo):
     """Put ``b`` at ``h[b]``: raise the floors of its sections and the ``h`` of the buffers it
     overlaps (recorded on the trails from ``tops`` = [h-trail length, floor-trail length,
-    stamp]); then True if every section of [lo, hi) can still hold its unplaced bytes."""
-    n_sections = floor.shape[0]
-    th, tf, stamp = tops[0], tops[1], tops[2] + 1
+    stamp, highest top placed, low-trail length]); then True if every section of [lo, hi)
+    can still hold its unplaced bytes.
+
+    ``lw`` holds each section's lowest ``h`` among its unplaced buffers and one buffer at
+    that height: only when that buffer is placed or raised can the lowest ``h`` change (the
+    others only rise), so only then are the section's buffers scanned again."""
+    th, tf, stamp, tl = tops[0], tops[1], tops[2] + 1, tops[4]
     hmark[depth], fmark[depth] = th, tf
+    lmark[depth, 0], lmark[depth, 1] = tl, tops[3]
     y = h[b]
     top = y + sizes[b]
+    if top > tops[3]:
+        tops[3] = top
     placed[b] = True
     offset[b] = y
     n_affected = 0
+    n_redo = 0
     for s in range(sec_lo[b], sec_hi[b]):
         trail_fi[tf] = s
         trail_fv[tf] = floor[s]
@@ -138,6 +179,10 @@ def _place(b, depth, sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, 
         stamp_of[s] = stamp
         affected[n_affected] = s
         n_affected += 1
+        if lw[1, s] == b:
+            redo[1, s] = stamp
+            redo[0, n_redo] = s
+            n_redo += 1
     for k in range(adj_start[b], adj_start[b + 1]):
         c = adj[k]
         if placed[c] or h[c] >= top:
@@ -151,32 +196,82 @@ def _place(b, depth, sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, 
                 stamp_of[s] = stamp
                 affected[n_affected] = s
                 n_affected += 1
-    # a section's floor is at least the lowest place any of its unplaced buffers can go
-    for a in range(n_affected):
-        s = affected[a]
-        low = INF
+            if lw[1, s] == c and redo[1, s] != stamp:
+                redo[1, s] = stamp
+                redo[0, n_redo] = s
+                n_redo += 1
+    for a in range(n_redo):
+        s = redo[0, a]
+        low, who = INF, -1
         for k in range(mem_start[s], mem_start[s + 1]):
             r = members[k]
             if not placed[r] and sizes[r] > 0 and h[r] < low:
-                low = h[r]
-        if low != INF and floor[s] < low:
+                low, who = h[r], r
+        ltrail[tl, 0], ltrail[tl, 1], ltrail[tl, 2] = s, lw[0, s], lw[1, s]
+        tl += 1
+        lw[0, s], lw[1, s] = low, who
+    # a section's floor is at least the lowest place any of its unplaced buffers can go
+    for a in range(n_affected):
+        s = affected[a]
+        if lw[1, s] >= 0 and floor[s] < lw[0, s]:
             trail_fi[tf] = s
             trail_fv[tf] = floor[s]
             tf += 1
-            floor[s] = low
-    tops[0], tops[1], tops[2] = th, tf, stamp
+            floor[s] = lw[0, s]
+    tops[0], tops[1], tops[2], tops[4] = th, tf, stamp, tl
     for s in range(lo, hi):
         if rem[s] > 0:
             base = floor[s] if floor[s] > y else y
             if base + rem[s] > capacity:
                 return False
+    # the staircase: sections whose buffers changed (elsewhere nothing above ``y`` changed
+    # since an ancestor checked them); no ``h`` exceeds the highest top placed, so a section
+    # with room for all its bytes above that cannot fail it
+    for a in range(n_affected):
+        s = affected[a]
+        if rem[s] > 0 and tops[3] + rem[s] > capacity and not _staircase_fits(
+                s, y, sizes, placed, h, floor, mem_start, members, capacity, scratch):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _staircase_fits(s, y, sizes, placed, h, floor, mem_start, members, capacity, scratch):
+    """Release-time bound of section ``s``: each unplaced buffer goes no lower than its ``h``
+    (nor the floor, nor ``y``), so for every height t the buffers that cannot start below t
+    must fit between t and the capacity."""
+    base = floor[s] if floor[s] > y else y
+    m = 0
+    for k in range(mem_start[s], mem_start[s + 1]):
+        r = members[k]
+        if not placed[r] and sizes[r] > 0 and h[r] > base:
+            # insertion sort, highest h first
+            v = h[r]
+            j = m
+            while j > 0 and h[scratch[j - 1]] < v:
+                scratch[j] = scratch[j - 1]
+                j -= 1
+            scratch[j] = r
+            m += 1
+    need = 0
+    for j in range(m):
+        r = scratch[j]
+        need += sizes[r]
+        if h[r] + need > capacity:
+            return False
     return True
 
 
 @njit(cache=True)
 def _undo(b, depth, sizes, sec_lo, sec_hi, placed, h, floor, rem, hmark, fmark, trail_hi, trail_hv,
-          trail_fi, trail_fv, tops):
+          trail_fi, trail_fv, tops, lw, ltrail, lmark):
     """Take ``b`` (placed at ``depth``) back out, restoring what ``_place`` changed."""
+    tl = tops[4]
+    while tl > lmark[depth, 0]:
+        tl -= 1
+        s = ltrail[tl, 0]
+        lw[0, s], lw[1, s] = ltrail[tl, 1], ltrail[tl, 2]
+    tops[4], tops[3] = tl, lmark[depth, 1]
     tf, th = tops[1], tops[0]
     while tf > fmark[depth]:
         tf -= 1
@@ -188,15 +283,6 @@ def _undo(b, depth, sizes, sec_lo, sec_hi, placed, h, floor, rem, hmark, fmark, 
         rem[s] += sizes[b]
     placed[b] = False
     tops[0], tops[1] = th, tf
-
-
-@njit(cache=True)
-def _zero_cut_inside(cuts, a, b):
-    """True if some boundary s in [a, b) has no unplaced buffer crossing it."""
-    for s in range(a, b):
-        if cuts[s] == 0:
-            return True
-    return False
 
 
 @njit(cache=True)
@@ -213,7 +299,7 @@ NONE, SUCCESS, FAIL = 0, 1, 2
 
 @njit(cache=True)
 def _undo_to(mark, depth, path, cuts, sizes, sec_lo, sec_hi, placed, h, floor, rem, hmark, fmark, trail_hi,
-             trail_hv, trail_fi, trail_fv, tops):
+             trail_hv, trail_fi, trail_fv, tops, lw, ltrail, lmark):
     """Take back every placement at depth >= ``mark``; returns the new depth."""
     while depth > mark:
         depth -= 1
@@ -221,35 +307,46 @@ def _undo_to(mark, depth, path, cuts, sizes, sec_lo, sec_hi, placed, h, floor, r
         for s in range(sec_lo[b], sec_hi[b] - 1):
             cuts[s] += 1
         _undo(b, depth, sizes, sec_lo, sec_hi, placed, h, floor, rem, hmark, fmark, trail_hi, trail_hv,
-              trail_fi, trail_fv, tops)
+              trail_fi, trail_fv, tops, lw, ltrail, lmark)
     return depth
 
 
 @njit(cache=True)
-def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, capacity, placed, offset, h,
-                   floor, rem, cuts, path, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, stamp_of,
-                   affected, frames, state, node_budget):
+def _push_search(frames, top, lo, hi, last_off, last_r, spent):
+    """Push a SEARCH frame over sections [lo, hi) after (last_off, last_r)."""
+    frames[top, 0], frames[top, 1], frames[top, 2] = SEARCH, lo, hi
+    frames[top, 3], frames[top, 4], frames[top, 5], frames[top, 6] = last_off, last_r, -1, -1
+    frames[top, 10], frames[top, 11] = spent, 0
+
+
+@njit(cache=True)
+def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, twin_start, twin, capacity, placed,
+                   offset, h, floor, rem, cuts, path, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops,
+                   stamp_of, affected, scratch, lw, ltrail, lmark, redo, frames, state, node_budget):
     """Resume the search for at most ``node_budget`` placements.
 
     The recursion lives in ``frames`` (one row per frame: kind, lo, hi, last_off, last_r,
-    tried_h, tried_r, mark, part_end, hat). A PARTS frame solves its sections part by part, split at
-    boundaries no unplaced buffer crosses; a SEARCH frame tries candidates in (h, rank) order,
-    each followed by a child frame for the rest. ``state`` = [frame count, depth, pending
-    result, placements]. Returns FOUND, EXHAUSTED, BUDGET or GROW (trail full; nothing lost).
+    tried_h, tried_r, mark, part_end, hat, discrepancies spent on the way here, choices that
+    fit so far). A PARTS frame solves its sections part by part, split at boundaries no
+    unplaced buffer crosses; a SEARCH frame tries candidates in (h, rank) order, each
+    followed by a child frame for the rest. ``state`` = [frame count, depth, pending result,
+    placements, discrepancy limit (-1: none), limit hit]. Returns FOUND, EXHAUSTED, LIMITED
+    (exhausted, but the discrepancy limit cut some paths), BUDGET or GROW (trail full;
+    nothing lost).
     """
     n_sections = floor.shape[0]
-    top, depth, ret = state[0], state[1], state[2]
+    top, depth, ret, limit = state[0], state[1], state[2], state[4]
     done = 0
     while True:
         if top == 0:
-            code = FOUND if ret == SUCCESS else EXHAUSTED
+            code = FOUND if ret == SUCCESS else (LIMITED if state[5] else EXHAUSTED)
             break
         f = top - 1
         kind, lo, hi = frames[f, 0], frames[f, 1], frames[f, 2]
         if kind == PARTS:
             if ret == FAIL:  # a part has no solution: neither has this partition
                 depth = _undo_to(frames[f, 7], depth, path, cuts, sizes, sec_lo, sec_hi, placed, h, floor, rem,
-                                 hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops)
+                                 hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, lw, ltrail, lmark)
                 top -= 1
                 continue
             if ret == NONE:
@@ -266,8 +363,7 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, ca
                     end = s + 1
                     break
             frames[f, 8] = end
-            frames[top, 0], frames[top, 1], frames[top, 2] = SEARCH, a, end
-            frames[top, 3], frames[top, 4], frames[top, 5], frames[top, 6] = -1, -1, -1, -1
+            _push_search(frames, top, a, end, -1, -1, frames[f, 10])
             top += 1
             ret = NONE
             continue
@@ -277,7 +373,7 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, ca
             continue
         if ret == FAIL:  # the child found nothing: take this frame's candidate back
             depth = _undo_to(frames[f, 7], depth, path, cuts, sizes, sec_lo, sec_hi, placed, h, floor, rem,
-                             hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops)
+                             hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, lw, ltrail, lmark)
             if frames[f, 9] == 0:  # hatless candidate: no other choice here can do better
                 top -= 1
                 continue
@@ -286,12 +382,13 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, ca
             code = BUDGET
             break
         b = _next_candidate(sizes, sec_lo, sec_hi, placed, h, capacity, lo, hi, frames[f, 3], frames[f, 4],
-                            frames[f, 5], frames[f, 6])
+                            frames[f, 5], frames[f, 6], twin_start, twin, offset)
         if b < 0:
             top -= 1
             ret = FAIL if _any_unplaced(sizes, sec_lo, sec_hi, placed, lo, hi) else SUCCESS
             continue
-        if tops[1] + (sec_hi[b] - sec_lo[b]) + n_sections > trail_fi.shape[0]:
+        if tops[1] + (sec_hi[b] - sec_lo[b]) + n_sections > trail_fi.shape[0] or \
+                tops[4] + n_sections > ltrail.shape[0]:
             code = GROW
             break
         done += 1
@@ -299,7 +396,7 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, ca
         frames[f, 5], frames[f, 6], frames[f, 7] = y, b, depth
         fits = _place(b, depth, sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, capacity, lo, hi,
                       placed, offset, h, floor, rem, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops,
-                      stamp_of, affected)
+                      stamp_of, affected, scratch, lw, ltrail, lmark, redo)
         # hatless (no unplaced buffer overlaps it): if it fails here, it fails anywhere
         frames[f, 9] = 0
         for k in range(adj_start[b], adj_start[b + 1]):
@@ -315,16 +412,26 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, ca
                 split = True
         if not fits:
             depth = _undo_to(frames[f, 7], depth, path, cuts, sizes, sec_lo, sec_hi, placed, h, floor, rem,
-                             hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops)
+                             hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, lw, ltrail, lmark)
             if frames[f, 9] == 0:
                 top -= 1
                 ret = FAIL
             continue
+        # limited discrepancy: every choice here after the first that fits costs one
+        spent = frames[f, 10] + (1 if frames[f, 11] > 0 else 0)
+        if limit >= 0 and spent > limit:
+            depth = _undo_to(frames[f, 7], depth, path, cuts, sizes, sec_lo, sec_hi, placed, h, floor, rem,
+                             hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, lw, ltrail, lmark)
+            state[5] = 1
+            top -= 1
+            ret = FAIL
+            continue
+        frames[f, 11] += 1
         if split:
             frames[top, 0], frames[top, 1], frames[top, 2] = PARTS, lo, hi
+            frames[top, 10] = spent
         else:
-            frames[top, 0], frames[top, 1], frames[top, 2] = SEARCH, lo, hi
-            frames[top, 3], frames[top, 4], frames[top, 5], frames[top, 6] = y, b, -1, -1
+            _push_search(frames, top, lo, hi, y, b, spent)
         top += 1
         ret = NONE
     state[0], state[1], state[2], state[3] = top, depth, ret, state[3] + done
@@ -339,7 +446,7 @@ class CanonicalSearch:
     after the other; a failure on one side never re-searches the other.
     """
 
-    def __init__(self, inst: _Instance, capacity: int) -> None:
+    def __init__(self, inst: _Instance, capacity: int, discrepancies: int = -1) -> None:
         n, n_sections = len(inst.sizes), inst.n_sections
         self.inst, self.capacity = inst, int(capacity)
         self.placed = np.zeros(n, dtype=np.bool_)
@@ -355,17 +462,29 @@ class CanonicalSearch:
         room = 4 * (n_sections + 1) + int((inst.sec_hi - inst.sec_lo).sum())
         self.trail_fi = np.zeros(room, dtype=np.int64)
         self.trail_fv = np.zeros(room, dtype=np.int64)
-        self.tops = np.zeros(3, dtype=np.int64)  # h-trail length, floor-trail length, stamp
+        # h-trail length, floor-trail length, stamp, highest top placed, low-trail length
+        self.tops = np.zeros(5, dtype=np.int64)
+        # each section's lowest h among unplaced buffers (all 0 at first) and a buffer there
+        self.lw = np.zeros((2, n_sections), dtype=np.int64)
+        self.lw[1] = -1
+        for r in range(n - 1, -1, -1):
+            if inst.sizes[r] > 0:
+                self.lw[1, inst.sec_lo[r]:inst.sec_hi[r]] = r
+        self.ltrail = np.zeros((room, 3), dtype=np.int64)  # a section at most once a placement
+        self.lmark = np.zeros((n + 1, 2), dtype=np.int64)
+        self.redo = np.zeros((2, n_sections), dtype=np.int64)
         self.stamp_of = np.zeros(n_sections, dtype=np.int64)
         self.affected = np.zeros(n_sections, dtype=np.int64)
+        self.scratch = np.zeros(max(n, 1), dtype=np.int64)
         # cuts[s]: unplaced buffers crossing the boundary between sections s and s + 1
         self.cuts = np.zeros(max(n_sections - 1, 0), dtype=np.int64)
         for lo, hi in zip(inst.sec_lo, inst.sec_hi):
             self.cuts[lo:hi - 1] += 1
         # each placement adds at most two frames; the root is a PARTS frame over everything
-        self.frames = np.zeros((2 * n + 4, 10), dtype=np.int64)
+        self.frames = np.zeros((2 * n + 4, 12), dtype=np.int64)
         self.frames[0, :3] = (PARTS, 0, n_sections)
-        self.state = np.array([1, 0, NONE, 0], dtype=np.int64)  # frames, depth, pending result, placements
+        # frames, depth, pending result, placements, discrepancy limit (-1: none), limit hit
+        self.state = np.array([1, 0, NONE, 0, discrepancies, 0], dtype=np.int64)
         # a section holding more than the capacity makes the search pointless
         self.status = EXHAUSTED if n_sections and self.rem.max() > capacity else BUDGET
 
@@ -374,18 +493,23 @@ class CanonicalSearch:
         return int(self.state[3])
 
     def run(self, node_budget: int) -> int:
-        """Search at most ``node_budget`` more placements; FOUND, EXHAUSTED or BUDGET."""
+        """Search at most ``node_budget`` more placements; FOUND, EXHAUSTED (no offsets
+        exist), LIMITED (none within the discrepancy limit) or BUDGET."""
         i = self.inst
         goal = self.nodes + node_budget
         while self.status == BUDGET and self.nodes < goal:
             code = int(_search_kernel(i.sizes, i.sec_lo, i.sec_hi, i.adj_start, i.adj, i.mem_start, i.members,
+                                      i.twin_start, i.twin,
                                       self.capacity, self.placed, self.offset, self.h, self.floor, self.rem,
                                       self.cuts, self.path, self.hmark, self.fmark, self.trail_hi, self.trail_hv,
                                       self.trail_fi, self.trail_fv, self.tops, self.stamp_of, self.affected,
-                                      self.frames, self.state, goal - self.nodes))
-            if code == GROW:  # the floor trail is full: double it and carry on
+                                      self.scratch, self.lw, self.ltrail, self.lmark, self.redo,
+                                      self.frames,
+                                      self.state, goal - self.nodes))
+            if code == GROW:  # a trail is full: double the floor and low trails and carry on
                 self.trail_fi = np.concatenate([self.trail_fi, np.zeros_like(self.trail_fi)])
                 self.trail_fv = np.concatenate([self.trail_fv, np.zeros_like(self.trail_fv)])
+                self.ltrail = np.concatenate([self.ltrail, np.zeros_like(self.ltrail)])
             elif code != BUDGET:
                 self.status = code
         return self.status
@@ -398,44 +522,66 @@ class CanonicalSearch:
 
 
 def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.0, node_limit: int | None = None,
-                   preorderings: tuple[str, ...] = PREORDERINGS) -> tuple[np.ndarray | None, str, int]:
+                   preorderings: tuple[str, ...] = PREORDERINGS,
+                   discrepancy_search: bool = True) -> tuple[np.ndarray | None, str, int]:
     """Offsets with every buffer below ``capacity``: ``(offsets, "found", nodes)``, or
     ``(None, "infeasible", nodes)`` when the search proved there are none, or
-    ``(None, "timed_out", nodes)``. Preorderings take turns under a doubling node limit
-    (a restart each round, as MiniMalloc does).
+    ``(None, "timed_out", nodes)``.
+
+    A portfolio takes turns under a doubling node allowance (MiniMalloc's round robin), each
+    search resuming where its last turn stopped rather than starting again (the same tree
+    would only be walked twice): for every preordering the complete search and, with
+    ``discrepancy_search``, a limited discrepancy search (Harvey and Ginsberg) that first
+    tries every path leaving the preferred order once, then twice, and so on. A depth-first
+    search never revisits its first choices before exhausting everything below them; the
+    discrepancy search finds solutions a few early deviations away, but proves nothing.
 
     ``node_limit`` (placements in total) makes the answer deterministic; ``time_limit`` (wall
     seconds) is then only a guard, as for CP-SAT in ``planners.schedule.solver``."""
     instances = [_Instance(first, last, sizes, p) for p in preorderings]
+    searches = [CanonicalSearch(inst, capacity) for inst in instances]
+    if discrepancy_search:
+        searches += [CanonicalSearch(inst, capacity, discrepancies=1) for inst in instances]
     deadline = time.perf_counter() + time_limit
     budget = node_limit if node_limit is not None else 1 << 62
-    limit, nodes = max(len(sizes), 1), 0
+    turn, done = max(len(sizes), 1), 0  # done: placements of discrepancy searches replaced
+
+    def spent() -> int:
+        return done + sum(search.nodes for search in searches)
+
     while True:
-        limit *= 2
-        for inst in instances:
-            search = CanonicalSearch(inst, capacity)
-            while search.nodes < limit:
-                status = search.run(min(50_000, limit - search.nodes, max(budget - nodes - search.nodes, 0)))
+        turn *= 2
+        for k, search in enumerate(searches):
+            goal = search.nodes + turn
+            while search.nodes < goal:
+                status = search.run(min(10_000, goal - search.nodes, max(budget - spent(), 0)))
                 if status == FOUND:
-                    return search.offsets(), "found", nodes + search.nodes
+                    return search.offsets(), "found", spent()
                 if status == EXHAUSTED:  # complete under any preordering: no solution exists
-                    return None, "infeasible", nodes + search.nodes
-                if nodes + search.nodes >= budget or time.perf_counter() >= deadline:
-                    return None, "timed_out", nodes + search.nodes
-            nodes += search.nodes
+                    return None, "infeasible", spent()
+                if status == LIMITED:  # every path within the limit tried: allow one more deviation
+                    done += search.nodes
+                    search = searches[k] = CanonicalSearch(search.inst, capacity, int(search.state[4]) + 1)
+                    goal = turn
+                if spent() >= budget or time.perf_counter() >= deadline:
+                    return None, "timed_out", spent()
 
 
-def search_offsets_reference(first, last, sizes, capacity: int, preordering: str = PREORDERINGS[0]) -> np.ndarray | None:
+def search_offsets_reference(first, last, sizes, capacity: int, preordering: str = PREORDERINGS[0], *,
+                             with_nodes: bool = False, discrepancies: int = -1):
     """The same search (one preordering, no budget) in plain Python, recomputing everything
-    from the placed buffers at each step: the Numba kernels' oracle."""
+    from the placed buffers at each step: the Numba kernels' oracle. The offsets (None if
+    there are none); with ``with_nodes``, also the placements tried, which equal the kernel's
+    when both walk the same tree (same inferences and order)."""
     inst = _Instance(first, last, sizes, preordering)
     n, S = len(inst.sizes), inst.n_sections
     size = [int(s) for s in inst.sizes]
     lo_of, hi_of = [int(v) for v in inst.sec_lo], [int(v) for v in inst.sec_hi]
     if S and max(int(v) for v in inst.section_bytes) > capacity:
-        return None
+        return (None, 0) if with_nodes else None
     offset: dict[int, int] = {}  # placed buffer -> offset
     last_in: dict[int, int] = {}  # section -> top of the buffer placed there last
+    nodes = 0
 
     def overlaps(a, b):
         return lo_of[a] < hi_of[b] and lo_of[b] < hi_of[a]
@@ -446,21 +592,33 @@ def search_offsets_reference(first, last, sizes, capacity: int, preordering: str
     def unplaced(lo, hi):
         return [r for r in range(n) if r not in offset and size[r] > 0 and lo_of[r] >= lo and hi_of[r] <= hi]
 
+    def on_later_twin(r, y):
+        return any(z > r and (lo_of[z], hi_of[z]) == (lo_of[r], hi_of[r]) and offset[z] + size[z] == y
+                   for z in offset)
+
+    def floor_of(s):
+        waiting = [r for r in unplaced(0, S) if lo_of[r] <= s < hi_of[r]]
+        return max([last_in.get(s, 0)] + [min(h(r) for r in waiting)] if waiting else [last_in.get(s, 0)])
+
     def fits(lo, hi, y):
         for s in range(lo, hi):
             waiting = [r for r in unplaced(0, S) if lo_of[r] <= s < hi_of[r]]
             if waiting:
-                floor = max([last_in.get(s, 0), y] + [min(h(r) for r in waiting)])
-                if floor + sum(size[r] for r in waiting) > capacity:
+                base = max(floor_of(s), y)
+                if base + sum(size[r] for r in waiting) > capacity:
                     return False
+                # the staircase: buffers that cannot start below t fit between t and the capacity
+                for t in {h(r) for r in waiting if h(r) > base}:
+                    if t + sum(size[r] for r in waiting if h(r) >= t) > capacity:
+                        return False
         return True
 
-    def solve_parts(lo, hi):
+    def solve_parts(lo, hi, spent):
         cut = [lo] + [s + 1 for s in range(lo, hi - 1)
                       if not any(lo_of[r] <= s and s + 1 < hi_of[r] for r in unplaced(0, S))] + [hi]
         before = set(offset)
         for a, b in zip(cut, cut[1:]):
-            if not search(a, b, -1, -1):
+            if not search(a, b, -1, -1, spent):
                 for r in set(offset) - before:
                     del offset[r]
                 restore()
@@ -473,21 +631,32 @@ def search_offsets_reference(first, last, sizes, capacity: int, preordering: str
             for s in range(lo_of[r], hi_of[r]):
                 last_in[s] = max(last_in.get(s, 0), offset[r] + size[r])
 
-    def search(lo, hi, last_off, last_r):
+    def search(lo, hi, last_off, last_r, spent):
+        nonlocal nodes
         todo = unplaced(lo, hi)
         if not todo:
             return True
         min_height = min(h(r) + size[r] for r in todo)
+        fitted = 0
         for hr, r in sorted((h(r), r) for r in todo):
             if hr < last_off or (hr == last_off and r < last_r) or hr >= min_height or hr + size[r] > capacity:
                 continue
+            if on_later_twin(r, hr):  # twins stacked right on each other: earlier rank below
+                continue
             hat = any(c != r and c not in offset and size[c] > 0 and overlaps(r, c) for c in range(n))
             offset[r] = hr
+            nodes += 1
             restore()
             if fits(lo, hi, hr):
                 split = any(not any(lo_of[q] <= s and s + 1 < hi_of[q] for q in unplaced(0, S))
                             for s in range(max(lo, lo_of[r]), min(hi, hi_of[r]) - 1))
-                if (solve_parts(lo, hi) if split else search(lo, hi, hr, r)):
+                cost = spent + (1 if fitted else 0)  # a discrepancy: not the first choice that fits
+                if 0 <= discrepancies < cost:
+                    del offset[r]
+                    restore()
+                    return False
+                fitted += 1
+                if (solve_parts(lo, hi, cost) if split else search(lo, hi, hr, r, cost)):
                     return True
             del offset[r]
             restore()
@@ -495,8 +664,8 @@ def search_offsets_reference(first, last, sizes, capacity: int, preordering: str
                 return False
         return False
 
-    if not solve_parts(0, S):
-        return None
-    out = np.zeros(n, dtype=np.int64)
-    out[inst.order] = [offset.get(r, 0) for r in range(n)]
-    return out
+    out = None
+    if solve_parts(0, S, 0):
+        out = np.zeros(n, dtype=np.int64)
+        out[inst.order] = [offset.get(r, 0) for r in range(n)]
+    return (out, nodes) if with_nodes else out

@@ -10,11 +10,14 @@ by the best heuristic, whose offsets are the solver's hint.
 Lifetime problems without contiguous blocks or pinned items go first through the canonical
 branch and bound of ``planners.alloc.canonical_search`` (MiniMalloc's ideas) at the lower
 bound: when it finds offsets there, they are optimal without CP-SAT; when it proves a
-capacity infeasible, the bound rises. CP-SAT then gets what is left of the time limit.
+capacity infeasible, the bound rises (by the gcd of the sizes: every peak worth trying is a
+multiple of it). If the bound is not settled, capacities between it and the best peak are
+bisected. CP-SAT then gets what is left of the time limit, hinted with the best offsets.
 
 Always: a time limit, 2 workers by default, and an honest status: ``optimal`` when CP-SAT
 proves it, ``timed_out`` when the limit stops it (the best offsets found so far, which may be
-the heuristic's, with the proven bound), never ``optimal`` for a timed-out answer.
+the heuristic's, with the proven bound), never ``optimal`` for a timed-out answer. A model
+above the ``max_variables`` / ``max_constraints`` options is refused (``check_model_size``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from planners.alloc import mindspore_fast, tflite
 from planners.alloc.bounds import best_bound
 from planners.alloc.canonical_search import search_offsets
 from planners.alloc.problem import OffsetProblem, OffsetResult, check_assignment, make_result
-from planners.schedule.solver import WALL_GUARD, SolverOptions, make_solver
+from planners.schedule.solver import (DEFAULT_MAX_CONSTRAINTS, DEFAULT_MAX_VARIABLES, WALL_GUARD, SolverOptions,
+                                      check_model_size, make_solver)
 
 
 def best_heuristic(problem: OffsetProblem) -> OffsetResult:
@@ -43,23 +47,36 @@ def best_heuristic(problem: OffsetProblem) -> OffsetResult:
 
 
 #: the share of the time limit the canonical search may use before CP-SAT takes over
-SEARCH_SHARE = 0.6
+SEARCH_SHARE = 0.85
 #: deterministic runs give the canonical search this many placements per second of time
 #: limit (about what it does on this 2-core machine), wall time being only a guard
 NODES_PER_SECOND = 100_000
 
 
-#: after the bound, capacities tried loosest first (tighter ones are harder to search)
-LADDER = (1.15, 1.10, 1.07, 1.04, 1.02, 1.01)
+#: the share of the search's time spent at the lower bound before bisecting above it
+BOUND_SHARE = 0.35
+#: a bisection probe gets half the time left, and none is started with less than this share
+MIN_PROBE_SHARE = 0.03
 
 
-def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: float, opts: SolverOptions):
+def capacity_step(problem: OffsetProblem) -> int:
+    """Every footprint worth trying is a multiple of this: moving each item down until it
+    rests on another (or on 0) never raises the peak, and leaves every offset, so the
+    peak, a sum of sizes. So the gcd of the sizes (a multiple of the alignment) steps
+    capacities, and a capacity proved infeasible raises the bound to the next multiple."""
+    sizes = problem.sizes[problem.sizes > 0]
+    return int(np.gcd.reduce(sizes)) if len(sizes) else problem.alignment
+
+
+def _search_capacities(problem: OffsetProblem, lower: int, upper: int, seconds: float, opts: SolverOptions):
     """Offsets from the canonical search (or None) and the lower bound it proved.
 
-    Half the time goes to the bound itself (raising it each time a capacity is proved
-    infeasible); the rest walks down ``LADDER`` from a loose capacity, keeping the tightest
-    offsets found and stopping at the first capacity the search cannot settle."""
-    align = problem.alignment
+    First the bound itself, for ``BOUND_SHARE`` of the time (raising it each time a
+    capacity is proved infeasible); then bisection between the highest capacity not yet
+    settled and the best peak found: a probe that finds offsets lowers the top end to their
+    peak, one that proves infeasibility raises the bound, one that runs out of time only
+    moves the bottom end (nothing proved)."""
+    step = capacity_step(problem)
     # the budget: placements when deterministic (wall time a guard), else wall seconds
     total = seconds * NODES_PER_SECOND if opts.deterministic else seconds
     spent = 0.0
@@ -70,7 +87,8 @@ def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: fl
             return None, "timed_out"
         if opts.deterministic:
             offsets, status, nodes = search_offsets(problem.first, problem.last, problem.sizes, capacity,
-                                                    node_limit=int(allowance), time_limit=WALL_GUARD * seconds + 1)
+                                                    node_limit=max(int(allowance), 1),
+                                                    time_limit=WALL_GUARD * seconds + 1)
             spent += nodes
         else:
             started = time.perf_counter()
@@ -79,26 +97,37 @@ def _search_at_bound(problem: OffsetProblem, lower: int, upper: int, seconds: fl
             spent += time.perf_counter() - started
         return offsets, status
 
-    capacity = -(-lower // align) * align
-    while capacity < upper:
-        offsets, status = search(capacity, total / 2 - spent)
+    def peak(offsets) -> int:
+        return int((offsets + problem.sizes).max(initial=0))
+
+    lower = -(-lower // step) * step
+    best = None
+    while lower < upper:
+        offsets, status = search(lower, total * BOUND_SHARE - spent)
         if status == "found":
-            return offsets, capacity
+            return offsets, lower
         if status != "infeasible":
             break
-        lower = capacity = capacity + align  # proved: nothing fits in the capacity tried
-    best = None
-    rungs = [c for c in sorted({-(-int(lower * f) // align) * align for f in LADDER}, reverse=True) if c < upper]
-    for k, capacity in enumerate(rungs):
-        offsets, status = search(capacity, (total - spent) / (len(rungs) - k))
-        if status != "found":
-            break
-        best = offsets
+        lower += step  # proved: nothing fits in the capacity tried
+    unsettled = lower  # capacities at or below this one: no offsets found (yet)
+    while upper - unsettled > step and total - spent > total * MIN_PROBE_SHARE:
+        capacity = (unsettled + upper) // 2 // step * step
+        if capacity <= unsettled:
+            capacity = unsettled + step
+        offsets, status = search(capacity, (total - spent) / 2)
+        if status == "found":
+            best, upper = offsets, peak(offsets)
+        elif status == "infeasible":
+            lower = unsettled = capacity + step
+        else:
+            unsettled = capacity
     return best, lower
 
 
 def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: int = 2,
-                  seed: int = 0, hint: OffsetResult | None = None, deterministic: bool = True) -> OffsetResult:
+                  seed: int = 0, hint: OffsetResult | None = None, deterministic: bool = True,
+                  max_variables: int = DEFAULT_MAX_VARIABLES,
+                  max_constraints: int = DEFAULT_MAX_CONSTRAINTS) -> OffsetResult:
     from ortools.sat.python import cp_model
 
     start = time.perf_counter()
@@ -109,7 +138,7 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
         return make_result(problem, hint.offsets, "exact-offsets", bound=lower, status="optimal",
                            seconds=time.perf_counter() - start)
     if problem.has_lifetimes and problem.conflicts is None and not problem.blocks and not problem.pinned:
-        found, lower = _search_at_bound(problem, lower, upper, time_limit * SEARCH_SHARE,
+        found, lower = _search_capacities(problem, lower, upper, time_limit * SEARCH_SHARE,
                                         SolverOptions(time_limit, workers, seed, deterministic))
         if found is not None:
             total = int((found + problem.sizes).max(initial=0))
@@ -150,7 +179,9 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
     for i in range(problem.n):
         model.AddHint(slots[i], int(hint.offsets[i]) // align)
     left = time_limit * (1 - SEARCH_SHARE) if deterministic else time_limit - (time.perf_counter() - start)
-    solver = make_solver(SolverOptions(max(0.1, left), workers, seed, deterministic))
+    opts = SolverOptions(max(0.1, left), workers, seed, deterministic, max_variables, max_constraints)
+    check_model_size(model, opts, "exact-offsets", "a heuristic allocator such as 'tflite-arena' or 'so-size-improved'")
+    solver = make_solver(opts)
     status = solver.Solve(model)
     offsets, status_name = hint.offsets, "timed_out"
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

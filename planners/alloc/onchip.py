@@ -86,7 +86,8 @@ class OnChipAllocator:
         if self.name == "exact-offsets":
             opts = SolverOptions.from_options({"time_limit": 10.0, **ctx.options})
             result = self._solve(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed,
-                                 deterministic=opts.deterministic)
+                                 deterministic=opts.deterministic, max_variables=opts.max_variables,
+                                 max_constraints=opts.max_constraints)
         else:
             result = self._solve(problem)
         if result.total > ctx.capacity:
