@@ -47,6 +47,16 @@ def test_every_solver_has_a_time_limit(deterministic):
         SolverOptions.from_options({"deterministic": "maybe"})
 
 
+def test_wall_clock_limit_counts_the_time_spent_building_the_model():
+    import time
+
+    opts = SolverOptions.from_options({"time_limit": 10, "deterministic": False})
+    solver = make_solver(opts, started=time.perf_counter() - 4.0)  # the model took 4 s to build
+    assert 5.0 < solver.parameters.max_time_in_seconds <= 6.0
+    late = make_solver(opts, started=time.perf_counter() - 60.0)  # nothing left: a token solve
+    assert late.parameters.max_time_in_seconds == pytest.approx(0.05)
+
+
 def _plan():
     graph = random_dags.random_dag(150, 2)
     return graph, plan_graph(graph, Hardware(), "default+arena+belady", 1 << 20)

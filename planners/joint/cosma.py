@@ -6,9 +6,11 @@ Four joint planners:
 - ``cosma``: the full ILP with schedule freedom (time-indexed: op v runs at one step of its
   ASAP/ALAP window, the paper's C variables), warm-started from the cheapest online solution
   over the default, reverse-post and memory-greedy orders (``cosma_warm``). A graph whose
-  model would exceed ``max_cells`` (tensor, step) cells is not built whole: ``cosma`` warns
-  and runs ``cosma-dnc`` instead (status ``feasible``, bound 0), so a big graph costs
-  bounded time and memory;
+  model would exceed ``max_cells`` (tensor, step) cells is not built: ``cosma`` refuses
+  with a PlanningError naming the size and the limit (suggesting ``cosma-dnc``, a scheme
+  heuristic, or a higher ``max_cells``), so a big graph never exhausts memory. With
+  ``fallback=dnc`` it runs ``cosma-dnc`` instead (status ``feasible``, bound 0) and records
+  that in ``cosma_stats["fallback"]``;
 - ``cosma-fs``: allocation and replacement for a fixed schedule (eq. 16–17): the pipeline's
   schedule stage (``zhong+cosma-fs``) or the default order;
 - ``cosma-mpmf``: the minimum-peak-footprint schedule first (eq. 13–15, computed by the
@@ -19,7 +21,8 @@ Four joint planners:
 Options (``--option``): ``time_limit`` (s, 60), ``workers`` (2), ``seed``, ``params``
 (default true: weights are placed too; false: activations only, weights streamed through a
 parameter buffer at the top of the scratchpad), ``overlap`` (``nooverlap2d`` | ``bigm``),
-``max_cells`` (20000), ``part_ops`` (DnC part size, 40).
+``max_cells`` (20000), ``fallback`` (``none``: refuse a model above ``max_cells``; ``dnc``:
+divide and conquer it), ``part_ops`` (DnC part size, 40).
 
 Status: ``optimal`` when CP-SAT proved the model optimal (for ``cosma-fs``/``cosma-mpmf``:
 optimal for that schedule); ``feasible`` for narrowed windows or DnC; ``timed_out`` with the
@@ -29,7 +32,7 @@ nothing better, the warm start is returned.
 
 from __future__ import annotations
 
-import warnings
+import time
 
 from npusim.errors import PlanningError
 from npusim.graph.analysis import min_required
@@ -43,6 +46,11 @@ from planners.joint.cosma_problem import check_graph_supported, make_part, plann
 from planners.schedule.greedy import best_heuristic_order, greedy_order, reverse_post_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions
+from planners.options import int_option
+
+
+#: ``fallback`` option of ``cosma``: what to do with a model above ``max_cells``.
+FALLBACKS = ("none", "dnc")
 
 
 def _flag(options: dict, key: str, default: bool) -> bool:
@@ -114,14 +122,23 @@ class Cosma(_CosmaBase):
     description = "COSMA ILP: order, addresses and replacement minimising spill + retrieve bytes"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
-        max_cells = int(ctx.options.get("max_cells", DEFAULT_MAX_CELLS))
+        max_cells = int_option(ctx.options, "max_cells", DEFAULT_MAX_CELLS, self.name)
+        fallback = str(ctx.options.get("fallback", "none")).lower()
+        if fallback not in FALLBACKS:
+            raise PlanningError(f"cosma: option fallback={fallback!r}, expected one of {', '.join(FALLBACKS)}")
         part = make_part(graph, list(range(graph.n_ops)), cap, align, params)
         cells = analyse(part).cells()
-        if cells > max_cells:  # too big for one exact model: say so, and divide and conquer
-            warnings.warn(f"cosma: the model of {graph.name!r} has {cells} (tensor, step) cells, above "
-                          f"max_cells={max_cells}; solved by divide and conquer (cosma-dnc) instead, so the "
-                          "result is not proven optimal (status feasible, bound 0)", stacklevel=2)
-            return CosmaDivideAndConquer().solve(ctx, graph, cap, align, params, opts, overlap)
+        if cells > max_cells:  # too big for one exact model: refuse, unless asked to divide and conquer
+            if fallback != "dnc":
+                raise PlanningError(
+                    f"cosma: the exact model of {graph.name!r} would have {cells:,} (tensor, step) cells, above "
+                    f"the limit max_cells = {max_cells:,}; use 'cosma-dnc' (divide and conquer) or a scheme "
+                    f"heuristic such as 'default+arena+belady', raise the limit with --option max_cells=N, "
+                    f"or let cosma divide and conquer it with --option fallback=dnc")
+            result = CosmaDivideAndConquer().solve(ctx, graph, cap, align, params, opts, overlap)
+            result.stats["fallback"] = (f"cosma-dnc: the model had {cells} (tensor, step) cells, above "
+                                        f"max_cells={max_cells}")
+            return result
         orders = candidate_orders(graph, align)
         return solve_sequence(graph, [orders[0]], cap, align, params, opts, overlap=overlap,
                               max_cells=max_cells, extra_orders=orders[1:])
@@ -141,8 +158,6 @@ class CosmaMPMF(_CosmaBase):
     description = "COSMA-MPMF: minimum-peak schedule (zhong), then COSMA-FS for it"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
-        import time
-
         start = time.perf_counter()
         order = mpmf_order(graph, align, dict(ctx.options, time_limit=opts.time_limit / 2))
         # deterministic time: a fixed half for each solve; wall time: what is left
@@ -156,14 +171,15 @@ class CosmaDivideAndConquer(_CosmaBase):
     description = "COSMA divide and conquer: automatic break nodes, exact parts, stitched"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
-        part_ops = int(ctx.options.get("part_ops", DEFAULT_PART_OPS))
-        if part_ops < 1:
-            raise PlanningError(f"cosma-dnc: part_ops={part_ops}, expected >= 1")
+        start = time.perf_counter()
+        part_ops = int_option(ctx.options, "part_ops", DEFAULT_PART_OPS, self.name)
         order = list(ctx.order) if ctx.order is not None else best_order_for_dnc(graph, align)
+        if not opts.deterministic:  # wall time: the parts get what the order left
+            opts = opts.with_limit(max(opts.time_limit - (time.perf_counter() - start), 0.0))
         cut = crossing_bytes(graph, order, set(planned_tensors(graph, params)))
         ends = choose_cuts(cut, len(order), part_ops)
         segments = [order[a:b] for a, b in zip([0] + ends[:-1], ends)]
-        max_cells = int(ctx.options.get("max_cells", DEFAULT_MAX_CELLS))
+        max_cells = int_option(ctx.options, "max_cells", DEFAULT_MAX_CELLS, self.name)
         result = solve_sequence(graph, segments, cap, align, params, opts, overlap=overlap, max_cells=max_cells)
         result.stats["break_nodes"] = [graph.ops[order[e - 1]].name for e in ends[:-1]]
         return result

@@ -36,6 +36,9 @@ from planners.schedule.solver import SolverOptions
 DEFAULT_PART_OPS = 40
 #: (tensor, step) cells above which a part's op windows are narrowed around the warm order.
 DEFAULT_MAX_CELLS = 20_000
+#: Wall-clock mode: the share of the time limit kept back for the work after the last part's
+#: solve (stitching, the plan, validation), so the whole call stays within its limit.
+STITCH_MARGIN = 0.1
 
 
 def crossing_bytes(graph: Graph, order: list[int], tensors: set[int]) -> list[int]:
@@ -110,10 +113,11 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
                     break
             narrowed += 1
         cells += win.cells()
-        left = opts.time_limit - (time.perf_counter() - start)
+        solve_budget = opts.time_limit if opts.deterministic else opts.time_limit * (1 - STITCH_MARGIN)
+        left = solve_budget - (time.perf_counter() - start)
         # deterministic time is split in fixed shares (the same answer under any load);
         # wall time by what is left
-        share = opts.time_limit / len(segments) if opts.deterministic else left / (len(segments) - k)
+        share = opts.time_limit / len(segments) if opts.deterministic else max(left, 0.0) / (len(segments) - k)
         if not fixed:  # the part's order fixed first (fast): a better hint, and a fallback
             fs_win = analyse(part, warm.order, fixed=True)
             fs = solve_part(part, fs_win, opts.with_limit(share / 3), warm, overlap)
@@ -122,7 +126,7 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
             if opts.deterministic:
                 share -= share / 3
             else:
-                share -= time.perf_counter() - start - (opts.time_limit - left)
+                share -= time.perf_counter() - start - (solve_budget - left)
         result = solve_part(part, win, opts.with_limit(share), warm, overlap)
         if result is None or result.objective > warm.traffic(part):
             actions, status = warm, "timed_out"

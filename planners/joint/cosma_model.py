@@ -44,7 +44,7 @@ from ortools.sat.python import cp_model
 from npusim.errors import PlanningError
 from planners.joint.cosma_overlap import Windows, coexisting_pairs
 from planners.joint.cosma_problem import COMPULSORY, DRAM, MAKE, RESIDENT, CosmaPart
-from planners.schedule.solver import SolverOptions, has_solution, make_solver, status_name
+from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 OVERLAP_ENCODINGS = ("nooverlap2d", "bigm", "nooverlap")
 DEFAULT_OVERLAP = "nooverlap"
@@ -289,9 +289,12 @@ def solve_part(part: CosmaPart, win: Windows, opts: SolverOptions, hint: Actions
     """Solve one part; None when CP-SAT found no solution within the time limit."""
     start = time.perf_counter()
     model = CosmaModel(part, win, overlap)
+    # max_cells bounds the windows; this bounds the model whatever the user raised it to.
+    check_model_size(model.m, opts, "cosma (part ILP)",
+                     "'cosma-dnc' with a smaller part_ops, or a scheme heuristic such as 'default+arena+belady'")
     if hint is not None:
         model.hint(hint)
-    solver = make_solver(opts)
+    solver = make_solver(opts, started=start)
     code = solver.Solve(model.m)
     seconds = time.perf_counter() - start
     if not has_solution(code):

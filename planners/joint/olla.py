@@ -38,6 +38,7 @@ from planners.joint.olla_lifetime import (add_peak, build_lifetime_model, contro
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
+from planners.options import int_option
 
 DEFAULT_JOINT_MAX_OPS = 30
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2, "timed_out": 3}
@@ -96,7 +97,7 @@ def tensor_blocks(graph: Graph, order: list[int], align: int) -> Blocks:
 def olla_plan(graph: Graph, align: int, options: dict) -> OllaResult:
     start = time.perf_counter()
     opts = SolverOptions.from_options(options)
-    joint_max = int(options.get("joint_max_ops", DEFAULT_JOINT_MAX_OPS))
+    joint_max = int_option(options, "joint_max_ops", DEFAULT_JOINT_MAX_OPS, "olla", minimum=0)
     if graph.n_ops <= joint_max:
         result = _joint(graph, align, opts)
         if result is not None:
@@ -159,7 +160,7 @@ def _joint(graph: Graph, align: int, opts: SolverOptions) -> OllaResult | None:
     for e in range(problem.n_buffers):
         m.AddHint(A[e], hint_off[tensor_of[e]] // unit)
     check_model_size(m, opts, "olla (joint ILP)", "a smaller joint_max_ops (the split ILPs)")
-    solver = make_solver(opts)
+    solver = make_solver(opts, started=start)
     code = solver.Solve(m)
     if not has_solution(code):
         return None

@@ -213,7 +213,7 @@ def solve_lifetimes(problem: MemoryProblem, hint: list[int], opts: SolverOptions
     lm.model.Minimize(peak)
     hint_order(lm, problem, hint)
     check_model_size(lm.model, opts, "olla-order", "'greedy-mem' or 'zhong' (partitioned)")
-    solver = make_solver(opts)
+    solver = make_solver(opts, started=start)
     code = solver.Solve(lm.model)
     seconds = time.perf_counter() - start
     n_vars = len(lm.C) + len(lm.P)

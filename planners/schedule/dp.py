@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from npusim.errors import PlanningError
 from planners.schedule.problem import MemoryProblem
+from planners.options import int_option
 
 DEFAULT_MAX_OPS = 25
 DEFAULT_MAX_STATES = 2_000_000
@@ -141,8 +142,8 @@ class DynamicProgramming:
         from planners.schedule.greedy import best_heuristic_order
 
         problem = MemoryProblem.from_graph(ctx.graph, ctx.alignment)
-        max_ops = int(ctx.options.get("max_ops", DEFAULT_MAX_OPS))
-        max_states = int(ctx.options.get("max_states", DEFAULT_MAX_STATES))
+        max_ops = int_option(ctx.options, "max_ops", DEFAULT_MAX_OPS, self.name)
+        max_states = int_option(ctx.options, "max_states", DEFAULT_MAX_STATES, self.name)
         if problem.n > max_ops:  # fail before computing anything
             min_peak_schedule(problem, max_ops=max_ops)
         _, bound = best_heuristic_order(problem)

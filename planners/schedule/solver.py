@@ -22,6 +22,7 @@ that suggests the heuristic or divide-and-conquer variant, instead of exhausting
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
@@ -70,7 +71,10 @@ class SolverOptions:
         return replace(self, time_limit=max(0.05, seconds))
 
 
-def make_solver(opts: SolverOptions) -> cp_model.CpSolver:
+def make_solver(opts: SolverOptions, started: float | None = None) -> cp_model.CpSolver:
+    """A CP-SAT solver under ``opts``' limits. ``started``: the ``time.perf_counter()`` at
+    which the call began; in wall-clock mode the time since then (building the model) is
+    taken off the limit, so the whole call stays within it."""
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = opts.workers
     solver.parameters.random_seed = opts.seed
@@ -79,7 +83,8 @@ def make_solver(opts: SolverOptions) -> cp_model.CpSolver:
         solver.parameters.max_time_in_seconds = WALL_GUARD * opts.time_limit + 1.0
         solver.parameters.interleave_search = opts.workers > 1
     else:
-        solver.parameters.max_time_in_seconds = opts.time_limit
+        spent = 0.0 if started is None else time.perf_counter() - started
+        solver.parameters.max_time_in_seconds = max(0.05, opts.time_limit - spent)
     return solver
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from npusim.graph.analysis import predecessors
 from npusim.graph.generators import assign_streams
+from planners.options import int_option
 
 
 def _fold(streams: list[int], n: int) -> list[int]:
@@ -55,6 +56,6 @@ class CategoryStreams:
 
     def run(self, ctx) -> None:
         order = ctx.order or list(range(ctx.graph.n_ops))
-        capacity = int(ctx.options.get("stream_capacity", 64))
+        capacity = int_option(ctx.options, "stream_capacity", 64, self.name)
         ctx.order = order
         ctx.streams = _fold(assign_streams(ctx.graph, order, capacity), ctx.hw.streams)

@@ -34,6 +34,7 @@ from npusim.graph.regions import (
     GEMM_LIKE, RESHAPE_LIKE, box_volume, full_box, input_boxes, reduction_size, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
+from planners.options import int_option
 
 PREFERENCES = ("spatial", "channels", "reduction")
 #: Default cap on the tiles of one plan: beyond it planning and simulation take minutes.
@@ -58,7 +59,7 @@ class Tiler:
         threshold = 0 if ctx.options.get("tile_all") else ctx.capacity
         limit = ctx.capacity // 2
         needs = op_working_set(graph, align)
-        max_tiles = int(ctx.options.get("max_tiles", MAX_TILES))
+        max_tiles = int_option(ctx.options, "max_tiles", MAX_TILES, self.name)
         specs, tiles = {}, 0
         for op in graph.ops:
             if needs[op.id] > threshold:
