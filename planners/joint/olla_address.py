@@ -13,7 +13,10 @@ Function 5 (``pyramid``) pre-places a nest of long-lived tensors at increasing a
 does for activations saved for the backward pass; the ILP places the rest. If that does not
 reach zero fragmentation, the solve is repeated without pre-placement with the time left.
 
-Beyond the paper: if fragmentation remains after the ILP, the canonical branch and bound of
+Beyond the paper: the ILP is warm-started from the better of first fit and the best offset
+heuristic (``planners.alloc.exact.best_heuristic``: Single/Many Objects, TFLite's arena), and
+when that heuristic already reaches max live the answer is optimal without a solve. If
+fragmentation remains after the ILP, the canonical branch and bound of
 ``planners.alloc.canonical_search`` gets the time left to reach max live exactly (it often
 does in well under a second where CP-SAT stalls a few percent above).
 
@@ -26,6 +29,7 @@ import math
 import time
 from dataclasses import dataclass
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from planners.alloc.canonical_search import search_offsets
@@ -120,9 +124,29 @@ def first_fit(blocks: Blocks, fixed: dict[int, int], align: int) -> dict[int, in
     return offsets
 
 
+def best_heuristic_offsets(blocks: Blocks, fixed: dict[int, int], align: int) -> dict[int, int]:
+    """index -> offset of the best offset heuristic, with ``fixed`` pinned."""
+    from planners.alloc.exact import best_heuristic
+    from planners.alloc.problem import OffsetProblem
+
+    if not blocks.ids:
+        return {}
+    problem = OffsetProblem(sizes=np.array(blocks.size, dtype=np.int64), first=np.array(blocks.first),
+                            last=np.array(blocks.last), alignment=align, pinned=fixed)
+    return {i: int(off) for i, off in enumerate(best_heuristic(problem).offsets)}
+
+
+def _arena(blocks: Blocks, offsets: dict[int, int]) -> int:
+    return max((offsets[i] + blocks.size[i] for i in range(len(blocks.ids))), default=0)
+
+
 def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: bool = True) -> AddressResult:
     """Eq. (15) for fixed lifetimes; retries without Function 5 if fragmentation remains."""
     start = time.perf_counter()
+    heuristic = best_heuristic_offsets(blocks, {}, align)
+    if _arena(blocks, heuristic) == blocks.max_live():  # max live is a lower bound: optimal
+        return AddressResult({blocks.ids[i]: off for i, off in heuristic.items()}, blocks.max_live(),
+                             blocks.max_live(), "optimal", blocks.max_live(), time.perf_counter() - start, 0)
     result = _solve(blocks, align, opts, pyramid(blocks) if preplace else {})
     left = opts.time_limit - (time.perf_counter() - start)
     if preplace and result.arena > result.max_live and left > 0.5:
@@ -148,8 +172,9 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
     start = time.perf_counter()
     n = len(blocks.ids)
     max_live = blocks.max_live()
-    hint = first_fit(blocks, fixed, align)
-    hint_arena = max((hint[i] + blocks.size[i] for i in range(n)), default=0)
+    hint = min((first_fit(blocks, fixed, align), best_heuristic_offsets(blocks, fixed, align)),
+               key=lambda h: _arena(blocks, h))
+    hint_arena = _arena(blocks, hint)
     unit = align
     size = [-(-s // unit) for s in blocks.size]
     top = -(-hint_arena // unit)
@@ -171,7 +196,7 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
         m.AddHint(A[i], hint[i] // unit)
     m.Minimize(peak)
     check_model_size(m, opts, "olla (address ILP)", "a heuristic allocator such as 'tflite-arena' or 'so-size-improved'")
-    solver = make_solver(opts)
+    solver = make_solver(opts, started=start)
     code = solver.Solve(m)
     seconds = time.perf_counter() - start
     if not has_solution(code):
