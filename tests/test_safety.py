@@ -88,6 +88,27 @@ def test_numba_kernels_match_their_python_functions():
     assert np.array_equal(safety.max_ancestor_ids(*args), safety.max_ancestor_ids.py_func(*args))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_stream_tables_kernel_matches_the_python_reference(seed):
+    graph, order, streams = random_multistream(seed, n_ops=30 + 5 * seed, n_streams=1 + seed % 4)
+    inputs = prepare(graph, order, streams)
+    ref = safety.stream_tables_reference(inputs)
+    for kernel in (None, safety.stream_tables_kernel.py_func):
+        got = safety.stream_tables(inputs, kernel=kernel)
+        assert got.keys() == ref.keys()
+        for key in ref:
+            assert np.array_equal(got[key], ref[key]), key
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_stream_at_a_time_algorithm3_matches_the_pairwise_kernel(seed):
+    graph, order, streams = random_multistream(seed, n_ops=40 + 8 * seed, n_streams=2 + seed % 5)
+    inputs = prepare(graph, order, streams)
+    fast = safety.run_algorithm2(inputs)
+    assert np.array_equal(fast, safety.run_algorithm2(inputs, kernel=safety.stream_graph_unsafe_pairwise))
+    assert np.array_equal(fast, safety.run_algorithm1(inputs, optimized=True))
+
+
 def test_restrict_keeps_the_relation():
     graph, order, streams = random_multistream(7, n_ops=30, n_streams=3)
     rel = safety_relation(graph, order, streams)
