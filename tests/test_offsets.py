@@ -80,7 +80,9 @@ def random_problem(seed, n=40, explicit=False, blocks=False, pinned=False, align
 
 
 CASES = [dict(), dict(explicit=True), dict(blocks=True), dict(explicit=True, blocks=True, pinned=True),
-         dict(pinned=True)]
+         dict(pinned=True),
+         # pinned items with ids >= 64 on a lifetime problem: once overflowed a one-word bitset
+         dict(pinned=True, n=200)]
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -204,3 +206,25 @@ def test_minimalloc_csv_round_trip(tmp_path):
     bad.write_text("id,lower,upper,size\n0,5,5,10\n")
     with pytest.raises(PlanningError, match="expected lower < upper"):
         load_minimalloc(bad)
+
+
+def test_kernels_stay_in_bounds_with_pinned_items(tmp_path):
+    """Numba does not check indices: recompile the kernels with bounds checks (fresh cache) and
+    run them where a one-word bitset once overflowed (pinned ids >= 64, lifetime conflicts)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from test_offsets import random_problem\n"
+        "from planners.alloc import mindspore_fast\n"
+        "for case in (dict(pinned=True, n=200), dict(pinned=True, n=200, explicit=True)):\n"
+        "    problem = random_problem(3, **case)\n"
+        "    for fitter in mindspore_fast.FITS:\n"
+        "        mindspore_fast.single_object(problem, 'size', fitter)\n"
+        "        mindspore_fast.many_objects(problem, 'size', fitter)\n")
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path))
+    tests_dir = os.path.dirname(__file__)
+    env["PYTHONPATH"] = os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -206,8 +206,9 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
     mhi = np.empty(n * max_len + 1, dtype=np.int64)
     placed_bits = np.zeros(bits.shape[1] if use_bits else 1, dtype=np.uint64)
     conf = np.empty(n if use_bits else 1, dtype=np.int64)
-    for k in range(n_placed):
-        _add_member(placed_bits, placed[k])
+    if use_bits:  # (without a bit matrix placed_bits has one word: ids >= 64 would overflow it)
+        for k in range(n_placed):
+            _add_member(placed_bits, placed[k])
     for b in range(len(blk_ptr) - 1):
         single = blk_ptr[b + 1] - blk_ptr[b] == 1
         if single and use_bits:
