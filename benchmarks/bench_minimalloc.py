@@ -16,9 +16,10 @@ import os
 import time
 from pathlib import Path
 
+from planners.alloc.canonical_search import search_offsets
 from planners.alloc.exact import best_heuristic, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
-from planners.alloc.problem import check_assignment
+from planners.alloc.problem import OffsetProblem, check_assignment
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "minimalloc"
 
@@ -30,6 +31,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     paths = [Path(p) for p in args.instances] or sorted(REFERENCE.glob("*.csv"))
+    # compile the Numba kernels first (a second or more per kernel after any edit of their
+    # module), so that no instance's wall time includes it
+    warm = load_minimalloc(paths[0])
+    warm = OffsetProblem(sizes=warm.sizes[:30], first=warm.first[:30], last=warm.last[:30])
+    exact_offsets(warm, time_limit=1.0, workers=1)
+    search_offsets(warm.first, warm.last, warm.sizes, warm.lifetime_bound(), time_limit=1.0)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"time limit {args.time_limit} s, {args.workers} CP-SAT workers, load average {load}")
     print(f"{'instance':<16} {'buffers':>7} {'max-live':>9} {'heuristic':>9} {'best heuristic':<28} "

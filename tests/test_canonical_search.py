@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from planners.alloc.canonical_search import (
-    EXHAUSTED, FOUND, LIMITED, PREORDERINGS, CanonicalSearch, _Instance, _staircase_fits, search_offsets,
-    search_offsets_reference,
+    EXHAUSTED, FOUND, LIMITED, PREORDERINGS, CanonicalSearch, _Instance, _rank_part, _staircase_fits,
+    search_offsets, search_offsets_reference,
 )
 from planners.alloc.exact import capacity_step, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
@@ -65,6 +65,33 @@ def test_kernel_and_reference_walk_the_same_tree_when_it_is_exhausted(case):
         assert search.run(10**7) == EXHAUSTED and search.nodes > 50
         reference, nodes = search_offsets_reference(first, last, sizes, optimum - 1, preordering, with_nodes=True)
         assert reference is None and search.nodes == nodes
+
+
+#: instances (found among random ones) on which ordering each part by the bytes still
+#: unplaced walks a different tree than the static preordering does (TWA, TWA, TAW and TWA)
+RERANKED = [([1, 17, 19, 5, 15, 18, 6, 1, 4, 11, 2, 13, 2, 1], [9, 26, 28, 14, 17, 26, 6, 5, 9, 20, 11, 18, 2, 4],
+             [4, 6, 1, 7, 6, 7, 3, 3, 2, 6, 2, 1, 6, 4]),
+            ([18, 9, 3, 4, 12, 1, 6, 6, 8, 1, 6, 11, 3, 16, 10, 18],
+             [18, 11, 5, 13, 14, 2, 10, 10, 13, 9, 11, 20, 5, 21, 18, 25],
+             [4, 5, 2, 3, 4, 1, 4, 5, 1, 5, 1, 6, 7, 5, 1, 7]),
+            ([13, 3, 15, 3, 16, 14, 0, 6, 9, 13, 14, 4, 5], [21, 9, 16, 10, 22, 22, 2, 7, 9, 15, 23, 11, 14],
+             [4, 3, 7, 6, 4, 5, 4, 7, 7, 1, 6, 2, 4])]
+
+
+@pytest.mark.parametrize("case", range(len(RERANKED)))
+def test_kernel_and_reference_rank_parts_alike(case):
+    first, last, sizes = (np.array(v) for v in RERANKED[case])
+    bound = OffsetProblem(sizes=sizes, first=first, last=last).lifetime_bound()
+    for capacity in (bound, bound + 2):
+        for preordering in PREORDERINGS:
+            search = CanonicalSearch(_Instance(first, last, sizes, preordering), capacity)
+            status = search.run(10**7)
+            reference, nodes = search_offsets_reference(first, last, sizes, capacity, preordering, with_nodes=True)
+            assert search.nodes == nodes
+            if status == FOUND:
+                assert search.offsets().tolist() == reference.tolist()
+            else:
+                assert status == EXHAUSTED and reference is None
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -196,3 +223,44 @@ def test_full_trails_grow_without_changing_the_search():
     cramped.ltrail = np.zeros((1, 3), dtype=np.int64)
     assert normal.run(10**6) == cramped.run(10**6) == EXHAUSTED
     assert normal.nodes == cramped.nodes and len(cramped.ltrail) > 1
+
+
+def test_each_part_is_ranked_by_the_bytes_still_unplaced():
+    """MiniMalloc's T key, recomputed for a part from the bytes not yet placed: the order
+    ``_rank_part`` gives equals sorting by (keys before T, T now, keys after T, index), and
+    before any placement it is the static preordering."""
+    rng = np.random.default_rng(11)
+    changed = 0
+    for _ in range(40):
+        first, last, sizes = random_instance(rng, n_max=14, twins=True)
+        for preordering in PREORDERINGS + ("WAC",):
+            inst = _Instance(first, last, sizes, preordering)
+            search = CanonicalSearch(inst, 10**6)
+            n = len(inst.sizes)
+            live = [r for r in range(n) if inst.sizes[r] > 0]
+            placed = np.zeros(n, dtype=np.bool_)
+            placed[rng.choice(n, size=n // 3, replace=False)] = True
+            for mask in (np.zeros(n, dtype=np.bool_), placed):
+                rem = inst.section_bytes - np.array(
+                    [sum(int(inst.sizes[r]) for r in range(n) if mask[r] and inst.sec_lo[r] <= s < inst.sec_hi[r])
+                     for s in range(inst.n_sections)], dtype=np.int64)
+                prio, tops = np.full(n, -7, dtype=np.int64), np.zeros(6, dtype=np.int64)
+                _rank_part(0, inst.n_sections, inst.sizes, inst.sec_lo, inst.sec_hi, mask, rem, inst.pre_key,
+                           inst.by_post, prio, search.ptrail, tops, search.keys, search.picked)
+                todo = [r for r in live if not mask[r]]
+                got = sorted(todo, key=lambda r: prio[r])
+                if not mask.any():
+                    assert got == todo  # nothing placed: the static order
+                original = inst.order  # buffer index of each rank
+                first_, ends = np.asarray(first)[original], np.asarray(last)[original] + 1
+                static = {"W": ends - first_, "C": inst.sec_hi - inst.sec_lo, "A": inst.sizes * (ends - first_)}
+
+                def key(r):
+                    now = {**static, "T": {r: max(rem[inst.sec_lo[r]:inst.sec_hi[r]])}}
+                    return tuple(-int(now[c][r]) for c in preordering) + (int(original[r]),)
+                assert got == sorted(todo, key=key)
+                assert sorted(prio[todo].tolist()) == list(range(len(todo)))  # others untouched
+                assert all(prio[r] == -7 for r in range(n) if r not in todo)
+                assert int(tops[5]) == len(todo)
+                changed += got != sorted(todo)
+    assert changed > 0  # placements did reorder some parts

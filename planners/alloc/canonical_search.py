@@ -27,7 +27,10 @@ What prunes it -- the ideas of Moffitt, "MiniMalloc" (ASPLOS 2023), re-derived h
   other choice at that node fails too (MiniMalloc's);
 - twins (ours): buffers with the same lifetime stacked right on each other can swap places
   with nothing else changing, so a buffer never rests right on a twin of a later rank;
-- a portfolio: the rank of a buffer (the tie order) comes from a static preordering;
+- a portfolio: the tie order among buffers at the same ``h`` comes from a preordering
+  (MiniMalloc's keys), recomputed for every part found by dynamic decomposition, since
+  its T key (the bytes in the buffer's busiest section) counts only bytes still unplaced;
+  the twin rule keeps the static rank (twins share T, so their order never changes);
   several preorderings take turns under a node allowance that doubles each round, each
   search resuming where it stopped, alongside limited discrepancy searches that find
   solutions a few early deviations from the preferred order (see ``search_offsets``).
@@ -73,6 +76,18 @@ class _Instance:
         keys = {"T": busiest, "W": ends - first, "C": sec_hi - sec_lo, "A": sizes * (ends - first)}
         # lexsort: last key is primary; descending by negation; ties by buffer index
         self.order = np.lexsort([np.arange(len(sizes))] + [-keys[c] for c in reversed(preordering)])
+        # T changes as buffers are placed (MiniMalloc recomputes it for every sub-partition
+        # from the bytes still unplaced), the other keys do not: ``pre_key`` ranks the keys
+        # before T (equal keys, equal rank), ``by_post`` lists ranks by the keys after it
+        # (then the buffer index), so a sub-partition sorts by (pre_key, -T now, by_post)
+        at = preordering.find("T")
+        before, after = (preordering, "") if at < 0 else (preordering[:at], preordering[at + 1:])
+        prefix = np.stack([keys[c][self.order] for c in before]) if before else np.zeros((1, len(sizes)), np.int64)
+        changes = np.any(prefix[:, 1:] != prefix[:, :-1], axis=0) if len(sizes) > 1 else np.zeros(0, bool)
+        self.pre_key = np.concatenate([[0], np.cumsum(changes)]).astype(np.int64)[:len(sizes)]
+        if at < 0:  # no T: the ranking never changes
+            self.pre_key = np.arange(len(sizes), dtype=np.int64)
+        self.by_post = np.lexsort([self.order] + [-keys[c][self.order] for c in reversed(after)]).astype(np.int64)
         self.sizes = sizes[self.order]
         self.sec_lo, self.sec_hi = sec_lo[self.order], sec_hi[self.order]
         self.n_sections, self.section_bytes = n_sections, section_bytes
@@ -123,28 +138,71 @@ def _on_later_twin(r, y, twin_start, twin, placed, offset, sizes):
 
 @njit(cache=True)
 def _next_candidate(sizes, sec_lo, sec_hi, placed, h, capacity, lo, hi, last_off, last_r, tried_h, tried_r,
-                    twin_start, twin, offset):
-    """The next buffer to try in the partition of sections [lo, hi): lowest (h, rank) after
-    the one tried last, in canonical position, below the dominance height, not on a later
-    twin; -1 if none."""
+                    twin_start, twin, offset, prio):
+    """The next buffer to try in the partition of sections [lo, hi): lowest (h, priority)
+    after the one tried last, in canonical position, below the dominance height, not on a
+    later twin; -1 if none. ``prio`` orders the partition's buffers (``_rank_part``)."""
     n = sizes.shape[0]
     min_height = INF
     for r in range(n):
         if not placed[r] and sizes[r] > 0 and sec_lo[r] >= lo and sec_hi[r] <= hi and h[r] + sizes[r] < min_height:
             min_height = h[r] + sizes[r]
     best = -1
+    last_p = prio[last_r] if last_r >= 0 else -1
+    tried_p = prio[tried_r] if tried_r >= 0 else -1
     for r in range(n):
         if placed[r] or sizes[r] == 0 or sec_lo[r] < lo or sec_hi[r] > hi:
             continue
         hr = h[r]
-        if hr < last_off or (hr == last_off and r < last_r) or hr >= min_height or hr + sizes[r] > capacity:
+        pr = prio[r]
+        if hr < last_off or (hr == last_off and pr < last_p) or hr >= min_height or hr + sizes[r] > capacity:
             continue
-        if tried_r >= 0 and (hr < tried_h or (hr == tried_h and r <= tried_r)):
+        if tried_r >= 0 and (hr < tried_h or (hr == tried_h and pr <= tried_p)):
             continue
-        if (best < 0 or hr < h[best] or (hr == h[best] and r < best)) and not _on_later_twin(
+        if (best < 0 or hr < h[best] or (hr == h[best] and pr < prio[best])) and not _on_later_twin(
                 r, hr, twin_start, twin, placed, offset, sizes):
             best = r
     return best
+
+
+@njit(cache=True)
+def _rank_part(lo, hi, sizes, sec_lo, sec_hi, placed, rem, pre_key, by_post, prio, ptrail, tops, keys, picked):
+    """Order the unplaced buffers of sections [lo, hi) for the search of that partition:
+    by (``pre_key``, bytes still unplaced in the buffer's busiest section, descending,
+    ``by_post``), recording the old priorities on ``ptrail`` from ``tops[5]``."""
+    m = 0
+    for k in range(by_post.shape[0]):
+        r = by_post[k]
+        if not placed[r] and sizes[r] > 0 and sec_lo[r] >= lo and sec_hi[r] <= hi:
+            busiest = 0
+            for s in range(sec_lo[r], sec_hi[r]):
+                if rem[s] > busiest:
+                    busiest = rem[s]
+            picked[m] = r
+            keys[m] = -busiest
+            m += 1
+    # two stable sorts: by T, then by the keys before it
+    by_t = np.argsort(keys[:m], kind="mergesort")
+    for j in range(m):
+        keys[j] = pre_key[picked[by_t[j]]]
+    by_pre = np.argsort(keys[:m], kind="mergesort")
+    t = tops[5]
+    for j in range(m):
+        r = picked[by_t[by_pre[j]]]
+        ptrail[t, 0], ptrail[t, 1] = r, prio[r]
+        t += 1
+        prio[r] = j
+    tops[5] = t
+
+
+@njit(cache=True)
+def _unrank_to(mark, prio, ptrail, tops):
+    """Restore the priorities recorded on ``ptrail`` above ``mark``."""
+    t = tops[5]
+    while t > mark:
+        t -= 1
+        prio[ptrail[t, 0]] = ptrail[t, 1]
+    tops[5] = t
 
 
 @njit(cache=True)
@@ -322,17 +380,19 @@ def _push_search(frames, top, lo, hi, last_off, last_r, spent):
 @njit(cache=True)
 def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, twin_start, twin, capacity, placed,
                    offset, h, floor, rem, cuts, path, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops,
-                   stamp_of, affected, scratch, lw, ltrail, lmark, redo, frames, state, node_budget):
+                   stamp_of, affected, scratch, lw, ltrail, lmark, redo, frames, state, node_budget, prio, ptrail,
+                   pre_key, by_post, keys, picked):
     """Resume the search for at most ``node_budget`` placements.
 
     The recursion lives in ``frames`` (one row per frame: kind, lo, hi, last_off, last_r,
     tried_h, tried_r, mark, part_end, hat, discrepancies spent on the way here, choices that
-    fit so far). A PARTS frame solves its sections part by part, split at boundaries no
-    unplaced buffer crosses; a SEARCH frame tries candidates in (h, rank) order, each
-    followed by a child frame for the rest. ``state`` = [frame count, depth, pending result,
-    placements, discrepancy limit (-1: none), limit hit]. Returns FOUND, EXHAUSTED, LIMITED
-    (exhausted, but the discrepancy limit cut some paths), BUDGET or GROW (trail full;
-    nothing lost).
+    fit so far, priority-trail mark). A PARTS frame solves its sections part by part, split
+    at boundaries no unplaced buffer crosses, ordering the buffers of each part afresh
+    (``_rank_part``; the old order comes back when it returns); a SEARCH frame tries
+    candidates in (h, priority) order, each followed by a child frame for the rest.
+    ``state`` = [frame count, depth, pending result, placements, discrepancy limit (-1:
+    none), limit hit]. Returns FOUND, EXHAUSTED, LIMITED (exhausted, but the discrepancy
+    limit cut some paths), BUDGET or GROW (a trail is full; nothing lost).
     """
     n_sections = floor.shape[0]
     top, depth, ret, limit = state[0], state[1], state[2], state[4]
@@ -347,22 +407,29 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, tw
             if ret == FAIL:  # a part has no solution: neither has this partition
                 depth = _undo_to(frames[f, 7], depth, path, cuts, sizes, sec_lo, sec_hi, placed, h, floor, rem,
                                  hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, lw, ltrail, lmark)
+                _unrank_to(frames[f, 12], prio, ptrail, tops)
                 top -= 1
                 continue
             if ret == NONE:
                 frames[f, 7] = depth
                 frames[f, 8] = lo
+                frames[f, 12] = tops[5]
             a = frames[f, 8]
             if a >= hi:
+                _unrank_to(frames[f, 12], prio, ptrail, tops)
                 top -= 1
                 ret = SUCCESS
                 continue
+            if tops[5] + sizes.shape[0] > ptrail.shape[0]:
+                code = GROW
+                break
             end = hi
             for s in range(a, hi - 1):
                 if cuts[s] == 0:
                     end = s + 1
                     break
             frames[f, 8] = end
+            _rank_part(a, end, sizes, sec_lo, sec_hi, placed, rem, pre_key, by_post, prio, ptrail, tops, keys, picked)
             _push_search(frames, top, a, end, -1, -1, frames[f, 10])
             top += 1
             ret = NONE
@@ -382,7 +449,7 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, tw
             code = BUDGET
             break
         b = _next_candidate(sizes, sec_lo, sec_hi, placed, h, capacity, lo, hi, frames[f, 3], frames[f, 4],
-                            frames[f, 5], frames[f, 6], twin_start, twin, offset)
+                            frames[f, 5], frames[f, 6], twin_start, twin, offset, prio)
         if b < 0:
             top -= 1
             ret = FAIL if _any_unplaced(sizes, sec_lo, sec_hi, placed, lo, hi) else SUCCESS
@@ -462,8 +529,14 @@ class CanonicalSearch:
         room = 4 * (n_sections + 1) + int((inst.sec_hi - inst.sec_lo).sum())
         self.trail_fi = np.zeros(room, dtype=np.int64)
         self.trail_fv = np.zeros(room, dtype=np.int64)
-        # h-trail length, floor-trail length, stamp, highest top placed, low-trail length
-        self.tops = np.zeros(5, dtype=np.int64)
+        # h-trail length, floor-trail length, stamp, highest top placed, low-trail length,
+        # priority-trail length
+        self.tops = np.zeros(6, dtype=np.int64)
+        # each buffer's priority in the partition searched (set by _rank_part), old ones trailed
+        self.prio = np.arange(n, dtype=np.int64)
+        self.ptrail = np.zeros((4 * n + 4, 2), dtype=np.int64)
+        self.keys = np.zeros(max(n, 1), dtype=np.int64)
+        self.picked = np.zeros(max(n, 1), dtype=np.int64)
         # each section's lowest h among unplaced buffers (all 0 at first) and a buffer there
         self.lw = np.zeros((2, n_sections), dtype=np.int64)
         self.lw[1] = -1
@@ -481,7 +554,7 @@ class CanonicalSearch:
         for lo, hi in zip(inst.sec_lo, inst.sec_hi):
             self.cuts[lo:hi - 1] += 1
         # each placement adds at most two frames; the root is a PARTS frame over everything
-        self.frames = np.zeros((2 * n + 4, 12), dtype=np.int64)
+        self.frames = np.zeros((2 * n + 4, 13), dtype=np.int64)
         self.frames[0, :3] = (PARTS, 0, n_sections)
         # frames, depth, pending result, placements, discrepancy limit (-1: none), limit hit
         self.state = np.array([1, 0, NONE, 0, discrepancies, 0], dtype=np.int64)
@@ -505,11 +578,13 @@ class CanonicalSearch:
                                       self.trail_fi, self.trail_fv, self.tops, self.stamp_of, self.affected,
                                       self.scratch, self.lw, self.ltrail, self.lmark, self.redo,
                                       self.frames,
-                                      self.state, goal - self.nodes))
+                                      self.state, goal - self.nodes, self.prio, self.ptrail, i.pre_key,
+                                      i.by_post, self.keys, self.picked))
             if code == GROW:  # a trail is full: double the floor and low trails and carry on
                 self.trail_fi = np.concatenate([self.trail_fi, np.zeros_like(self.trail_fi)])
                 self.trail_fv = np.concatenate([self.trail_fv, np.zeros_like(self.trail_fv)])
                 self.ltrail = np.concatenate([self.ltrail, np.zeros_like(self.ltrail)])
+                self.ptrail = np.concatenate([self.ptrail, np.zeros_like(self.ptrail)])
             elif code != BUDGET:
                 self.status = code
         return self.status
@@ -538,7 +613,7 @@ def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.
 
     ``node_limit`` (placements in total) makes the answer deterministic; ``time_limit`` (wall
     seconds) is then only a guard, as for CP-SAT in ``planners.schedule.solver``."""
-    instances = [_Instance(first, last, sizes, p) for p in preorderings]
+    instances = [_cached_instance(first, last, sizes, p) for p in preorderings]
     searches = [CanonicalSearch(inst, capacity) for inst in instances]
     if discrepancy_search:
         searches += [CanonicalSearch(inst, capacity, discrepancies=1) for inst in instances]
@@ -567,6 +642,21 @@ def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.
                     return None, "timed_out", spent()
 
 
+_INSTANCES: dict[tuple, _Instance] = {}
+
+
+def _cached_instance(first, last, sizes, preordering: str) -> _Instance:
+    """``_Instance`` (read-only once built), kept for the next capacity tried on the same
+    buffers: on hundreds of buffers, building the overlap lists costs as much as a search
+    of a tenth of a second."""
+    key = tuple(np.asarray(v, dtype=np.int64).tobytes() for v in (first, last, sizes)) + (preordering,)
+    if key not in _INSTANCES:
+        if len(_INSTANCES) >= 16:
+            _INSTANCES.clear()
+        _INSTANCES[key] = _Instance(first, last, sizes, preordering)
+    return _INSTANCES[key]
+
+
 def search_offsets_reference(first, last, sizes, capacity: int, preordering: str = PREORDERINGS[0], *,
                              with_nodes: bool = False, discrepancies: int = -1):
     """The same search (one preordering, no budget) in plain Python, recomputing everything
@@ -579,6 +669,7 @@ def search_offsets_reference(first, last, sizes, capacity: int, preordering: str
     lo_of, hi_of = [int(v) for v in inst.sec_lo], [int(v) for v in inst.sec_hi]
     if S and max(int(v) for v in inst.section_bytes) > capacity:
         return (None, 0) if with_nodes else None
+    post = {int(r): k for k, r in enumerate(inst.by_post)}  # a buffer's place in by_post
     offset: dict[int, int] = {}  # placed buffer -> offset
     last_in: dict[int, int] = {}  # section -> top of the buffer placed there last
     nodes = 0
@@ -618,12 +709,19 @@ def search_offsets_reference(first, last, sizes, capacity: int, preordering: str
                       if not any(lo_of[r] <= s and s + 1 < hi_of[r] for r in unplaced(0, S))] + [hi]
         before = set(offset)
         for a, b in zip(cut, cut[1:]):
-            if not search(a, b, -1, -1, spent):
+            if not search(a, b, -1, -1, spent, rank_part(a, b)):
                 for r in set(offset) - before:
                     del offset[r]
                 restore()
                 return False
         return True
+
+    def rank_part(lo, hi):
+        # MiniMalloc's order recomputed for the part: T from the bytes still unplaced
+        left = [sum(size[r] for r in unplaced(0, S) if lo_of[r] <= s < hi_of[r]) for s in range(S)]
+        todo = sorted(unplaced(lo, hi), key=lambda r: (int(inst.pre_key[r]), -max(left[lo_of[r]:hi_of[r]]),
+                                                       post[r]))
+        return {r: p for p, r in enumerate(todo)}
 
     def restore():
         last_in.clear()
@@ -631,15 +729,16 @@ def search_offsets_reference(first, last, sizes, capacity: int, preordering: str
             for s in range(lo_of[r], hi_of[r]):
                 last_in[s] = max(last_in.get(s, 0), offset[r] + size[r])
 
-    def search(lo, hi, last_off, last_r, spent):
+    def search(lo, hi, last_off, last_r, spent, prio):
         nonlocal nodes
         todo = unplaced(lo, hi)
         if not todo:
             return True
         min_height = min(h(r) + size[r] for r in todo)
         fitted = 0
-        for hr, r in sorted((h(r), r) for r in todo):
-            if hr < last_off or (hr == last_off and r < last_r) or hr >= min_height or hr + size[r] > capacity:
+        for hr, _, r in sorted((h(r), prio[r], r) for r in todo):
+            if hr < last_off or (hr == last_off and prio[r] < prio.get(last_r, -1)) or hr >= min_height or \
+                    hr + size[r] > capacity:
                 continue
             if on_later_twin(r, hr):  # twins stacked right on each other: earlier rank below
                 continue
@@ -656,7 +755,7 @@ def search_offsets_reference(first, last, sizes, capacity: int, preordering: str
                     restore()
                     return False
                 fitted += 1
-                if (solve_parts(lo, hi, cost) if split else search(lo, hi, hr, r, cost)):
+                if (solve_parts(lo, hi, cost) if split else search(lo, hi, hr, r, cost, prio)):
                     return True
             del offset[r]
             restore()
