@@ -222,6 +222,22 @@ def _first_safe(t2, s2, lo, hi, order, t_between, t_end, t_stream, t_start, t_pr
 
 
 @numba.njit(cache=True)
+def _all_used_pairs(n_tensors, t_prod):
+    """Algorithm 2's start, U <- every pair of used (produced) tensors: one row, copied."""
+    words = max(1, (n_tensors + 63) // 64)
+    unsafe = np.zeros((n_tensors, words), dtype=np.uint64)
+    used = np.zeros(words, dtype=np.uint64)
+    for t in range(n_tensors):
+        if t_prod[t] >= 0:
+            used[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    for t1 in range(n_tensors):
+        if t_prod[t1] >= 0:
+            unsafe[t1] = used
+            unsafe[t1, t1 >> 6] &= ~(np.uint64(1) << np.uint64(t1 & 63))
+    return unsafe
+
+
+@numba.njit(cache=True)
 def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
                         ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc):
     """Algorithm 2: start from all pairs unsafe; Algorithm 3 then Algorithm 5 remove safe ones.
@@ -236,16 +252,8 @@ def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
     loses a precomputed suffix bitset of s1 (a few words), and each row of s1 a growing bitset
     of s2's tensors. Same bits as ``stream_graph_unsafe_pairwise`` (the tests compare them).
     """
-    words = max(1, (n_tensors + 63) // 64)
-    unsafe = np.zeros((n_tensors, words), dtype=np.uint64)
-    used = np.zeros(words, dtype=np.uint64)  # U <- all pairs of used tensors: one row, copied
-    for t in range(n_tensors):
-        if t_prod[t] >= 0:
-            used[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
-    for t1 in range(n_tensors):
-        if t_prod[t1] >= 0:
-            unsafe[t1] = used
-            unsafe[t1, t1 >> 6] &= ~(np.uint64(1) << np.uint64(t1 & 63))
+    unsafe = _all_used_pairs(n_tensors, t_prod)
+    words = unsafe.shape[1]
     n_streams = anc_streams.shape[0]
     one = np.uint64(1)
     # each stream's tensors by StartTime, the word span they cover, and the suffix bitsets
@@ -418,16 +426,7 @@ def stream_graph_unsafe_pairwise(n_tensors, t_prod, t_stream, t_start, t_between
     ``t_end``: EndTime of tensors that are not between streams; ``ds_*``: per tensor, its
     destination streams with EndTime[t][s]; ``st_*``: tensors produced in each stream.
     """
-    words = max(1, (n_tensors + 63) // 64)
-    unsafe = np.zeros((n_tensors, words), dtype=np.uint64)
-    used = np.zeros(words, dtype=np.uint64)  # U <- all pairs of used tensors: one row, copied
-    for t in range(n_tensors):
-        if t_prod[t] >= 0:
-            used[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
-    for t1 in range(n_tensors):
-        if t_prod[t1] >= 0:
-            unsafe[t1] = used
-            unsafe[t1, t1 >> 6] &= ~(np.uint64(1) << np.uint64(t1 & 63))
+    unsafe = _all_used_pairs(n_tensors, t_prod)
     n_streams = anc_streams.shape[0]
     one = np.uint64(1)
     # Algorithm 3: Ancestor Streams Reuse

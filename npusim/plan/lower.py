@@ -30,7 +30,6 @@ its base tensor's offset plus its view offset.
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from npusim.kernels.render_chunks import chunks_of
 from npusim.graph.model import Graph
 from npusim.plan.dram import buffer_of
 from npusim.plan.model import Plan
+from npusim.plan.painting import AddressPainter
 from npusim.plan.resolve import graph_for_plan
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
@@ -200,27 +200,10 @@ def _previous_occupants(residencies) -> list[list[int]]:
     segments a new residency paints over name its previous occupants (only the latest one per
     byte: earlier ones were released before those were filled, transitively for a safe plan).
     """
-    starts: list[int] = []  # sorted segment starts
-    segments: dict[int, tuple[int, int]] = {}  # start -> (end, residency)
+    painter = AddressPainter()
     previous: list[list[int]] = [[] for _ in residencies]
     for i in sorted(range(len(residencies)), key=lambda i: (residencies[i].first, residencies[i].offset)):
         lo = residencies[i].offset
-        hi = lo + residencies[i].size
-        k = bisect.bisect_right(starts, lo) - 1
-        if k < 0 or segments[starts[k]][0] <= lo:
-            k += 1
-        found, pieces = set(), []
-        while k < len(starts) and starts[k] < hi:
-            start = starts[k]
-            end, owner = segments.pop(start)
-            starts.pop(k)
-            found.add(owner)
-            if start < lo:
-                pieces.append((start, lo, owner))
-            if end > hi:
-                pieces.append((hi, end, owner))
-        for a, b, owner in pieces + [(lo, hi, i)]:
-            bisect.insort(starts, a)
-            segments[a] = (b, owner)
+        found = painter.paint(lo, lo + residencies[i].size, i)
         previous[i] = sorted(q for q in found if residencies[q].last < residencies[i].first)
     return previous

@@ -33,11 +33,11 @@ Which pairs are checked (conflicts are transitive, so this is enough):
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 
 from npusim.errors import SimulationError
 from npusim.plan.lower import Program
+from npusim.plan.painting import AddressPainter
 
 
 class HappensBefore:
@@ -138,27 +138,10 @@ def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
 def _previous_occupants(writers, region):
     """(residency, the residencies that held any of its bytes just before it), for every
     written residency, painted onto the address space in order of first write."""
-    starts: list[int] = []  # sorted segment starts
-    segments: dict[int, tuple[int, int]] = {}  # start -> (end, residency)
+    painter = AddressPainter()
     for r in sorted((r for r, ws in enumerate(writers) if ws), key=lambda r: (writers[r][0], r)):
         lo, size, _ = region[r]
-        hi = lo + size
-        k = bisect.bisect_right(starts, lo) - 1
-        if k < 0 or segments[starts[k]][0] <= lo:
-            k += 1
-        found, pieces = set(), []
-        while k < len(starts) and starts[k] < hi:
-            start = starts[k]
-            end, owner = segments.pop(start)
-            starts.pop(k)
-            found.add(owner)
-            if start < lo:
-                pieces.append((start, lo, owner))
-            if end > hi:
-                pieces.append((hi, end, owner))
-        for a, b, owner in pieces + [(lo, hi, r)]:
-            bisect.insort(starts, a)
-            segments[a] = (b, owner)
+        found = painter.paint(lo, lo + size, r)
         found.discard(r)
         if found:
             yield r, sorted(found)

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import numpy as np
-
 from npusim.errors import PlanningError
-from npusim.graph.analysis import aligned, min_required, step_of
+from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from planners.alloc.best_fit import BestFitArena
 

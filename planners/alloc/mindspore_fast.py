@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from npusim.errors import PlanningError
-from planners.alloc.mindspore import FITS, SORTS, _check_options, breadths, sort_blocks
+from planners.alloc.mindspore import FITS, SORTS, _check_options, breadths
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult, make_result
 
 INFINITY = np.int64(1) << np.int64(62)
@@ -363,16 +363,7 @@ def kernel_inputs(problem: OffsetProblem, blocks) -> tuple:
     blk_ptr = np.zeros(len(blocks) + 1, dtype=np.int64)
     blk_ptr[1:] = np.cumsum([len(b) for b in blocks])
     blk_items = np.fromiter((t for b in blocks for t in b), dtype=np.int64, count=int(blk_ptr[-1]))
-    if isinstance(problem.conflicts, MatrixConflicts):
-        use_bits, bits = True, problem.conflicts.bits
-        first = last = np.zeros(problem.n, dtype=np.int64)
-    else:
-        use_bits, bits = False, np.zeros((1, 1), dtype=np.uint64)
-        first, last = problem.first, problem.last
-    p_items = np.array(sorted(pinned), dtype=np.int64)
-    p_offsets = np.array([pinned[t] for t in sorted(pinned)], dtype=np.int64)
-    return (blk_ptr, blk_items, problem.sizes.astype(np.int64), use_bits, bits,
-            np.asarray(first, np.int64), np.asarray(last, np.int64), p_items, p_offsets)
+    return kernel_arrays(problem, blk_ptr, blk_items)
 
 
 def sorted_block_arrays(problem: OffsetProblem, sort: str) -> tuple[np.ndarray, np.ndarray]:
@@ -428,7 +419,7 @@ def kernel_arrays(problem: OffsetProblem, blk_ptr: np.ndarray, blk_items: np.nda
     pinned = problem.pinned
     p_items = np.array(sorted(pinned), dtype=np.int64)
     p_offsets = np.array([pinned[t] for t in sorted(pinned)], dtype=np.int64)
-    return (blk_ptr, blk_items, problem.sizes, use_bits, bits,
+    return (blk_ptr, blk_items, np.asarray(problem.sizes, np.int64), use_bits, bits,
             np.asarray(first, np.int64), np.asarray(last, np.int64), p_items, p_offsets)
 
 

@@ -43,7 +43,7 @@ from ortools.sat.python import cp_model
 
 from npusim.errors import PlanningError
 from planners.joint.cosma_overlap import Windows, coexisting_pairs
-from planners.joint.cosma_problem import COMPULSORY, DRAM, MAKE, RESIDENT, CosmaPart
+from planners.joint.cosma_problem import COMPULSORY, MAKE, RESIDENT, CosmaPart
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 OVERLAP_ENCODINGS = ("nooverlap2d", "bigm", "nooverlap")

@@ -33,7 +33,7 @@ from npusim.graph.analysis import aligned, lifetimes
 from npusim.graph.model import Graph
 from npusim.plan.model import Residency, Transfer
 from planners.joint.olla_address import Blocks, solve_addresses
-from planners.joint.olla_lifetime import (add_peak, build_lifetime_model, control_edges, decode_order,
+from planners.joint.olla_lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem

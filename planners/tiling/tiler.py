@@ -31,7 +31,7 @@ from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
 from npusim.graph.regions import (
-    GEMM_LIKE, RESHAPE_LIKE, box_volume, full_box, input_boxes, reduction_size, untileable_dims,
+    GEMM_LIKE, RESHAPE_LIKE, box_volume, input_boxes, reduction_size, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
 from planners.options import int_option
