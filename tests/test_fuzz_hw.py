@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import npusim.hw.loader as loader
-from npusim.errors import ConfigError
+from npusim.errors import ConfigError, NpusimError
+from npusim.hw.config import Hardware
 from npusim.hw.loader import iter_knobs, load_hardware, nest_dotted
 
 from fuzz_support import cases, expect_clean, json_values
@@ -61,7 +62,8 @@ def _with(mapping: dict, dotted: str, value) -> dict:
 @given(text=st.one_of(st.text(max_size=200), st.binary(max_size=200)))
 def test_arbitrary_bytes(folder, text):
     path = _write(folder, text)
-    expect_clean(load_hardware, path, names=[path.name])
+    result = expect_clean(load_hardware, path, names=[path.name])
+    assert isinstance(result, (Hardware, NpusimError)), type(result)
 
 
 @settings(max_examples=cases(200, 3_000))
@@ -143,8 +145,9 @@ def test_deep_nesting(folder, depth, opener):
 @settings(max_examples=cases(50, 1_200))
 @given(keys=st.dictionaries(st.text(alphabet="abc.", max_size=8), json_values, max_size=4))
 def test_dotted_override_keys(keys):
-    expect_clean(nest_dotted, keys, "overrides")
-    expect_clean(load_hardware, "edge-npu", overrides=keys)
+    assert isinstance(expect_clean(nest_dotted, keys, "overrides"), (dict, NpusimError))
+    result = expect_clean(load_hardware, "edge-npu", overrides=keys)
+    assert isinstance(result, (Hardware, NpusimError)), type(result)
 
 
 @pytest.mark.parametrize("tag", ["!!python/object/apply:os.system ['echo pwned']",

@@ -21,6 +21,7 @@ from npusim.graph import random_dags
 from npusim.graph.model import build_graph
 from npusim.hw.config import Hardware
 from npusim.plan.io import load_plan, plan_to_dict
+from npusim.sim.report import Report
 from npusim.workflow import memory_bounds, plan_graph, simulate_plan
 
 from fuzz_support import cases, expect_clean, json_values
@@ -133,7 +134,8 @@ def field_mutations(draw):
 @given(case=field_mutations())
 def test_one_bad_field(folder, case):
     graph, data, key = case
-    _run(folder, data, graph, key if isinstance(key, str) else None)
+    result = _run(folder, data, graph, key if isinstance(key, str) else None)
+    assert isinstance(result, (Report, NpusimError)), type(result)
 
 
 @st.composite
