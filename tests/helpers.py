@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from npusim.graph.model import build_graph
+from planners.schedule.problem import MemoryProblem
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -27,3 +28,39 @@ def chain_with_skip():
            dict(name="E", kind="Relu", inputs=["c"], outputs=["e"], vector_ops=1000),
            dict(name="D", kind="Add", inputs=["a", "e"], outputs=["y"], vector_ops=64)]
     return build_graph("chain_with_skip", tensors, ops)
+
+
+def random_memory_problem(rng, n):
+    """A random MemoryProblem with what traces rarely show but fusion must survive: weights
+    read by several nodes, nodes with two outputs, dead outputs, buffers live at the start
+    (a part of a graph) and at the end, and extra bytes."""
+    sizes, producer, consumers, node_in, node_out = [], [], [], [[] for _ in range(n)], [[] for _ in range(n)]
+
+    def buffer(prod):
+        sizes.append(rng.choice([1, 2, 3, 5, 8, 13, 40, 100]))
+        producer.append(prod)
+        consumers.append([])
+        return len(sizes) - 1
+
+    for _ in range(rng.randint(0, 2)):
+        buffer(-1)
+    made = []
+    for v in range(n):
+        ins = set(rng.sample(made[-6:], min(rng.choice([1, 1, 1, 2, 2, 3]), len(made[-6:]))))
+        ins |= {w for w in range(len(sizes)) if producer[w] < 0 and rng.random() < 0.15}
+        for x in sorted(ins):
+            node_in[v].append(x)
+            consumers[x].append(v)
+        for _ in range(rng.choice([1, 1, 1, 2])):
+            made.append(buffer(v))
+            node_out[v].append(made[-1])
+    keep = [b for b in range(len(sizes)) if producer[b] >= 0 or consumers[b]]
+    new = {b: i for i, b in enumerate(keep)}
+    return MemoryProblem(
+        sizes=tuple(sizes[b] for b in keep), producer=tuple(producer[b] for b in keep),
+        consumers=tuple(tuple(consumers[b]) for b in keep),
+        node_inputs=tuple(tuple(new[x] for x in xs) for xs in node_in),
+        node_outputs=tuple(tuple(new[x] for x in xs) for xs in node_out),
+        extra=tuple(rng.choice([0, 0, 1, 5, 20, 60]) for _ in range(n)), members=tuple((v,) for v in range(n)),
+        live_at_start=tuple(producer[b] < 0 and rng.random() < 0.5 for b in keep),
+        live_at_end=tuple(rng.random() < 0.05 for _ in keep))

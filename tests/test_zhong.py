@@ -16,7 +16,7 @@ from planners.schedule.zhong.fusion import check_region, fuse
 from planners.schedule.zhong.ilp import solve_schedule_ilp
 from planners.schedule.zhong.partition import make_acyclic, metis_parts, partition_schedule
 
-from helpers import tensor
+from helpers import random_memory_problem, tensor
 from npusim.graph.model import build_graph
 
 FUSION_CASES = random_graphs(50, max_ops=18, seed=2024)
@@ -130,49 +130,13 @@ def test_zhong_on_a_chain_is_optimal():
     assert plan.meta.status == "optimal"
 
 
-def _random_problem(rng, n):
-    """A random MemoryProblem with what traces rarely show but fusion must survive: weights
-    read by several nodes, nodes with two outputs, dead outputs, buffers live at the start
-    (a part of a graph) and at the end, and extra bytes."""
-    sizes, producer, consumers, node_in, node_out = [], [], [], [[] for _ in range(n)], [[] for _ in range(n)]
-
-    def buffer(prod):
-        sizes.append(rng.choice([1, 2, 3, 5, 8, 13, 40, 100]))
-        producer.append(prod)
-        consumers.append([])
-        return len(sizes) - 1
-
-    for _ in range(rng.randint(0, 2)):
-        buffer(-1)
-    made = []
-    for v in range(n):
-        ins = set(rng.sample(made[-6:], min(rng.choice([1, 1, 1, 2, 2, 3]), len(made[-6:]))))
-        ins |= {w for w in range(len(sizes)) if producer[w] < 0 and rng.random() < 0.15}
-        for x in sorted(ins):
-            node_in[v].append(x)
-            consumers[x].append(v)
-        for _ in range(rng.choice([1, 1, 1, 2])):
-            made.append(buffer(v))
-            node_out[v].append(made[-1])
-    keep = [b for b in range(len(sizes)) if producer[b] >= 0 or consumers[b]]
-    new = {b: i for i, b in enumerate(keep)}
-    return MemoryProblem(
-        sizes=tuple(sizes[b] for b in keep), producer=tuple(producer[b] for b in keep),
-        consumers=tuple(tuple(consumers[b]) for b in keep),
-        node_inputs=tuple(tuple(new[x] for x in xs) for xs in node_in),
-        node_outputs=tuple(tuple(new[x] for x in xs) for xs in node_out),
-        extra=tuple(rng.choice([0, 0, 1, 5, 20, 60]) for _ in range(n)), members=tuple((v,) for v in range(n)),
-        live_at_start=tuple(producer[b] < 0 and rng.random() < 0.5 for b in keep),
-        live_at_end=tuple(rng.random() < 0.05 for _ in keep))
-
-
 def test_fusion_never_changes_the_optimal_peak_on_odd_problems():
     import random
 
     rng = random.Random(5)
     shrunk = 0
     for _ in range(150):
-        p = _random_problem(rng, rng.randint(3, 12))
+        p = random_memory_problem(rng, rng.randint(3, 12))
         optimum = min_peak_schedule(p).peak
         fused = fuse(p, max_region=8).problem
         on_fused = min_peak_schedule(fused)

@@ -43,17 +43,41 @@ arrays, so the Python driver can stop on a wall-clock limit between slices.
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from multiprocessing import connection
 
 import numpy as np
 from numba import njit
 
+from npusim.errors import ConfigError
+
 FOUND, EXHAUSTED, BUDGET, GROW, LIMITED = 0, 1, 2, 3, 4
 INF = np.iinfo(np.int64).max
-#: static preorderings tried in turn, MiniMalloc's defaults (letters: T = most bytes live in
+#: static preorderings of the portfolio, MiniMalloc's defaults (letters: T = most bytes live in
 #: the buffer's busiest section, W = lifetime, C = sections spanned, A = area = size x
 #: lifetime; each descending), plus TCA, which solves instances the others do not
 PREORDERINGS = ("WAT", "TAW", "TWA", "TCA")
+#: the portfolio: lanes of (preordering, discrepancy limit to start with or -1 for the
+#: complete search, weight = turns per round), one core each (see ``search_offsets``).
+#: From the placements each search needed alone at capacity = max-live on MiniMalloc's 11
+#: challenging instances (A-K, ../shared/reference/minimalloc; D and J unsolved by all):
+#: complete TWA solves 6 of the 9 others (A 18k, E 510k, F 121k, G 68k, I 20k, K 13k), more
+#: than any other search, and E needs 510k (TCA: 523k) -- at ~230k placements a second, more
+#: than the time given to the bound when it shares a core with 7 others. So it has a lane
+#: of its own, which also makes it the fastest infeasibility proof. The rest share the
+#: other: complete TCA (F 1.8k, H 1.9k) and TAW (B 30k, C 266) weigh twice the discrepancy
+#: searches (G: TCA 18k, H: TAW 7.5k, I: TWA 803); WAT solves nothing the T-first orders do
+#: not solve faster (A, C, K), so it comes last, kept for instances unlike these.
+LANES = (
+    (("TWA", -1, 1),),
+    (("TCA", -1, 2), ("TAW", -1, 2), ("TCA", 1, 1), ("TWA", 1, 1), ("TAW", 1, 1), ("WAT", -1, 1), ("WAT", 1, 1)),
+)
+#: placements a lane runs before the driver looks at the clock and the other lanes again
+SLICE = 10_000
+#: placements each lane runs in this process before forking workers (~40 ms a lane, forking
+#: two workers ~20 ms): most searches end sooner
+HEAD_START = 10_000
 
 
 class _Instance:
@@ -596,50 +620,179 @@ class CanonicalSearch:
         return out
 
 
+class _Lane:
+    """Searches sharing one core: a weighted round robin under a node allowance that doubles
+    every round (MiniMalloc's), each search resuming where its last turn stopped rather than
+    starting again (the same tree would only be walked twice); a discrepancy search that
+    tried every path within its limit makes way for one allowing a deviation more.
+
+    ``run`` may stop anywhere, even mid-turn, and carry on later: the placements after which
+    a lane finds (or proves) never depend on how its work was sliced."""
+
+    def __init__(self, instances: dict[str, _Instance], capacity: int, entries) -> None:
+        self.capacity = capacity
+        self.searches = [CanonicalSearch(instances[p], capacity, d) for p, d, _ in entries]
+        self.weights = [w for _, _, w in entries]
+        self.turn = 2 * max(len(self.searches[0].placed), 1)
+        self.k, self.goal = 0, self.turn * self.weights[0]  # whose turn, until which placement
+        self.replaced = 0  # placements of discrepancy searches replaced by wider ones
+        self.status = self.searches[0].status  # EXHAUSTED already if a section is over capacity
+        self.decided: CanonicalSearch | None = None
+
+    @property
+    def nodes(self) -> int:
+        return self.replaced + sum(search.nodes for search in self.searches)
+
+    def run(self, node_budget: int) -> int:
+        """At most ``node_budget`` more placements; FOUND, EXHAUSTED or BUDGET."""
+        stop = self.nodes + node_budget
+        while self.status == BUDGET and self.nodes < stop:
+            search = self.searches[self.k]
+            if search.nodes >= self.goal:  # its turn is over: the next one's, a new round after the last
+                self.k = (self.k + 1) % len(self.searches)
+                self.turn *= 2 if self.k == 0 else 1
+                self.goal = self.searches[self.k].nodes + self.turn * self.weights[self.k]
+                continue
+            status = search.run(min(self.goal - search.nodes, stop - self.nodes))
+            if status in (FOUND, EXHAUSTED):  # complete under any preordering: EXHAUSTED is a proof
+                self.status, self.decided = status, search
+            elif status == LIMITED:
+                self.replaced += search.nodes
+                self.searches[self.k] = CanonicalSearch(search.inst, self.capacity, int(search.state[4]) + 1)
+                self.goal = self.turn * self.weights[self.k]
+        return self.status
+
+
+def _drive(lanes: list[_Lane], ids: list[int], budget: int, deadline: float, first_wins: bool,
+           shared=None) -> tuple[int, int, int]:
+    """Run ``lanes`` (portfolio indices ``ids``) a slice at a time, the least advanced first,
+    until one decides: ``(status, placements of the deciding lane, its index)``, or
+    ``(BUDGET, most placements of a lane, -1)`` at the budget or deadline.
+
+    With ``first_wins`` (wall-clock mode) the first find ends it. Otherwise the winner must
+    not depend on timing: it is the find after the fewest placements of its lane, ties to
+    the lower index, so the other lanes go on until they have spent as many (a lane that has
+    not found by then can only find later). ``shared`` holds the best such count found by
+    any worker process. A proof of infeasibility ends it at once: no lane can find then."""
+    best = (INF, -1)
+    while time.perf_counter() < deadline:
+        bar = min(budget, best[0], shared.value if shared is not None else INF)
+        ready = [(lane.nodes, g, lane) for g, lane in zip(ids, lanes) if lane.status == BUDGET and lane.nodes < bar]
+        if not ready:
+            break
+        nodes, g, lane = min(ready, key=lambda entry: entry[:2])
+        status = lane.run(min(SLICE, budget - nodes))
+        if status == EXHAUSTED or (status == FOUND and first_wins):
+            return status, lane.nodes, g
+        if status == FOUND:
+            best = min(best, (lane.nodes, g))
+            if shared is not None:
+                with shared.get_lock():
+                    shared.value = min(shared.value, lane.nodes)
+    if best[1] >= 0:
+        return FOUND, best[0], best[1]
+    return BUDGET, max(lane.nodes for lane in lanes), -1
+
+
+def _worker(lanes, ids, budget, deadline, first_wins, shared, conn) -> None:
+    """A worker process's share of the lanes (``_drive``); sends back its decision and the
+    offsets found, or the error that stopped it."""
+    try:
+        status, nodes, g = _drive(lanes, ids, budget, deadline, first_wins, shared)
+        offsets = lanes[ids.index(g)].decided.offsets() if status == FOUND else None
+        conn.send((status, nodes, g, offsets))
+    except BaseException as error:  # noqa: BLE001 -- reported to the parent, which raises it
+        conn.send(("error", f"{type(error).__name__}: {error}", -1, None))
+
+
+def _drive_in_processes(lanes: list[_Lane], workers: int, budget: int, deadline: float,
+                        first_wins: bool) -> tuple[int, int, int, np.ndarray | None]:
+    """``_drive`` with lane ``g`` in worker process ``g % workers``, forked (so the compiled
+    kernels and every array are inherited, nothing is pickled but the answer):
+    ``(status, placements, lane, offsets)`` by the same rule as ``_drive`` over all lanes.
+    Workers still running when the answer is known are terminated."""
+    ctx = multiprocessing.get_context("fork")
+    shared = ctx.Value("q", INF)
+    procs, pipes = [], []
+    for w in range(workers):
+        ids = list(range(w, len(lanes), workers))
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker, args=([lanes[g] for g in ids], ids, budget, deadline, first_wins,
+                                                 shared, send), daemon=True)
+        proc.start()
+        send.close()
+        procs.append(proc)
+        pipes.append(receive)
+    answers = []
+    try:
+        while pipes:
+            # a worker looks at the clock between slices (tens of milliseconds); waiting
+            # a second past the deadline is only for a worker that cannot answer
+            ready = connection.wait(pipes, timeout=max(deadline - time.perf_counter(), 0) + 1.0)
+            if not ready:
+                break
+            for pipe in ready:
+                pipes.remove(pipe)
+                try:
+                    answer = pipe.recv()
+                except EOFError:
+                    answer = ("error", "the worker process ended without an answer", -1, None)
+                if answer[0] == "error":
+                    raise RuntimeError(f"canonical search worker failed: {answer[1]}")
+                if answer[0] == EXHAUSTED or (answer[0] == FOUND and first_wins):
+                    return answer
+                answers.append(answer)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+    found = [a for a in answers if a[0] == FOUND]
+    if found:
+        return min(found, key=lambda a: (a[1], a[2]))
+    return BUDGET, max([a[1] for a in answers], default=budget), -1, None
+
+
 def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.0, node_limit: int | None = None,
-                   preorderings: tuple[str, ...] = PREORDERINGS,
-                   discrepancy_search: bool = True) -> tuple[np.ndarray | None, str, int]:
+                   workers: int = 2, lanes=LANES) -> tuple[np.ndarray | None, str, int]:
     """Offsets with every buffer below ``capacity``: ``(offsets, "found", nodes)``, or
     ``(None, "infeasible", nodes)`` when the search proved there are none, or
-    ``(None, "timed_out", nodes)``.
+    ``(None, "timed_out", nodes)``; ``nodes``: the placements of the lane that decided (of
+    the busiest lane when none did), so about the wall time of one core.
 
-    A portfolio takes turns under a doubling node allowance (MiniMalloc's round robin), each
-    search resuming where its last turn stopped rather than starting again (the same tree
-    would only be walked twice): for every preordering the complete search and, with
-    ``discrepancy_search``, a limited discrepancy search (Harvey and Ginsberg) that first
-    tries every path leaving the preferred order once, then twice, and so on. A depth-first
-    search never revisits its first choices before exhausting everything below them; the
-    discrepancy search finds solutions a few early deviations away, but proves nothing.
+    The portfolio (``LANES``): complete searches under several preorderings and limited
+    discrepancy searches (Harvey and Ginsberg), which first try every path leaving the
+    preferred order once, then twice, and so on. A depth-first search never revisits its
+    first choices before exhausting everything below them; the discrepancy search finds
+    solutions a few early deviations away, but proves nothing. Each lane is a round robin of
+    some of them (``_Lane``); the lanes run in ``workers`` processes (lane ``g`` in the
+    ``g % workers``-th), or side by side in this one when ``workers`` is 1. Every lane first
+    gets ``HEAD_START`` placements here: most searches end sooner than a fork would.
 
-    ``node_limit`` (placements in total) makes the answer deterministic; ``time_limit`` (wall
-    seconds) is then only a guard, as for CP-SAT in ``planners.schedule.solver``."""
-    instances = [_cached_instance(first, last, sizes, p) for p in preorderings]
-    searches = [CanonicalSearch(inst, capacity) for inst in instances]
-    if discrepancy_search:
-        searches += [CanonicalSearch(inst, capacity, discrepancies=1) for inst in instances]
+    ``node_limit`` (placements per lane) makes the answer deterministic, the same for any
+    number of workers: the find after the fewest placements of its lane wins, ties to the
+    earlier lane (``_drive``); ``time_limit`` (wall seconds) is then only a guard, as for
+    CP-SAT in ``planners.schedule.solver``. Without it, the first lane to decide wins."""
+    if workers < 1:
+        raise ConfigError(f"search_offsets: workers must be at least 1, got {workers}")
+    instances = {p: _cached_instance(first, last, sizes, p) for p in {p for lane in lanes for p, _, _ in lane}}
+    running = [_Lane(instances, int(capacity), entries) for entries in lanes]
+    if running[0].status == EXHAUSTED:  # a section holds more than the capacity
+        return None, "infeasible", 0
     deadline = time.perf_counter() + time_limit
     budget = node_limit if node_limit is not None else 1 << 62
-    turn, done = max(len(sizes), 1), 0  # done: placements of discrepancy searches replaced
-
-    def spent() -> int:
-        return done + sum(search.nodes for search in searches)
-
-    while True:
-        turn *= 2
-        for k, search in enumerate(searches):
-            goal = search.nodes + turn
-            while search.nodes < goal:
-                status = search.run(min(10_000, goal - search.nodes, max(budget - spent(), 0)))
-                if status == FOUND:
-                    return search.offsets(), "found", spent()
-                if status == EXHAUSTED:  # complete under any preordering: no solution exists
-                    return None, "infeasible", spent()
-                if status == LIMITED:  # every path within the limit tried: allow one more deviation
-                    done += search.nodes
-                    search = searches[k] = CanonicalSearch(search.inst, capacity, int(search.state[4]) + 1)
-                    goal = turn
-                if spent() >= budget or time.perf_counter() >= deadline:
-                    return None, "timed_out", spent()
+    first_wins = node_limit is None
+    ids = list(range(len(running)))
+    status, nodes, g = _drive(running, ids, min(budget, HEAD_START), deadline, first_wins)
+    offsets = running[g].decided.offsets() if status == FOUND else None
+    workers = min(workers, len(running))
+    if status == BUDGET and budget > HEAD_START and time.perf_counter() < deadline:
+        if workers > 1:
+            status, nodes, g, offsets = _drive_in_processes(running, workers, budget, deadline, first_wins)
+        else:
+            status, nodes, g = _drive(running, ids, budget, deadline, first_wins)
+            offsets = running[g].decided.offsets() if status == FOUND else None
+    return offsets, {FOUND: "found", EXHAUSTED: "infeasible"}.get(status, "timed_out"), int(nodes)
 
 
 _INSTANCES: dict[tuple, _Instance] = {}

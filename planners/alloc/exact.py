@@ -14,7 +14,8 @@ capacity infeasible, the bound rises (by the gcd of the sizes: every peak worth 
 multiple of it). If the bound is not settled, capacities between it and the best peak are
 bisected. CP-SAT then gets what is left of the time limit, hinted with the best offsets.
 
-Always: a time limit, 2 workers by default, and an honest status: ``optimal`` when CP-SAT
+Always: a time limit, 2 workers by default (CP-SAT's threads; the canonical search's
+processes, one lane of its portfolio each), and an honest status: ``optimal`` when CP-SAT
 proves it, ``timed_out`` when the limit stops it (the best offsets found so far, which may be
 the heuristic's, with the proven bound), never ``optimal`` for a timed-out answer. A model
 above the ``max_variables`` / ``max_constraints`` options is refused (``check_model_size``).
@@ -48,13 +49,14 @@ def best_heuristic(problem: OffsetProblem) -> OffsetResult:
 
 #: the share of the time limit the canonical search may use before CP-SAT takes over
 SEARCH_SHARE = 0.85
-#: deterministic runs give the canonical search this many placements per second of time
-#: limit (about what it does on this 2-core machine), wall time being only a guard
+#: deterministic runs give each lane of the canonical search this many placements per second
+#: of time limit (under half what one lane does alone on a core of this 2-core machine),
+#: wall time being only a guard
 NODES_PER_SECOND = 100_000
 
 
 #: the share of the search's time spent at the lower bound before bisecting above it
-BOUND_SHARE = 0.35
+BOUND_SHARE = 0.5
 #: a bisection probe gets half the time left, and none is started with less than this share
 MIN_PROBE_SHARE = 0.03
 
@@ -88,12 +90,12 @@ def _search_capacities(problem: OffsetProblem, lower: int, upper: int, seconds: 
         if opts.deterministic:
             offsets, status, nodes = search_offsets(problem.first, problem.last, problem.sizes, capacity,
                                                     node_limit=max(int(allowance), 1),
-                                                    time_limit=WALL_GUARD * seconds + 1)
+                                                    time_limit=WALL_GUARD * seconds + 1, workers=opts.workers)
             spent += nodes
         else:
             started = time.perf_counter()
             offsets, status, _ = search_offsets(problem.first, problem.last, problem.sizes, capacity,
-                                                time_limit=allowance)
+                                                time_limit=allowance, workers=opts.workers)
             spent += time.perf_counter() - started
         return offsets, status
 

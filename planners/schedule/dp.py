@@ -24,6 +24,10 @@ DEFAULT_MAX_OPS = 25
 DEFAULT_MAX_STATES = 2_000_000
 
 
+class StateLimitError(PlanningError):
+    """The DP needed more states than allowed (the graph is too wide for it)."""
+
+
 class _Stepper:
     """Footprint bookkeeping of running one node after a set of executed nodes."""
 
@@ -96,7 +100,7 @@ def min_peak_schedule(problem: MemoryProblem, *, upper_bound: int | None = None,
                     parent[key] = (done, v)
         states += len(nxt)
         if states > max_states:
-            raise PlanningError(
+            raise StateLimitError(
                 f"dp: more than {max_states} states for a graph of {n} nodes (it is too wide); "
                 "use 'zhong' or 'greedy-mem', or raise max_states.")
         if not nxt:

@@ -1,0 +1,92 @@
+"""Window lower bounds on the minimum peak (planners.schedule.window_bound)."""
+
+import random
+
+import pytest
+
+from npusim.graph.random_dags import random_graphs
+from npusim.workflow import load_graph
+from planners.schedule.dp import min_peak_schedule
+from planners.schedule.greedy import best_heuristic_order, reverse_post_order
+from planners.schedule.problem import MemoryProblem
+from planners.schedule.window_bound import relaxed_problem, window_lower_bound, window_peak
+from planners.schedule.zhong.planner import zhong_schedule
+
+from helpers import random_memory_problem
+
+
+def _problems():
+    rng = random.Random(11)
+    yield from (MemoryProblem.from_graph(g, 1) for g in random_graphs(25, max_ops=14, seed=7))
+    yield from (random_memory_problem(rng, rng.randint(3, 12)) for _ in range(60))
+
+
+PROBLEMS = list(_problems())
+
+
+@pytest.mark.parametrize("index", range(len(PROBLEMS)))
+def test_every_window_bounds_the_optimum_and_the_whole_graph_is_exact(index):
+    """Any node set (intervals of an order, and arbitrary subsets, which lose precedences
+    and so relax further) gives at most the DP's optimum of the whole problem; the whole
+    node set gives exactly it."""
+    p = PROBLEMS[index]
+    optimum = min_peak_schedule(p).peak
+    rng = random.Random(index)
+    order = p.topological_order()
+    windows = [tuple(range(p.n))]
+    for _ in range(6):
+        a = rng.randrange(p.n)
+        windows.append(tuple(order[a:rng.randint(a + 1, p.n)]))
+        windows.append(tuple(sorted(rng.sample(range(p.n), rng.randint(1, p.n)))))
+    for window in windows:
+        value = window_peak(p, window)
+        assert value <= optimum, (window, value, optimum)
+    assert window_peak(p, tuple(range(p.n))) == optimum
+
+
+def test_relaxed_problem_keeps_a_buffer_live_across_a_window_it_passes_through():
+    """x feeds a long branch and a final join: in a window of the branch's middle, x is not
+    touched but every order must hold it there (made before, read after)."""
+    from helpers import tensor
+    from npusim.graph.model import build_graph
+
+    tensors = [tensor("in", 10, "input"), tensor("x", 100)] + [tensor(f"b{i}", 10) for i in range(5)] + [
+        tensor("y", 10, "output")]
+    ops = [dict(name="X", kind="Relu", inputs=["in"], outputs=["x"], vector_ops=1)]
+    ops += [dict(name=f"B{i}", kind="Relu", inputs=["in" if i == 0 else f"b{i - 1}"], outputs=[f"b{i}"],
+                 vector_ops=1) for i in range(5)]
+    ops += [dict(name="J", kind="Add", inputs=["x", "b4"], outputs=["y"], vector_ops=1)]
+    p = MemoryProblem.from_graph(build_graph("pass", tensors, ops), 1)
+    names = list(p.names)
+    window = (names.index("B2"),)
+    relaxed = relaxed_problem(p, window)
+    assert 100 not in relaxed.sizes  # x may not exist yet when B2 runs (X is not its ancestor)
+    # once X is an ancestor of every window node, x must be counted
+    ops[1]["inputs"] = ["x"]
+    p = MemoryProblem.from_graph(build_graph("pass", tensors, ops), 1)
+    relaxed = relaxed_problem(p, (list(p.names).index("B2"),))
+    assert 100 in relaxed.sizes
+    assert window_peak(p, (list(p.names).index("B2"),)) >= 100 + 10 + 10
+
+
+@pytest.mark.parametrize("trace", ["hrnet_w18_small", "transformer"])
+def test_window_bound_proves_zhong_optimal_on_traces(trace):
+    """The working-set bound is below the optimum on both; a window around the peak of
+    Zhong's order meets its peak, so ``zhong`` reports the order optimal."""
+    p = MemoryProblem.from_graph(load_graph(trace), 64)
+    out = zhong_schedule(p, {"time_limit": 20})
+    assert p.lower_bound() < out["peak"]
+    bound = window_lower_bound(p, out["order"])
+    assert bound.value == out["peak"] and bound.window
+    assert out["status"] == "optimal" and out["bound"] == out["peak"]
+    # the bound is a bound: no heuristic order goes below it
+    assert p.peak(reverse_post_order(p)) >= bound.value
+    assert best_heuristic_order(p)[1] >= bound.value
+
+
+def test_window_bound_stops_at_its_state_limit_with_a_valid_bound():
+    p = MemoryProblem.from_graph(load_graph("hrnet_w18_small"), 64)
+    order = reverse_post_order(p)
+    small = window_lower_bound(p, order, max_states=1)
+    assert small.value == p.lower_bound() and small.windows_tried == 0
+    assert window_lower_bound(p, order, max_states=20_000).value >= small.value
