@@ -5,9 +5,11 @@ import itertools
 import numpy as np
 import pytest
 
+from npusim.errors import ConfigError
+from planners.alloc import canonical_search
 from planners.alloc.canonical_search import (
-    EXHAUSTED, FOUND, LIMITED, PREORDERINGS, CanonicalSearch, _Instance, _rank_part, _staircase_fits,
-    search_offsets, search_offsets_reference,
+    BUDGET, EXHAUSTED, FOUND, LANES, LIMITED, PREORDERINGS, CanonicalSearch, _Instance, _Lane, _rank_part,
+    _staircase_fits, search_offsets, search_offsets_reference,
 )
 from planners.alloc.exact import capacity_step, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
@@ -264,3 +266,100 @@ def test_each_part_is_ranked_by_the_bytes_still_unplaced():
                 assert int(tops[5]) == len(todo)
                 changed += got != sorted(todo)
     assert changed > 0  # placements did reorder some parts
+
+
+def _answers_alike(a, b):
+    """Two ``search_offsets`` answers: same status, placements and offsets."""
+    return a[1:] == b[1:] and (a[0] is None) == (b[0] is None) and (a[0] is None or a[0].tolist() == b[0].tolist())
+
+
+@pytest.mark.parametrize("slice_", [7, 10_000])
+def test_worker_processes_give_the_in_process_answer_under_a_node_limit(monkeypatch, slice_):
+    """No head start in this process, so every search here runs in two forked workers: under
+    a node limit the answer (status, placements, offsets) is the one of the lanes taking
+    turns in one process, found offsets are valid, and infeasibility proofs come back."""
+    monkeypatch.setattr(canonical_search, "HEAD_START", 0)
+    monkeypatch.setattr(canonical_search, "SLICE", slice_)
+    rng = np.random.default_rng(21)
+    statuses = set()
+    for case in range(6):
+        first, last, sizes = random_instance(rng, n_max=14, twins=case % 2 == 1)
+        problem = OffsetProblem(sizes=sizes, first=first, last=last)
+        optimum = cp_sat_optimum(first, last, sizes)
+        for capacity, limit in ((optimum, 10**6), (optimum - 1, 10**6), (optimum, 30)):
+            alone = search_offsets(first, last, sizes, capacity, node_limit=limit, workers=1)
+            forked = search_offsets(first, last, sizes, capacity, node_limit=limit, workers=2)
+            assert _answers_alike(alone, forked)
+            statuses.add(forked[1])
+            if forked[1] == "found":
+                assert check_assignment(problem, forked[0]) == [] and int((forked[0] + sizes).max()) <= capacity
+            if limit == 10**6 and optimum > 0:
+                assert forked[1] == ("found" if capacity == optimum else "infeasible")
+    assert {"found", "infeasible"} <= statuses
+
+
+@pytest.mark.skipif(not MINIMALLOC_C.exists(), reason="../shared/reference/minimalloc is absent")
+def test_the_find_after_the_fewest_lane_placements_wins_whatever_the_workers(monkeypatch):
+    """MiniMalloc's C at max-live: the second lane finds (complete TAW, 266 placements of its
+    own) after fewer placements of its lane than the first (complete TWA, 8348), so it wins
+    in a deterministic run, with one worker or two, sliced finely or not."""
+    problem = load_minimalloc(MINIMALLOC_C)
+    args = (problem.first, problem.last, problem.sizes, problem.lifetime_bound())
+    answers = []
+    for head_start, slice_, workers in ((10_000, 10_000, 2), (0, 10_000, 2), (0, 500, 2), (0, 500, 1)):
+        monkeypatch.setattr(canonical_search, "HEAD_START", head_start)
+        monkeypatch.setattr(canonical_search, "SLICE", slice_)
+        answers.append(search_offsets(*args, node_limit=10**6, workers=workers))
+    assert all(_answers_alike(answers[0], answer) for answer in answers[1:])
+    offsets, status, nodes = answers[0]
+    assert status == "found" and check_assignment(problem, offsets) == []
+    lanes = [_Lane({p: _Instance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
+    assert lanes[0].run(10**6) == lanes[1].run(10**6) == FOUND
+    assert nodes == lanes[1].nodes < lanes[0].nodes
+
+
+def test_a_lane_finds_after_the_same_placements_however_it_is_sliced():
+    """``_Lane.run`` stops anywhere, even mid-turn, and resumes: slices of 1, 13 or all at once
+    walk the same round robin (discrepancy searches replaced on the way included)."""
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        first, last, sizes = random_instance(rng, n_max=14, twins=True)
+        optimum = cp_sat_optimum(first, last, sizes)
+        instances = {p: _Instance(first, last, sizes, p) for p in PREORDERINGS}
+        for entries in LANES:
+            runs = []
+            for piece in (1, 13, 10**7):
+                lane = _Lane(instances, optimum, entries)
+                while lane.run(piece) == BUDGET and lane.nodes < 10**6:
+                    pass
+                runs.append((lane.status, lane.nodes, lane.decided.offsets().tolist()))
+            assert runs[0] == runs[1] == runs[2] and runs[0][0] == FOUND
+
+
+def test_wall_clock_workers_find_valid_offsets_and_prove_infeasibility(monkeypatch):
+    monkeypatch.setattr(canonical_search, "HEAD_START", 0)
+    for case in range(len(FRAGMENTED)):
+        first, last, sizes = (np.array(v) for v in FRAGMENTED[case])
+        problem = OffsetProblem(sizes=sizes, first=first, last=last)
+        optimum = problem.lifetime_bound() + 1
+        offsets, status, _ = search_offsets(first, last, sizes, optimum, time_limit=10, workers=2)
+        assert status == "found" and check_assignment(problem, offsets) == []
+        assert int((offsets + sizes).max()) <= optimum
+        assert search_offsets(first, last, sizes, optimum - 1, time_limit=10, workers=2)[:2] == (None, "infeasible")
+
+
+def test_a_failing_worker_is_reported_and_bad_workers_refused(monkeypatch):
+    first, last, sizes = (np.array(v) for v in FRAGMENTED[0])
+    with pytest.raises(ConfigError, match="workers"):
+        search_offsets(first, last, sizes, 18, workers=0)
+    real_drive = canonical_search._drive
+
+    def drive(lanes, ids, budget, deadline, first_wins, shared=None):
+        if shared is not None:  # in a worker process
+            raise ValueError("broken lane")
+        return real_drive(lanes, ids, budget, deadline, first_wins, shared)
+
+    monkeypatch.setattr(canonical_search, "HEAD_START", 0)
+    monkeypatch.setattr(canonical_search, "_drive", drive)
+    with pytest.raises(RuntimeError, match="broken lane"):
+        search_offsets(first, last, sizes, 18, workers=2)

@@ -31,9 +31,10 @@ What prunes it -- the ideas of Moffitt, "MiniMalloc" (ASPLOS 2023), re-derived h
   (MiniMalloc's keys), recomputed for every part found by dynamic decomposition, since
   its T key (the bytes in the buffer's busiest section) counts only bytes still unplaced;
   the twin rule keeps the static rank (twins share T, so their order never changes);
-  several preorderings take turns under a node allowance that doubles each round, each
-  search resuming where it stopped, alongside limited discrepancy searches that find
-  solutions a few early deviations from the preferred order (see ``search_offsets``).
+  complete searches under several preorderings and limited discrepancy searches that find
+  solutions a few early deviations from the preferred order run in lanes, one a core
+  (worker processes), each lane a round robin under a node allowance that doubles each
+  round, each search resuming where it stopped (see ``LANES`` and ``search_offsets``).
 
 The kernel is resumable: it runs at most ``node_budget`` nodes and keeps all its state in
 arrays, so the Python driver can stop on a wall-clock limit between slices.
@@ -775,7 +776,8 @@ def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.
     CP-SAT in ``planners.schedule.solver``. Without it, the first lane to decide wins."""
     if workers < 1:
         raise ConfigError(f"search_offsets: workers must be at least 1, got {workers}")
-    instances = {p: _cached_instance(first, last, sizes, p) for p in {p for lane in lanes for p, _, _ in lane}}
+    orders = dict.fromkeys(p for lane in lanes for p, _, _ in lane)
+    instances = {p: _cached_instance(first, last, sizes, p) for p in orders}
     running = [_Lane(instances, int(capacity), entries) for entries in lanes]
     if running[0].status == EXHAUSTED:  # a section holds more than the capacity
         return None, "infeasible", 0
@@ -786,6 +788,8 @@ def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.
     status, nodes, g = _drive(running, ids, min(budget, HEAD_START), deadline, first_wins)
     offsets = running[g].decided.offsets() if status == FOUND else None
     workers = min(workers, len(running))
+    if multiprocessing.current_process().daemon:  # a daemonic process may not start children
+        workers = 1
     if status == BUDGET and budget > HEAD_START and time.perf_counter() < deadline:
         if workers > 1:
             status, nodes, g, offsets = _drive_in_processes(running, workers, budget, deadline, first_wins)

@@ -55,7 +55,11 @@ SEARCH_SHARE = 0.85
 NODES_PER_SECOND = 100_000
 
 
-#: the share of the search's time spent at the lower bound before bisecting above it
+#: the share of the search's time spent at the lower bound before bisecting above it. 0.5:
+#: on MiniMalloc's instances (benchmarks/bench_minimalloc.py, 10 s) E is found at the bound
+#: only after 510k placements of the canonical search's first lane (2.2 s alone on a core,
+#: ~3.3 s when a third busy process shares this 2-core machine), while D and J, never
+#: settled at the bound, ended at the same peaks with 0.35, 0.5 and 0.6
 BOUND_SHARE = 0.5
 #: a bisection probe gets half the time left, and none is started with less than this share
 MIN_PROBE_SHARE = 0.03

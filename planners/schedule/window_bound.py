@@ -18,8 +18,8 @@ and the relaxed problem's minimum peak, found exactly (Zhong's optimum-preservin
 the DP), is a lower bound on the whole graph's.
 
 Which windows: intervals of a good order around its peak step (an interval of an order is
-convex: no path leaves and re-enters it, so its inner precedences are all kept), doubled
-until the DP's state count or the time allowance runs out, or the bound reaches the order's
+convex: no path leaves and re-enters it, so its inner precedences are all kept), grown by
+half until the DP's state count or the time allowance runs out, or the bound reaches the order's
 peak (then the order is proved optimal).
 """
 
@@ -106,7 +106,7 @@ def window_peak(problem: MemoryProblem, window, *, upper: int | None = None,
 def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: int = DEFAULT_WINDOW_STATES,
                        deadline: float | None = None) -> WindowBound:
     """The best of the working-set bound and window bounds around ``order``'s peak step,
-    windows doubling until one needs more than ``max_states`` DP states (so the answer is
+    windows growing by half until one needs more than ``max_states`` DP states (so the answer is
     deterministic), the bound meets ``order``'s peak, or the wall clock passes ``deadline``
     (``time.perf_counter()`` seconds, checked between windows: a guard)."""
     best = WindowBound(problem.lower_bound(), (), 0)
@@ -127,5 +127,5 @@ def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: 
             best = WindowBound(value, window, tried)
         if len(window) == problem.n:
             break
-        radius *= 2
+        radius += radius // 2  # gently: the DP's states grow steeply with the window
     return WindowBound(best.value, best.window, tried)

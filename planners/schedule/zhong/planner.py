@@ -22,7 +22,7 @@ import time
 from npusim.errors import PlanningError
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import WALL_GUARD, SolverOptions
+from planners.schedule.solver import SolverOptions
 from planners.schedule.window_bound import DEFAULT_WINDOW_STATES, window_lower_bound
 from planners.schedule.zhong.budget import Budget
 from planners.options import int_option
@@ -64,9 +64,10 @@ def zhong_schedule(problem: MemoryProblem, options: dict) -> dict:
         stats["fallback"] = "heuristic"
     window_states = int_option(options, "window_states", DEFAULT_WINDOW_STATES, "zhong", minimum=0)
     if status != "optimal" and window_states:
-        # a window of the order solved exactly often proves it optimal (window_bound)
-        guard = WALL_GUARD * opts.time_limit + 1.0 if opts.deterministic else opts.time_limit
-        window = window_lower_bound(problem, order, max_states=window_states, deadline=start + guard)
+        # a window of the order solved exactly often proves it optimal (window_bound); only
+        # its state limit stops it in deterministic mode, so the same call reports the same bound
+        deadline = None if opts.deterministic else start + opts.time_limit
+        window = window_lower_bound(problem, order, max_states=window_states, deadline=deadline)
         stats["bound_window_ops"] = len(window.window)
         if window.value > bound:
             bound = window.value
