@@ -90,3 +90,13 @@ def test_window_bound_stops_at_its_state_limit_with_a_valid_bound():
     small = window_lower_bound(p, order, max_states=1)
     assert small.value == p.lower_bound() and small.windows_tried == 0
     assert window_lower_bound(p, order, max_states=20_000).value >= small.value
+
+
+def test_a_passed_deadline_stops_the_dp_and_leaves_the_working_set_bound():
+    from planners.schedule.dp import DPLimitError
+
+    p = PROBLEMS[0]
+    with pytest.raises(DPLimitError, match="out of time"):
+        min_peak_schedule(p, deadline=0.0)
+    bound = window_lower_bound(p, p.topological_order(), deadline=0.0)
+    assert bound.value == p.lower_bound() and bound.windows_tried == 0

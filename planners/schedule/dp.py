@@ -14,6 +14,7 @@ nodes or searches above ``max_states`` states with a clear error instead of runn
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from npusim.errors import PlanningError
@@ -24,8 +25,9 @@ DEFAULT_MAX_OPS = 25
 DEFAULT_MAX_STATES = 2_000_000
 
 
-class StateLimitError(PlanningError):
-    """The DP needed more states than allowed (the graph is too wide for it)."""
+class DPLimitError(PlanningError):
+    """The DP needed more states than allowed (the graph is too wide for it) or ran past
+    its deadline."""
 
 
 class _Stepper:
@@ -70,11 +72,13 @@ class DPResult:
 
 
 def min_peak_schedule(problem: MemoryProblem, *, upper_bound: int | None = None,
-                      max_ops: int = DEFAULT_MAX_OPS, max_states: int = DEFAULT_MAX_STATES) -> DPResult:
+                      max_ops: int = DEFAULT_MAX_OPS, max_states: int = DEFAULT_MAX_STATES,
+                      deadline: float | None = None) -> DPResult:
     """An order of ``problem``'s nodes with the smallest possible peak, and that peak.
 
     ``upper_bound``: the peak of a known order; states whose peak exceeds it are pruned (the
-    result is still exact, as long as the bound is achievable)."""
+    result is still exact, as long as the bound is achievable). ``deadline``
+    (``time.perf_counter()`` seconds, checked once a level) raises ``DPLimitError``."""
     n = problem.n
     if n > max_ops:
         raise PlanningError(
@@ -100,9 +104,11 @@ def min_peak_schedule(problem: MemoryProblem, *, upper_bound: int | None = None,
                     parent[key] = (done, v)
         states += len(nxt)
         if states > max_states:
-            raise StateLimitError(
+            raise DPLimitError(
                 f"dp: more than {max_states} states for a graph of {n} nodes (it is too wide); "
                 "use 'zhong' or 'greedy-mem', or raise max_states.")
+        if deadline is not None and time.perf_counter() > deadline:
+            raise DPLimitError(f"dp: out of time after {states} states on a graph of {n} nodes")
         if not nxt:
             raise PlanningError(f"dp: no order reaches the upper bound {upper_bound} B (it was not achievable)")
         level = nxt

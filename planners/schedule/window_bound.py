@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from planners.schedule.dp import StateLimitError, min_peak_schedule
+from planners.schedule.dp import DPLimitError, min_peak_schedule
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.zhong.fusion import fuse
 
@@ -95,12 +95,14 @@ def relaxed_problem(problem: MemoryProblem, window) -> MemoryProblem:
 
 
 def window_peak(problem: MemoryProblem, window, *, upper: int | None = None,
-                max_states: int = DEFAULT_WINDOW_STATES) -> int:
+                max_states: int = DEFAULT_WINDOW_STATES, deadline: float | None = None) -> int:
     """The minimum peak of ``window``'s relaxed problem: a lower bound for ``problem``.
     ``upper``, the peak of an order of the whole problem, prunes the DP (the relaxed
-    optimum is never above it). Raises ``StateLimitError`` when the DP needs more states."""
+    optimum is never above it). Raises ``DPLimitError`` when the DP needs more states or
+    runs past ``deadline``."""
     relaxed = fuse(relaxed_problem(problem, window)).problem
-    return min_peak_schedule(relaxed, upper_bound=upper, max_ops=relaxed.n, max_states=max_states).peak
+    return min_peak_schedule(relaxed, upper_bound=upper, max_ops=relaxed.n, max_states=max_states,
+                             deadline=deadline).peak
 
 
 def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: int = DEFAULT_WINDOW_STATES,
@@ -108,7 +110,7 @@ def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: 
     """The best of the working-set bound and window bounds around ``order``'s peak step,
     windows growing by half until one needs more than ``max_states`` DP states (so the answer is
     deterministic), the bound meets ``order``'s peak, or the wall clock passes ``deadline``
-    (``time.perf_counter()`` seconds, checked between windows: a guard)."""
+    (``time.perf_counter()`` seconds, checked by the DP once a level)."""
     best = WindowBound(problem.lower_bound(), (), 0)
     profile = problem.profile(order)
     if not profile:
@@ -119,9 +121,9 @@ def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: 
     while best.value < upper and (deadline is None or time.perf_counter() < deadline):
         window = tuple(order[max(0, at - radius):at + radius + 1])
         try:
-            value = window_peak(problem, window, upper=upper, max_states=max_states)
-        except StateLimitError:
-            break  # the DP outgrew its states: larger windows would too
+            value = window_peak(problem, window, upper=upper, max_states=max_states, deadline=deadline)
+        except DPLimitError:
+            break  # the DP outgrew its states (larger windows would too) or its time
         tried += 1
         if value > best.value:
             best = WindowBound(value, window, tried)
