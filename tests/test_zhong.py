@@ -227,3 +227,44 @@ def test_metis_call_uses_the_current_pymetis_api():
         warnings.simplefilter("error", DeprecationWarning)
         parts = metis_parts(p, 3)
     assert len(parts) == p.n and len(set(parts)) == 3
+
+
+@pytest.mark.parametrize("index", range(1, 50, 7))
+def test_ilp_floor_stops_at_the_bound_and_never_goes_above_the_optimum(index):
+    p = MemoryProblem.from_graph(FUSION_CASES[index], 64)
+    hint, hint_peak = best_heuristic_order(p)
+    optimum = min_peak_schedule(p, max_states=300_000).peak
+    opts = SolverOptions(time_limit=20, workers=2)
+    at_optimum = solve_schedule_ilp(p, hint, opts, floor=optimum)
+    assert at_optimum.status == "optimal" and at_optimum.peak == optimum
+    # a floor at the hint's peak: the hint is returned at once, as good as it gets
+    at_hint = solve_schedule_ilp(p, hint, opts, floor=hint_peak)
+    assert at_hint.order == hint and at_hint.status == "optimal" and at_hint.variables == 0
+
+
+def test_partitioning_asks_prove_once_and_stops_at_its_bound():
+    p = MemoryProblem.from_graph(load_graph("hrnet_w18_small"), 64)
+    fused = fuse(p).problem
+    asked = []
+
+    def prove(order):
+        asked.append(list(order))
+        return fused.peak(order)  # claims the first order optimal: the work must end there
+
+    result = partition_schedule(fused, 4, SolverOptions(time_limit=20), prove=prove)
+    assert len(asked) == 1 and result.order == asked[0] and result.bound == result.peak
+    # a bound that proves nothing: the peak's part is solved again with the rest of the time
+    again = partition_schedule(fused, 4, SolverOptions(time_limit=20), prove=lambda order: 0)
+    assert again.solved_parts >= 1 and again.bound == 0 and again.peak <= result.peak
+
+
+def test_budget_slice_is_charged_back():
+    from planners.schedule.zhong.budget import Budget
+
+    parent = Budget(SolverOptions(time_limit=10))
+    part = parent.slice(2.0)
+    assert part.remaining() <= 2.0
+    part.charge(1.5)
+    parent.charge(part.deterministic_used)
+    assert parent.remaining() == pytest.approx(8.5)
+    assert parent.slice(100).remaining() <= 8.5

@@ -40,3 +40,8 @@ class Budget:
 
     def charge(self, deterministic_time: float) -> None:
         self.deterministic_used += deterministic_time
+
+    def slice(self, seconds: float) -> "Budget":
+        """A budget of at most ``seconds`` from now, within this one; charge its
+        ``deterministic_used`` back to this one when done (wall time counts here anyway)."""
+        return Budget(self.opts.with_limit(max(0.0, min(seconds, self.remaining()))))

@@ -58,15 +58,20 @@ def step_windows(problem: MemoryProblem) -> tuple[list[int], list[int]]:
 
 
 def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOptions,
-                       prune: bool = True, budget: Budget | None = None) -> ScheduleResult:
+                       prune: bool = True, budget: Budget | None = None, floor: int = 0) -> ScheduleResult:
     """Minimum-peak order of ``problem`` (warm-started from ``hint``, a valid order), within
-    ``budget`` (default: ``opts.time_limit`` from now)."""
+    ``budget`` (default: ``opts.time_limit`` from now).
+
+    ``floor``: peaks at or below it are all as good (the objective is max(peak, floor)), so
+    the solve ends as soon as it reaches it. For a whole graph, a lower bound on its peak
+    (then nothing is lost); for a part, the whole graph's bound (the part need not go lower)."""
     start = time.perf_counter()
     budget = budget or Budget(opts, start)
     n, p = problem.n, problem
     hint_peak = p.peak(hint)
-    if n <= 1:
-        return ScheduleResult(list(hint), hint_peak, "optimal", hint_peak, 0.0, 0)
+    if n <= 1 or hint_peak <= floor:
+        return ScheduleResult(list(hint), hint_peak, "optimal", min(hint_peak, floor) if n > 1 else hint_peak,
+                              0.0, 0)
     scale = math.gcd(*p.sizes, *[abs(e) for e in p.extra]) or 1
     size = [s // scale for s in p.sizes]
     extra = [e // scale for e in p.extra]
@@ -128,7 +133,7 @@ def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOpti
             else:
                 m.AddImplication(o, t)
 
-    lb = -(-p.lower_bound() // scale)
+    lb = -(-max(p.lower_bound(), floor) // scale)
     mem = m.NewIntVar(min(lb, hint_peak // scale), hint_peak // scale, "mem")
     for j in range(n):  # (6)
         load = [size[b] * t for (b, jj), t in T.items() if jj == j]

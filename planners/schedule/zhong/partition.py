@@ -24,6 +24,7 @@ solves share one time ``Budget``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pymetis
@@ -35,6 +36,8 @@ from planners.schedule.zhong.budget import Budget
 from planners.schedule.zhong.ilp import solve_schedule_ilp
 
 EDGE_WEIGHT_UNIT = 64  # bytes per unit of METIS edge weight (METIS wants small integers)
+#: the share of the time limit the first solve gets when a bound may end the work after it
+FIRST_SLICE = 0.2
 
 
 def metis_parts(problem: MemoryProblem, k: int, seed: int = 0) -> list[int]:
@@ -98,12 +101,19 @@ class PartitionResult:
     solved_parts: int
     status: str  # "feasible" or "timed_out"
     variables: int
+    bound: int  # from ``prove`` (0 without it)
 
 
 def partition_schedule(problem: MemoryProblem, k: int, opts: SolverOptions, refine: bool = True,
-                       budget: Budget | None = None) -> PartitionResult:
+                       budget: Budget | None = None,
+                       prove: Callable[[list[int]], int] | None = None) -> PartitionResult:
     """Algorithm 2 on an (already fused) problem, within ``budget`` (default: ``opts.time_limit``
-    from now)."""
+    from now).
+
+    ``prove`` (an order of ``problem`` -> a lower bound on its optimum) is asked once, after
+    a first solve of the peak's part limited to ``FIRST_SLICE`` of the time limit: an order
+    that meets the bound is optimal, so the work ends there; otherwise the bound becomes the
+    ILPs' floor (``solve_schedule_ilp``) and the same part is solved again with the rest."""
     budget = budget or Budget(opts)
     rpo = reverse_post_order(problem)
     profile = problem.profile(rpo)
@@ -114,20 +124,29 @@ def partition_schedule(problem: MemoryProblem, k: int, opts: SolverOptions, refi
         region = _region(problem, groups, i)
         schedules.append([nodes[v] for v in reverse_post_order(region)])
     solved: set[int] = set()
-    status, variables = "feasible", 0
+    status, variables, floor = "feasible", 0, 0
     target = next(i for i, nodes in enumerate(groups) if peak_node in nodes)
-    while target not in solved:
+    while target not in solved and problem.peak([v for s in schedules for v in s]) > floor:
         if budget.remaining() <= 0:
             status = "timed_out"
             break
         nodes = groups[target]
         region = _region(problem, groups, target)
-        hint, _ = best_heuristic_order(region)
-        result = solve_schedule_ilp(region, hint, opts, budget=budget)
+        local = {v: i for i, v in enumerate(nodes)}
+        hint = min([best_heuristic_order(region)[0], [local[v] for v in schedules[target]]], key=region.peak)
+        first = prove is not None
+        part_budget = budget.slice(FIRST_SLICE * opts.time_limit) if first else budget
+        result = solve_schedule_ilp(region, hint, opts, budget=part_budget, floor=floor)
+        if first:
+            budget.charge(part_budget.deterministic_used)
         variables += result.variables
+        schedules[target] = [nodes[v] for v in result.order]
+        if first:
+            floor, prove = prove([v for s in schedules for v in s]), None
+            if result.status != "optimal":
+                continue  # the same part again, with the floor and the rest of the time
         if result.status != "optimal":
             status = "timed_out"
-        schedules[target] = [nodes[v] for v in result.order]
         solved.add(target)
         if not refine:
             break
@@ -136,7 +155,8 @@ def partition_schedule(problem: MemoryProblem, k: int, opts: SolverOptions, refi
         peak_node = order[max(range(len(order)), key=prof.__getitem__)]
         target = next(i for i, nodes in enumerate(groups) if peak_node in nodes)
     order = [v for s in schedules for v in s]
-    return PartitionResult(order, problem.peak(order), [len(g) for g in groups], len(solved), status, variables)
+    return PartitionResult(order, problem.peak(order), [len(g) for g in groups], len(solved), status, variables,
+                           floor)
 
 
 def _region(problem: MemoryProblem, groups: list[list[int]], i: int) -> MemoryProblem:
