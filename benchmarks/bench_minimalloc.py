@@ -4,7 +4,8 @@
 
 For every instance: the max-live (lifetime) bound, the best heuristic (every Single/Many
 Objects sort and fit, TFLite's arena) and the exact solve (``planners.alloc.exact``: the
-canonical search at the bound, then bisecting capacities above it, then CP-SAT), each as a
+canonical search at the bound, then bisecting capacities above it, then CP-SAT; ``--workers``
+is both CP-SAT's threads and the canonical search's worker processes), each as a
 ratio to the bound, with the status, the proven bound and the wall time on this machine
 (wall-clock limits: the figures move with the machine's load, printed first).
 """
@@ -38,7 +39,7 @@ def main() -> None:
     exact_offsets(warm, time_limit=1.0, workers=1)
     search_offsets(warm.first, warm.last, warm.sizes, warm.lifetime_bound(), time_limit=1.0)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"time limit {args.time_limit} s, {args.workers} CP-SAT workers, load average {load}")
+    print(f"time limit {args.time_limit} s, {args.workers} workers (CP-SAT, canonical search), load average {load}")
     print(f"{'instance':<16} {'buffers':>7} {'max-live':>9} {'heuristic':>9} {'best heuristic':<28} "
           f"{'exact':>7} {'status':<10} {'bound':>7} {'s':>6}")
     for path in paths:

@@ -1,6 +1,8 @@
 """The canonical branch and bound for lifetime offset problems (planners.alloc.canonical_search)."""
 
 import itertools
+import multiprocessing
+import time
 
 import numpy as np
 import pytest
@@ -306,7 +308,7 @@ def test_the_find_after_the_fewest_lane_placements_wins_whatever_the_workers(mon
     problem = load_minimalloc(MINIMALLOC_C)
     args = (problem.first, problem.last, problem.sizes, problem.lifetime_bound())
     answers = []
-    for head_start, slice_, workers in ((10_000, 10_000, 2), (0, 10_000, 2), (0, 500, 2), (0, 500, 1)):
+    for head_start, slice_, workers in ((10.0, 10_000, 2), (0, 10_000, 2), (0, 500, 2), (0, 500, 1)):
         monkeypatch.setattr(canonical_search, "HEAD_START", head_start)
         monkeypatch.setattr(canonical_search, "SLICE", slice_)
         answers.append(search_offsets(*args, node_limit=10**6, workers=workers))
@@ -316,6 +318,11 @@ def test_the_find_after_the_fewest_lane_placements_wins_whatever_the_workers(mon
     lanes = [_Lane({p: _Instance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
     assert lanes[0].run(10**6) == lanes[1].run(10**6) == FOUND
     assert nodes == lanes[1].nodes < lanes[0].nodes
+    # a lane that found before the fork (in the head start) still wins from the workers
+    lanes = [_Lane({p: _Instance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
+    assert lanes[1].run(10**6) == FOUND
+    answer = canonical_search._drive_in_processes(lanes, 2, 10**6, time.perf_counter() + 60, False)
+    assert answer[:3] == (FOUND, nodes, 1) and answer[3].tolist() == offsets.tolist()
 
 
 def test_a_lane_finds_after_the_same_placements_however_it_is_sliced():
@@ -363,3 +370,18 @@ def test_a_failing_worker_is_reported_and_bad_workers_refused(monkeypatch):
     monkeypatch.setattr(canonical_search, "_drive", drive)
     with pytest.raises(RuntimeError, match="broken lane"):
         search_offsets(first, last, sizes, 18, workers=2)
+
+
+def _search_in_a_daemon(args):
+    return search_offsets(*args, node_limit=10**6, workers=2)[1:]
+
+
+def test_a_daemonic_process_searches_without_children(monkeypatch):
+    """A daemonic process (a multiprocessing pool's worker) may not start processes: the
+    lanes then take turns in it, with the same answer."""
+    monkeypatch.setattr(canonical_search, "HEAD_START", 0)
+    first, last, sizes = (np.array(v) for v in FRAGMENTED[1])
+    args = (first, last, sizes, 15)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        in_daemon = pool.apply(_search_in_a_daemon, (args,))
+    assert in_daemon == search_offsets(*args, node_limit=10**6, workers=1)[1:] and in_daemon[0] == "found"

@@ -74,11 +74,14 @@ LANES = (
     (("TWA", -1, 1),),
     (("TCA", -1, 2), ("TAW", -1, 2), ("TCA", 1, 1), ("TWA", 1, 1), ("TAW", 1, 1), ("WAT", -1, 1), ("WAT", 1, 1)),
 )
-#: placements a lane runs before the driver looks at the clock and the other lanes again
+#: a lane runs slices of about this many wall seconds (at the pace of its last slice; from
+#: 4k to 300k placements a second on MiniMalloc's instances) and at most ``SLICE``
+#: placements, then the driver looks at the clock and the other lanes again
+SLICE_SECONDS = 0.02
 SLICE = 10_000
-#: placements each lane runs in this process before forking workers (~40 ms a lane, forking
-#: two workers ~20 ms): most searches end sooner
-HEAD_START = 10_000
+#: wall seconds the lanes take turns in this process before worker processes are forked
+#: (forking two costs ~20 ms): most searches end sooner
+HEAD_START = 0.05
 
 
 class _Instance:
@@ -631,6 +634,8 @@ class _Lane:
     a lane finds (or proves) never depend on how its work was sliced."""
 
     def __init__(self, instances: dict[str, _Instance], capacity: int, entries) -> None:
+        """``entries``: (preordering, discrepancy limit or -1, weight), as in ``LANES``;
+        ``instances``: the ``_Instance`` of each preordering."""
         self.capacity = capacity
         self.searches = [CanonicalSearch(instances[p], capacity, d) for p, d, _ in entries]
         self.weights = [w for _, _, w in entries]
@@ -651,7 +656,8 @@ class _Lane:
             search = self.searches[self.k]
             if search.nodes >= self.goal:  # its turn is over: the next one's, a new round after the last
                 self.k = (self.k + 1) % len(self.searches)
-                self.turn *= 2 if self.k == 0 else 1
+                if self.k == 0:
+                    self.turn *= 2
                 self.goal = self.searches[self.k].nodes + self.turn * self.weights[self.k]
                 continue
             status = search.run(min(self.goal - search.nodes, stop - self.nodes))
@@ -665,41 +671,48 @@ class _Lane:
 
 
 def _drive(lanes: list[_Lane], ids: list[int], budget: int, deadline: float, first_wins: bool,
-           shared=None) -> tuple[int, int, int]:
-    """Run ``lanes`` (portfolio indices ``ids``) a slice at a time, the least advanced first,
-    until one decides: ``(status, placements of the deciding lane, its index)``, or
-    ``(BUDGET, most placements of a lane, -1)`` at the budget or deadline.
+           shared=None) -> tuple[int, int, int, bool]:
+    """Run ``lanes`` (portfolio indices ``ids``) a slice at a time, the least advanced first:
+    ``(status, placements of the deciding lane, its index, settled)``, or ``(BUDGET, most
+    placements of a lane, -1, settled)`` when none decided. ``settled``: the answer is
+    final, not cut short by the deadline (so the lanes may carry on elsewhere).
 
     With ``first_wins`` (wall-clock mode) the first find ends it. Otherwise the winner must
     not depend on timing: it is the find after the fewest placements of its lane, ties to
     the lower index, so the other lanes go on until they have spent as many (a lane that has
     not found by then can only find later). ``shared`` holds the best such count found by
     any worker process. A proof of infeasibility ends it at once: no lane can find then."""
-    best = (INF, -1)
+    best = min(((lane.nodes, g) for g, lane in zip(ids, lanes) if lane.status == FOUND), default=(INF, -1))
+    size = dict.fromkeys(ids, min(SLICE, 256))  # each lane's next slice
+    settled = False
     while time.perf_counter() < deadline:
         bar = min(budget, best[0], shared.value if shared is not None else INF)
         ready = [(lane.nodes, g, lane) for g, lane in zip(ids, lanes) if lane.status == BUDGET and lane.nodes < bar]
         if not ready:
+            settled = True
             break
         nodes, g, lane = min(ready, key=lambda entry: entry[:2])
-        status = lane.run(min(SLICE, budget - nodes))
+        started = time.perf_counter()
+        status = lane.run(min(size[g], budget - nodes))
+        pace = (lane.nodes - nodes) / max(time.perf_counter() - started, 1e-6)
+        size[g] = max(min(SLICE, 64), min(SLICE, int(pace * SLICE_SECONDS)))
         if status == EXHAUSTED or (status == FOUND and first_wins):
-            return status, lane.nodes, g
+            return status, lane.nodes, g, True
         if status == FOUND:
             best = min(best, (lane.nodes, g))
             if shared is not None:
                 with shared.get_lock():
                     shared.value = min(shared.value, lane.nodes)
     if best[1] >= 0:
-        return FOUND, best[0], best[1]
-    return BUDGET, max(lane.nodes for lane in lanes), -1
+        return FOUND, best[0], best[1], settled
+    return BUDGET, max(lane.nodes for lane in lanes), -1, settled
 
 
 def _worker(lanes, ids, budget, deadline, first_wins, shared, conn) -> None:
     """A worker process's share of the lanes (``_drive``); sends back its decision and the
     offsets found, or the error that stopped it."""
     try:
-        status, nodes, g = _drive(lanes, ids, budget, deadline, first_wins, shared)
+        status, nodes, g, _ = _drive(lanes, ids, budget, deadline, first_wins, shared)
         offsets = lanes[ids.index(g)].decided.offsets() if status == FOUND else None
         conn.send((status, nodes, g, offsets))
     except BaseException as error:  # noqa: BLE001 -- reported to the parent, which raises it
@@ -713,7 +726,8 @@ def _drive_in_processes(lanes: list[_Lane], workers: int, budget: int, deadline:
     ``(status, placements, lane, offsets)`` by the same rule as ``_drive`` over all lanes.
     Workers still running when the answer is known are terminated."""
     ctx = multiprocessing.get_context("fork")
-    shared = ctx.Value("q", INF)
+    # the fewest lane placements after which a lane found (so far: during the head start)
+    shared = ctx.Value("q", min((lane.nodes for lane in lanes if lane.status == FOUND), default=INF))
     procs, pipes = [], []
     for w in range(workers):
         ids = list(range(w, len(lanes), workers))
@@ -767,8 +781,8 @@ def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.
     first choices before exhausting everything below them; the discrepancy search finds
     solutions a few early deviations away, but proves nothing. Each lane is a round robin of
     some of them (``_Lane``); the lanes run in ``workers`` processes (lane ``g`` in the
-    ``g % workers``-th), or side by side in this one when ``workers`` is 1. Every lane first
-    gets ``HEAD_START`` placements here: most searches end sooner than a fork would.
+    ``g % workers``-th), or side by side in this one when ``workers`` is 1. They first take
+    turns here for ``HEAD_START`` seconds: most searches end sooner than a fork would.
 
     ``node_limit`` (placements per lane) makes the answer deterministic, the same for any
     number of workers: the find after the fewest placements of its lane wins, ties to the
@@ -785,17 +799,14 @@ def search_offsets(first, last, sizes, capacity: int, *, time_limit: float = 10.
     budget = node_limit if node_limit is not None else 1 << 62
     first_wins = node_limit is None
     ids = list(range(len(running)))
-    status, nodes, g = _drive(running, ids, min(budget, HEAD_START), deadline, first_wins)
-    offsets = running[g].decided.offsets() if status == FOUND else None
     workers = min(workers, len(running))
     if multiprocessing.current_process().daemon:  # a daemonic process may not start children
         workers = 1
-    if status == BUDGET and budget > HEAD_START and time.perf_counter() < deadline:
-        if workers > 1:
-            status, nodes, g, offsets = _drive_in_processes(running, workers, budget, deadline, first_wins)
-        else:
-            status, nodes, g = _drive(running, ids, budget, deadline, first_wins)
-            offsets = running[g].decided.offsets() if status == FOUND else None
+    head_start = deadline if workers == 1 else min(deadline, time.perf_counter() + HEAD_START)
+    status, nodes, g, settled = _drive(running, ids, budget, head_start, first_wins)
+    offsets = running[g].decided.offsets() if status == FOUND else None
+    if not settled and workers > 1 and time.perf_counter() < deadline:
+        status, nodes, g, offsets = _drive_in_processes(running, workers, budget, deadline, first_wins)
     return offsets, {FOUND: "found", EXHAUSTED: "infeasible"}.get(status, "timed_out"), int(nodes)
 
 

@@ -50,17 +50,21 @@ def best_heuristic(problem: OffsetProblem) -> OffsetResult:
 #: the share of the time limit the canonical search may use before CP-SAT takes over
 SEARCH_SHARE = 0.85
 #: deterministic runs give each lane of the canonical search this many placements per second
-#: of time limit (under half what one lane does alone on a core of this 2-core machine),
-#: wall time being only a guard
-NODES_PER_SECOND = 100_000
+#: of time limit, wall time being only a guard: about a lane's pace on this 2-core machine
+#: (measured on MiniMalloc's instances: 120k-230k a second on E, from a loaded to an idle
+#: core, but 40k-60k on D and J, whose placements cost more). With 100k, deterministic
+#: runs missed E's solution at the bound (510k placements) by a few hundred placements
+NODES_PER_SECOND = 150_000
 
 
-#: the share of the search's time spent at the lower bound before bisecting above it. 0.5:
-#: on MiniMalloc's instances (benchmarks/bench_minimalloc.py, 10 s) E is found at the bound
-#: only after 510k placements of the canonical search's first lane (2.2 s alone on a core,
-#: ~3.3 s when a third busy process shares this 2-core machine), while D and J, never
-#: settled at the bound, ended at the same peaks with 0.35, 0.5 and 0.6
-BOUND_SHARE = 0.5
+#: the share of the search's time spent at the lower bound before bisecting above it: 0.6
+#: (was 0.35), measured on MiniMalloc's instances (benchmarks/bench_minimalloc.py, 10 s)
+#: with a load average of 2-3 from other jobs on this 2-core machine. E is found at the
+#: bound only after 510k placements of the canonical search's first lane: 2.2 s on an idle
+#: core, 4.3 s under that load. D and J are never settled at the bound; their bisection
+#: ends at 1.0457 and 1.0466 with 0.35, 0.5 or 0.6, except that D ends at 1.0685 when the
+#: load slows its probe at 1.061 (as it did once with 0.6, and with 0.7)
+BOUND_SHARE = 0.6
 #: a bisection probe gets half the time left, and none is started with less than this share
 MIN_PROBE_SHARE = 0.03
 

@@ -11,7 +11,8 @@ takes the implications directly instead of the big-M form. (8) every tensor ends
 Function 5 (``pyramid``) pre-places a nest of long-lived tensors at increasing addresses
 (the longest-lived first, then the longest one inside its lifetime, and so on), as the paper
 does for activations saved for the backward pass; the ILP places the rest. If that does not
-reach zero fragmentation, the solve is repeated without pre-placement with the time left.
+reach zero fragmentation, the solve is repeated without pre-placement with the time left
+(with deterministic limits, half the limit: the same call takes the same steps under any load).
 
 Beyond the paper: the ILP is warm-started from the better of first fit and the best offset
 heuristic (``planners.alloc.exact.best_heuristic``: Single/Many Objects, TFLite's arena), and
@@ -33,7 +34,8 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from planners.alloc.canonical_search import search_offsets
-from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
+from planners.alloc.exact import NODES_PER_SECOND
+from planners.schedule.solver import WALL_GUARD, SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,14 @@ def _arena(blocks: Blocks, offsets: dict[int, int]) -> int:
     return max((offsets[i] + blocks.size[i] for i in range(len(blocks.ids))), default=0)
 
 
+def _time_left(opts: SolverOptions, start: float) -> float:
+    """Seconds left for the next stage: wall seconds, or with deterministic limits a fixed
+    half of the limit (so that the same call takes the same steps under any load)."""
+    if opts.deterministic:
+        return opts.time_limit / 2
+    return opts.time_limit - (time.perf_counter() - start)
+
+
 def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: bool = True) -> AddressResult:
     """Eq. (15) for fixed lifetimes; retries without Function 5 if fragmentation remains."""
     start = time.perf_counter()
@@ -148,14 +158,18 @@ def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: b
         return AddressResult({blocks.ids[i]: off for i, off in heuristic.items()}, blocks.max_live(),
                              blocks.max_live(), "optimal", blocks.max_live(), time.perf_counter() - start, 0)
     result = _solve(blocks, align, opts, pyramid(blocks) if preplace else {})
-    left = opts.time_limit - (time.perf_counter() - start)
+    left = _time_left(opts, start)
     if preplace and result.arena > result.max_live and left > 0.5:
         again = _solve(blocks, align, opts.with_limit(left), {})
         if again.arena < result.arena or (again.arena == result.arena and again.status == "optimal"):
             result = again
-    left = opts.time_limit - (time.perf_counter() - start)
+    left = _time_left(opts, start)
     if result.arena > result.max_live and left > 0.2:
-        offsets, found, _ = search_offsets(blocks.first, blocks.last, blocks.size, result.max_live, time_limit=left)
+        # deterministic runs count placements (the wall clock only guards), as exact offsets do
+        nodes = int(left * NODES_PER_SECOND) if opts.deterministic else None
+        offsets, found, _ = search_offsets(blocks.first, blocks.last, blocks.size, result.max_live,
+                                           time_limit=WALL_GUARD * left + 1 if nodes else left, node_limit=nodes,
+                                           workers=opts.workers)
         if found == "found":
             result = AddressResult({blocks.ids[i]: int(offsets[i]) for i in range(len(blocks.ids))}, result.max_live,
                                    result.max_live, "optimal", result.max_live, result.seconds, 0)
