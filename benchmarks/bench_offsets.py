@@ -2,14 +2,16 @@
 (the MindSpore paper's Tables 1-3, measured here).
 
     python benchmarks/bench_offsets.py [--per-stream 32] [--repeat 3] [--detail] [--synthetic-cells 420]
-                                       [--exact-seconds 10] [TRACE ...]
+                                       [--exact-seconds 10] [--work] [TRACE ...]
 
 Each graph runs in its default order with a MindSpore-like stream map (GEMM and vector ops
 in separate streams, a new stream every ``--per-stream`` ops; ``npusim.graph.generators``).
 Table 1: safety time of Algorithm 1, 1_opt and Algorithm 2 (best of ``--repeat``, after a
 warm-up that compiles the kernels). Tables 2-3: footprint of every allocator on the same
 unsafe pairs, the lifetime bound, the best result's gap to it, and the Many Objects vs Single
-Object time gain (best MO vs best SO, and average MO vs average SO, as in the paper).
+Object time gain (best MO vs best SO, and average MO vs average SO, as in the paper); with
+``--work``, the avoid intervals MO meets per interval SO meets (``avoid_work``), which caps
+the gain MO's design can give.
 
 The lifetime bound is the paper's yardstick, but with several streams it is not a bound the
 unsafe pairs can reach: concurrent streams make more pairs unsafe. So the table also gives a
@@ -27,7 +29,7 @@ from npusim.graph.generators import assign_streams, nas_cells
 from npusim.graph.safety import METHODS, safety_relation
 from npusim.resources import list_resources
 from npusim.workflow import load_graph
-from planners.alloc import mindspore_fast, naive, shared_objects, tflite
+from planners.alloc import mindspore, mindspore_fast, naive, shared_objects, tflite
 from planners.alloc.bounds import best_bound
 from planners.alloc.exact import exact_offsets
 from planners.alloc.onchip import graph_problem
@@ -47,7 +49,32 @@ def allocators():
     return algos
 
 
-def bench_graph(graph, per_stream, repeat, detail, large, exact_seconds):
+def avoid_work(problem) -> dict[str, int]:
+    """Avoid intervals (unsafe placed items met) of Single and Many Objects (size sort, first
+    fit), counted on the pure-Python algorithms: the work Many Objects can save. Its gain
+    comes from objects whose unsafe items it never meets; where one object holds most
+    tensors there is little to save, whatever the implementation."""
+    counts = {}
+    real = mindspore.avoid
+    for family, fn in (("SO", mindspore.single_object), ("MO", mindspore.many_objects)):
+        met = 0
+
+        def counting(*args, **kwargs):
+            nonlocal met
+            out = real(*args, **kwargs)
+            met += len(out)
+            return out
+
+        mindspore.avoid = counting
+        try:
+            fn(problem, "size", "first-fit")
+        finally:
+            mindspore.avoid = real
+        counts[family] = met
+    return counts
+
+
+def bench_graph(graph, per_stream, repeat, detail, large, exact_seconds, work=False):
     order = default_order(graph)
     if large:  # the synthetic graph: about 16 streams, one timed run, size sorts and baselines only
         per_stream, repeat = max(per_stream, graph.n_ops // 16), 1
@@ -80,7 +107,8 @@ def bench_graph(graph, per_stream, repeat, detail, large, exact_seconds):
         hint = min((fn(problem) for name, fn in allocators()[1:] if name == best[0]), key=lambda r: r.total)
         exact = exact_offsets(problem, time_limit=exact_seconds, workers=2, hint=hint, deterministic=False)
     avg = lambda rs: sum(r[2] for r in rs) / len(rs)  # noqa: E731
-    return dict(name=graph.name, tensors=problem.n, streams=len(set(streams)), safety=safety_times,
+    met = avoid_work(problem) if work else None
+    return dict(name=graph.name, work=met, tensors=problem.n, streams=len(set(streams)), safety=safety_times,
                 naive=rows[0][1], bound=bound, valid=max(valid, bound, exact.bound if exact else 0), best=best,
                 exact=exact, best_so=best_so, best_mo=best_mo,
                 gain_best=1 - best_mo[2] / best_so[2], gain_avg=1 - avg(mo) / avg(so),
@@ -95,6 +123,8 @@ def main() -> None:
     parser.add_argument("--detail", action="store_true", help="print every allocator for every graph")
     parser.add_argument("--synthetic-cells", type=int, default=420, help="NAS-like cells of the synthetic graph (0: none)")
     parser.add_argument("--exact-seconds", type=float, default=10.0, help="exact assignment time per graph (0: skip)")
+    parser.add_argument("--work", action="store_true",
+                        help="count the avoid intervals SO and MO meet (pure Python: slow on the synthetic graph)")
     args = parser.parse_args()
     graphs = [load_graph(n) for n in (args.traces or list_resources("traces"))]
     if args.synthetic_cells:
@@ -104,7 +134,7 @@ def main() -> None:
     results = []
     for g in graphs:
         results.append(bench_graph(g, args.per_stream, args.repeat, args.detail, large=g.n_tensors > 8000,
-                                   exact_seconds=args.exact_seconds))
+                                   exact_seconds=args.exact_seconds, work=args.work))
         print(f"  done {g.name} ({g.n_tensors} tensors)", flush=True)
     print("\nTable 1: multi-stream safety (ms)")
     print(f"{'graph':<22} {'tensors':>7} {'streams':>7} {'alg1':>9} {'alg1_opt':>9} {'alg2':>9} {'alg2 vs 1_opt':>13}")
@@ -116,7 +146,7 @@ def main() -> None:
           "and to the best valid bound (lifetime or clique); the exact assignment")
     print(f"{'graph':<22} {'naive':>9} {'lifetime':>9} {'valid':>9} {'best':>9} {'gap life':>8} {'gap valid':>9}  "
           f"{'best allocator':<24} {'exact':>9} {'gap':>7} {'status':<9} {'best SO':>9} {'best MO':>9} {'MO-SO':>8} "
-          f"{'gain best':>9} {'gain avg':>9} {'MO ms':>8}")
+          f"{'gain best':>9} {'gain avg':>9} {'MO ms':>8} {'MO/SO work':>10}")
     mib = 1 << 20
     for r in results:
         ex = r["exact"]
@@ -126,7 +156,14 @@ def main() -> None:
               f"{r['best'][1] / mib:>9.3f} {100 * (r['best'][1] / r['bound'] - 1):>7.2f}% "
               f"{100 * (r['best'][1] / r['valid'] - 1):>8.2f}%  {r['best'][0]:<24} {exact_cols} "
               f"{r['best_so'][1] / mib:>9.3f} {r['best_mo'][1] / mib:>9.3f} {100 * r['mo_vs_so']:>7.3f}% "
-              f"{100 * r['gain_best']:>8.1f}% {100 * r['gain_avg']:>8.1f}% {1000 * r['best_mo'][2]:>8.1f}")
+              f"{100 * r['gain_best']:>8.1f}% {100 * r['gain_avg']:>8.1f}% {1000 * r['best_mo'][2]:>8.1f} "
+              f"{work_ratio(r['work']):>10}")
+
+def work_ratio(work) -> str:
+    if not work:
+        return "-"
+    return f"{work['MO'] / work['SO']:.2f}" if work["SO"] else "n/a"
+
 
 if __name__ == "__main__":
     main()
