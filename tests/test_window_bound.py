@@ -6,7 +6,7 @@ import pytest
 
 from npusim.graph.random_dags import random_graphs
 from npusim.workflow import load_graph
-from planners.schedule.dp import min_peak_schedule
+from planners.schedule.dp import DPLimitError, min_peak_schedule
 from planners.schedule.greedy import best_heuristic_order, reverse_post_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.window_bound import relaxed_problem, window_lower_bound, window_peak
@@ -39,9 +39,9 @@ def test_every_window_bounds_the_optimum_and_the_whole_graph_is_exact(index):
         windows.append(tuple(order[a:rng.randint(a + 1, p.n)]))
         windows.append(tuple(sorted(rng.sample(range(p.n), rng.randint(1, p.n)))))
     for window in windows:
-        value = window_peak(p, window)
-        assert value <= optimum, (window, value, optimum)
-    assert window_peak(p, tuple(range(p.n))) == optimum
+        value, how = window_peak(p, window)
+        assert how == "dp" and value <= optimum, (window, value, optimum)
+    assert window_peak(p, tuple(range(p.n))) == (optimum, "dp")
 
 
 def test_relaxed_problem_keeps_a_buffer_live_across_a_window_it_passes_through():
@@ -66,7 +66,7 @@ def test_relaxed_problem_keeps_a_buffer_live_across_a_window_it_passes_through()
     p = MemoryProblem.from_graph(build_graph("pass", tensors, ops), 1)
     relaxed = relaxed_problem(p, (list(p.names).index("B2"),))
     assert 100 in relaxed.sizes
-    assert window_peak(p, (list(p.names).index("B2"),)) >= 100 + 10 + 10
+    assert window_peak(p, (list(p.names).index("B2"),))[0] >= 100 + 10 + 10
 
 
 @pytest.mark.parametrize("trace", ["hrnet_w18_small", "transformer"])
@@ -100,3 +100,35 @@ def test_a_passed_deadline_stops_the_dp_and_leaves_the_working_set_bound():
         min_peak_schedule(p, deadline=0.0)
     bound = window_lower_bound(p, p.topological_order(), deadline=0.0)
     assert bound.value == p.lower_bound() and bound.windows_tried == 0
+
+
+@pytest.mark.parametrize("index", range(25, 85, 4))
+def test_the_ilp_gives_the_dp_s_window_value_when_the_dp_may_not(index):
+    """With no DP states allowed, Zhong's ILP solves the relaxed window: the same minimum
+    peak as the DP (so its model matches the relaxed problems' semantics: buffers without
+    a producer, live at the start or at the end)."""
+    from planners.schedule.solver import SolverOptions
+    from planners.schedule.zhong.budget import Budget
+
+    p = PROBLEMS[index]
+    rng = random.Random(index)
+    order = p.topological_order()
+    a = rng.randrange(p.n)
+    for window in (tuple(range(p.n)), tuple(order[a:rng.randint(a + 1, p.n)])):
+        exact = window_peak(p, window)[0]
+        budget = Budget(SolverOptions(time_limit=20, workers=2))
+        assert window_peak(p, window, max_states=1, ilp_budget=budget) == (exact, "ilp")
+    with pytest.raises(DPLimitError):
+        window_peak(p, tuple(range(p.n)), max_states=1)  # no ILP allowed
+
+
+def test_windows_too_wide_for_the_dp_go_to_the_ilp():
+    from planners.schedule.solver import SolverOptions
+    from planners.schedule.zhong.budget import Budget
+
+    p = MemoryProblem.from_graph(load_graph("hrnet_w18_small"), 64)
+    out = zhong_schedule(p, {"time_limit": 20})
+    dp_only = window_lower_bound(p, out["order"], max_states=50)
+    with_ilp = window_lower_bound(p, out["order"], max_states=50,
+                                  ilp_budget=Budget(SolverOptions(time_limit=20, workers=2)))
+    assert dp_only.value < out["peak"] == with_ilp.value

@@ -15,7 +15,8 @@ step of a node of ``W`` between a buffer's first and last witness, the first has
 buffer exists) and the last has not (so a reader is still to come): the buffer is live there
 too. So each step of ``W`` costs at least as much in the whole order as in the relaxed one,
 and the relaxed problem's minimum peak, found exactly (Zhong's optimum-preserving fusion, then
-the DP), is a lower bound on the whole graph's.
+the DP, or Zhong's ILP when the DP would need too many states), is a lower bound on the whole
+graph's; so is CP-SAT's proven bound when its time runs out first.
 
 Which windows: intervals of a good order around its peak step (an interval of an order is
 convex: no path leaves and re-enters it, so its inner precedences are all kept), grown by
@@ -29,8 +30,11 @@ import time
 from dataclasses import dataclass
 
 from planners.schedule.dp import DPLimitError, min_peak_schedule
+from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem
+from planners.schedule.zhong.budget import Budget
 from planners.schedule.zhong.fusion import fuse
+from planners.schedule.zhong.ilp import solve_schedule_ilp
 
 #: DP states one window may use (NASNet's proof needs 240 000: about 8 s of the Python DP)
 DEFAULT_WINDOW_STATES = 300_000
@@ -95,21 +99,39 @@ def relaxed_problem(problem: MemoryProblem, window) -> MemoryProblem:
 
 
 def window_peak(problem: MemoryProblem, window, *, upper: int | None = None,
-                max_states: int = DEFAULT_WINDOW_STATES, deadline: float | None = None) -> int:
-    """The minimum peak of ``window``'s relaxed problem: a lower bound for ``problem``.
-    ``upper``, the peak of an order of the whole problem, prunes the DP (the relaxed
-    optimum is never above it). Raises ``DPLimitError`` when the DP needs more states or
-    runs past ``deadline``."""
+                max_states: int = DEFAULT_WINDOW_STATES, deadline: float | None = None,
+                ilp_budget: Budget | None = None, use_dp: bool = True) -> tuple[int, str]:
+    """A lower bound for ``problem`` from ``window``'s relaxed problem, and how it was found:
+    ``"dp"`` or ``"ilp"`` (that problem's exact minimum peak) or ``"ilp-bound"`` (CP-SAT's
+    proven bound when its budget ran out first).
+
+    The DP goes first (``use_dp``), pruned by ``upper``, the peak of an order of the whole
+    problem (the relaxed optimum is never above it). When it needs more than ``max_states``
+    states, Zhong's ILP (``planners.schedule.zhong.ilp``) takes the relaxed problem under
+    ``ilp_budget`` if given: it scales to wider windows (backward passes) than the DP.
+    Raises ``DPLimitError`` when the DP stops (states or ``deadline``) and no ILP may run."""
     relaxed = fuse(relaxed_problem(problem, window)).problem
-    return min_peak_schedule(relaxed, upper_bound=upper, max_ops=relaxed.n, max_states=max_states,
-                             deadline=deadline).peak
+    if use_dp:
+        try:
+            return min_peak_schedule(relaxed, upper_bound=upper, max_ops=relaxed.n, max_states=max_states,
+                                     deadline=deadline).peak, "dp"
+        except DPLimitError:
+            if ilp_budget is None:
+                raise
+    if ilp_budget is None or ilp_budget.remaining() <= 0 or (deadline is not None and time.perf_counter() > deadline):
+        raise DPLimitError("window bound: no time left for the ILP")
+    hint, _ = best_heuristic_order(relaxed)
+    result = solve_schedule_ilp(relaxed, hint, ilp_budget.opts, budget=ilp_budget)
+    return result.bound, "ilp" if result.status == "optimal" else "ilp-bound"
 
 
 def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: int = DEFAULT_WINDOW_STATES,
-                       deadline: float | None = None) -> WindowBound:
+                       deadline: float | None = None, ilp_budget: Budget | None = None) -> WindowBound:
     """The best of the working-set bound and window bounds around ``order``'s peak step,
-    windows growing by half until one needs more than ``max_states`` DP states (so the answer is
-    deterministic), the bound meets ``order``'s peak, or the wall clock passes ``deadline``
+    windows growing by half until the bound meets ``order``'s peak, a window needs more than
+    ``max_states`` DP states and no ILP may take over (``ilp_budget``: CP-SAT's budget for all
+    windows; in deterministic mode its time is CP-SAT's deterministic time, so the answer
+    repeats), the ILP stops short of a window's optimum, or the wall clock passes ``deadline``
     (``time.perf_counter()`` seconds, checked by the DP once a level)."""
     best = WindowBound(problem.lower_bound(), (), 0)
     profile = problem.profile(order)
@@ -117,17 +139,19 @@ def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: 
         return best
     upper = max(profile)
     at = profile.index(upper)
-    radius, tried = FIRST_RADIUS, 0
+    radius, tried, use_dp = FIRST_RADIUS, 0, True
     while best.value < upper and (deadline is None or time.perf_counter() < deadline):
         window = tuple(order[max(0, at - radius):at + radius + 1])
         try:
-            value = window_peak(problem, window, upper=upper, max_states=max_states, deadline=deadline)
+            value, how = window_peak(problem, window, upper=upper, max_states=max_states, deadline=deadline,
+                                     ilp_budget=ilp_budget, use_dp=use_dp)
         except DPLimitError:
             break  # the DP outgrew its states (larger windows would too) or its time
         tried += 1
         if value > best.value:
             best = WindowBound(value, window, tried)
-        if len(window) == problem.n:
-            break
+        if len(window) == problem.n or how == "ilp-bound":
+            break  # a larger window would be harder still for the ILP
+        use_dp = how == "dp"  # once the DP has failed, larger windows go straight to the ILP
         radius += radius // 2  # gently: the DP's states grow steeply with the window
     return WindowBound(best.value, best.window, tried)

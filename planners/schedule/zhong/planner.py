@@ -33,6 +33,8 @@ from planners.schedule.zhong.ilp import solve_schedule_ilp
 from planners.schedule.zhong.partition import default_parts, partition_schedule
 
 DEFAULT_MAX_ILP_NODES = 60
+#: the share of the time limit the ILPs of window bounds may use (in all, per bound)
+WINDOW_ILP_SHARE = 0.25
 
 
 def zhong_schedule(problem: MemoryProblem, options: dict) -> dict:
@@ -81,9 +83,11 @@ def _window_bound(problem: MemoryProblem, order: list[int], max_states: int, opt
                   start: float) -> int:
     """The window bound around ``order``'s peak (``planners.schedule.window_bound``). Only its
     state limit stops it in deterministic mode (the same call reports the same bound); with
-    wall-clock limits, the call's time limit does too."""
+    wall-clock limits, the call's time limit does too. Windows too wide for the DP go to the
+    ILP, sharing ``WINDOW_ILP_SHARE`` of the time limit."""
     deadline = None if opts.deterministic else start + opts.time_limit
-    return window_lower_bound(problem, order, max_states=max_states, deadline=deadline).value
+    ilp_budget = Budget(opts.with_limit(WINDOW_ILP_SHARE * opts.time_limit))
+    return window_lower_bound(problem, order, max_states=max_states, deadline=deadline, ilp_budget=ilp_budget).value
 
 
 class ZhongScheduler:
