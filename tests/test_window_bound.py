@@ -124,11 +124,22 @@ def test_the_ilp_gives_the_dp_s_window_value_when_the_dp_may_not(index):
 
 def test_windows_too_wide_for_the_dp_go_to_the_ilp():
     from planners.schedule.solver import SolverOptions
-    from planners.schedule.zhong.budget import Budget
 
     p = MemoryProblem.from_graph(load_graph("hrnet_w18_small"), 64)
     out = zhong_schedule(p, {"time_limit": 20})
     dp_only = window_lower_bound(p, out["order"], max_states=50)
-    with_ilp = window_lower_bound(p, out["order"], max_states=50,
-                                  ilp_budget=Budget(SolverOptions(time_limit=20, workers=2)))
+    with_ilp = window_lower_bound(p, out["order"], max_states=50, ilp=SolverOptions(time_limit=20, workers=2))
     assert dp_only.value < out["peak"] == with_ilp.value
+
+
+def test_zhong_returns_a_warm_start_proven_optimal_without_any_ilp():
+    """transformer's training graph: the best heuristic order is already optimal, and a quick
+    DP-only window shows it, so no ILP runs (it took a minute to build and time out)."""
+    from npusim.graph.training import make_training_graph
+
+    p = MemoryProblem.from_graph(make_training_graph(load_graph("transformer")), 64)
+    order, peak = best_heuristic_order(p)
+    out = zhong_schedule(p, {"time_limit": 60})
+    assert out["status"] == "optimal" and out["stats"]["variables"] == 0
+    assert out["peak"] == peak == out["bound"] and p.is_topological(out["order"])
+    assert window_lower_bound(p, order, max_states=20_000).value == peak

@@ -34,10 +34,11 @@ from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.zhong.budget import Budget
 from planners.schedule.zhong.fusion import fuse
+from planners.schedule.solver import SolverOptions
 from planners.schedule.zhong.ilp import solve_schedule_ilp
 
 #: DP states one window may use (NASNet's proof needs 240 000: about 8 s of the Python DP)
-DEFAULT_WINDOW_STATES = 300_000
+DEFAULT_WINDOW_STATES = 60_000
 #: the first window: this many nodes either side of the peak step
 FIRST_RADIUS = 8
 
@@ -126,12 +127,13 @@ def window_peak(problem: MemoryProblem, window, *, upper: int | None = None,
 
 
 def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: int = DEFAULT_WINDOW_STATES,
-                       deadline: float | None = None, ilp_budget: Budget | None = None) -> WindowBound:
+                       deadline: float | None = None, ilp: SolverOptions | None = None) -> WindowBound:
     """The best of the working-set bound and window bounds around ``order``'s peak step,
     windows growing by half until the bound meets ``order``'s peak, a window needs more than
-    ``max_states`` DP states and no ILP may take over (``ilp_budget``: CP-SAT's budget for all
-    windows; in deterministic mode its time is CP-SAT's deterministic time, so the answer
-    repeats), the ILP stops short of a window's optimum, or the wall clock passes ``deadline``
+    ``max_states`` DP states and no ILP may take over (``ilp``: CP-SAT's options, its time
+    limit for all windows together, counted from the first window the DP gives up; with
+    deterministic limits that is CP-SAT's deterministic time, so the answer repeats), the
+    ILP stops short of a window's optimum, or the wall clock passes ``deadline``
     (``time.perf_counter()`` seconds, checked by the DP once a level)."""
     best = WindowBound(problem.lower_bound(), (), 0)
     profile = problem.profile(order)
@@ -139,12 +141,19 @@ def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: 
         return best
     upper = max(profile)
     at = profile.index(upper)
-    radius, tried, use_dp = FIRST_RADIUS, 0, True
+    radius, tried, use_dp, ilp_budget = FIRST_RADIUS, 0, True, None
     while best.value < upper and (deadline is None or time.perf_counter() < deadline):
         window = tuple(order[max(0, at - radius):at + radius + 1])
         try:
-            value, how = window_peak(problem, window, upper=upper, max_states=max_states, deadline=deadline,
-                                     ilp_budget=ilp_budget, use_dp=use_dp)
+            if use_dp:
+                value, how = window_peak(problem, window, upper=upper, max_states=max_states, deadline=deadline)
+            else:
+                value, how = window_peak(problem, window, deadline=deadline, ilp_budget=ilp_budget, use_dp=False)
+        except DPLimitError:
+            if not use_dp or ilp is None:
+                break  # the DP outgrew its states (larger windows would too) or its time
+            use_dp, ilp_budget = False, Budget(ilp)  # this window again, with the ILP
+            continue
         except DPLimitError:
             break  # the DP outgrew its states (larger windows would too) or its time
         tried += 1
@@ -152,6 +161,5 @@ def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: 
             best = WindowBound(value, window, tried)
         if len(window) == problem.n or how == "ilp-bound":
             break  # a larger window would be harder still for the ILP
-        use_dp = how == "dp"  # once the DP has failed, larger windows go straight to the ILP
         radius += radius // 2  # gently: the DP's states grow steeply with the window
     return WindowBound(best.value, best.window, tried)

@@ -10,7 +10,9 @@ Status: ``optimal`` when the ILP proved the whole fused graph optimal (fusion pr
 optimum, so the order is optimal for the graph); ``feasible`` after partitioning (a heuristic
 cut); ``timed_out`` when a time limit stopped a solve. The bound is CP-SAT's when the whole
 graph was solved, else the largest working set of a node (valid for any order); either is
-then raised, when partitioning, by a window bound (``planners.schedule.window_bound``)
+then raised, when partitioning, first by a quick DP-only window bound on the warm start
+(when it meets its peak, the warm start is returned as optimal without any ILP), then by a
+window bound (``planners.schedule.window_bound``)
 around the order's peak after a first short solve of the peak's part: an order that meets
 it is optimal and the work ends (on NASNet, HRNet and the transformer it does); otherwise
 it is the floor of the remaining solves. If the best
@@ -34,6 +36,8 @@ from planners.schedule.zhong.partition import default_parts, partition_schedule
 
 DEFAULT_MAX_ILP_NODES = 60
 #: the share of the time limit the ILPs of window bounds may use (in all, per bound)
+#: DP states of the quick window bound on the warm start (a second or two at most)
+QUICK_STATES = 20_000
 WINDOW_ILP_SHARE = 0.25
 
 
@@ -53,7 +57,13 @@ def zhong_schedule(problem: MemoryProblem, options: dict) -> dict:
     fused = fusion.problem
     stats = {"ops": problem.n, "fused_ops": fused.n, "fusion_rounds": fusion.rounds,
              "fused_by": dict(fusion.fused_by)}
-    if fused.n <= max_ilp:
+    quick = window_lower_bound(problem, heuristic, max_states=min(window_states, QUICK_STATES)).value \
+        if window_states and fused.n > max_ilp else 0
+    if quick >= heuristic_peak:
+        # the warm start is already optimal (a quick, DP-only window bound shows it): no ILP
+        order, status, bound = heuristic, "optimal", quick
+        stats.update(parts=0, variables=0)
+    elif fused.n <= max_ilp:
         hint, _ = best_heuristic_order(fused)
         result = solve_schedule_ilp(fused, hint, opts, budget=budget)
         order, status, bound = fused.expand(result.order), result.status, result.bound
@@ -86,8 +96,8 @@ def _window_bound(problem: MemoryProblem, order: list[int], max_states: int, opt
     wall-clock limits, the call's time limit does too. Windows too wide for the DP go to the
     ILP, sharing ``WINDOW_ILP_SHARE`` of the time limit."""
     deadline = None if opts.deterministic else start + opts.time_limit
-    ilp_budget = Budget(opts.with_limit(WINDOW_ILP_SHARE * opts.time_limit))
-    return window_lower_bound(problem, order, max_states=max_states, deadline=deadline, ilp_budget=ilp_budget).value
+    ilp = opts.with_limit(WINDOW_ILP_SHARE * opts.time_limit)
+    return window_lower_bound(problem, order, max_states=max_states, deadline=deadline, ilp=ilp).value
 
 
 class ZhongScheduler:
