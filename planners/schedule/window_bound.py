@@ -147,8 +147,10 @@ def window_lower_bound(problem: MemoryProblem, order: list[int], *, max_states: 
         try:
             if use_dp:
                 value, how = window_peak(problem, window, upper=upper, max_states=max_states, deadline=deadline)
-            else:
-                value, how = window_peak(problem, window, deadline=deadline, ilp_budget=ilp_budget, use_dp=False)
+            else:  # one window gets a third of the ILPs' time: a window it cannot close wastes no more
+                part = ilp_budget.slice(ilp.time_limit / 3)
+                value, how = window_peak(problem, window, deadline=deadline, ilp_budget=part, use_dp=False)
+                ilp_budget.charge(part.deterministic_used)
         except DPLimitError:
             if not use_dp or ilp is None:
                 break  # the DP outgrew its states (larger windows would too) or its time
