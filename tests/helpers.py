@@ -64,3 +64,21 @@ def random_memory_problem(rng, n):
         extra=tuple(rng.choice([0, 0, 1, 5, 20, 60]) for _ in range(n)), members=tuple((v,) for v in range(n)),
         live_at_start=tuple(producer[b] < 0 and rng.random() < 0.5 for b in keep),
         live_at_end=tuple(rng.random() < 0.05 for _ in keep))
+
+
+class FakeClock:
+    """Stands in for the ``time`` module of code under test: ``perf_counter()`` returns
+    ``now``, which only the test advances, so wall-clock budgets are checked exactly
+    whatever the machine's speed."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def far_deadline(seconds: float = 60.0) -> float:
+    """A deadline (on ``time.perf_counter``'s clock) that only guards against a hang."""
+    import time
+    return time.perf_counter() + seconds

@@ -2,7 +2,6 @@
 
 import itertools
 import multiprocessing
-import time
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from planners.alloc.canonical_search import (
 from planners.alloc.exact import capacity_step, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
 from planners.alloc.problem import OffsetProblem, check_assignment
-from tests.helpers import SHARED
+from tests.helpers import SHARED, far_deadline
 
 
 def random_instance(rng, n_max=12, twins=False):
@@ -321,7 +320,7 @@ def test_the_find_after_the_fewest_lane_placements_wins_whatever_the_workers(mon
     # a lane that found before the fork (in the head start) still wins from the workers
     lanes = [_Lane({p: _Instance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
     assert lanes[1].run(10**6) == FOUND
-    answer = canonical_search._drive_in_processes(lanes, 2, 10**6, time.perf_counter() + 60, False)
+    answer = canonical_search._drive_in_processes(lanes, 2, 10**6, far_deadline(), False)
     assert answer[:3] == (FOUND, nodes, 1) and answer[3].tolist() == offsets.tolist()
 
 

@@ -3,21 +3,19 @@
 A fake clock stands in for the wall clock (it advances only by the work each solve is said
 to take), so the budgeting arithmetic is checked exactly, whatever the machine's speed."""
 
-from types import SimpleNamespace
-
 import planners.joint.cosma as cosma
 import planners.joint.cosma_dnc as dnc
 from npusim.graph.random_dags import nas_cell
 from npusim.workflow import memory_bounds
 
+from tests.helpers import FakeClock
 from test_cosma import checked_plan
 
 
 def test_dnc_parts_share_the_limit_minus_the_stitch_margin(monkeypatch):
-    clock = SimpleNamespace(now=0.0)
-    fake_time = SimpleNamespace(perf_counter=lambda: clock.now)
-    monkeypatch.setattr(dnc, "time", fake_time)
-    monkeypatch.setattr(cosma, "time", fake_time)
+    clock = FakeClock()
+    monkeypatch.setattr(dnc, "time", clock)
+    monkeypatch.setattr(cosma, "time", clock)
     granted = []
     real = dnc.solve_part
 

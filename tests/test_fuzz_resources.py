@@ -13,6 +13,7 @@ from npusim.registry import make_plan
 from npusim.sim import engine
 from npusim.workflow import plan_graph, simulate_plan
 from planners.schedule.solver import WALL_GUARD, SolverOptions, make_solver
+from tests.helpers import FakeClock
 
 GRAPH = random_dags.diamonds(4, 2, seed=3)
 
@@ -50,7 +51,7 @@ def test_every_solver_has_a_time_limit(deterministic):
 def test_wall_clock_limit_counts_the_time_spent_building_the_model(monkeypatch):
     import planners.schedule.solver as solver_module
 
-    monkeypatch.setattr(solver_module, "time", type("FakeClock", (), {"perf_counter": staticmethod(lambda: 100.0)}))
+    monkeypatch.setattr(solver_module, "time", FakeClock(100.0))
     opts = SolverOptions.from_options({"time_limit": 10, "deterministic": False})
     solver = make_solver(opts, started=96.0)  # the model took 4 s to build
     assert solver.parameters.max_time_in_seconds == pytest.approx(6.0)
