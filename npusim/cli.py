@@ -31,6 +31,8 @@ def _hw_overrides(pairs: list[str] | None) -> dict:
         if "=" not in pair:
             raise NpusimError(f"--set {pair!r}: expected KEY=VALUE, e.g. scratchpad.size=256KiB")
         key, value = pair.split("=", 1)
+        if not key.strip():
+            raise NpusimError(f"--set {pair!r}: the key before '=' is empty, expected e.g. scratchpad.size=256KiB")
         overrides[key.strip()] = value.strip()
     return overrides
 
@@ -82,10 +84,47 @@ def _plan_for(args, graph, hw):
     from npusim.workflow import plan_graph, resolve_budget
 
     if getattr(args, "plan", None):
+        # the plan fixes its pipeline, budget and options: ignoring these would be a silent surprise
+        given = [flag for flag, value in (("--planner", args.planner), ("--budget", args.budget),
+                                          ("--option", args.option), ("--offchip", args.offchip)) if value]
+        if given:
+            raise NpusimError(f"--plan {args.plan}: the plan already fixes its pipeline, budget and options; "
+                              f"drop {', '.join(given)} (or plan again without --plan)")
         return load_plan(args.plan, graph)
     budget = resolve_budget(args.budget, graph, hw)
-    pipeline = args.planner + (f"+{args.offchip}" if getattr(args, "offchip", None) else "")
+    offchip = getattr(args, "offchip", None)
+    if offchip:
+        from npusim.registry import default_registry
+
+        registry = default_registry()
+        if registry.get(offchip).stage != "offchip":
+            choices = ", ".join(p.name for p in registry.planners() if p.stage == "offchip")
+            raise NpusimError(f"--offchip {offchip}: {offchip!r} is a planner of the {registry.get(offchip).stage} stage, "
+                              f"expected an off-chip one: {choices}")
+    pipeline = (args.planner or DEFAULT_PIPELINE) + (f"+{offchip}" if offchip else "")
     return plan_graph(graph, hw, pipeline, budget, options=_planner_options(getattr(args, "option", None)))
+
+
+def _check_writable(*flags_and_paths) -> None:
+    """Fail before minutes of planning, not after, when an output file cannot be written."""
+    for flag, path in flags_and_paths:
+        if not path:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise NpusimError(f"{flag} {path}: is a folder, expected a file name")
+        if not target.resolve().parent.is_dir():
+            raise NpusimError(f"{flag} {path}: the folder {target.parent} does not exist")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
 
 
 def _planner_options(pairs: list[str] | None) -> dict:
@@ -108,6 +147,7 @@ def cmd_plan(args) -> int:
     from npusim.plan.io import save_plan
     from npusim.workflow import load_graph, load_hw
 
+    _check_writable(("-o", args.output))
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
     plan = _plan_for(args, graph, hw)
@@ -139,6 +179,7 @@ def cmd_validate(args) -> int:
 def cmd_simulate(args) -> int:
     from npusim.workflow import load_graph, load_hw, simulate_plan
 
+    _check_writable(("--report", args.report), ("--timeline", args.timeline))
     bar = _progress(4, "npusim")
     start = time.perf_counter()
     graph = load_graph(args.trace)
@@ -168,7 +209,16 @@ def cmd_dse(args) -> int:
     from npusim.compare import parse_pipelines
 
     sweeps = [dse.parse_sweep(text) for text in args.sweep or []]
-    points = dse.make_points(args.trace, args.hw, sweeps, parse_pipelines(args.planners), budget=args.budget,
+    pipelines = parse_pipelines(args.planners)
+    count = len(args.trace) * len(pipelines)
+    for sweep in sweeps:
+        count *= len(sweep.values)
+    if count > args.max_points:  # a range step typed wrong: say so before hours of simulation
+        raise NpusimError(f"the sweep has {count:,} points ({len(args.trace)} trace(s) x "
+                          f"{' x '.join(str(len(s.values)) for s in sweeps) or '1'} setting(s) x "
+                          f"{len(pipelines)} pipeline(s)), above --max-points {args.max_points:,}; "
+                          "narrow the ranges or raise --max-points")
+    points = dse.make_points(args.trace, args.hw, sweeps, pipelines, budget=args.budget,
                              base_overrides=_hw_overrides(args.set))
     if args.plot:
         from npusim.plot import parse_formats, require_matplotlib
@@ -293,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     def planning_args(p):
         p.add_argument("trace", help="trace file or name in traces/ (e.g. resnet50); .onnx is imported on the fly")
         p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/ (e.g. edge-npu)")
-        p.add_argument("--planner", default=DEFAULT_PIPELINE,
+        p.add_argument("--planner",
                        help=f"planner pipeline (default {DEFAULT_PIPELINE}; 'tile' streams ops that do not fit), e.g. rpo+arena+lru")
         p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
@@ -308,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="write the report as JSON here")
     p.add_argument("--timeline", help="write a Chrome-trace / Perfetto timeline here")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--jitter", type=int, metavar="SEED", help="stretch compute times randomly (seeded) to explore interleavings")
+    p.add_argument("--jitter", type=_non_negative_int, metavar="SEED", help="stretch compute times randomly (seeded) to explore interleavings")
     p.add_argument("--jitter-amount", type=float, default=0.5, help="largest relative stretch with --jitter (default 0.5)")
     p.set_defaults(func=cmd_simulate)
 
@@ -342,7 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="append", metavar="KEY=SPEC",
                    help="a hardware key or 'budget' with A..B:xF (geometric), A..B:+S (linear) or V1,V2,...; "
                         "repeat for a cartesian product, e.g. scratchpad.size=64KiB..8MiB:x2")
-    p.add_argument("--planners", default="default+arena+belady", help="pipelines separated by commas")
+    p.add_argument("--planners", default=DEFAULT_PIPELINE,
+                   help=f"pipelines separated by commas (default {DEFAULT_PIPELINE}, as for simulate)")
+    p.add_argument("--max-points", type=int, default=2000, help="refuse a sweep of more points (default 2000)")
     p.add_argument("--budget", help="budget of every point unless 'budget' is swept (size or MR, MH, MP)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="fixed hardware override")
     p.add_argument("--jobs", type=int, default=1, help="parallel workers (processes, or dask workers)")
@@ -415,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except NpusimError as exc:
         print(f"npusim: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path given on the command line: missing folder, a directory, no permission
+        if exc.filename is None or isinstance(exc, BrokenPipeError):
+            raise
+        print(f"npusim: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("npusim: interrupted", file=sys.stderr)

@@ -93,8 +93,19 @@ def compare_planners(graph: Graph, hw: Hardware, pipelines: list[str], budget: s
 
 
 def parse_pipelines(spec: str) -> list[str]:
-    """``"a+b,c+d"`` -> ``["a+b", "c+d"]`` (a comma separates pipelines)."""
-    pipelines = [p.strip() for p in spec.split(",") if p.strip()]
+    """``"a+b,c+d"`` -> ``["a+b", "c+d"]`` (a comma separates pipelines). A comma inside a
+    planner's own name (``mindspore-mo:size,first-fit``) does not: a piece that completes the
+    name of a registered planner with the last stage before it stays with it."""
+    from npusim.registry import default_registry
+
+    names = set(default_registry().names())
+    pipelines: list[str] = []
+    for piece in spec.split(","):
+        piece = piece.strip()
+        if pipelines and f"{pipelines[-1].rsplit('+', 1)[-1]},{piece.split('+', 1)[0]}" in names:
+            pipelines[-1] += f",{piece}"
+        elif piece:
+            pipelines.append(piece)
     if not pipelines:
         raise NpusimError(f"--planners {spec!r}: expected pipelines separated by commas, e.g. "
                           "default+arena+belady,rpo+arena+lru")

@@ -17,14 +17,18 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
-from npusim.errors import RegistryError
+from npusim.errors import PlanningError, RegistryError
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
 
 #: tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
-#: -> off-chip offsets; joint planners cover several stages at once.
-STAGES = ("tiling", "schedule", "streams", "spill", "alloc", "offchip", "joint")
+#: -> off-chip offsets; joint planners decide the order, spills and offsets at once, so they
+#: take the place of the stages in ``JOINT_DECIDES`` and run before the off-chip stage, which
+#: lays out the DRAM buffers of their transfers. A joint planner may name the stages it
+#: decides in a ``decides`` attribute (``cosma-fs`` takes the pipeline's schedule).
+STAGES = ("tiling", "schedule", "streams", "spill", "alloc", "joint", "offchip")
+JOINT_DECIDES = ("schedule", "streams", "spill", "alloc")
 ENTRY_POINT_GROUP = "npusim.planners"
 
 #: Named pipelines: a name here stands for the pipeline it maps to, anywhere a planner name
@@ -69,6 +73,63 @@ class PlanningContext:
     bound: float | None = None
 
 
+class TrackedOptions(dict):
+    """Planner options that remember which keys the stages looked up (present or not), so
+    that a key no stage reads -- a typo such as ``time_limt`` -- is reported, not ignored."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.looked_up: set = set()
+
+    def get(self, key, default=None):
+        self.looked_up.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.looked_up.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        self.looked_up.add(key)
+        return super().__contains__(key)
+
+    def setdefault(self, key, default=None):
+        self.looked_up.add(key)
+        return super().setdefault(key, default)
+
+    def pop(self, key, *default):
+        self.looked_up.add(key)
+        return super().pop(key, *default)
+
+
+#: every option a built-in planner reads (``tests/test_planners.py`` runs every planner and
+#: checks that none reads a name missing here). A name outside this set that no stage of
+#: the pipeline read is a typo (``time_limt``) and refused; a known name the pipeline does
+#: not read (``time_limit`` for a heuristic) is accepted, so that one set of options can go
+#: to every pipeline of a sweep or an experiment.
+KNOWN_OPTIONS = frozenset({
+    "deterministic", "double_buffer", "early_updates", "edges", "fallback", "joint_max_ops", "max_cells",
+    "max_constraints", "max_ilp_nodes", "max_ops", "max_region", "max_states", "max_tiles", "max_variables",
+    "overlap", "params", "part_ops", "parts", "preplace", "refine", "safety", "seed", "stream_capacity",
+    "taa_sort", "tile_all", "time_limit", "window_states", "workers",
+})
+
+
+def check_options_used(options: TrackedOptions, given: dict, pipeline: str) -> None:
+    """Raise PlanningError for an option of ``given`` that no stage of ``pipeline`` read and
+    no built-in planner knows (a plugin's own options count as known once it reads them)."""
+    import difflib
+
+    unknown = sorted(key for key in given if key not in options.looked_up and key not in KNOWN_OPTIONS)
+    if unknown:
+        candidates = sorted(KNOWN_OPTIONS | {k for k in options.looked_up if isinstance(k, str)})
+        hints = [difflib.get_close_matches(str(key), candidates, n=1) for key in unknown]
+        said = ", ".join(f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "") for key, hint in zip(unknown, hints))
+        read = sorted(k for k in options.looked_up if isinstance(k, str) and not k.endswith("_stats"))
+        raise PlanningError(f"pipeline {pipeline!r}: unknown planner option {said}; the options its stages read "
+                            f"are {', '.join(read) or 'none'}")
+
+
 class Registry:
     def __init__(self) -> None:
         self._planners: dict[str, Planner] = {}
@@ -103,6 +164,17 @@ class Registry:
             if p.stage in seen:
                 raise RegistryError(f"pipeline {spec!r}: {seen[p.stage]!r} and {p.name!r} are both {p.stage} stages")
             seen[p.stage] = p.name
+        joint = next((p for p in stages if p.stage == "joint"), None)
+        if joint is not None:
+            # a stage the joint planner decides would be silently overwritten (or, before it,
+            # leave it nothing to work on): refuse the pipeline instead
+            decides = getattr(joint, "decides", JOINT_DECIDES)
+            for stage in decides:
+                if stage in seen:
+                    raise RegistryError(
+                        f"pipeline {spec!r}: the joint planner {joint.name!r} decides the {', '.join(decides)} "
+                        f"stages itself, so it cannot be combined with the {stage} stage {seen[stage]!r}; "
+                        f"drop {seen[stage]!r} (a tiling stage before it and an off-chip stage after it are fine)")
         return sorted(stages, key=lambda p: STAGES.index(p.stage))
 
 
@@ -134,8 +206,9 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     """Run a pipeline and return its Plan. ``budget`` (bytes) defaults to the scratchpad size."""
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
+    given = dict(options or {})
     ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
-                          alignment=hw.scratchpad.alignment, options=dict(options or {}), untiled=graph)
+                          alignment=hw.scratchpad.alignment, options=TrackedOptions(given), untiled=graph)
     start = time.perf_counter()
     for planner in stages:
         planner.run(ctx)
@@ -143,6 +216,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         ctx.order = list(range(ctx.graph.n_ops))
     if ctx.residencies is None:
         raise RegistryError(f"pipeline {pipeline!r} has no allocation stage (add e.g. '+arena')")
+    check_options_used(ctx.options, given, pipeline)
     seconds = time.perf_counter() - start
     return Plan(
         graph=ctx.graph.name, capacity=ctx.capacity, alignment=ctx.alignment,

@@ -392,11 +392,15 @@ def _cell(value: object) -> str:
 
 def check(folder: str | Path | None = None, only: str | None = None, progress=None) -> tuple[int, list[Mismatch]]:
     """(number of cases checked, every mismatch)."""
+    where = Path(folder or default_golden_dir())
+    if not where.is_dir():
+        raise RegressError(f"--dir {where}: no such folder of golden files")
     cases = load_goldens(folder, only)
     if not cases:
-        where = folder or default_golden_dir()
-        raise RegressError(f"no golden case in {where}" + (f" matches --only {only!r}" if only else "")
-                           + "; create them with: npusim regress --update")
+        if only:  # the folder has cases, just none by that name
+            raise RegressError(f"no golden case in {where} matches --only {only!r}; the case ids look like "
+                               "TRACE/HW/PIPELINE/BUDGET, e.g. 'resnet50/edge-npu/default+arena+belady/MR'")
+        raise RegressError(f"no golden case in {where}; create them with: npusim regress --update")
     found = []
     for case in cases:
         found += check_case(case)

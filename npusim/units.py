@@ -1,7 +1,9 @@
 """Parsing of quantities with units, as written in hardware YAML files.
 
 Every parser accepts a plain number (already in the base unit) or a string
-``"<number><unit>"`` (spaces allowed) and returns a float or int in the base unit:
+``"<number><unit>"`` (spaces allowed) and returns a float or int in the base unit. A plain
+frequency or bandwidth below 1e6 (Hz, B/s) or a plain time of 1 ms or more is refused as a
+forgotten unit (``PLAUSIBLE_BARE``):
 
 =========  ==========  =====================================================
 quantity   base unit   accepted units
@@ -72,6 +74,20 @@ def split_quantity(value: object, quantity: str) -> tuple[float, str]:
     return number, match.group(2)
 
 
+#: bare numbers are read in the base unit; outside these ranges one almost surely meant
+#: another unit ("clock: 800" for 800 MHz is 800 Hz; "bandwidth: 12.8" for GB/s is 12.8 B/s;
+#: "latency: 100" for ns is 100 s), which would give absurd figures instead of an error
+PLAUSIBLE_BARE = {"frequency": (1e6, math.inf), "bandwidth": (1e6, math.inf), "time": (0.0, 1e-3)}
+
+
+def _check_plausible_bare(value: object, number: float, quantity: str) -> None:
+    low, high = PLAUSIBLE_BARE.get(quantity, (-math.inf, math.inf))
+    if number != 0 and not low <= number < high:
+        base = {"frequency": "Hz", "bandwidth": "B/s", "time": "s"}[quantity]
+        raise UnitError(f"a bare number is read in {base}, so {value!r} would be {number:g} {base}, not a "
+                        f"plausible {quantity}; write the unit, e.g. {example(quantity)!r}")
+
+
 def example(quantity: str) -> str:
     return {
         "size": "512KiB", "frequency": "1GHz", "bandwidth": "25.6GB/s",
@@ -87,6 +103,7 @@ def parse(value: object, quantity: str, *, clock_hz: float | None = None) -> flo
     units = QUANTITY_UNITS[quantity]
     number, unit = split_quantity(value, quantity)
     if unit == "":
+        _check_plausible_bare(value, number, quantity)
         return number
     if quantity == "bandwidth" and unit in ("B/cycle", "B/cyc"):
         if clock_hz is None:

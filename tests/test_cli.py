@@ -52,6 +52,15 @@ def test_plan_validate_simulate_round_trip(capsys, tmp_path):
     assert code == 1 and "[overlap]" in out
     code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan))
     assert code == 2 and "violation" in err and "Traceback" not in err
+    # the plan fixes its pipeline and budget: other planning flags are refused, not ignored
+    code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan), "--budget", "1MiB")
+    assert code == 2 and "the plan already fixes its pipeline, budget and options; drop --budget" in err
+
+
+def test_a_negative_jitter_seed_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "resnet18", "--hw", "edge-npu", "--jitter", "-1"])
+    assert exc.value.code == 2 and "expected a non-negative integer, got '-1'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -63,6 +72,17 @@ def test_plan_validate_simulate_round_trip(capsys, tmp_path):
     (["simulate", "resnet18", "--hw", "mid-npu", "--planner", "default+magic"], "unknown planner 'magic'"),
     (["simulate", "resnet18", "--hw", "mid-npu", "--set", "scratchpad.size=1 MB/s"], "scratchpad.size"),
     (["simulate", "resnet18", "--hw", "mid-npu", "--set", "nonsense"], "expected KEY=VALUE"),
+    (["simulate", "resnet18", "--hw", "mid-npu", "--set", "=5"], "the key before '=' is empty"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--set", "dram.bandwidth=12.8"], "write the unit, e.g. '25.6GB/s'"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--set", "clock=800"], "would be 800 Hz"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--report", "/no/such/folder/r.json"], "/no/such/folder does not exist"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--timeline", "."], "--timeline .: is a folder"),
+    (["plan", "resnet18", "--hw", "edge-npu", "-o", "/no/such/folder/p.json"], "/no/such/folder does not exist"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--offchip", "arena"], "expected an off-chip one: "),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--budget", "MR", "--planner", "cosma+arena"],
+     "cannot be combined with the alloc stage 'arena'"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--option", "taa_srt=best", "--offchip", "taa"],
+     "did you mean 'taa_sort'?"),
 ])
 def test_user_errors_are_one_line(capsys, argv, expected):
     code, out, err = run_cli(capsys, *argv)

@@ -59,6 +59,12 @@ def test_parse_pipelines():
     assert parse_pipelines(" a+b , c+d ,") == ["a+b", "c+d"]
     with pytest.raises(Exception, match="expected pipelines"):
         parse_pipelines(" , ")
+    # the comma inside a planner's own name (sort,fit) does not split the pipeline
+    assert parse_pipelines("default+streams-rr+mindspore-mo:size,first-fit,rpo+arena+lru,"
+                           "mindspore-so:breadth,best-fit+rpo") == [
+        "default+streams-rr+mindspore-mo:size,first-fit", "rpo+arena+lru", "mindspore-so:breadth,best-fit+rpo"]
+    assert parse_pipelines("rpo+mindspore-mo:size,first-fit,first-fit") == [
+        "rpo+mindspore-mo:size,first-fit", "first-fit"]  # left for the registry to reject by name
 
 
 def test_compare_command(capsys, tmp_path):

@@ -86,9 +86,43 @@ def test_registry_rejects_bad_pipelines():
     assert {"default", "rpo", "arena", "belady", "lru"} <= set(reg.names())
 
 
+@pytest.mark.parametrize("spec, stage", [("cosma+arena", "alloc"), ("rpo+cosma", "schedule"),
+                                         ("cosma+belady", "spill"), ("streams-rr+olla", "streams"),
+                                         ("streams-rr+cosma-fs", "streams"), ("cosma-dnc+greedy-ilp", "spill")])
+def test_joint_planners_refuse_the_stages_they_decide(spec, stage):
+    """A joint planner decides those stages itself: another planner there would be silently
+    overwritten (or, for an allocation stage before it, fail deep inside), so it is refused."""
+    with pytest.raises(RegistryError, match=f"cannot be combined with the {stage} stage"):
+        default_registry().pipeline(spec)
+
+
+def test_joint_planners_take_a_tiling_stage_before_and_an_offchip_stage_after():
+    graph = chain_with_skip()
+    hw = Hardware()
+    budget = memory_bounds(graph, hw.scratchpad.alignment).m_h
+    names = [p.name for p in default_registry().pipeline("taa+cosma+tile")]
+    assert names == ["tile", "cosma", "taa"]
+    plan = make_plan(graph, hw, "cosma+offchip-so", budget=budget)
+    assert validate(plan, graph) == [] and plan.dram  # the off-chip stage laid out cosma's transfers
+    ordered = make_plan(graph, hw, "rpo+cosma-fs", budget=budget)  # cosma-fs takes the schedule stage's order
+    assert validate(ordered, graph) == []
+
 def test_deterministic_plans():
     graph = load_graph("googlenet")
     budget = budgets(graph, EDGE)["MR"]
     a = make_plan(graph, EDGE, "rpo+arena+belady", budget=budget)
     b = make_plan(graph, EDGE, "rpo+arena+belady", budget=budget)
     assert a.residencies == b.residencies and a.transfers == b.transfers and a.order == b.order
+
+
+def test_an_unknown_planner_option_is_refused_with_the_likely_name():
+    """A typo must not silently run with the default: 'time_limt' names 'time_limit'. A
+    known option the pipeline does not read (a solver's time limit for a heuristic) is fine,
+    so one set of options can go to every pipeline of a sweep."""
+    graph, hw = chain_with_skip(), Hardware()
+    with pytest.raises(PlanningError, match=r"unknown planner option 'time_limt' \(did you mean 'time_limit'\?\)"):
+        make_plan(graph, hw, "zhong+arena+belady", budget=1 << 20, options={"time_limt": 1})
+    with pytest.raises(PlanningError, match="unknown planner option 'nope'; the options its stages read are "):
+        make_plan(graph, hw, "default+arena+belady", budget=1 << 20, options={"nope": 1})
+    plan = make_plan(graph, hw, "default+arena+belady", budget=1 << 20, options={"time_limit": 1, "workers": 1})
+    assert validate(plan, graph) == []

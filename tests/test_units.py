@@ -35,11 +35,27 @@ def test_examples_cover_every_unit_of_every_quantity():
             assert (quantity, unit) in covered, f"no example for {quantity} {unit}"
 
 
+#: a plausible bare number of each quantity (frequency, bandwidth and time have ranges)
+BARE = {"frequency": 8e8, "bandwidth": 12.8e9, "time": 1e-7}
+
+
 @pytest.mark.parametrize("quantity", sorted(QUANTITY_UNITS))
 def test_a_bare_number_is_already_in_the_base_unit(quantity):
-    assert parse(42, quantity) == 42
-    assert parse(0.5, quantity) == 0.5
-    assert parse("42", quantity) == 42
+    number = BARE.get(quantity, 42)
+    assert parse(number, quantity) == number
+    assert parse(str(number), quantity) == number
+    if quantity not in BARE:
+        assert parse(0.5, quantity) == 0.5
+
+
+@pytest.mark.parametrize("quantity, value, unit", [("frequency", 800, "Hz"), ("bandwidth", "12.8", "B/s"),
+                                                   ("time", 100, "s"), ("frequency", 999_999, "Hz")])
+def test_a_bare_number_that_forgot_its_unit_is_refused(quantity, value, unit):
+    """'clock: 800' meant MHz, 'bandwidth: 12.8' GB/s, 'latency: 100' ns: read in the base
+    unit they would give absurd latencies without a word, so they are errors naming the unit."""
+    with pytest.raises(UnitError, match=rf"bare number is read in {unit}.*write the unit"):
+        parse(value, quantity)
+    assert parse(0, quantity) == 0  # zero is left to the loader's range check
 
 
 def test_sub_units_are_exact():

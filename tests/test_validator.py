@@ -26,7 +26,7 @@ from plan_fixtures import (
 #: Every kind in the validator's table; each must have a test below (checked at the end).
 ALL_KINDS = {
     "order", "streams", "range", "size", "capacity", "alignment", "overlap", "empty_residency",
-    "not_resident", "not_ready", "load_without_copy", "transfer_residency", "cause",
+    "not_resident", "not_ready", "load_without_copy", "transfer_residency", "duplicate_transfer", "cause",
     "not_written_back", "tiling", "dram",
 }
 
@@ -247,6 +247,21 @@ def test_transfer_residency_load_with_nowhere_to_go(graph, plan):
     broken = with_transfer(plan, xfer(graph, RIGHT, "load", "b", "retrieve"))
     (msg,) = only(validate(broken, graph), "transfer_residency")
     assert msg == "load of 'b' at step 2: the tensor has no residency to load into"
+
+
+# -- duplicate_transfer -------------------------------------------------------------------------
+def test_duplicate_transfer_load_twice_into_one_residency(graph, plan):
+    # the same compulsory load written twice: both DMA writes race with each other and the conv
+    broken = with_transfer(plan, xfer(graph, CONV, "load", "w1", "compulsory"))
+    (msg,) = only(validate(broken, graph), "duplicate_transfer")
+    assert msg.startswith("'w1' is loaded 2 times (steps 0, 0) into its residency at offset ")
+    assert msg.endswith("expected one load per residency")
+
+
+def test_duplicate_transfer_store_twice_at_one_step(graph, plan):
+    broken = with_transfer(plan, xfer(graph, LEFT, "store", "b", "spill"))
+    (msg,) = only(validate(broken, graph), "duplicate_transfer")
+    assert msg == "'b' is stored more than once at step(s) 1; expected one store per step"
 
 
 # -- cause ---------------------------------------------------------------------------------------

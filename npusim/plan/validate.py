@@ -19,6 +19,7 @@ not_ready           an op reads a residency before its data arrives
 load_without_copy   a load of data that does not exist in DRAM (not an input/weight, never stored;
                     for a tile read from DRAM: one of its source tiles not stored before)
 transfer_residency  a transfer whose tensor has no residency at its step
+duplicate_transfer  a residency loaded more than once, or a tensor stored twice at one step
 cause               a transfer's cause does not match what it does
 not_written_back    a graph output never reaches DRAM
 tiling              the tiles of an op do not write its output exactly once, or a tile's input
@@ -152,6 +153,16 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
     for t, trs in loads.items():
         if not trs:
             continue
+        # a residency is filled once: a second load into it writes the same bytes again, racing
+        # with the first and with the ops reading them
+        into = defaultdict(list)
+        for tr in trs:
+            into[residency_at(t, tr.step)].append(tr.step)
+        for r, steps in into.items():
+            if r is not None and len(steps) > 1:
+                report("duplicate_transfer", f"{name(t)!r} is loaded {len(steps)} times (steps "
+                                             f"{', '.join(map(str, sorted(steps)))}) into its residency at offset "
+                                             f"{r.offset}, steps {r.first}..{r.last}; expected one load per residency")
         tensor = graph.tensors[t]
         first_load = min(tr.step for tr in trs)
         for tr in trs:
@@ -174,6 +185,10 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
                 report("cause", f"{where}: cause {tr.cause!r}, expected {expected!r}")
     for t, trs in stores.items():
         tensor = graph.tensors[t]
+        twice = sorted({tr.step for tr in trs if sum(o.step == tr.step for o in trs) > 1})
+        if twice:
+            report("duplicate_transfer", f"{name(t)!r} is stored more than once at step(s) "
+                                         f"{', '.join(map(str, twice))}; expected one store per step")
         for tr in trs:
             where = f"store of {name(t)!r} at step {tr.step}"
             r = residency_at(t, tr.step)

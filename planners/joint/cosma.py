@@ -146,6 +146,7 @@ class Cosma(_CosmaBase):
 
 class CosmaFixedSchedule(_CosmaBase):
     name = "cosma-fs"
+    decides = ("streams", "spill", "alloc")  # the order comes from the pipeline's schedule stage
     description = "COSMA-FS: optimal addresses and replacement for the pipeline's schedule (eq. 16-17)"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
