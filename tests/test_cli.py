@@ -79,6 +79,7 @@ def test_a_negative_jitter_seed_is_a_usage_error(capsys):
     (["simulate", "resnet18", "--hw", "edge-npu", "--timeline", "."], "--timeline .: is a folder"),
     (["plan", "resnet18", "--hw", "edge-npu", "-o", "/no/such/folder/p.json"], "/no/such/folder does not exist"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--offchip", "arena"], "expected an off-chip one: "),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--set", "dram.capacity=1KiB"], "above dram.capacity = 1,024 B"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--budget", "MR", "--planner", "cosma+arena"],
      "cannot be combined with the alloc stage 'arena'"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--option", "taa_srt=best", "--offchip", "taa"],

@@ -246,6 +246,11 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
     schedule (stall or rush one queue, per-queue speeds, wide delays: ``npusim.sim.jitter``).
     """
     untiled, graph = graph, graph_for_plan(plan.graph, plan.tiling, graph)
+    offchip_peak = offchip_footprint(plan, graph, untiled)
+    if offchip_peak > hw.dram.capacity:  # the off-chip data would not fit: no meaningful run
+        raise SimulationError(f"{untiled.name}: the plan keeps up to {offchip_peak:,} B in DRAM (inputs, weights, "
+                              f"outputs and spilled tensors at its peak), above dram.capacity = "
+                              f"{hw.dram.capacity:,} B of {hw.name!r}")
     machine = _Machine(program, graph, hw, jitter, seed)
     if plan.dram:
         machine.dram_memory = DramContents(program, graph)
@@ -273,7 +278,7 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
         capacity=plan.capacity, clock_hz=hw.clock, cycles=cycles, seconds=seconds,
         energy_pj=energy, energy_by_op_pj=machine.energy_by_op, offchip_bytes=offchip,
         offchip_read_bytes=read, offchip_write_bytes=write,
-        onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=offchip_footprint(plan, graph, untiled),
+        onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=offchip_peak,
         utilisation={
             "core": machine.core_busy / (span * len(machine.cores)),
             "dma": machine.channel_busy / (span * hw.dma.channels),
