@@ -19,7 +19,8 @@ import pytest
 
 from npusim.graph import random_dags
 from npusim.hw.config import Hardware
-from npusim.registry import KNOWN_OPTIONS, default_registry, make_plan
+from npusim.planner_options import KNOWN_OPTIONS
+from npusim.registry import default_registry, make_plan
 
 TESTS = Path(__file__).resolve().parent
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 2, "seed": 0}
@@ -59,13 +60,13 @@ def pipelines() -> dict[str, tuple[str, str]]:
 
 def write_all(out: Path) -> None:
     """Plan and simulate every pipeline, writing ``<planner>.plan.json`` and ``.report.json``."""
-    from npusim import registry
+    from npusim import planner_options
     from npusim.plan.io import save_plan
     from npusim.workflow import memory_bounds, simulate_plan
 
     read = set()  # every option name a planner looked up: KNOWN_OPTIONS must name them all
-    checked = registry.check_options_used
-    registry.check_options_used = lambda options, *args: (read.update(options.looked_up), checked(options, *args))
+    checked = planner_options.check_options_used
+    planner_options.check_options_used = lambda options, *args: (read.update(options.looked_up), checked(options, *args))
     g, hw = graph(), hardware()
     bounds = memory_bounds(g, hw.scratchpad.alignment)
     budgets = {"MR": bounds.m_r, "roomy": 1 << 20, "tight": max(64, bounds.m_r // 2)}
@@ -81,7 +82,7 @@ def write_all(out: Path) -> None:
         jitter = 0.5 if len(set(plan.streams)) > 1 else 0.0
         report = simulate_plan(plan, g, hw, jitter=jitter, seed=7)
         report.save_json(f"{stem}.report.json")
-    registry.check_options_used = checked
+    planner_options.check_options_used = checked
     (out / "options-read.json").write_text(json.dumps(sorted(read)))
 
 
