@@ -97,9 +97,10 @@ def _plan_for(args, graph, hw):
         from npusim.registry import default_registry
 
         registry = default_registry()
-        if registry.get(offchip).stage != "offchip":
+        stage = registry.get(offchip).stage
+        if stage != "offchip":
             choices = ", ".join(p.name for p in registry.planners() if p.stage == "offchip")
-            raise NpusimError(f"--offchip {offchip}: {offchip!r} is a planner of the {registry.get(offchip).stage} stage, "
+            raise NpusimError(f"--offchip {offchip}: {offchip!r} is a planner of the {stage} stage, "
                               f"expected an off-chip one: {choices}")
     pipeline = (args.planner or DEFAULT_PIPELINE) + (f"+{offchip}" if offchip else "")
     return plan_graph(graph, hw, pipeline, budget, options=_planner_options(getattr(args, "option", None)))

@@ -83,7 +83,7 @@ PLAUSIBLE_BARE = {"frequency": (1e6, math.inf), "bandwidth": (1e6, math.inf), "t
 def _check_plausible_bare(value: object, number: float, quantity: str) -> None:
     low, high = PLAUSIBLE_BARE.get(quantity, (-math.inf, math.inf))
     if number != 0 and not low <= number < high:
-        base = {"frequency": "Hz", "bandwidth": "B/s", "time": "s"}[quantity]
+        base = next(unit for unit, factor in QUANTITY_UNITS[quantity].items() if factor == 1)
         raise UnitError(f"a bare number is read in {base}, so {value!r} would be {number:g} {base}, not a "
                         f"plausible {quantity}; write the unit, e.g. {example(quantity)!r}")
 

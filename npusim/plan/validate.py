@@ -38,7 +38,7 @@ order as the execution order, which is exact for a single stream.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,7 +185,7 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
                 report("cause", f"{where}: cause {tr.cause!r}, expected {expected!r}")
     for t, trs in stores.items():
         tensor = graph.tensors[t]
-        twice = sorted({tr.step for tr in trs if sum(o.step == tr.step for o in trs) > 1})
+        twice = sorted(step for step, count in Counter(tr.step for tr in trs).items() if count > 1)
         if twice:
             report("duplicate_transfer", f"{name(t)!r} is stored more than once at step(s) "
                                          f"{', '.join(map(str, twice))}; expected one store per step")
