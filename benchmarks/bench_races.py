@@ -48,7 +48,7 @@ def first_catch(program, plan, graph, hw, seeds, jitter: float, check_races: boo
     """0 if caught without jitter, k if first caught by the k-th of ``seeds``, None if never."""
     for k, seed in enumerate([0, *seeds]):
         try:
-            simulate(program, plan, graph, hw, jitter=jitter if k else 0.0, seed=seed, check_races=check_races)
+            simulate(program, hw, jitter=jitter if k else 0.0, seed=seed, check_races=check_races)
         except SimulationError:
             return k
     return None
@@ -72,10 +72,10 @@ def overhead(repeat: int) -> None:
         graph = load_graph(name)
         budget = resolve_budget("MP", graph, hw)
         plan = make_plan(graph, hw, "default+arena+belady", budget=budget)
-        program, sim_hw = lower(plan, graph), hw.with_scratchpad_size(budget)
-        once, _ = best_of(1, lambda: simulate(program, plan, graph, sim_hw, check_races=False))
+        program, sim_hw = lower(plan, graph, hw), hw.with_scratchpad_size(budget)
+        once, _ = best_of(1, lambda: simulate(program, sim_hw, check_races=False))
         runs = max(repeat, int(0.5 / max(once, 1e-3)))
-        timed, _ = best_of(runs, lambda: simulate(program, plan, graph, sim_hw, check_races=False))
+        timed, _ = best_of(runs, lambda: simulate(program, sim_hw, check_races=False))
         check, race = best_of(runs, lambda: find_race(program, sim_hw.dma.channels, str, str))
         assert race is None, f"{name}: {race}"
         ratios.append((timed + check) / timed)
@@ -101,11 +101,11 @@ def main() -> None:
     safe_runs = safe_flagged = made = 0
     for graph, hw, plan, injected in seeded_cases(args.graphs, rng):
         made += 1
-        program = lower(plan, graph)
+        program = lower(plan, graph, hw)
         for seed in range(args.seeds + 1):  # both detectors on: never a SimulationError
             safe_runs += 1
             try:
-                simulate(program, plan, graph, hw, jitter=args.jitter if seed else 0.0, seed=seed)
+                simulate(program, hw, jitter=args.jitter if seed else 0.0, seed=seed)
             except SimulationError as error:
                 safe_flagged += 1
                 print(f"FALSE POSITIVE on {graph.name} seed {seed}: {error}")

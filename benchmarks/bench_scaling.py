@@ -106,9 +106,9 @@ def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> Non
             record(label, lambda spec=spec, arena=arena: make_plan(graph, hw, spec, budget=budget if arena else BIG))
     plan = make_plan(graph, hw, "default+arena+belady", budget=budget)
     record("validate (default+arena+belady, M_H)", lambda: validate(plan, graph))
-    program = record("lower", lambda: lower(plan, graph))
-    program = program or lower(plan, graph)
-    record("simulate", lambda: simulate(program, plan, graph, hw.with_scratchpad_size(budget)))
+    program = record("lower", lambda: lower(plan, graph, hw))
+    program = program or lower(plan, graph, hw)
+    record("simulate", lambda: simulate(program, hw.with_scratchpad_size(budget)))
 
 
 def exponent(points: list[tuple[int, float]]) -> float | None:

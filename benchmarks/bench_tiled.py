@@ -35,8 +35,8 @@ def simulation_table(traces, hw_name, budgets):
         for spec in budgets:
             budget = parse_size(spec)
             t_plan, plan = timed(lambda: plan_graph(graph, hw, "tile+default+arena+belady", budget))
-            t_lower, program = timed(lambda: lower(plan, graph))
-            t_sim, report = timed(lambda: simulate(program, plan, graph, hw.with_scratchpad_size(budget)))
+            t_lower, program = timed(lambda: lower(plan, graph, hw))
+            t_sim, report = timed(lambda: simulate(program, hw.with_scratchpad_size(budget)))
             tiles = sum(1 for o in graph_for_plan(plan.graph, plan.tiling, graph).ops if "tile_of" in o.attrs)
             print(f"{name:<10} {spec:>8} {tiles:>7} {report.commands:>9} {report.events:>8} {t_plan:>7.2f} "
                   f"{t_lower:>8.2f} {t_sim:>7.2f} {t_plan + t_lower + t_sim:>8.2f} {report.events / t_sim:>10,.0f}")

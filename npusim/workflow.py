@@ -100,8 +100,7 @@ def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0
                   source: str = "plan", validated: bool = False) -> Report:
     if not validated:
         require_valid(plan, graph, source)
-    hw = hw.with_scratchpad_size(plan.capacity)
-    return simulate(lower(plan, graph), plan, graph, hw, jitter=jitter, seed=seed)
+    return simulate(lower(plan, graph, hw), hw, jitter=jitter, seed=seed)
 
 
 def run(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,

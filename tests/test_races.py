@@ -26,7 +26,7 @@ def first_catch(program, plan, graph, hw, seeds, check_races=True):
     """0 if caught without jitter, k if first caught by seed k of ``seeds``, None if never."""
     for seed in [0, *seeds]:
         try:
-            simulate(program, plan, graph, hw, jitter=4.0 if seed else 0.0, seed=seed, check_races=check_races)
+            simulate(program, hw, jitter=4.0 if seed else 0.0, seed=seed, check_races=check_races)
         except SimulationError:
             return seed
     return None
@@ -43,7 +43,7 @@ def test_every_seeded_race_is_caught_in_one_run(cases):
             race = find_race(program, hw.dma.channels, str, str)  # the timing-independent check alone
             assert race is not None and ("overwrite of live data" in race or "reads" in race), (graph.name, kind)
             with pytest.raises(SimulationError):  # the simulator: timed run, then that check
-                simulate(program, plan, graph, hw)
+                simulate(program, hw)
     assert all(n >= GRAPHS - 2 for n in counts.values()), counts  # every kind really exercised
 
 
@@ -61,17 +61,17 @@ def test_jitter_modes_alone_catch_every_seeded_race_within_five_seeds_per_queue(
 
 def test_safe_plans_are_never_flagged(cases):
     for graph, hw, plan, _ in cases:
-        program = lower(plan, graph)
+        program = lower(plan, graph, hw)
         assert find_race(program, hw.dma.channels, str, str) is None
         for seed in range(len(MODES) * 2):
-            simulate(program, plan, graph, hw, jitter=4.0 if seed else 0.0, seed=seed)
+            simulate(program, hw, jitter=4.0 if seed else 0.0, seed=seed)
 
 
 def test_vector_clocks_agree_with_a_plain_graph_search(cases):
     """``HappensBefore.ends_before`` against ``seeded_races.ordered`` (BFS over the semaphore
     and queue edges), on every pair of commands of safe and unsafe programs."""
     for graph, hw, plan, injected in cases[:3]:
-        programs = [lower(plan, graph)] + [case[1] for case in injected.values() if case is not None]
+        programs = [lower(plan, graph, hw)] + [case[1] for case in injected.values() if case is not None]
         for program in programs:
             hb = HappensBefore(program, dma_channels=2)
             for a, b in itertools.combinations(range(program.n_commands), 2):
@@ -116,12 +116,12 @@ def test_check_races_off_keeps_the_timed_run_alone(cases):
         for case in filter(None, injected.values()):
             plan, program = case
             try:
-                report = simulate(program, plan, graph, hw, check_races=False)
+                report = simulate(program, hw, check_races=False)
             except SimulationError:
                 continue
             assert report.cycles > 0
             with pytest.raises(SimulationError, match="happens-before"):
-                simulate(program, plan, graph, hw)
+                simulate(program, hw)
             return
     pytest.fail("every seeded race was caught without jitter: no case for this test")
 

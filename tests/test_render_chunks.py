@@ -91,3 +91,9 @@ def test_burst_count_by_hand():
     # Four 8192-byte chunks, 64-byte bursts: aligned -> 128 each; shifted by 1 -> 129 each.
     assert burst_count((4, 64, 128), (16384, 128, 1), 1, 0, 64) == (4, 512)
     assert burst_count((4, 64, 128), (16384, 128, 1), 1, 1, 64) == (4, 516)
+    # Rows of 7 bytes 56 bytes apart (a [.., 7] slice of 56-wide rows): 8 rows span 448 B.
+    # Alone each row would be one burst (8 bursts, a few two); adjacent rows sharing a burst
+    # move it once, so the bursts moved are the 7 distinct ones the rows touch.
+    assert burst_count((8, 7), (56, 1), 1, 0, 64) == (8, 7)
+    # Two chunks touching bursts {0} and {0, 1}: the shared burst 0 is moved once.
+    assert burst_count((2, 40), (60, 1), 1, 0, 64) == (2, 2)

@@ -62,7 +62,7 @@ def test_overwrite_of_live_data_is_caught():
     bad = dataclasses.replace(plan, residencies=broken)
     assert any(v.kind == "overlap" for v in validate(bad, graph))
     with pytest.raises(SimulationError) as info:
-        simulate(lower(bad, graph), bad, graph, hw)
+        simulate(lower(bad, graph, hw), hw)
     msg = str(info.value)
     assert "op 'C' at step 2" in msg and "'c'" in msg and "live tensor 'a'" in msg and "overwrite" in msg
 
@@ -73,7 +73,7 @@ def test_reading_data_that_was_never_loaded_is_caught():
     plan = make_plan(graph, hw, "default+arena+belady", budget=1 << 16)
     no_loads = dataclasses.replace(plan, transfers=tuple(t for t in plan.transfers if t.kind != "load"))
     with pytest.raises(SimulationError, match=r"op 'A' at step 0.*reads 'x'"):
-        simulate(lower(no_loads, graph), no_loads, graph, hw)
+        simulate(lower(no_loads, graph, hw), hw)
 
 
 def test_concurrent_transfers_share_bandwidth():

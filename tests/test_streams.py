@@ -68,10 +68,10 @@ def test_validator_rejects_reuse_across_unordered_streams():
 
 def caught(graph, plan, seeds) -> list[int]:
     hits = []
-    program = lower(plan, graph)
+    program = lower(plan, graph, MID)
     for seed in seeds:
         try:
-            simulate(program, plan, graph, MID, jitter=0.5, seed=seed)
+            simulate(program, MID, jitter=0.5, seed=seed)
         except SimulationError as exc:
             assert "overwrite of live data" in str(exc) or "reads" in str(exc)
             hits.append(seed)

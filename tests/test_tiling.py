@@ -144,7 +144,7 @@ def test_dma_overlaps_compute_in_a_tiled_run():
 def test_tiles_move_as_strided_chunks():
     graph = load_graph("resnet18")
     plan, _ = run(graph, EDGE, PIPELINE, 64 << 10)
-    program = lower(plan, graph)
+    program = lower(plan, graph, EDGE)
     chunked = [c for c in program.commands if c.kind == "load" and len(c.dram.chunks()) > 1]
     assert chunked
     c = chunked[0]

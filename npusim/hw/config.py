@@ -39,9 +39,14 @@ class ScratchpadConfig:
 @dataclass(frozen=True)
 class DmaConfig:
     channels: int = knob(2, "int", "transfers in flight at once")
-    setup_cycles: float = knob(64.0, "cycles", "cycles to set up one descriptor (one transfer)")
-    chunk_cycles: float = knob(4.0, "cycles", "extra cycles per contiguous chunk of a strided view")
-    burst_bytes: int = knob(64, "size", "DRAM burst: every chunk is rounded up to whole bursts")
+    setup_cycles: float = knob(64.0, "cycles", "cycles to set up one descriptor (a transfer of a view of more "
+                               "than max_dims dimensions takes several)")
+    chunk_cycles: float = knob(4.0, "cycles", "address-generation cycles per contiguous chunk (row) of a strided "
+                               "view, pipelined with the data")
+    burst_bytes: int = knob(64, "size", "DRAM burst: a transfer moves every burst its chunks touch (a burst "
+                            "shared by adjacent chunks once)")
+    max_dims: int = knob(4, "int", "dimensions of a strided view one descriptor covers (contiguous "
+                         "dimensions merged into one)")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class DramConfig:
     bandwidth: float = knob(25.6e9, "bandwidth", "peak bandwidth, shared fairly by concurrent transfers")
     latency: float = knob(100e-9, "time", "fixed latency added to every transfer")
     capacity: int = knob(4 * 1024**3, "size", "capacity of the off-chip memory")
+    layout: str = knob("nhwc", "choice", "layout of image-like tensors (rank >= 3 with channels in dim 1) in "
+                       "DRAM: nhwc (channels last) or nchw (ONNX's order)", choices=("nhwc", "nchw"))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ dimensions that are contiguous (each stride equals the product of the sizes afte
 last stride is 1) form one block, and the leading dimensions are walked like an odometer,
 one block per index, merging a block into the previous chunk when they abut.
 ``chunks_of`` memoises per (shape, strides) and shifts by the offset; ``burst_count`` gives
-just the number of chunks and of DRAM bursts they touch (what a transfer costs), memoised too.
+just the number of chunks and of distinct DRAM bursts they touch (what a transfer moves on the
+bus: a burst two adjacent chunks share is moved once), memoised too.
 """
 
 from __future__ import annotations
@@ -120,12 +121,20 @@ def chunks_of(shape, strides, offset: int, itemsize: int, base_address: int = 0)
 
 
 def burst_count_reference(shape, strides, itemsize: int, start: int, burst: int) -> tuple[int, int]:
-    """(chunks, bursts touched) of a view whose first element is at byte address ``start``."""
+    """(chunks, bursts moved) of a view whose first element is at byte ``start``.
+
+    Each chunk moves the bursts it touches, except that a burst the previous chunk (in issue
+    order) also touched is moved once: adjacent rows of a tile that share a burst do not pay
+    for it twice. For chunks in increasing address order (views in storage order) this is the
+    number of distinct bursts touched.
+    """
     offsets, sizes = render_chunks_reference(shape, strides, 0, itemsize)
-    bursts = 0
+    bursts, previous_last = 0, None
     for o, s in zip(offsets, sizes):
         a = start + o
-        bursts += (a + s - 1) // burst - a // burst + 1
+        first, last = a // burst, (a + s - 1) // burst
+        bursts += last - first + 1 - (first == previous_last)
+        previous_last = last
     return len(offsets), bursts
 
 
@@ -133,9 +142,15 @@ def burst_count_reference(shape, strides, itemsize: int, start: int, burst: int)
 def _burst_count_kernel(shape, strides, itemsize, start, burst):
     offsets, sizes = _render_chunks_kernel(shape, strides, 0, itemsize)
     bursts = 0
+    previous_last = -1
     for i in range(offsets.shape[0]):
         a = start + offsets[i]
-        bursts += (a + sizes[i] - 1) // burst - a // burst + 1
+        first = a // burst
+        last = (a + sizes[i] - 1) // burst
+        bursts += last - first + 1
+        if first == previous_last:
+            bursts -= 1
+        previous_last = last
     return offsets.shape[0], bursts
 
 
@@ -147,5 +162,5 @@ def _burst_count_memo(shape: tuple, strides: tuple, itemsize: int, phase: int, b
 
 
 def burst_count(shape, strides, itemsize: int, start: int, burst: int) -> tuple[int, int]:
-    """(chunks, DRAM bursts) a DMA of the view moves; memoised on the start's phase in a burst."""
+    """(chunks, distinct DRAM bursts) a DMA of the view moves; memoised on the start's phase."""
     return _burst_count_memo(tuple(shape), tuple(strides), int(itemsize), int(start) % burst, int(burst))

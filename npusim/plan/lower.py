@@ -22,10 +22,17 @@ catches plans that are not.
 Every wait points to a command of an earlier (step, phase) with phase load < compute < store,
 and every queue is sorted by (step, phase), so a Program from a valid plan cannot deadlock.
 
-DMA commands carry their DRAM-side view (``DramView``); ``DramView.chunks()`` renders it into
-the contiguous ``(address, bytes)`` chunks a DMA engine issues (one for a whole tensor).
-Addresses come from ``plan.dram``, keyed by DRAM buffer (``npusim.plan.dram``): a tile is at
-its base tensor's offset plus its view offset.
+DMA commands carry their DRAM-side view (``DramView``) in the storage order of the config's
+``dram.layout`` (``npusim.plan.layout``); ``DramView.chunks()`` renders it into the contiguous
+``(address, bytes)`` chunks a DMA engine issues (one for a whole tensor). Addresses come from
+``plan.dram``, keyed by DRAM buffer (``npusim.plan.dram``): a tile is at its base tensor's
+offset plus its view offset. Each DMA command also carries its ``TransferCost`` (descriptors,
+chunks, bursts, bytes on the bus; ``npusim.plan.transfer_cost``), counted here once for the
+simulator's timing, energy and bounds.
+
+The Program carries everything the simulator needs: the resolved (tiled) graph, the
+scratchpad capacity, the off-chip footprint and the plan's name and status, so
+``simulate(program, hw)`` needs neither the Plan nor a second resolution of the tiling.
 """
 
 from __future__ import annotations
@@ -36,10 +43,12 @@ from dataclasses import dataclass
 from npusim.kernels.render_chunks import chunks_of
 
 from npusim.graph.model import Graph
-from npusim.plan.dram import buffer_of
+from npusim.plan.dram import arena_bytes, buffer_of
+from npusim.plan.layout import DramLayout
 from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.resolve import graph_for_plan
+from npusim.plan.transfer_cost import TransferCost, transfer_cost
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
 
@@ -79,6 +88,7 @@ class Command:
     cause: str | None = None
     nbytes: int = 0
     dram: "DramView | None" = None
+    cost: "TransferCost | None" = None  # DMA commands: descriptors, chunks, bursts, bus bytes
     reads: tuple[Access, ...] = ()
     writes: tuple[Access, ...] = ()
     waits: tuple[int, ...] = ()
@@ -86,20 +96,34 @@ class Command:
 
 @dataclass(frozen=True)
 class Program:
-    graph: str
+    graph: Graph  # the graph the commands refer to (the tiled expansion for a tiled plan)
     queues: dict  # queue name -> tuple of command ids, in issue order
     commands: tuple[Command, ...]
     residency_users: tuple[tuple[int, ...], ...]  # per residency: commands that touch it
     capacity: int
     streams: int
+    planner: str = ""
+    plan_status: str = "heuristic"
+    offchip_peak: int = 0  # DRAM bytes the plan needs (``offchip_footprint``)
+    dram_planned: bool = False  # the plan has a DRAM layout: the simulator checks DRAM contents
+    lowered_for: tuple = ()  # the DMA/DRAM settings the costs were counted with (``dma_settings``)
 
     @property
     def n_commands(self) -> int:
         return len(self.commands)
 
 
-def lower(plan: Plan, graph: Graph) -> Program:
-    graph = graph_for_plan(plan.graph, plan.tiling, graph)
+def dma_settings(hw) -> tuple:
+    """The hardware fields transfer costs depend on: a Program is run only on hardware that
+    agrees on them."""
+    return (("dma.burst_bytes", int(hw.dma.burst_bytes)), ("dma.max_dims", int(hw.dma.max_dims)),
+            ("dram.layout", hw.dram.layout))
+
+
+def lower(plan: Plan, graph: Graph, hw) -> Program:
+    """The Program of ``plan`` (made for ``graph``, tiled or not) on hardware ``hw``."""
+    untiled, graph = graph, graph_for_plan(plan.graph, plan.tiling, graph)
+    layout = DramLayout(untiled, hw.dram.layout)
     residencies = plan.residencies
     by_tensor = defaultdict(list)
     for i, r in enumerate(residencies):
@@ -119,8 +143,10 @@ def lower(plan: Plan, graph: Graph) -> Program:
     drafts = []  # (priority, dict)
     for tr in plan.transfers:
         i = residency_at(tr.tensor, tr.step)
+        view = dram_view(graph.tensors[tr.tensor], plan.dram, layout)
         d = dict(queue=f"dma.{tr.kind}", kind=tr.kind, step=tr.step, tensor=tr.tensor, cause=tr.cause,
-                 nbytes=tr.size, dram=dram_view(graph.tensors[tr.tensor], plan.dram),
+                 nbytes=tr.size, dram=view, cost=transfer_cost(view.shape, view.strides, view.itemsize, view.address,
+                                                               hw.dma.burst_bytes, hw.dma.max_dims),
                  reads=(access(i),) if tr.kind == "store" else (),
                  writes=(access(i),) if tr.kind == "load" else ())
         drafts.append(((tr.step, PHASE[tr.kind], tr.tensor), d))
@@ -178,19 +204,29 @@ def lower(plan: Plan, graph: Graph) -> Program:
     for c in commands:
         queues[c.queue].append(c.id)
     n_streams = max(plan.streams, default=0) + 1
-    return Program(graph=graph.name, queues={k: tuple(v) for k, v in sorted(queues.items())},
+    return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
                    commands=tuple(commands), residency_users=tuple(tuple(u) for u in users),
-                   capacity=plan.capacity, streams=n_streams)
+                   capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
+                   plan_status=plan.meta.status, offchip_peak=offchip_footprint(plan, graph, untiled),
+                   dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
 
 
-def dram_view(tensor, dram: dict) -> DramView:
+def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
     """Where a DMA of ``tensor`` reads or writes DRAM: the whole tensor at its buffer's offset
-    (0 when the plan has none), or a tile's strided view of its base tensor's buffer."""
+    (0 when the plan has none), or a tile's strided view of its base tensor's buffer, in the
+    storage order of the DRAM layout."""
     base = dram.get(buffer_of(tensor), 0)
-    if tensor.view is None:
-        return DramView(base, (tensor.elements,), (1,), tensor.itemsize)
-    v = tensor.view
-    return DramView(base + v.offset * tensor.itemsize, v.shape, v.strides, tensor.itemsize)
+    offset, shape, strides = layout.view_of(tensor)
+    return DramView(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
+
+
+def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) -> int:
+    """DRAM bytes the plan needs: with a DRAM layout, its arena (every buffer but the weights,
+    ``npusim.plan.dram``); else one region per tensor moved."""
+    if plan.dram:
+        return arena_bytes(plan.dram, graph, untiled)
+    in_dram = {t.tensor for t in plan.transfers}
+    return sum(graph.tensors[t].size for t in in_dram)
 
 
 def _previous_occupants(residencies) -> list[list[int]]:

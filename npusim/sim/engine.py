@@ -4,8 +4,10 @@ scratchpad; it executes a Program and returns a Report.
 - Each compute queue (one per stream) runs its commands in order on core ``stream mod
   cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.sim.costs``).
 - Each DMA queue issues in order; a command takes one of ``dma.channels`` channels, pays
-  descriptor setup, a per-chunk overhead and the DRAM latency, then moves its bytes (rounded
-  up to whole bursts per chunk) at the share of DRAM bandwidth it gets (``SharedBandwidth``).
+  descriptor setup and the DRAM latency, then moves its bytes on the bus (the bursts its
+  chunks touch, counted in lowering: ``npusim.plan.transfer_cost``) at the share of DRAM
+  bandwidth it gets (``SharedBandwidth``), and ends no earlier than its address generator
+  (one address per chunk, pipelined with the data).
 - Semaphores: a command starts only after every command in its ``waits`` has completed.
 - The scratchpad checks every read and write against the residency that should be there;
   with a DRAM layout (``plan.dram``) DRAM contents are checked too (``npusim.sim.dram_memory``).
@@ -24,18 +26,16 @@ from npusim.errors import SimulationError
 
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
-from npusim.plan.lower import Command, Program
-from npusim.plan.model import CAUSES, Plan
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.lower import Command, Program, dma_settings
+from npusim.plan.model import CAUSES
+from npusim.plan.transfer_cost import address_cycles, overhead_cycles, unloaded_cycles
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
-from npusim.kernels.render_chunks import burst_count
 from npusim.sim.costs import op_cycles, scratchpad_bytes
 from npusim.sim.report import Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 from npusim.sim.dram_memory import DramContents
-from npusim.plan.dram import arena_bytes
 
 
 #: Resource guards: a run may process at most this many events per command (a correct run
@@ -69,8 +69,8 @@ class CountingEnvironment(simpy.Environment):
 
 
 class _Machine:
-    def __init__(self, program: Program, graph: Graph, hw: Hardware, jitter: float, seed: int | None):
-        self.program, self.graph, self.hw = program, graph, hw
+    def __init__(self, program: Program, hw: Hardware, jitter: float, seed: int | None):
+        self.program, self.graph, self.hw = program, program.graph, hw
         self.env = CountingEnvironment(MAX_EVENTS_PER_COMMAND * len(program.commands) + MIN_EVENT_BUDGET,
                                        MAX_WALL_SECONDS)
         self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
@@ -170,16 +170,17 @@ class _Machine:
             self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
         if self.dram_memory is not None:  # plans with a DRAM layout: live DRAM data is checked too
             self.dram_memory.start(cmd, who)
-        dma = self.hw.dma
         start = self.env.now
-        v = cmd.dram
-        chunks, bursts = burst_count(v.shape, v.strides, v.itemsize, v.address, dma.burst_bytes)
-        overhead = dma.setup_cycles + dma.chunk_cycles * chunks + self.hw.dram_latency_cycles
+        cost = cmd.cost
+        overhead = overhead_cycles(cost, self.hw)
         if self.schedule is not None:  # delay DMAs too (by their unloaded time x (stretch - 1)): races with loads show
-            overhead += (self.schedule.stretch(cmd.queue) - 1.0) * (
-                overhead + bursts * dma.burst_bytes / self.hw.dram_bytes_per_cycle)
+            overhead += (self.schedule.stretch(cmd.queue) - 1.0) * unloaded_cycles(cost, self.hw)
         yield self.env.timeout(overhead)
-        yield self.dram.transfer(bursts * dma.burst_bytes)
+        flowing = self.env.now
+        yield self.dram.transfer(cost.bus_bytes)
+        addresses_left = flowing + address_cycles(cost, self.hw) - self.env.now
+        if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
+            yield self.env.timeout(addresses_left)
         if self.dram_memory is not None:
             self.dram_memory.finish(cmd)
         for a in cmd.writes:
@@ -187,8 +188,8 @@ class _Machine:
         self.channels.release(req)
         self.channel_busy += self.env.now - start
         e = self.hw.energy
-        self.energy["dram"] += cmd.nbytes * e.dram_byte
-        self.energy["dma_descriptor"] += e.dma_descriptor
+        self.energy["dram"] += cost.bus_bytes * e.dram_byte  # what crosses the bus, as the timing
+        self.energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
         key = "scratchpad_write" if cmd.kind == "load" else "scratchpad_read"
         self.energy[key] += cmd.nbytes * (e.scratchpad_write_byte if cmd.kind == "load" else e.scratchpad_read_byte)
         self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
@@ -232,9 +233,9 @@ class _Machine:
         return self.env.now
 
 
-def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0,
-             seed: int | None = None, check_races: bool = True) -> Report:
-    """Run ``program`` (lowered from ``plan``) on ``hw`` and measure it.
+def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
+             check_races: bool = True) -> Report:
+    """Run ``program`` (``npusim.plan.lower``) on ``hw`` and measure it.
 
     ``check_races`` (default) also runs the timing-independent happens-before check
     (``npusim.sim.races``) after the timed run: a race no timing drawn here exposed still
@@ -244,15 +245,23 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
     every DMA by up to ``jitter`` x its unloaded time, drawn from ``seed``, to explore other
     interleavings of the streams and the DMA queues; the seed also picks an adversarial
     schedule (stall or rush one queue, per-queue speeds, wide delays: ``npusim.sim.jitter``).
+
+    The report's lower bounds are bounds of this model: no run can beat the compute of every
+    op spread over the cores in use, the bytes on the bus at peak DRAM bandwidth, or the
+    unloaded time of every DMA spread over the channels.
     """
-    untiled, graph = graph, graph_for_plan(plan.graph, plan.tiling, graph)
-    offchip_peak = offchip_footprint(plan, graph, untiled)
-    if offchip_peak > hw.dram.capacity:  # the off-chip data would not fit: no meaningful run
-        raise SimulationError(f"{untiled.name}: the plan keeps up to {offchip_peak:,} B in DRAM (inputs, weights, "
-                              f"outputs and spilled tensors at its peak), above dram.capacity = "
+    graph = program.graph
+    if program.lowered_for and dma_settings(hw) != program.lowered_for:
+        mine, theirs = dict(dma_settings(hw)), dict(program.lowered_for)
+        key = next(k for k in mine if mine[k] != theirs.get(k))
+        raise SimulationError(f"the program was lowered for {key} = {theirs.get(key)}, but {hw.name!r} has "
+                              f"{mine[key]}: lower the plan again for this hardware")
+    if program.offchip_peak > hw.dram.capacity:  # the off-chip data would not fit: no meaningful run
+        raise SimulationError(f"{graph.name}: the plan keeps up to {program.offchip_peak:,} B in DRAM (inputs, "
+                              f"weights, outputs and spilled tensors at its peak), above dram.capacity = "
                               f"{hw.dram.capacity:,} B of {hw.name!r}")
-    machine = _Machine(program, graph, hw, jitter, seed)
-    if plan.dram:
+    machine = _Machine(program, hw, jitter, seed)
+    if program.dram_planned:
         machine.dram_memory = DramContents(program, graph)
     cycles = machine.run()
     if check_races:
@@ -262,38 +271,32 @@ def simulate(program: Program, plan: Plan, graph: Graph, hw: Hardware, *, jitter
     energy = dict(machine.energy)
     energy["static"] = hw.energy.static_power * seconds * 1e12  # W·s -> pJ
     offchip = dict.fromkeys(CAUSES, 0)
-    read = write = 0
+    read = write = bus = 0
+    dma_work = 0.0
     for c in program.commands:
         if c.kind in ("load", "store"):
             offchip[c.cause] += c.nbytes
+            bus += c.cost.bus_bytes
+            dma_work += unloaded_cycles(c.cost, hw)
             if c.kind == "load":
                 read += c.nbytes
             else:
                 write += c.nbytes
     compute_bound = sum(op_cycles(o, graph, hw)[0] for o in graph.ops) / min(hw.cores.count, program.streams)
-    dram_bound = (read + write) / hw.dram_bytes_per_cycle
     span = max(cycles, 1e-9)
     return Report(
-        graph=graph.name, hardware=hw.name, planner=plan.meta.planner, plan_status=plan.meta.status,
-        capacity=plan.capacity, clock_hz=hw.clock, cycles=cycles, seconds=seconds,
+        graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,
+        capacity=program.capacity, clock_hz=hw.clock, cycles=cycles, seconds=seconds,
         energy_pj=energy, energy_by_op_pj=machine.energy_by_op, offchip_bytes=offchip,
-        offchip_read_bytes=read, offchip_write_bytes=write,
-        onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=offchip_peak,
+        offchip_read_bytes=read, offchip_write_bytes=write, offchip_bus_bytes=bus,
+        onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=program.offchip_peak,
         utilisation={
             "core": machine.core_busy / (span * len(machine.cores)),
             "dma": machine.channel_busy / (span * hw.dma.channels),
             "dram": machine.dram.busy_cycles / span,
         },
-        lower_bounds={"compute_cycles": compute_bound, "dram_cycles": dram_bound},
+        lower_bounds={"compute_cycles": compute_bound, "dram_cycles": bus / hw.dram_bytes_per_cycle,
+                      "dma_cycles": dma_work / hw.dma.channels},
         commands=program.n_commands, events=machine.env.processed,
         timeline=tuple(sorted(machine.timeline, key=lambda e: (e.start, e.queue, e.name))),
     )
-
-
-def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) -> int:
-    """DRAM bytes the plan needs: with a DRAM layout, its arena (every buffer but the weights,
-    ``npusim.plan.dram``); else one region per tensor moved."""
-    if plan.dram:
-        return arena_bytes(plan.dram, graph, untiled)
-    in_dram = {t.tensor for t in plan.transfers}
-    return sum(graph.tensors[t].size for t in in_dram)

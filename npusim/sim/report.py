@@ -38,10 +38,11 @@ class Report:
     offchip_bytes: dict  # cause -> bytes
     offchip_read_bytes: int
     offchip_write_bytes: int
+    offchip_bus_bytes: int  # bytes the DRAM bus carried: whole bursts (npusim.plan.transfer_cost)
     onchip_peak_bytes: int
     offchip_peak_bytes: int
     utilisation: dict  # core / dma / dram -> fraction of the run busy
-    lower_bounds: dict  # compute_cycles / dram_cycles: what no schedule can beat
+    lower_bounds: dict  # compute_cycles / dram_cycles / dma_cycles: what no run of this model beats
     commands: int
     events: int
     timeline: tuple[TimelineEntry, ...] = field(default=(), repr=False)
@@ -70,7 +71,8 @@ class Report:
             "graph": self.graph, "hardware": self.hardware, "planner": self.planner,
             "status": self.plan_status, "capacity": self.capacity, "cycles": round(self.cycles, 3),
             "seconds": self.seconds, "energy_pj": round(self.total_energy_pj, 3),
-            "offchip_bytes": self.offchip_total_bytes, "onchip_peak": self.onchip_peak_bytes,
+            "offchip_bytes": self.offchip_total_bytes, "offchip_bus_bytes": self.offchip_bus_bytes,
+            "onchip_peak": self.onchip_peak_bytes,
             "offchip_peak": self.offchip_peak_bytes,
         }
         row.update({f"offchip_{k}": v for k, v in self.offchip_bytes.items()})
@@ -102,10 +104,12 @@ class Report:
             f"{self.graph} on {self.hardware} with {self.planner} ({self.plan_status}), "
             f"scratchpad budget {format_bytes(self.capacity)}",
             f"  latency        {self.cycles:,.0f} cycles = {self.seconds * 1e3:.3f} ms"
-            f"   (bounds: compute {self.lower_bounds['compute_cycles']:,.0f}, DRAM {self.lower_bounds['dram_cycles']:,.0f} cycles)",
+            f"   (bounds: compute {self.lower_bounds['compute_cycles']:,.0f}, DRAM {self.lower_bounds['dram_cycles']:,.0f}, "
+            f"DMA {self.lower_bounds.get('dma_cycles', 0):,.0f} cycles)",
             f"  energy         {self.total_energy_pj / 1e6:.3f} uJ   ("
             + ", ".join(f"{k} {v / 1e6:.3f}" for k, v in e.items()) + " uJ)",
-            f"  off-chip bytes {self.offchip_total_bytes:,} (read {self.offchip_read_bytes:,}, write {self.offchip_write_bytes:,})",
+            f"  off-chip bytes {self.offchip_total_bytes:,} (read {self.offchip_read_bytes:,}, write {self.offchip_write_bytes:,}; "
+            f"{self.offchip_bus_bytes:,} on the bus in whole bursts)",
             "                 " + ", ".join(f"{k} {v:,}" for k, v in ob.items()),
             f"  on-chip peak   {format_bytes(self.onchip_peak_bytes)}   off-chip peak {format_bytes(self.offchip_peak_bytes)}",
             "  utilisation    " + ", ".join(f"{k} {v:.1%}" for k, v in self.utilisation.items()),

@@ -65,7 +65,7 @@ def ordered(program, before: int, after: int) -> bool:
     return after in seen
 
 
-def inject_reuse(plan, graph, rng):
+def inject_reuse(plan, graph, hw, rng):
     relation = safety_relation(graph, list(plan.order), list(plan.streams))
     by_tensor = {}
     for i, r in enumerate(plan.residencies):
@@ -83,7 +83,7 @@ def inject_reuse(plan, graph, rng):
         if residencies[j].offset + residencies[j].size > plan.capacity:
             continue
         unsafe = replace(plan, residencies=tuple(residencies))
-        program = lower(unsafe, graph)
+        program = lower(unsafe, graph, hw)
         users = {r: [c.id for c in program.commands if any(a.residency == r for a in c.reads + c.writes)]
                  for r in (i, j)}
         if not (all(ordered(program, u, v) for u in users[i] for v in users[j])
@@ -103,8 +103,8 @@ def _drop_wait(program, command_id: int, wait: int):
     return replace(program, commands=tuple(commands))
 
 
-def inject_early_free(plan, graph, rng):
-    program = lower(plan, graph)
+def inject_early_free(plan, graph, hw, rng):
+    program = lower(plan, graph, hw)
     options = []
     for c in program.commands:
         if c.kind != "load":
@@ -127,8 +127,8 @@ def _real_race(plan, program, options, rng):
     return None
 
 
-def inject_missing_semaphore(plan, graph, rng):
-    program = lower(plan, graph)
+def inject_missing_semaphore(plan, graph, hw, rng):
+    program = lower(plan, graph, hw)
     writer = _writers(program)
     options = [(c.id, writer[a.residency]) for c in program.commands if c.kind == "compute"
                for a in c.reads if writer.get(a.residency) in c.waits]
@@ -152,4 +152,4 @@ def seeded_cases(graphs: int, rng: random.Random, sizes: tuple[int, int] = (8, 4
         if len(set(plan.streams)) < 2:
             continue
         made += 1
-        yield graph, hw, plan, {kind: INJECT[kind](plan, graph, rng) for kind in KINDS}
+        yield graph, hw, plan, {kind: INJECT[kind](plan, graph, hw, rng) for kind in KINDS}

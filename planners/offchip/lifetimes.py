@@ -38,6 +38,7 @@ from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
 from npusim.kernels.collision import Tile
+from npusim.plan.layout import DramLayout
 from npusim.plan.dram import buffer_of, buffer_size, is_weight_buffer
 
 LOAD, COMPUTE, STORE = 0, 1, 2
@@ -73,16 +74,21 @@ class Buffer:
         return (a, b) if a <= b else None
 
 
-def whole_or_view(tensor) -> tuple[tuple, tuple, int]:
-    """(shape, strides, element offset) of a tensor's bytes inside its DRAM buffer."""
+def whole_or_view(tensor, layout: DramLayout | None = None) -> tuple[tuple, tuple, int]:
+    """(shape, strides, element offset) of a tensor's bytes inside its DRAM buffer: in the
+    storage order of ``layout`` (what lowering addresses), or row-major without one."""
+    if layout is not None:
+        offset, shape, strides = layout.view_of(tensor)
+        return shape, strides, offset
     if tensor.view is None:
         return (tensor.elements,), (1,), 0
     return tensor.view.shape, tensor.view.strides, tensor.view.offset
 
 
 def dram_buffers(graph: Graph, order, transfers, streams=None, untiled: Graph | None = None,
-                 alignment: int = 1) -> list[Buffer]:
-    """The DRAM buffers a plan moves data through, in order of first touch, with their tiles."""
+                 alignment: int = 1, layout: DramLayout | None = None) -> list[Buffer]:
+    """The DRAM buffers a plan moves data through, in order of first touch, with their tiles
+    (in the storage order of ``layout``, the hardware's ``dram.layout``)."""
     if streams is not None and len(set(int(s) for s in streams)) > 1:
         raise PlanningError("off-chip planning: the plan runs ops on several streams; DRAM lifetimes assume one "
                             "stream (steps order the ops). Plan without a streams stage.")
@@ -127,7 +133,7 @@ def dram_buffers(graph: Graph, order, transfers, streams=None, untiled: Graph | 
                                    is_weight_buffer(name, graph, untiled))
         if tr.tensor in life:
             first, last = life.pop(tr.tensor)
-            shape, strides, offset = whole_or_view(tensor)
+            shape, strides, offset = whole_or_view(tensor, layout)
             buffers[name].tiles.append(Tile(tuple(shape), tuple(strides), offset, tensor.itemsize, first, last))
             buffers[name].tensors.append(tensor.name)
     return [b for b in buffers.values() if b.tiles]

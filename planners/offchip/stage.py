@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from npusim.errors import PlanningError
 from npusim.kernels.collision import align_up
+from npusim.plan.layout import DramLayout
 from planners.offchip import baselines, taa
 from planners.offchip.lifetimes import dram_buffers
 
@@ -30,7 +31,8 @@ class OffchipPlanner:
                                 "(add e.g. '+arena+belady')")
         order = ctx.order if ctx.order is not None else list(range(ctx.graph.n_ops))
         alignment = max(int(ctx.hw.dma.burst_bytes), 1)
-        buffers = dram_buffers(ctx.graph, order, ctx.transfers, ctx.streams, ctx.untiled, alignment)
+        layout = DramLayout(ctx.untiled if ctx.untiled is not None else ctx.graph, ctx.hw.dram.layout)
+        buffers = dram_buffers(ctx.graph, order, ctx.transfers, ctx.streams, ctx.untiled, alignment, layout)
         arena = [b for b in buffers if not b.weight]
         result = self._solve(arena, alignment, ctx.options)
         dram = dict(result.offsets)
