@@ -335,3 +335,7 @@ def expand_cached(graph: Graph, specs: dict[str, dict]) -> Graph:
     """``expand``, memoised on (graph identity, specs): plans are validated, lowered and
     simulated against the same tiled graph."""
     return _expand_cached(graph, _freeze(specs))
+
+
+#: (MACs, Gemm) of one tile: public for the tiler's time estimate (planners.tiling.estimate).
+tile_compute = _tile_compute

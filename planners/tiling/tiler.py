@@ -9,14 +9,24 @@ Choosing a spec:
 
 1. *Block sizes* by greedy halving: start from the whole output (and the whole reduction);
    while the largest tile's working set is over the limit, halve the block of the dimension
-   (or the reduction) that shrinks it most. Three preferences break ties — spatial/rows
-   first, channels first, reduction first — giving up to three candidates.
+   (or the reduction) that shrinks it most. Preferences break ties — spatial/rows first,
+   channels first, reduction first, none — and after them the dimension that is outermost
+   in DRAM (``dram.layout``): cutting it keeps a tile's rows long and contiguous, where
+   cutting the innermost one makes short runs that each pay whole bursts.
+   For GEMM-like ops more candidates fix the output-channel block (the array's column
+   dimension) at multiples of the array's columns and halve the rest, so a tile does not
+   leave columns of the array idle; and, for ``ws``/``is``, the reduction at multiples of
+   the array's rows.
 2. *Loop order* for each candidate: an input is re-read every time a loop it depends on
    moves, together with all loops outside it, so its reads = the product of the block
    counts of the loops from the outermost to the innermost one it depends on. Every order
    of the tiled dimensions is scored by the bytes it reads (e.g. weights reloaded per row
    tile against activations reloaded per channel tile); the reduction loop is innermost.
-3. The candidate reading the fewest DRAM bytes wins; ties go to fewer tiles.
+3. The objective (option ``tile_objective``): ``time`` (default) picks the candidate with
+   the least estimated time on the configured hardware (``planners.tiling.estimate``: array
+   or vector cycles of its tiles, DMA descriptors and bursts actually moved, bytes at the
+   DRAM bandwidth, double-buffered overlap), DRAM bytes breaking ties, then fewer tiles;
+   ``bytes`` picks the fewest DRAM bytes read, ties to fewer tiles.
 
 Below the smallest tile of an op (one output element, the smallest reduction slice) there
 is no plan: the error names the op and that minimum.
@@ -34,9 +44,14 @@ from npusim.graph.regions import (
     GEMM_LIKE, RESHAPE_LIKE, box_volume, input_boxes, reduction_size, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
+from npusim.plan.layout import image_like_tensors, storage_order
 from planners.options import int_option
+from planners.tiling.estimate import estimate
 
-PREFERENCES = ("spatial", "channels", "reduction")
+PREFERENCES = ("spatial", "channels", "reduction", "outer")
+OBJECTIVES = ("time", "bytes")
+#: Output-channel blocks tried as multiples of the array's columns: 1, 2, 4, ... times.
+ALIGNED_MULTIPLES = 6
 #: Default cap on the tiles of one plan: beyond it planning and simulation take minutes.
 MAX_TILES = 500_000
 
@@ -60,10 +75,14 @@ class Tiler:
         limit = ctx.capacity // 2
         needs = op_working_set(graph, align)
         max_tiles = int_option(ctx.options, "max_tiles", MAX_TILES, self.name)
+        objective = str(ctx.options.get("tile_objective", "time"))
+        if objective not in OBJECTIVES:
+            raise PlanningError(f"planner option tile_objective={objective!r}: expected one of {', '.join(OBJECTIVES)}")
+        image_like = image_like_tensors(graph)
         specs, tiles = {}, 0
         for op in graph.ops:
             if needs[op.id] > threshold:
-                specs[op.name] = choose_spec(op, graph, limit, align, ctx.capacity)
+                specs[op.name] = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
                 tiles += count_tiles(op, graph, specs[op.name])
                 if tiles > max_tiles:
                     raise PlanningError(
@@ -78,7 +97,9 @@ class Tiler:
         ctx.options.setdefault("double_buffer", True)
 
 
-def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int) -> dict:
+def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=None, objective: str = "time",
+                image_like: frozenset[str] = frozenset()) -> dict:
+    """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective."""
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
@@ -90,14 +111,65 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int) -> 
             f"{int(op_working_set(graph, align)[op.id])} B; the budget is {capacity} B)")
     if op.kind in RESHAPE_LIKE:
         return _flat_spec(op, graph, limit, align, capacity)
+    out = graph.tensors[op.outputs[0]]
+    layout = hw.dram.layout if hw is not None else "nchw"
+    order_in_dram = storage_order(len(out.shape), layout, out.name in image_like)
+    outer_first = {d: i for i, d in enumerate(order_in_dram)}
+    found: dict[tuple, int] = {}
+    for i, preference in enumerate(PREFERENCES):
+        blocks, k = _halve_to_fit(op, graph, limit, align, preference, capacity, outer_first)
+        found.setdefault((tuple(blocks), k), i)
+    if hw is not None and objective == "time":
+        for i, fixed in enumerate(_aligned_blocks(op, graph, hw), len(PREFERENCES)):
+            try:
+                blocks, k = _halve_to_fit(op, graph, limit, align, "outer", capacity, outer_first, fixed)
+            except PlanningError:
+                continue  # that block does not fit at any cut of the other dimensions
+            found.setdefault((tuple(blocks), k), i)
     candidates = []
-    for preference in PREFERENCES:
-        blocks, k = _halve_to_fit(op, graph, limit, align, preference, capacity)
-        order, traffic = _best_order(op, graph, blocks, k, align)
-        spec = {"block": blocks, "k": k, "order": order}
-        tiles = math.prod(-(-n // b) for n, b in zip(graph.tensors[op.outputs[0]].shape, blocks))
-        candidates.append((traffic, tiles, PREFERENCES.index(preference), spec))
-    return min(candidates, key=lambda c: c[:3])[3]
+    for (blocks, k), i in found.items():
+        order, traffic, reads = _best_order(op, graph, list(blocks), k, align)
+        spec = {"block": list(blocks), "k": k, "order": order}
+        tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
+        if hw is not None and objective == "time":
+            key = (estimate(op, graph, spec, reads, hw, image_like).cycles, traffic, tiles, i)
+        else:
+            key = (traffic, tiles, i)
+        candidates.append((key, spec))
+    return min(candidates, key=lambda c: c[0])[1]
+
+
+def _aligned_blocks(op: Op, graph: Graph, hw) -> list[dict]:
+    """Fixed blocks that fill the array's folds (module docstring), each a dict {dimension or
+    "k": size} for ``_halve_to_fit``: output channels (GEMM N) at multiples of the columns;
+    output pixels (GEMM M: rows of the outermost spatial dimension times the rest) at
+    multiples of the rows (os) or columns (is); the reduction (K) at multiples of the rows
+    (ws, is). Every combination of one choice per dimension, none included."""
+    if op.kind not in GEMM_LIKE:
+        return []
+    shape = graph.tensors[op.outputs[0]].shape
+    frozen = untileable_dims(op, graph)
+    rows, cols, dataflow = hw.cores.pe_rows, hw.cores.pe_cols, hw.cores.dataflow
+    grouped = op.kind == "Conv" and op.attrs.get("group", 1) != 1
+    channel = 1 if op.kind == "Conv" else len(shape) - 1
+    pixel_dim = 2 if op.kind == "Conv" else len(shape) - 2
+    per_dim: list[list[tuple]] = []
+    if channel not in frozen and channel >= 0:
+        per_dim.append([(channel, cols * 2 ** j) for j in range(ALIGNED_MULTIPLES) if cols * 2 ** j < shape[channel]])
+    fold_m = {"os": rows, "is": cols}.get(dataflow)
+    if fold_m and 0 <= pixel_dim < len(shape) and pixel_dim not in frozen and pixel_dim != channel:
+        inner = math.prod(shape[pixel_dim + 1:]) if op.kind == "Conv" else 1
+        unit = fold_m // math.gcd(fold_m, inner)  # rows of the dimension that make whole folds
+        per_dim.append([(pixel_dim, unit * 2 ** j) for j in range(ALIGNED_MULTIPLES) if unit * 2 ** j < shape[pixel_dim]])
+    if dataflow in ("ws", "is") and not grouped:
+        total = reduction_size(op, graph)
+        per_dim.append([("k", rows * 2 ** j) for j in range(ALIGNED_MULTIPLES) if rows * 2 ** j < total])
+    fixed = []
+    for combo in itertools.product(*([None] + options for options in per_dim)):
+        chosen = dict(c for c in combo if c is not None)
+        if chosen:
+            fixed.append(chosen)
+    return fixed
 
 
 def _layout_problem(op: Op, graph: Graph) -> str | None:
@@ -165,13 +237,19 @@ def _working_set(op, graph, blocks, k, align) -> int:
     return worst
 
 
-def _halve_to_fit(op, graph, limit, align, preference, capacity):
+def _halve_to_fit(op, graph, limit, align, preference, capacity, outer_first=None, fixed=None):
+    """Blocks (and reduction slice) that fit ``limit``: halve what shrinks the working set
+    most; ties to ``preference``, then to the dimension outermost in DRAM (``outer_first``:
+    dimension -> storage position). ``fixed`` pins some blocks ({dim or "k": size})."""
     shape = graph.tensors[op.outputs[0]].shape
-    frozen = untileable_dims(op, graph)
-    blocks = list(shape)
-    splittable_k = op.kind in GEMM_LIKE and not (op.kind == "Conv" and op.attrs.get("group", 1) != 1)
+    fixed = fixed or {}
+    frozen = set(untileable_dims(op, graph)) | {d for d in fixed if d != "k"}
+    blocks = [fixed.get(d, n) for d, n in enumerate(shape)]
+    splittable_k = (op.kind in GEMM_LIKE and not (op.kind == "Conv" and op.attrs.get("group", 1) != 1)
+                    and "k" not in fixed)
     k_total = reduction_size(op, graph) if splittable_k else 0
-    k = 0
+    k = fixed.get("k", 0)
+    position = outer_first or {d: -d for d in range(len(shape))}
     ws = _working_set(op, graph, blocks, k, align)
     while ws > limit:
         options = []
@@ -181,11 +259,12 @@ def _halve_to_fit(op, graph, limit, align, preference, capacity):
             trial = blocks.copy()
             trial[d] = -(-blocks[d] // 2)
             cls = "spatial" if op.kind not in GEMM_LIKE else _gemm_dim_class(op, graph, d)
-            options.append((_working_set(op, graph, trial, k, align), cls != preference, -d, trial, k))
+            options.append((_working_set(op, graph, trial, k, align), cls != preference, position[d], trial, k))
         current_k = k or k_total
         if splittable_k and current_k > 1:
             new_k = -(-current_k // 2)
-            options.append((_working_set(op, graph, blocks, new_k, align), preference != "reduction", 1, blocks, new_k))
+            options.append((_working_set(op, graph, blocks, new_k, align), preference != "reduction", len(shape),
+                            blocks, new_k))
         if not options:
             raise _too_small(op, ws, capacity)
         best = min(options, key=lambda o: o[:3])
@@ -201,7 +280,8 @@ def _gemm_dim_class(op, graph, d) -> str:
 
 
 def _best_order(op, graph, blocks, k, align):
-    """Loop order reading the fewest bytes, and that byte count (see module docstring)."""
+    """Loop order reading the fewest bytes, that byte count, and how many times each input is
+    loaded in it (see module docstring)."""
     shape = graph.tensors[op.outputs[0]].shape
     counts = [-(-n // b) for n, b in zip(shape, blocks)]
     tiled = [d for d in range(len(shape)) if counts[d] > 1]
@@ -223,17 +303,16 @@ def _best_order(op, graph, blocks, k, align):
         depends.append(dims)
     best = None
     for order in itertools.permutations(tiled):
-        traffic = 0
-        for size, dims, k_reads in zip(sizes, depends, per_k):
+        loads = []
+        for dims, k_reads in zip(depends, per_k):
             inner = max((order.index(d) for d in dims), default=-1)
-            reads = math.prod(counts[d] for d in order[: inner + 1])
-            traffic += size * reads * k_reads
-        key = (traffic, order)
-        if best is None or key < best:
+            loads.append(math.prod(counts[d] for d in order[: inner + 1]) * k_reads)
+        key = (sum(size * n for size, n in zip(sizes, loads)), order, loads)
+        if best is None or key[:2] < best[:2]:
             best = key
-    traffic, order = best if best else (sum(sizes), ())
+    traffic, order, loads = best if best else (sum(sizes), (), [1] * len(sizes))
     full_order = list(order) + [d for d in range(len(shape)) if d not in order]
-    return full_order, traffic
+    return full_order, traffic, loads
 
 
 def _too_small(op, need, capacity) -> PlanningError:

@@ -1,0 +1,60 @@
+"""Tiles that fit the array: ResNet-18 on SCALE-Sim's 32×32 output-stationary config.
+
+SCALE-Sim v3 (``shared/reference/scalesim/resnet18_32x32_os``) runs every layer untiled on the
+32×32 array; npusim at 192 KiB (SCALE-Sim's 3 × 64 KiB SRAMs as one scratchpad) must tile
+most of them. Printed: per layer, npusim's array cycles summed over the layer's tiles and
+SCALE-Sim's compute cycles, and the ratio for the whole network (target <= 1.05), for the
+``time`` tile objective and the ``bytes`` one. Ratios only: no wall-clock figure.
+
+    python benchmarks/bench_tiling_array.py [--budget 192KiB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from npusim.graph.tiling import expand
+from npusim.registry import make_plan
+from npusim.sim.costs import systolic_cycles
+from npusim.units import parse_size
+from npusim.workflow import load_graph, load_hw
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "scalesim" / "resnet18_32x32_os" / "per_layer.csv"
+OVERRIDES = {"cores.pe_rows": "32", "cores.pe_cols": "32", "cores.dataflow": "os"}
+
+
+def array_cycles_by_layer(objective: str, budget: int) -> dict[str, int]:
+    graph = load_graph("resnet18")
+    hw = load_hw("edge-npu", OVERRIDES)
+    plan = make_plan(graph, hw, "tile+default+arena+belady", budget=budget, options={"tile_objective": objective})
+    tiled = expand(graph, plan.tiling) if plan.tiling else graph
+    cycles: dict[str, int] = defaultdict(int)
+    for op in tiled.ops:
+        if op.gemm is not None:
+            cycles[op.attrs.get("tile_of", op.name)] += systolic_cycles(op.gemm, 32, 32, "os")
+    return cycles
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", default="192KiB")
+    args = parser.parse_args(argv)
+    if not REFERENCE.exists():
+        print(f"SCALE-Sim reference not found at {REFERENCE}", file=sys.stderr)
+        return 2
+    rows = list(csv.DictReader(open(REFERENCE)))
+    theirs = sum(int(r["compute_cycles"]) + 1 for r in rows)
+    budget = parse_size(args.budget)
+    for objective in ("time", "bytes"):
+        ours = array_cycles_by_layer(objective, budget)
+        total = sum(ours.values())
+        print(f"tile_objective={objective}: npusim array cycles {total:,} / SCALE-Sim {theirs:,} = {total / theirs:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
