@@ -25,6 +25,10 @@ from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from planners.alloc.best_fit import BestFitArena
+from planners.options import int_option
+
+#: Default lookahead of prefetching, in ops (option ``prefetch_depth``).
+PREFETCH_DEPTH = 4
 
 
 class UseTimes:
@@ -76,8 +80,7 @@ class ArenaAllocator:
                 "use a multi-stream safe allocator (e.g. mindspore-mo:size,best-fit) or drop the streams stage")
         check_budget(graph, ctx.capacity, ctx.alignment)
         policy = ctx.spill_policy
-        double_buffer = bool(ctx.options.get("double_buffer", False))
-        state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, double_buffer)
+        state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, prefetch_depth(ctx.options, self.name))
         for s, op in enumerate(order):
             state.step(s, graph.ops[op])
         ctx.residencies, ctx.transfers = state.residencies, state.transfers
@@ -85,15 +88,29 @@ class ArenaAllocator:
         ctx.objective = float(offchip)
 
 
+def prefetch_depth(options, planner: str) -> int:
+    """How many ops ahead loads are reserved (option ``prefetch_depth``, default
+    ``PREFETCH_DEPTH``); ``double_buffer=false`` turns prefetching off (0)."""
+    depth = int_option(options, "prefetch_depth", PREFETCH_DEPTH, planner)
+    if depth < 0:
+        raise PlanningError(f"{planner}: planner option prefetch_depth={depth}: expected 0 or more ops")
+    if str(options.get("double_buffer", "true")).lower() in ("false", "0", "no"):
+        return 0
+    return depth
+
+
 class _ArenaRun:
-    def __init__(self, graph, order, capacity, alignment, policy, double_buffer=False):
+    def __init__(self, graph, order, capacity, alignment, policy, prefetch=0):
         self.graph = graph
         self.order = order
         self.policy = policy
-        # Double buffering: reserve the next op's loads one step early (so the DMA can fill them
-        # while this op computes) and keep stored blocks one step longer (so the next op's
-        # output does not wait for the store to drain).
-        self.double_buffer = double_buffer
+        # Prefetch: after each op, reserve free space for the loads of the next ``prefetch``
+        # ops (the next op's first, weights before activations within an op), so the DMA fills
+        # them while earlier ops compute; a reservation never evicts anything and is the first
+        # thing given up when an op needs room. Also keep stored blocks one step longer (so
+        # the next op's output does not wait for the store to drain).
+        self.prefetch = prefetch
+        self.double_buffer = prefetch > 0
         self.prefetched: set[int] = set()  # reserved at the previous step, load still to issue
         self.held: set[int] = set()  # already stored, kept until the end of this step
         self.arena = BestFitArena(capacity, alignment)
@@ -117,7 +134,12 @@ class _ArenaRun:
                                           size=self.alloc_size[t]))
 
     def _evict(self, t: int, s: int) -> None:
-        """Evict ``t`` before step s: spill it at s-1 if DRAM has no copy and it is needed later."""
+        """Evict ``t`` before step s: spill it at s-1 if DRAM has no copy and it is needed later.
+        A prefetch reservation not yet loaded is simply given up."""
+        if t in self.prefetched:
+            self.prefetched.discard(t)
+            self._drop_new(t)
+            return
         self.held.discard(t)
         if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
             self.transfers.append(Transfer(step=s - 1, kind="store", tensor=t, cause="spill",
@@ -129,13 +151,21 @@ class _ArenaRun:
         candidates = [t for t in self.arena.owners() if t not in pinned]
         if not candidates:
             return []
+        # Prefetch reservations hold no data yet: give them up first, the latest-needed first.
+        reserved = sorted((t for t in candidates if t in self.prefetched),
+                          key=lambda t: (-self.uses.next_use(t, s - 1), t))
+        rest = [t for t in candidates if t not in self.prefetched]
+        if not rest:
+            return reserved
         if self.policy is None:
+            if reserved:
+                return reserved
             raise PlanningError(
                 f"op {self.graph.ops[self.current_op].name!r} at step {s} does not fit in the "
                 f"{self.arena.capacity} B budget without evicting; add a spill policy "
                 "(e.g. '+belady' or '+lru') to the pipeline"
             )
-        return self.policy.rank(candidates, s, self.uses)
+        return reserved + self.policy.rank(rest, s, self.uses)
 
     def _make_room(self, t: int, pinned: set[int], s: int) -> int | None:
         offset = self.arena.find(self.alloc_size[t])
@@ -223,9 +253,9 @@ class _ArenaRun:
                 self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=tensor.size))
                 self.in_dram.add(t)
                 stored.add(t)
-        # Reserve the next op's loads while everything live at this step still holds its place.
-        if self.double_buffer and s + 1 < len(self.order):
-            self._prefetch(s, self.graph.ops[self.order[s + 1]])
+        # Reserve the next ops' loads while everything live at this step still holds its place.
+        if self.prefetch and s + 1 < len(self.order):
+            self._prefetch(s)
         for t in list(self.held):
             self.held.discard(t)
             self._close(t, s)
@@ -236,17 +266,21 @@ class _ArenaRun:
                 else:
                     self._close(t, s)
 
-    def _prefetch(self, s: int, next_op) -> None:
-        """Reserve space now for the next op's inputs that can be loaded (no eviction)."""
-        for t in dict.fromkeys(next_op.inputs):
-            if t in self.resident_since or not self._loadable(t):
-                continue
-            offset = self.arena.find(self.alloc_size[t])
-            if offset is None:
-                return
-            self.arena.place(t, offset, self.alloc_size[t])
-            self._open(t, offset, s)
-            self.prefetched.add(t)
+    def _prefetch(self, s: int) -> None:
+        """Reserve space now for the inputs of the next ``prefetch`` ops that can be loaded, in
+        the order they are needed (weights first within an op), without evicting anything;
+        stop at the first that does not fit, so loads stay in step order."""
+        for later in self.order[s + 1:s + 1 + self.prefetch]:
+            inputs = dict.fromkeys(self.graph.ops[later].inputs)
+            for t in sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight"):
+                if t in self.resident_since or not self._loadable(t):
+                    continue
+                offset = self.arena.find(self.alloc_size[t])
+                if offset is None:
+                    return
+                self.arena.place(t, offset, self.alloc_size[t])
+                self._open(t, offset, s)
+                self.prefetched.add(t)
 
     def _loadable(self, t: int) -> bool:
         tensor = self.graph.tensors[t]

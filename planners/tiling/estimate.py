@@ -117,3 +117,20 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[int], hw, image_like:
     fill = fill_loads + (first_tile[1] if first_tile else 0.0)
     bound = max(compute, dma / max(hw.dma.channels, 1), bus / hw.dram_bytes_per_cycle)
     return Estimate(bound + fill, compute, dma, bus)
+
+
+def estimate_untiled(op: Op, graph: Graph, whole: dict, hw, image_like: frozenset[str]) -> float:
+    """Cycles of ``op`` run whole with nothing prefetched: its compute after the loads of its
+    inputs that start in DRAM (weights, graph inputs), which nothing hides."""
+    box = tuple((0, n) for n in graph.tensors[op.outputs[0]].shape)
+    loads = 0.0
+    for t in dict.fromkeys(op.inputs):
+        tensor = graph.tensors[t]
+        if tensor.in_dram_initially:
+            loads += _transfer_cycles(tensor, tuple((0, n) for n in tensor.shape), hw, tensor.name in image_like)[0]
+    return loads + _tile_cycles(op, graph, box, None, True, hw)
+
+
+def store_cycles(tensor, hw, image_like: frozenset[str]) -> float:
+    """Unloaded cycles of storing a whole tensor."""
+    return _transfer_cycles(tensor, tuple((0, n) for n in tensor.shape), hw, tensor.name in image_like)[0]

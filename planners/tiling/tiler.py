@@ -3,7 +3,9 @@
 For every op whose inputs and outputs together exceed the budget (or every op, with the
 option ``tile_all``), choose a tile spec (``npusim.graph.tiling``) whose tiles fit in half
 the budget — the other half holds the next tile's inputs while this one computes (double
-buffering) — then replace the graph by its tiled expansion.
+buffering) — then replace the graph by its tiled expansion. An embedding lookup (a Gather
+from a table in DRAM) becomes one tile whatever the budget: it then loads only the rows it
+gathers, as a gather DMA does.
 
 Choosing a spec:
 
@@ -46,7 +48,7 @@ from npusim.graph.regions import (
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
 from npusim.plan.layout import image_like_tensors, storage_order
 from planners.options import int_option
-from planners.tiling.estimate import estimate
+from planners.tiling.estimate import estimate, estimate_untiled, store_cycles
 
 PREFERENCES = ("spatial", "channels", "reduction", "outer")
 OBJECTIVES = ("time", "bytes")
@@ -83,6 +85,13 @@ class Tiler:
         for op in graph.ops:
             if needs[op.id] > threshold:
                 specs[op.name] = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
+            elif _gathers_rows(op, graph):
+                specs[op.name] = _whole_spec(op, graph)
+            elif needs[op.id] > limit and objective == "time":
+                spec = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
+                if _streaming_pays(op, graph, spec, ctx.hw, align, image_like):
+                    specs[op.name] = spec
+            if op.name in specs:
                 tiles += count_tiles(op, graph, specs[op.name])
                 if tiles > max_tiles:
                     raise PlanningError(
@@ -92,9 +101,41 @@ class Tiler:
         ctx.tiling = specs
         if specs:
             ctx.graph = expand_cached(graph, specs)
-        # Prefetch the next op's inputs whether or not anything was tiled, so a roomier
-        # scratchpad never runs slower for lack of double buffering.
-        ctx.options.setdefault("double_buffer", True)
+
+
+def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, image_like) -> bool:
+    """Whether an op that fits the budget but not half of it runs faster tiled.
+
+    Untiled, nothing can be loaded for it while its predecessor computes (the two do not fit
+    together), so the loads of its inputs in DRAM (weights) are exposed: compute + those
+    loads. Tiled, its tiles stream double-buffered (``estimate``), but inputs produced on chip
+    must first be stored for its tiles to read: their stores are added."""
+    if "flat" in spec:
+        return False
+    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align)
+    tiled = estimate(op, graph, spec, reads, hw, image_like).cycles
+    whole = {"block": list(graph.tensors[op.outputs[0]].shape), "k": 0}
+    untiled = estimate_untiled(op, graph, whole, hw, image_like)
+    for t in dict.fromkeys(op.inputs):
+        tensor = graph.tensors[t]
+        if not tensor.in_dram_initially:
+            tiled += store_cycles(tensor, hw, image_like)
+    return tiled < untiled
+
+
+def _gathers_rows(op: Op, graph: Graph) -> bool:
+    """A Gather from a table in DRAM that reads fewer rows than the table has (an embedding
+    lookup): as one tile it moves only those rows, as a gather DMA does; untiled it would
+    load the whole table, so a scratchpad roomy enough to leave it untiled would run slower."""
+    if op.kind != "Gather" or len(op.inputs) < 2 or len(op.outputs) != 1:
+        return False
+    data, out = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+    return data.in_dram_initially and bool(out.shape) and out.size < data.size
+
+
+def _whole_spec(op: Op, graph: Graph) -> dict:
+    shape = graph.tensors[op.outputs[0]].shape
+    return {"block": list(shape), "k": 0, "order": list(range(len(shape)))}
 
 
 def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=None, objective: str = "time",

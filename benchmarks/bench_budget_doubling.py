@@ -1,0 +1,54 @@
+"""Latency when the scratchpad doubles: a roomier scratchpad must not run slower.
+
+For every shipped trace on ``edge-npu`` (or ``--hw``), simulate the default pipeline at
+scratchpad sizes 2× apart and print latency per size and the largest rise from one size to
+the next (the target: no rise above 2 %). Also prints, per trace, bus bytes / logical bytes
+and the latency over the largest of the report's lower bounds.
+
+    python benchmarks/bench_budget_doubling.py [--sizes 256KiB,512KiB,...] [--traces a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from npusim.resources import list_resources
+from npusim.units import parse_size
+from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, run
+
+SIZES = "512KiB,1MiB,2MiB,4MiB,8MiB,16MiB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hw", default="edge-npu")
+    parser.add_argument("--sizes", default=SIZES)
+    parser.add_argument("--traces", default="")
+    parser.add_argument("--pipeline", default=DEFAULT_PIPELINE)
+    args = parser.parse_args(argv)
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    traces = args.traces.split(",") if args.traces else list_resources("traces")
+    worst_overall = 0.0
+    for name in traces:
+        graph = load_graph(name)
+        cycles = []
+        for size in sizes:
+            hw = load_hw(args.hw, {"scratchpad.size": str(size)})
+            try:
+                _, report = run(graph, hw, args.pipeline)
+            except Exception as exc:  # noqa: BLE001 — report the point and go on
+                cycles.append(None)
+                print(f"{name} at {size // 1024} KiB: {type(exc).__name__}: {str(exc)[:100]}")
+                continue
+            cycles.append(report.cycles)
+        rises = [b / a - 1 for a, b in zip(cycles, cycles[1:]) if a and b]
+        worst = max(rises, default=0.0)
+        worst_overall = max(worst_overall, worst)
+        print(f"{name:18s} " + " ".join(f"{c / 1e6:9.3f}M" if c else "      n/a" for c in cycles)
+              + f"   worst rise {worst:+.2%}", flush=True)
+    print(f"worst rise over all traces: {worst_overall:+.2%} (target <= +2%)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
