@@ -180,7 +180,7 @@ def cmd_validate(args) -> int:
 def cmd_simulate(args) -> int:
     from npusim.workflow import load_graph, load_hw, simulate_plan
 
-    _check_writable(("--report", args.report), ("--timeline", args.timeline))
+    _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown))
     bar = _progress(4, "npusim")
     start = time.perf_counter()
     graph = load_graph(args.trace)
@@ -197,6 +197,8 @@ def cmd_simulate(args) -> int:
         report.save_json(args.report)
     if args.timeline:
         report.save_chrome_trace(args.timeline)
+    if args.breakdown:
+        report.save_breakdown_csv(args.breakdown)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, sort_keys=True))
     else:
@@ -358,6 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", help="simulate this plan JSON instead of planning (it is validated first)")
     p.add_argument("--report", help="write the report as JSON here")
     p.add_argument("--timeline", help="write a Chrome-trace / Perfetto timeline here")
+    p.add_argument("--breakdown", help="write one CSV row per op here: start, end, cycles, bound, stall cycles "
+                                       "and what it waited for, bytes in/out")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--jitter", type=_non_negative_int, metavar="SEED", help="stretch compute times randomly (seeded) to explore interleavings")
     p.add_argument("--jitter-amount", type=float, default=0.5, help="largest relative stretch with --jitter (default 0.5)")

@@ -33,10 +33,14 @@ from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.sim.costs import op_cycles, scratchpad_bytes
+from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 from npusim.sim.dram_memory import DramContents
 
+
+#: The critical-path cause of each bound ``op_cycles`` reports.
+BOUND_CAUSE = {"array": "array", "vector": "vector", "scratchpad": "scratchpad_bandwidth"}
 
 #: Resource guards: a run may process at most this many events per command (a correct run
 #: needs about ten), and may take at most this much wall time (env NPUSIM_SIM_MAX_SECONDS).
@@ -80,6 +84,11 @@ class _Machine:
         self.done = [self.env.event() for _ in program.commands]
         self.users_left = [len(u) for u in program.residency_users]
         self.timeline: list[TimelineEntry] = []
+        self.timings = [CommandTiming() for _ in program.commands]
+        self.free_channels = list(range(hw.dma.channels))
+        self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed)
+        self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data)
+        self.dram_flows = 0
         self.schedule = JitterSchedule(list(program.queues), jitter, seed) if jitter > 0 else None
         self.dram_memory: DramContents | None = None  # set by simulate() for a plan with a DRAM layout
         self.jitter = jitter
@@ -110,31 +119,60 @@ class _Machine:
             self.users_left[a.residency] -= 1
             if self.users_left[a.residency] == 0:
                 self.scratchpad.release(a.residency)
+        self._sample_occupancy()
 
     def _tensor(self, t: int) -> str:
         return self.graph.tensors[t].name
 
     # -- queues ------------------------------------------------------------------------------
+    def _bind(self, cmd: Command, previous: int | None, previous_at_start: bool) -> None:
+        """Record when ``cmd`` became ready and which command made it so (``critical_path``):
+        the queue's previous command (at its end, or at its start for an in-order DMA queue)
+        or the semaphore signalled last; ties go to the queue."""
+        timing = self.timings[cmd.id]
+        timing.ready = self.env.now
+        best, best_time, at_start = None, -1.0, False
+        if previous is not None:
+            p = self.timings[previous]
+            best, best_time, at_start = previous, (p.start if previous_at_start else p.end), previous_at_start
+        for w in cmd.waits:
+            if self.timings[w].end > best_time:
+                best, best_time, at_start = w, self.timings[w].end, False
+        timing.binding, timing.binding_at_start = best, at_start
+
+    def _sample_occupancy(self) -> None:
+        samples = self.occupancy
+        if samples and samples[-1][0] == self.env.now:
+            samples[-1] = (self.env.now, self.scratchpad.used)
+        else:
+            samples.append((self.env.now, self.scratchpad.used))
+
     def compute_queue(self, commands: list[Command]):
         if not commands:
             return
         stream = int(commands[0].queue.removeprefix("stream"))
         core = self.cores[stream % len(self.cores)]
+        lane = f"core{stream % len(self.cores)}"
         # A core that serves only this stream needs no arbitration (saves two events per op).
         shared = self.program.streams > len(self.cores)
+        previous = None
         for cmd in commands:
             for event in self._pending(cmd):
                 yield event
+            self._bind(cmd, previous, False)
             if shared:
                 req = core.request()
                 yield req
+            timing = self.timings[cmd.id]
+            timing.start, timing.lane = self.env.now, lane
             op = self.graph.ops[cmd.op]
             who = lambda cmd=cmd: self._who(cmd)  # noqa: E731  (formatted only for an error)
             for a in cmd.reads:
                 self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
             for a in cmd.writes:
                 self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-            cycles = self._op_cycles(op)
+            self._sample_occupancy()
+            cycles, bound = self._op_cycles(op)
             if self.schedule is not None:
                 cycles *= self.schedule.stretch(cmd.queue)
             start = self.env.now
@@ -143,24 +181,31 @@ class _Machine:
                 self.scratchpad.fill(a.residency)
             self.core_busy += cycles
             self._account_op(op)
-            self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now))
+            timing.end, timing.parts = self.env.now, {BOUND_CAUSE[bound]: cycles}
+            self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now,
+                                               lane=lane, command=cmd.id))
             if shared:
                 core.release(req)
             self._complete(cmd)
+            previous = cmd.id
 
-    def _op_cycles(self, op) -> float:
-        cycles = self._cycles.get(op.id)
-        if cycles is None:
-            cycles = self._cycles[op.id] = op_cycles(op, self.graph, self.hw)[0]
-        return cycles
+    def _op_cycles(self, op) -> tuple[float, str]:
+        found = self._cycles.get(op.id)
+        if found is None:
+            found = self._cycles[op.id] = op_cycles(op, self.graph, self.hw)
+        return found
 
     def dma_queue(self, commands: list[Command]):
+        previous = None
         for cmd in commands:
             for event in self._pending(cmd):
                 yield event
+            self._bind(cmd, previous, True)
             req = self.channels.request()
             yield req
+            self.timings[cmd.id].start = self.env.now
             self.env.process(self._dma(cmd, req))
+            previous = cmd.id
 
     def _dma(self, cmd: Command, req):
         who = lambda: self._who(cmd)  # noqa: E731  (formatted only for an error)
@@ -168,16 +213,23 @@ class _Machine:
             self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
         for a in cmd.reads:
             self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+        self._sample_occupancy()
         if self.dram_memory is not None:  # plans with a DRAM layout: live DRAM data is checked too
             self.dram_memory.start(cmd, who)
+        channel = self.free_channels.pop(0)
+        lane = f"dma{channel}"
         start = self.env.now
         cost = cmd.cost
-        overhead = overhead_cycles(cost, self.hw)
+        setup = cost.descriptors * self.hw.dma.setup_cycles
+        latency = self.hw.dram_latency_cycles
         if self.schedule is not None:  # delay DMAs too (by their unloaded time x (stretch - 1)): races with loads show
-            overhead += (self.schedule.stretch(cmd.queue) - 1.0) * unloaded_cycles(cost, self.hw)
-        yield self.env.timeout(overhead)
+            setup += (self.schedule.stretch(cmd.queue) - 1.0) * unloaded_cycles(cost, self.hw)
+        yield self.env.timeout(setup + latency)
         flowing = self.env.now
+        self._sample_dram(+1)
         yield self.dram.transfer(cost.bus_bytes)
+        self._sample_dram(-1)
+        moving = self.env.now - flowing
         addresses_left = flowing + address_cycles(cost, self.hw) - self.env.now
         if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
             yield self.env.timeout(addresses_left)
@@ -186,15 +238,29 @@ class _Machine:
         for a in cmd.writes:
             self.scratchpad.fill(a.residency)
         self.channels.release(req)
+        self.free_channels.append(channel)
+        self.free_channels.sort()
         self.channel_busy += self.env.now - start
+        timing = self.timings[cmd.id]
+        timing.end, timing.lane = self.env.now, lane
+        timing.parts = {f"{cmd.kind}_overhead": setup + max(addresses_left, 0.0), f"{cmd.kind}_latency": latency,
+                        f"{cmd.kind}_bandwidth": moving}
         e = self.hw.energy
         self.energy["dram"] += cost.bus_bytes * e.dram_byte  # what crosses the bus, as the timing
         self.energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
         key = "scratchpad_write" if cmd.kind == "load" else "scratchpad_read"
         self.energy[key] += cmd.nbytes * (e.scratchpad_write_byte if cmd.kind == "load" else e.scratchpad_read_byte)
         self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
-                                           self.env.now, cmd.cause, cmd.nbytes))
+                                           self.env.now, cmd.cause, cmd.nbytes, lane=lane, command=cmd.id))
         self._complete(cmd)
+
+    def _sample_dram(self, change: int) -> None:
+        self.dram_flows += change
+        samples = self.dram_samples
+        if samples and samples[-1][0] == self.env.now:
+            samples[-1] = (self.env.now, self.dram_flows)
+        else:
+            samples.append((self.env.now, self.dram_flows))
 
     def _account_op(self, op) -> None:
         parts = self._op_energy(op)
@@ -283,6 +349,9 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
             else:
                 write += c.nbytes
     compute_bound = sum(op_cycles(o, graph, hw)[0] for o in graph.ops) / min(hw.cores.count, program.streams)
+    stalls, _ = critical_path(machine.timings)
+    semaphores = tuple((w, c.id) for c in program.commands for w in c.waits
+                       if program.commands[w].queue != c.queue)
     span = max(cycles, 1e-9)
     return Report(
         graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,
@@ -298,5 +367,9 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         lower_bounds={"compute_cycles": compute_bound, "dram_cycles": bus / hw.dram_bytes_per_cycle,
                       "dma_cycles": dma_work / hw.dma.channels},
         commands=program.n_commands, events=machine.env.processed,
+        stalls={k: v for k, v in stalls.items() if v > 0},
         timeline=tuple(sorted(machine.timeline, key=lambda e: (e.start, e.queue, e.name))),
+        op_breakdown=tuple(op_breakdown(program, machine.timings)),
+        counters={"scratchpad bytes": tuple(machine.occupancy), "DRAM transfers moving data": tuple(machine.dram_samples)},
+        semaphores=semaphores,
     )

@@ -21,6 +21,8 @@ class TimelineEntry:
     end: float
     cause: str | None = None
     nbytes: int = 0
+    lane: str = ""  # the core or DMA channel it ran on (one Perfetto track each)
+    command: int = -1  # the Program command it ran (for semaphore arrows)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,11 @@ class Report:
     lower_bounds: dict  # compute_cycles / dram_cycles / dma_cycles: what no run of this model beats
     commands: int
     events: int
+    stalls: dict = field(default_factory=dict)  # critical-path cycles by cause (npusim.sim.critical_path)
     timeline: tuple[TimelineEntry, ...] = field(default=(), repr=False)
+    op_breakdown: tuple = field(default=(), repr=False)  # one dict per op run (--breakdown CSV)
+    counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...)
+    semaphores: tuple = field(default=(), repr=False)  # (signalling command, waiting command)
 
     @property
     def total_energy_pj(self) -> float:
@@ -59,9 +65,26 @@ class Report:
         data = asdict(self)
         data["total_energy_pj"] = self.total_energy_pj
         data["offchip_total_bytes"] = self.offchip_total_bytes
+        for bulky in ("op_breakdown", "counters", "semaphores"):
+            data.pop(bulky)
         if not timeline:
             data.pop("timeline")
         return data
+
+    def save_breakdown_csv(self, path: str | Path) -> None:
+        """One row per op run: start, end, cycles, bound, stall cycles before it and what it
+        waited for, bytes in and out (``npusim.sim.critical_path.op_breakdown``)."""
+        import csv
+        import io
+
+        columns = ("op", "kind", "step", "queue", "lane", "start", "end", "cycles", "bound", "stall_cycles",
+                   "stalled_on", "bytes_in", "bytes_out")
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for row in self.op_breakdown:
+            writer.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
+        Path(path).write_text(out.getvalue())
 
     def save_json(self, path: str | Path, timeline: bool = False) -> None:
         Path(path).write_text(json.dumps(self.to_dict(timeline), indent=1, sort_keys=True) + "\n")
@@ -80,17 +103,34 @@ class Report:
         return row
 
     def chrome_trace(self) -> dict:
-        """Chrome-trace / Perfetto JSON: one thread per queue, timestamps in microseconds."""
+        """Chrome-trace / Perfetto JSON, timestamps in microseconds: one track per core and per
+        DMA channel (slices never overlap within a track), counter tracks for scratchpad bytes
+        in use and DRAM transfers moving data, and an arrow per cross-queue semaphore."""
         us = 1e6 / self.clock_hz
-        queues = sorted({e.queue for e in self.timeline})
-        tid = {q: i for i, q in enumerate(queues)}
-        events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid[q], "args": {"name": q}} for q in queues]
+        lanes = sorted({e.lane or e.queue for e in self.timeline})
+        tid = {q: i for i, q in enumerate(lanes)}
+        events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid[q], "args": {"name": q}} for q in lanes]
+        where = {}
         for e in self.timeline:
+            lane = tid[e.lane or e.queue]
             events.append({
-                "name": e.name, "cat": e.kind, "ph": "X", "pid": 0, "tid": tid[e.queue],
+                "name": e.name, "cat": e.kind, "ph": "X", "pid": 0, "tid": lane,
                 "ts": e.start * us, "dur": max(e.end - e.start, 0.0) * us,
-                "args": {"step": e.step, "cause": e.cause, "bytes": e.nbytes},
+                "args": {"step": e.step, "queue": e.queue, "cause": e.cause, "bytes": e.nbytes},
             })
+            if e.command >= 0:
+                where[e.command] = (lane, e.start * us, e.end * us)
+        for name, samples in self.counters.items():
+            for cycle, value in samples:
+                events.append({"name": name, "ph": "C", "pid": 0, "ts": cycle * us, "args": {"value": value}})
+        for k, (signal, wait) in enumerate(self.semaphores):
+            if signal in where and wait in where:
+                (a_lane, a_start, a_end), (b_lane, b_start, _) = where[signal], where[wait]
+                inside = max(a_start, a_end - min(1e-3, (a_end - a_start) / 2))  # a point within the slice
+                events.append({"name": "semaphore", "cat": "semaphore", "ph": "s", "id": k, "pid": 0,
+                               "tid": a_lane, "ts": inside})
+                events.append({"name": "semaphore", "cat": "semaphore", "ph": "f", "bp": "e", "id": k, "pid": 0,
+                               "tid": b_lane, "ts": b_start})
         return {"traceEvents": events, "displayTimeUnit": "ns",
                 "otherData": {"graph": self.graph, "hardware": self.hardware, "planner": self.planner}}
 
@@ -115,4 +155,8 @@ class Report:
             "  utilisation    " + ", ".join(f"{k} {v:.1%}" for k, v in self.utilisation.items()),
             f"  simulated      {self.commands:,} commands, {self.events:,} events",
         ]
+        if self.stalls:
+            top = sorted(self.stalls.items(), key=lambda kv: -kv[1])[:5]
+            span = max(self.cycles, 1e-9)
+            lines.insert(3, "  critical path  " + ", ".join(f"{k} {v / span:.1%}" for k, v in top))
         return "\n".join(lines)

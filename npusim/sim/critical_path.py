@@ -1,0 +1,108 @@
+"""Where the time went: every cycle of the critical path attributed to a cause.
+
+The simulator records, for every command, when it became *ready* (its queue let it go and
+every semaphore it waits for was signalled), which command made it ready last (its *binding*
+predecessor, and whether at that command's end — a semaphore or the compute queue's previous
+op — or at its start — a DMA queue issues in order, so a transfer cannot be issued before the
+previous one got its channel), when it *started* (it got its core or DMA channel) and how its
+own time splits into parts.
+
+The critical path is walked back from the command that ends last: its own parts, then the
+wait for its resource (``start - ready``), then its binding predecessor, and so on until
+cycle 0. Each cycle of the run lands in exactly one cause, so the causes add up to the
+latency:
+
+=========================  ==============================================================
+cause                      cycles of
+=========================  ==============================================================
+array                      a compute bound by the PE array (fold formula)
+vector                     a compute on the vector unit
+scratchpad_bandwidth       a compute bound by scratchpad bytes per cycle
+load_overhead              descriptor setup of a load, and address generation beyond its data
+load_latency               the DRAM latency of a load
+load_bandwidth             a load's bursts moving at the bandwidth DRAM granted it
+store_overhead / _latency / _bandwidth  the same for stores (write-backs, spills)
+dma_channel_wait           a ready transfer waiting for a free DMA channel
+core_wait                  a ready op waiting for a core another stream holds
+idle                       nothing on the path (before the first command can start)
+=========================  ==============================================================
+
+A load on the critical path means the compute after it waited for data: its parts say
+whether bandwidth, DMA overhead or DRAM latency is to blame. A load whose binding
+predecessor is a compute waited for free space (the op using its region had to finish).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
+          "store_overhead", "store_latency", "store_bandwidth", "dma_channel_wait", "core_wait", "idle")
+
+
+@dataclass
+class CommandTiming:
+    """What the simulator recorded about one command."""
+
+    ready: float = 0.0
+    start: float = 0.0
+    end: float = 0.0
+    binding: int | None = None  # the command that made it ready last
+    binding_at_start: bool = False  # bound by that command's start (DMA issue order), not its end
+    parts: dict = field(default_factory=dict)  # cause -> cycles of the command itself
+    lane: str = ""
+
+
+def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[int]]:
+    """(cycles by cause along the critical path, the path's command ids, last first)."""
+    stalls = dict.fromkeys(CAUSES, 0.0)
+    if not timings:
+        return stalls, []
+    current = max(range(len(timings)), key=lambda i: (timings[i].end, i))
+    at_start = False
+    path = []
+    guard = 2 * len(timings) + 2
+    while current is not None and guard:
+        guard -= 1
+        t = timings[current]
+        path.append(current)
+        if not at_start:
+            for cause, cycles in t.parts.items():
+                stalls[cause] += cycles
+        wait = t.start - t.ready
+        if wait > 0:
+            stalls["core_wait" if t.lane.startswith("core") else "dma_channel_wait"] += wait
+        if t.binding is None:
+            stalls["idle"] += t.ready
+            break
+        at_start = t.binding_at_start
+        current = t.binding
+    return stalls, path
+
+
+def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
+    """One row per compute command: when it ran, what bound it, and how long its stream sat
+    idle before it and why (the kind of command it waited for last)."""
+    graph = program.graph
+    rows = []
+    previous_end: dict[str, float] = {}
+    for cmd in sorted((c for c in program.commands if c.kind == "compute"), key=lambda c: timings[c.id].start):
+        t = timings[cmd.id]
+        op = graph.ops[cmd.op]
+        idle = max(t.start - previous_end.get(cmd.queue, 0.0), 0.0)
+        previous_end[cmd.queue] = t.end
+        waited_for = ""
+        if idle > 0 and t.binding is not None:
+            other = program.commands[t.binding]
+            waited_for = other.kind if other.queue != cmd.queue else "queue"
+            if other.kind == "compute":
+                waited_for = "semaphore"
+        bound = next(iter(t.parts), "")
+        rows.append({
+            "op": op.name, "kind": op.kind, "step": cmd.step, "queue": cmd.queue, "lane": t.lane,
+            "start": t.start, "end": t.end, "cycles": t.end - t.start, "bound": bound,
+            "stall_cycles": idle, "stalled_on": waited_for,
+            "bytes_in": sum(graph.tensors[i].size for i in dict.fromkeys(op.inputs)),
+            "bytes_out": sum(graph.tensors[o].size for o in op.outputs),
+        })
+    return rows
