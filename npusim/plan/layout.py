@@ -12,6 +12,10 @@ element-wise ops, pads and concats from or to them (found to a fixpoint). Everyt
 matrices, attention tensors [B, heads, S, d], tensors across a Reshape or Transpose — keeps its
 row-major order: their logical order is already their storage order.
 
+Weights are constants, so a compiler stores them in DRAM in the order the tiles read them
+(Arm's Vela compiler encodes each Ethos-U block's weights as one stream; TPU compilers
+pre-tile weights likewise): a tile of a weight is one contiguous run, whatever the layout.
+
 A layout is a permutation ``order`` of the logical dimensions, outermost first: NHWC of a
 rank-4 tensor is (0, 2, 3, 1). ``storage_view`` turns a box of a tensor (the logical view a
 tile has) into the DRAM view a DMA walks: its shape and strides in storage order, so the
@@ -109,6 +113,8 @@ class DramLayout:
         if tensor.view is None:
             return 0, (tensor.elements,), (1,)
         v = tensor.view
+        if tensor.kind == "weight":  # stored pre-tiled: one run from the tile's first element
+            return v.offset, (tensor.elements,), (1,)
         base_shape = self._shapes.get(v.base)
         if base_shape is None or len(v.shape) != len(base_shape) or len(base_shape) < 2:
             return v.offset, tuple(v.shape), tuple(v.strides)
