@@ -71,7 +71,7 @@ class EnergyConfig:
     scratchpad_read_byte: float = knob(1.25, "energy", "reading one scratchpad byte (5 pJ / 32-bit access)")
     scratchpad_write_byte: float = knob(1.25, "energy", "writing one scratchpad byte (5 pJ / 32-bit access)")
     dram_byte: float = knob(64.0, "energy", "moving one byte to or from DRAM (8 pJ/bit)")
-    dma_descriptor: float = knob(50.0, "energy", "processing one DMA descriptor (per transfer)")
+    dma_descriptor: float = knob(50.0, "energy", "processing one DMA descriptor (a transfer may need several)")
     static_power: float = knob(0.05, "power", "leakage and clock power of the whole chip")
 
     def mac(self, dtype: str) -> float:

@@ -91,9 +91,7 @@ class ArenaAllocator:
 def prefetch_depth(options, planner: str) -> int:
     """How many ops ahead loads are reserved (option ``prefetch_depth``, default
     ``PREFETCH_DEPTH``); ``double_buffer=false`` turns prefetching off (0)."""
-    depth = int_option(options, "prefetch_depth", PREFETCH_DEPTH, planner)
-    if depth < 0:
-        raise PlanningError(f"{planner}: planner option prefetch_depth={depth}: expected 0 or more ops")
+    depth = int_option(options, "prefetch_depth", PREFETCH_DEPTH, planner, minimum=0)
     if str(options.get("double_buffer", "true")).lower() in ("false", "0", "no"):
         return 0
     return depth

@@ -93,7 +93,10 @@ class Tiler:
             elif _gathers_rows(op, graph):
                 specs[op.name] = _whole_spec(op, graph)
             elif needs[op.id] > limit and objective == "time":
-                spec = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
+                try:
+                    spec = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
+                except PlanningError:
+                    continue  # it fits untiled, and cannot be tiled: leave it whole
                 if _streaming_pays(op, graph, spec, ctx.hw, align, image_like):
                     specs[op.name] = spec
             if op.name in specs:
