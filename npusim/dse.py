@@ -41,6 +41,7 @@ import npusim
 from npusim import units
 from npusim.compare import (METRIC_COLUMNS, WALL_CLOCK_COLUMNS, check_pipelines, infeasible_row, metrics_row,
                             rows_to_csv)
+from npusim.atomic_io import atomic_write_text
 from npusim.errors import NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.loader import hardware_to_dict, iter_knobs
@@ -484,8 +485,8 @@ def write_results(result: SweepResult, out: str | Path, sweeps: list[Sweep], *,
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     rows = result.rows if timings else without_wall_clock(result.rows)
     columns = [c for c in METRIC_COLUMNS if timings or c not in WALL_CLOCK_COLUMNS]
-    csv_path.write_text(rows_to_csv(rows))
-    json_path.write_text(json.dumps({
+    atomic_write_text(csv_path, rows_to_csv(rows))
+    atomic_write_text(json_path, json.dumps({
         "format": "npusim-dse/1", "npusim": npusim.__version__,
         "sweeps": {s.key: list(s.values) for s in sweeps},
         "columns": [*columns, *(s.key for s in sweeps)],
