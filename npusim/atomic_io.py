@@ -49,27 +49,31 @@ def _describe(exc: OSError) -> str:
 
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", *, encoding: str | None = "utf-8",
-                newline: str | None = None, file_mode: int | None = None) -> Iterator[IO]:
+                newline: str | None = None, file_mode: int | None = None,
+                follow_symlinks: bool = True) -> Iterator[IO]:
     """A file object for ``path`` that replaces it only when the ``with`` block succeeds.
 
     ``mode`` is ``"w"`` (text) or ``"wb"`` (bytes). ``file_mode`` is the new file's
-    permission bits (default: 0o666 minus the umask, as ``open`` would give).
+    permission bits (default: 0o666 minus the umask, as ``open`` would give). With
+    ``follow_symlinks=False`` (the result cache) whatever sits at ``path`` -- a symlink, a
+    FIFO, a device -- is itself replaced by the new regular file; nothing it points to is
+    opened or written.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
     target = Path(path)
     binary = mode == "wb"
     kwargs = {} if binary else {"encoding": encoding, "newline": newline}
-    real = Path(os.path.realpath(target))
+    real = Path(os.path.realpath(target)) if follow_symlinks else Path(os.path.abspath(target))
     try:
-        st = os.stat(real)
+        st = os.stat(real) if follow_symlinks else os.lstat(real)
     except FileNotFoundError:
         st = None
     except OSError as exc:
         raise OutputError(f"{target}: cannot write: {_describe(exc)}") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise OutputError(f"{target}: is a folder, expected a file name")
-    if st is not None and not stat.S_ISREG(st.st_mode):
+    if st is not None and not stat.S_ISREG(st.st_mode) and follow_symlinks:
         # a device or FIFO: there is nothing to keep whole, and renaming over it would destroy it
         try:
             with open(real, mode, **kwargs) as handle:
