@@ -347,7 +347,12 @@ def _run_local(points: list[Point], jobs: int, done: Callable[[Point, dict], Non
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context()) as pool:
+    import os
+
+    from npusim.worker_lifetime import die_with
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=die_with,
+                             initargs=(os.getpid(),)) as pool:  # workers end with the sweep, even on SIGKILL
         futures = {pool.submit(evaluate_point, p): p for p in points}
         for future in as_completed(futures):
             done(futures[future], future.result())
@@ -360,7 +365,7 @@ def _worker_context():
 
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "planners"])
+        context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "npusim.worker_lifetime", "planners"])
         return context
     return multiprocessing.get_context("spawn")
 
