@@ -470,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     pipe on stdout (``npusim list | head -1``) ends quietly with 0."""
     try:
         args = build_parser().parse_args(argv)
+        from npusim.env_knobs import check_all
+
+        check_all()  # NPUSIM_* variables: a bad value is one line here, not a failure deep inside
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe or full disk behind stdout shows here, not at exit
         return code
@@ -490,7 +493,9 @@ def main(argv: list[str] | None = None) -> int:
         print("npusim: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: say so plainly, traceback on request
-        if os.environ.get("NPUSIM_DEBUG"):
+        from npusim.env_knobs import debug
+
+        if debug():
             raise
         print(f"npusim: internal error: {type(exc).__name__}: {exc} (set NPUSIM_DEBUG=1 for the traceback "
               "and please report it)", file=sys.stderr)

@@ -194,3 +194,50 @@ def test_a_closed_pipe_ends_quietly(args):
     done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.stderr == "" and done.stdout.strip() == "0"
+
+
+# ---------------------------------------------------------------- environment and local folders
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-5", "0"])
+def test_a_bad_environment_knob_is_one_line_naming_it(capsys, monkeypatch, value):
+    monkeypatch.setenv("NPUSIM_SIM_MAX_SECONDS", value)
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"NPUSIM_SIM_MAX_SECONDS={value!r}" in err and "positive" in err
+
+
+def test_the_simulator_reads_the_knob_when_it_runs(monkeypatch, chain_trace):
+    from npusim.errors import NpusimError
+    from npusim.workflow import load_graph, load_hw, plan_graph, simulate_plan
+
+    graph, hw = load_graph(chain_trace), load_hw("edge-npu")
+    plan = plan_graph(graph, hw, "default+arena+belady", 4096)
+    monkeypatch.setenv("NPUSIM_SIM_MAX_SECONDS", "nan")  # used to turn the guard off silently
+    with pytest.raises(NpusimError, match="NPUSIM_SIM_MAX_SECONDS"):
+        simulate_plan(plan, graph, hw)
+    monkeypatch.setenv("NPUSIM_SIM_MAX_SECONDS", "120")
+    assert simulate_plan(plan, graph, hw).cycles > 0
+
+
+def test_a_missing_hw_path_folder_is_named(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("NPUSIM_HW_PATH", str(tmp_path / "nowhere"))
+    assert main(["list"]) == 2
+    assert "NPUSIM_HW_PATH" in capsys.readouterr().err
+
+
+def test_a_local_traces_folder_that_shadows_a_shipped_trace_is_named(capsys, monkeypatch, tmp_path):
+    from npusim import resources
+
+    shipped = resources.find_resource("traces", "resnet18")
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "resnet18.json").write_bytes(shipped.read_bytes())
+    (tmp_path / "traces" / "mine.json").write_bytes(shipped.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(resources, "_warned", set())
+    assert resources.find_resource("traces", "mine") == tmp_path / "traces" / "mine.json"
+    assert capsys.readouterr().err == ""  # a new name shadows nothing
+    assert resources.find_resource("traces", "resnet18") == tmp_path / "traces" / "resnet18.json"
+    assert resources.find_resource("traces", "resnet18.json") == tmp_path / "traces" / "resnet18.json"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "traces/resnet18.json in the working directory shadows" in err
