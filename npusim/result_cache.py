@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from npusim.atomic_io import OutputError, atomic_open
+from npusim.errors import NpusimError
 
 CACHE_FORMAT = "npusim-dse-point/2"
 #: A row is ~1 KiB; anything much larger is not an entry this code wrote.
@@ -109,6 +110,9 @@ class Cache:
 
     def __init__(self, folder: str | Path | None, warn=None):
         self.folder = Path(folder) if folder is not None else None
+        if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
+            raise NpusimError(f"--cache-dir {self.folder}: not a folder; expected a folder for the cache "
+                              "(or --no-cache)")
         self._warn = warn or (lambda message: print(f"npusim: warning: {message}", file=sys.stderr))
         self._write_failed = False
 
@@ -149,5 +153,7 @@ class Cache:
                 return
             folder.mkdir(parents=True, exist_ok=True)
             info = os.lstat(folder)
+        except OSError as exc:  # e.g. a file where the cache folder should be
+            raise BadEntry(f"{folder}: {exc.strerror}") from None
         if not stat.S_ISDIR(info.st_mode):
             raise BadEntry(f"{folder} is not a folder (a symlink or file where the cache expects a folder)")

@@ -241,3 +241,36 @@ def test_a_local_traces_folder_that_shadows_a_shipped_trace_is_named(capsys, mon
     assert resources.find_resource("traces", "resnet18.json") == tmp_path / "traces" / "resnet18.json"
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "traces/resnet18.json in the working directory shadows" in err
+
+
+def test_every_writer_goes_through_the_atomic_helper():
+    """No module writes a file directly (write_text/write_bytes/open for writing/savefig to a
+    path): a new writer that bypasses npusim.atomic_io fails here."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted([*root.joinpath("npusim").rglob("*.py"), *root.joinpath("planners").rglob("*.py")]):
+        if path.name == "atomic_io.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            mode = next((a.value for a in node.args[1:2] if isinstance(a, ast.Constant)), None)
+            mode = next((k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)),
+                        mode)
+            writes = (name in ("write_text", "write_bytes", "mkstemp", "NamedTemporaryFile")
+                      or (name in ("open", "fdopen") and isinstance(mode, str) and any(c in mode for c in "wax+")))
+            if writes:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno} {name}")
+    assert offenders == []
+
+
+def test_a_file_as_cache_folder_is_one_error(capsys, chain_trace, tmp_path):
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("x")
+    code = main(["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=3KiB", "--cache-dir", str(not_a_folder),
+                 "--out", str(tmp_path / "r.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--cache-dir" in err
