@@ -419,7 +419,7 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
         raise DseError(f"--jobs {jobs}: expected 1 or more")
     start = time.perf_counter()
     points = [replace(p, index=i) for i, p in enumerate(points)]  # lists may be joined from several sweeps
-    cache = Cache(cache_dir)
+    cache = Cache(cache_dir, columns=METRIC_COLUMNS)
     rows: dict[int, dict] = {}
     todo = []
     for point in points:

@@ -50,8 +50,11 @@ def entry_text(key: str, row: dict, about: dict) -> str:
                        "checksum": row_checksum(key, row)}) + "\n"
 
 
-def parse_entry(text: bytes, key: str) -> dict:
-    """The row of an entry for ``key``, or ``BadEntry`` saying what is wrong."""
+def parse_entry(text: bytes, key: str, columns: tuple | list | None = None) -> dict:
+    """The row of an entry for ``key``, or ``BadEntry`` saying what is wrong.
+
+    With ``columns``, the row must have exactly these keys in this order (what the code
+    that computes rows gives), so a hand-made row cannot reach the results."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -66,6 +69,8 @@ def parse_entry(text: bytes, key: str) -> dict:
         raise BadEntry("no row")
     if data.get("checksum") != row_checksum(key, row):
         raise BadEntry("checksum mismatch (the entry was edited or damaged)")
+    if columns is not None and list(row) != list(columns):
+        raise BadEntry("the row's columns are not the ones this npusim writes")
     return row
 
 
@@ -108,8 +113,9 @@ def read_entry(path: Path) -> bytes | None:
 class Cache:
     """Rows of finished points, by key; ``folder=None`` is a cache that holds nothing."""
 
-    def __init__(self, folder: str | Path | None, warn=None):
+    def __init__(self, folder: str | Path | None, warn=None, columns: tuple | list | None = None):
         self.folder = Path(folder) if folder is not None else None
+        self.columns = columns
         if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
             raise NpusimError(f"--cache-dir {self.folder}: not a folder; expected a folder for the cache "
                               "(or --no-cache)")
@@ -126,7 +132,7 @@ class Cache:
         try:
             self._check_subfolder(path.parent)
             data = read_entry(path)
-            return None if data is None else parse_entry(data, key)
+            return None if data is None else parse_entry(data, key, self.columns)
         except BadEntry as exc:
             self._warn(f"cache entry {path}: {exc}; computing the point again")
             return None

@@ -74,6 +74,16 @@ def test_an_edit_with_a_recomputed_checksum_for_another_key_is_detected(setup, c
     assert again.computed == 1 and same(again.rows, rows) and "another key" in capsys.readouterr().err
 
 
+def test_a_forged_row_with_a_valid_checksum_but_other_columns_is_refused(setup, capsys):
+    points, cache, entry, rows = setup
+    data = json.loads(entry.read_text())
+    del data["row"]["status"]  # a row summary() could not print
+    data["checksum"] = row_checksum(data["key"], data["row"])
+    entry.write_text(json.dumps(data))
+    again = rerun(points, cache)
+    assert again.computed == 1 and same(again.rows, rows) and "columns" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"format": "npusim-dse-point/1", "row": {}}', "", "9" * 5000])
 def test_a_malformed_entry_is_recomputed_not_a_crash(setup, capsys, text):
     points, cache, entry, rows = setup
