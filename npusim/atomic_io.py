@@ -54,7 +54,8 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str | None = "ut
     """A file object for ``path`` that replaces it only when the ``with`` block succeeds.
 
     ``mode`` is ``"w"`` (text) or ``"wb"`` (bytes). ``file_mode`` is the new file's
-    permission bits (default: 0o666 minus the umask, as ``open`` would give). With
+    permission bits (default: those of the file replaced, else 0o666 minus the umask, as
+    ``open`` would give). With
     ``follow_symlinks=False`` (the result cache) whatever sits at ``path`` -- a symlink, a
     FIFO, a device -- is itself replaced by the new regular file; nothing it points to is
     opened or written.
@@ -96,8 +97,11 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str | None = "ut
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-            if hasattr(os, "fchmod"):  # mkstemp made it 0600; give it the mode open() would
-                os.fchmod(handle.fileno(), (0o666 & ~_umask()) if file_mode is None else file_mode)
+            if hasattr(os, "fchmod"):  # mkstemp made it 0600: keep the old file's mode, or open()'s
+                if file_mode is None:
+                    regular = st is not None and stat.S_ISREG(st.st_mode)  # not a replaced link's 0777
+                    file_mode = stat.S_IMODE(st.st_mode) if regular else 0o666 & ~_umask()
+                os.fchmod(handle.fileno(), file_mode)
         os.replace(tmp_name, real)
     except OSError as exc:
         _remove(tmp_name)

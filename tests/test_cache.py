@@ -105,6 +105,9 @@ def test_a_symlink_to_a_file_outside_is_neither_read_nor_written(setup, capsys, 
     assert again.computed == 1 and same(again.rows, rows) and "symlink" in capsys.readouterr().err
     assert outside.read_text() == before  # not written through the link
     assert not entry.is_symlink() and entry.is_file()  # the link itself was replaced
+    mask = os.umask(0)
+    os.umask(mask)
+    assert entry.stat().st_mode & 0o777 == 0o666 & ~mask  # a file with the usual mode, not the link's 0777
 
 
 def test_a_symlink_to_dev_zero_is_refused(setup, capsys):

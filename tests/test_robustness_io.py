@@ -274,3 +274,11 @@ def test_a_file_as_cache_folder_is_one_error(capsys, chain_trace, tmp_path):
                  "--out", str(tmp_path / "r.csv")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--cache-dir" in err
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "shared.json"
+    target.write_text(OLD)
+    target.chmod(0o640)
+    atomic_write_text(target, "new")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640 and target.read_text() == "new"
