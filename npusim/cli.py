@@ -468,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     0 done, 1 a plan or golden check failed, 2 a user error (bad input, a file that cannot be
     read or written, a full disk), 3 an internal error (a bug), 130 interrupted. A closed
     pipe on stdout (``npusim list | head -1``) ends quietly with 0."""
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
     try:
         args = build_parser().parse_args(argv)
         from npusim.env_knobs import check_all
@@ -477,17 +479,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe or full disk behind stdout shows here, not at exit
         return code
     except BrokenPipeError:  # before OSError, its base class: the reader stopped reading
-        _detach_stdout()
+        _detach(stdout)
         return 0
+    except StdoutError as exc:  # e.g. `npusim list > /dev/full`
+        _detach(stdout)
+        print(f"npusim: error: cannot write to standard output: {exc}", file=sys.stderr)
+        return 2
     except NpusimError as exc:
         print(f"npusim: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a path given on the command line, or stdout on a full disk
-        if exc.filename is None:
-            _detach_stdout()  # the failed write was (most likely) stdout: do not fail again at exit
-            print(f"npusim: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
-        else:
-            print(f"npusim: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except OSError as exc:  # a path given on the command line: missing, a folder, no permission
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"npusim: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("npusim: interrupted", file=sys.stderr)
@@ -500,16 +503,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"npusim: internal error: {type(exc).__name__}: {exc} (set NPUSIM_DEBUG=1 for the traceback "
               "and please report it)", file=sys.stderr)
         return 3
+    finally:
+        sys.stdout = stdout
 
 
-def _detach_stdout() -> None:
-    """Point stdout at devnull so the interpreter's flush at exit cannot raise again
-    (the recipe of the Python docs, "Note on SIGPIPE")."""
+class StdoutError(Exception):
+    """Writing to standard output failed (not a closed pipe): told apart from other OSErrors."""
+
+
+class _GuardedStdout:
+    """sys.stdout while a command runs: its write errors become StdoutError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _detach(stream) -> None:
+    """Point ``stream``'s file descriptor at devnull so the interpreter's flush at exit
+    cannot fail again (the recipe of the Python docs, "Note on SIGPIPE")."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests, embedding)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests, embedding)
         pass
 
 
