@@ -305,7 +305,8 @@ def evaluate_point(point: Point) -> dict:
                        "install the same version on every worker")
     if point.code != code_fingerprint():
         raise DseError("worker runs other planner or simulator code than the sweep (code fingerprint "
-                       f"{code_fingerprint()[:12]}, expected {point.code[:12]}); install the same code on every worker")
+                       f"{code_fingerprint()[:12]}, expected {point.code[:12]}: npusim/planners sources, planner "
+                       "plugins, Python, OR-Tools, SimPy, NumPy or Numba differ); install the same on every worker")
     if trace_digest(point.trace) != point.trace_digest:
         raise DseError(f"trace {point.trace!r} differs on the worker (content hash mismatch); "
                        "give every worker the same trace files")
