@@ -20,6 +20,7 @@ import time
 import simpy
 
 from npusim.errors import SimulationError
+from npusim.env_knobs import sim_max_seconds
 
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
@@ -35,7 +36,6 @@ from npusim.sim.report import Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 from npusim.sim.dram_memory import DramContents
 from npusim.plan.dram import arena_bytes
-from npusim.env_knobs import sim_max_seconds
 
 
 #: Resource guards: a run may process at most this many events per command (a correct run
