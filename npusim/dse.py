@@ -32,6 +32,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -347,8 +348,6 @@ def _run_local(points: list[Point], jobs: int, done: Callable[[Point, dict], Non
             done(point, evaluate_point(point))
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    import os
 
     from npusim.worker_lifetime import die_with
 

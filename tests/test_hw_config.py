@@ -185,15 +185,19 @@ def test_extends_a_relative_path(tmp_path, monkeypatch):
     assert load_hardware(write(tmp_path, "variants/by-name.yaml", "extends: common\n")).clock == 2e9
 
 
-@pytest.mark.parametrize("target", ["/etc/passwd", "../secret.yaml", "notes.txt", "link.yaml"])
+@pytest.mark.parametrize("target", ["/etc/passwd", "../secret.yaml", "notes.txt", "link.yaml", "loop.yaml",
+                                    '"a\\0b"', "/etc/no-such-file.yaml"])
 def test_extends_reaches_only_yaml_files_in_allowed_folders(tmp_path, target):
     """Issue 21: `extends:` followed any path and quoted the file it found in its error."""
     secret = "root:x:0:0:SECRET-CONTENT"
     (tmp_path / "secret.yaml").write_text(f"- {secret}\n")
     write(tmp_path, "configs/notes.txt", f"{secret}\n")
     (tmp_path / "configs" / "link.yaml").symlink_to(tmp_path / "secret.yaml")  # a link out of the folder
+    (tmp_path / "configs" / "loop.yaml").symlink_to(tmp_path / "configs" / "loop.yaml")
     message = error_of(write(tmp_path, "configs/x.yaml", f"extends: {target}\n"))
     assert "extends = " in message and "SECRET" not in message and "root:" not in message
+    if target.startswith(("/", "..")):  # the same answer whether the file exists or not
+        assert "outside the config's folder" in message
 
 
 def test_a_base_that_is_not_a_mapping_is_not_quoted(tmp_path):

@@ -217,20 +217,38 @@ def _resolve_base(base: str, folder: Path, origin: str) -> Path:
     a config cannot make npusim open ``/etc/passwd`` or ``../../secrets``.
     """
     roots = _extends_roots(folder)
+    outside = False  # a candidate outside the roots is not even probed (no existence oracle)
     for candidate in (folder / base, folder / f"{base}.yaml", folder / f"{base}.yml"):
-        if candidate.is_file():
+        if not _inside(candidate, roots):
+            outside = True
+        elif candidate.is_file():
             return _allowed_base(candidate, base, origin, roots)
     found = find_resource(KIND, base) if Path(base).name == base else None
     if found is None:
         for extra in env_knobs.hw_search_path():
             found = next((c for c in (extra / base, extra / f"{base}.yaml", extra / f"{base}.yml")
-                          if c.is_file()), None)
+                          if _inside(c, roots) and c.is_file()), None)
             if found is not None:
                 break
+    if found is None and outside:
+        raise ConfigError(_outside_message(origin, base))
     if found is None:
         raise ConfigError(f"{origin}: {EXTENDS_KEY} = {base!r}: not found next to the file nor by "
                           f"name; {missing_resource_message(KIND, base)}")
     return _allowed_base(found, base, origin, roots)
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    try:
+        real = path.resolve()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop: not a config we allow
+        return False
+    return any(real.is_relative_to(root) for root in roots)
+
+
+def _outside_message(origin: str, base: str) -> str:
+    return (f"{origin}: {EXTENDS_KEY} = {base!r}: outside the config's folder, the shipped configs and "
+            f"{env_knobs.HW_PATH}; move the base next to the config or add its folder to {env_knobs.HW_PATH}")
 
 
 def _extends_roots(folder: Path) -> list[Path]:
@@ -238,14 +256,12 @@ def _extends_roots(folder: Path) -> list[Path]:
 
 
 def _allowed_base(candidate: Path, base: str, origin: str, roots: list[Path]) -> Path:
+    if not _inside(candidate, roots):
+        raise ConfigError(_outside_message(origin, base))
     real = candidate.resolve()
     if real.suffix.lower() not in (".yaml", ".yml"):
         raise ConfigError(f"{origin}: {EXTENDS_KEY} = {base!r}: resolves to a file that is not .yaml/.yml; "
                           "expected another hardware config")
-    if not any(real.is_relative_to(root) for root in roots):
-        raise ConfigError(f"{origin}: {EXTENDS_KEY} = {base!r}: outside the config's folder, the shipped "
-                          f"configs and {env_knobs.HW_PATH}; move the base next to the config or add its "
-                          f"folder to {env_knobs.HW_PATH}")
     return candidate
 
 
