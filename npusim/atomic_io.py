@@ -9,10 +9,12 @@ is atomic on POSIX and Windows within one file system. A failure at any step (a 
 a quota, a crash, an exception of the caller) removes the temporary file and leaves the
 previous file, if any, exactly as it was.
 
-Two cases are written in place instead, because renaming over them would be wrong:
+One kind of target is written in place instead, because renaming over it would be wrong:
 a target that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO;
-``/dev/full`` then fails with ENOSPC as it should), and nothing else. A symlink to a
-regular file is followed: the file it points to is replaced, the link stays.
+``/dev/full`` then fails with ENOSPC as it should). A symlink to a regular file is
+followed: the file it points to is replaced, the link stays. The replaced file keeps its
+permission bits. A process killed mid-write can leave a ``.NAME.*.tmp`` file beside the
+target, never a torn target.
 
 An ``OSError`` while writing becomes an :class:`OutputError` (a user error, exit 2) whose
 one-line message names the file, the reason, and that the previous file is untouched.
@@ -55,10 +57,9 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str | None = "ut
 
     ``mode`` is ``"w"`` (text) or ``"wb"`` (bytes). ``file_mode`` is the new file's
     permission bits (default: those of the file replaced, else 0o666 minus the umask, as
-    ``open`` would give). With
-    ``follow_symlinks=False`` (the result cache) whatever sits at ``path`` -- a symlink, a
-    FIFO, a device -- is itself replaced by the new regular file; nothing it points to is
-    opened or written.
+    ``open`` would give). With ``follow_symlinks=False`` (the result cache) whatever sits at
+    ``path`` -- a symlink, a FIFO, a device -- is itself replaced by the new regular file;
+    nothing it points to is opened or written.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
