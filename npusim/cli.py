@@ -254,7 +254,9 @@ def cmd_compare(args) -> int:
     rows = compare_planners(graph, hw, parse_pipelines(args.planners), args.budget, trace=args.trace)
     text = format_rows(rows, args.format)
     if args.output:
-        Path(args.output).write_text(text)
+        from npusim.atomic_io import atomic_write_text
+
+        atomic_write_text(args.output, text)
         print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
@@ -466,30 +468,88 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run one command; map every outcome to one line on stderr and an exit status:
+    0 done, 1 a plan or golden check failed, 2 a user error (bad input, a file that cannot be
+    read or written, a full disk), 3 an internal error (a bug), 130 interrupted. A closed
+    pipe on stdout (``npusim list | head -1``) ends quietly with 0."""
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
     try:
-        return args.func(args)
+        args = build_parser().parse_args(argv)
+        from npusim.env_knobs import check_all
+
+        check_all()  # NPUSIM_* variables: a bad value is one line here, not a failure deep inside
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe or full disk behind stdout shows here, not at exit
+        return code
+    except BrokenPipeError:  # before OSError, its base class: the reader stopped reading
+        _detach(stdout)
+        return 0
+    except StdoutError as exc:  # e.g. `npusim list > /dev/full`
+        _detach(stdout)
+        print(f"npusim: error: cannot write to standard output: {exc}", file=sys.stderr)
+        return 2
     except NpusimError as exc:
         print(f"npusim: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a path given on the command line: missing folder, a directory, no permission
-        if exc.filename is None or isinstance(exc, BrokenPipeError):
-            raise
-        print(f"npusim: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except OSError as exc:  # a path given on the command line: missing, a folder, no permission
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"npusim: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("npusim: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
     except Exception as exc:  # a bug: say so plainly, traceback on request
-        if os.environ.get("NPUSIM_DEBUG"):
+        from npusim.env_knobs import debug
+
+        if debug():
             raise
         print(f"npusim: internal error: {type(exc).__name__}: {exc} (set NPUSIM_DEBUG=1 for the traceback "
               "and please report it)", file=sys.stderr)
         return 3
+    finally:
+        sys.stdout = stdout
+
+
+class StdoutError(Exception):
+    """Writing to standard output failed (not a closed pipe): told apart from other OSErrors."""
+
+
+class _GuardedStdout:
+    """sys.stdout while a command runs: its write errors become StdoutError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _detach(stream) -> None:
+    """Point ``stream``'s file descriptor at devnull so the interpreter's flush at exit
+    cannot fail again (the recipe of the Python docs, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests, embedding)
+        pass
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ as ``--budget``: sizes or MR/MH/MP); ``SPEC`` is
 Values are read with the key's unit (``npusim.units``) and stored in base units, so CSV
 columns are numbers. Points are the cartesian product of the sweeps, times pipelines, times
 traces. Every point is keyed by a content hash of the trace file, the resolved hardware, the
-pipeline, the budget and options, and the npusim version; finished points are cached as JSON
-(``.npusim-cache/`` by default), so an interrupted sweep resumes where it stopped and a
-repeated sweep is free. A point that cannot be planned (budget below M_R, a config whose
+pipeline, the budget and options, the npusim version and a fingerprint of the planner and
+simulator code (``npusim.code_fingerprint``); finished points are cached as checksummed JSON
+(``npusim.result_cache``, ``.npusim-cache/`` by default), so an interrupted sweep resumes
+where it stopped and a repeated sweep is free. A point that cannot be planned (budget below M_R, a config whose
 alignment exceeds its scratchpad...) is recorded as ``infeasible`` with the error message.
 
 Backends: ``local`` (in-process for ``jobs=1``, else a process pool) and ``dask`` (a
@@ -31,6 +32,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -39,16 +41,18 @@ from typing import Callable, Iterable
 
 import npusim
 from npusim import units
+from npusim.code_fingerprint import code_fingerprint
 from npusim.compare import (METRIC_COLUMNS, WALL_CLOCK_COLUMNS, check_pipelines, infeasible_row, metrics_row,
                             rows_to_csv)
+from npusim.atomic_io import atomic_write_text
 from npusim.errors import NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.loader import hardware_to_dict, iter_knobs
+from npusim.result_cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
 
 BUDGET_KEY = "budget"
 DEFAULT_CACHE_DIR = ".npusim-cache"
 BACKENDS = ("local", "dask")
-CACHE_FORMAT = "npusim-dse-point/1"
 MAX_POINTS_PER_SWEEP = 10_000  # a typo like 1B..1GiB:+1 should fail fast, not hang
 
 
@@ -184,6 +188,7 @@ class Point:
     budget: object  # None (scratchpad size), bytes, or "MR"/"MH"/"MP"
     options: tuple = ()
     version: str = npusim.__version__
+    code: str = field(default_factory=lambda: code_fingerprint())  # looked up per call: tests patch it
 
     @property
     def trace_name(self) -> str:
@@ -195,7 +200,7 @@ class Point:
             "trace": self.trace_digest,
             "hardware": hardware_to_dict(self.hw) if self.hw is not None else {"error": self.hw_error},
             "pipeline": self.pipeline, "budget": self.budget, "options": dict(self.options),
-            "npusim": self.version,
+            "npusim": self.version, "code": self.code,
         }
         return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -299,6 +304,10 @@ def evaluate_point(point: Point) -> dict:
     if point.version != npusim.__version__:
         raise DseError(f"worker runs npusim {npusim.__version__}, the sweep expects {point.version}; "
                        "install the same version on every worker")
+    if point.code != code_fingerprint():
+        raise DseError("worker runs other planner or simulator code than the sweep (code fingerprint "
+                       f"{code_fingerprint()[:12]}, expected {point.code[:12]}: npusim/planners sources, planner "
+                       "plugins, Python, OR-Tools, SimPy, NumPy or Numba differ); install the same on every worker")
     if trace_digest(point.trace) != point.trace_digest:
         raise DseError(f"trace {point.trace!r} differs on the worker (content hash mismatch); "
                        "give every worker the same trace files")
@@ -324,37 +333,10 @@ def with_settings(point: Point, row: dict) -> dict:
 # ---------------------------------------------------------------- cache
 
 
-class Cache:
-    """Finished points as JSON files named by their content hash (never pickle)."""
-
-    def __init__(self, folder: str | Path | None):
-        self.folder = Path(folder) if folder is not None else None
-
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
-
-    def get(self, point: Point) -> dict | None:
-        if self.folder is None:
-            return None
-        path = self._path(point.cache_key())
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None  # missing or half-written: compute it again
-        if data.get("format") != CACHE_FORMAT or not isinstance(data.get("row"), dict):
-            return None
-        return data["row"]
-
-    def put(self, point: Point, row: dict) -> None:
-        if self.folder is None:
-            return
-        path = self._path(point.cache_key())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"format": CACHE_FORMAT, "trace": point.trace, "hardware": point.hw_source,
-                                   "settings": [list(s) for s in point.settings], "pipeline": point.pipeline,
-                                   "budget": point.budget, "row": row}, sort_keys=True))
-        tmp.replace(path)  # atomic: an interrupted sweep never leaves a torn entry
+def cache_about(point: Point) -> dict:
+    """What a cache entry records for people reading it (the key decides, not this)."""
+    return {"trace": point.trace, "hardware": point.hw_source, "settings": [list(s) for s in point.settings],
+            "pipeline": point.pipeline, "budget": point.budget}
 
 
 # ---------------------------------------------------------------- backends
@@ -367,7 +349,10 @@ def _run_local(points: list[Point], jobs: int, done: Callable[[Point, dict], Non
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context()) as pool:
+    from npusim.worker_lifetime import die_with
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=die_with,
+                             initargs=(os.getpid(),)) as pool:  # workers end with the sweep, even on SIGKILL
         futures = {pool.submit(evaluate_point, p): p for p in points}
         for future in as_completed(futures):
             done(futures[future], future.result())
@@ -380,7 +365,7 @@ def _worker_context():
 
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "planners"])
+        context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "npusim.worker_lifetime", "planners"])
         return context
     return multiprocessing.get_context("spawn")
 
@@ -434,11 +419,11 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
         raise DseError(f"--jobs {jobs}: expected 1 or more")
     start = time.perf_counter()
     points = [replace(p, index=i) for i, p in enumerate(points)]  # lists may be joined from several sweeps
-    cache = Cache(cache_dir)
+    cache = Cache(cache_dir, columns=METRIC_COLUMNS)
     rows: dict[int, dict] = {}
     todo = []
     for point in points:
-        row = cache.get(point)
+        row = cache.get(point.cache_key())
         if row is None:
             todo.append(point)
         else:
@@ -448,7 +433,7 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
                file=sys.stderr, dynamic_ncols=True)
 
     def done(point: Point, row: dict) -> None:
-        cache.put(point, row)
+        cache.put(point.cache_key(), row, cache_about(point))
         rows[point.index] = with_settings(point, row)
         bar.set_postfix_str(f"{point.trace} {point.pipeline}", refresh=False)
         bar.update(1)
@@ -484,8 +469,8 @@ def write_results(result: SweepResult, out: str | Path, sweeps: list[Sweep], *,
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     rows = result.rows if timings else without_wall_clock(result.rows)
     columns = [c for c in METRIC_COLUMNS if timings or c not in WALL_CLOCK_COLUMNS]
-    csv_path.write_text(rows_to_csv(rows))
-    json_path.write_text(json.dumps({
+    atomic_write_text(csv_path, rows_to_csv(rows))
+    atomic_write_text(json_path, json.dumps({
         "format": "npusim-dse/1", "npusim": npusim.__version__,
         "sweeps": {s.key: list(s.values) for s in sweeps},
         "columns": [*columns, *(s.key for s in sweeps)],

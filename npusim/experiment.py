@@ -198,7 +198,9 @@ def summarise(rows: list[dict]) -> dict:
 
 def write_csv(rows: list[dict], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
+    from npusim.atomic_io import atomic_open
+
+    with atomic_open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         w.writerows(rows)

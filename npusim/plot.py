@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from npusim.atomic_io import atomic_open
 from npusim.errors import NpusimError
 from npusim.units import format_bytes
 
@@ -62,7 +63,8 @@ def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = FORMATS) -> li
         path = Path(f"{stem}.{fmt}")
         path.parent.mkdir(parents=True, exist_ok=True)
         metadata = {"Date": None} if fmt == "svg" else {}
-        fig.savefig(path, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
+        with atomic_open(path, "wb") as handle:  # a figure is whole or absent, as every output
+            fig.savefig(handle, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
         paths.append(path)
     plt.close(fig)
     return paths

@@ -38,6 +38,7 @@ from pathlib import Path
 import yaml
 
 import npusim
+from npusim.atomic_io import atomic_write_text
 from npusim.errors import NpusimError
 
 FORMAT = "npusim-golden/1"
@@ -338,7 +339,7 @@ def update_goldens(folder: str | Path | None = None, only: str | None = None) ->
                "tolerances": file_tol, "provenance": provenance(trace, hardware, {}), "cases": entries}
         header = (f"# Golden traffic of {trace} on {hardware}; regenerate with:\n"
                   f"#   npusim regress --update --only '{trace}/{hardware}/*'\n")
-        path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100))
+        atomic_write_text(path, header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100))
         written.append(path)
     return updated, written
 

@@ -16,6 +16,7 @@ every config and trace in git and a real one in every installed package.
 from __future__ import annotations
 
 import difflib
+import sys
 from pathlib import Path
 
 import npusim
@@ -42,13 +43,35 @@ def search_dirs(kind: str) -> list[Path]:
 
 
 def find_resource(kind: str, name: str) -> Path | None:
-    """The file called ``name`` (with or without its suffix) of ``kind``, or None."""
-    for folder in search_dirs(kind):
+    """The file called ``name`` (with or without its suffix) of ``kind``, or None.
+
+    A file in ``./<kind>/`` of the working directory that hides a shipped one of the same
+    name wins, as documented, but is named in a one-line warning on stderr (once per
+    process): results that silently come from another file than the shipped one surprise.
+    """
+    folders = search_dirs(kind)
+    for index, folder in enumerate(folders):
         for file_name in _file_names(kind, name):
             candidate = folder / file_name
             if candidate.is_file():
+                if index == 0 and folder == Path.cwd() / kind:
+                    _warn_if_shadowing(kind, name, candidate, folders[1:])
                 return candidate
     return None
+
+
+_warned: set[str] = set()  # local files already named
+
+
+def _warn_if_shadowing(kind: str, name: str, local: Path, shipped_folders: list[Path]) -> None:
+    for folder in shipped_folders:
+        for file_name in _file_names(kind, name):
+            shipped = folder / file_name
+            if shipped.is_file() and str(local) not in _warned:
+                _warned.add(str(local))
+                print(f"npusim: warning: {kind}/{local.name} in the working directory shadows the shipped "
+                      f"{shipped}; using the local file (rename it to use the shipped one)", file=sys.stderr)
+                return
 
 
 def list_resources(kind: str, *, include_private: bool = False) -> list[str]:

@@ -174,10 +174,36 @@ def test_extends_chains(tmp_path):
     assert (hw.cores.pe_rows, hw.cores.pe_cols, hw.streams) == (8, 16, 3)
 
 
-def test_extends_a_relative_path(tmp_path):
+def test_extends_a_relative_path(tmp_path, monkeypatch):
+    write(tmp_path, "variants/bases/local.yaml", "clock: 3GHz\n")
+    assert load_hardware(write(tmp_path, "variants/x.yaml", "extends: bases/local.yaml\n")).clock == 3e9
     write(tmp_path, "bases/common.yaml", "clock: 2GHz\n")
     path = write(tmp_path, "variants/fast.yaml", "extends: ../bases/common.yaml\n")
+    assert "outside the config's folder" in error_of(path)  # '..' leaves the config's folder
+    monkeypatch.setenv("NPUSIM_HW_PATH", str(tmp_path / "bases"))  # unless a search path allows it
     assert load_hardware(path).clock == 2e9
+    assert load_hardware(write(tmp_path, "variants/by-name.yaml", "extends: common\n")).clock == 2e9
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../secret.yaml", "notes.txt", "link.yaml", "loop.yaml",
+                                    '"a\\0b"', "/etc/no-such-file.yaml"])
+def test_extends_reaches_only_yaml_files_in_allowed_folders(tmp_path, target):
+    """Issue 21: `extends:` followed any path and quoted the file it found in its error."""
+    secret = "root:x:0:0:SECRET-CONTENT"
+    (tmp_path / "secret.yaml").write_text(f"- {secret}\n")
+    write(tmp_path, "configs/notes.txt", f"{secret}\n")
+    (tmp_path / "configs" / "link.yaml").symlink_to(tmp_path / "secret.yaml")  # a link out of the folder
+    (tmp_path / "configs" / "loop.yaml").symlink_to(tmp_path / "configs" / "loop.yaml")
+    message = error_of(write(tmp_path, "configs/x.yaml", f"extends: {target}\n"))
+    assert "extends = " in message and "SECRET" not in message and "root:" not in message
+    if target.startswith(("/", "..")):  # the same answer whether the file exists or not
+        assert "outside the config's folder" in message
+
+
+def test_a_base_that_is_not_a_mapping_is_not_quoted(tmp_path):
+    write(tmp_path, "base.yaml", "- SECRET-CONTENT\n")
+    message = error_of(write(tmp_path, "x.yaml", "extends: base\n"))
+    assert "base.yaml: the top level is a list" in message and "SECRET" not in message
 
 
 def test_extends_a_shipped_config_by_name(tmp_path):

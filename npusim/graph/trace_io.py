@@ -74,11 +74,13 @@ def save_trace(graph: Graph, path: str | Path) -> Path:
     """Write ``graph``; a path ending in ``.gz`` is gzipped (deterministically: mtime 0)."""
     path = Path(path)
     text = json.dumps(graph_to_dict(graph), separators=(",", ":"), sort_keys=False)
+    from npusim.atomic_io import atomic_open, atomic_write_text
+
     if path.suffix == ".gz":
-        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        with atomic_open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
             f.write(text.encode())
     else:
-        path.write_text(text)
+        atomic_write_text(path, text)
     return path
 
 

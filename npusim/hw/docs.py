@@ -135,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     text = path.read_text(encoding="utf-8")
     fresh = with_fresh_reference(text)
     if fresh != text:
-        path.write_text(fresh, encoding="utf-8")
+        from npusim.atomic_io import atomic_write_text
+
+        atomic_write_text(path, fresh)
         print(f"updated {path}")
     else:
         print(f"{path} is up to date")

@@ -33,7 +33,8 @@ import yaml
 from npusim import units
 from npusim.errors import ConfigError
 from npusim.hw.config import Hardware
-from npusim.resources import find_resource, list_resources, missing_resource_message
+from npusim import env_knobs
+from npusim.resources import find_resource, list_resources, missing_resource_message, search_dirs
 
 KIND = "hw_configs"
 EXTENDS_KEY = "extends"
@@ -139,15 +140,17 @@ class _UniqueKeySafeLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_yaml(path: Path) -> dict:
-    """The top-level mapping of a YAML file, with errors that name the file and line."""
+def read_yaml(path: Path, quote: bool = True) -> dict:
+    """The top-level mapping of a YAML file, with errors that name the file and line.
+
+    ``quote=False`` (an ``extends`` base) keeps the file's content out of the messages."""
     origin = display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{origin}: cannot read the file: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
-        bad = _short(error.object[error.start:error.start + 4])
+        bad = _short(error.object[error.start:error.start + 4]) if quote else "not shown"
         raise ConfigError(f"{origin}: byte {error.start} is not UTF-8 text ({bad}); expected a YAML text file") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeySafeLoader)  # noqa: S506 - a SafeLoader subclass
@@ -161,7 +164,8 @@ def read_yaml(path: Path) -> dict:
         raise ConfigError(f"{origin}: the file is empty; expected a mapping of hardware keys "
                           f"such as {_top_level_example()}")
     if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: the top level is a {type(data).__name__} ({_short(data)}); "
+        shown = f" ({_short(data)})" if quote else ""
+        raise ConfigError(f"{origin}: the top level is a {type(data).__name__}{shown}; "
                           f"expected a mapping of hardware keys such as {_top_level_example()}")
     return data
 
@@ -183,7 +187,7 @@ def read_settings(path: Path, chain: tuple[Path, ...] = ()) -> Settings:
     if real in chain:
         cycle = " -> ".join(display_path(p) for p in (*chain, real))
         raise ConfigError(f"{display_path(path)}: 'extends' forms a cycle: {cycle}")
-    return _merge_over_base(read_yaml(path), path.parent, display_path(path), (*chain, real))
+    return _merge_over_base(read_yaml(path, quote=not chain), path.parent, display_path(path), (*chain, real))
 
 
 def _merge_over_base(data: Mapping, folder: Path, origin: str, chain: tuple[Path, ...]) -> Settings:
@@ -206,15 +210,59 @@ def _settings_of_base(base: object, folder: Path, origin: str, chain: tuple[Path
 
 
 def _resolve_base(base: str, folder: Path, origin: str) -> Path:
-    """A base is looked up next to the extending file first, then by name."""
+    """A base is a YAML file looked up next to the extending file first, then by name.
+
+    It must resolve (symlinks and ``..`` followed) to a ``.yaml``/``.yml`` file inside the
+    extending file's folder, a shipped config folder or a folder of ``NPUSIM_HW_PATH``:
+    a config cannot make npusim open ``/etc/passwd`` or ``../../secrets``.
+    """
+    roots = _extends_roots(folder)
+    outside = False  # a candidate outside the roots is not even probed (no existence oracle)
     for candidate in (folder / base, folder / f"{base}.yaml", folder / f"{base}.yml"):
-        if candidate.is_file():
-            return candidate
+        if not _inside(candidate, roots):
+            outside = True
+        elif candidate.is_file():
+            return _allowed_base(candidate, base, origin, roots)
     found = find_resource(KIND, base) if Path(base).name == base else None
+    if found is None:
+        for extra in env_knobs.hw_search_path():
+            found = next((c for c in (extra / base, extra / f"{base}.yaml", extra / f"{base}.yml")
+                          if _inside(c, roots) and c.is_file()), None)
+            if found is not None:
+                break
+    if found is None and outside:
+        raise ConfigError(_outside_message(origin, base))
     if found is None:
         raise ConfigError(f"{origin}: {EXTENDS_KEY} = {base!r}: not found next to the file nor by "
                           f"name; {missing_resource_message(KIND, base)}")
-    return found
+    return _allowed_base(found, base, origin, roots)
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    try:
+        real = path.resolve()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop: not a config we allow
+        return False
+    return any(real.is_relative_to(root) for root in roots)
+
+
+def _outside_message(origin: str, base: str) -> str:
+    return (f"{origin}: {EXTENDS_KEY} = {base!r}: outside the config's folder, the shipped configs and "
+            f"{env_knobs.HW_PATH}; move the base next to the config or add its folder to {env_knobs.HW_PATH}")
+
+
+def _extends_roots(folder: Path) -> list[Path]:
+    return [p.resolve() for p in (folder, *search_dirs(KIND), *env_knobs.hw_search_path())]
+
+
+def _allowed_base(candidate: Path, base: str, origin: str, roots: list[Path]) -> Path:
+    if not _inside(candidate, roots):
+        raise ConfigError(_outside_message(origin, base))
+    real = candidate.resolve()
+    if real.suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigError(f"{origin}: {EXTENDS_KEY} = {base!r}: resolves to a file that is not .yaml/.yml; "
+                          "expected another hardware config")
+    return candidate
 
 
 def flatten(mapping: Mapping, origin: str, cls: type = Hardware, prefix: str = "") -> Settings:

@@ -66,7 +66,9 @@ def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
 
 
 def save_plan(plan: Plan, graph: Graph, path: str | Path, *, timings: bool = False) -> None:
-    Path(path).write_text(json.dumps(plan_to_dict(plan, graph, timings=timings), indent=1) + "\n")
+    from npusim.atomic_io import atomic_write_text
+
+    atomic_write_text(path, json.dumps(plan_to_dict(plan, graph, timings=timings), indent=1) + "\n")
 
 
 def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:

@@ -17,12 +17,12 @@ Time is counted in core clock cycles.
 
 from __future__ import annotations
 
-import os
 import time
 
 import simpy
 
 from npusim.errors import SimulationError
+from npusim.env_knobs import sim_max_seconds
 
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
@@ -46,7 +46,7 @@ BOUND_CAUSE = {"array": "array", "vector": "vector", "scratchpad": "scratchpad_b
 #: needs about ten), and may take at most this much wall time (env NPUSIM_SIM_MAX_SECONDS).
 MAX_EVENTS_PER_COMMAND = 256
 MIN_EVENT_BUDGET = 10_000
-MAX_WALL_SECONDS = float(os.environ.get("NPUSIM_SIM_MAX_SECONDS", 3600))
+MAX_WALL_SECONDS: float | None = None  # None: NPUSIM_SIM_MAX_SECONDS (default 3600), checked per run
 
 
 class CountingEnvironment(simpy.Environment):
@@ -76,7 +76,7 @@ class _Machine:
     def __init__(self, program: Program, hw: Hardware, jitter: float, seed: int | None):
         self.program, self.graph, self.hw = program, program.graph, hw
         self.env = CountingEnvironment(MAX_EVENTS_PER_COMMAND * len(program.commands) + MIN_EVENT_BUDGET,
-                                       MAX_WALL_SECONDS)
+                                       MAX_WALL_SECONDS if MAX_WALL_SECONDS is not None else sim_max_seconds())
         self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
         self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
         self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)

@@ -87,7 +87,9 @@ class Report:
         Path(path).write_text(out.getvalue())
 
     def save_json(self, path: str | Path, timeline: bool = False) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(timeline), indent=1, sort_keys=True) + "\n")
+        from npusim.atomic_io import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(timeline), indent=1, sort_keys=True) + "\n")
 
     def csv_row(self) -> dict:
         row = {
@@ -135,7 +137,9 @@ class Report:
                 "otherData": {"graph": self.graph, "hardware": self.hardware, "planner": self.planner}}
 
     def save_chrome_trace(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.chrome_trace()))
+        from npusim.atomic_io import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.chrome_trace()))
 
     def summary(self) -> str:
         ob = self.offchip_bytes

@@ -74,4 +74,6 @@ def to_minimalloc_csv(problem: OffsetProblem, offsets=None) -> str:
 
 
 def save_minimalloc(problem: OffsetProblem, path: str | Path, offsets=None) -> None:
-    Path(path).write_text(to_minimalloc_csv(problem, offsets))
+    from npusim.atomic_io import atomic_write_text
+
+    atomic_write_text(path, to_minimalloc_csv(problem, offsets))

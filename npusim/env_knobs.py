@@ -1,0 +1,73 @@
+"""Environment variables npusim reads, each checked when it is used.
+
+A knob set to something unusable (``abc``, ``nan``, ``inf``, ``-5``, a folder that does
+not exist) is a one-line user error naming the variable, its value and what was expected;
+it never crashes an import or silently turns a guard off.
+
+- ``NPUSIM_SIM_MAX_SECONDS``: the wall-clock guard of one simulation (default 3600 s).
+- ``NPUSIM_HW_PATH``: extra folders (separated by ``os.pathsep``) that ``extends:`` in a
+  hardware YAML may resolve into, besides the config's own folder and the shipped configs.
+- ``NPUSIM_DEBUG``: any value but empty, ``0``, ``false``, ``no``, ``off`` shows the
+  traceback of an internal error.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from npusim.errors import NpusimError
+
+SIM_MAX_SECONDS = "NPUSIM_SIM_MAX_SECONDS"
+HW_PATH = "NPUSIM_HW_PATH"
+DEBUG = "NPUSIM_DEBUG"
+
+
+class EnvironmentKnobError(NpusimError):
+    """An NPUSIM_* environment variable holds a value npusim cannot use."""
+
+
+def positive_seconds(name: str, default: float) -> float:
+    """A positive, finite number of seconds from ``name`` (``default`` when unset or empty)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise EnvironmentKnobError(f"environment variable {name}={raw[:40]!r}: expected a positive, finite "
+                                   f"number of seconds, e.g. {name}={default:g}")
+    return value
+
+
+def sim_max_seconds(default: float = 3600.0) -> float:
+    return positive_seconds(SIM_MAX_SECONDS, default)
+
+
+def hw_search_path() -> list[Path]:
+    """The folders of ``NPUSIM_HW_PATH``, each an existing folder."""
+    raw = os.environ.get(HW_PATH, "")
+    folders = []
+    for part in raw.split(os.pathsep):
+        if not part.strip():
+            continue
+        folder = Path(part.strip()).expanduser()
+        if not folder.is_dir():
+            raise EnvironmentKnobError(f"environment variable {HW_PATH}: {part.strip()[:80]!r} is not a folder; "
+                                       f"expected folders of hardware YAML files separated by {os.pathsep!r}")
+        folders.append(folder)
+    return folders
+
+
+def debug() -> bool:
+    return os.environ.get(DEBUG, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def check_all() -> None:
+    """Check every knob up front (the CLI does, so a sweep does not turn a bad knob into
+    infeasible rows): raises EnvironmentKnobError for the first bad one."""
+    sim_max_seconds()
+    hw_search_path()
