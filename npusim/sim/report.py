@@ -84,7 +84,9 @@ class Report:
         writer.writeheader()
         for row in self.op_breakdown:
             writer.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
-        Path(path).write_text(out.getvalue())
+        from npusim.atomic_io import atomic_write_text
+
+        atomic_write_text(path, out.getvalue())
 
     def save_json(self, path: str | Path, timeline: bool = False) -> None:
         from npusim.atomic_io import atomic_write_text
