@@ -122,6 +122,17 @@ def test_unloaded_time_pipelines_address_generation_with_the_data():
                                                       + max(data, addresses))
 
 
+def test_a_view_of_very_many_runs_is_counted_in_closed_form_without_rendering_it():
+    from npusim.plan.transfer_cost import MAX_RENDERED_RUNS
+
+    rows = MAX_RENDERED_RUNS * 4  # 4 M rows of 8 bytes, 64 apart: rendering would take 64 MiB
+    cost = transfer_cost((rows, 8), (64, 1), 1, 0, 64, 4)
+    assert cost.chunks == rows and cost.bursts == rows * 2 and cost.logical_bytes == rows * 8
+    # Below the limit the rendered count is exact, and never above the closed form.
+    exact = transfer_cost((1000, 8), (64, 1), 1, 0, 64, 4)
+    assert exact.bursts == 1000 <= 1000 * 2
+
+
 # -- the simulator takes what lowering counted -------------------------------------------------
 
 def test_time_energy_and_bounds_use_the_bus_bytes_counted_in_lowering():

@@ -169,4 +169,4 @@ def test_chrome_trace_export(tmp_path):
     assert len(spans) == report.commands
     assert {e["cat"] for e in spans} >= {"Conv", "load", "store"}
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}
-    assert names == {"stream0", "dma.load", "dma.store"}
+    assert names == {"core0", "dma0", "dma1"}  # one track per core and per DMA channel

@@ -73,11 +73,26 @@ def descriptor_count(shape, strides, max_dims: int) -> int:
     return math.prod(n for n, _ in dims[:extra]) if extra > 0 else 1
 
 
+#: Views with more contiguous runs than this are counted in closed form, not run by run.
+MAX_RENDERED_RUNS = 1 << 20
+
+
 def transfer_cost(shape, strides, itemsize: int, address: int, burst_bytes: int, max_dims: int) -> TransferCost:
     """The counts of one transfer of the view (shape, strides in elements, storage order) whose
-    first element is at byte ``address``."""
-    chunks, bursts = burst_count(shape, strides, itemsize, address, burst_bytes)
+    first element is at byte ``address``.
+
+    A view of more than ``MAX_RENDERED_RUNS`` runs (its merged dimensions outside the
+    innermost contiguous one) is counted in closed form instead of run by run: every run its
+    own chunk touching ⌈run bytes / burst⌉ + 1 bursts — an upper bound (no merging, no shared
+    bursts), so such a view is never made to look cheaper than it is."""
     logical = itemsize * math.prod(shape)
+    dims = merged_dims(shape, strides)
+    runs = math.prod(n for n, _ in dims[:-1]) if dims[-1][1] == 1 else math.prod(n for n, _ in dims)
+    if runs > MAX_RENDERED_RUNS:
+        run_bytes = itemsize * (dims[-1][0] if dims[-1][1] == 1 else 1)
+        chunks, bursts = runs, runs * (-(-run_bytes // burst_bytes) + 1)
+    else:
+        chunks, bursts = burst_count(shape, strides, itemsize, address, burst_bytes)
     return TransferCost(logical, chunks, bursts, descriptor_count(shape, strides, max_dims), int(burst_bytes))
 
 

@@ -95,10 +95,12 @@ class Tiler:
             elif needs[op.id] > limit and objective == "time":
                 try:
                     spec = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
-                except PlanningError:
-                    continue  # it fits untiled, and cannot be tiled: leave it whole
-                if _streaming_pays(op, graph, spec, ctx.hw, align, image_like):
-                    specs[op.name] = spec
+                    if _streaming_pays(op, graph, spec, ctx.hw, align, image_like):
+                        specs[op.name] = spec
+                except (PlanningError, IndexError, TypeError, ValueError):
+                    # Optional streaming of an op that fits: one whose shapes or attributes the
+                    # tiler cannot read (a hand-made trace) simply runs whole, as it can.
+                    continue
             if op.name in specs:
                 tiles += count_tiles(op, graph, specs[op.name])
                 if tiles > max_tiles:
