@@ -16,7 +16,9 @@ Choosing a spec:
    in DRAM (``dram.layout``): cutting it keeps a tile's rows long and contiguous, where
    cutting the innermost one makes short runs that each pay whole bursts. One more
    candidate (``contiguous``) always halves the outermost dimension in DRAM that can still
-   be cut, even when another would shrink the working set more.
+   be cut, even when another would shrink the working set more, and is also offered cut
+   once and twice more along that dimension (smaller tiles hide more of a DMA-bound op's
+   transfers).
    For GEMM-like ops more candidates fix the output-channel block (the array's column
    dimension) at multiples of the array's columns and halve the rest, so a tile does not
    leave columns of the array idle; and, for ``ws``/``is``, the reduction at multiples of
@@ -170,6 +172,9 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=
     for i, preference in enumerate(PREFERENCES):
         blocks, k = _halve_to_fit(op, graph, limit, align, preference, capacity, outer_first)
         found.setdefault((tuple(blocks), k), i)
+        if preference == "contiguous" and hw is not None and objective == "time":
+            for smaller in _smaller_tiles(op, graph, blocks, outer_first):
+                found.setdefault((tuple(smaller), k), i)
     if hw is not None and objective == "time":
         for i, fixed in enumerate(_aligned_blocks(op, graph, hw), len(PREFERENCES)):
             try:
@@ -194,6 +199,24 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=
         near = [(key[1:], spec) for key, spec in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
         return min(near, key=lambda c: c[0])[1]
     return min(candidates, key=lambda c: c[0])[1]
+
+
+def _smaller_tiles(op: Op, graph: Graph, blocks: list[int], outer_first: dict, halvings: int = 2) -> list[list[int]]:
+    """The blocks with the outermost cuttable dimension halved once and twice more: a tile
+    that is DMA-bound (element-wise work) hides more of its transfers behind its neighbours
+    when there are more, smaller tiles; the estimate decides."""
+    frozen = untileable_dims(op, graph)
+    dims = sorted((d for d in range(len(blocks)) if d not in frozen and blocks[d] > 1), key=lambda d: outer_first[d])
+    if not dims:
+        return []
+    d, out, current = dims[0], [], list(blocks)
+    for _ in range(halvings):
+        if current[d] <= 1:
+            break
+        current = current.copy()
+        current[d] = -(-current[d] // 2)
+        out.append(current)
+    return out
 
 
 def _aligned_blocks(op: Op, graph: Graph, hw) -> list[dict]:
