@@ -3,7 +3,7 @@
 ``metrics_row`` is the flat record of one simulated plan (also the row of a DSE sweep and
 the source of the golden numbers): off-chip bytes by cause, split into reads (compulsory,
 retrieve) and writes (writeback, spill), on- and off-chip peaks, latency, energy by
-component, solve time and plan status. A pipeline that cannot plan at the budget gives an
+component, bytes on the DRAM bus (whole bursts), solve time and plan status. A pipeline that cannot plan at the budget gives an
 ``infeasible`` row carrying the error message, so one bad pipeline does not hide the others.
 
 ``format_rows`` prints the rows as a text table (one column per planner, one line per
@@ -31,7 +31,7 @@ FORMATS = ("text", "csv", "json")
 METRIC_COLUMNS = (
     "trace", "hardware", "planner", "budget", "capacity", "status", "plan_status", "reason",
     "cycles", "latency_s", "energy_pj", *(f"energy_{c}_pj" for c in ENERGY_COMPONENTS),
-    "offchip_bytes", "offchip_read_bytes", "offchip_write_bytes",
+    "offchip_bytes", "offchip_read_bytes", "offchip_write_bytes", "offchip_bus_bytes",
     *(f"offchip_{c}_bytes" for c in (*READ_CAUSES, *WRITE_CAUSES)),
     "onchip_peak_bytes", "offchip_peak_bytes", "solve_seconds",
 )
@@ -48,7 +48,7 @@ def metrics_row(plan: Plan, report: Report, *, trace: str, budget: object = None
         plan_status=report.plan_status, reason="", cycles=report.cycles, latency_s=report.seconds,
         energy_pj=report.total_energy_pj, offchip_bytes=report.offchip_total_bytes,
         offchip_read_bytes=report.offchip_read_bytes, offchip_write_bytes=report.offchip_write_bytes,
-        onchip_peak_bytes=report.onchip_peak_bytes, offchip_peak_bytes=report.offchip_peak_bytes,
+        offchip_bus_bytes=report.offchip_bus_bytes, onchip_peak_bytes=report.onchip_peak_bytes, offchip_peak_bytes=report.offchip_peak_bytes,
         solve_seconds=plan.meta.solve_seconds,
     )
     for component in ENERGY_COMPONENTS:

@@ -138,6 +138,7 @@ def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict
         "budget_bytes": plan.capacity,
         "offchip_read": {"compulsory": ob["compulsory"], "retrieve": ob["retrieve"]},
         "offchip_write": {"writeback": ob["writeback"], "spill": ob["spill"]},
+        "offchip_bus_bytes": report.offchip_bus_bytes,
         "onchip_peak_bytes": report.onchip_peak_bytes,
         "offchip_peak_bytes": report.offchip_peak_bytes,
         "cycles": report.cycles,
