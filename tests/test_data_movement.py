@@ -189,13 +189,16 @@ def _check_bounds(trace, config):
 # -- prefetch ----------------------------------------------------------------------------------
 
 def test_prefetch_runs_loads_ahead_and_depth_zero_turns_it_off():
-    graph = load_graph("resnet18")
-    hw = load_hw("edge-npu", {"scratchpad.size": "8MiB"})
-    early, late = run(graph, hw, "default+arena+belady")[1], None
-    plan = plan_graph(graph, hw, "default+arena+belady", options={"prefetch_depth": 0})
     from npusim.workflow import simulate_plan
 
+    graph = load_graph("resnet18")
+    hw = load_hw("edge-npu", {"scratchpad.size": "8MiB"})
+    early = simulate_plan(plan_graph(graph, hw, "tile+default+arena+belady"), graph, hw, validated=True)
+    plan = plan_graph(graph, hw, "tile+default+arena+belady", options={"prefetch_depth": 0})
     late = simulate_plan(plan, graph, hw, validated=True)
+    # Without the tile stage it is opt-in: the same as depth 0.
+    untiled = plan_graph(graph, hw, "default+arena+belady")
+    assert untiled.transfers == plan_graph(graph, hw, "default+arena+belady", options={"prefetch_depth": 0}).transfers
     assert early.offchip_total_bytes == late.offchip_total_bytes  # the same data, moved earlier
     assert early.cycles < late.cycles
 

@@ -61,6 +61,8 @@ OBJECTIVES = ("time", "bytes")
 TIME_TOLERANCE = 0.01
 #: Output-channel blocks tried as multiples of the array's columns: 1, 2, 4, ... times.
 ALIGNED_MULTIPLES = 6
+#: Ops ahead whose loads the arena reserves after this stage (option ``prefetch_depth``).
+PREFETCH_DEPTH = 4
 #: Default cap on the tiles of one plan: beyond it planning and simulation take minutes.
 MAX_TILES = 500_000
 
@@ -113,6 +115,9 @@ class Tiler:
         ctx.tiling = specs
         if specs:
             ctx.graph = expand_cached(graph, specs)
+        # Prefetch the next ops' loads whether or not anything was tiled, so a roomier
+        # scratchpad never runs slower for lack of it (read by the arena allocator).
+        ctx.options.setdefault("prefetch_depth", PREFETCH_DEPTH)
 
 
 def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, image_like) -> bool:
