@@ -191,14 +191,6 @@ class _ArenaRun:
         needed = list(op.tensors)
         pinned = set(needed)
         missing = [t for t in needed if t not in self.resident_since]
-        if self.prefetched and not self._fits_as_is(missing):
-            # Reservations (none loaded yet) would make this op evict or start afresh: give
-            # them all up first, so prefetching never costs DRAM traffic; this op's own
-            # reserved inputs are then placed and loaded with the rest.
-            for t in list(self.prefetched):
-                self._drop_new(t)
-            self.prefetched.clear()
-            missing = [t for t in needed if t not in self.resident_since]
         placements = {}
         for t in missing:
             offset = self._make_room(t, pinned, s)
@@ -270,52 +262,20 @@ class _ArenaRun:
             self._close(t, s)
         for t in needed:
             if self.uses.last_use(t) <= s:
-                if self.double_buffer and t in stored and s + 1 < len(self.order) and self._room_after(s):
+                if self.double_buffer and t in stored and s + 1 < len(self.order):
                     self.held.add(t)
                 else:
                     self._close(t, s)
 
-    def _fits_as_is(self, tensors: list[int]) -> bool:
-        """Whether ``tensors`` all find a place in the arena as it is (tried, then undone)."""
-        placed = []
-        try:
-            for t in tensors:
-                offset = self.arena.find(self.alloc_size[t])
-                if offset is None:
-                    return False
-                self.arena.place(t, offset, self.alloc_size[t])
-                placed.append(t)
-            return True
-        finally:
-            for t in placed:
-                self.arena.free(t)
-
-    def _room_after(self, s: int) -> bool:
-        """Whether the op after step s finds room for what it still needs without evicting:
-        only then is a stored block kept one step longer (a kept block that makes the next
-        op evict costs DRAM traffic to save a store's drain time)."""
-        op = self.graph.ops[self.order[s + 1]]
-        missing = sum(self.alloc_size[t] for t in dict.fromkeys(op.tensors) if t not in self.resident_since)
-        return self.arena.free_bytes >= missing
-
     def _prefetch(self, s: int) -> None:
         """Reserve space now for the inputs of the next ``prefetch`` ops that can be loaded, in
-        the order they are needed (weights first within an op), without evicting anything and
-        leaving room for the outputs of every op up to the one prefetched for (a reservation
-        that would make them evict something costs DRAM traffic, not just a later load);
+        the order they are needed (weights first within an op), without evicting anything;
         stop at the first that does not fit, so loads stay in step order."""
-        headroom = 0
-        for ahead, later in enumerate(self.order[s + 1:s + 1 + self.prefetch]):
-            op = self.graph.ops[later]
-            headroom += sum(self.alloc_size[o] for o in op.outputs if o not in self.resident_since)
-            for t in sorted(dict.fromkeys(op.inputs), key=lambda t: self.graph.tensors[t].kind != "weight"):
+        for later in self.order[s + 1:s + 1 + self.prefetch]:
+            inputs = dict.fromkeys(self.graph.ops[later].inputs)
+            for t in sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight"):
                 if t in self.resident_since or not self._loadable(t):
                     continue
-                if ahead and not self.graph.tensors[t].in_dram_initially:
-                    continue  # beyond the next op only weights and inputs: a retrieve brought in
-                    # early would hold scratchpad an evicted tensor just gave back
-                if self.arena.free_bytes - self.alloc_size[t] < headroom:
-                    return
                 offset = self.arena.find(self.alloc_size[t])
                 if offset is None:
                     return
