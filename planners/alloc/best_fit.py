@@ -54,8 +54,3 @@ class BestFitArena:
 
     def owners(self) -> list[int]:
         return list(self._offset_of)
-
-    @property
-    def free_bytes(self) -> int:
-        """Bytes not held by any block (possibly in several gaps)."""
-        return self.capacity - sum(size for size, _ in self._blocks.values())
