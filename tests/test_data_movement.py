@@ -205,10 +205,18 @@ def test_prefetch_runs_loads_ahead_and_depth_zero_turns_it_off():
 
 # -- tiles chosen by time ----------------------------------------------------------------------
 
-def test_time_objective_beats_bytes_objective_on_the_array():
-    """ResNet-18 on SCALE-Sim's 32x32 os config at 192 KiB: tiles that fill the array's folds
-    (the target: <= 1.05x SCALE-Sim's compute cycles; benchmarks/bench_tiling_array.py prints
-    1.047x for time and 1.453x for bytes)."""
+@pytest.mark.parametrize("layout, target", [("nchw", 1.05), ("nhwc", 1.08)])
+def test_time_objective_beats_bytes_objective_on_the_array(layout, target):
+    """ResNet-18 on SCALE-Sim's 32x32 os config at 192 KiB: tiles that fill the array's folds.
+
+    SCALE-Sim runs each layer untiled and models no DRAM layout (its operands are matrices).
+    With channel planes in DRAM (nchw) the array-aligned tiles (32 of 256 output channels)
+    move whole bursts and npusim's array cycles are 1.047x SCALE-Sim's (the target is 1.05x;
+    the rest: layers whose weights need a split reduction pay K + R + C - 2 per fold per
+    slice). Channels-last (nhwc, the shipped default) makes such a tile write 32-byte runs;
+    the tiler then prefers a candidate moving whole bursts when it is within 5 % of the
+    fastest, which costs 1.073x. ``benchmarks/bench_tiling_array.py`` prints both; the
+    bytes objective (the old tiler) is 1.45-1.56x."""
     import csv as _csv
     from pathlib import Path
 
@@ -221,29 +229,30 @@ def test_time_objective_beats_bytes_objective_on_the_array():
         pytest.skip(f"SCALE-Sim reference not found at {reference}")
     theirs = sum(int(r["compute_cycles"]) + 1 for r in _csv.DictReader(open(reference)))
     graph = load_graph("resnet18")
-    hw = load_hw("edge-npu", {"cores.pe_rows": "32", "cores.pe_cols": "32", "cores.dataflow": "os"})
+    hw = load_hw("edge-npu", {"cores.pe_rows": "32", "cores.pe_cols": "32", "cores.dataflow": "os",
+                              "dram.layout": layout})
     totals = {}
     for objective in ("time", "bytes"):
         plan = make_plan(graph, hw, DEFAULT_PIPELINE, budget=192 << 10, options={"tile_objective": objective})
         tiled = expand(graph, plan.tiling)
         totals[objective] = sum(systolic_cycles(o.gemm, 32, 32, "os") for o in tiled.ops if o.gemm is not None)
-    assert totals["time"] <= 1.05 * theirs < totals["bytes"]
+    assert totals["time"] <= target * theirs < totals["bytes"]
 
 
-def test_quick_start_transfers_move_near_peak_bandwidth_alone():
-    """Before: 7-byte rows (NCHW tiles cut along W) gave 3.4 % of peak and 3.35x the bytes on
-    the bus. Now >= 90 % of the transfers of >= 4 KiB reach 70 % of peak alone and the bus
-    carries <= 1.05x the logical bytes. The exceptions are stores of conv output tiles cut
-    by channels (32 of 256 in NHWC: 32-byte runs), which the tiler keeps because they are
-    hidden under the array's compute and cutting rows instead would split the reduction."""
-    graph = load_graph("resnet50")
-    plan = plan_graph(graph, EDGE, DEFAULT_PIPELINE)
-    program = lower(plan, graph, EDGE)
+@pytest.mark.parametrize("trace, size", [("resnet50", "1MiB"), ("resnet50", "256KiB"), ("mobilenet_v2", "256KiB"),
+                                         ("bert_tiny", "256KiB")])
+def test_every_transfer_of_4kib_moves_at_70_percent_of_peak_alone(trace, size):
+    """Before: 7-byte rows (NCHW tiles cut along W) gave 3.4 % of peak and the quick start's
+    bus carried 3.35x its logical bytes. A 4 KiB run alone takes 16 + 80 + 256 cycles on
+    edge-npu (setup, 100 ns latency, 4096 B at 16 B/cycle): 72.7 %, the floor here."""
+    hw = load_hw("edge-npu", {"scratchpad.size": size})
+    graph = load_graph(trace)
+    program = lower(plan_graph(graph, hw, DEFAULT_PIPELINE), graph, hw)
     moved = [c.cost for c in program.commands if c.cost is not None]
-    shares = [c.logical_bytes / unloaded_cycles(c, EDGE) / EDGE.dram_bytes_per_cycle
+    shares = [c.logical_bytes / unloaded_cycles(c, hw) / hw.dram_bytes_per_cycle
               for c in moved if c.logical_bytes >= 4096]
-    assert sum(s >= 0.70 for s in shares) >= 0.9 * len(shares)
-    assert sum(c.bus_bytes for c in moved) <= 1.05 * sum(c.logical_bytes for c in moved)
+    assert shares and min(shares) >= 0.70
+    assert sum(c.bus_bytes for c in moved) <= 1.01 * sum(c.logical_bytes for c in moved)
 
 
 def test_unknown_tile_objective_is_refused():

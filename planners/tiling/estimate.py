@@ -41,6 +41,7 @@ class Estimate:
     compute: float
     dma: float
     bus_bytes: int
+    short_runs: bool  # some transfer moves runs shorter than a DRAM burst on average
 
 
 def _box_classes(shape, blocks):
@@ -59,12 +60,19 @@ def _box_classes(shape, blocks):
         yield tuple(r for r, _ in combo), math.prod(c for _, c in combo)
 
 
-def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int]:
-    order = storage_order(len(tensor.shape), hw.dram.layout, image_like)
-    offset, shape, strides = storage_view(tensor.shape, list(box), order)
+def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int, bool]:
+    """(unloaded cycles, bus bytes, whether its runs are shorter than a burst) of moving
+    ``box`` of ``tensor``: in its storage order, or one run for a weight (stored pre-tiled,
+    ``npusim.plan.layout``)."""
+    if tensor.kind == "weight":
+        shape, strides, offset = (box_volume(box),), (1,), 0
+    else:
+        order = storage_order(len(tensor.shape), hw.dram.layout, image_like)
+        offset, shape, strides = storage_view(tensor.shape, list(box), order)
     cost = transfer_cost(shape, strides, tensor.itemsize, offset * tensor.itemsize, hw.dma.burst_bytes,
                          hw.dma.max_dims)
-    return unloaded_cycles(cost, hw), cost.bus_bytes
+    short = cost.chunks > 1 and cost.logical_bytes < cost.chunks * hw.dma.burst_bytes
+    return unloaded_cycles(cost, hw), cost.bus_bytes, short
 
 
 def _tile_cycles(op: Op, graph: Graph, box, k_range, last: bool, hw) -> float:
@@ -92,6 +100,7 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[int], hw, image_like:
     bus = 0
     tiles = 0
     first_tile = None
+    short = False
     load_cost = [None] * len(op.inputs)
     for box, count in _box_classes(out.shape, spec["block"]):
         tiles += count
@@ -104,7 +113,8 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[int], hw, image_like:
                     t = graph.tensors[op.inputs[i]]
                     load_cost[i] = _transfer_cycles(t, region, hw, t.name in image_like)
         compute += per_tile * count
-        store_cycles, store_bus = _transfer_cycles(out, box, hw, out.name in image_like)
+        store_cycles, store_bus, store_short = _transfer_cycles(out, box, hw, out.name in image_like)
+        short = short or store_short
         dma += store_cycles * count
         bus += store_bus * count
         if first_tile is None:
@@ -113,10 +123,11 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[int], hw, image_like:
         if cost is not None:
             dma += cost[0] * n
             bus += cost[1] * n
+            short = short or cost[2]
     fill_loads = sum(c[0] for c in load_cost if c is not None)
     fill = fill_loads + (first_tile[1] if first_tile else 0.0)
     bound = max(compute, dma / max(hw.dma.channels, 1), bus / hw.dram_bytes_per_cycle)
-    return Estimate(bound + fill, compute, dma, bus)
+    return Estimate(bound + fill, compute, dma, bus, short)
 
 
 def estimate_untiled(op: Op, graph: Graph, whole: dict, hw, image_like: frozenset[str]) -> float:

@@ -31,7 +31,9 @@ Choosing a spec:
 3. The objective (option ``tile_objective``): ``time`` (default) picks the candidate with
    the least estimated time on the configured hardware (``planners.tiling.estimate``: array
    or vector cycles of its tiles, DMA descriptors and bursts actually moved, bytes at the
-   DRAM bandwidth, double-buffered overlap); among candidates within 1 % of the fastest,
+   DRAM bandwidth, double-buffered overlap), among the candidates whose transfers move runs
+   of at least a DRAM burst on average if one is within 5 % of the fastest; within 1 % of
+   the fastest,
    the fewest bytes on the bus (whole bursts), then DRAM bytes read, then fewer tiles;
    ``bytes`` picks the fewest DRAM bytes read, ties to fewer tiles.
 
@@ -59,6 +61,8 @@ PREFERENCES = ("spatial", "channels", "reduction", "outer", "contiguous")
 OBJECTIVES = ("time", "bytes")
 #: Candidates this close to the fastest estimate count as equally fast (bus bytes decide).
 TIME_TOLERANCE = 0.01
+#: How much slower a candidate moving whole bursts may be and still beat one moving shorter runs.
+SHORT_RUN_TOLERANCE = 0.05
 #: Output-channel blocks tried as multiples of the array's columns: 1, 2, 4, ... times.
 ALIGNED_MULTIPLES = 6
 #: Ops ahead whose loads the arena reserves after this stage (option ``prefetch_depth``).
@@ -194,14 +198,20 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=
         tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
         if hw is not None and objective == "time":
             guess = estimate(op, graph, spec, reads, hw, image_like)
-            candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec))
+            candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
         else:
-            candidates.append(((traffic, tiles, i), spec))
+            candidates.append(((traffic, tiles, i), spec, False))
     if hw is not None and objective == "time":
+        # Runs shorter than a burst only when every candidate that moves whole bursts is more
+        # than SHORT_RUN_TOLERANCE slower (their cost is in the estimate: each run pays its
+        # own burst and address, and they take bus time from everything else running).
+        whole = [c for c in candidates if not c[2]]
+        if whole and min(c[0][0] for c in whole) <= (1 + SHORT_RUN_TOLERANCE) * min(c[0][0] for c in candidates):
+            candidates = whole
         # Within TIME_TOLERANCE of the fastest, the fewest bytes on the bus: a DMA hidden under
         # compute is still bus time and energy taken from everything else running.
-        fastest = min(key[0] for key, _ in candidates)
-        near = [(key[1:], spec) for key, spec in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
+        fastest = min(key[0] for key, *_ in candidates)
+        near = [(key[1:], spec) for key, spec, _ in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
         return min(near, key=lambda c: c[0])[1]
     return min(candidates, key=lambda c: c[0])[1]
 
