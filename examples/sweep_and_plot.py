@@ -1,9 +1,12 @@
-"""Sweep scratchpad budgets for two planners and plot latency, energy and off-chip bytes.
+"""Sweep the scratchpad size for two planners and plot latency, energy and off-chip bytes.
 
 The same as the command
 
-    npusim dse resnet18 --hw edge-npu --sweep budget=MR,MH,MP,4MiB,8MiB \
-        --planners default+arena+belady,rpo+arena+lru --plot --out sweep.csv
+    npusim dse resnet18 --hw edge-npu --sweep scratchpad.size=256KiB..4MiB:x2 \
+        --planners tile+default+arena+belady,tile+rpo+arena+lru --plot --out sweep.csv
+
+(sweeping ``budget`` instead plans for less than the scratchpad holds; a budget over
+``scratchpad.size`` is infeasible unless ``allow_oversize``)
 
 but through the Python API, which returns the rows as plain dicts. Figures go to the folder
 given as the first argument (a temporary folder by default); matplotlib is needed for them
@@ -19,21 +22,21 @@ from pathlib import Path
 from npusim import dse
 from npusim.plot import pareto_front, plot_dse_curves, plot_pareto
 
-sweeps = [dse.parse_sweep("budget=MR,MH,MP,4MiB,8MiB")]
-points = dse.make_points(["resnet18"], "edge-npu", sweeps, ["default+arena+belady", "rpo+arena+lru"])
+sweeps = [dse.parse_sweep("scratchpad.size=256KiB..4MiB:x2")]
+points = dse.make_points(["resnet18"], "edge-npu", sweeps, ["tile+default+arena+belady", "tile+rpo+arena+lru"])
 result = dse.run_sweep(points, cache_dir=None, progress=False)  # jobs=4 or backend="dask" give the same rows
 
-print(f"{'budget':>8} {'capacity':>10} {'planner':<22} {'cycles':>12} {'energy uJ':>10} {'spill B':>10}")
-for row in result.rows:
-    print(f"{row['budget']:>8} {row['capacity']:>10,} {row['planner']:<22} {row['cycles']:>12,.0f} "
-          f"{row['energy_pj'] / 1e6:>10.3f} {row['offchip_spill_bytes']:>10,}")
+print(f"{'scratchpad':>10} {'planner':<26} {'cycles':>12} {'energy uJ':>10} {'off-chip B':>12}")
+for row in result.rows:  # each row has a column per swept key
+    print(f"{row['scratchpad.size']:>10,} {row['planner']:<26} {row['cycles']:>12,.0f} "
+          f"{row['energy_pj'] / 1e6:>10.3f} {row['offchip_bytes']:>12,}")
 
 print("energy-area Pareto front (scratchpad bytes, energy):")
 for row in pareto_front(result.rows):
-    print(f"  {row['capacity']:>10,} B  {row['energy_pj'] / 1e6:.3f} uJ  {row['planner']} at {row['budget']}")
+    print(f"  {row['capacity']:>10,} B  {row['energy_pj'] / 1e6:.3f} uJ  {row['planner']}")
 
 with tempfile.TemporaryDirectory() as temporary:
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(temporary)
-    written = plot_dse_curves(result.rows, folder / "sweep-curves", ["budget"])
+    written = plot_dse_curves(result.rows, folder / "sweep-curves", ["scratchpad.size"])
     written += plot_pareto(result.rows, folder / "sweep-pareto")
     print("wrote " + ", ".join(p.name for p in written))

@@ -81,7 +81,7 @@ def cmd_import(args) -> int:
 
 def _plan_for(args, graph, hw):
     from npusim.plan.io import load_plan
-    from npusim.workflow import plan_graph, resolve_budget
+    from npusim.workflow import check_capacity, plan_graph, resolve_budget
 
     if getattr(args, "plan", None):
         # the plan fixes its pipeline, budget and options: ignoring these would be a silent surprise
@@ -90,8 +90,10 @@ def _plan_for(args, graph, hw):
         if given:
             raise NpusimError(f"--plan {args.plan}: the plan already fixes its pipeline, budget and options; "
                               f"drop {', '.join(given)} (or plan again without --plan)")
-        return load_plan(args.plan, graph)
-    budget = resolve_budget(args.budget, graph, hw)
+        plan = load_plan(args.plan, graph)
+        check_capacity(plan.capacity, hw, f"--plan {args.plan}: capacity", allow_oversize=args.allow_oversize)
+        return plan
+    budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize)
     offchip = getattr(args, "offchip", None)
     if offchip:
         from npusim.registry import default_registry
@@ -222,7 +224,7 @@ def cmd_dse(args) -> int:
                           f"{len(pipelines)} pipeline(s)), above --max-points {args.max_points:,}; "
                           "narrow the ranges or raise --max-points")
     points = dse.make_points(args.trace, args.hw, sweeps, pipelines, budget=args.budget,
-                             base_overrides=_hw_overrides(args.set))
+                             base_overrides=_hw_overrides(args.set), allow_oversize=args.allow_oversize)
     if args.plot:
         from npusim.plot import parse_formats, require_matplotlib
 
@@ -251,7 +253,8 @@ def cmd_compare(args) -> int:
 
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
-    rows = compare_planners(graph, hw, parse_pipelines(args.planners), args.budget, trace=args.trace)
+    rows = compare_planners(graph, hw, parse_pipelines(args.planners), args.budget, trace=args.trace,
+                            allow_oversize=args.allow_oversize)
     text = format_rows(rows, args.format)
     if args.output:
         from npusim.atomic_io import atomic_write_text
@@ -351,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--planner",
                        help=f"planner pipeline (default {DEFAULT_PIPELINE}; 'tile' streams ops that do not fit), e.g. rpo+arena+lru")
         p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
+        p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
         p.add_argument("--option", action="append", metavar="KEY=VALUE",
                        help="planner option, e.g. time_limit=10, max_tiles=500000, tile_all=true, stream_capacity=32")
@@ -403,6 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"pipelines separated by commas (default {DEFAULT_PIPELINE}, as for simulate)")
     p.add_argument("--max-points", type=int, default=2000, help="refuse a sweep of more points (default 2000)")
     p.add_argument("--budget", help="budget of every point unless 'budget' is swept (size or MR, MH, MP)")
+    p.add_argument("--allow-oversize", action="store_true",
+                   help="plan budgets larger than the scratchpad.size of a point (else such a point is infeasible)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="fixed hardware override")
     p.add_argument("--jobs", type=int, default=1, help="parallel workers (processes, or dask workers)")
     p.add_argument("--backend", default="local", choices=("local", "dask"), help="where points run")
@@ -421,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/")
     p.add_argument("--planners", required=True, help="pipelines separated by commas, e.g. default+arena+belady,rpo+arena+lru")
     p.add_argument("--budget", help="scratchpad budget: a size or MR, MH, MP; default: the scratchpad size")
+    p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field")
     p.add_argument("--format", default="text", choices=("text", "csv", "json"))
     p.add_argument("-o", "--output", help="write the table here instead of printing it")

@@ -73,12 +73,12 @@ def _budget_label(budget: object) -> object:
 
 
 def compare_planners(graph: Graph, hw: Hardware, pipelines: list[str], budget: str | int | None = None,
-                     *, trace: str | None = None) -> list[dict]:
+                     *, trace: str | None = None, allow_oversize: bool = False) -> list[dict]:
     """One row per pipeline, in the order given. ``budget`` as for ``--budget``."""
     from npusim.workflow import plan_graph, resolve_budget, simulate_plan
 
     check_pipelines(pipelines)  # an unknown planner name is the user's error, not a row
-    capacity = resolve_budget(budget, graph, hw)  # so is a malformed budget
+    capacity = resolve_budget(budget, graph, hw, allow_oversize=allow_oversize)  # so is a malformed budget
     rows = []
     for pipeline in pipelines:
         try:

@@ -140,7 +140,7 @@ def diagnose_trace(path: Path) -> tuple[list[Problem], object]:
 def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8) -> list[Problem]:
     from npusim.plan.io import load_plan
     from npusim.plan.validate import validate
-    from npusim.workflow import load_graph, load_hw, simulate_plan
+    from npusim.workflow import check_capacity, load_graph, load_hw, simulate_plan
 
     if trace is None:
         return [Problem(str(path), "a plan is checked against its trace", "add --trace TRACE")]
@@ -161,6 +161,11 @@ def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8)
         hardware = load_hw(hw)
     except NpusimError as error:
         return [Problem(str(hw), str(error), "fix the hardware config (npusim doctor HW.yaml)")]
+    try:
+        check_capacity(plan.capacity, hardware, "the plan's capacity")
+    except NpusimError as error:
+        problems.append(Problem(str(path), str(error), f"re-plan for {hardware.name} (npusim plan TRACE --hw {hw} "
+                                                       "-o plan.json), or simulate it with --allow-oversize"))
     runs = range(seeds + 1) if len(set(plan.streams)) > 1 else range(1)
     for seed in runs:
         try:

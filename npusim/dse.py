@@ -187,6 +187,7 @@ class Point:
     pipeline: str
     budget: object  # None (scratchpad size), bytes, or "MR"/"MH"/"MP"
     options: tuple = ()
+    allow_oversize: bool = False  # a budget over the scratchpad size is planned (else infeasible)
     version: str = npusim.__version__
     code: str = field(default_factory=lambda: code_fingerprint())  # looked up per call: tests patch it
 
@@ -201,6 +202,7 @@ class Point:
             "hardware": hardware_to_dict(self.hw) if self.hw is not None else {"error": self.hw_error},
             "pipeline": self.pipeline, "budget": self.budget, "options": dict(self.options),
             "npusim": self.version, "code": self.code,
+            **({"allow_oversize": True} if self.allow_oversize else {}),
         }
         return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -237,7 +239,8 @@ def _trace_path(source: str) -> Path:
 
 
 def make_points(traces: Iterable[str], hw_source: str, sweeps: list[Sweep], pipelines: list[str], *,
-                budget: object = None, base_overrides: dict | None = None, options: dict | None = None) -> list[Point]:
+                budget: object = None, base_overrides: dict | None = None, options: dict | None = None,
+                allow_oversize: bool = False) -> list[Point]:
     """Every combination, in a fixed order: traces, then sweeps (first sweep slowest), then pipelines."""
     from npusim.workflow import load_hw
 
@@ -260,7 +263,7 @@ def make_points(traces: Iterable[str], hw_source: str, sweeps: list[Sweep], pipe
                 points.append(Point(index=len(points), trace=trace, trace_digest=digests[trace],
                                     hw_source=str(hw_source), settings=settings, hw=hw, hw_error=hw_error,
                                     pipeline=pipeline, budget=point_budget,
-                                    options=tuple(sorted((options or {}).items()))))
+                                    options=tuple(sorted((options or {}).items())), allow_oversize=allow_oversize))
     return points
 
 
@@ -316,7 +319,7 @@ def evaluate_point(point: Point) -> dict:
         if point.hw is None:
             raise NpusimError(point.hw_error)
         graph = _graph(point.trace)
-        capacity = resolve_budget(point.budget, graph, point.hw)
+        capacity = resolve_budget(point.budget, graph, point.hw, allow_oversize=point.allow_oversize)
         plan = plan_graph(graph, point.hw, point.pipeline, capacity, options=dict(point.options))
         report = simulate_plan(plan, graph, point.hw)
     except NpusimError as exc:

@@ -72,6 +72,10 @@ class PlanningContext:
     status: str = "heuristic"
     objective: float | None = None
     bound: float | None = None
+    scope: str = ""  # which problem status and bound refer to, when not the whole plan's
+    # A later stage that plans whole ops only (its ``whole_ops_only`` attribute, e.g. COSMA):
+    # the tile stage then refuses up front when an op must be tiled and tiles nothing optional.
+    whole_ops_only: object | None = None
 
 
 class Registry:
@@ -153,6 +157,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     given = dict(options or {})
     ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
                           alignment=hw.scratchpad.alignment, options=planner_options.TrackedOptions(given), untiled=graph)
+    ctx.whole_ops_only = next((p for p in stages if getattr(p, "whole_ops_only", False)), None)
     start = time.perf_counter()
     for planner in stages:
         planner.run(ctx)
@@ -170,5 +175,5 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         dram=dict(ctx.dram), tiling=dict(ctx.tiling),
         meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=dict(ctx.options),
                       solve_seconds=round(seconds, 6), status=ctx.status,
-                      objective=ctx.objective, bound=ctx.bound),
+                      objective=ctx.objective, bound=ctx.bound, scope=ctx.scope),
     )

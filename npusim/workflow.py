@@ -72,21 +72,39 @@ def memory_bounds(graph: Graph, alignment: int = 1) -> MemoryBounds:
     return MemoryBounds(m_r=m_r, m_r_op=graph.ops[op].name, m_p=max(m_p, m_r))
 
 
-def resolve_budget(spec: str | int | None, graph: Graph, hw: Hardware) -> int:
-    """Budget in bytes: None = the scratchpad size; a size ('768KiB'); or MR, MH, MP."""
+def resolve_budget(spec: str | int | None, graph: Graph, hw: Hardware, *, allow_oversize: bool = False) -> int:
+    """Budget in bytes: None = the scratchpad size; a size ('768KiB'); or MR, MH, MP. It must
+    fit the hardware's scratchpad (``check_capacity``)."""
     if spec is None:
         return hw.scratchpad.size
     if isinstance(spec, str) and spec.upper().replace("_", "") in BUDGET_KEYWORDS:
         bounds = memory_bounds(graph, hw.scratchpad.alignment)
         key = spec.upper().replace("_", "")
-        return {"MR": bounds.m_r, "MH": bounds.m_h, "MP": bounds.m_p}[key]
-    try:
-        budget = parse_size(spec)
-    except UnitError as exc:
-        raise NpusimError(f"--budget {spec!r}: {exc}; or one of {', '.join(BUDGET_KEYWORDS)}") from None
-    if budget <= 0:
-        raise NpusimError(f"--budget {spec!r}: must be a positive size")
+        budget = {"MR": bounds.m_r, "MH": bounds.m_h, "MP": bounds.m_p}[key]
+    else:
+        try:
+            budget = parse_size(spec)
+        except UnitError as exc:
+            raise NpusimError(f"--budget {spec!r}: {exc}; or one of {', '.join(BUDGET_KEYWORDS)}") from None
+        if budget <= 0:
+            raise NpusimError(f"--budget {spec!r}: must be a positive size")
+    check_capacity(budget, hw, f"--budget {spec}", allow_oversize=allow_oversize)
     return budget
+
+
+def check_capacity(capacity: int, hw: Hardware, what: str, *, allow_oversize: bool = False) -> None:
+    """Refuse a budget (or a plan's capacity) the hardware's scratchpad cannot hold, or one
+    that is not a multiple of its alignment, naming both numbers; ``allow_oversize`` lets a
+    larger one through (the report's first line then says so: ``Report.oversize``)."""
+    size, align = hw.scratchpad.size, hw.scratchpad.alignment
+    if capacity % align:
+        raise NpusimError(f"{what} = {capacity:,} B is not a multiple of {hw.name}'s scratchpad.alignment "
+                          f"({align} B); use {capacity - capacity % align:,} or {capacity + align - capacity % align:,} B")
+    if capacity > size and not allow_oversize:
+        raise NpusimError(
+            f"{what} = {capacity:,} B is larger than {hw.name}'s scratchpad ({size:,} B, scratchpad.size); "
+            f"plan for at most {size:,} B, model a larger scratchpad with --set scratchpad.size=..., "
+            "or pass --allow-oversize to plan beyond the hardware anyway")
 
 
 def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,

@@ -28,18 +28,21 @@ def test_simulate_prints_latency_energy_and_bytes(capsys, tmp_path):
 
 @pytest.mark.parametrize("budget", ["MR", "MH", "MP", "3MiB"])
 def test_symbolic_budgets(capsys, budget):
-    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--budget", budget, "--json")
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--budget", budget, "--json",
+                             "--allow-oversize")
     assert code == 0, err
     assert json.loads(out)["offchip_bytes"]["compulsory"] > 0
 
 
 def test_plan_validate_simulate_round_trip(capsys, tmp_path):
     plan = tmp_path / "plan.json"
-    code, out, err = run_cli(capsys, "plan", "resnet18", "--hw", "edge-npu", "--budget", "MR", "-o", str(plan))
+    code, out, err = run_cli(capsys, "plan", "resnet18", "--hw", "edge-npu", "--budget", "MR", "-o", str(plan),
+                             "--allow-oversize")
     assert code == 0, err
     code, out, _ = run_cli(capsys, "validate", "resnet18", "--plan", str(plan))
     assert code == 0 and "valid" in out
-    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan), "--json")
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan), "--json",
+                             "--allow-oversize")
     assert code == 0, err
     assert json.loads(out)["offchip_bytes"]["spill"] > 0
 
@@ -50,7 +53,7 @@ def test_plan_validate_simulate_round_trip(capsys, tmp_path):
     plan.write_text(json.dumps(data))
     code, out, _ = run_cli(capsys, "validate", "resnet18", "--plan", str(plan))
     assert code == 1 and "[overlap]" in out
-    code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan))
+    code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan), "--allow-oversize")
     assert code == 2 and "violation" in err and "Traceback" not in err
     # the plan fixes its pipeline and budget: other planning flags are refused, not ignored
     code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan), "--budget", "1MiB")
@@ -80,7 +83,7 @@ def test_a_negative_jitter_seed_is_a_usage_error(capsys):
     (["plan", "resnet18", "--hw", "edge-npu", "-o", "/no/such/folder/p.json"], "/no/such/folder does not exist"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--offchip", "arena"], "expected an off-chip one: "),
     (["simulate", "resnet18", "--hw", "edge-npu", "--set", "dram.capacity=1KiB"], "above dram.capacity = 1,024 B"),
-    (["simulate", "resnet18", "--hw", "edge-npu", "--budget", "MR", "--planner", "cosma+arena"],
+    (["simulate", "resnet18", "--hw", "edge-npu", "--planner", "cosma+arena"],
      "cannot be combined with the alloc stage 'arena'"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--option", "taa_srt=best", "--offchip", "taa"],
      "did you mean 'taa_sort'?"),

@@ -68,7 +68,7 @@ def test_parse_pipelines():
 
 
 def test_compare_command(capsys, tmp_path):
-    code = main(["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "MR",
+    code = main(["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "MR", "--allow-oversize",
                  "--planners", "default+arena+belady,rpo+arena+belady", "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -79,7 +79,7 @@ def test_compare_command(capsys, tmp_path):
                                              data[0]["capacity"]).capacity
     target = tmp_path / "cmp.csv"
     code = main(["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "MP", "--planners",
-                 "default+arena+lru", "--format", "csv", "-o", str(target)])
+                 "default+arena+lru", "--format", "csv", "-o", str(target), "--allow-oversize"])
     assert code == 0 and len(list(csv.DictReader(target.open()))) == 1
 
 

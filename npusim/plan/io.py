@@ -61,6 +61,7 @@ def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
             "planner": plan.meta.planner, "options": plan.meta.options,
             **({"solve_seconds": plan.meta.solve_seconds} if timings else {}), "status": plan.meta.status,
             "objective": plan.meta.objective, "bound": plan.meta.bound,
+            **({"scope": plan.meta.scope} if plan.meta.scope else {}),
         },
     }
 
@@ -164,7 +165,7 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
             raise PlanError(f"{source}: meta.{key} is {m[key]!r}, expected a number or null")
     meta = PlanMeta(planner=str(m.get("planner", "")), options=dict(options),
                     solve_seconds=float(seconds), status=status,
-                    objective=m.get("objective"), bound=m.get("bound"))
+                    objective=m.get("objective"), bound=m.get("bound"), scope=str(m.get("scope", "")))
     return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
                 streams=tuple(streams), residencies=tuple(sorted(residencies)),
                 transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,

@@ -104,6 +104,7 @@ class Program:
     streams: int
     planner: str = ""
     plan_status: str = "heuristic"
+    plan_scope: str = ""  # what the status refers to, when not the whole plan (PlanMeta.scope)
     offchip_peak: int = 0  # DRAM bytes the plan needs (``offchip_footprint``)
     dram_planned: bool = False  # the plan has a DRAM layout: the simulator checks DRAM contents
     lowered_for: tuple = ()  # the DMA/DRAM settings the costs were counted with (``dma_settings``)
@@ -207,7 +208,7 @@ def lower(plan: Plan, graph: Graph, hw) -> Program:
     return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
                    commands=tuple(commands), residency_users=tuple(tuple(u) for u in users),
                    capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
-                   plan_status=plan.meta.status, offchip_peak=offchip_footprint(plan, graph, untiled),
+                   plan_status=plan.meta.status, plan_scope=plan.meta.scope, offchip_peak=offchip_footprint(plan, graph, untiled),
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
 
 

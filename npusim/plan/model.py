@@ -48,6 +48,9 @@ class PlanMeta:
     status: str = "heuristic"
     objective: float | None = None
     bound: float | None = None
+    # Which problem ``status`` and ``bound`` refer to when it is not the whole plan's, e.g.
+    # the op-level schedule of a tiled graph (``planners.schedule.op_level``); "" otherwise.
+    scope: str = ""
 
 
 @dataclass(frozen=True)

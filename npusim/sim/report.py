@@ -52,6 +52,24 @@ class Report:
     op_breakdown: tuple = field(default=(), repr=False)  # one dict per op run (--breakdown CSV)
     counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...)
     semaphores: tuple = field(default=(), repr=False)  # (signalling command, waiting command)
+    plan_scope: str = ""  # what plan_status refers to when not the whole plan (PlanMeta.scope)
+    scratchpad_size: int = 0  # the hardware's scratchpad.size (a plan may be over it: --allow-oversize)
+
+    @property
+    def oversize(self) -> bool:
+        return self.capacity > self.scratchpad_size > 0
+
+    @property
+    def oversize_note(self) -> str:
+        if not self.oversize:
+            return ""
+        return (f" -- OVER the hardware's {format_bytes(self.scratchpad_size)} scratchpad "
+                "(--allow-oversize): not a plan this NPU can run")
+
+    @property
+    def status_text(self) -> str:
+        """The plan's status, with the problem it refers to when that is not the whole plan."""
+        return f"{self.plan_status}: {self.plan_scope}" if self.plan_scope else self.plan_status
 
     @property
     def total_energy_pj(self) -> float:
@@ -67,6 +85,8 @@ class Report:
         data["offchip_total_bytes"] = self.offchip_total_bytes
         for bulky in ("op_breakdown", "counters", "semaphores"):
             data.pop(bulky)
+        if not self.plan_scope:
+            data.pop("plan_scope")
         if not timeline:
             data.pop("timeline")
         return data
@@ -147,8 +167,8 @@ class Report:
         ob = self.offchip_bytes
         e = self.energy_pj
         lines = [
-            f"{self.graph} on {self.hardware} with {self.planner} ({self.plan_status}), "
-            f"scratchpad budget {format_bytes(self.capacity)}",
+            f"{self.graph} on {self.hardware} with {self.planner} ({self.status_text}), "
+            f"scratchpad budget {format_bytes(self.capacity)}" + self.oversize_note,
             f"  latency        {self.cycles:,.0f} cycles = {self.seconds * 1e3:.3f} ms"
             f"   (bounds: compute {self.lower_bounds['compute_cycles']:,.0f}, DRAM {self.lower_bounds['dram_cycles']:,.0f}, "
             f"DMA {self.lower_bounds.get('dma_cycles', 0):,.0f} cycles)",

@@ -92,6 +92,11 @@ def mpmf_order(graph: Graph, align: int, options: dict) -> list[int]:
 
 
 class _CosmaBase:
+    #: COSMA's model treats every op as a unit (paper §III-A): the tile stage refuses up front
+    #: when an op must be tiled, and its optional tiling is skipped (``npusim.registry``).
+    whole_ops_only = "COSMA's model treats every op as a unit, paper §III-A"
+    #: The COSMA paper's own comparison scheme that streams tiles: min-peak order, greedy replacement.
+    tiled_alternative = "tile+zhong+arena+greedy-ilp"
     stage = "joint"
 
     def run(self, ctx) -> None:

@@ -36,6 +36,7 @@ from planners.joint.olla_address import Blocks, solve_addresses
 from planners.joint.olla_lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
 from planners.schedule.greedy import best_heuristic_order
+from planners.schedule.op_level import is_tiled, op_graph, set_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 from planners.options import int_option
@@ -94,15 +95,19 @@ def tensor_blocks(graph: Graph, order: list[int], align: int) -> Blocks:
                   first=tuple(int(life.first[t]) for t in ids), last=tuple(int(life.last[t]) for t in ids))
 
 
-def olla_plan(graph: Graph, align: int, options: dict) -> OllaResult:
+def olla_plan(graph: Graph, align: int, options: dict, order_of=None) -> OllaResult:
+    """Order and addresses of ``graph``. ``order_of(options)`` -> (order, status, bound, control
+    edges), when given, decides the order instead of the lifetime ILP on ``graph`` (for a
+    tiled graph: the op-level order with each op's tiles after it)."""
     start = time.perf_counter()
     opts = SolverOptions.from_options(options)
     joint_max = int_option(options, "joint_max_ops", DEFAULT_JOINT_MAX_OPS, "olla", minimum=0)
-    if graph.n_ops <= joint_max:
+    if order_of is None and graph.n_ops <= joint_max:
         result = _joint(graph, align, opts)
         if result is not None:
             return result
-    order, order_status, _, n_edges = olla_order(graph, align, dict(options, time_limit=opts.time_limit / 2))
+    half = dict(options, time_limit=opts.time_limit / 2)
+    order, order_status, _, n_edges = order_of(half) if order_of else olla_order(graph, align, half)
     blocks = tensor_blocks(graph, order, align)
     left = opts.time_limit - (time.perf_counter() - start)
     addr = solve_addresses(blocks, align, opts.with_limit(left), bool(options.get("preplace", True)))
@@ -174,8 +179,14 @@ def _joint(graph: Graph, align: int, opts: SolverOptions) -> OllaResult | None:
 
 
 def plan_parts(graph: Graph, order: list[int], offsets: dict, align: int):
-    """Residencies and transfers: every tensor resident over its lifetime at its offset."""
+    """Residencies and transfers: every tensor resident over its lifetime at its offset.
+
+    On a tiled graph, a tile other tiles read back from DRAM (``Graph.dram_sources``) is
+    stored right after it is produced, and a read view of such tiles is loaded before its
+    first use (a retrieve), as the arena allocator does."""
     life = lifetimes(graph, order)
+    step_of = {op: s for s, op in enumerate(order)}
+    through_dram = graph.dram_sources
     residencies, transfers = [], []
     for t in graph.tensors:
         first, last = int(life.first[t.id]), int(life.last[t.id])
@@ -185,9 +196,11 @@ def plan_parts(graph: Graph, order: list[int], offsets: dict, align: int):
                                      size=int(aligned(t.size, align))))
         if t.in_dram_initially:
             transfers.append(Transfer(step=first, kind="load", tensor=t.id, cause="compulsory", size=t.size))
-        if t.kind == "output":
-            step = {op: s for s, op in enumerate(order)}[t.producer]
-            transfers.append(Transfer(step=step, kind="store", tensor=t.id, cause="writeback", size=t.size))
+        elif t.sources:
+            transfers.append(Transfer(step=first, kind="load", tensor=t.id, cause="retrieve", size=t.size))
+        if t.kind == "output" or t.id in through_dram:
+            cause = "writeback" if t.kind == "output" else "spill"
+            transfers.append(Transfer(step=step_of[t.producer], kind="store", tensor=t.id, cause=cause, size=t.size))
     return residencies, transfers
 
 
@@ -197,13 +210,23 @@ class OllaJoint:
     description = "OLLA: lifetime ILP for the order, address ILP for offsets (joint ILP on small graphs)"
 
     def run(self, ctx) -> None:
-        result = olla_plan(ctx.graph, ctx.alignment, ctx.options)
+        order_of = None
+        if is_tiled(ctx):
+            # The lifetime ILP orders the op-level graph; the address ILP places the tiles.
+            def order_of(options):
+                order, status, bound, edges = olla_order(ctx.untiled, ctx.alignment, options)
+                set_order(ctx, order, "peak")
+                return ctx.order, status, bound, edges
+        result = olla_plan(ctx.graph, ctx.alignment, ctx.options, order_of)
         if result.arena > ctx.capacity:
             raise PlanningError(
                 f"olla: the arena needs {result.arena} B (max live {result.max_live} B, "
                 f"fragmentation {result.fragmentation:.1%}) but the budget is {ctx.capacity} B; "
                 "olla keeps every tensor on chip and does not spill: raise the budget or use a "
-                "pipeline with a spill policy (e.g. 'olla-order+arena+belady')")
+                f"pipeline with a spill policy (e.g. '{'tile+' if order_of else ''}olla-order+arena+belady')")
+        if order_of:
+            ctx.scope = (f"arena of the tiled graph's {ctx.graph.n_ops} ops in the OLLA order of its "
+                         f"{ctx.untiled.n_ops} ops, each op's tiles after it")
         ctx.order = result.order
         ctx.residencies, ctx.transfers = plan_parts(ctx.graph, result.order, result.offsets, ctx.alignment)
         ctx.status = result.status
@@ -217,7 +240,7 @@ class OllaOrder:
     description = "OLLA's lifetime ILP (eq. 14) as a schedule stage: the order only"
 
     def run(self, ctx) -> None:
-        order, status, bound, _ = olla_order(ctx.graph, ctx.alignment, ctx.options)
-        ctx.order = order
+        order, status, bound, _ = olla_order(op_graph(ctx), ctx.alignment, ctx.options)
+        set_order(ctx, order, "peak")
         ctx.status = status
         ctx.bound = float(bound)

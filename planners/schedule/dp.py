@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from npusim.errors import PlanningError
+from planners.schedule.op_level import op_graph, set_order
 from planners.schedule.problem import MemoryProblem
 from planners.options import int_option
 
@@ -151,14 +152,14 @@ class DynamicProgramming:
     def run(self, ctx) -> None:
         from planners.schedule.greedy import best_heuristic_order
 
-        problem = MemoryProblem.from_graph(ctx.graph, ctx.alignment)
+        problem = MemoryProblem.from_graph(op_graph(ctx), ctx.alignment)
         max_ops = int_option(ctx.options, "max_ops", DEFAULT_MAX_OPS, self.name)
         max_states = int_option(ctx.options, "max_states", DEFAULT_MAX_STATES, self.name)
         if problem.n > max_ops:  # fail before computing anything
             min_peak_schedule(problem, max_ops=max_ops)
         _, bound = best_heuristic_order(problem)
         result = min_peak_schedule(problem, upper_bound=bound, max_ops=max_ops, max_states=max_states)
-        ctx.order = problem.expand(result.order)
+        set_order(ctx, problem.expand(result.order), "minimum peak")
         ctx.status = "optimal"
         ctx.objective = float(result.peak)
         ctx.bound = float(result.peak)

@@ -12,6 +12,7 @@ order, reverse post-order and the greedy rules.
 
 from __future__ import annotations
 
+from planners.schedule.op_level import op_graph, set_order
 from planners.schedule.problem import MemoryProblem
 from npusim.graph.analysis import dfs_reverse_post_order
 
@@ -77,6 +78,6 @@ class GreedyMemory:
     description = "memory-aware list scheduler: run the ready op that frees the most bytes net"
 
     def run(self, ctx) -> None:
-        problem = MemoryProblem.from_graph(ctx.graph, ctx.alignment)
+        problem = MemoryProblem.from_graph(op_graph(ctx), ctx.alignment)
         orders = [greedy_order(problem, rule) for rule in RULES]
-        ctx.order = problem.expand(min(orders, key=problem.peak))
+        set_order(ctx, problem.expand(min(orders, key=problem.peak)))

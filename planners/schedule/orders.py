@@ -1,6 +1,7 @@
 """Fixed schedules: the model's definition order and reverse post-order."""
 
 from npusim.graph.analysis import default_order, reverse_post_order
+from planners.schedule.op_level import op_graph, set_order
 
 
 class DefaultOrder:
@@ -9,7 +10,7 @@ class DefaultOrder:
     description = "the model's definition order (what PyTorch/ONNX runtimes execute)"
 
     def run(self, ctx) -> None:
-        ctx.order = default_order(ctx.graph)
+        set_order(ctx, default_order(op_graph(ctx)))
 
 
 class ReversePostOrder:
@@ -18,4 +19,4 @@ class ReversePostOrder:
     description = "reverse post-order of a depth-first search from the sources"
 
     def run(self, ctx) -> None:
-        ctx.order = reverse_post_order(ctx.graph)
+        set_order(ctx, reverse_post_order(op_graph(ctx)))

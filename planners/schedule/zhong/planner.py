@@ -25,6 +25,7 @@ import time
 
 from npusim.errors import PlanningError
 from planners.schedule.greedy import best_heuristic_order
+from planners.schedule.op_level import op_graph, set_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions
 from planners.schedule.window_bound import DEFAULT_WINDOW_STATES, window_lower_bound
@@ -106,9 +107,9 @@ class ZhongScheduler:
     description = "Zhong et al.: optimality-preserving fusion + CP-SAT ILP + memory-aware partitioning"
 
     def run(self, ctx) -> None:
-        problem = MemoryProblem.from_graph(ctx.graph, ctx.alignment)
+        problem = MemoryProblem.from_graph(op_graph(ctx), ctx.alignment)
         out = zhong_schedule(problem, ctx.options)
-        ctx.order = list(out["order"])
+        set_order(ctx, list(out["order"]), "peak")
         ctx.status = out["status"]
         ctx.objective = float(out["peak"])
         ctx.bound = float(out["bound"])

@@ -1,0 +1,155 @@
+"""Every planner at the NPU's own scratchpad: schedulers after tiling, joint planners with
+tiling, and the hardware's scratchpad as the limit of a budget or a plan."""
+
+import json
+
+import pytest
+
+from npusim.cli import main
+from npusim.dse import evaluate_point, make_points, parse_sweep
+from npusim.errors import NpusimError, PlanningError
+from npusim.plan.validate import validate
+from npusim.registry import make_plan
+from npusim.workflow import load_graph, load_hw, resolve_budget, simulate_plan
+from planners.schedule.op_level import tiles_of_ops
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def resnet18():
+    return load_graph("resnet18")
+
+
+# ------------------------------------------------------------------ schedulers after tiling
+
+@pytest.mark.parametrize("scheduler", ["zhong", "greedy-mem", "olla-order", "rpo", "default"])
+def test_schedulers_order_ops_and_tiles_follow(resnet18, scheduler):
+    """At 256 KiB resnet18 is tiled; the scheduler orders its ops and each op's tiles follow
+    in tiling order, so the plan is valid (no tile before the tiles it reads through DRAM)."""
+    hw = load_hw("edge-npu")
+    plan = make_plan(resnet18, hw, f"tile+{scheduler}+arena+belady", budget=256 * 1024,
+                     options={"time_limit": 10})
+    from npusim.graph.tiling import expand_cached
+
+    tiled = expand_cached(resnet18, plan.tiling)  # the graph the plan's order refers to
+    assert validate(plan, resnet18) == []  # (the validator takes the graph as given and expands it)
+    members = tiles_of_ops(tiled, resnet18)
+    position = {op: s for s, op in enumerate(plan.order)}
+    for tiles in members:  # contiguous, in tiling order
+        steps = [position[t] for t in tiles]
+        assert steps == list(range(steps[0], steps[0] + len(steps)))
+    assert sum(map(len, members)) == tiled.n_ops
+    if scheduler in ("zhong", "olla-order"):  # a claim about a problem: which one is stated
+        assert "op-level schedule" in plan.meta.scope
+    else:
+        assert plan.meta.scope == ""
+    report = simulate_plan(plan, resnet18, hw)
+    assert report.cycles > 0
+
+
+def test_zhong_after_tile_on_resnet50_runs_and_says_what_is_optimal(capsys):
+    """The issue's internal error ('... must be loaded at step 0 but DRAM has no copy')."""
+    code, out, err = run_cli(capsys, "simulate", "resnet50", "--hw", "edge-npu", "--planner",
+                             "tile+zhong+arena+belady", "--option", "time_limit=10")
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert "peak of the op-level schedule (122 ops)" in first and "tiled ops follow their op" in first
+
+
+# ------------------------------------------------------------------ joint planners and tiling
+
+def test_cosma_refuses_tiles_before_any_tiling_work(monkeypatch, resnet18):
+    """COSMA plans whole ops: below M_R the tile stage refuses at once, naming the op, M_R
+    and a pipeline that streams tiles, without choosing a single tile spec."""
+    import planners.tiling.tiler as tiler
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the tiler chose a spec for a pipeline that refuses tiles")
+
+    monkeypatch.setattr(tiler, "choose_spec", no_work)
+    with pytest.raises(PlanningError) as info:
+        make_plan(resnet18, load_hw("edge-npu"), "tile+cosma-dnc", budget=1 << 20)
+    message = str(info.value)
+    assert "cosma-dnc plans whole ops" in message and "M_R" in message
+    assert "tile+zhong+arena+greedy-ilp" in message
+
+
+def test_cosma_after_tile_at_or_above_m_r_tiles_nothing(resnet18):
+    """At a budget where every op fits, ``tile+cosma`` is cosma: nothing optional is tiled."""
+    hw = load_hw("edge-npu").with_scratchpad_size(4 << 20)
+    budget = resolve_budget("MR", resnet18, hw)
+    plan = make_plan(resnet18, hw, "tile+cosma-dnc", budget=budget, options={"time_limit": 5})
+    assert plan.tiling == {} and validate(plan, resnet18) == []
+
+
+def test_olla_plans_a_tiled_graph():
+    """OLLA orders the op-level graph; its address ILP places the tiles; tiles read back
+    through DRAM are stored after their producer and loaded before their reader."""
+    graph = load_graph("resnet18")
+    hw = load_hw("mid-npu")
+    plan = make_plan(graph, hw, "tile+olla", budget=1 << 20, options={"time_limit": 10})
+    assert plan.tiling and validate(plan, graph) == []
+    assert "OLLA order" in plan.meta.scope
+    causes = {t.cause for t in plan.transfers}
+    assert {"spill", "retrieve"} <= causes  # the DRAM round trips of tiles
+    assert simulate_plan(plan, graph, hw).cycles > 0
+
+
+# ------------------------------------------------------------------ the scratchpad is the limit
+
+def test_budget_over_the_scratchpad_is_an_error_naming_both(capsys):
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--budget", "MP",
+                             "--planner", "zhong+arena+belady")
+    assert code == 2 and "2,460,160 B is larger than edge-npu's scratchpad (1,048,576 B" in err
+    assert "--allow-oversize" in err and len(err.strip().splitlines()) == 1
+
+
+def test_allow_oversize_says_so_in_the_first_line(capsys):
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--budget", "MP",
+                             "--planner", "zhong+arena+belady", "--allow-oversize", "--option", "time_limit=5")
+    assert code == 0, err
+    assert "OVER the hardware's 1.00 MiB scratchpad" in out.splitlines()[0]
+
+
+def test_misaligned_budget_is_an_error(capsys):
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--budget", "1000001B")
+    assert code == 2 and "not a multiple of edge-npu's scratchpad.alignment (64 B)" in err
+
+
+def test_plan_from_a_larger_config_is_refused_and_flagged_by_doctor(capsys, tmp_path):
+    plan = tmp_path / "plan.json"
+    code, _, err = run_cli(capsys, "plan", "resnet18", "--hw", "mid-npu", "-o", str(plan))
+    assert code == 0, err
+    capacity = json.loads(plan.read_text())["capacity"]
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan))
+    assert code == 2 and f"{capacity:,} B is larger than edge-npu's scratchpad" in err
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--plan", str(plan),
+                             "--allow-oversize")
+    assert code == 0 and "OVER" in out.splitlines()[0]
+    code, out, err = run_cli(capsys, "doctor", str(plan), "--trace", "resnet18", "--hw", "edge-npu")
+    assert code != 0 and "larger than edge-npu's scratchpad" in out
+    code, out, err = run_cli(capsys, "doctor", str(plan), "--trace", "resnet18", "--hw", "mid-npu")
+    assert code == 0, out
+
+
+def test_dse_point_over_the_scratchpad_is_infeasible_unless_allowed():
+    sweeps = [parse_sweep("budget=2MiB")]
+    (point,) = make_points(["squeezenet1_0"], "edge-npu", sweeps, ["tile+default+arena+belady"])
+    row = evaluate_point(point)
+    assert row["status"] == "infeasible" and "larger than edge-npu's scratchpad" in row["reason"]
+    (allowed,) = make_points(["squeezenet1_0"], "edge-npu", sweeps, ["tile+default+arena+belady"],
+                             allow_oversize=True)
+    assert allowed.cache_key() != point.cache_key()
+    assert evaluate_point(allowed)["status"] == "ok"
+
+
+def test_library_budget_check():
+    graph, hw = load_graph("squeezenet1_0"), load_hw("edge-npu")
+    with pytest.raises(NpusimError, match="larger than"):
+        resolve_budget("2MiB", graph, hw)
+    assert resolve_budget("2MiB", graph, hw, allow_oversize=True) == 2 << 20
