@@ -5,7 +5,9 @@ figure is drawn, always with the file-only Agg backend. Every drawn element carr
 id (``set_gid``) so tests can count rectangles and lines in the SVG instead of looking:
 
 - ``plot_plan``: the packing figure of the papers (e.g. COSMA Fig. 2, OLLA Fig. 5): steps on
-  x, scratchpad addresses on y, one rectangle per residency (``residency-N``), spills
+  x, scratchpad addresses on y, one rectangle per residency (``residency-N``; one collection
+  ``residencies`` above ``MAX_SEPARATE_RECTANGLES``), the steps of each op shaded as a band
+  (``op-N``: the tiles of a tiled op, coloured by stream on multi-stream plans), spills
   (``spills``, a marker at the end of the spilled residency) and retrieves (``retrieves``,
   at the start of the retrieved one), and the budget line (``budget``);
 - ``plot_dse_curves``: latency, energy and off-chip bytes vs scratchpad budget, one line per
@@ -73,41 +75,104 @@ def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = FORMATS) -> li
 # ---------------------------------------------------------------- plan packing
 
 
+#: Above this many residencies, rectangles are drawn as one collection (``residencies``):
+#: thousands of separate patches make a slow, heavy SVG.
+MAX_SEPARATE_RECTANGLES = 2000
+#: Op groups (an op and its tiles, a run of steps) labelled on top of the packing figure.
+LABELLED_GROUPS = 8
+STREAM_COLOURS = ("#EEEEEE", "#FFE4CC", "#DDEEDD", "#E4DDF4")
+
+
 def plot_plan(plan, graph, stem: str | Path, formats: tuple[str, ...] = FORMATS, title: str | None = None) -> list[Path]:
-    """The memory-time packing of ``plan``: one rectangle per residency."""
+    """The memory-time packing of ``plan``: one rectangle per residency.
+
+    ``graph`` is the graph the plan was made for (untiled): a tiled plan refers to its tiled
+    expansion, rebuilt here. The steps of each op (its tiles, for a tiled op) are shaded as one
+    band, alternately, with the widest bands labelled by op name; on a multi-stream plan the
+    bands take their stream's colour."""
+    from npusim.plan.resolve import graph_for_plan
+
     plt = require_matplotlib()
+    from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, Rectangle
     from matplotlib.ticker import MultipleLocator
 
+    graph = graph_for_plan(plan.graph, plan.tiling, graph)
     fig, ax = plt.subplots(figsize=(10, 5))
-    for n, res in enumerate(plan.residencies):
-        kind = graph.tensors[res.tensor].kind
-        rect = Rectangle((res.first, res.offset), res.last - res.first + 1, res.size,
-                         facecolor=KIND_COLOURS.get(kind, "#BBBBBB"), edgecolor="black", linewidth=0.4)
-        rect.set_gid(f"residency-{n}")
-        ax.add_patch(rect)
+    groups = op_groups(plan, graph)
+    streams = len(set(plan.streams))
+    if len(groups) < plan.n_steps or streams > 1:
+        _shade_groups(ax, groups, plan, streams)
+    rectangles = [Rectangle((res.first, res.offset), res.last - res.first + 1, res.size,
+                            facecolor=KIND_COLOURS.get(graph.tensors[res.tensor].kind, "#BBBBBB"),
+                            edgecolor="black", linewidth=0.4)
+                  for res in plan.residencies]
+    if len(rectangles) <= MAX_SEPARATE_RECTANGLES:
+        for n, rect in enumerate(rectangles):
+            rect.set_gid(f"residency-{n}")
+            ax.add_patch(rect)
+    elif rectangles:
+        collection = PatchCollection(rectangles, match_original=True, linewidth=0.1)
+        collection.set_gid("residencies")
+        ax.add_collection(collection)
     spills, retrieves = _transfer_marks(plan)
     for marks, gid, style, label in ((spills, "spills", "rv", "spill"), (retrieves, "retrieves", "g^", "retrieve")):
         if marks:
             xs, ys = zip(*marks)
-            (line,) = ax.plot(xs, ys, style, markersize=6, linestyle="none", label=label)
+            size = 6 if len(marks) <= MAX_SEPARATE_RECTANGLES // 4 else 2
+            (line,) = ax.plot(xs, ys, style, markersize=size, linestyle="none", label=label)
             line.set_gid(gid)
     budget = ax.axhline(plan.capacity, color="red", linestyle="--", linewidth=1,
                         label=f"budget {format_bytes(plan.capacity)}")
     budget.set_gid("budget")
     ax.set_xlim(0, max(plan.n_steps, 1))
     ax.set_ylim(0, plan.capacity * 1.05)
-    ax.set_xlabel("step")
+    ax.set_xlabel("step" + (" (shaded: the tiles of one op)" if plan.tiling else ""))
     ax.set_ylabel("scratchpad address")
     ax.yaxis.set_major_locator(MultipleLocator(_power_of_two_step(plan.capacity)))
     ax.yaxis.set_major_formatter(_bytes_formatter())
     kinds = sorted({graph.tensors[r.tensor].kind for r in plan.residencies})
     handles = [Patch(facecolor=KIND_COLOURS.get(k, "#BBBBBB"), edgecolor="black", label=k) for k in kinds]
+    if streams > 1:
+        handles += [Patch(facecolor=STREAM_COLOURS[s % len(STREAM_COLOURS)], label=f"stream {s}")
+                    for s in sorted(set(plan.streams))]
     handles += [h for h in ax.get_legend_handles_labels()[0]]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    ax.set_title(title or f"{plan.graph}: {plan.meta.planner or 'plan'}, {len(plan.residencies)} residencies, "
-                 f"budget {format_bytes(plan.capacity)}")
+    what = f"{len(groups)} ops in {plan.n_steps} steps" if plan.tiling else f"{plan.n_steps} steps"
+    ax.set_title(title or f"{plan.graph}: {plan.meta.planner or 'plan'}, {what}, {len(plan.residencies)} residencies, "
+                 f"{streams} stream{'s' if streams > 1 else ''}, budget {format_bytes(plan.capacity)}", fontsize=9,
+                 pad=70 if any(last > first for first, last, _ in groups) else 6)  # above the op labels
     return save_figure(fig, stem, formats)
+
+
+def op_groups(plan, graph) -> list[tuple[int, int, str]]:
+    """(first step, last step, op name): runs of consecutive steps of one op (its tiles, for a
+    tiled op; each untiled op alone)."""
+    groups: list[tuple[int, int, str]] = []
+    for step, op_id in enumerate(plan.order):
+        op = graph.ops[op_id]
+        name = op.attrs.get("tile_of", op.name) if op.attrs else op.name
+        if groups and groups[-1][2] == name and groups[-1][1] == step - 1:
+            groups[-1] = (groups[-1][0], step, name)
+        else:
+            groups.append((step, step, name))
+    return groups
+
+
+def _shade_groups(ax, groups, plan, streams: int) -> None:
+    for n, (first, last, name) in enumerate(groups):
+        if streams > 1:
+            colour = STREAM_COLOURS[plan.streams[plan.order[first]] % len(STREAM_COLOURS)]
+        else:
+            colour = "#F2F2F2" if n % 2 else "#FFFFFF"
+        band = ax.axvspan(first, last + 1, facecolor=colour, edgecolor="none", zorder=0)
+        band.set_gid(f"op-{n}")
+    widest = sorted(groups, key=lambda g: (g[0] - g[1], g[0]))[:LABELLED_GROUPS]
+    for first, last, name in widest:
+        if last > first:
+            label = name if len(name) <= 28 else "..." + name[-25:]
+            ax.text((first + last + 1) / 2, plan.capacity * 1.01, label, rotation=90, fontsize=5,
+                    ha="center", va="bottom", clip_on=False)
 
 
 def _transfer_marks(plan) -> tuple[list, list]:

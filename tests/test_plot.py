@@ -63,6 +63,48 @@ def test_plot_plan_command(capsys, spilling_plan, tmp_path):
     assert "--format 'gif'" in capsys.readouterr().err
 
 
+def test_tiled_plan_draws_tiles_grouped_per_op(capsys, tmp_path, monkeypatch):
+    """The default pipeline's plan of a tiled model (the issue's IndexError): one band per op
+    run, rectangles per residency; above the separate-rectangle limit, one collection."""
+    import npusim.plot as plot
+    from npusim.workflow import load_graph
+
+    graph = load_graph("resnet18")
+    plan = plan_graph(graph, load_hw("edge-npu"), "tile+default+arena+belady", 256 * 1024)
+    assert plan.tiling
+    plan_path = tmp_path / "tiled.json"
+    save_plan(plan, graph, plan_path)
+    assert main(["plot-plan", str(plan_path), "--trace", "resnet18", "--format", "svg,png"]) == 0, \
+        capsys.readouterr().err
+    ids = svg_ids(tmp_path / "tiled.svg")
+    assert sum(i.startswith("residency-") for i in ids) == len(plan.residencies)
+    bands = sum(i.startswith("op-") for i in ids)
+    assert bands == len(plot.op_groups(plan, plan_graph_tiled(plan, graph))) >= graph.n_ops
+    check_png(tmp_path / "tiled.png")
+    monkeypatch.setattr(plot, "MAX_SEPARATE_RECTANGLES", 10)
+    (svg,) = plot_plan(plan, graph, tmp_path / "many", formats=("svg",))
+    ids = svg_ids(svg)
+    assert "residencies" in ids and not any(i.startswith("residency-") for i in ids)
+
+
+def plan_graph_tiled(plan, graph):
+    from npusim.plan.resolve import graph_for_plan
+
+    return graph_for_plan(plan.graph, plan.tiling, graph)
+
+
+def test_multi_stream_plan_bands_by_stream(tmp_path):
+    from npusim.workflow import load_graph
+
+    graph = load_graph("resnet18")
+    plan = plan_graph(graph, load_hw("mid-npu"), "default+streams-rr+mindspore-mo:size,best-fit")
+    assert len(set(plan.streams)) > 1
+    (svg,) = plot_plan(plan, graph, tmp_path / "streams", formats=("svg",))
+    ids = svg_ids(svg)
+    assert sum(i.startswith("op-") for i in ids) == graph.n_ops
+    assert sum(i.startswith("residency-") for i in ids) == len(plan.residencies)
+
+
 @pytest.fixture(scope="module")
 def sweep_rows(tmp_path_factory):
     trace = str(save_trace(chain_with_skip(), tmp_path_factory.mktemp("t") / "chain.json"))
