@@ -14,15 +14,9 @@ import time
 from pathlib import Path
 
 from npusim import __version__
-from npusim.errors import NpusimError
+from npusim.errors import InternalError, NpusimError
+from npusim.progress import Progress, silent
 from npusim.workflow import DEFAULT_PIPELINE
-
-
-def _progress(total: int, desc: str):
-    """A tqdm bar on a terminal, silent otherwise (CI logs, pipes)."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, disable=not sys.stderr.isatty(), leave=False)
 
 
 def _hw_overrides(pairs: list[str] | None) -> dict:
@@ -79,7 +73,7 @@ def cmd_import(args) -> int:
     return 0
 
 
-def _plan_for(args, graph, hw):
+def _plan_for(args, graph, hw, progress=silent):
     from npusim.plan.io import load_plan
     from npusim.workflow import check_capacity, plan_graph, resolve_budget
 
@@ -105,7 +99,8 @@ def _plan_for(args, graph, hw):
             raise NpusimError(f"--offchip {offchip}: {offchip!r} is a planner of the {stage} stage, "
                               f"expected an off-chip one: {choices}")
     pipeline = (args.planner or DEFAULT_PIPELINE) + (f"+{offchip}" if offchip else "")
-    return plan_graph(graph, hw, pipeline, budget, options=_planner_options(getattr(args, "option", None)))
+    return plan_graph(graph, hw, pipeline, budget, options=_planner_options(getattr(args, "option", None)),
+                      progress=progress)
 
 
 def _check_writable(*flags_and_paths) -> None:
@@ -153,7 +148,8 @@ def cmd_plan(args) -> int:
     _check_writable(("-o", args.output))
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
-    plan = _plan_for(args, graph, hw)
+    with Progress("npusim plan") as progress:
+        plan = _plan_for(args, graph, hw, progress)
     save_plan(plan, graph, args.output, timings=args.timings)
     spill = plan.offchip_bytes()
     print(f"{args.output}: {graph.name} with {plan.meta.planner}, budget {plan.capacity:,} B, "
@@ -183,17 +179,13 @@ def cmd_simulate(args) -> int:
     from npusim.workflow import load_graph, load_hw, simulate_plan
 
     _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown))
-    bar = _progress(4, "npusim")
     start = time.perf_counter()
-    graph = load_graph(args.trace)
-    hw = load_hw(args.hw, _hw_overrides(args.set))
-    bar.update(1)
-    plan = _plan_for(args, graph, hw)
-    bar.update(1)
-    report = simulate_plan(plan, graph, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
-                           seed=args.jitter, source=args.plan or "plan")
-    bar.update(2)
-    bar.close()
+    with Progress("npusim simulate") as progress:
+        graph = load_graph(args.trace)
+        hw = load_hw(args.hw, _hw_overrides(args.set))
+        plan = _plan_for(args, graph, hw, progress)
+        report = simulate_plan(plan, graph, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
+                               seed=args.jitter, source=args.plan or "plan", progress=progress)
     wall = time.perf_counter() - start
     if args.report:
         report.save_json(args.report)
@@ -287,9 +279,13 @@ def cmd_regress(args) -> int:
         cases, files = regress.update_goldens(args.dir, args.only)
         print(f"updated {cases} case(s) in {len(files)} golden file(s)")
         return 0
-    bar = _progress(len(regress.load_goldens(args.dir, args.only)), "npusim regress")
-    checked, mismatches = regress.check(args.dir, args.only, progress=lambda _case: bar.update(1))
-    bar.close()
+    total, done = len(regress.load_goldens(args.dir, args.only)), [0]
+    with Progress("npusim regress") as progress:
+        def tick(case) -> None:
+            done[0] += 1
+            progress("golden cases", done[0], total, f"{case.trace}/{case.hardware}/{case.pipeline}/{case.budget}")
+
+        checked, mismatches = regress.check(args.dir, args.only, progress=tick)
     if mismatches:
         print(regress.format_diff(mismatches))
         failed = len({m.case for m in mismatches})
@@ -496,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
         _detach(stdout)
         print(f"npusim: error: cannot write to standard output: {exc}", file=sys.stderr)
         return 2
+    except InternalError as exc:  # before NpusimError, its base class: a bug, not the user's doing
+        print(f"npusim: internal error: {exc} (set NPUSIM_DEBUG=1 for the traceback and please report it)",
+              file=sys.stderr)
+        return 3
     except NpusimError as exc:
         print(f"npusim: error: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,8 @@ it never crashes an import or silently turns a guard off.
 - ``NPUSIM_SIM_MAX_SECONDS``: the wall-clock guard of one simulation (default 3600 s).
 - ``NPUSIM_HW_PATH``: extra folders (separated by ``os.pathsep``) that ``extends:`` in a
   hardware YAML may resolve into, besides the config's own folder and the shipped configs.
+- ``NPUSIM_PROGRESS_SECONDS``: seconds between two progress lines of a long command when
+  stderr is not a terminal (default 5; ``npusim.progress``).
 - ``NPUSIM_DEBUG``: any value but empty, ``0``, ``false``, ``no``, ``off`` shows the
   traceback of an internal error.
 """
@@ -22,6 +24,7 @@ from npusim.errors import NpusimError
 SIM_MAX_SECONDS = "NPUSIM_SIM_MAX_SECONDS"
 HW_PATH = "NPUSIM_HW_PATH"
 DEBUG = "NPUSIM_DEBUG"
+PROGRESS_SECONDS = "NPUSIM_PROGRESS_SECONDS"
 
 
 class EnvironmentKnobError(NpusimError):
@@ -47,6 +50,10 @@ def sim_max_seconds(default: float = 3600.0) -> float:
     return positive_seconds(SIM_MAX_SECONDS, default)
 
 
+def progress_seconds(default: float = 5.0) -> float:
+    return positive_seconds(PROGRESS_SECONDS, default)
+
+
 def hw_search_path() -> list[Path]:
     """The folders of ``NPUSIM_HW_PATH``, each an existing folder."""
     raw = os.environ.get(HW_PATH, "")
@@ -70,4 +77,5 @@ def check_all() -> None:
     """Check every knob up front (the CLI does, so a sweep does not turn a bad knob into
     infeasible rows): raises EnvironmentKnobError for the first bad one."""
     sim_max_seconds()
+    progress_seconds()
     hw_search_path()

@@ -32,3 +32,8 @@ class SimulationError(NpusimError):
 
 class RegistryError(NpusimError):
     """A planner pipeline names an unknown planner or combines stages wrongly."""
+
+
+class InternalError(NpusimError):
+    """A bug in npusim or in a planner (e.g. a planner's plan fails the validator): the CLI
+    says "internal error" and exits 3, where a user's error exits 2."""

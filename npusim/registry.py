@@ -22,6 +22,7 @@ from npusim.errors import RegistryError
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
+from npusim.progress import silent
 
 #: tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
 #: -> off-chip offsets; joint planners decide the order, spills and offsets at once, so they
@@ -76,6 +77,8 @@ class PlanningContext:
     # A later stage that plans whole ops only (its ``whole_ops_only`` attribute, e.g. COSMA):
     # the tile stage then refuses up front when an op must be tiled and tiles nothing optional.
     whole_ops_only: object | None = None
+    # ``progress(what, done, total, detail)`` for long stages (npusim.progress); silent by default.
+    progress: object = silent
 
 
 class Registry:
@@ -150,16 +153,19 @@ def default_registry() -> Registry:
 
 
 def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None = None,
-              options: dict | None = None, registry: Registry | None = None) -> Plan:
-    """Run a pipeline and return its Plan. ``budget`` (bytes) defaults to the scratchpad size."""
+              options: dict | None = None, registry: Registry | None = None, progress=silent) -> Plan:
+    """Run a pipeline and return its Plan. ``budget`` (bytes) defaults to the scratchpad size;
+    ``progress`` hears which stage runs and how far long stages got (npusim.progress)."""
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     given = dict(options or {})
     ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
-                          alignment=hw.scratchpad.alignment, options=planner_options.TrackedOptions(given), untiled=graph)
+                          alignment=hw.scratchpad.alignment, options=planner_options.TrackedOptions(given), untiled=graph,
+                          progress=progress)
     ctx.whole_ops_only = next((p for p in stages if getattr(p, "whole_ops_only", False)), None)
     start = time.perf_counter()
-    for planner in stages:
+    for n, planner in enumerate(stages, 1):
+        progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
         planner.run(ctx)
     if ctx.order is None:
         ctx.order = list(range(ctx.graph.n_ops))

@@ -17,6 +17,7 @@ from npusim.hw.loader import load_hardware
 from npusim.plan.lower import lower
 from npusim.plan.model import Plan
 from npusim.plan.validate import require_valid
+from npusim.progress import silent
 from npusim.registry import make_plan
 from npusim.resources import find_resource, missing_resource_message
 from npusim.sim.engine import simulate
@@ -108,17 +109,20 @@ def check_capacity(capacity: int, hw: Hardware, what: str, *, allow_oversize: bo
 
 
 def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
-               options: dict | None = None) -> Plan:
-    plan = make_plan(graph, hw, pipeline, budget=budget, options=options)
-    require_valid(plan, graph, f"plan from {pipeline!r}")  # a planner bug must not reach the simulator
+               options: dict | None = None, progress=silent) -> Plan:
+    plan = make_plan(graph, hw, pipeline, budget=budget, options=options, progress=progress)
+    progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
+    require_valid(plan, graph, f"plan from {pipeline!r}", planned=True)  # a planner bug must not reach the simulator
     return plan
 
 
 def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
-                  source: str = "plan", validated: bool = False) -> Report:
+                  source: str = "plan", validated: bool = False, progress=silent) -> Report:
     if not validated:
+        progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
         require_valid(plan, graph, source)
-    return simulate(lower(plan, graph, hw), hw, jitter=jitter, seed=seed)
+    progress("lowering to command queues", detail=f"{len(plan.transfers):,} transfers")
+    return simulate(lower(plan, graph, hw), hw, jitter=jitter, seed=seed, progress=progress)
 
 
 def run(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.errors import PlanError
+from npusim.errors import InternalError, PlanError
 from npusim.graph.analysis import check_order, step_of
 from npusim.graph.model import Graph
 from npusim.graph.regions import RESHAPE_LIKE, input_boxes
@@ -335,10 +335,13 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
         active.append(r)
 
 
-def require_valid(plan: Plan, graph: Graph, source: str = "plan") -> None:
-    """Raise PlanError listing every violation (at most 20 shown) unless the plan is valid."""
+def require_valid(plan: Plan, graph: Graph, source: str = "plan", *, planned: bool = False) -> None:
+    """Raise PlanError listing every violation (at most 20 shown) unless the plan is valid;
+    InternalError for a plan a planner just made (``planned``): that is the planner's bug."""
     found = validate(plan, graph)
     if found:
         shown = "\n  ".join(str(v) for v in found[:20])
         more = f"\n  ... and {len(found) - 20} more" if len(found) > 20 else ""
-        raise PlanError(f"{source}: {len(found)} violation(s):\n  {shown}{more}")
+        error = InternalError if planned else PlanError
+        raise error(f"{source}: {len(found)} violation(s){' (a planner bug: please report it)' if planned else ''}:"
+                    f"\n  {shown}{more}")

@@ -23,12 +23,12 @@ import simpy
 
 from npusim.errors import SimulationError
 from npusim.env_knobs import sim_max_seconds
-
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
 from npusim.plan.transfer_cost import address_cycles, overhead_cycles, unloaded_cycles
+from npusim.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
@@ -49,11 +49,16 @@ MIN_EVENT_BUDGET = 10_000
 MAX_WALL_SECONDS: float | None = None  # None: NPUSIM_SIM_MAX_SECONDS (default 3600), checked per run
 
 
+#: Events between two progress reports of a simulation (``npusim.progress``).
+PROGRESS_EVERY = 4096
+
+
 class CountingEnvironment(simpy.Environment):
     """A SimPy environment that counts the events it processes and enforces the guards."""
 
-    def __init__(self, max_events: int | None = None, max_seconds: float | None = None) -> None:
+    def __init__(self, max_events: int | None = None, max_seconds: float | None = None, progress=silent) -> None:
         super().__init__()
+        self.progress = progress
         self.processed = 0
         self.max_events = max_events
         self.max_seconds = max_seconds
@@ -65,6 +70,8 @@ class CountingEnvironment(simpy.Environment):
             raise SimulationError(f"simulation stopped at cycle {self.now:,.0f}: more than {self.max_events:,} "
                                   f"events (MAX_EVENTS_PER_COMMAND = {MAX_EVENTS_PER_COMMAND} per command); "
                                   "the run is not making progress: please report it with the plan")
+        if self.processed % PROGRESS_EVERY == 0:
+            self.progress("simulating: cycle", self.now, None, f"{self.processed:,} events")
         if self.deadline is not None and self.processed % 256 == 0 and time.monotonic() > self.deadline:
             raise SimulationError(f"simulation stopped at cycle {self.now:,.0f} after {self.processed:,} events: "
                                   f"over the wall-clock guard of {self.max_seconds:g} s; raise it with "
@@ -73,10 +80,11 @@ class CountingEnvironment(simpy.Environment):
 
 
 class _Machine:
-    def __init__(self, program: Program, hw: Hardware, jitter: float, seed: int | None):
+    def __init__(self, program: Program, hw: Hardware, jitter: float, seed: int | None, progress=silent):
         self.program, self.graph, self.hw = program, program.graph, hw
         self.env = CountingEnvironment(MAX_EVENTS_PER_COMMAND * len(program.commands) + MIN_EVENT_BUDGET,
-                                       MAX_WALL_SECONDS if MAX_WALL_SECONDS is not None else sim_max_seconds())
+                                       MAX_WALL_SECONDS if MAX_WALL_SECONDS is not None else sim_max_seconds(),
+                                       progress)
         self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
         self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
         self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
@@ -300,7 +308,7 @@ class _Machine:
 
 
 def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
-             check_races: bool = True) -> Report:
+             check_races: bool = True, progress=silent) -> Report:
     """Run ``program`` (``npusim.plan.lower``) on ``hw`` and measure it.
 
     ``check_races`` (default) also runs the timing-independent happens-before check
@@ -326,7 +334,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         raise SimulationError(f"{graph.name}: the plan keeps up to {program.offchip_peak:,} B in DRAM (inputs, "
                               f"weights, outputs and spilled tensors at its peak), above dram.capacity = "
                               f"{hw.dram.capacity:,} B of {hw.name!r}")
-    machine = _Machine(program, hw, jitter, seed)
+    machine = _Machine(program, hw, jitter, seed, progress)
     if program.dram_planned:
         machine.dram_memory = DramContents(program, graph)
     cycles = machine.run()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from npusim.errors import PlanningError
+from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from planners.alloc.best_fit import BestFitArena
@@ -85,6 +85,7 @@ class ArenaAllocator:
         policy = ctx.spill_policy
         state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, prefetch_depth(ctx.options, self.name))
         for s, op in enumerate(order):
+            ctx.progress("allocating steps", s + 1, len(order))
             state.step(s, graph.ops[op])
         ctx.residencies, ctx.transfers = state.residencies, state.transfers
         offchip = sum(t.size for t in state.transfers if t.cause in ("spill", "retrieve"))
@@ -236,7 +237,7 @@ class _ArenaRun:
         if self._loadable(t):
             self.in_dram.add(t)
         if t not in self.in_dram:
-            raise PlanningError(f"internal: {tensor.name!r} must be loaded at step {s} but DRAM has no copy")
+            raise InternalError(f"{tensor.name!r} must be loaded at step {s} but DRAM has no copy")
         cause = "compulsory" if tensor.in_dram_initially and t not in self.loaded_once else "retrieve"
         self.loaded_once.add(t)
         self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=tensor.size))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from npusim.errors import PlanningError
+from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
 
@@ -176,7 +176,7 @@ def make_part(graph: Graph, ops: list[int], capacity: int, align: int, params: b
             offset.append(-1)
             in_dram.append(True)
         else:
-            raise PlanningError(f"internal: tensor {tensor.name!r} is read by the part but was never made")
+            raise InternalError(f"tensor {tensor.name!r} is read by the part but was never made")
     op_inputs = tuple(tuple(local_t[t] for t in dict.fromkeys(graph.ops[v].inputs) if t in placed) for v in ops)
     op_outputs = tuple(tuple(local_t[t] for t in graph.ops[v].outputs if t in placed) for v in ops)
     return CosmaPart(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 
-from npusim.errors import PlanningError
+from npusim.errors import InternalError, PlanningError
 from planners.joint.cosma_model import Actions
 from planners.joint.cosma_problem import COMPULSORY, MAKE, RESIDENT, CosmaPart
 from planners.spill.greedy_ilp import cheapest_window
@@ -115,7 +115,7 @@ def warm_start(part: CosmaPart, order: list[int], rule: str = "greedy") -> Actio
                 del where[a]
     for (a, t), (act, _) in list(actions.cells.items()):
         if act == "C" and part.entry[a] == MAKE and part.producer[a] != order[t]:
-            raise PlanningError("internal: warm start created a tensor away from its producer")
+            raise InternalError("warm start created a tensor away from its producer")
     return actions
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from npusim.errors import PlanningError
+from npusim.errors import InternalError, PlanningError
 from planners.schedule.op_level import op_graph, set_order
 from planners.schedule.problem import MemoryProblem
 from planners.options import int_option
@@ -139,7 +139,7 @@ def downset_transients(problem: MemoryProblem, max_states: int = DEFAULT_MAX_STA
                     seen[key] = stepper.run(done, live, v)[1]
                     nxt.append(key)
         if len(seen) > max_states:
-            raise PlanningError(f"internal: more than {max_states} down-sets")
+            raise InternalError(f"more than {max_states} down-sets")
         frontier = nxt
     return seen
 

@@ -182,15 +182,15 @@ class MemoryProblem:
         return all(step[p] < step[v] for v, preds in enumerate(self.predecessors()) for p in preds)
 
     def check_order(self, order: list[int]) -> None:
-        from npusim.errors import PlanningError
+        from npusim.errors import InternalError, PlanningError
 
         if sorted(order) != list(range(self.n)):
-            raise PlanningError(f"internal: schedule of {len(order)} nodes is not a permutation of {self.n}")
+            raise InternalError(f"schedule of {len(order)} nodes is not a permutation of {self.n}")
         seen = set()
         preds = self.predecessors()
         for v in order:
             if any(p not in seen for p in preds[v]):
-                raise PlanningError(f"internal: node {v} is scheduled before one of its predecessors")
+                raise InternalError(f"node {v} is scheduled before one of its predecessors")
             seen.add(v)
 
     # -- sub-problems ----------------------------------------------------------------------

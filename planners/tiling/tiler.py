@@ -101,6 +101,7 @@ class Tiler:
         image_like = image_like_tensors(graph)
         specs, tiles = {}, 0
         for op in graph.ops:
+            ctx.progress("tiling ops", op.id + 1, graph.n_ops, f"{len(specs)} tiled, {tiles:,} tiles")
             if needs[op.id] > threshold:
                 specs[op.name] = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
             elif _gathers_rows(op, graph):

@@ -1,0 +1,94 @@
+"""Feedback on long work (npusim.progress) and exit codes: 2 for the user's errors, 3 for bugs."""
+
+import io
+import time
+
+import pytest
+
+from npusim.cli import main
+from npusim.errors import InternalError
+from npusim.progress import Progress
+
+
+def test_lines_every_interval_when_not_a_terminal():
+    stream = io.StringIO()
+    with Progress("npusim test", stream=stream, terminal=False, interval=0.05) as progress:
+        progress("tiling ops", 3, 10, "1 tiled")
+        time.sleep(0.3)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 2  # the state is repeated while nothing new is said
+    assert all(line.startswith("npusim test: ") and "tiling ops 3/10 (1 tiled)" in line for line in lines)
+    after = stream.getvalue()
+    time.sleep(0.15)
+    assert stream.getvalue() == after  # closed: the writer stopped
+
+
+def test_short_work_says_nothing():
+    stream = io.StringIO()
+    with Progress("npusim test", stream=stream, terminal=False, interval=30) as progress:
+        progress("planning", 1, 4)
+    assert stream.getvalue() == ""
+
+
+def test_terminal_draws_a_bar():
+    stream = io.StringIO()
+    with Progress("npusim test", stream=stream, terminal=True) as progress:
+        progress("simulating: cycle", 1000, None, "10 events")
+    assert "simulating: cycle" in stream.getvalue()
+
+
+def test_simulate_reports_progress_on_a_pipe(capsys, monkeypatch):
+    monkeypatch.setenv("NPUSIM_PROGRESS_SECONDS", "0.01")
+    assert main(["simulate", "resnet18", "--hw", "edge-npu", "--budget", "256KiB"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("resnet18@tiled on edge-npu")
+    stages = {line.split(": ", 2)[2].split(" ")[0] for line in err.splitlines()}
+    assert err.startswith("npusim simulate: ") and stages & {"planning", "tiling", "allocating", "simulating:"}
+
+
+def test_bad_progress_interval_is_a_user_error(capsys, monkeypatch):
+    monkeypatch.setenv("NPUSIM_PROGRESS_SECONDS", "soon")
+    assert main(["list"]) == 2
+    assert "NPUSIM_PROGRESS_SECONDS='soon'" in capsys.readouterr().err
+
+
+def test_internal_errors_exit_3(capsys, monkeypatch):
+    import planners.schedule.orders as orders
+
+    def broken(self, ctx):
+        raise InternalError("a scheduler lost an op")
+
+    monkeypatch.setattr(orders.DefaultOrder, "run", broken)
+    assert main(["simulate", "resnet18", "--hw", "edge-npu"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("npusim: internal error: a scheduler lost an op") and len(err.splitlines()) == 1
+
+
+def test_a_planner_s_invalid_plan_is_its_bug_exit_3(capsys, monkeypatch):
+    from dataclasses import replace
+
+    import npusim.workflow as workflow
+
+    real = workflow.make_plan
+
+    def backwards(*args, **kwargs):  # a pipeline whose plan runs the ops backwards
+        plan = real(*args, **kwargs)
+        return replace(plan, order=plan.order[::-1])
+
+    monkeypatch.setattr(workflow, "make_plan", backwards)
+    assert main(["simulate", "resnet18", "--hw", "mid-npu"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("npusim: internal error: plan from") and "a planner bug" in err
+
+
+def test_a_user_s_invalid_plan_exits_2(capsys, tmp_path):
+    import json
+
+    plan = tmp_path / "p.json"
+    assert main(["plan", "resnet18", "--hw", "mid-npu", "-o", str(plan)]) == 0
+    data = json.loads(plan.read_text())
+    data["order"] = data["order"][::-1]
+    plan.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["simulate", "resnet18", "--hw", "mid-npu", "--plan", str(plan)]) == 2
+    assert "npusim: error:" in capsys.readouterr().err
