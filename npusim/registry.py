@@ -74,9 +74,6 @@ class PlanningContext:
     objective: float | None = None
     bound: float | None = None
     scope: str = ""  # which problem status and bound refer to, when not the whole plan's
-    # A later stage that plans whole ops only (its ``whole_ops_only`` attribute, e.g. COSMA):
-    # the tile stage then refuses up front when an op must be tiled and tiles nothing optional.
-    whole_ops_only: object | None = None
     # ``progress(what, done, total, detail)`` for long stages (npusim.progress); silent by default.
     progress: object = silent
 
@@ -115,6 +112,12 @@ class Registry:
             if p.stage in seen:
                 raise RegistryError(f"pipeline {spec!r}: {seen[p.stage]!r} and {p.name!r} are both {p.stage} stages")
             seen[p.stage] = p.name
+        spill, alloc = (next((p for p in stages if p.stage == stage), None) for stage in ("spill", "alloc"))
+        if spill is not None and alloc is not None and not getattr(alloc, "evicts", False):
+            raise RegistryError(
+                f"pipeline {spec!r}: {spill.name!r} chooses what an allocator evicts, but {alloc.name!r} keeps every "
+                f"tensor for its whole lifetime and never evicts, so it would change nothing; drop {spill.name!r}, "
+                f"or use the arena allocator with it ('arena+{spill.name}', one stream)")
         joint = next((p for p in stages if p.stage == "joint"), None)
         if joint is not None:
             # a stage the joint planner decides would be silently overwritten (or, before it,
@@ -162,7 +165,6 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
                           alignment=hw.scratchpad.alignment, options=planner_options.TrackedOptions(given), untiled=graph,
                           progress=progress)
-    ctx.whole_ops_only = next((p for p in stages if getattr(p, "whole_ops_only", False)), None)
     start = time.perf_counter()
     for n, planner in enumerate(stages, 1):
         progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")

@@ -7,7 +7,7 @@ import pytest
 
 from npusim.cli import main
 from npusim.dse import evaluate_point, make_points, parse_sweep
-from npusim.errors import NpusimError, PlanningError
+from npusim.errors import NpusimError
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
 from npusim.workflow import load_graph, load_hw, resolve_budget, simulate_plan
@@ -63,28 +63,44 @@ def test_zhong_after_tile_on_resnet50_runs_and_says_what_is_optimal(capsys):
 
 # ------------------------------------------------------------------ joint planners and tiling
 
-def test_cosma_refuses_tiles_before_any_tiling_work(monkeypatch, resnet18):
-    """COSMA plans whole ops: below M_R the tile stage refuses at once, naming the op, M_R
-    and a pipeline that streams tiles, without choosing a single tile spec."""
-    import planners.tiling.tiler as tiler
-
-    def no_work(*args, **kwargs):
-        raise AssertionError("the tiler chose a spec for a pipeline that refuses tiles")
-
-    monkeypatch.setattr(tiler, "choose_spec", no_work)
-    with pytest.raises(PlanningError) as info:
-        make_plan(resnet18, load_hw("edge-npu"), "tile+cosma-dnc", budget=1 << 20)
-    message = str(info.value)
-    assert "cosma-dnc plans whole ops" in message and "M_R" in message
-    assert "tile+zhong+arena+greedy-ilp" in message
+def test_cosma_dnc_plans_a_tiled_graph(resnet18):
+    """Each tile is one of COSMA's units with its true size: tiles read back through DRAM are
+    written through when made and retrieved by their readers, never before the tiles they
+    read were made (the validator's load_without_copy), and the plan simulates."""
+    hw = load_hw("edge-npu")
+    plan = make_plan(resnet18, hw, "tile+cosma-dnc", budget=512 * 1024, options={"time_limit": 5})
+    assert plan.tiling and validate(plan, resnet18) == []
+    causes = {t.cause for t in plan.transfers}
+    assert {"spill", "retrieve"} <= causes
+    assert simulate_plan(plan, resnet18, hw).cycles > 0
 
 
-def test_cosma_after_tile_at_or_above_m_r_tiles_nothing(resnet18):
-    """At a budget where every op fits, ``tile+cosma`` is cosma: nothing optional is tiled."""
-    hw = load_hw("edge-npu").with_scratchpad_size(4 << 20)
-    budget = resolve_budget("MR", resnet18, hw)
-    plan = make_plan(resnet18, hw, "tile+cosma-dnc", budget=budget, options={"time_limit": 5})
-    assert plan.tiling == {} and validate(plan, resnet18) == []
+def test_cosma_part_knows_when_a_tile_view_exists_in_dram(resnet18):
+    """A read view of tiles is in state 'dram' but ready only after the ops writing its
+    sources: they are its readers' predecessors, and the model's retrieves wait for them."""
+    from npusim.graph.tiling import expand_cached
+    from planners.joint.cosma_problem import DRAM, make_part
+
+    plan = make_plan(resnet18, load_hw("edge-npu"), "tile+default+arena+belady", budget=256 * 1024)
+    tiled = expand_cached(resnet18, plan.tiling)
+    part = make_part(tiled, list(range(tiled.n_ops)), 256 * 1024, 64, params=True)
+    views = [a for a in range(part.n_tensors) if part.ready_after[a]]
+    assert views and all(part.entry[a] == DRAM and part.in_dram[a] for a in views)
+    preds = part.predecessors()
+    for a in views:
+        for reader in part.consumers[a]:
+            assert set(part.ready_after[a]) <= set(preds[reader])
+    through = tiled.dram_sources
+    made = [a for a in range(part.n_tensors) if part.tensors[a] in through and part.producer[a] >= 0]
+    assert made and all(part.in_dram[a] for a in made)  # written through: evicting them is free
+
+
+def test_cosma_fs_keeps_the_schedule_stage_order_on_tiles(resnet18):
+    plan = make_plan(resnet18, load_hw("edge-npu"), "tile+zhong+cosma-fs", budget=512 * 1024,
+                     options={"time_limit": 5})
+    reference = make_plan(resnet18, load_hw("edge-npu"), "tile+zhong+arena+belady", budget=512 * 1024,
+                          options={"time_limit": 5})
+    assert plan.order == reference.order and validate(plan, resnet18) == []
 
 
 def test_olla_plans_a_tiled_graph():

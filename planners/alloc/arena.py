@@ -71,6 +71,7 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
 class ArenaAllocator:
     name = "arena"
     stage = "alloc"
+    evicts = True  # it asks the pipeline's spill stage what to evict (npusim.registry)
     description = "online best-fit arena (TFLite style) that evicts by the pipeline's spill policy"
 
     def run(self, ctx) -> None:

@@ -91,8 +91,15 @@ class OnChipAllocator:
         else:
             result = self._solve(problem)
         if result.total > ctx.capacity:
-            raise PlanningError(f"{self.name}: does not fit: needs {result.total} bytes, budget {ctx.capacity} "
-                                f"(lifetime bound {result.bound} bytes); add a spill stage or raise the budget")
+            several = len(set(streams)) > 1
+            more = (f"raise the budget to {result.total:,} B" if result.total <= ctx.hw.scratchpad.size else
+                    f"model a scratchpad of that size (--set scratchpad.size={result.total}B)")
+            raise PlanningError(
+                f"{self.name}: does not fit: needs {result.total:,} B, budget {ctx.capacity:,} B (lifetime bound "
+                f"{result.bound:,} B); it keeps every tensor on chip for its whole lifetime and never spills: "
+                f"{more}{' (or use fewer streams)' if several else ''}, or use "
+                f"{'one stream with ' if several else ''}the arena allocator, which spills: "
+                f"{'tile+' if ctx.tiling else ''}default+arena+belady")
         ctx.order = list(order)
         ctx.residencies, ctx.transfers = residencies_and_transfers(graph, order, problem, items, result)
         ctx.objective = float(result.total)
@@ -101,19 +108,35 @@ class OnChipAllocator:
 
 
 def residencies_and_transfers(graph, order, problem: OffsetProblem, items, result: OffsetResult):
-    residencies, transfers = [], []
+    residencies = [Residency(first=int(problem.first[k]), last=int(problem.last[k]), offset=int(result.offsets[k]),
+                             tensor=t, size=int(problem.sizes[k]))
+                   for k, t in enumerate(items.tolist())]
+    return residencies, lifetime_transfers(graph, order, residencies)
+
+
+def lifetime_transfers(graph, order, residencies) -> list[Transfer]:
+    """The transfers of a plan that keeps each tensor resident over its whole lifetime (one
+    residency each): inputs and weights loaded at their first use (``compulsory``), graph
+    outputs written back right after they are produced (``writeback``); on a tiled graph, a
+    tile other tiles read back from DRAM (``Graph.dram_sources``) stored right after it is
+    produced (``spill``) and a read view of such tiles loaded at its first use
+    (``retrieve``), as the arena allocator does."""
+    transfers = []
     step_of = {op: s for s, op in enumerate(order)}  # not order.index() per output: O(n^2) on 50k ops
-    for k, t in enumerate(items.tolist()):
-        first, last = int(problem.first[k]), int(problem.last[k])
-        residencies.append(Residency(first=first, last=last, offset=int(result.offsets[k]), tensor=t,
-                                     size=int(problem.sizes[k])))
-        tensor = graph.tensors[t]
+    through_dram = graph.dram_sources
+    for res in residencies:
+        tensor = graph.tensors[res.tensor]
         if tensor.in_dram_initially:
-            transfers.append(Transfer(step=first, kind="load", tensor=t, cause="compulsory", size=tensor.size))
-        if tensor.kind == "output":
-            step = step_of[tensor.producer]
-            transfers.append(Transfer(step=step, kind="store", tensor=t, cause="writeback", size=tensor.size))
-    return residencies, transfers
+            transfers.append(Transfer(step=res.first, kind="load", tensor=res.tensor, cause="compulsory",
+                                      size=tensor.size))
+        elif tensor.sources:
+            transfers.append(Transfer(step=res.first, kind="load", tensor=res.tensor, cause="retrieve",
+                                      size=tensor.size))
+        if tensor.kind == "output" or res.tensor in through_dram:
+            cause = "writeback" if tensor.kind == "output" else "spill"
+            transfers.append(Transfer(step=step_of[tensor.producer], kind="store", tensor=res.tensor, cause=cause,
+                                      size=tensor.size))
+    return transfers
 
 
 def planners() -> list[OnChipAllocator]:

@@ -42,8 +42,9 @@ from planners.joint.cosma_dnc import (DEFAULT_MAX_CELLS, DEFAULT_PART_OPS, Seque
 from planners.joint.cosma_model import DEFAULT_OVERLAP
 from planners.joint.cosma_plan import assemble, weight_region
 from planners.joint.cosma_overlap import analyse
-from planners.joint.cosma_problem import check_graph_supported, make_part, planned_tensors
+from planners.joint.cosma_problem import make_part, planned_tensors
 from planners.schedule.greedy import best_heuristic_order, greedy_order, reverse_post_order
+from planners.schedule.op_level import is_tiled, tiles_of_ops
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions
 from planners.options import int_option
@@ -84,6 +85,17 @@ def candidate_orders(graph: Graph, align: int) -> list[list[int]]:
     return [o for i, o in enumerate(orders) if o not in orders[:i]]
 
 
+def op_level_orders(ctx, orders_of) -> list[list[int]]:
+    """``orders_of(graph)``: orders of a graph's ops. On a tiled graph they are computed on the
+    op-level graph and each op's tiles follow it in tiling order (``planners.schedule.op_level``):
+    an order of tiles must respect their DRAM dependencies, which the memory heuristics
+    (``MemoryProblem``) do not see."""
+    if not is_tiled(ctx):
+        return orders_of(ctx.graph)
+    members = tiles_of_ops(ctx.graph, ctx.untiled)
+    return [[tile for op in order for tile in members[op]] for order in orders_of(ctx.untiled)]
+
+
 def mpmf_order(graph: Graph, align: int, options: dict) -> list[int]:
     from planners.schedule.zhong.planner import zhong_schedule
 
@@ -92,16 +104,10 @@ def mpmf_order(graph: Graph, align: int, options: dict) -> list[int]:
 
 
 class _CosmaBase:
-    #: COSMA's model treats every op as a unit (paper §III-A): the tile stage refuses up front
-    #: when an op must be tiled, and its optional tiling is skipped (``npusim.registry``).
-    whole_ops_only = "COSMA's model treats every op as a unit, paper §III-A"
-    #: The COSMA paper's own comparison scheme that streams tiles: min-peak order, greedy replacement.
-    tiled_alternative = "tile+zhong+arena+greedy-ilp"
     stage = "joint"
 
     def run(self, ctx) -> None:
         graph, align = ctx.graph, ctx.alignment
-        check_graph_supported(graph)
         need, op = min_required(graph, align)
         if ctx.capacity < need:
             raise PlanningError(f"{self.name}: budget {ctx.capacity} B is below M_R = {need} B, the working set "
@@ -144,7 +150,7 @@ class Cosma(_CosmaBase):
             result.stats["fallback"] = (f"cosma-dnc: the model had {cells} (tensor, step) cells, above "
                                         f"max_cells={max_cells}")
             return result
-        orders = candidate_orders(graph, align)
+        orders = op_level_orders(ctx, lambda g: candidate_orders(g, align))
         return solve_sequence(graph, [orders[0]], cap, align, params, opts, overlap=overlap,
                               max_cells=max_cells, extra_orders=orders[1:])
 
@@ -165,7 +171,7 @@ class CosmaMPMF(_CosmaBase):
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
         start = time.perf_counter()
-        order = mpmf_order(graph, align, dict(ctx.options, time_limit=opts.time_limit / 2))
+        order = op_level_orders(ctx, lambda g: [mpmf_order(g, align, dict(ctx.options, time_limit=opts.time_limit / 2))])[0]
         # deterministic time: a fixed half for each solve; wall time: what is left
         left = opts.with_limit(opts.time_limit / 2 if opts.deterministic
                                else opts.time_limit - (time.perf_counter() - start))
@@ -179,7 +185,8 @@ class CosmaDivideAndConquer(_CosmaBase):
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
         start = time.perf_counter()
         part_ops = int_option(ctx.options, "part_ops", DEFAULT_PART_OPS, self.name)
-        order = list(ctx.order) if ctx.order is not None else best_order_for_dnc(graph, align)
+        order = list(ctx.order) if ctx.order is not None else op_level_orders(
+            ctx, lambda g: [best_order_for_dnc(g, align)])[0]
         if not opts.deterministic:  # wall time: the parts get what the order left
             opts = opts.with_limit(max(opts.time_limit - (time.perf_counter() - start), 0.0))
         cut = crossing_bytes(graph, order, set(planned_tensors(graph, params)))

@@ -154,7 +154,9 @@ class CosmaModel:
                 if (a, t) in self.S and not (st == RESIDENT and t == 0):
                     made_or_kept = [x for x in (self.C.get((a, t - 1)), self.P.get((a, t - 1))) if x is not None]
                     m.Add(self.S[a, t] <= sum(made_or_kept)) if made_or_kept else m.Add(self.S[a, t] == 0)  # (3)
-                if (a, t) in self.R:  # (4)
+                if (a, t) in self.R:  # (4); a view of tiles: only once the ops writing them ran
+                    for u in (p.ready_after[a] if p.ready_after else ()):
+                        m.Add(self.R[a, t] <= sum(self.X[u, k] for k in range(t) if (u, k) in self.X))
                     if store:
                         m.Add(self.R[a, t] <= sum(self.S[a, k] for k in range(lo, t + 1) if (a, k) in self.S))
                     elif st == COMPULSORY:

@@ -52,6 +52,7 @@ def assemble(graph: Graph, solved: list[tuple[CosmaPart, Actions]], align: int, 
     order: list[int] = []
     transfers: list[Transfer] = []
     cells: dict[int, list] = {}  # graph tensor -> [(global step, action, offset bytes)]
+    through_dram = graph.dram_sources
     for part, actions in solved:
         base = len(order)
         order.extend(part.ops[v] for v in actions.order)
@@ -70,6 +71,8 @@ def assemble(graph: Graph, solved: list[tuple[CosmaPart, Actions]], align: int, 
                 transfers.append(Transfer(step=g, kind="load", tensor=tid, cause="retrieve", size=tensor.size))
             elif act == "C" and tensor.kind == "output":
                 transfers.append(Transfer(step=g, kind="store", tensor=tid, cause="writeback", size=tensor.size))
+            elif act == "C" and tid in through_dram:  # a tile other tiles read back: written through
+                transfers.append(Transfer(step=g, kind="store", tensor=tid, cause="spill", size=tensor.size))
     residencies: list[Residency] = []
     for tid, steps in cells.items():
         size = int(aligned(graph.tensors[tid].size, align))

@@ -14,7 +14,14 @@ is in one of four *entry states*:
   previous part of divide-and-conquer); ``in_dram`` says whether DRAM also has a copy.
 
 ``needed_after`` marks tensors read after the part (by a later part): they must end the part
-on chip or in DRAM. The whole graph is the one part with no tensor in states ``dram`` or
+on chip or in DRAM.
+
+Tiled graphs (``npusim.graph.tiling``): a tile other tiles read back from DRAM
+(``Graph.dram_sources``) is written through to DRAM when it is made (``in_dram`` from its
+creation, as graph outputs are, and as the arena allocator does); a read view of such tiles
+is in state ``dram``, but its DRAM copy exists only once every op writing its sources ran:
+``ready_after`` lists those ops of the part (loads wait for them, and they precede its
+readers in ``predecessors``). Each tile is then one of COSMA's units, with its true size. The whole graph is the one part with no tensor in states ``dram`` or
 ``resident``.
 
 Sizes are in units of ``unit`` bytes (a multiple of the scratchpad alignment dividing every
@@ -49,6 +56,7 @@ class CosmaPart:
     needed_after: tuple[bool, ...]
     capacity: int  # units
     unit: int  # bytes per unit
+    ready_after: tuple[tuple[int, ...], ...] = ()  # per tensor: local ops its DRAM copy waits for (tiles)
 
     @property
     def steps(self) -> int:
@@ -64,7 +72,10 @@ class CosmaPart:
 
     # -- structure (within the part) -------------------------------------------------------
     def predecessors(self) -> list[list[int]]:
-        return [sorted({self.producer[b] for b in ins} - {-1}) for ins in self.op_inputs]
+        """Producers of each op's inputs, and for a read view of tiles the ops writing them."""
+        ready = self.ready_after or ((),) * self.n_tensors
+        return [sorted(({self.producer[b] for b in ins} | {u for b in ins for u in ready[b]}) - {-1})
+                for ins in self.op_inputs]
 
     def ancestor_masks(self) -> list[int]:
         preds = self.predecessors()
@@ -113,15 +124,6 @@ def planned_tensors(graph: Graph, params: bool) -> list[int]:
             if (t.producer is not None or t.consumers) and (params or t.kind != "weight")]
 
 
-def check_graph_supported(graph: Graph) -> None:
-    views = [t.name for t in graph.tensors if t.sources]
-    if views:
-        raise PlanningError(
-            f"cosma treats every op as a unit (paper §III-A) but graph {graph.name!r} is tiled "
-            f"(tensor {views[0]!r} is a read view of DRAM data); drop the 'tile' stage or use a "
-            "budget >= M_R")
-
-
 def size_unit(graph: Graph, tensors: list[int], align: int) -> int:
     """The largest multiple of ``align`` dividing every aligned tensor size."""
     g = 0
@@ -144,7 +146,6 @@ def make_part(graph: Graph, ops: list[int], capacity: int, align: int, params: b
     ``state``: graph tensor -> (entry state, offset in bytes or -1, in_dram) for tensors
     already touched by earlier parts (default: none). ``later``: ops of later parts (their
     inputs are ``needed_after``)."""
-    check_graph_supported(graph)
     state = state or {}
     later = later or set()
     placed = set(planned_tensors(graph, params))
@@ -154,7 +155,8 @@ def make_part(graph: Graph, ops: list[int], capacity: int, align: int, params: b
     carried = [t for t, (st, _, _) in sorted(state.items()) if st == RESIDENT and t not in touched]
     tensors = touched + carried  # resident tensors the part does not read still hold space
     local_t = {t: i for i, t in enumerate(tensors)}
-    size, nbytes, producer, consumers, entry, offset, in_dram, needed = ([] for _ in range(8))
+    through_dram = graph.dram_sources
+    size, nbytes, producer, consumers, entry, offset, in_dram, needed, ready = ([] for _ in range(9))
     for t in tensors:
         tensor = graph.tensors[t]
         size.append(int(aligned(tensor.size, align)) // unit)
@@ -162,6 +164,8 @@ def make_part(graph: Graph, ops: list[int], capacity: int, align: int, params: b
         producer.append(local_op.get(tensor.producer, -1) if tensor.producer is not None else -1)
         consumers.append(tuple(local_op[c] for c in tensor.consumers if c in local_op))
         needed.append(any(c in later for c in tensor.consumers))
+        ready.append(tuple(sorted({local_op[graph.tensors[s].producer] for s in tensor.sources
+                                   if graph.tensors[s].producer in local_op})))
         if t in state:
             st, off, dram = state[t]
             entry.append(st)
@@ -170,9 +174,13 @@ def make_part(graph: Graph, ops: list[int], capacity: int, align: int, params: b
         elif tensor.producer is not None and tensor.producer in local_op:
             entry.append(MAKE)
             offset.append(-1)
-            in_dram.append(tensor.kind == "output")  # written back right after it is made
+            in_dram.append(tensor.kind == "output" or t in through_dram)  # written back right after it is made
         elif tensor.in_dram_initially:
             entry.append(COMPULSORY)
+            offset.append(-1)
+            in_dram.append(True)
+        elif tensor.sources:  # a read view of tiles written through to DRAM (ready_after: by this part)
+            entry.append(DRAM)
             offset.append(-1)
             in_dram.append(True)
         else:
@@ -183,4 +191,4 @@ def make_part(graph: Graph, ops: list[int], capacity: int, align: int, params: b
         ops=tuple(ops), tensors=tuple(tensors), size=tuple(size), nbytes=tuple(nbytes),
         producer=tuple(producer), consumers=tuple(consumers), op_inputs=op_inputs, op_outputs=op_outputs,
         entry=tuple(entry), entry_offset=tuple(offset), in_dram=tuple(in_dram), needed_after=tuple(needed),
-        capacity=capacity // unit, unit=unit)
+        capacity=capacity // unit, unit=unit, ready_after=tuple(ready))

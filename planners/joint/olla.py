@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned, lifetimes
 from npusim.graph.model import Graph
-from npusim.plan.model import Residency, Transfer
+from npusim.plan.model import Residency
+from planners.alloc.onchip import lifetime_transfers
 from planners.joint.olla_address import Blocks, solve_addresses
 from planners.joint.olla_lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
@@ -179,29 +180,13 @@ def _joint(graph: Graph, align: int, opts: SolverOptions) -> OllaResult | None:
 
 
 def plan_parts(graph: Graph, order: list[int], offsets: dict, align: int):
-    """Residencies and transfers: every tensor resident over its lifetime at its offset.
-
-    On a tiled graph, a tile other tiles read back from DRAM (``Graph.dram_sources``) is
-    stored right after it is produced, and a read view of such tiles is loaded before its
-    first use (a retrieve), as the arena allocator does."""
+    """Residencies and transfers: every tensor resident over its lifetime at its offset
+    (transfers as every whole-lifetime allocator: ``planners.alloc.onchip.lifetime_transfers``)."""
     life = lifetimes(graph, order)
-    step_of = {op: s for s, op in enumerate(order)}
-    through_dram = graph.dram_sources
-    residencies, transfers = [], []
-    for t in graph.tensors:
-        first, last = int(life.first[t.id]), int(life.last[t.id])
-        if first < 0:
-            continue
-        residencies.append(Residency(first=first, last=last, offset=int(offsets[t.id]), tensor=t.id,
-                                     size=int(aligned(t.size, align))))
-        if t.in_dram_initially:
-            transfers.append(Transfer(step=first, kind="load", tensor=t.id, cause="compulsory", size=t.size))
-        elif t.sources:
-            transfers.append(Transfer(step=first, kind="load", tensor=t.id, cause="retrieve", size=t.size))
-        if t.kind == "output" or t.id in through_dram:
-            cause = "writeback" if t.kind == "output" else "spill"
-            transfers.append(Transfer(step=step_of[t.producer], kind="store", tensor=t.id, cause=cause, size=t.size))
-    return residencies, transfers
+    residencies = [Residency(first=int(life.first[t.id]), last=int(life.last[t.id]), offset=int(offsets[t.id]),
+                             tensor=t.id, size=int(aligned(t.size, align)))
+                   for t in graph.tensors if life.first[t.id] >= 0]
+    return residencies, lifetime_transfers(graph, order, residencies)
 
 
 class OllaJoint:

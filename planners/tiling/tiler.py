@@ -93,11 +93,6 @@ class Tiler:
         objective = str(ctx.options.get("tile_objective", "time"))
         if objective not in OBJECTIVES:
             raise PlanningError(f"planner option tile_objective={objective!r}: expected one of {', '.join(OBJECTIVES)}")
-        if ctx.whole_ops_only is not None:
-            # a later stage plans whole ops: tile nothing optional, refuse before any work if an op must be tiled
-            refuse_tiling(graph, needs, threshold, ctx.capacity, ctx.whole_ops_only)
-            ctx.options.setdefault("prefetch_depth", PREFETCH_DEPTH)
-            return
         image_like = image_like_tensors(graph)
         specs, tiles = {}, 0
         for op in graph.ops:
@@ -128,20 +123,6 @@ class Tiler:
         # Prefetch the next ops' loads whether or not anything was tiled, so a roomier
         # scratchpad never runs slower for lack of it (read by the arena allocator).
         ctx.options.setdefault("prefetch_depth", PREFETCH_DEPTH)
-
-
-def refuse_tiling(graph: Graph, needs, threshold: int, capacity: int, planner) -> None:
-    """Raise a PlanningError naming the first op that must be tiled at ``capacity``, for a
-    pipeline whose ``planner`` plans whole ops only."""
-    over = [op for op in graph.ops if needs[op.id] > threshold]
-    if not over:
-        return
-    worst = max(over, key=lambda op: needs[op.id])
-    raise PlanningError(
-        f"{planner.name} plans whole ops ({planner.whole_ops_only}), but at a budget of {capacity:,} B "
-        f"{len(over)} op(s) do not fit whole (op {worst.name!r} needs {int(needs[worst.id]):,} B): "
-        f"use a budget >= {int(needs[worst.id]):,} B (M_R), or a pipeline that streams tiles, "
-        f"e.g. {getattr(planner, 'tiled_alternative', 'tile+zhong+arena+belady')}")
 
 
 def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, image_like) -> bool:
