@@ -70,7 +70,7 @@ def overhead(repeat: int) -> None:
     ratios = []
     for name in list_resources("traces"):
         graph = load_graph(name)
-        budget = resolve_budget("MP", graph, hw)
+        budget = resolve_budget("MP", graph, hw, allow_oversize=True)  # simulated on a scratchpad of that size
         plan = make_plan(graph, hw, "default+arena+belady", budget=budget)
         program, sim_hw = lower(plan, graph, hw), hw.with_scratchpad_size(budget)
         once, _ = best_of(1, lambda: simulate(program, sim_hw, check_races=False))

@@ -33,7 +33,7 @@ def main() -> None:
           f"{'total s':>8} {'commands':>9} {'events':>8} {'events/s':>10}")
     for name in names:
         graph = load_graph(name)
-        budget = resolve_budget(args.budget, graph, hw)
+        budget = resolve_budget(args.budget, graph, hw, allow_oversize=True)  # simulated on a scratchpad of that size
         sim_hw = hw.with_scratchpad_size(budget)
         t_plan, plan = best_of(args.repeat, lambda: make_plan(graph, hw, args.planner, budget=budget))
         t_valid, _ = best_of(args.repeat, lambda: validate(plan, graph))

@@ -44,7 +44,7 @@ def test_the_issue_pipeline_simulates_within_its_own_footprint():
     assert report.onchip_peak_bytes <= budget
     assert report.offchip_bytes["compulsory"] == sum(t.size for t in graph.tensors
                                                      if t.kind in ("input", "weight") and t.consumers)
-    with pytest.raises(PlanningError, match=f"does not fit: needs {budget} bytes, budget {budget - 64}"):
+    with pytest.raises(PlanningError, match=f"does not fit: needs {budget:,} B, budget {budget - 64:,} B"):
         make_plan(graph, MID, "rpo+mindspore-mo:size,first-fit", budget=budget - 64)
 
 

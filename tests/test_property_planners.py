@@ -57,7 +57,7 @@ EXACT_OPTIONS = {"time_limit": 2.0 if SLOW else 1.0, "workers": 1, "seed": 0}
 MAX_OPS = 200 if SLOW else 60
 
 # Refusals a planner may give at a budget in [M_R, M_P], with the numbers that must agree.
-DOES_NOT_FIT = re.compile(r"needs (\d+) (?:bytes|B)\b.*?budget (?:is )?(\d+)")
+DOES_NOT_FIT = re.compile(r"needs ([\d,]+) (?:bytes|B)\b.*?budget (?:is )?([\d,]+)")
 #: Stages that work on one stream only say so (the arena; the off-chip planners' DRAM lifetimes).
 SINGLE_STREAM = ("single-stream", "several streams")
 
@@ -116,7 +116,7 @@ def check_refusal(error: PlanningError, pipeline: str, budget: int) -> None:
     assert not any(p in EVICTING for p in pipeline.split("+")), f"{pipeline} refused at >= M_R: {message}"
     found = DOES_NOT_FIT.search(message)
     assert found, f"{pipeline}: unexpected refusal: {message}"
-    need, said_budget = int(found.group(1)), int(found.group(2))
+    need, said_budget = (int(found.group(k).replace(",", "")) for k in (1, 2))
     assert said_budget == budget and need > budget, message
 
 
