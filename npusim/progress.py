@@ -8,17 +8,63 @@ latest state to stderr as one line every ``NPUSIM_PROGRESS_SECONDS`` (5 s), star
 the first interval: short runs stay quiet, and a run of minutes says where it is even inside
 a step that reports nothing new (``... 25 s: validating the plan``). Library calls get
 ``silent``, which does nothing.
+
+Code deep inside a planner (a CP-SAT solve) reaches the run's progress through ``current()``,
+set by ``reporting(progress)`` around the planning stages, instead of a parameter threaded
+through every call: ``solver_progress`` turns CP-SAT's search log into "incumbent, bound".
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 
 def silent(what: str, done: int | float | None = None, total: int | float | None = None, detail: str = "") -> None:
     """The progress of library calls: nothing."""
+
+
+_CURRENT: ContextVar = ContextVar("npusim_progress", default=silent)
+
+
+def current():
+    """The progress of the planning run in this context (``silent`` outside one)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def reporting(progress):
+    token = _CURRENT.set(progress)
+    try:
+        yield progress
+    finally:
+        _CURRENT.reset(token)
+
+
+#: A CP-SAT search-log line with a new solution or bound: "#3  1.2s best:750 next:[700,749] ...".
+_SEARCH_LINE = re.compile(r"^#(?:\d+|Bound)\s+([\d.]+)s\s+best:(\S+)\s+next:\[(\S*?)(?:,\S*)?\]")
+
+
+def solver_progress(solver, what: str = "solving (CP-SAT)") -> None:
+    """Report ``solver``'s incumbent and bound to ``current()`` as it searches (nothing when
+    the run is silent: the search log costs a little)."""
+    progress = current()
+    if progress is silent:
+        return
+
+    def line(text: str) -> None:
+        found = _SEARCH_LINE.match(text)
+        if found:
+            seconds, best, bound = found.groups()
+            progress(what, detail=f"incumbent {best}, bound {bound or best}, {float(seconds):.0f} s")
+
+    solver.parameters.log_search_progress = True
+    solver.parameters.log_to_stdout = False
+    solver.log_callback = line
 
 
 class Progress:

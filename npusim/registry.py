@@ -22,7 +22,7 @@ from npusim.errors import RegistryError
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
-from npusim.progress import silent
+from npusim.progress import reporting, silent
 
 #: tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
 #: -> off-chip offsets; joint planners decide the order, spills and offsets at once, so they
@@ -166,9 +166,10 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
                           alignment=hw.scratchpad.alignment, options=planner_options.TrackedOptions(given), untiled=graph,
                           progress=progress)
     start = time.perf_counter()
-    for n, planner in enumerate(stages, 1):
-        progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
-        planner.run(ctx)
+    with reporting(progress):  # solvers deep inside a stage report through npusim.progress.current()
+        for n, planner in enumerate(stages, 1):
+            progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
+            planner.run(ctx)
     if ctx.order is None:
         ctx.order = list(range(ctx.graph.n_ops))
     if ctx.residencies is None:

@@ -169,3 +169,37 @@ def test_library_budget_check():
     with pytest.raises(NpusimError, match="larger than"):
         resolve_budget("2MiB", graph, hw)
     assert resolve_budget("2MiB", graph, hw, allow_oversize=True) == 2 << 20
+
+
+# ------------------------------------------------------------------ multi-stream allocation
+
+def test_hrnet_multi_stream_tiled_plan_is_valid():
+    """The issue's invalid plan on hrnet_w18_small ('[empty_residency] ... never filled'): a
+    whole-lifetime allocator on a tiled graph now loads each read view of tiles and stores the
+    tiles it reads (``planners.alloc.onchip.lifetime_transfers``), on several streams too."""
+    graph, hw = load_graph("hrnet_w18_small"), load_hw("mid-npu")
+    plan = make_plan(graph, hw, "tile+default+streams-rr+mindspore-mo:size,first-fit")
+    assert plan.tiling and len(set(plan.streams)) > 1 and validate(plan, graph) == []
+    assert simulate_plan(plan, graph, hw).cycles > 0  # with the happens-before race check
+
+
+def test_a_spill_stage_needs_an_allocator_that_evicts():
+    with pytest.raises(NpusimError, match="keeps every tensor for its whole lifetime and never evicts"):
+        make_plan(load_graph("resnet18"), load_hw("mid-npu"), "default+streams-rr+mindspore-mo:size,first-fit+belady")
+
+
+def test_a_whole_schedule_that_does_not_fit_names_what_works(capsys):
+    """Untiled, the scratchpad it names fits; tiled, a larger scratchpad makes larger tiles, so
+    the advice is the arena, which spills; each piece of advice is tried here."""
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--planner",
+                             "default+mindspore-mo:size,first-fit", "--budget", "MR", "--allow-oversize")
+    assert code == 2 and "never spills" in err and "default+arena+belady" in err
+    advice = err.split("--set ")[1].split(")")[0]  # the scratchpad it needs
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--set", advice, "--planner",
+                             "default+mindspore-mo:size,first-fit")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "simulate", "resnet50", "--hw", "edge-npu", "--planner",
+                             "tile+default+mindspore-mo:size,first-fit")
+    assert code == 2 and "larger tiles" in err and err.rstrip().endswith("tile+default+arena+belady")
+    code, out, err = run_cli(capsys, "simulate", "resnet50", "--hw", "edge-npu", "--planner", "tile+default+arena+belady")
+    assert code == 0, err

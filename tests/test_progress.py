@@ -92,3 +92,24 @@ def test_a_user_s_invalid_plan_exits_2(capsys, tmp_path):
     capsys.readouterr()
     assert main(["simulate", "resnet18", "--hw", "mid-npu", "--plan", str(plan)]) == 2
     assert "npusim: error:" in capsys.readouterr().err
+
+
+def test_solver_reports_incumbent_and_bound_to_the_run_s_progress():
+    from ortools.sat.python import cp_model
+
+    from npusim.progress import reporting
+    from planners.schedule.solver import SolverOptions, make_solver
+
+    model = cp_model.CpModel()
+    xs = [model.NewIntVar(0, 100, f"x{i}") for i in range(20)]
+    for a, b in zip(xs, xs[1:]):
+        model.Add(a + b >= 50)
+    model.Minimize(sum(xs))
+    heard = []
+    with reporting(lambda what, done=None, total=None, detail="": heard.append((what, detail))):
+        solver = make_solver(SolverOptions.from_options({"time_limit": 5}))
+    assert solver.Solve(model) == cp_model.OPTIMAL
+    assert heard and all(what == "solving (CP-SAT)" and "incumbent" in detail for what, detail in heard)
+    assert any(f"incumbent {int(solver.ObjectiveValue())}" in detail for _, detail in heard)
+    quiet = make_solver(SolverOptions.from_options({"time_limit": 5}))  # outside a run: no search log
+    assert not quiet.parameters.log_search_progress

@@ -92,8 +92,12 @@ class OnChipAllocator:
             result = self._solve(problem)
         if result.total > ctx.capacity:
             several = len(set(streams)) > 1
-            more = (f"raise the budget to {result.total:,} B" if result.total <= ctx.hw.scratchpad.size else
-                    f"model a scratchpad of that size (--set scratchpad.size={result.total}B)")
+            if ctx.tiling:  # a larger budget makes larger tiles, which need more again
+                more = "a larger budget makes larger tiles (that need more)"
+            elif result.total <= ctx.hw.scratchpad.size:
+                more = f"raise the budget to {result.total:,} B"
+            else:
+                more = f"model a scratchpad of that size (--set scratchpad.size={result.total}B)"
             raise PlanningError(
                 f"{self.name}: does not fit: needs {result.total:,} B, budget {ctx.capacity:,} B (lifetime bound "
                 f"{result.bound:,} B); it keeps every tensor on chip for its whole lifetime and never spills: "

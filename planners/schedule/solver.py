@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
+from npusim.progress import solver_progress
+
 from npusim.errors import PlanningError
 
 DEFAULT_TIME_LIMIT = 60.0
@@ -85,6 +87,7 @@ def make_solver(opts: SolverOptions, started: float | None = None) -> cp_model.C
     else:
         spent = 0.0 if started is None else time.perf_counter() - started
         solver.parameters.max_time_in_seconds = max(0.05, opts.time_limit - spent)
+    solver_progress(solver)  # incumbent and bound on the run's progress line, if it has one
     return solver
 
 
