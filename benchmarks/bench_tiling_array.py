@@ -22,7 +22,7 @@ from pathlib import Path
 
 from npusim.graph.tiling import expand
 from npusim.registry import make_plan
-from npusim.sim.costs import systolic_cycles
+from npusim.hw.costs import systolic_cycles
 from npusim.units import parse_size
 from npusim.workflow import load_graph, load_hw
 

@@ -246,7 +246,7 @@ def test_time_objective_beats_bytes_objective_on_the_array(layout, target):
 
     from npusim.graph.tiling import expand
     from npusim.registry import make_plan
-    from npusim.sim.costs import systolic_cycles
+    from npusim.hw.costs import systolic_cycles
 
     reference = Path(__file__).resolve().parents[2] / "shared" / "reference" / "scalesim" / "resnet18_32x32_os" / "per_layer.csv"
     if not reference.exists():

@@ -13,7 +13,7 @@ from npusim.plan.lower import lower
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
 from npusim.sim.bandwidth import SharedBandwidth
-from npusim.sim.costs import op_cycles, systolic_cycles
+from npusim.hw.costs import op_cycles, systolic_cycles
 from npusim.sim.engine import simulate
 from npusim.workflow import load_graph, load_hw, memory_bounds, run
 

@@ -2,7 +2,7 @@
 scratchpad; it executes a Program and returns a Report.
 
 - Each compute queue (one per stream) runs its commands in order on core ``stream mod
-  cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.sim.costs``).
+  cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.hw.costs``).
 - Each DMA queue issues in order; a command takes one of ``dma.channels`` channels, pays
   descriptor setup and the DRAM latency, then moves its bytes on the bus (the bursts its
   chunks touch, counted in lowering: ``npusim.plan.transfer_cost``) at the share of DRAM
@@ -32,7 +32,7 @@ from npusim.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
-from npusim.sim.costs import op_cycles, scratchpad_bytes
+from npusim.hw.costs import op_cycles, scratchpad_bytes
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad

@@ -1,6 +1,6 @@
 """How long a tiled op will take on the configured hardware: the tiler's objective.
 
-The estimate uses the cost model the simulator charges (``npusim.sim.costs`` for compute,
+The estimate uses the cost model the simulator charges (``npusim.hw.costs`` for compute,
 ``npusim.plan.transfer_cost`` for DMA), on the tiles a spec makes:
 
 - **compute**: every tile's cycles, array (systolic fold formula on the tile's GEMM) or
@@ -32,7 +32,7 @@ from npusim.graph.regions import box_volume, input_boxes
 from npusim.graph.tiling import k_slices, tile_compute
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
-from npusim.sim.costs import systolic_cycles
+from npusim.hw.costs import systolic_cycles
 
 
 @dataclass(frozen=True)
