@@ -148,6 +148,7 @@ def graph_from_dict(data: dict, source: str = "<trace>") -> Graph:
                 not _is_int(v) or not 0 < v <= MAX_COUNT for v in gemm.values()
             ):
                 raise TraceError(f"{where} ({o['name']!r}): gemm {_short(gemm)}, expected m, n, k, batch > 0")
+    _check_views_fit(tensors, source)
     seen_ops: dict[str, int] = {}
     for i, o in enumerate(ops):
         if o["name"] in seen_ops:  # plans name ops: two ops with one name would be ambiguous
@@ -174,6 +175,29 @@ def _check_view(view, where: str) -> None:
             or any(not _is_int(d) or not 0 <= d <= MAX_COUNT for d in strides)):
         raise TraceError(f"{where}: shape {_short(shape)} and strides {_short(strides)}, expected lists of equal "
                          f"length (at most {MAX_RANK}) of positive dims and strides >= 0")
+
+
+def _check_views_fit(tensors: list, source: str) -> None:
+    """A view has its tensor's shape and addresses only elements of its base: what lowering
+    renders (one chunk per contiguous run) is then bounded by the base's size, not by
+    whatever shape a file states (a [2**31, 2**31] view of an 8-element tensor)."""
+    elements = {t["name"]: math.prod(t["shape"]) for t in tensors}
+    for i, t in enumerate(tensors):
+        view = t.get("view")
+        if view is None:
+            continue
+        where = f"{source}: tensors[{i}] ({t['name']!r}): view"
+        if list(view["shape"]) != list(t["shape"]):
+            raise TraceError(f"{where}: shape {_short(view['shape'])} differs from the tensor's shape "
+                             f"{_short(t['shape'])}, expected the same")
+        last = view["offset"] + sum((n - 1) * st for n, st in zip(view["shape"], view["strides"]))
+        base = elements.get(view["base"])
+        limit = base if base is not None else MAX_TENSOR_BYTES // t["itemsize"]
+        if last >= limit:
+            what = (f"base {view['base']!r} has {base:,} elements" if base is not None
+                    else f"at most {limit:,} elements fit {MAX_TENSOR_BYTES:,} bytes")
+            raise TraceError(f"{where}: reaches element {last:,} of its base, but {what}; expected a view "
+                             "inside its base tensor")
 
 
 def _short(value, limit: int = 80) -> str:

@@ -11,8 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+#: Upper limits of counts: each core, stream and DMA channel is a simulated resource and a
+#: queue, so a count no NPU has (``cores.count: 10000000``) would only exhaust the machine.
+MAX_UNITS = 4096
+#: Rows, columns and lanes: 65,536 covers any array built (the largest, 256 x 256, and beyond).
+MAX_WIDTH = 65536
+
+
 def knob(default, quantity: str, doc: str, **extra):
-    """A hardware field with its unit and description (read by the loader and the docs)."""
+    """A hardware field with its unit and description (read by the loader and the docs);
+    ``maximum`` (optional) is the largest value the loader accepts."""
     return field(default=default, metadata={"quantity": quantity, "doc": doc, **extra})
 
 
@@ -20,25 +28,25 @@ def knob(default, quantity: str, doc: str, **extra):
 class CoreConfig:
     """One core: a systolic PE array plus a vector unit. All cores are identical."""
 
-    count: int = knob(1, "int", "number of identical cores (each runs one stream at a time)")
-    pe_rows: int = knob(16, "int", "rows R of the systolic PE array")
-    pe_cols: int = knob(16, "int", "columns C of the systolic PE array")
+    count: int = knob(1, "int", "number of identical cores (each runs one stream at a time)", maximum=MAX_UNITS)
+    pe_rows: int = knob(16, "int", "rows R of the systolic PE array", maximum=MAX_WIDTH)
+    pe_cols: int = knob(16, "int", "columns C of the systolic PE array", maximum=MAX_WIDTH)
     dataflow: str = knob("os", "choice", "array dataflow: os (output stationary) or ws (weight stationary)",
                          choices=("os", "ws"))
-    vector_lanes: int = knob(16, "int", "element-wise operations per cycle of the vector unit")
+    vector_lanes: int = knob(16, "int", "element-wise operations per cycle of the vector unit", maximum=MAX_WIDTH)
 
 
 @dataclass(frozen=True)
 class ScratchpadConfig:
     size: int = knob(1024**2, "size", "capacity of the on-chip scratchpad")
-    banks: int = knob(1, "int", "number of banks (informational for now)")
+    banks: int = knob(1, "int", "number of banks (informational for now)", maximum=MAX_WIDTH)
     bytes_per_cycle: int = knob(64, "int", "bytes per cycle the cores can read+write (bounds compute)")
     alignment: int = knob(64, "size", "every allocation starts at a multiple of this many bytes")
 
 
 @dataclass(frozen=True)
 class DmaConfig:
-    channels: int = knob(2, "int", "transfers in flight at once")
+    channels: int = knob(2, "int", "transfers in flight at once", maximum=MAX_UNITS)
     setup_cycles: float = knob(64.0, "cycles", "cycles to set up one descriptor (a transfer of a view of more "
                                "than max_dims dimensions takes several)")
     chunk_cycles: float = knob(4.0, "cycles", "address-generation cycles per contiguous chunk (row) of a strided "
@@ -88,7 +96,8 @@ class Hardware:
     name: str = knob("custom", "str", "name of the configuration")
     description: str = knob("", "str", "one line about what it models")
     clock: float = knob(1e9, "frequency", "clock of cores, scratchpad and DMA engine")
-    streams: int = knob(1, "int", "hardware streams (command queues); stream i runs on core i mod count")
+    streams: int = knob(1, "int", "hardware streams (command queues); stream i runs on core i mod count",
+                        maximum=MAX_UNITS)
     cores: CoreConfig = field(default_factory=CoreConfig, metadata={"doc": "the cores"})
     scratchpad: ScratchpadConfig = field(default_factory=ScratchpadConfig, metadata={"doc": "on-chip memory"})
     dma: DmaConfig = field(default_factory=DmaConfig, metadata={"doc": "the DMA engine"})

@@ -380,7 +380,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
             value = units.parse_size(setting.value)
         else:
             value = units.parse(setting.value, quantity, clock_hz=clock_hz)
-        _check_range(value, quantity)
+        _check_range(value, quantity, field.metadata.get("maximum"))
     except units.UnitError as error:
         raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: {error}") from error
     return value
@@ -407,9 +407,12 @@ def _parse_choice(value: object, choices: tuple[str, ...]) -> str:
     raise units.UnitError(f"expected one of {', '.join(choices)}{suggestion}")
 
 
-def _check_range(value: object, quantity: str) -> None:
+def _check_range(value: object, quantity: str, maximum: int | None = None) -> None:
     if quantity in ("str", "choice"):
         return
+    if maximum is not None and value > maximum:
+        raise units.UnitError(f"expected at most {maximum:,} (a larger value models no NPU and would only "
+                              "exhaust this machine)")
     if quantity in STRICTLY_POSITIVE and value <= 0:
         raise units.UnitError(f"expected a {_kind(quantity)} greater than 0")
     if value < 0:

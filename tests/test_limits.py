@@ -1,0 +1,47 @@
+"""Resource bounds checked before work: a small input cannot ask for unbounded memory."""
+
+import json
+
+import pytest
+
+from npusim.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("key, value", [("cores.count", "10000000"), ("streams", "1000000000"),
+                                        ("dma.channels", "5000"), ("cores.pe_rows", "100000")])
+def test_counts_no_npu_has_are_refused_before_work(capsys, key, value):
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--set", f"{key}={value}")
+    assert code == 2 and f"{key} = {value}: expected at most" in err and len(err.strip().splitlines()) == 1
+
+
+def _trace_with_view(tmp_path, tensor_shape, view_shape, offset=0):
+    data = {"format": "npusim-trace/1", "name": "v", "tensors": [
+        {"name": "x", "shape": [1, 8], "dtype": "int8", "itemsize": 1, "kind": "input"},
+        {"name": "v", "shape": tensor_shape, "dtype": "int8", "itemsize": 1, "kind": "input",
+         "view": {"base": "x", "offset": offset, "shape": view_shape, "strides": [8, 1]}},
+        {"name": "y", "shape": [1, 8], "dtype": "int8", "itemsize": 1, "kind": "output"}],
+        "ops": [{"name": "r", "kind": "Relu", "inputs": ["v"], "outputs": ["y"]}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_a_452_byte_view_bomb_is_one_line(capsys, tmp_path):
+    """The issue's reproduction: a [2**31, 2**31] view over a [1, 8] tensor (23 GB before)."""
+    trace = _trace_with_view(tmp_path, [1, 8], [2147483648, 2147483648])
+    code, out, err = run_cli(capsys, "simulate", trace, "--hw", "edge-npu")
+    assert code == 2 and "differs from the tensor's shape" in err
+
+
+def test_a_view_outside_its_base_is_refused(capsys, tmp_path):
+    trace = _trace_with_view(tmp_path, [1, 8], [1, 8], offset=5)
+    code, out, err = run_cli(capsys, "simulate", trace, "--hw", "edge-npu")
+    assert code == 2 and "reaches element 12 of its base, but base 'x' has 8 elements" in err
+    inside = _trace_with_view(tmp_path, [1, 8], [1, 8], offset=0)
+    assert run_cli(capsys, "info", inside)[0] == 0
