@@ -31,8 +31,15 @@ class CoreConfig:
     count: int = knob(1, "int", "number of identical cores (each runs one stream at a time)", maximum=MAX_UNITS)
     pe_rows: int = knob(16, "int", "rows R of the systolic PE array", maximum=MAX_WIDTH)
     pe_cols: int = knob(16, "int", "columns C of the systolic PE array", maximum=MAX_WIDTH)
-    dataflow: str = knob("os", "choice", "array dataflow: os (output stationary) or ws (weight stationary)",
-                         choices=("os", "ws"))
+    dataflow: str = knob("os", "choice", "array dataflow: os (output stationary), ws (weight stationary) or "
+                         "is (input stationary)", choices=("os", "ws", "is"))
+    fold_overlap: bool = knob(False, "bool", "overlap one fold's fill with the previous fold's drain and preload "
+                              "the next fold's stationary operand while this one streams (TPU-style); false: "
+                              "folds back to back, as SCALE-Sim counts them")
+    depthwise: str = knob("array", "choice", "how grouped and depthwise convs run: array (groups packed across "
+                          "the columns, one channel per column), vector (kernel-window MACs on the vector "
+                          "lanes) or groups (one GEMM per group, one column each)",
+                          choices=("array", "vector", "groups"))
     vector_lanes: int = knob(16, "int", "element-wise operations per cycle of the vector unit", maximum=MAX_WIDTH)
 
 

@@ -21,7 +21,7 @@ END_MARKER = "<!-- END FIELD REFERENCE -->"
 # What the "unit" column says for each quantity: the base unit a plain number is read in.
 UNIT_LABELS = {
     "size": "bytes", "frequency": "Hz", "bandwidth": "B/s", "energy": "pJ", "power": "W",
-    "time": "s", "cycles": "cycles", "int": "integer", "str": "text",
+    "time": "s", "cycles": "cycles", "int": "integer", "str": "text", "bool": "true or false",
 }
 
 # Units tried from largest to smallest when writing a default (all accepted by the loader).
@@ -58,6 +58,8 @@ def format_quantity(value: object, quantity: str) -> str:
         return _number(float(value))
     if quantity == "str":
         return f'"{value}"' if value else '""'
+    if quantity == "bool":
+        return "true" if value else "false"
     return str(value)
 
 

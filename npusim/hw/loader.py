@@ -365,7 +365,8 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
     """The value of one field in its base unit, or a ConfigError saying what was expected."""
     quantity = field.metadata["quantity"]
     if isinstance(setting.value, (list, dict)):  # never formatted in full: it may be an alias bomb
-        such = {"int": "16", "str": "text", "choice": ", ".join(field.metadata.get("choices", ()))}.get(quantity)
+        such = {"int": "16", "str": "text", "bool": "true",
+                "choice": ", ".join(field.metadata.get("choices", ()))}.get(quantity)
         such = repr(units.example(quantity)) if such is None else such
         raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: expected a single "
                           f"{_kind(quantity)} such as {such}, got a {type(setting.value).__name__}")
@@ -374,6 +375,8 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
             value = _parse_int(setting.value)
         elif quantity == "str":
             value = _parse_text(setting.value)
+        elif quantity == "bool":
+            value = _parse_bool(setting.value)
         elif quantity == "choice":
             value = _parse_choice(setting.value, field.metadata["choices"])
         elif quantity == "size":
@@ -392,6 +395,14 @@ def _parse_int(value: object) -> int:
     return value
 
 
+def _parse_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise units.UnitError(f"expected true or false, got {_short(value)}")
+
+
 def _parse_text(value: object) -> str:
     if not isinstance(value, str):
         raise units.UnitError(f"expected text, got a {type(value).__name__} (quote it in YAML)")
@@ -408,7 +419,7 @@ def _parse_choice(value: object, choices: tuple[str, ...]) -> str:
 
 
 def _check_range(value: object, quantity: str, maximum: int | None = None) -> None:
-    if quantity in ("str", "choice"):
+    if quantity in ("str", "choice", "bool"):
         return
     if maximum is not None and value > maximum:
         raise units.UnitError(f"expected at most {maximum:,} (a larger value models no NPU and would only "

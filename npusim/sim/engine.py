@@ -281,7 +281,7 @@ class _Machine:
         parts = self._energy.get(op.id)
         if parts is None:
             e = self.hw.energy
-            read, written = scratchpad_bytes(op, self.graph)
+            read, written = scratchpad_bytes(op, self.graph, self.hw)
             dtype = self.graph.tensors[op.outputs[0]].dtype
             parts = self._energy[op.id] = {
                 "mac": op.macs * e.mac(dtype),

@@ -32,7 +32,7 @@ from npusim.graph.regions import box_volume, input_boxes
 from npusim.graph.tiling import k_slices, tile_compute
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
-from npusim.hw.costs import systolic_cycles
+from npusim.hw.costs import compute_cycles
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,10 @@ def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int, boo
 
 
 def _tile_cycles(op: Op, graph: Graph, box, k_range, last: bool, hw) -> float:
-    core = hw.cores
     macs, gemm = tile_compute(op, graph, box, k_range)
     out = graph.tensors[op.outputs[0]]
     share = box_volume(box) / max(out.elements, 1)
-    if gemm is not None:
-        compute = float(systolic_cycles(gemm, core.pe_rows, core.pe_cols, core.dataflow))
-    else:
-        compute = (op.vector_ops * share if last else 0) / core.vector_lanes
+    compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw)
     moved = out.itemsize * box_volume(box)
     for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
         if region is not None:
