@@ -203,3 +203,16 @@ def test_a_whole_schedule_that_does_not_fit_names_what_works(capsys):
     assert code == 2 and "larger tiles" in err and err.rstrip().endswith("tile+default+arena+belady")
     code, out, err = run_cli(capsys, "simulate", "resnet50", "--hw", "edge-npu", "--planner", "tile+default+arena+belady")
     assert code == 0, err
+
+
+def test_cosma_dnc_in_wall_time_stops_building_models_when_time_is_up(resnet18, monkeypatch):
+    """Wall-clock mode: once the time per remaining part is below MIN_PART_SECONDS, parts take
+    their warm start without a model (fcn_resnet50 at 1 MiB: 137 s for a 20 s limit before)."""
+    import planners.joint.cosma_dnc as dnc
+
+    built = []
+    real = dnc.solve_part
+    monkeypatch.setattr(dnc, "solve_part", lambda *a, **k: built.append(1) or real(*a, **k))
+    plan = make_plan(resnet18, load_hw("edge-npu"), "tile+cosma-dnc", budget=256 * 1024,
+                     options={"time_limit": 0.001, "deterministic": False, "part_ops": 10})
+    assert built == [] and plan.meta.status == "timed_out" and validate(plan, resnet18) == []

@@ -82,8 +82,8 @@ def test_olla_on_a_training_graph_beats_the_default_order():
 
 def test_olla_budget_too_small_is_a_clear_error():
     g = load_graph("resnet18")
-    with pytest.raises(PlanningError, match=r"olla: the arena needs \d+ B .* budget is 1048576 B"):
-        make_plan(g, Hardware(), "olla", budget=1 << 20, options={"time_limit": 5})
+    with pytest.raises(PlanningError, match=r"olla: its order keeps \d+ B live at the peak, .* budget is 1048576 B"):
+        make_plan(g, Hardware(), "olla", budget=1 << 20, options={"time_limit": 5})  # refused before placing
 
 
 def test_olla_order_composes_with_the_arena():

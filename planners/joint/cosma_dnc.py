@@ -36,6 +36,9 @@ from planners.schedule.solver import SolverOptions
 DEFAULT_PART_OPS = 40
 #: (tensor, step) cells above which a part's op windows are narrowed around the warm order.
 DEFAULT_MAX_CELLS = 20_000
+#: Wall-clock mode: below this many seconds per remaining part, parts take their warm start
+#: without building a model (building one costs about this much), so the call ends near its limit.
+MIN_PART_SECONDS = 0.25
 #: Wall-clock mode: the share of the time limit kept back for the work after the last part's
 #: solve (stitching, the plan, validation), so the whole call stays within its limit.
 STITCH_MARGIN = 0.1
@@ -105,6 +108,15 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
         local = list(range(part.steps))
         orders = [local] + [[ops.index(v) for v in o] for o in (extra_orders or []) if len(segments) == 1]
         warm = best_warm_start(part, orders)
+        solve_budget = opts.time_limit if opts.deterministic else opts.time_limit * (1 - STITCH_MARGIN)
+        left = solve_budget - (time.perf_counter() - start)
+        if not opts.deterministic and left / (len(segments) - k) < MIN_PART_SECONDS:
+            # wall time is up: no model is built any more, the warm start stands for this part
+            statuses.append("timed_out")
+            objective += warm.traffic(part)
+            state = exit_state(part, warm, state)
+            solved.append((part, warm))
+            continue
         win = analyse(part, warm.order, fixed=fixed)
         if not fixed and win.cells() > max_cells:
             for radius in (16, 8, 4, 2, 1, 0):
@@ -113,8 +125,6 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
                     break
             narrowed += 1
         cells += win.cells()
-        solve_budget = opts.time_limit if opts.deterministic else opts.time_limit * (1 - STITCH_MARGIN)
-        left = solve_budget - (time.perf_counter() - start)
         # deterministic time is split in fixed shares (the same answer under any load);
         # wall time by what is left
         share = opts.time_limit / len(segments) if opts.deterministic else max(left, 0.0) / (len(segments) - k)

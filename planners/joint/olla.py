@@ -96,7 +96,7 @@ def tensor_blocks(graph: Graph, order: list[int], align: int) -> Blocks:
                   first=tuple(int(life.first[t]) for t in ids), last=tuple(int(life.last[t]) for t in ids))
 
 
-def olla_plan(graph: Graph, align: int, options: dict, order_of=None) -> OllaResult:
+def olla_plan(graph: Graph, align: int, options: dict, order_of=None, capacity: int | None = None) -> OllaResult:
     """Order and addresses of ``graph``. ``order_of(options)`` -> (order, status, bound, control
     edges), when given, decides the order instead of the lifetime ILP on ``graph`` (for a
     tiled graph: the op-level order with each op's tiles after it)."""
@@ -110,6 +110,8 @@ def olla_plan(graph: Graph, align: int, options: dict, order_of=None) -> OllaRes
     half = dict(options, time_limit=opts.time_limit / 2)
     order, order_status, _, n_edges = order_of(half) if order_of else olla_order(graph, align, half)
     blocks = tensor_blocks(graph, order, align)
+    if capacity is not None and blocks.max_live() > capacity:  # no placement can fit: say so now
+        raise PlanningError(_no_fit(None, blocks.max_live(), capacity, tiled=order_of is not None))
     left = opts.time_limit - (time.perf_counter() - start)
     addr = solve_addresses(blocks, align, opts.with_limit(left), bool(options.get("preplace", True)))
     status = _weaker(order_status, addr.status)
@@ -189,6 +191,14 @@ def plan_parts(graph: Graph, order: list[int], offsets: dict, align: int):
     return residencies, lifetime_transfers(graph, order, residencies)
 
 
+def _no_fit(arena: int | None, max_live: int, capacity: int, tiled: bool) -> str:
+    """Why olla has no plan: its arena (or, before placing, its order's live bytes) over the budget."""
+    need = (f"the arena needs {arena} B (max live {max_live} B, fragmentation {(arena - max_live) / arena:.1%})"
+            if arena is not None else f"its order keeps {max_live} B live at the peak, so the arena needs at least that")
+    return (f"olla: {need} but the budget is {capacity} B; olla keeps every tensor on chip and does not spill: "
+            f"raise the budget or use a pipeline with a spill policy (e.g. '{'tile+' if tiled else ''}olla-order+arena+belady')")
+
+
 class OllaJoint:
     name = "olla"
     stage = "joint"
@@ -202,13 +212,9 @@ class OllaJoint:
                 order, status, bound, edges = olla_order(ctx.untiled, ctx.alignment, options)
                 set_order(ctx, order, "peak")
                 return ctx.order, status, bound, edges
-        result = olla_plan(ctx.graph, ctx.alignment, ctx.options, order_of)
+        result = olla_plan(ctx.graph, ctx.alignment, ctx.options, order_of, capacity=ctx.capacity)
         if result.arena > ctx.capacity:
-            raise PlanningError(
-                f"olla: the arena needs {result.arena} B (max live {result.max_live} B, "
-                f"fragmentation {result.fragmentation:.1%}) but the budget is {ctx.capacity} B; "
-                "olla keeps every tensor on chip and does not spill: raise the budget or use a "
-                f"pipeline with a spill policy (e.g. '{'tile+' if order_of else ''}olla-order+arena+belady')")
+            raise PlanningError(_no_fit(result.arena, result.max_live, ctx.capacity, tiled=order_of is not None))
         if order_of:
             ctx.scope = (f"arena of the tiled graph's {ctx.graph.n_ops} ops in the OLLA order of its "
                          f"{ctx.untiled.n_ops} ops, each op's tiles after it")
