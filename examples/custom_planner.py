@@ -21,10 +21,8 @@ Run: python examples/custom_planner.py
 import heapq
 
 import planners  # the built-in planners, for the allocator and the spill policy
+from npusim import Registry, load_graph, load_hw, make_plan, resolve_budget, simulate_plan, validate
 from npusim.graph.analysis import peak_live_bytes, predecessors
-from npusim.plan.validate import validate
-from npusim.registry import Registry, make_plan
-from npusim.workflow import load_graph, load_hw, resolve_budget, simulate_plan
 
 
 class SmallestOutputFirst:

@@ -15,10 +15,8 @@ import json
 import tempfile
 from pathlib import Path
 
+from npusim import load_hw, load_plan, plan_graph, save_plan, simulate_plan, validate
 from npusim.graph.model import build_graph
-from npusim.plan.io import load_plan, save_plan
-from npusim.plan.validate import validate
-from npusim.workflow import load_hw, plan_graph, simulate_plan
 
 
 def chain_with_skip():
