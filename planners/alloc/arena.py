@@ -25,14 +25,7 @@ from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from planners.alloc.best_fit import BestFitArena
-from planners.options import int_option
-
-#: Lookahead of prefetching, in ops, when the option ``prefetch_depth`` is not given: none.
-#: The tile stage sets it to ``planners.tiling.tiler.PREFETCH_DEPTH`` (4). Without tiling, at
-#: the papers' budgets (M_R, M_P), reservations shift best-fit placements and can fragment the
-#: arena (fcn_resnet50 with RPO at M_P: +86 MB of spills at depth 1), so there it is opt-in.
-PREFETCH_DEPTH = 0
-
+from planners.alloc.prefetch import prefetch_depth
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
@@ -91,15 +84,6 @@ class ArenaAllocator:
         ctx.residencies, ctx.transfers = state.residencies, state.transfers
         offchip = sum(t.size for t in state.transfers if t.cause in ("spill", "retrieve"))
         ctx.objective = float(offchip)
-
-
-def prefetch_depth(options, planner: str) -> int:
-    """How many ops ahead loads are reserved (option ``prefetch_depth``, default
-    ``PREFETCH_DEPTH``, 4 after the tile stage); ``double_buffer=false`` turns it off (0)."""
-    depth = int_option(options, "prefetch_depth", PREFETCH_DEPTH, planner, minimum=0)
-    if str(options.get("double_buffer", "true")).lower() in ("false", "0", "no"):
-        return 0
-    return depth
 
 
 class _ArenaRun:

@@ -20,6 +20,7 @@ from npusim.graph.analysis import aligned, default_order, lifetimes
 from npusim.graph.safety import safety_relation
 from npusim.plan.model import Residency, Transfer
 from planners.alloc import mindspore_fast, naive, shared_objects, tflite
+from planners.alloc.prefetch import hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
 from planners.schedule.solver import SolverOptions
 
@@ -105,7 +106,9 @@ class OnChipAllocator:
                 f"{'one stream with ' if several else ''}the arena allocator, which spills: "
                 f"{'tile+' if ctx.tiling else ''}default+arena+belady")
         ctx.order = list(order)
-        ctx.residencies, ctx.transfers = residencies_and_transfers(graph, order, problem, items, result)
+        residencies, transfers = residencies_and_transfers(graph, order, problem, items, result)
+        ctx.residencies, ctx.transfers = hoist_loads(graph, residencies, transfers,
+                                                     prefetch_depth(ctx.options, self.name), ctx.capacity, streams)
         ctx.objective = float(result.total)
         ctx.bound = float(result.bound)
         ctx.status = result.status

@@ -37,6 +37,7 @@ import time
 from npusim.errors import PlanningError
 from npusim.graph.analysis import min_required
 from npusim.graph.model import Graph
+from planners.alloc.prefetch import hoist_loads, prefetch_depth
 from planners.joint.cosma_dnc import (DEFAULT_MAX_CELLS, DEFAULT_PART_OPS, SequenceResult, choose_cuts,
                                       crossing_bytes, solve_sequence)
 from planners.joint.cosma_model import DEFAULT_OVERLAP
@@ -118,6 +119,9 @@ class _CosmaBase:
         cap, weight_base = activation_budget(graph, ctx.capacity, align, params)
         result = self.solve(ctx, graph, cap, align, params, opts, overlap)
         order, residencies, transfers = assemble(graph, result.solved, align, params=params, weight_base=weight_base)
+        # the model loads at a reader's step (the paper's): run loads ahead into free space
+        residencies, transfers = hoist_loads(graph, residencies, transfers, prefetch_depth(ctx.options, self.name),
+                                             ctx.capacity)
         ctx.order, ctx.residencies, ctx.transfers = order, residencies, transfers
         ctx.status = result.status
         ctx.objective = float(result.objective)

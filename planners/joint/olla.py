@@ -33,6 +33,7 @@ from npusim.graph.analysis import aligned, lifetimes
 from npusim.graph.model import Graph
 from npusim.plan.model import Residency
 from planners.alloc.onchip import lifetime_transfers
+from planners.alloc.prefetch import hoist_loads, prefetch_depth
 from planners.joint.olla_address import Blocks, solve_addresses
 from planners.joint.olla_lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
@@ -219,7 +220,9 @@ class OllaJoint:
             ctx.scope = (f"arena of the tiled graph's {ctx.graph.n_ops} ops in the OLLA order of its "
                          f"{ctx.untiled.n_ops} ops, each op's tiles after it")
         ctx.order = result.order
-        ctx.residencies, ctx.transfers = plan_parts(ctx.graph, result.order, result.offsets, ctx.alignment)
+        residencies, transfers = plan_parts(ctx.graph, result.order, result.offsets, ctx.alignment)
+        ctx.residencies, ctx.transfers = hoist_loads(ctx.graph, residencies, transfers,
+                                                     prefetch_depth(ctx.options, self.name), ctx.capacity)
         ctx.status = result.status
         ctx.objective = float(result.arena)
         ctx.bound = float(result.bound)
