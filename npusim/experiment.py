@@ -93,13 +93,11 @@ class Budgets:
 
 
 def paper_budgets(graph: Graph, align: int, time_limit: float, wall_clock: bool = False) -> Budgets:
-    from planners.schedule.problem import MemoryProblem
-    from planners.schedule.zhong.planner import zhong_schedule
+    from npusim.registry import schedule_order
 
     start = time.perf_counter()
-    problem = MemoryProblem.from_graph(graph, align)
     options = {"time_limit": time_limit, "deterministic": not wall_clock}
-    order = problem.expand(zhong_schedule(problem, options)["order"])
+    order = schedule_order("zhong", graph, align, options)  # the minimum-peak order, through the registry
     seconds = time.perf_counter() - start
     default_peak = peak_live_bytes(graph, default_order(graph), align)
     mpmf_peak = peak_live_bytes(graph, order, align)

@@ -155,6 +155,19 @@ def default_registry() -> Registry:
     return _default_registry
 
 
+def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None = None,
+                   registry: Registry | None = None) -> list[int]:
+    """The order the registered schedule stage ``name`` gives ``graph`` (nothing else planned):
+    how the core asks a scheduler for an order without importing it."""
+    planner = (registry or default_registry()).get(name)
+    if planner.stage != "schedule":
+        raise RegistryError(f"{name!r} is a {planner.stage} stage, expected a schedule stage")
+    ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=alignment,
+                          options=dict(options or {}), untiled=graph)
+    planner.run(ctx)
+    return list(ctx.order)
+
+
 def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None = None,
               options: dict | None = None, registry: Registry | None = None, progress=silent) -> Plan:
     """Run a pipeline and return its Plan. ``budget`` (bytes) defaults to the scratchpad size;
