@@ -216,3 +216,46 @@ def test_cosma_dnc_in_wall_time_stops_building_models_when_time_is_up(resnet18, 
     plan = make_plan(resnet18, load_hw("edge-npu"), "tile+cosma-dnc", budget=256 * 1024,
                      options={"time_limit": 0.001, "deterministic": False, "part_ops": 10})
     assert built == [] and plan.meta.status == "timed_out" and validate(plan, resnet18) == []
+
+
+def test_cosma_fs_solves_a_big_fixed_order_in_parts(resnet18, monkeypatch):
+    """A fixed-order model above max_cells (fcn_resnet50 tiled at 512 KiB: 5 M cells, 15 M
+    variables, 14 GB before the size check refused it) is solved in parts of the schedule
+    stage's order, each near max_cells, and the order is kept."""
+    import planners.joint.cosma_dnc as dnc
+
+    cells = []
+    real = dnc.solve_part
+    monkeypatch.setattr(dnc, "solve_part", lambda part, win, *a, **k: cells.append(win.cells()) or real(part, win, *a, **k))
+    options = {"time_limit": 5, "max_cells": 300}
+    plan = make_plan(resnet18, load_hw("edge-npu"), "tile+zhong+cosma-fs", budget=512 * 1024, options=options)
+    reference = make_plan(resnet18, load_hw("edge-npu"), "tile+zhong+arena+belady", budget=512 * 1024,
+                          options={"time_limit": 5})
+    assert len(cells) > 2 and max(cells) < 2 * 300
+    assert plan.order == reference.order and validate(plan, resnet18) == []
+    assert plan.meta.status in ("feasible", "timed_out")  # stitched parts: never 'optimal'
+
+
+def test_cosma_deterministic_parts_too_thin_get_no_model(resnet18, monkeypatch):
+    """Deterministic mode: a limit split into shares below MIN_PART_UNITS builds no model (each
+    would cost a wall second CP-SAT's deterministic clock does not count) — decided from the
+    limit and the part count, so the plan is still repeatable."""
+    import planners.joint.cosma_dnc as dnc
+
+    built = []
+    real = dnc.solve_part
+    monkeypatch.setattr(dnc, "solve_part", lambda *a, **k: built.append(1) or real(*a, **k))
+    options = {"time_limit": dnc.MIN_PART_UNITS, "part_ops": 10}
+    plans = [make_plan(resnet18, load_hw("edge-npu"), "tile+cosma-dnc", budget=256 * 1024, options=dict(options))
+             for _ in range(2)]
+    assert built == [] and plans[0].meta.status == "timed_out" and validate(plans[0], resnet18) == []
+    assert plans[0].residencies == plans[1].residencies
+
+
+def test_cosma_refuses_a_part_model_too_big_before_building_it(resnet18, monkeypatch):
+    import planners.joint.cosma_model as model
+
+    monkeypatch.setattr(model, "CosmaModel", lambda *a, **k: pytest.fail("the model was built"))
+    with pytest.raises(NpusimError, match=r"would have .* cells, at least .* variables, above max_variables = 100"):
+        make_plan(resnet18, load_hw("mid-npu"), "cosma-fs", budget=4 << 20,
+                  options={"time_limit": 5, "max_variables": 100})

@@ -12,7 +12,9 @@ Four joint planners:
   ``fallback=dnc`` it runs ``cosma-dnc`` instead (status ``feasible``, bound 0) and records
   that in ``cosma_stats["fallback"]``;
 - ``cosma-fs``: allocation and replacement for a fixed schedule (eq. 16–17): the pipeline's
-  schedule stage (``zhong+cosma-fs``) or the default order;
+  schedule stage (``zhong+cosma-fs``) or the default order. A fixed-order model above
+  ``max_cells`` (a tiled graph: tens of thousands of tiles) is solved in parts of that
+  order cut where the fewest bytes cross (status ``feasible``), as ``cosma-dnc`` does;
 - ``cosma-mpmf``: the minimum-peak-footprint schedule first (eq. 13–15, computed by the
   ``zhong`` scheduler — exact on graphs its ILP takes whole, partitioned otherwise), then
   the FS ILP for it;
@@ -166,7 +168,7 @@ class CosmaFixedSchedule(_CosmaBase):
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
         order = list(ctx.order) if ctx.order is not None else list(range(graph.n_ops))
-        return solve_sequence(graph, [order], cap, align, params, opts, fixed=True, overlap=overlap)
+        return solve_fixed_order(ctx, graph, order, cap, align, params, opts, overlap, self.name)
 
 
 class CosmaMPMF(_CosmaBase):
@@ -179,7 +181,28 @@ class CosmaMPMF(_CosmaBase):
         # deterministic time: a fixed half for each solve; wall time: what is left
         left = opts.with_limit(opts.time_limit / 2 if opts.deterministic
                                else opts.time_limit - (time.perf_counter() - start))
-        return solve_sequence(graph, [order], cap, align, params, left, fixed=True, overlap=overlap)
+        return solve_fixed_order(ctx, graph, order, cap, align, params, left, overlap, self.name)
+
+
+def solve_fixed_order(ctx, graph: Graph, order: list[int], cap: int, align: int, params: bool,
+                      opts: SolverOptions, overlap: str, planner: str) -> SequenceResult:
+    """The FS ILP for ``order``: one model, or parts of the order when one model would exceed
+    ``max_cells`` (tensor, step) cells. Parts hold about ``max_cells`` cells each and end where
+    the fewest live bytes cross (``choose_cuts``), so a tiled graph's 20 k-step order never
+    builds a model of millions of variables (gigabytes inside CP-SAT)."""
+    max_cells = int_option(ctx.options, "max_cells", DEFAULT_MAX_CELLS, planner)
+    whole = make_part(graph, order, cap, align, params)
+    cells = analyse(whole, list(range(whole.steps)), fixed=True).cells()
+    if cells <= max_cells:
+        return solve_sequence(graph, [order], cap, align, params, opts, fixed=True, overlap=overlap)
+    part_ops = max(2, len(order) * max_cells // cells)
+    cut = crossing_bytes(graph, order, set(planned_tensors(graph, params)))
+    ends = choose_cuts(cut, len(order), part_ops)
+    segments = [order[a:b] for a, b in zip([0] + ends[:-1], ends)]
+    result = solve_sequence(graph, segments, cap, align, params, opts, fixed=True, overlap=overlap)
+    result.stats["split"] = (f"{planner}: the fixed-order model had {cells:,} (tensor, step) cells, above "
+                             f"max_cells={max_cells:,}: solved in {len(segments)} parts")
+    return result
 
 
 class CosmaDivideAndConquer(_CosmaBase):

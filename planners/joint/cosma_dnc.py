@@ -39,6 +39,11 @@ DEFAULT_MAX_CELLS = 20_000
 #: Wall-clock mode: below this many seconds per remaining part, parts take their warm start
 #: without building a model (building one costs about this much), so the call ends near its limit.
 MIN_PART_SECONDS = 0.25
+#: Deterministic mode: below this many deterministic units per part (the limit split evenly),
+#: no part gets a model: CP-SAT's load and presolve of a 20 k-cell part take about a wall
+#: second that its deterministic clock does not count, so hundreds of tiny shares would run
+#: for minutes and find nothing. Decided from the limit and the part count only: repeatable.
+MIN_PART_UNITS = 0.05
 #: Wall-clock mode: the share of the time limit kept back for the work after the last part's
 #: solve (stitching, the plan, validation), so the whole call stays within its limit.
 STITCH_MARGIN = 0.1
@@ -110,8 +115,9 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
         warm = best_warm_start(part, orders)
         solve_budget = opts.time_limit if opts.deterministic else opts.time_limit * (1 - STITCH_MARGIN)
         left = solve_budget - (time.perf_counter() - start)
-        if not opts.deterministic and left / (len(segments) - k) < MIN_PART_SECONDS:
-            # wall time is up: no model is built any more, the warm start stands for this part
+        if (opts.deterministic and opts.time_limit / len(segments) < MIN_PART_UNITS) or (
+                not opts.deterministic and left / (len(segments) - k) < MIN_PART_SECONDS):
+            # time is up (or too thin to use): no model is built, the warm start stands for this part
             statuses.append("timed_out")
             objective += warm.traffic(part)
             state = exit_state(part, warm, state)

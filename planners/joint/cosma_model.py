@@ -286,14 +286,25 @@ class CosmaModel:
         return len(self.m.Proto().variables)
 
 
+#: A (tensor, step) cell has a residency boolean and an address: a lower bound on the model.
+MIN_VARIABLES_PER_CELL = 2
+
+
 def solve_part(part: CosmaPart, win: Windows, opts: SolverOptions, hint: Actions | None,
                overlap: str = DEFAULT_OVERLAP) -> PartResult | None:
     """Solve one part; None when CP-SAT found no solution within the time limit."""
     start = time.perf_counter()
+    instead = "'cosma-dnc' with a smaller part_ops, or a scheme heuristic such as 'default+arena+belady'"
+    # Every cell has at least a residency and an address variable: refuse before building
+    # a model CP-SAT would need gigabytes for (15 M variables took 14 GB).
+    if MIN_VARIABLES_PER_CELL * win.cells() > opts.max_variables:
+        raise PlanningError(
+            f"cosma (part ILP): the model would have {win.cells():,} (tensor, step) cells, at least "
+            f"{MIN_VARIABLES_PER_CELL * win.cells():,} variables, above max_variables = {opts.max_variables:,}; "
+            f"use {instead}, or raise the limit with --option max_variables=N")
     model = CosmaModel(part, win, overlap)
     # max_cells bounds the windows; this bounds the model whatever the user raised it to.
-    check_model_size(model.m, opts, "cosma (part ILP)",
-                     "'cosma-dnc' with a smaller part_ops, or a scheme heuristic such as 'default+arena+belady'")
+    check_model_size(model.m, opts, "cosma (part ILP)", instead)
     if hint is not None:
         model.hint(hint)
     solver = make_solver(opts, started=start)
