@@ -28,7 +28,8 @@ def knob(default, quantity: str, doc: str, **extra):
 class CoreConfig:
     """One core: a systolic PE array plus a vector unit. All cores are identical."""
 
-    count: int = knob(1, "int", "number of identical cores (each runs one stream at a time)", maximum=MAX_UNITS)
+    count: int = knob(1, "int", "number of identical cores (see split_ops for how streams use them)",
+                      maximum=MAX_UNITS)
     pe_rows: int = knob(16, "int", "rows R of the systolic PE array", maximum=MAX_WIDTH)
     pe_cols: int = knob(16, "int", "columns C of the systolic PE array", maximum=MAX_WIDTH)
     dataflow: str = knob("os", "choice", "array dataflow: os (output stationary), ws (weight stationary) or "
@@ -41,6 +42,9 @@ class CoreConfig:
                           "lanes) or groups (one GEMM per group, one column each)",
                           choices=("array", "vector", "groups"))
     vector_lanes: int = knob(16, "int", "element-wise operations per cycle of the vector unit", maximum=MAX_WIDTH)
+    split_ops: bool = knob(True, "bool", "with fewer streams than cores, split every op of a stream across "
+                           "count // streams cores (by output channels, rows or batch; they share the "
+                           "scratchpad's bandwidth); false: one core per stream, the others idle")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ Every other op runs on the vector unit: ``vector_ops / vector_lanes`` cycles.
 
 Either way an op cannot finish faster than the scratchpad can feed it: ``scratchpad_bytes``
 (operands re-read once per fold of the other dimension) at ``scratchpad.bytes_per_cycle``.
+
+Several cores (``cores.count``, ``cores.split_ops``): a stream with more than one core splits
+every op across them (``core_parts``: by output channels, rows or batch, the fastest), the
+cores reading the shared scratchpad at its one bandwidth; the op ends with its slowest core.
 """
 
 from __future__ import annotations
@@ -90,18 +94,75 @@ def array_gemm(kind: str, gemm: Gemm | None, hw: Hardware) -> Gemm | None:
     return gemm
 
 
-def compute_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware) -> tuple[float, str]:
-    """(cycles, 'array' | 'vector') of an op's (or a tile's) compute, scratchpad aside."""
+def cores_per_stream(hw: Hardware, streams: int) -> int:
+    """Cores one compute stream drives: with ``cores.split_ops`` and fewer streams than cores,
+    each stream gets ``count // streams`` cores and splits every op across them; otherwise one
+    (stream s runs on core s mod count)."""
+    count = hw.cores.count
+    if hw.cores.split_ops and 0 < streams < count:
+        return count // streams
+    return 1
+
+
+def _blocks(total: int, unit: int, parts: int) -> list[int]:
+    """``total`` cut into at most ``parts`` blocks, each a multiple of ``unit`` where the
+    total allows it (so no core's array is left with a ragged fold it could have avoided)."""
+    per = ceil_div(ceil_div(total, unit), parts) * unit if total > unit else ceil_div(total, parts)
+    return [min(per, total - start) for start in range(0, total, per)]
+
+
+def core_parts(gemm: Gemm, hw: Hardware, cores: int) -> tuple[Gemm, ...]:
+    """The GEMMs ``cores`` cores run for one array op, one each, split as multi-core NPUs
+    split a layer over cores that share the scratchpad (each core computes a slice of the
+    output from the shared inputs; the op ends when the slowest core does):
+
+    - by output channels (N: each core its own weights, the input read by every core),
+    - by output rows (M: each core its own input rows, the weights read by every core),
+    - by batch (attention heads, batched MatMuls),
+
+    each cut in multiples of the array dimension it maps to (os: M on rows, N on columns;
+    ws: N on columns; is: M on columns). The split with the fewest cycles on its slowest core
+    wins; ties go to batch, then channels (weights are the bigger operand in most layers).
+    One core: the GEMM itself."""
+    if cores <= 1:
+        return (gemm,)
+    rows, cols, dataflow = hw.cores.pe_rows, hw.cores.pe_cols, hw.cores.dataflow
+    m_unit = {"os": rows, "ws": 1, "is": cols}[dataflow]
+    candidates = []
+    if gemm.batch > 1:
+        candidates.append(tuple(Gemm(m=gemm.m, n=gemm.n, k=gemm.k, batch=b) for b in _blocks(gemm.batch, 1, cores)))
+    candidates.append(tuple(Gemm(m=gemm.m, n=n, k=gemm.k, batch=gemm.batch) for n in _blocks(gemm.n, cols, cores)))
+    candidates.append(tuple(Gemm(m=m, n=gemm.n, k=gemm.k, batch=gemm.batch) for m in _blocks(gemm.m, m_unit, cores)))
+    core = hw.cores
+
+    def slowest(parts):
+        return max(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap) for g in parts)
+    return min(candidates, key=slowest)  # min keeps the first of equals: batch, channels, rows
+
+
+def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
+                cores: int = 1) -> tuple[list[float], str]:
+    """(cycles of each core working on it, 'array' | 'vector') of an op's (or a tile's)
+    compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
+    elements. Scratchpad aside."""
     core = hw.cores
     mapped = array_gemm(kind, gemm, hw)
     if mapped is not None:
-        return float(systolic_cycles(mapped, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap)), "array"
-    if gemm is not None:  # a grouped conv on the vector unit: its MACs
-        return macs / core.vector_lanes, "vector"
-    return vector_ops / core.vector_lanes, "vector"
+        return [float(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap))
+                for g in core_parts(mapped, hw, cores)], "array"
+    work = macs if gemm is not None else vector_ops  # a grouped conv on the vector unit: its MACs
+    return [work / core.vector_lanes / cores] * cores, "vector"
 
 
-def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware) -> tuple[int, int]:
+def compute_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
+                   cores: int = 1) -> tuple[float, str]:
+    """(cycles, 'array' | 'vector') of an op's (or a tile's) compute on ``cores`` cores (its
+    slowest core), scratchpad aside."""
+    parts, bound = core_cycles(kind, gemm, macs, vector_ops, hw, cores)
+    return max(parts), bound
+
+
+def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[int, int]:
     """(bytes read, bytes written) on the scratchpad by an op, with the array's operand reuse.
 
     An op on the array reads its operands once per fold of the other dimension, as SCALE-Sim
@@ -119,7 +180,9 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware) -> tuple[int, int]:
     (times ``batch``, in each operand's bytes per element; partial sums of ws and is are
     written once per row fold). Grouped convs packed on the array read each group's inputs
     once (only its own column uses them). Other inputs (a bias) and every vector-unit op read
-    each input once and write each output once."""
+    each input once and write each output once. Split over ``cores`` cores (``core_parts``),
+    each core reads what its own slice needs: the sum over the slices (the operand not cut is
+    read by every core)."""
     read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs))
     written = sum(graph.tensors[t].size for t in op.outputs)
     gemm = array_gemm(op.kind, op.gemm, hw)
@@ -128,24 +191,33 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware) -> tuple[int, int]:
     rows, cols = hw.cores.pe_rows, hw.cores.pe_cols
     a, b = (graph.tensors[t] for t in op.inputs[:2])
     out = graph.tensors[op.outputs[0]]
-    m, n, k, batch = gemm.m, gemm.n, gemm.k, gemm.batch
     dataflow = hw.cores.dataflow
-    a_times = {"os": ceil_div(n, cols), "ws": ceil_div(n, cols), "is": 1}[dataflow]
-    b_times = {"os": ceil_div(m, rows), "ws": 1, "is": ceil_div(m, cols)}[dataflow]
-    out_times = 1 if dataflow == "os" else ceil_div(k, rows)
-    if op.kind in GROUPED_KINDS and op.gemm.batch > 1:  # packed groups: each column its own inputs
-        a_times = 1
-    others = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs[2:]) if t not in op.inputs[:2])
-    read = batch * (m * k * a.itemsize * a_times + k * n * b.itemsize * b_times) + others
-    written = batch * m * n * out.itemsize * out_times + sum(graph.tensors[t].size for t in op.outputs[1:])
+    packed = op.kind in GROUPED_KINDS and op.gemm.batch > 1  # packed groups: each column its own inputs
+    read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs[2:]) if t not in op.inputs[:2])
+    written = sum(graph.tensors[t].size for t in op.outputs[1:])
+    for part in core_parts(gemm, hw, cores):
+        m, n, k, batch = part.m, part.n, part.k, part.batch
+        a_times = 1 if packed else {"os": ceil_div(n, cols), "ws": ceil_div(n, cols), "is": 1}[dataflow]
+        b_times = {"os": ceil_div(m, rows), "ws": 1, "is": ceil_div(m, cols)}[dataflow]
+        out_times = 1 if dataflow == "os" else ceil_div(k, rows)
+        read += batch * (m * k * a.itemsize * a_times + k * n * b.itemsize * b_times)
+        written += batch * m * n * out.itemsize * out_times
     return read, written
 
 
-def op_cycles(op: Op, graph: Graph, hw: Hardware) -> tuple[float, str]:
-    """(cycles, what bounds them: 'array' | 'vector' | 'scratchpad')."""
-    compute, bound = compute_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw)
-    read, written = scratchpad_bytes(op, graph, hw)
+def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float, str]:
+    """(cycles, what bounds them: 'array' | 'vector' | 'scratchpad') of an op on ``cores``
+    cores: its slowest core, or the scratchpad, whose bandwidth the cores share."""
+    timing, _ = op_core_cycles(op, graph, hw, cores)
+    return timing
+
+
+def op_core_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[tuple[float, str], list[float]]:
+    """((cycles, bound) as ``op_cycles``, how long each core computes within them)."""
+    parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores)
+    compute = max(parts)
+    read, written = scratchpad_bytes(op, graph, hw, cores)
     memory = (read + written) / hw.scratchpad.bytes_per_cycle
     if memory > compute:
-        return memory, "scratchpad"
-    return max(compute, 1.0), bound
+        return (memory, "scratchpad"), parts
+    return (max(compute, 1.0), bound), parts

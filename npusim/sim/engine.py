@@ -2,7 +2,9 @@
 scratchpad; it executes a Program and returns a Report.
 
 - Each compute queue (one per stream) runs its commands in order on core ``stream mod
-  cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.hw.costs``).
+  cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.hw.costs``); with fewer
+  streams than cores (and ``cores.split_ops``) stream s drives cores s·g … s·g + g − 1,
+  g = ``cores_per_stream``, and every op of it is split across them (``core_parts``).
 - Each DMA queue issues in order; a command takes one of ``dma.channels`` channels, pays
   descriptor setup and the DRAM latency, then moves its bytes on the bus (the bursts its
   chunks touch, counted in lowering: ``npusim.plan.transfer_cost``) at the share of DRAM
@@ -32,7 +34,7 @@ from npusim.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
-from npusim.hw.costs import op_cycles, scratchpad_bytes
+from npusim.hw.costs import cores_per_stream, op_core_cycles, op_cycles, scratchpad_bytes
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
@@ -100,7 +102,8 @@ class _Machine:
         self.schedule = JitterSchedule(list(program.queues), jitter, seed) if jitter > 0 else None
         self.dram_memory: DramContents | None = None  # set by simulate() for a plan with a DRAM layout
         self.jitter = jitter
-        self.core_busy = 0.0
+        self.group = cores_per_stream(hw, program.streams)  # cores each stream drives
+        self.core_busy = [0.0] * hw.cores.count
         self.channel_busy = 0.0
         self.energy = dict.fromkeys(("mac", "vector", "scratchpad_read", "scratchpad_write", "dram", "dma_descriptor"), 0.0)
         self.energy_by_op: dict[str, float] = {}
@@ -159,8 +162,14 @@ class _Machine:
         if not commands:
             return
         stream = int(commands[0].queue.removeprefix("stream"))
-        core = self.cores[stream % len(self.cores)]
-        lane = f"core{stream % len(self.cores)}"
+        if self.group > 1:  # this stream's own cores, every op split across them
+            first = stream * self.group
+            mine = list(range(first, first + self.group))
+            lane = f"core{first}-{first + self.group - 1}"
+        else:
+            mine = [stream % len(self.cores)]
+            lane = f"core{mine[0]}"
+        core = self.cores[mine[0]]
         # A core that serves only this stream needs no arbitration (saves two events per op).
         shared = self.program.streams > len(self.cores)
         previous = None
@@ -180,14 +189,16 @@ class _Machine:
             for a in cmd.writes:
                 self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
             self._sample_occupancy()
-            cycles, bound = self._op_cycles(op)
+            (cycles, bound), per_core = self._op_cycles(op)
             if self.schedule is not None:
                 cycles *= self.schedule.stretch(cmd.queue)
             start = self.env.now
             yield self.env.timeout(cycles)
             for a in cmd.writes:
                 self.scratchpad.fill(a.residency)
-            self.core_busy += cycles
+            slowest = max(per_core)  # a core computes its slice, stretched as the whole op is
+            for c, busy in zip(mine, per_core):
+                self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
             self._account_op(op)
             timing.end, timing.parts = self.env.now, {BOUND_CAUSE[bound]: cycles}
             self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now,
@@ -197,10 +208,11 @@ class _Machine:
             self._complete(cmd)
             previous = cmd.id
 
-    def _op_cycles(self, op) -> tuple[float, str]:
+    def _op_cycles(self, op) -> tuple[tuple[float, str], list[float]]:
+        """((cycles, bound), cycles of each of the stream's cores), computed once per op."""
         found = self._cycles.get(op.id)
         if found is None:
-            found = self._cycles[op.id] = op_cycles(op, self.graph, self.hw)
+            found = self._cycles[op.id] = op_core_cycles(op, self.graph, self.hw, self.group)
         return found
 
     def dma_queue(self, commands: list[Command]):
@@ -281,7 +293,7 @@ class _Machine:
         parts = self._energy.get(op.id)
         if parts is None:
             e = self.hw.energy
-            read, written = scratchpad_bytes(op, self.graph, self.hw)
+            read, written = scratchpad_bytes(op, self.graph, self.hw, self.group)
             dtype = self.graph.tensors[op.outputs[0]].dtype
             parts = self._energy[op.id] = {
                 "mac": op.macs * e.mac(dtype),
@@ -356,7 +368,8 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                 read += c.nbytes
             else:
                 write += c.nbytes
-    compute_bound = sum(op_cycles(o, graph, hw)[0] for o in graph.ops) / min(hw.cores.count, program.streams)
+    compute_bound = (sum(op_cycles(o, graph, hw, machine.group)[0] for o in graph.ops)
+                     / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
     semaphores = tuple((w, c.id) for c in program.commands for w in c.waits
                        if program.commands[w].queue != c.queue)
@@ -369,7 +382,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         offchip_read_bytes=read, offchip_write_bytes=write, offchip_bus_bytes=bus,
         onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=program.offchip_peak,
         utilisation={
-            "core": machine.core_busy / (span * len(machine.cores)),
+            "core": sum(machine.core_busy) / (span * len(machine.cores)),
             "dma": machine.channel_busy / (span * hw.dma.channels),
             "dram": machine.dram.busy_cycles / span,
         },
@@ -381,4 +394,6 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         op_breakdown=tuple(op_breakdown(program, machine.timings)),
         counters={"scratchpad bytes": tuple(machine.occupancy), "DRAM transfers moving data": tuple(machine.dram_samples)},
         semaphores=semaphores,
+        core_utilisation=tuple(busy / span for busy in machine.core_busy),
+        cores_per_stream=machine.group,
     )

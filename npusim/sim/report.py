@@ -54,6 +54,8 @@ class Report:
     semaphores: tuple = field(default=(), repr=False)  # (signalling command, waiting command)
     plan_scope: str = ""  # what plan_status refers to when not the whole plan (PlanMeta.scope)
     scratchpad_size: int = 0  # the hardware's scratchpad.size (a plan may be over it: --allow-oversize)
+    core_utilisation: tuple = ()  # per core: fraction of the run it computed
+    cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
 
     @property
     def oversize(self) -> bool:
@@ -78,6 +80,26 @@ class Report:
     @property
     def offchip_total_bytes(self) -> int:
         return self.offchip_read_bytes + self.offchip_write_bytes
+
+    def _per_core_text(self) -> str:
+        busy = self.core_utilisation
+        if len(busy) < 2:
+            return ""
+        if len(busy) <= 8:
+            return "   (" + ", ".join(f"core{i} {b:.1%}" for i, b in enumerate(busy)) + ")"
+        return f"   (cores {min(busy):.1%} to {max(busy):.1%})"
+
+    @property
+    def idle_cores_note(self) -> str:
+        """One line when some cores never computed (e.g. one stream and ``cores.split_ops``
+        false, or more cores than streams × split), else empty."""
+        idle = [i for i, b in enumerate(self.core_utilisation) if b == 0.0]
+        if not idle or len(self.core_utilisation) < 2:
+            return ""
+        names = ", ".join(f"core{i}" for i in idle[:4]) + (", ..." if len(idle) > 4 else "")
+        return (f"{len(idle)} of {len(self.core_utilisation)} cores idle ({names}): the program's streams "
+                f"drive {len(self.core_utilisation) - len(idle)}; set cores.split_ops=true or add streams "
+                "(e.g. a streams-rr stage)")
 
     def to_dict(self, timeline: bool = False) -> dict:
         data = asdict(self)
@@ -178,9 +200,12 @@ class Report:
             f"{self.offchip_bus_bytes:,} on the bus in whole bursts)",
             "                 " + ", ".join(f"{k} {v:,}" for k, v in ob.items()),
             f"  on-chip peak   {format_bytes(self.onchip_peak_bytes)}   off-chip peak {format_bytes(self.offchip_peak_bytes)}",
-            "  utilisation    " + ", ".join(f"{k} {v:.1%}" for k, v in self.utilisation.items()),
+            "  utilisation    " + ", ".join(f"{k} {v:.1%}" for k, v in self.utilisation.items())
+            + self._per_core_text(),
             f"  simulated      {self.commands:,} commands, {self.events:,} events",
         ]
+        if self.idle_cores_note:
+            lines.insert(-1, "  note           " + self.idle_cores_note)
         if self.stalls:
             top = sorted(self.stalls.items(), key=lambda kv: -kv[1])[:5]
             span = max(self.cycles, 1e-9)

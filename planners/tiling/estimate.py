@@ -4,7 +4,8 @@ The estimate uses the cost model the simulator charges (``npusim.hw.costs`` for 
 ``npusim.plan.transfer_cost`` for DMA), on the tiles a spec makes:
 
 - **compute**: every tile's cycles, array (systolic fold formula on the tile's GEMM) or
-  vector unit, bounded below by its scratchpad traffic at ``scratchpad.bytes_per_cycle`` —
+  vector unit, split across the cores one stream drives (``cores_per_stream``; a stream
+  stage after tiling may give each stream fewer), bounded below by its scratchpad traffic at ``scratchpad.bytes_per_cycle`` —
   tiles of the same shape are costed once and counted (a dimension has at most two block
   sizes: the block and the remainder);
 - **DMA**: every load of an input view (how often each input is loaded follows the loop
@@ -32,7 +33,7 @@ from npusim.graph.regions import box_volume, input_boxes
 from npusim.graph.tiling import k_slices, tile_compute
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
-from npusim.hw.costs import compute_cycles
+from npusim.hw.costs import compute_cycles, cores_per_stream
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,9 @@ def _tile_cycles(op: Op, graph: Graph, box, k_range, last: bool, hw) -> float:
     macs, gemm = tile_compute(op, graph, box, k_range)
     out = graph.tensors[op.outputs[0]]
     share = box_volume(box) / max(out.elements, 1)
-    compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw)
+    # on every core of a single-stream program (the tile stage runs before any stream stage)
+    compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
+                                cores_per_stream(hw, 1))
     moved = out.itemsize * box_volume(box)
     for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
         if region is not None:
