@@ -45,3 +45,43 @@ def test_a_view_outside_its_base_is_refused(capsys, tmp_path):
     assert code == 2 and "reaches element 12 of its base, but base 'x' has 8 elements" in err
     inside = _trace_with_view(tmp_path, [1, 8], [1, 8], offset=0)
     assert run_cli(capsys, "info", inside)[0] == 0
+
+
+def _concat_of(n: int):
+    from npusim.graph.model import build_graph
+
+    tensors = [dict(name="x", shape=[1, 64, 8, 8], dtype="int8", itemsize=1, kind="input"),
+               dict(name="y", shape=[1, 64 * n, 8, 8], dtype="int8", itemsize=1, kind="output")]
+    ops = [dict(name="cat", kind="Concat", inputs=["x"] * n, outputs=["y"], attrs={"axis": 1}, macs=0,
+                vector_ops=64 * n * 64, gemm=None)]
+    return build_graph("cat", tensors, ops)
+
+
+def test_the_tilers_loop_order_is_linear_in_an_ops_inputs(monkeypatch):
+    """A Concat reading one tensor n times (226 s at n = 10,000 before): the loop-order search
+    asks for the inputs' boxes once per tiled dimension, not once per input and dimension."""
+    import planners.tiling.tiler as tiler
+
+    calls = []
+    real = tiler.input_boxes
+    monkeypatch.setattr(tiler, "input_boxes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    graph = _concat_of(400)
+    op = graph.ops[0]
+    calls.clear()
+    tiler._best_order(op, graph, [1, 64, 8, 8], 0, 64)
+    assert len(calls) <= 1 + 4  # the base box, then one per tiled dimension
+
+
+def test_concat_boxes_by_bisection_match_the_plain_scan():
+    """Each input's part of an output box: the bisection agrees with scanning every input."""
+    from npusim.graph.regions import input_boxes
+
+    graph = _concat_of(7)
+    op = graph.ops[0]
+    for a, b in [(0, 64), (10, 70), (63, 65), (0, 448), (447, 448), (128, 192)]:
+        box = ((0, 1), (a, b), (0, 8), (0, 8))
+        expected = []
+        for i in range(7):
+            lo, hi = max(a, 64 * i), min(b, 64 * i + 64)
+            expected.append(((0, 1), (lo - 64 * i, hi - 64 * i), (0, 8), (0, 8)) if lo < hi else None)
+        assert input_boxes(op, graph, box) == expected
