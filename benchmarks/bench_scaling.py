@@ -28,6 +28,7 @@ from pathlib import Path
 
 from npusim.graph.generators import random_dag
 from npusim.graph.trace_io import load_trace, save_trace
+from npusim.workflow import load_hw
 from npusim.hw.config import Hardware
 from npusim.plan.lower import lower
 from npusim.plan.validate import validate
@@ -109,6 +110,15 @@ def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> Non
     program = record("lower", lambda: lower(plan, graph, hw))
     program = program or lower(plan, graph, hw)
     record("simulate", lambda: simulate(program, hw.with_scratchpad_size(budget)))
+    # multi-stream simulation against single-stream on the same 2-core config (target: within 2x)
+    two = load_hw("mid-npu", {"cores.split_ops": "false"})
+    for label, spec in (("simulate 1 stream (mid-npu)", "default+mindspore-mo:size,best-fit"),
+                        ("simulate 2 streams (mid-npu, streams-rr)", "default+streams-rr+mindspore-mo:size,best-fit")):
+        if label in skip:
+            row[label] = None
+            continue
+        program = lower(make_plan(graph, two, spec, budget=BIG), graph, two)
+        record(label, lambda program=program: simulate(program, two.with_scratchpad_size(BIG)))
 
 
 def exponent(points: list[tuple[int, float]]) -> float | None:
