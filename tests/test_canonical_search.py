@@ -8,10 +8,10 @@ import pytest
 
 from npusim.errors import ConfigError
 from planners.alloc import canonical_search
-from planners.alloc.canonical_search import (
-    BUDGET, EXHAUSTED, FOUND, LANES, LIMITED, PREORDERINGS, CanonicalSearch, _Instance, _Lane, _rank_part,
-    _staircase_fits, search_offsets, search_offsets_reference,
-)
+from planners.alloc.canonical_instance import BUDGET, EXHAUSTED, FOUND, LIMITED, PREORDERINGS, SearchInstance
+from planners.alloc.canonical_kernel import _rank_part, _staircase_fits
+from planners.alloc.canonical_reference import search_offsets_reference
+from planners.alloc.canonical_search import LANES, CanonicalSearch, _Lane, search_offsets
 from planners.alloc.exact import capacity_step, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
 from planners.alloc.problem import OffsetProblem, check_assignment
@@ -43,7 +43,7 @@ def test_numba_kernel_matches_the_python_reference(seed):
         optimum = cp_sat_optimum(first, last, sizes)
         for capacity in (optimum, optimum + 3):
             for preordering in PREORDERINGS:
-                search = CanonicalSearch(_Instance(first, last, sizes, preordering), capacity)
+                search = CanonicalSearch(SearchInstance(first, last, sizes, preordering), capacity)
                 assert search.run(10**7) == FOUND
                 reference, nodes = search_offsets_reference(first, last, sizes, capacity, preordering,
                                                             with_nodes=True)
@@ -64,7 +64,7 @@ def test_kernel_and_reference_walk_the_same_tree_when_it_is_exhausted(case):
     optimum = cp_sat_optimum(first, last, sizes)
     assert optimum == OffsetProblem(sizes=sizes, first=first, last=last).lifetime_bound() + 1
     for preordering in PREORDERINGS:
-        search = CanonicalSearch(_Instance(first, last, sizes, preordering), optimum - 1)
+        search = CanonicalSearch(SearchInstance(first, last, sizes, preordering), optimum - 1)
         assert search.run(10**7) == EXHAUSTED and search.nodes > 50
         reference, nodes = search_offsets_reference(first, last, sizes, optimum - 1, preordering, with_nodes=True)
         assert reference is None and search.nodes == nodes
@@ -87,7 +87,7 @@ def test_kernel_and_reference_rank_parts_alike(case):
     bound = OffsetProblem(sizes=sizes, first=first, last=last).lifetime_bound()
     for capacity in (bound, bound + 2):
         for preordering in PREORDERINGS:
-            search = CanonicalSearch(_Instance(first, last, sizes, preordering), capacity)
+            search = CanonicalSearch(SearchInstance(first, last, sizes, preordering), capacity)
             status = search.run(10**7)
             reference, nodes = search_offsets_reference(first, last, sizes, capacity, preordering, with_nodes=True)
             assert search.nodes == nodes
@@ -105,7 +105,7 @@ def test_discrepancy_limited_kernel_matches_the_reference(seed):
         first, last, sizes = random_instance(rng, twins=True)
         optimum = cp_sat_optimum(first, last, sizes)
         for limit in (0, 1, 2):
-            search = CanonicalSearch(_Instance(first, last, sizes, "WAT"), optimum, discrepancies=limit)
+            search = CanonicalSearch(SearchInstance(first, last, sizes, "WAT"), optimum, discrepancies=limit)
             status = search.run(10**7)
             statuses.add(status)
             reference, nodes = search_offsets_reference(first, last, sizes, optimum, "WAT", with_nodes=True,
@@ -220,8 +220,8 @@ def test_exact_offsets_reach_the_max_live_bound_on_minimalloc_c():
 
 def test_full_trails_grow_without_changing_the_search():
     first, last, sizes = (np.array(v) for v in FRAGMENTED[0])
-    normal = CanonicalSearch(_Instance(first, last, sizes, "WAT"), 17)
-    cramped = CanonicalSearch(_Instance(first, last, sizes, "WAT"), 17)
+    normal = CanonicalSearch(SearchInstance(first, last, sizes, "WAT"), 17)
+    cramped = CanonicalSearch(SearchInstance(first, last, sizes, "WAT"), 17)
     cramped.trail_fi, cramped.trail_fv = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     cramped.ltrail = np.zeros((1, 3), dtype=np.int64)
     assert normal.run(10**6) == cramped.run(10**6) == EXHAUSTED
@@ -237,7 +237,7 @@ def test_each_part_is_ranked_by_the_bytes_still_unplaced():
     for _ in range(40):
         first, last, sizes = random_instance(rng, n_max=14, twins=True)
         for preordering in PREORDERINGS + ("WAC",):
-            inst = _Instance(first, last, sizes, preordering)
+            inst = SearchInstance(first, last, sizes, preordering)
             search = CanonicalSearch(inst, 10**6)
             n = len(inst.sizes)
             live = [r for r in range(n) if inst.sizes[r] > 0]
@@ -314,11 +314,11 @@ def test_the_find_after_the_fewest_lane_placements_wins_whatever_the_workers(mon
     assert all(_answers_alike(answers[0], answer) for answer in answers[1:])
     offsets, status, nodes = answers[0]
     assert status == "found" and check_assignment(problem, offsets) == []
-    lanes = [_Lane({p: _Instance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
+    lanes = [_Lane({p: SearchInstance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
     assert lanes[0].run(10**6) == lanes[1].run(10**6) == FOUND
     assert nodes == lanes[1].nodes < lanes[0].nodes
     # a lane that found before the fork (in the head start) still wins from the workers
-    lanes = [_Lane({p: _Instance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
+    lanes = [_Lane({p: SearchInstance(*args[:3], p) for p in PREORDERINGS}, args[3], entries) for entries in LANES]
     assert lanes[1].run(10**6) == FOUND
     answer = canonical_search._drive_in_processes(lanes, 2, 10**6, far_deadline(), False)
     assert answer[:3] == (FOUND, nodes, 1) and answer[3].tolist() == offsets.tolist()
@@ -331,7 +331,7 @@ def test_a_lane_finds_after_the_same_placements_however_it_is_sliced():
     for _ in range(4):
         first, last, sizes = random_instance(rng, n_max=14, twins=True)
         optimum = cp_sat_optimum(first, last, sizes)
-        instances = {p: _Instance(first, last, sizes, p) for p in PREORDERINGS}
+        instances = {p: SearchInstance(first, last, sizes, p) for p in PREORDERINGS}
         for entries in LANES:
             runs = []
             for piece in (1, 13, 10**7):
