@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from npusim.errors import PlanError
-from npusim.graph import safety
+from npusim.graph import safety, safety_kernels
 from npusim.graph.safety import (lifetime_overlap_pairs, prepare, safety_relation, unsafe_pairs_reference)
 from npusim.kernels.bitsets import (ancestor_bitsets, ancestor_sets_reference, rows_to_ints)
 
@@ -105,7 +105,7 @@ def test_stream_at_a_time_algorithm3_matches_the_pairwise_kernel(seed):
     graph, order, streams = random_multistream(seed, n_ops=40 + 8 * seed, n_streams=2 + seed % 5)
     inputs = prepare(graph, order, streams)
     fast = safety.run_algorithm2(inputs)
-    assert np.array_equal(fast, safety.run_algorithm2(inputs, kernel=safety.stream_graph_unsafe_pairwise))
+    assert np.array_equal(fast, safety.run_algorithm2(inputs, kernel=safety_kernels.stream_graph_unsafe_pairwise))
     assert np.array_equal(fast, safety.run_algorithm1(inputs, optimized=True))
 
 
