@@ -5,7 +5,7 @@ the number of tiles grows.
     python benchmarks/bench_taa.py [--hw edge-npu] [--budget 256KiB] [--sorts size] [--no-scaling] [TRACE ...]
 
 Allocation time is dominated by tiles of thousands of chunks (channel-major row and column
-tiles): the kernel shifts by skips its lattice search finds (``npusim.kernels.collision``),
+tiles): the kernel shifts by skips its lattice search finds (``planners.offchip.collision``),
 ``--search-nodes 0`` measures the chunk sweep alone (same arenas).
 
 1. Per trace: plan ``tile+default+arena+belady`` at the budget, derive the DRAM buffers and
@@ -29,7 +29,7 @@ import numpy as np
 
 from npusim.errors import NpusimError
 from npusim.hw.loader import load_hardware
-from npusim.kernels.collision import SEARCH_NODES, ChunkPatterns, Tile, TileArrays, tensor_allocate_reference
+from planners.offchip.collision import SEARCH_NODES, ChunkPatterns, Tile, TileArrays, tensor_allocate_reference
 from npusim.plan.resolve import graph_for_plan
 from npusim.registry import make_plan
 from npusim.resources import list_resources

@@ -28,10 +28,10 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
-# The test files of the kernel modules: planners/alloc/canonical_search.py (test_canonical_search),
+# The test files of the kernel modules: planners/alloc/canonical_kernel.py (test_canonical_search),
 # planners/alloc/mindspore_fast.py (test_offsets), npusim/kernels/render_chunks.py (test_render_chunks),
-# npusim/graph/safety.py + npusim/kernels/bitsets.py (test_safety), npusim/kernels/collision.py +
-# npusim/sim/dram_memory.py (test_taa).
+# npusim/graph/safety_kernels.py + npusim/kernels/bitsets.py (test_safety),
+# planners/offchip/collision_kernels.py + npusim/sim/dram_memory.py (test_taa).
 KERNEL_TEST_FILES = ["test_canonical_search.py", "test_offsets.py", "test_render_chunks.py",
                      "test_safety.py", "test_taa.py"]
 # Planner tests that run the kernels on real graphs (slow set only).
@@ -39,7 +39,7 @@ DRIVER_TEST_FILES = ["test_offsets_onchip.py", "test_offchip.py", "test_streams.
 
 # CI: the kernel-vs-reference tests of every kernel, without the long parametrised sweeps.
 CI_KEYWORDS = " or ".join([
-    "test_numba_kernel_matches_the_python_reference",             # canonical_search._search_kernel
+    "test_numba_kernel_matches_the_python_reference",             # canonical_kernel._search_kernel
     "test_kernel_and_reference_walk_the_same_tree",
     "test_kernel_and_reference_rank_parts_alike",
     "test_discrepancy_limited_kernel_matches_the_reference",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from npusim.errors import PlanningError
-from npusim.kernels.collision import (
+from planners.offchip.collision import (
     SEARCH_NODES, Tile, collision_size, collision_size_reference, collision_skip, collision_skips_reference, lattice_of,
     tensor_allocate, tensor_allocate_reference,
 )

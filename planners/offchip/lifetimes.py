@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
-from npusim.kernels.collision import Tile
+from planners.offchip.collision import Tile
 from npusim.plan.layout import DramLayout
 from npusim.plan.dram import buffer_of, buffer_size, is_weight_buffer
 

@@ -11,7 +11,7 @@ tracker checks.
 from __future__ import annotations
 
 from npusim.errors import PlanningError
-from npusim.kernels.collision import align_up
+from planners.offchip.collision import align_up
 from npusim.plan.layout import DramLayout
 from planners.offchip import baselines, taa
 from planners.offchip.lifetimes import dram_buffers

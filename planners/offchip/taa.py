@@ -8,7 +8,7 @@ bytes are reused as soon as that tile is dead even while the rest of its tensor 
    overlap it, counted with two binary searches in the tiles sorted by first and by last time).
 2. For each buffer T: the first gap large enough for T among the placed buffers whose tensor
    lifetimes (all tiles live at once) overlap T's (Algorithm 1, line 2); then TensorAllocate
-   (Algorithm 1, Numba: ``npusim.kernels.collision``) checks every tile of T against every
+   (Algorithm 1, Numba: ``planners.offchip.collision``) checks every tile of T against every
    placed peer tile whose lifetime overlaps it with CollisionSize (Algorithm 2) over
    RenderChunks chunks (Algorithm 3, rendered once per tile shape), shifting T's address by
    the overlap found until nothing collides. The kernel shifts by a wider overlap when it
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.errors import PlanningError
-from npusim.kernels.collision import SEARCH_NODES, ChunkPatterns, TileArrays, align_up
+from planners.offchip.collision import SEARCH_NODES, ChunkPatterns, TileArrays, align_up
 from planners.offchip.lifetimes import Buffer
 
 SORTS = ("size", "lifetime", "peers")
