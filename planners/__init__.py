@@ -3,6 +3,7 @@
 from planners.alloc.arena import ArenaAllocator
 from planners.alloc.onchip import planners as onchip_planners
 from planners.joint.cosma import cosma_planners
+from planners.joint.olla import OllaJoint, OllaOrder
 from planners.offchip.stage import planners as offchip_planners
 from planners.schedule.memory_aware import memory_aware_planners
 from planners.schedule.orders import DefaultOrder, ReversePostOrder
@@ -15,7 +16,8 @@ from planners.tiling.tiler import Tiler
 def register(registry) -> None:
     built_in = [
         Tiler(),  # tiling
-        DefaultOrder(), ReversePostOrder(), *memory_aware_planners(),  # schedules (dp, greedy-mem, zhong, olla)
+        DefaultOrder(), ReversePostOrder(), *memory_aware_planners(),  # schedules (dp, greedy-mem, zhong)
+        OllaOrder(), OllaJoint(),  # OLLA: its order alone (a schedule), and order + addresses (joint)
         RoundRobinStreams(), CategoryStreams(),  # stream assignment
         Belady(), LeastRecentlyUsed(), GreedyReplacement(),  # replacement policies
         ArenaAllocator(), *onchip_planners(),  # on-chip offsets (online arena; whole-schedule assignments)

@@ -46,3 +46,16 @@ def test_the_core_gets_a_schedule_through_the_registry():
     assert peak_live_bytes(graph, order, 64) <= peak_live_bytes(graph, list(range(graph.n_ops)), 64)
     with pytest.raises(RegistryError, match="expected a schedule stage"):
         schedule_order("arena", graph, 64)
+
+
+def _importers(package: str, of: str) -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / package.replace(".", "/")).rglob("*.py")
+                  if any(m == of or m.startswith(of + ".") for m in imported_modules(p)))
+
+
+def test_packages_import_one_way():
+    """No loops between packages: the joint planners build on the schedulers, never the other
+    way round; the simulator does not call back into the workflow that drives it (except the
+    seeded unsafe plans of the race benchmark, which plan graphs to damage them)."""
+    assert _importers("planners.schedule", "planners.joint") == []
+    assert _importers("npusim.sim", "npusim.workflow") == ["npusim/sim/seeded_races.py"]
