@@ -120,12 +120,6 @@ def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8", n
         handle.write(text)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``, whole or not at all."""
-    with atomic_open(path, "wb") as handle:
-        handle.write(data)
-
-
 def _remove(name: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(name)

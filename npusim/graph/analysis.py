@@ -111,9 +111,6 @@ class Lifetimes:
     first: np.ndarray
     last: np.ndarray
 
-    def live_at(self, tensor: int, s: int) -> bool:
-        return self.first[tensor] <= s <= self.last[tensor]
-
 
 def lifetimes(graph: Graph, order: list[int]) -> Lifetimes:
     step = step_of(order)

@@ -114,17 +114,6 @@ def view_span(view: View) -> tuple[int, int]:
     return view.offset, last + 1
 
 
-def views_overlap(a: View, b: View) -> bool:
-    """Exact for two boxes of the same base; conservative (flat spans) otherwise."""
-    if a.strides == b.strides and len(a.shape) == len(b.shape):
-        for s, (oa, na), (ob, nb) in zip(a.strides, _box_of(a), _box_of(b)):
-            if oa >= ob + nb or ob >= oa + na:
-                return False
-        return True
-    sa, sb = view_span(a), view_span(b)
-    return sa[0] < sb[1] and sb[0] < sa[1]
-
-
 def _box_of(view: View) -> list[tuple[int, int]]:
     """(start, length) per dim of a box view, recovered from its offset and row-major strides."""
     rest = view.offset

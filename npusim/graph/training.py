@@ -164,8 +164,3 @@ def make_training_graph(graph: Graph) -> Graph:
     meta = dict(graph.meta)
     meta["training"] = {"from": graph.name, "optimizer": "sgd"}
     return build_graph(f"{graph.name}-train", tensors, ops, meta)
-
-
-def is_weight_update(graph: Graph, op_id: int) -> bool:
-    """True for the SGD update ops of a graph built by ``make_training_graph``."""
-    return graph.ops[op_id].kind == "SGDUpdate"

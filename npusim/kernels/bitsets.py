@@ -28,11 +28,6 @@ def set_bit(bits, i, j):
     bits[i, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
 
 
-@numba.njit(cache=True, inline="always")
-def clear_bit(bits, i, j):
-    bits[i, j >> 6] &= ~(np.uint64(1) << np.uint64(j & 63))
-
-
 @numba.njit(cache=True)
 def ancestor_bitsets(parent_ptr, parent_idx, topo, n_nodes):
     """Row ``v``: every node with a directed path of length >= 1 to ``v``.
@@ -72,13 +67,3 @@ def rows_to_ints(bits: np.ndarray) -> list[int]:
             value |= int(word) << (64 * w)
         out.append(value)
     return out
-
-
-def ints_to_rows(values: list[int], n_bits: int) -> np.ndarray:
-    words = n_words(n_bits)
-    bits = np.zeros((len(values), words), dtype=np.uint64)
-    mask = (1 << 64) - 1
-    for i, value in enumerate(values):
-        for w in range(words):
-            bits[i, w] = (value >> (64 * w)) & mask
-    return bits

@@ -52,11 +52,6 @@ def is_weight_buffer(name: str, graph: Graph, untiled: Graph | None = None) -> b
     return any(t.kind == "weight" for t in graph.tensors if t.view is not None and t.view.base == name)
 
 
-def buffers_moved(graph: Graph, transfers) -> list[str]:
-    """Every buffer some transfer touches, in order of first touch."""
-    return list(dict.fromkeys(buffer_of(graph.tensors[tr.tensor]) for tr in transfers))
-
-
 def known_buffers(graph: Graph) -> set[str]:
     """Names a ``dram`` section may use: whole tensors of ``graph`` and bases of its views."""
     return {buffer_of(t) for t in graph.tensors}

@@ -72,10 +72,6 @@ class HappensBefore:
             clock[self.queue[c.id]] = self.position[c.id]
             self.clock.append(clock)
 
-    def starts_before(self, a: int, b: int) -> bool:
-        """Does the start of ``a`` happen before (or is it) the start of ``b``?"""
-        return self.clock[b][self.queue[a]] >= self.position[a]
-
     def ends_before(self, a: int, b: int) -> bool:
         """Does ``a`` complete before ``b`` starts, in every timing?"""
         if a >= b:

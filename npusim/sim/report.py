@@ -135,19 +135,6 @@ class Report:
 
         atomic_write_text(path, json.dumps(self.to_dict(timeline), indent=1, sort_keys=True) + "\n")
 
-    def csv_row(self) -> dict:
-        row = {
-            "graph": self.graph, "hardware": self.hardware, "planner": self.planner,
-            "status": self.plan_status, "capacity": self.capacity, "cycles": round(self.cycles, 3),
-            "seconds": self.seconds, "energy_pj": round(self.total_energy_pj, 3),
-            "offchip_bytes": self.offchip_total_bytes, "offchip_bus_bytes": self.offchip_bus_bytes,
-            "onchip_peak": self.onchip_peak_bytes,
-            "offchip_peak": self.offchip_peak_bytes,
-        }
-        row.update({f"offchip_{k}": v for k, v in self.offchip_bytes.items()})
-        row.update({f"energy_{k}_pj": round(v, 3) for k, v in self.energy_pj.items()})
-        return row
-
     def chrome_trace(self) -> dict:
         """Chrome-trace / Perfetto JSON, timestamps in microseconds: one track per core and per
         DMA channel (slices never overlap within a track), counter tracks for scratchpad bytes

@@ -50,12 +50,6 @@ def load_minimalloc(path: str | Path, alignment: int = 1) -> OffsetProblem:
                          last=np.array(upper, dtype=np.int64) - 1, alignment=alignment, names=tuple(names))
 
 
-def capacity_from_name(path: str | Path) -> int | None:
-    """The capacity encoded in a file name like ``A.1048576.csv`` (None if absent)."""
-    parts = Path(path).name.split(".")
-    return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
-
-
 def to_minimalloc_csv(problem: OffsetProblem, offsets=None) -> str:
     """The problem (and optionally a solution's offsets) as MiniMalloc CSV text."""
     problem.require_lifetimes("the MiniMalloc export")
@@ -71,9 +65,3 @@ def to_minimalloc_csv(problem: OffsetProblem, offsets=None) -> str:
             row.append(str(int(offsets[i])))
         lines.append(",".join(row))
     return "\n".join(lines) + "\n"
-
-
-def save_minimalloc(problem: OffsetProblem, path: str | Path, offsets=None) -> None:
-    from npusim.atomic_io import atomic_write_text
-
-    atomic_write_text(path, to_minimalloc_csv(problem, offsets))

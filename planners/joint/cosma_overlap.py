@@ -29,10 +29,6 @@ class Windows:
         """(tensor, step) cells: the size of the time-indexed model."""
         return sum(hi - lo + 1 for lo, hi in self.tensor if hi >= lo)
 
-    def pair_steps(self, pairs) -> int:
-        return sum(max(0, min(self.tensor[a][1], self.tensor[b][1]) - max(self.tensor[a][0], self.tensor[b][0]) + 1)
-                   for a, b in pairs)
-
 
 def op_windows(part: CosmaPart, order: list[int] | None = None, fixed: bool = False,
                radius: int | None = None) -> list[tuple[int, int]]:
