@@ -71,7 +71,9 @@ def test_control_edges_point_from_updates_to_earlier_anchors():
 
 def test_olla_on_a_training_graph_beats_the_default_order():
     g = make_training_graph(load_graph("resnet18"))
-    plan = make_plan(g, Hardware(), "olla", budget=64 << 20, options={"time_limit": 8})
+    # wall-clock mode: 8 s of search (the deterministic 8 units took 85-130 s on this loaded
+    # 2-core machine); the assertions hold for any plan OLLA returns
+    plan = make_plan(g, Hardware(), "olla", budget=64 << 20, options={"time_limit": 8, "deterministic": False})
     assert validate(plan, g) == []
     report = simulate_plan(plan, g, Hardware())
     default = peak_live_bytes(g, list(range(g.n_ops)), 64)
