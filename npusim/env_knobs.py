@@ -9,6 +9,9 @@ it never crashes an import or silently turns a guard off.
   hardware YAML may resolve into, besides the config's own folder and the shipped configs.
 - ``NPUSIM_PROGRESS_SECONDS``: seconds between two progress lines of a long command when
   stderr is not a terminal (default 5; ``npusim.progress``).
+- ``NPUSIM_MEMORY_LIMIT``: the memory a simulation may plan to use (a size: ``8GiB``;
+  default: the machine's available memory, ``MemAvailable`` in ``/proc/meminfo``; no check
+  where that is unknown). ``npusim.workflow.check_simulation_memory`` reads it.
 - ``NPUSIM_DEBUG``: any value but empty, ``0``, ``false``, ``no``, ``off`` shows the
   traceback of an internal error.
 """
@@ -25,6 +28,7 @@ SIM_MAX_SECONDS = "NPUSIM_SIM_MAX_SECONDS"
 HW_PATH = "NPUSIM_HW_PATH"
 DEBUG = "NPUSIM_DEBUG"
 PROGRESS_SECONDS = "NPUSIM_PROGRESS_SECONDS"
+MEMORY_LIMIT = "NPUSIM_MEMORY_LIMIT"
 
 
 class EnvironmentKnobError(NpusimError):
@@ -79,3 +83,28 @@ def check_all() -> None:
     sim_max_seconds()
     progress_seconds()
     hw_search_path()
+
+
+def memory_limit() -> int | None:
+    """Bytes a simulation may use: ``NPUSIM_MEMORY_LIMIT``, else the machine's available memory
+    (Linux ``MemAvailable``), else None (unknown: no check)."""
+    from npusim.units import parse_size
+
+    raw = os.environ.get(MEMORY_LIMIT, "").strip()
+    if raw:
+        try:
+            value = parse_size(raw)
+        except (NpusimError, ValueError):
+            value = 0
+        if value <= 0:
+            raise EnvironmentKnobError(f"environment variable {MEMORY_LIMIT}={raw[:40]!r}: expected a positive "
+                                       f"size, e.g. {MEMORY_LIMIT}=8GiB")
+        return int(value)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -85,3 +85,35 @@ def test_concat_boxes_by_bisection_match_the_plain_scan():
             lo, hi = max(a, 64 * i), min(b, 64 * i + 64)
             expected.append(((0, 1), (lo - 64 * i, hi - 64 * i), (0, 8), (0, 8)) if lo < hi else None)
         assert input_boxes(op, graph, box) == expected
+
+
+def test_a_simulation_too_big_for_memory_is_refused_before_lowering(capsys, monkeypatch):
+    """Each command of a Program costs about BYTES_PER_COMMAND through lowering and simulation;
+    a plan whose commands need more than NPUSIM_MEMORY_LIMIT (default: the machine's available
+    memory) is refused before any is built, naming both numbers."""
+    import npusim.workflow as workflow
+
+    monkeypatch.setattr(workflow, "lower", lambda *a, **k: pytest.fail("lowered"))
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "1MiB")
+    code = main(["simulate", "resnet18", "--hw", "edge-npu"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "commands needs about" in err and "1.00 MiB available" in err and "NPUSIM_MEMORY_LIMIT" in err
+
+
+@pytest.mark.parametrize("value", ["abc", "-5GiB", "0"])
+def test_a_bad_memory_limit_is_a_one_line_error(capsys, monkeypatch, value):
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", value)
+    code = main(["simulate", "resnet18", "--hw", "edge-npu"])
+    err = capsys.readouterr().err
+    assert code == 2 and "NPUSIM_MEMORY_LIMIT" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_memory_limit_defaults_to_what_the_machine_has(monkeypatch):
+    from npusim.env_knobs import memory_limit
+
+    monkeypatch.delenv("NPUSIM_MEMORY_LIMIT", raising=False)
+    limit = memory_limit()
+    assert limit is None or limit > 1 << 20
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "2GiB")
+    assert memory_limit() == 2 << 30
