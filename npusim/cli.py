@@ -61,7 +61,7 @@ def cmd_import(args) -> int:
     from npusim.graph.onnx_import import import_onnx
     from npusim.graph.trace_io import save_trace
 
-    graph = import_onnx(args.model, dtype=args.dtype)
+    graph = import_onnx(args.model, dtype=args.dtype, dims=_parse_dims(args.dim, args.model))
     if args.training:
         from npusim.graph.training import make_training_graph
 
@@ -71,6 +71,17 @@ def cmd_import(args) -> int:
     what = "training graph: forward, backward, SGD update" if args.training else args.dtype
     print(f"{args.model} -> {out}: {graph.n_ops} ops, {graph.n_tensors} tensors ({what})")
     return 0
+
+
+def _parse_dims(pairs, model) -> dict[str, int]:
+    """``--dim name=N`` flags as a dict (one-line errors naming the flag)."""
+    dims = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip() or not value.strip().isdigit() or int(value) <= 0:
+            raise NpusimError(f"{model}: --dim {pair!r}: expected NAME=N with N a positive integer, e.g. --dim seq=128")
+        dims[name.strip()] = int(value)
+    return dims
 
 
 def _plan_for(args, graph, hw, progress=silent):
@@ -389,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="ONNX file")
     p.add_argument("-o", "--output", help="trace to write (.json or .json.gz)")
     p.add_argument("--dtype", default="int8", choices=("int8", "fp16", "fp32"), help="dtype of float tensors")
+    p.add_argument("--dim", action="append", metavar="NAME=N",
+                   help="bind a symbolic dimension (repeatable): --dim batch=1 --dim seq=128")
     p.add_argument("--training", action="store_true",
                    help="build the training graph: forward, backward (saved activations, gradients) and SGD update")
     p.set_defaults(func=cmd_import)

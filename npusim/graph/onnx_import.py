@@ -30,6 +30,15 @@ Sizes
     byte), ``fp16`` (2) or ``fp32`` (4). Other tensors keep their ONNX element type and size
     (int64 ids 8 bytes, bool masks 1, int32 4, 4-bit types rounded up to 1 byte).
 
+Symbolic dimensions
+    Exports of transformers name their variable dims (``batch``, ``seq``, ``past_len``) and often
+    carry no intermediate shapes. ``dims={"batch": 1, "seq": 128}`` (``npusim import --dim
+    batch=1``) binds named dims wherever they appear (inputs, outputs, value_info); then, when a
+    tensor still has no static shape, ONNX shape inference (``onnx.shape_inference.infer_shapes``
+    with data propagation, so Shape/Reshape chains resolve) fills the intermediate shapes from
+    the bound inputs. A dim name given that the model does not use is an error; the dims still
+    unbound after inference are all named in one error, with the flag that binds them.
+
 Every problem is a ``TraceError`` naming the file, and the tensor and node when there is one:
 unreadable or truncated files, tensors without a full static positive shape (scalars ``[]``
 are fine: one element), string tensors, dangling references, a bad ``dtype`` option.
@@ -64,15 +73,69 @@ _STRING, _UNDEFINED = 8, 0
 _MAX_ATTR_LIST = 64  # longer attribute lists are summarised to keep traces small
 
 
-def import_onnx(path: str | Path, dtype: str = "int8") -> Graph:
-    """Read an ONNX model file into a Graph (see the module docstring for the rules)."""
+def import_onnx(path: str | Path, dtype: str = "int8", dims: dict[str, int] | None = None) -> Graph:
+    """Read an ONNX model file into a Graph (see the module docstring for the rules);
+    ``dims`` binds symbolic dimensions by name."""
     path = Path(path)
     if dtype not in FLOAT_DTYPES:
         raise TraceError(
             f"{path}: dtype option {dtype!r} is not supported, expected one of {sorted(FLOAT_DTYPES)}"
         )
     model = _load_model(path)
+    model = _with_static_shapes(model, path, dict(dims or {}))
     return _GraphBuilder(model, path, dtype).build()
+
+
+def _with_static_shapes(model, path: Path, dims: dict[str, int]):
+    """The model with ``dims`` bound and, if any tensor still lacks a static shape, ONNX shape
+    inference run over it (see "Symbolic dimensions" in the module docstring)."""
+    for name, value in dims.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise TraceError(f"{path}: --dim {name}={value!r}: expected a positive integer")
+    g = model.graph
+    values = list(g.input) + list(g.output) + list(g.value_info)
+    used = set()
+    for value in values:
+        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+            for d in value.type.tensor_type.shape.dim:
+                if not d.HasField("dim_value") and d.dim_param:
+                    used.add(d.dim_param)
+                    if d.dim_param in dims:
+                        d.dim_value = dims[d.dim_param]  # clears dim_param (a oneof)
+    unknown = sorted(set(dims) - used)
+    if unknown:
+        raise TraceError(f"{path}: --dim {', '.join(unknown)}: the model has no such symbolic dimension "
+                         f"(it has {', '.join(sorted(used)) or 'none'})")
+    if _all_static(model):
+        return model
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 -- an op inference does not know (a custom domain), a malformed
+        # model: import what is declared, and the tensor still without a shape is named below
+        return model
+    first_use: dict[str, str] = {}  # unbound dim -> the first tensor that has it
+    for value in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        if value.type.HasField("tensor_type"):
+            for d in value.type.tensor_type.shape.dim:
+                if not d.HasField("dim_value") and d.dim_param:
+                    first_use.setdefault(d.dim_param, value.name)
+    if first_use:
+        unbound = sorted(first_use)
+        where = ", ".join(f"{name} (tensor {first_use[name]!r})" for name in unbound)
+        raise TraceError(f"{path}: symbolic dimensions not bound: {where}; bind each with "
+                         + " ".join(f"--dim {name}=N" for name in unbound))
+    return inferred
+
+
+def _all_static(model) -> bool:
+    """Whether every node output and graph input has a declared full static shape."""
+    known = {name for name, (_, shape) in _declared_types(model.graph).items()
+             if shape is not None and all(isinstance(d, int) and d > 0 for d in shape)}
+    names = [v.name for v in model.graph.input] + [o for n in model.graph.node if n.op_type != "Constant"
+                                                    for o in n.output if o]
+    return all(name in known for name in names)
 
 
 def _load_model(path: Path):
