@@ -31,8 +31,13 @@ BUDGET_KEYWORDS = ("MR", "MH", "MP")
 
 
 def load_graph(source: str | Path, dtype: str = "int8") -> Graph:
-    """A trace by path (``.json``, ``.json.gz``, or ``.onnx`` imported on the fly) or by name
-    of a file in ``traces/``."""
+    """A trace by path (``.json``, ``.json.gz``, or ``.onnx`` imported on the fly), by name of a
+    file in ``traces/``, or a generated decoder step: ``llm:<preset>:prefill=<P>`` /
+    ``llm:<preset>:decode=<L>`` (``npusim.graph.decoder``)."""
+    if str(source).startswith("llm:"):
+        from npusim.graph.decoder import graph_from_name
+
+        return graph_from_name(str(source))
     path = Path(source)
     if path.is_file():
         if path.suffix == ".onnx":

@@ -30,7 +30,7 @@ GlobalAveragePool, GlobalMaxPool,      —                                     i
 GlobalLpPool, Reduce*
 Softmax, LogSoftmax,                   —                                     5 × input elements
 LayerNormalization, Instance/Group/
-LpNormalization
+LpNormalization, RMSNormalization
 BatchNormalization (inference)         —                                     2 × elements
                                                                              (multiply-add)
 Resize                                 —                                     output elements ×
@@ -236,7 +236,7 @@ def _register() -> dict[str, CostFunction]:
                     "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin"):
         table[op_type] = reduce_input
     for op_type in ("Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization",
-                    "GroupNormalization", "LpNormalization"):
+                    "GroupNormalization", "LpNormalization", "RMSNormalization", "SimplifiedLayerNormalization"):
         table[op_type] = normalize
     return table
 
