@@ -216,7 +216,14 @@ def trace_name(source: str) -> str:
 
 
 def trace_digest(source: str) -> str:
-    """sha256 of the trace file ``source`` names (a path, or a name in traces/)."""
+    """sha256 of the trace file ``source`` names (a path, or a name in traces/); for a generated
+    graph (``llm:...``) of the name itself, the generator's code being in the cache key's code
+    fingerprint."""
+    if str(source).startswith("llm:"):
+        from npusim.workflow import load_graph
+
+        load_graph(source)  # a bad name is the user's error here, not a failed point
+        return hashlib.sha256(str(source).encode()).hexdigest()
     return _file_digest(str(_trace_path(source)))
 
 

@@ -99,3 +99,18 @@ def test_inconsistent_hyper_parameters_are_named():
         decode_graph(with_overrides(PRESETS["gpt2-small"], kv_heads=5), 8)
     with pytest.raises(TraceError, match=r"ffn_kind = 'relu'"):
         prefill_graph(with_overrides(PRESETS["gpt2-small"], ffn_kind="relu"), 8)
+
+
+def test_dse_sweeps_a_generated_decoder(tmp_path, monkeypatch, capsys):
+    """A generated graph has no file: the cache key takes its name (the generator's code is in
+    the key's code fingerprint)."""
+    from npusim.dse import trace_digest
+
+    assert trace_digest("llm:gpt2-small:decode=8") == trace_digest("llm:gpt2-small:decode=8")
+    assert trace_digest("llm:gpt2-small:decode=8") != trace_digest("llm:gpt2-small:decode=9")
+    with pytest.raises(TraceError):
+        trace_digest("llm:nope:decode=8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["dse", "llm:gpt2-small:decode=8", "--hw", "edge-npu", "--sweep", "dram.bandwidth=6.4GB/s,12.8GB/s"]) == 0
+    rows = (tmp_path / "dse-results.csv").read_text().splitlines()
+    assert len(rows) == 3 and "llm:gpt2-small:decode=8" in rows[1]
