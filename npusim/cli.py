@@ -190,6 +190,8 @@ def cmd_simulate(args) -> int:
     from npusim.workflow import load_graph, load_hw, simulate_plan
 
     _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown))
+    if args.prefill is not None or args.decode is not None:
+        return _simulate_llm(args)
     start = time.perf_counter()
     with Progress("npusim simulate") as progress:
         graph = load_graph(args.trace)
@@ -209,6 +211,36 @@ def cmd_simulate(args) -> int:
     else:
         print(report.summary())
         print(f"  wall time      {wall:.2f} s ({report.events / max(wall, 1e-9):,.0f} events/s overall)")
+    return 0
+
+
+def _simulate_llm(args) -> int:
+    """``simulate llm:<preset> --prefill P --decode D``: a prefill and sampled decode steps."""
+    from npusim.llm_run import run_llm
+    from npusim.workflow import load_hw
+
+    model = args.trace.removeprefix("llm:")
+    if not args.trace.startswith("llm:") or ":" in model:
+        raise NpusimError(f"--prefill/--decode: expected a decoder preset as the trace, e.g. llm:gpt2-small, "
+                          f"got {args.trace!r}")
+    if args.prefill is None or args.decode is None:
+        raise NpusimError("--prefill and --decode go together: the prompt's tokens and the tokens to generate")
+    unused = [flag for flag, value in (("--plan", args.plan), ("--timeline", args.timeline),
+                                       ("--breakdown", args.breakdown), ("--jitter", args.jitter)) if value]
+    if unused:
+        raise NpusimError(f"{', '.join(unused)}: not available for a multi-step LLM run (simulate one step, "
+                          f"e.g. {args.trace}:decode={args.prefill}, for those)")
+    hw = load_hw(args.hw, _hw_overrides(args.set))
+    with Progress("npusim simulate") as progress:
+        report = run_llm(model, hw, prefill=args.prefill, decode=args.decode, batch=args.batch,
+                         pipeline=args.planner or DEFAULT_PIPELINE, budget=args.budget,
+                         options=_planner_options(getattr(args, "option", None)), samples=args.samples,
+                         progress=progress)
+    if args.report:
+        from npusim.atomic_io import atomic_write_text
+
+        atomic_write_text(args.report, json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
+    print(json.dumps(report.to_dict(), indent=1, sort_keys=True) if args.json else report.summary())
     return 0
 
 
@@ -378,6 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--jitter", type=_non_negative_int, metavar="SEED", help="stretch compute times randomly (seeded) to explore interleavings")
     p.add_argument("--jitter-amount", type=float, default=0.5, help="largest relative stretch with --jitter (default 0.5)")
+    p.add_argument("--prefill", type=int, metavar="P", help="LLM run (trace llm:<preset>): prompt tokens")
+    p.add_argument("--decode", type=int, metavar="D", help="LLM run: tokens to generate, one decode step each")
+    p.add_argument("--batch", type=int, default=1, help="LLM run: sequences decoded together (default 1)")
+    p.add_argument("--samples", type=int, default=5, help="LLM run: decode steps simulated, spread over the D "
+                                                          "steps; the others are interpolated (default 5)")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("plan", help="write a plan JSON")

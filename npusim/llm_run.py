@@ -1,0 +1,161 @@
+"""LLM inference as it runs: a prefill, then decode steps against a growing KV cache.
+
+``run_llm(preset, prefill=P, decode=D, hw)`` simulates the prefill graph of the P-token prompt
+(``npusim.graph.decoder``) and decode steps at KV lengths L = P … P + D − 1, each step planned
+and simulated on its own with its layers' KV cache in DRAM when the step starts (the prefill
+and every step store the entries they add). Steps are *sampled*: ``samples`` KV lengths spread
+evenly over the D steps (both ends included; every step when D ≤ samples) are simulated, and
+the others interpolated linearly between the two nearest samples. A step's work is the model's
+weights (the same at every L) plus attention over L entries (linear in L), so the
+interpolation is exact for the work and approximate only where tiling or the scratchpad make
+a step's time jump; the report states how many steps were simulated.
+
+Reported (``LlmReport``): time to first token (the prefill's latency; the first token comes
+out of it), per-token latency over the decode steps (min / median / max), tokens per second
+of the decode phase (D tokens over the decode steps' total time), energy per generated token
+(mean over the steps), KV-cache bytes moved per token (the cache tensors' loads and stores as
+lowered: logical bytes, mean over the sampled steps) and off-chip bytes by cause per token.
+Where each layer's cache lives across steps (kept on chip or not) is not a planning decision
+yet: every step reads its cache from DRAM.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from npusim.errors import NpusimError
+from npusim.graph.decoder import DecoderSpec, decode_graph, kv_cache_tensors, prefill_graph, preset
+from npusim.hw.config import Hardware
+from npusim.plan.resolve import graph_for_plan
+from npusim.sim.report import Report
+from npusim.workflow import DEFAULT_PIPELINE, plan_graph, resolve_budget, simulate_plan
+
+DEFAULT_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class StepResult:
+    kv_length: int
+    cycles: float
+    seconds: float
+    energy_pj: float
+    kv_bytes: int  # KV-cache bytes loaded and stored by the step
+    offchip_bytes: dict  # cause -> bytes
+
+
+@dataclass(frozen=True)
+class LlmReport:
+    model: str
+    hardware: str
+    pipeline: str
+    prefill_tokens: int
+    decode_tokens: int
+    batch: int
+    prefill: StepResult
+    sampled: tuple[StepResult, ...]  # the simulated decode steps, by KV length
+    step_seconds: tuple[float, ...] = field(repr=False)  # every decode step, interpolated between samples
+    step_energy_pj: tuple[float, ...] = field(repr=False)
+
+    @property
+    def ttft_seconds(self) -> float:
+        return self.prefill.seconds
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.batch * self.decode_tokens / sum(self.step_seconds)
+
+    @property
+    def energy_per_token_pj(self) -> float:
+        return sum(self.step_energy_pj) / (self.decode_tokens * self.batch)
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return statistics.fmean(s.kv_bytes for s in self.sampled) / self.batch
+
+    def summary(self) -> str:
+        ms = [s * 1e3 for s in self.step_seconds]
+        per_cause = {k: statistics.fmean(s.offchip_bytes[k] for s in self.sampled) / self.batch
+                     for k in self.sampled[0].offchip_bytes}
+        steps = len(self.sampled)
+        what = "every step simulated" if steps == self.decode_tokens else (
+            f"{steps} of {self.decode_tokens} steps simulated (KV lengths "
+            f"{', '.join(str(s.kv_length) for s in self.sampled)}), the rest interpolated linearly")
+        return "\n".join([
+            f"{self.model} on {self.hardware} with {self.pipeline}: prefill {self.prefill_tokens} tokens, "
+            f"decode {self.decode_tokens} tokens, batch {self.batch} ({what})",
+            f"  time to first token  {self.ttft_seconds * 1e3:,.3f} ms   (prefill: {self.prefill.cycles:,.0f} cycles, "
+            f"{self.prefill.energy_pj / 1e6:,.3f} uJ)",
+            f"  per-token latency    min {min(ms):,.3f} / median {statistics.median(ms):,.3f} / max {max(ms):,.3f} ms",
+            f"  decode throughput    {self.tokens_per_second:,.2f} tokens/s",
+            f"  energy per token     {self.energy_per_token_pj / 1e6:,.3f} uJ",
+            f"  KV cache per token   {self.kv_bytes_per_token:,.0f} B moved",
+            "  off-chip per token   " + ", ".join(f"{k} {v:,.0f}" for k, v in per_cause.items() if v) + " B",
+        ])
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model, "hardware": self.hardware, "pipeline": self.pipeline,
+            "prefill_tokens": self.prefill_tokens, "decode_tokens": self.decode_tokens, "batch": self.batch,
+            "ttft_seconds": self.ttft_seconds, "tokens_per_second": self.tokens_per_second,
+            "energy_per_token_pj": self.energy_per_token_pj, "kv_bytes_per_token": self.kv_bytes_per_token,
+            "step_seconds": list(self.step_seconds), "sampled_kv_lengths": [s.kv_length for s in self.sampled],
+            "prefill": vars(self.prefill), "sampled_steps": [vars(s) for s in self.sampled],
+        }
+
+
+def sample_lengths(first: int, count: int, samples: int) -> list[int]:
+    """``samples`` KV lengths spread evenly over first … first + count − 1, both ends included
+    (all of them when count ≤ samples)."""
+    if count <= samples or samples < 2:
+        return list(range(first, first + count)) if count <= max(samples, 1) else [first, first + count - 1]
+    last = first + count - 1
+    return sorted({first + round(i * (last - first) / (samples - 1)) for i in range(samples)})
+
+
+def interpolate(points: list[tuple[int, float]], x: int) -> float:
+    """Piecewise-linear value at ``x`` through ``points`` (sorted by x, x inside their range)."""
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1] if x >= points[-1][0] else points[0][1]
+
+
+def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int, batch: int = 1,
+            pipeline: str = DEFAULT_PIPELINE, budget=None, options: dict | None = None,
+            samples: int = DEFAULT_SAMPLES, progress=None) -> LlmReport:
+    """Prefill then ``decode`` sampled decode steps of ``model``, a preset's name or a
+    ``DecoderSpec`` (module docstring)."""
+    for what, value in (("--prefill", prefill), ("--decode", decode), ("batch", batch), ("--samples", samples)):
+        if not isinstance(value, int) or value <= 0:
+            raise NpusimError(f"llm:{getattr(model, 'name', model)}: {what} = {value!r}, expected a positive integer")
+    spec = model if isinstance(model, DecoderSpec) else preset(model)
+
+    def one(graph, kv_length: int) -> StepResult:
+        if progress is not None:
+            progress(f"simulating {graph.name}")
+        capacity = resolve_budget(budget, graph, hw)
+        plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}))
+        report: Report = simulate_plan(plan, graph, hw, validated=True)
+        return StepResult(kv_length, report.cycles, report.seconds, report.total_energy_pj,
+                          kv_bytes_moved(plan, graph), dict(report.offchip_bytes))
+
+    first = one(prefill_graph(spec, prefill, batch), 0)
+    lengths = sample_lengths(prefill, decode, samples)
+    sampled = tuple(one(decode_graph(spec, L, batch), L) for L in lengths)
+    seconds = [(s.kv_length, s.seconds) for s in sampled]
+    energy = [(s.kv_length, s.energy_pj) for s in sampled]
+    every = range(prefill, prefill + decode)
+    return LlmReport(spec.name, hw.name, pipeline, prefill, decode, batch, first, sampled,
+                     tuple(interpolate(seconds, L) for L in every), tuple(interpolate(energy, L) for L in every))
+
+
+def kv_bytes_moved(plan, graph) -> int:
+    """Bytes of the KV-cache tensors (or of tiles of them) the step's plan loads and stores."""
+    names = set()
+    for kind in ("read", "written"):
+        names.update(kv_cache_tensors(graph).get(kind, ()))
+    tensors = graph_for_plan(plan.graph, plan.tiling, graph).tensors
+    return sum(t.size for t in plan.transfers
+               if (tensors[t.tensor].view.base if tensors[t.tensor].view is not None else tensors[t.tensor].name)
+               in names)
