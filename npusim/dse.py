@@ -51,6 +51,9 @@ from npusim.hw.loader import hardware_to_dict, iter_knobs
 from npusim.result_cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
 
 BUDGET_KEY = "budget"
+#: Sweep keys of a generated decoder (trace ``llm:<preset>``): each point is one prefill
+#: (``prefill`` = prompt tokens) or one decode step (``decode`` = KV length), ``batch`` sequences.
+LLM_KEYS = ("prefill", "decode", "batch")
 DEFAULT_CACHE_DIR = ".npusim-cache"
 BACKENDS = ("local", "dask")
 MAX_POINTS_PER_SWEEP = 10_000  # a typo like 1B..1GiB:+1 should fail fast, not hang
@@ -95,6 +98,8 @@ def _knob_quantities() -> dict[str, str]:
 def _quantity_of(key: str, text: str) -> str:
     if key == BUDGET_KEY:
         return "budget"
+    if key in LLM_KEYS:
+        return "int"
     knobs = _knob_quantities()
     if key not in knobs:
         import difflib
@@ -258,20 +263,47 @@ def make_points(traces: Iterable[str], hw_source: str, sweeps: list[Sweep], pipe
     check_pipelines(pipelines)  # and so is an unknown planner
     budget = normalise_budget(budget)  # and a malformed --budget
     points = []
-    digests = {t: trace_digest(t) for t in traces}
+    llm_keys = [k for k in keys if k in LLM_KEYS]
+    if "prefill" in llm_keys and "decode" in llm_keys:
+        raise DseError("--sweep: sweep prefill (prompt tokens) or decode (KV length of one step), not both: "
+                       "each point is one graph")
+    digests = {}
     for trace in traces:
         for combo in itertools.product(*(s.values for s in sweeps)):
             settings = tuple(zip(keys, combo))
+            point_trace = _llm_trace(trace, settings) if llm_keys else trace
+            if point_trace not in digests:
+                digests[point_trace] = trace_digest(point_trace)
             overrides = dict(base_overrides or {})
-            overrides.update((k, v) for k, v in settings if k != BUDGET_KEY)
+            overrides.update((k, v) for k, v in settings if k != BUDGET_KEY and k not in LLM_KEYS)
             point_budget = dict(settings).get(BUDGET_KEY, budget)
             hw, hw_error = _load_hw_or_reason(hw_source, overrides)
             for pipeline in pipelines:
-                points.append(Point(index=len(points), trace=trace, trace_digest=digests[trace],
+                points.append(Point(index=len(points), trace=point_trace, trace_digest=digests[point_trace],
                                     hw_source=str(hw_source), settings=settings, hw=hw, hw_error=hw_error,
                                     pipeline=pipeline, budget=point_budget,
                                     options=tuple(sorted((options or {}).items())), allow_oversize=allow_oversize))
     return points
+
+
+def _llm_trace(trace: str, settings) -> str:
+    """The decoder graph a point with LLM sweep keys stands for: ``llm:<preset>`` (with any
+    fields the trace already gives) and the swept prefill / decode / batch."""
+    if not str(trace).startswith("llm:"):
+        raise DseError(f"--sweep {', '.join(k for k, _ in settings if k in LLM_KEYS)}: needs a generated decoder "
+                       f"as the trace (llm:<preset>, e.g. llm:gpt2-small), got {trace!r}")
+    _, model, *given = str(trace).split(":")
+    fields = dict(part.partition("=")[::2] for part in given)
+    swept = {k: str(v) for k, v in settings if k in LLM_KEYS}
+    if "prefill" in swept or "decode" in swept:  # the swept step replaces the trace's own
+        fields.pop("prefill", None)
+        fields.pop("decode", None)
+    fields.update(swept)
+    if "prefill" not in fields and "decode" not in fields:
+        raise DseError(f"--sweep batch on {trace!r}: give the step in the trace (llm:<preset>:decode=<L> or "
+                       ":prefill=<P>) or sweep prefill or decode too")
+    order = [k for k in ("prefill", "decode", "batch") if k in fields]
+    return ":".join(["llm", model] + [f"{k}={fields[k]}" for k in order])
 
 
 def normalise_budget(budget: object) -> object:

@@ -114,3 +114,41 @@ def test_dse_sweeps_a_generated_decoder(tmp_path, monkeypatch, capsys):
     assert main(["dse", "llm:gpt2-small:decode=8", "--hw", "edge-npu", "--sweep", "dram.bandwidth=6.4GB/s,12.8GB/s"]) == 0
     rows = (tmp_path / "dse-results.csv").read_text().splitlines()
     assert len(rows) == 3 and "llm:gpt2-small:decode=8" in rows[1]
+
+
+def test_a_linear_layer_tile_folds_its_batch_into_m():
+    """A tile of x[4, 1, 768] @ W[768, N] is one GEMM of M = 4 rows, as the untiled op's: the
+    weights are loaded into the array once for the 4 sequences (it was 4 GEMMs of M = 1)."""
+    from npusim.graph.tiling import tile_compute
+
+    graph = decode_graph(PRESETS["gpt2-small"], 8, batch=4)
+    head = next(op for op in graph.ops if op.name == "lm_head")
+    assert head.gemm.m == 4 and head.gemm.batch == 1
+    macs, gemm = tile_compute(head, graph, ((0, 4), (0, 1), (0, 128)), None)
+    assert (gemm.m, gemm.n, gemm.k, gemm.batch) == (4, 128, 768, 1) and macs == 4 * 128 * 768
+    scores = next(op for op in graph.ops if op.name == "layer0.attn.scores_cache")  # batched over heads
+    assert tile_compute(scores, graph, ((0, 4), (0, 12), (0, 1), (0, 8)), None)[1].batch == 48
+
+
+def test_batching_amortises_the_weights():
+    hw = load_hw("edge-npu")
+    _, one = run(load_graph("llm:gpt2-small:decode=64"), hw)
+    _, four = run(load_graph("llm:gpt2-small:decode=64:batch=4"), hw)
+    assert four.cycles < 1.5 * one.cycles  # 4 tokens for about the weights' cost of one
+
+
+def test_dse_sweeps_decode_length_and_batch(tmp_path, monkeypatch):
+    from npusim.dse import make_points, parse_sweep
+
+    points = make_points(["llm:gpt2-small"], "edge-npu", [parse_sweep("decode=64,128"), parse_sweep("batch=1,2")],
+                         ["tile+default+arena+belady"])
+    assert [p.trace for p in points] == ["llm:gpt2-small:decode=64:batch=1", "llm:gpt2-small:decode=64:batch=2",
+                                         "llm:gpt2-small:decode=128:batch=1", "llm:gpt2-small:decode=128:batch=2"]
+    assert all(dict(p.settings).keys() == {"decode", "batch"} for p in points)
+    from npusim.errors import NpusimError
+
+    with pytest.raises(NpusimError, match="not both"):
+        make_points(["llm:gpt2-small"], "edge-npu", [parse_sweep("decode=64"), parse_sweep("prefill=8")],
+                    ["tile+default+arena+belady"])
+    with pytest.raises(NpusimError, match="needs a generated decoder"):
+        make_points(["resnet18"], "edge-npu", [parse_sweep("decode=64")], ["tile+default+arena+belady"])

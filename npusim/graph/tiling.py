@@ -299,6 +299,10 @@ def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
     m = box[-2][1] - box[-2][0]
     n = box[-1][1] - box[-1][0]
     batch = volume // (m * n)
+    if len(graph.tensors[op.inputs[1]].shape) <= 2:
+        # a linear layer (B has no batch dims): A's leading dims fold into M, as the untiled
+        # op's GEMM does (``op_costs.matmul``) -- 4 sequences x 1 token is one M = 4 GEMM
+        m, batch = m * batch, 1
     gemm = Gemm(m=m, n=n, k=k_len, batch=batch)
     return gemm.macs, gemm
 
