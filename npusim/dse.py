@@ -1,7 +1,7 @@
 """Design-space exploration: simulate every combination of swept hardware knobs, budgets,
 planner pipelines and traces, and collect one row of metrics per point.
 
-A sweep is ``KEY=SPEC``: ``KEY`` is any dotted hardware key (``scratchpad.size``,
+A sweep (parsed in ``npusim.dse_sweep``) is ``KEY=SPEC``: ``KEY`` is any dotted hardware key (``scratchpad.size``,
 ``dram.bandwidth``, ``cores.pe_rows``...) or ``budget`` (the scratchpad budget planned for,
 as ``--budget``: sizes or MR/MH/MP); ``SPEC`` is
 
@@ -31,7 +31,6 @@ import functools
 import hashlib
 import itertools
 import json
-import math
 import os
 import sys
 import time
@@ -47,132 +46,14 @@ from npusim.compare import (METRIC_COLUMNS, WALL_CLOCK_COLUMNS, check_pipelines,
 from npusim.atomic_io import atomic_write_text
 from npusim.errors import NpusimError
 from npusim.hw.config import Hardware
-from npusim.hw.loader import hardware_to_dict, iter_knobs
+from npusim.hw.loader import hardware_to_dict
 from npusim.result_cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
 
-BUDGET_KEY = "budget"
-#: Sweep keys of a generated decoder (trace ``llm:<preset>``): each point is one prefill
-#: (``prefill`` = prompt tokens) or one decode step (``decode`` = KV length), ``batch`` sequences.
-LLM_KEYS = ("prefill", "decode", "batch")
+from npusim.dse_sweep import (BUDGET_KEY, LLM_KEYS, MAX_POINTS_PER_SWEEP, DseError, Sweep,  # noqa: F401
+                              knob_quantities, parse_value, parse_sweep)  # re-exported: npusim.dse's sweep API
+
 DEFAULT_CACHE_DIR = ".npusim-cache"
 BACKENDS = ("local", "dask")
-MAX_POINTS_PER_SWEEP = 10_000  # a typo like 1B..1GiB:+1 should fail fast, not hang
-
-
-class DseError(NpusimError):
-    """A sweep is malformed, or a worker runs a different npusim or sees a different trace."""
-
-
-# ---------------------------------------------------------------- sweeps
-
-
-@dataclass(frozen=True)
-class Sweep:
-    key: str
-    values: tuple
-
-
-def parse_sweep(text: str) -> Sweep:
-    """``KEY=A..B:x2`` | ``KEY=A..B:+S`` | ``KEY=V1,V2`` -> a Sweep with values in base units."""
-    if "=" not in text:
-        raise DseError(f"--sweep {text!r}: expected KEY=A..B:xF, KEY=A..B:+S or KEY=V1,V2,... "
-                       "e.g. scratchpad.size=64KiB..8MiB:x2")
-    key, spec = (part.strip() for part in text.split("=", 1))
-    quantity = _quantity_of(key, text)
-    if ".." in spec:
-        values = _range_values(spec, quantity, text)
-    else:
-        values = [_parse_value(v.strip(), quantity, text) for v in spec.split(",") if v.strip()]
-    if not values:
-        raise DseError(f"--sweep {text!r}: no values")
-    if len(set(map(repr, values))) != len(values):
-        raise DseError(f"--sweep {text!r}: a value is given twice")
-    return Sweep(key, tuple(values))
-
-
-@functools.cache
-def _knob_quantities() -> dict[str, str]:
-    return {key: f.metadata["quantity"] for key, f in iter_knobs()}
-
-
-def _quantity_of(key: str, text: str) -> str:
-    if key == BUDGET_KEY:
-        return "budget"
-    if key in LLM_KEYS:
-        return "int"
-    knobs = _knob_quantities()
-    if key not in knobs:
-        import difflib
-
-        close = difflib.get_close_matches(key, [*knobs, BUDGET_KEY], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise DseError(f"--sweep {text!r}: unknown key {key!r}{hint}; expected 'budget' or a hardware "
-                       f"key such as scratchpad.size, dram.bandwidth, cores.pe_rows")
-    if key == "name":
-        raise DseError(f"--sweep {text!r}: the config name cannot be swept")
-    return knobs[key]
-
-
-def _parse_value(raw: str, quantity: str, text: str):
-    """One value in base units (int when whole); text for choices, MR/MH/MP for budgets."""
-    try:
-        if quantity == "budget":
-            if raw.upper() in ("MR", "MH", "MP"):
-                return raw.upper()
-            return units.parse_size(raw)
-        if quantity in ("str", "choice"):
-            return raw
-        if quantity == "int":
-            number = units.parse(raw, "cycles")  # a plain number
-            if number != int(number):
-                raise units.UnitError(f"expected a whole number, got {raw!r}")
-            return int(number)
-        if quantity == "size":
-            return units.parse_size(raw)
-        number = units.parse(raw, quantity)
-        return int(number) if number == int(number) and abs(number) < 2**53 else number
-    except units.UnitError as exc:
-        raise DseError(f"--sweep {text!r}: {raw!r}: {exc}") from None
-
-
-def _range_values(spec: str, quantity: str, text: str) -> list:
-    if quantity in ("str", "choice"):
-        raise DseError(f"--sweep {text!r}: a {quantity} key takes a list (V1,V2), not a range")
-    bounds, _, step = spec.partition(":")
-    low_raw, _, high_raw = bounds.partition("..")
-    low, high = (_parse_value(v.strip(), quantity if quantity != "budget" else "size", text)
-                 for v in (low_raw, high_raw))
-    if not step or step[0] not in "x+" or len(step) < 2:
-        raise DseError(f"--sweep {text!r}: a range needs a step: ':x2' (geometric) or ':+64KiB' (linear)")
-    if low > high:
-        raise DseError(f"--sweep {text!r}: the range starts above its end ({low} > {high})")
-    whole = quantity in ("size", "int", "budget")
-    if step[0] == "x":
-        factor = _parse_number(step[1:], text)
-        if factor <= 1:
-            raise DseError(f"--sweep {text!r}: a geometric factor must be > 1, got {factor}")
-        if low <= 0:
-            raise DseError(f"--sweep {text!r}: a geometric range must start above 0")
-        count = math.floor(math.log(high / low) / math.log(factor) + 1e-9) + 1
-        values = [low * factor**i for i in range(count)]
-    else:
-        stride = _parse_value(step[1:].strip(), quantity if quantity != "budget" else "size", text)
-        if stride <= 0:
-            raise DseError(f"--sweep {text!r}: a linear step must be > 0")
-        count = math.floor((high - low) / stride + 1e-9) + 1
-        values = [low + stride * i for i in range(min(count, MAX_POINTS_PER_SWEEP + 1))]
-    if len(values) > MAX_POINTS_PER_SWEEP:
-        raise DseError(f"--sweep {text!r}: {len(values)} values, more than {MAX_POINTS_PER_SWEEP}")
-    if whole:
-        return list(dict.fromkeys(int(round(v)) for v in values))
-    return [int(v) if v == int(v) else v for v in values]
-
-
-def _parse_number(raw: str, text: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise DseError(f"--sweep {text!r}: {raw!r} is not a number") from None
 
 
 # ---------------------------------------------------------------- points
@@ -311,7 +192,7 @@ def normalise_budget(budget: object) -> object:
     if budget is None or isinstance(budget, int):
         return budget
     try:
-        return _parse_value(str(budget).strip(), "budget", f"budget={budget}")
+        return parse_value(str(budget).strip(), "budget", f"budget={budget}")
     except DseError:
         raise DseError(f"--budget {budget!r}: expected a size such as 768KiB or one of MR, MH, MP") from None
 
@@ -561,6 +442,6 @@ def summary(result: SweepResult) -> str:
 
 
 def _show(key: str, value) -> str:
-    if isinstance(value, int) and (key == BUDGET_KEY or _knob_quantities().get(key) == "size"):
+    if isinstance(value, int) and (key == BUDGET_KEY or knob_quantities().get(key) == "size"):
         return units.format_bytes(value).replace(" ", "")
     return str(value)
