@@ -36,6 +36,13 @@ def cmd_info(args) -> int:
     from npusim.graph.analysis import peak_live_bytes, reverse_post_order
     from npusim.units import format_bytes
 
+    if args.trace is None:
+        if not args.hw:
+            raise NpusimError("info: give a trace (npusim info resnet18) or a hardware config (npusim info --hw edge-npu)")
+        from npusim.hw.silicon import budget_text
+
+        print(budget_text(load_hw(args.hw)))
+        return 0
     graph = load_graph(args.trace)
     align = load_hw(args.hw).scratchpad.alignment if args.hw else 1
     bounds = memory_bounds(graph, align)
@@ -428,9 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", required=True)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("info", help="summarise a trace: sizes, M_R, peaks")
-    p.add_argument("trace")
-    p.add_argument("--hw", help="round sizes up to this hardware's alignment")
+    p = sub.add_parser("info", help="summarise a trace (sizes, M_R, peaks) or a hardware config (area, power)")
+    p.add_argument("trace", nargs="?", help="trace to summarise; without it, --hw's area and power budget")
+    p.add_argument("--hw", help="round sizes up to this hardware's alignment; alone: its area and power budget")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("import", help="import an ONNX model as a trace")

@@ -20,6 +20,7 @@ from npusim.errors import NpusimError
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan
+from npusim.hw.silicon import AREA_PARTS
 from npusim.sim.report import ENERGY_COMPONENTS, Report
 from npusim.units import format_bytes
 
@@ -30,7 +31,9 @@ FORMATS = ("text", "csv", "json")
 #: Columns of every row, in order; energies in pJ, latency in cycles and seconds.
 METRIC_COLUMNS = (
     "trace", "hardware", "planner", "budget", "capacity", "status", "plan_status", "reason",
-    "cycles", "latency_s", "energy_pj", *(f"energy_{c}_pj" for c in ENERGY_COMPONENTS),
+    "cycles", "latency_s", "energy_pj", "energy_dynamic_pj", "energy_static_pj",
+    *(f"energy_{c}_pj" for c in ENERGY_COMPONENTS), "area_mm2", *(f"area_{p}_mm2" for p in AREA_PARTS),
+    "edp_js", "energy_per_inference_uj",
     "offchip_bytes", "offchip_read_bytes", "offchip_write_bytes", "offchip_bus_bytes",
     *(f"offchip_{c}_bytes" for c in (*READ_CAUSES, *WRITE_CAUSES)),
     "onchip_peak_bytes", "offchip_peak_bytes", "solve_seconds",
@@ -46,13 +49,18 @@ def metrics_row(plan: Plan, report: Report, *, trace: str, budget: object = None
         trace=trace, hardware=report.hardware, planner=report.planner,
         budget=_budget_label(budget), capacity=plan.capacity, status="ok",
         plan_status=report.plan_status, reason="", cycles=report.cycles, latency_s=report.seconds,
-        energy_pj=report.total_energy_pj, offchip_bytes=report.offchip_total_bytes,
+        energy_pj=report.total_energy_pj, energy_dynamic_pj=report.dynamic_energy_pj,
+        energy_static_pj=report.static_energy_pj, area_mm2=report.total_area_mm2,
+        edp_js=report.energy_delay_product, energy_per_inference_uj=report.total_energy_pj / 1e6,
+        offchip_bytes=report.offchip_total_bytes,
         offchip_read_bytes=report.offchip_read_bytes, offchip_write_bytes=report.offchip_write_bytes,
         offchip_bus_bytes=report.offchip_bus_bytes, onchip_peak_bytes=report.onchip_peak_bytes, offchip_peak_bytes=report.offchip_peak_bytes,
         solve_seconds=plan.meta.solve_seconds,
     )
     for component in ENERGY_COMPONENTS:
         row[f"energy_{component}_pj"] = report.energy_pj.get(component, 0.0)
+    for part in AREA_PARTS:
+        row[f"area_{part}_mm2"] = report.area_mm2.get(part, 0.0)
     for cause in (*READ_CAUSES, *WRITE_CAUSES):
         row[f"offchip_{cause}_bytes"] = report.offchip_bytes.get(cause, 0)
     return row
@@ -158,7 +166,10 @@ _TEXT_LINES = (
     ("on-chip peak (B)", "onchip_peak_bytes", lambda v: f"{v:,}"),
     ("off-chip peak (B)", "offchip_peak_bytes", lambda v: f"{v:,}"),
     ("energy (uJ)", "energy_pj", lambda v: f"{v / 1e6:.3f}"),
+    ("  dynamic (uJ)", "energy_dynamic_pj", lambda v: f"{v / 1e6:.3f}"),
+    ("  static (uJ)", "energy_static_pj", lambda v: f"{v / 1e6:.3f}"),
     *((f"  {c} (uJ)", f"energy_{c}_pj", lambda v: f"{v / 1e6:.3f}") for c in ENERGY_COMPONENTS),
+    ("area (mm2)", "area_mm2", lambda v: f"{v:.2f}"),
     ("solve time (s)", "solve_seconds", lambda v: f"{v:.4f}"),
 )
 

@@ -118,7 +118,7 @@ def _row(trace, group, tensors, key, budget, method, plan, graph, hw, extra_seco
                 bound="" if plan.meta.bound is None else int(plan.meta.bound),
                 solve_seconds=round(plan.meta.solve_seconds + extra_seconds, 3), latency_cycles=int(report.cycles),
                 energy_uj=round(report.total_energy_pj * 1e-6, 3),
-                dram_energy_uj=round(report.energy_pj.get("dram", 0.0) * 1e-6, 3),
+                dram_energy_uj=round((report.energy_pj.get("dram_read", 0.0) + report.energy_pj.get("dram_write", 0.0)) * 1e-6, 3),
                 parts=stats.get("parts", ""), note=note)
 
 

@@ -12,8 +12,8 @@ id (``set_gid``) so tests can count rectangles and lines in the SVG instead of l
   at the start of the retrieved one), and the budget line (``budget``);
 - ``plot_dse_curves``: latency, energy and off-chip bytes vs scratchpad budget, one line per
   planner (``curve-METRIC-TRACE-SERIES``), one row of panels per trace;
-- ``plot_pareto``: energy vs scratchpad bytes (the area proxy), every feasible point and the
-  front of points no other point beats on both (``pareto-TRACE``).
+- ``plot_pareto``: latency and energy vs silicon area, every feasible point and the front of
+  points no other point beats on both (``pareto-METRIC-TRACE``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ KIND_COLOURS = {"input": "#4477AA", "weight": "#CCBB44", "activation": "#66CCEE"
                 "output": "#228833", "workspace": "#BBBBBB"}
 DSE_METRICS = (("cycles", "latency (cycles)", 1.0), ("energy_pj", "energy (uJ)", 1e-6),
                ("offchip_bytes", "off-chip bytes (MiB)", 1 / 1024**2))
-PARETO_COLUMNS = 4  # panels per row of the Pareto figure
 # Columns that are the x axis or describe a point rather than a series of the curves.
 _NOT_SERIES = {"budget", "scratchpad.size"}
 
@@ -261,45 +260,49 @@ def plot_dse_curves(rows: list[dict], stem: str | Path, swept: list[str], format
     return save_figure(fig, stem, formats)
 
 
-def pareto_front(rows: list[dict], x: str = "capacity", y: str = "energy_pj") -> list[dict]:
+def pareto_front(rows: list[dict], x: str = "area_mm2", y: str = "energy_pj") -> list[dict]:
     """Feasible rows no other row beats on both ``x`` and ``y`` (lower is better), by ``x``."""
     front, best = [], float("inf")
-    for row in sorted(_feasible(rows), key=lambda r: (r[x], r[y], r["planner"])):
+    for row in sorted(_with_area(rows), key=lambda r: (r[x], r[y], r["planner"])):
         if row[y] < best:
             front.append(row)
             best = row[y]
     return front
 
 
+def _with_area(rows: list[dict]) -> list[dict]:
+    return [r for r in _feasible(rows) if r.get("area_mm2") is not None]
+
+
+PARETO_METRICS = (("cycles", "latency (cycles)", 1.0), ("energy_pj", "energy (uJ)", 1e-6))
+
+
 def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    """Energy vs scratchpad bytes: every feasible point and the Pareto front, a panel per trace."""
+    """Latency and energy vs silicon area (``npusim.hw.silicon.area_mm2``): every feasible point
+    and the Pareto front of each (``pareto-METRIC-TRACE``), a row of two panels per trace."""
     plt = require_matplotlib()
-    traces = sorted({r["trace"] for r in _feasible(rows)})
+    traces = sorted({r["trace"] for r in _with_area(rows)})
     if not traces:
         raise NpusimError("no feasible point to plot: every point of the sweep is infeasible")
-    cols = min(len(traces), PARETO_COLUMNS)
-    rows_of_panels = -(-len(traces) // cols)
-    fig, axes = plt.subplots(rows_of_panels, cols, figsize=(5.5 * cols, 4 * rows_of_panels), squeeze=False)
-    for ax in axes.flat[len(traces):]:
-        ax.set_visible(False)
-    for trace, ax in zip(traces, axes.flat):
-        mine = [r for r in _feasible(rows) if r["trace"] == trace]
-        for planner in sorted({r["planner"] for r in mine}):
-            pts = [r for r in mine if r["planner"] == planner]
-            sc = ax.scatter([r["capacity"] for r in pts], [r["energy_pj"] / 1e6 for r in pts], s=14,
-                            alpha=0.7, label=planner)
-            sc.set_gid(f"points-{trace}-{planner}")
-        front = pareto_front(mine)
-        (line,) = ax.step([r["capacity"] for r in front], [r["energy_pj"] / 1e6 for r in front], where="post",
-                          color="black", linewidth=1.2, label="Pareto front")
-        line.set_gid(f"pareto-{trace}")
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(_bytes_formatter())
-        ax.set_xlabel("scratchpad bytes (area)")
-        ax.tick_params(axis="x", labelrotation=30)
-        ax.set_ylabel("energy (uJ)")
-        ax.set_title(f"{trace}: energy-area", fontsize=9)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    fig, axes = plt.subplots(len(traces), len(PARETO_METRICS), figsize=(5.5 * len(PARETO_METRICS), 4 * len(traces)),
+                             squeeze=False)
+    for trace, panel in zip(traces, axes):
+        mine = [r for r in _with_area(rows) if r["trace"] == trace]
+        for ax, (column, label, scale) in zip(panel, PARETO_METRICS):
+            for planner in sorted({r["planner"] for r in mine}):
+                pts = [r for r in mine if r["planner"] == planner]
+                sc = ax.scatter([r["area_mm2"] for r in pts], [r[column] * scale for r in pts], s=14,
+                                alpha=0.7, label=planner)
+                sc.set_gid(f"points-{column}-{trace}-{planner}")
+            front = pareto_front(mine, y=column)
+            (line,) = ax.step([r["area_mm2"] for r in front], [r[column] * scale for r in front], where="post",
+                              color="black", linewidth=1.2, label="Pareto front")
+            line.set_gid(f"pareto-{column}-{trace}")
+            ax.set_xscale("log")
+            ax.set_xlabel("area (mm2)")
+            ax.set_ylabel(label)
+            ax.set_title(f"{trace}: {label.split(' (')[0]} vs area", fontsize=9)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, stem, formats)

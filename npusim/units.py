@@ -16,6 +16,7 @@ energy     pJ          fJ, pJ, nJ, uJ
 power      W           uW, mW, W
 cycles     cycle       cycle(s) or a plain number
 time       s           ps, ns, us, ms, s
+area       mm^2        um2, mm2
 =========  ==========  =====================================================
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 
-_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*2?)\s*$")  # um2, mm2: squared units
 
 SIZE_UNITS = {
     "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
@@ -38,6 +39,7 @@ BANDWIDTH_UNITS = {
 ENERGY_UNITS = {"fJ": 1e-3, "pJ": 1.0, "nJ": 1e3, "uJ": 1e6}
 POWER_UNITS = {"uW": 1e-6, "mW": 1e-3, "W": 1.0}
 TIME_UNITS = {"ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+AREA_UNITS = {"um2": 1e-6, "mm2": 1.0}
 CYCLE_UNITS = {"cycle": 1.0, "cycles": 1.0}
 
 QUANTITY_UNITS = {
@@ -48,6 +50,7 @@ QUANTITY_UNITS = {
     "power": POWER_UNITS,
     "time": TIME_UNITS,
     "cycles": CYCLE_UNITS,
+    "area": AREA_UNITS,
 }
 
 
@@ -92,6 +95,7 @@ def example(quantity: str) -> str:
     return {
         "size": "512KiB", "frequency": "1GHz", "bandwidth": "25.6GB/s",
         "energy": "0.2pJ", "power": "50mW", "time": "100ns", "cycles": "64",
+        "area": "0.5mm2",
     }[quantity]
 
 

@@ -143,7 +143,9 @@ def test_time_energy_and_bounds_use_the_bus_bytes_counted_in_lowering():
     report = simulate(program, hw)
     bus = sum(c.cost.bus_bytes for c in program.commands if c.cost is not None)
     assert report.offchip_bus_bytes == bus > report.offchip_total_bytes  # NCHW tiles pay partial bursts
-    assert report.energy_pj["dram"] == pytest.approx(bus * hw.energy.dram_byte)
+    read_bus = sum(c.cost.bus_bytes for c in program.commands if c.cost is not None and c.kind == "load")
+    assert report.energy_pj["dram_read"] == pytest.approx(read_bus * hw.energy.dram_read_byte)
+    assert report.energy_pj["dram_write"] == pytest.approx((bus - read_bus) * hw.energy.dram_write_byte)
     assert report.lower_bounds["dram_cycles"] == pytest.approx(bus / hw.dram_bytes_per_cycle)
     dma = sum(unloaded_cycles(c.cost, hw) for c in program.commands if c.cost is not None)
     assert report.lower_bounds["dma_cycles"] == pytest.approx(dma / hw.dma.channels)

@@ -20,6 +20,7 @@ EXAMPLES = [
     ("time", "5ps", 5e-12), ("time", "100ns", 1e-7), ("time", "2us", 2e-6), ("time", "3ms", 3e-3),
     ("time", "1s", 1),
     ("cycles", "1cycle", 1), ("cycles", "64 cycles", 64), ("cycles", "64", 64),
+    ("area", "636um2", 636e-6), ("area", "0.5 mm2", 0.5),
 ]
 
 

@@ -45,14 +45,25 @@ class CoreConfig:
     split_ops: bool = knob(True, "bool", "with fewer streams than cores, split every op of a stream across "
                            "count // streams cores (by output channels, rows or batch; they share the "
                            "scratchpad's bandwidth); false: one core per stream, the others idle")
+    power_gating: bool = knob(False, "bool", "an idle core leaks nothing: its PEs' and lanes' leakage is charged "
+                              "only while it computes; false: every core leaks for the whole run")
+    stationary_register: int = knob(0, "size", "register file per PE holding the stationary operand (ws: "
+                                    "weights, is: inputs), read once per MAC and written once per operand "
+                                    "loaded; 0: no such level", minimum=0)
+    accumulator_register: int = knob(0, "size", "register per PE holding the partial sum, read and written "
+                                     "once per MAC; 0: no such level", minimum=0)
 
 
 @dataclass(frozen=True)
 class ScratchpadConfig:
     size: int = knob(1024**2, "size", "capacity of the on-chip scratchpad")
-    banks: int = knob(1, "int", "number of banks (informational for now)", maximum=MAX_WIDTH)
+    banks: int = knob(1, "int", "number of banks: each an SRAM macro of size / banks bytes with a port of "
+                      "bytes_per_cycle / banks bytes (sets energy per byte, leakage and area)", maximum=MAX_WIDTH)
     bytes_per_cycle: int = knob(64, "int", "bytes per cycle the cores can read+write (bounds compute)")
     alignment: int = knob(64, "size", "every allocation starts at a multiple of this many bytes")
+    cell: str = knob("lop", "choice", "SRAM flavour of the CACTI table (npusim/hw/sram_table.py): lop (low "
+                     "operating power), lstp (low standby power: slow, barely leaks) or hp (high "
+                     "performance: fast, leaky)", choices=("lop", "lstp", "hp"))
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,8 @@ class DramConfig:
 
 @dataclass(frozen=True)
 class EnergyConfig:
-    """Energy table. Per-byte costs and per-access (per-op, per-descriptor) costs are kept apart."""
+    """Energy table. Per-byte costs and per-access (per-op, per-descriptor) costs are kept apart;
+    fields left unset (None) are derived from the components (``npusim.hw.silicon``)."""
 
     source: str = knob("Horowitz ISSCC 2014 (45 nm); LPDDR4 per Accelergy/CACTI", "str",
                        "where the figures come from")
@@ -87,11 +99,27 @@ class EnergyConfig:
     mac_fp16: float = knob(1.5, "energy", "one fp16 multiply-accumulate (1.1 pJ mult + 0.4 pJ add)")
     mac_fp32: float = knob(4.6, "energy", "one fp32 multiply-accumulate (3.7 pJ mult + 0.9 pJ add)")
     vector_op: float = knob(0.1, "energy", "one element-wise operation of the vector unit")
-    scratchpad_read_byte: float = knob(1.25, "energy", "reading one scratchpad byte (5 pJ / 32-bit access)")
-    scratchpad_write_byte: float = knob(1.25, "energy", "writing one scratchpad byte (5 pJ / 32-bit access)")
-    dram_byte: float = knob(64.0, "energy", "moving one byte to or from DRAM (8 pJ/bit)")
+    stationary_register_access: float = knob(0.0, "energy", "one access of a PE's stationary-operand register "
+                                             "file (cores.stationary_register)")
+    accumulator_register_access: float = knob(0.0, "energy", "one access of a PE's partial-sum register "
+                                              "(cores.accumulator_register)")
+    scratchpad_read_byte: float | None = knob(None, "energy", "reading one scratchpad byte; default: a bank's "
+                                              "read energy per access (CACTI table) / its port bytes")
+    scratchpad_write_byte: float | None = knob(None, "energy", "writing one scratchpad byte; default: from the "
+                                               "CACTI table as reads")
+    dram_read_byte: float = knob(64.0, "energy", "reading one byte from DRAM, charged on the bytes the bus "
+                                 "carries (whole bursts)")
+    dram_write_byte: float = knob(64.0, "energy", "writing one byte to DRAM, charged on the bytes the bus carries")
     dma_descriptor: float = knob(50.0, "energy", "processing one DMA descriptor (a transfer may need several)")
-    static_power: float = knob(0.05, "power", "leakage and clock power of the whole chip")
+    scratchpad_leakage: float | None = knob(None, "power", "leakage of the whole scratchpad; default: banks x "
+                                            "a bank's leakage from the CACTI table")
+    pe_leakage: float = knob(0.0107e-3, "power", "leakage of one PE (multiplier, accumulator adder, pipeline "
+                             "registers)")
+    vector_lane_leakage: float = knob(0.0073e-3, "power", "leakage of one vector-unit lane")
+    uncore_static_power: float = knob(0.0, "power", "static power of everything else: DMA engine, command "
+                                      "queues, interconnect, clock tree, DRAM PHY")
+    static_power: float | None = knob(None, "power", "static power of the whole chip; when set, replaces the "
+                                      "sum of the components above")
 
     def mac(self, dtype: str) -> float:
         """pJ per MAC of ``dtype``: fp16 for 2-byte floats, fp32 for wider, int8 otherwise."""
@@ -103,9 +131,24 @@ class EnergyConfig:
 
 
 @dataclass(frozen=True)
+class AreaConfig:
+    """Silicon area by component (``npusim.hw.silicon.area_mm2``); unset fields are derived."""
+
+    pe: float = knob(636e-6, "area", "one PE: multiplier, accumulator adder and pipeline registers")
+    vector_lane: float = knob(419e-6, "area", "one vector-unit lane")
+    register_bit: float = knob(4.52e-6, "area", "one bit of a PE register file (a flip-flop)")
+    scratchpad: float | None = knob(None, "area", "the whole scratchpad; default: banks x a bank's area from "
+                                    "the CACTI table")
+    uncore: float = knob(0.0, "area", "everything else: DMA engine, command queues, interconnect, DRAM PHY")
+
+
+@dataclass(frozen=True)
 class Hardware:
     name: str = knob("custom", "str", "name of the configuration")
     description: str = knob("", "str", "one line about what it models")
+    technology: str = knob("45nm", "choice", "process node of the CACTI SRAM table (the shipped compute energy "
+                           "and area figures are 45 nm too); for another node, set every figure",
+                           choices=("45nm",))
     clock: float = knob(1e9, "frequency", "clock of cores, scratchpad and DMA engine")
     streams: int = knob(1, "int", "hardware streams (command queues); stream i runs on core i mod count",
                         maximum=MAX_UNITS)
@@ -114,6 +157,7 @@ class Hardware:
     dma: DmaConfig = field(default_factory=DmaConfig, metadata={"doc": "the DMA engine"})
     dram: DramConfig = field(default_factory=DramConfig, metadata={"doc": "off-chip memory"})
     energy: EnergyConfig = field(default_factory=EnergyConfig, metadata={"doc": "energy table"})
+    area: AreaConfig = field(default_factory=AreaConfig, metadata={"doc": "silicon area"})
 
     # Derived quantities used by the simulator (cycles are core clock cycles).
     @property

@@ -178,7 +178,11 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     ========  ======================  ======================  =====================
 
     (times ``batch``, in each operand's bytes per element; partial sums of ws and is are
-    written once per row fold). Grouped convs packed on the array read each group's inputs
+    written once per row fold). With a stationary-operand register file of S bytes per PE
+    (``cores.stationary_register``) a PE holds ``h = S / itemsize`` folds' stationary operands,
+    so the reduction runs over h row folds before a partial sum leaves the array: outputs are
+    written ⌈⌈K/R⌉ / h⌉ times (ZigZag's ``tpu_like`` holds 128 weights per PE and writes each
+    output once; shared/reference/zigzag/). Grouped convs packed on the array read each group's inputs
     once (only its own column uses them). Other inputs (a bias) and every vector-unit op read
     each input once and write each output once. Split over ``cores`` cores (``core_parts``),
     each core reads what its own slice needs: the sum over the slices (the operand not cut is
@@ -193,16 +197,39 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     out = graph.tensors[op.outputs[0]]
     dataflow = hw.cores.dataflow
     packed = op.kind in GROUPED_KINDS and op.gemm.batch > 1  # packed groups: each column its own inputs
+    stationary = b if dataflow == "ws" else a
+    held = max(hw.cores.stationary_register // stationary.itemsize, 1)  # folds of stationary operand a PE holds
     read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs[2:]) if t not in op.inputs[:2])
     written = sum(graph.tensors[t].size for t in op.outputs[1:])
     for part in core_parts(gemm, hw, cores):
         m, n, k, batch = part.m, part.n, part.k, part.batch
         a_times = 1 if packed else {"os": ceil_div(n, cols), "ws": ceil_div(n, cols), "is": 1}[dataflow]
         b_times = {"os": ceil_div(m, rows), "ws": 1, "is": ceil_div(m, cols)}[dataflow]
-        out_times = 1 if dataflow == "os" else ceil_div(k, rows)
+        out_times = 1 if dataflow == "os" else ceil_div(ceil_div(k, rows), held)
         read += batch * (m * k * a.itemsize * a_times + k * n * b.itemsize * b_times)
         written += batch * m * n * out.itemsize * out_times
     return read, written
+
+
+def register_accesses(op: Op, hw: Hardware, cores: int = 1) -> tuple[int, int]:
+    """(stationary-register accesses, accumulator-register accesses) of an op on the array.
+
+    The optional PE register files (``cores.stationary_register``, ``cores.accumulator_register``)
+    are charged as ZigZag charges its ``tpu_like`` PE registers (shared/reference/zigzag/): the
+    accumulator is read and written once per MAC (2 accesses: the partial sum in, the new one
+    out); the stationary operand (ws: weights B, is: inputs A) is read once per MAC and written
+    once per element loaded into the array (K·N per ws fold pass, M·K per is pass, over
+    ``core_parts``). os keeps its outputs stationary in the accumulator and streams both inputs:
+    no stationary-operand register. Ops off the array (vector unit) use neither."""
+    gemm = array_gemm(op.kind, op.gemm, hw)
+    if gemm is None:
+        return 0, 0
+    c = hw.cores
+    accumulator = 2 * op.macs if c.accumulator_register > 0 else 0
+    if c.stationary_register <= 0 or c.dataflow == "os":
+        return 0, accumulator
+    loaded = sum(p.batch * (p.k * p.n if c.dataflow == "ws" else p.m * p.k) for p in core_parts(gemm, hw, cores))
+    return op.macs + loaded, accumulator
 
 
 def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float, str]:

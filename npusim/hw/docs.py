@@ -21,7 +21,7 @@ END_MARKER = "<!-- END FIELD REFERENCE -->"
 # What the "unit" column says for each quantity: the base unit a plain number is read in.
 UNIT_LABELS = {
     "size": "bytes", "frequency": "Hz", "bandwidth": "B/s", "energy": "pJ", "power": "W",
-    "time": "s", "cycles": "cycles", "int": "integer", "str": "text", "bool": "true or false",
+    "time": "s", "cycles": "cycles", "int": "integer", "str": "text", "bool": "true or false", "area": "mm^2",
 }
 
 # Units tried from largest to smallest when writing a default (all accepted by the loader).
@@ -31,6 +31,7 @@ _DISPLAY_UNITS = {
     "power": (("W", 1.0), ("mW", 1e-3), ("uW", 1e-6)),
     "time": (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("ps", 1e-12)),
     "energy": (("pJ", 1.0),),  # tables quote pJ; 0.23 pJ reads better than 230 fJ
+    "area": (("mm2", 1.0), ("um2", 1e-6)),
 }
 _SIZE_UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024),
                ("GB", 1000**3), ("MB", 1000**2), ("KB", 1000))
@@ -49,7 +50,10 @@ def hardware_reference_markdown() -> str:
 
 
 def format_quantity(value: object, quantity: str) -> str:
-    """``value`` (base unit) written the way a YAML file would, e.g. ``1 MiB``, ``25.6 GB/s``."""
+    """``value`` (base unit) written the way a YAML file would, e.g. ``1 MiB``, ``25.6 GB/s``;
+    ``derived`` for a field left unset (None), whose value comes from ``npusim.hw.silicon``."""
+    if value is None:
+        return "derived"
     if quantity == "size":
         return _format_size(int(value))
     if quantity in _DISPLAY_UNITS:

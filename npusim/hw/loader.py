@@ -364,6 +364,8 @@ def _build(cls: type, settings: Settings, prefix: str, clock_hz: float):
 def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_hz: float | None):
     """The value of one field in its base unit, or a ConfigError saying what was expected."""
     quantity = field.metadata["quantity"]
+    if setting.value is None and field.default is None:
+        return None  # null: the figure is derived from the components (npusim.hw.silicon)
     if isinstance(setting.value, (list, dict)):  # never formatted in full: it may be an alias bomb
         such = {"int": "16", "str": "text", "bool": "true",
                 "choice": ", ".join(field.metadata.get("choices", ()))}.get(quantity)
@@ -383,7 +385,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
             value = units.parse_size(setting.value)
         else:
             value = units.parse(setting.value, quantity, clock_hz=clock_hz)
-        _check_range(value, quantity, field.metadata.get("maximum"))
+        _check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
     except units.UnitError as error:
         raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: {error}") from error
     return value
@@ -418,13 +420,14 @@ def _parse_choice(value: object, choices: tuple[str, ...]) -> str:
     raise units.UnitError(f"expected one of {', '.join(choices)}{suggestion}")
 
 
-def _check_range(value: object, quantity: str, maximum: int | None = None) -> None:
+def _check_range(value: object, quantity: str, maximum: int | None = None, minimum: int | None = None) -> None:
+    """``minimum=0`` lets a size or count be 0 (a level that is absent)."""
     if quantity in ("str", "choice", "bool"):
         return
     if maximum is not None and value > maximum:
         raise units.UnitError(f"expected at most {maximum:,} (a larger value models no NPU and would only "
                               "exhaust this machine)")
-    if quantity in STRICTLY_POSITIVE and value <= 0:
+    if quantity in STRICTLY_POSITIVE and value <= 0 and minimum != 0:
         raise units.UnitError(f"expected a {_kind(quantity)} greater than 0")
     if value < 0:
         raise units.UnitError(f"expected a {_kind(quantity)} of 0 or more")

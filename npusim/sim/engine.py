@@ -34,9 +34,10 @@ from npusim.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
-from npusim.hw.costs import cores_per_stream, op_core_cycles, op_cycles, scratchpad_bytes
+from npusim.hw.costs import cores_per_stream, op_core_cycles, op_cycles, register_accesses, scratchpad_bytes
+from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
-from npusim.sim.report import Report, TimelineEntry
+from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 from npusim.sim.dram_memory import DramContents
 
@@ -105,7 +106,8 @@ class _Machine:
         self.group = cores_per_stream(hw, program.streams)  # cores each stream drives
         self.core_busy = [0.0] * hw.cores.count
         self.channel_busy = 0.0
-        self.energy = dict.fromkeys(("mac", "vector", "scratchpad_read", "scratchpad_write", "dram", "dma_descriptor"), 0.0)
+        self.energy = dict.fromkeys(DYNAMIC_COMPONENTS, 0.0)
+        self.scratchpad_read_byte, self.scratchpad_write_byte = scratchpad_byte_energy(hw)
         self.energy_by_op: dict[str, float] = {}
         self._cycles: dict[int, float] = {}
         self._energy: dict[int, dict] = {}
@@ -266,10 +268,15 @@ class _Machine:
         timing.parts = {f"{cmd.kind}_overhead": setup + max(addresses_left, 0.0), f"{cmd.kind}_latency": latency,
                         f"{cmd.kind}_bandwidth": moving}
         e = self.hw.energy
-        self.energy["dram"] += cost.bus_bytes * e.dram_byte  # what crosses the bus, as the timing
+        # DRAM energy on what crosses the bus (whole bursts), as the timing; a load reads DRAM
+        # and writes the scratchpad, a store the reverse
+        if cmd.kind == "load":
+            self.energy["dram_read"] += cost.bus_bytes * e.dram_read_byte
+            self.energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
+        else:
+            self.energy["dram_write"] += cost.bus_bytes * e.dram_write_byte
+            self.energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
         self.energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
-        key = "scratchpad_write" if cmd.kind == "load" else "scratchpad_read"
-        self.energy[key] += cmd.nbytes * (e.scratchpad_write_byte if cmd.kind == "load" else e.scratchpad_read_byte)
         self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
                                            self.env.now, cmd.cause, cmd.nbytes, lane=lane, command=cmd.id))
         self._complete(cmd)
@@ -294,12 +301,15 @@ class _Machine:
         if parts is None:
             e = self.hw.energy
             read, written = scratchpad_bytes(op, self.graph, self.hw, self.group)
+            stationary, accumulator = register_accesses(op, self.hw, self.group)
             dtype = self.graph.tensors[op.outputs[0]].dtype
             parts = self._energy[op.id] = {
                 "mac": op.macs * e.mac(dtype),
                 "vector": op.vector_ops * e.vector_op,
-                "scratchpad_read": read * e.scratchpad_read_byte,
-                "scratchpad_write": written * e.scratchpad_write_byte,
+                "register_file": stationary * e.stationary_register_access
+                + accumulator * e.accumulator_register_access,
+                "scratchpad_read": read * self.scratchpad_read_byte,
+                "scratchpad_write": written * self.scratchpad_write_byte,
             }
         return parts
 
@@ -355,7 +365,9 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                           lambda t: graph.tensors[t].name)
     seconds = cycles / hw.clock
     energy = dict(machine.energy)
-    energy["static"] = hw.energy.static_power * seconds * 1e12  # W·s -> pJ
+    busy_seconds = tuple(busy / hw.clock for busy in machine.core_busy)
+    for part, pj in static_energy_pj(hw, seconds, busy_seconds).items():
+        energy[f"static_{part}"] = pj
     offchip = dict.fromkeys(CAUSES, 0)
     read = write = bus = 0
     dma_work = 0.0
@@ -396,4 +408,5 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         semaphores=semaphores,
         core_utilisation=tuple(busy / span for busy in machine.core_busy),
         cores_per_stream=machine.group,
+        area_mm2=area_mm2(hw),
     )

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from npusim.units import format_bytes
 
-ENERGY_COMPONENTS = ("mac", "vector", "scratchpad_read", "scratchpad_write", "dram", "dma_descriptor", "static")
+#: Energy by component (pJ): dynamic energy of the work done, then static energy (leakage and
+#: the uncore's static power over the run, ``npusim.hw.silicon``)
+DYNAMIC_COMPONENTS = ("mac", "vector", "register_file", "scratchpad_read", "scratchpad_write", "dram_read",
+                      "dram_write", "dma_descriptor")
+STATIC_COMPONENTS = ("static_scratchpad", "static_cores", "static_uncore")
+ENERGY_COMPONENTS = DYNAMIC_COMPONENTS + STATIC_COMPONENTS
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class Report:
     scratchpad_size: int = 0  # the hardware's scratchpad.size (a plan may be over it: --allow-oversize)
     core_utilisation: tuple = ()  # per core: fraction of the run it computed
     cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
+    area_mm2: dict = field(default_factory=dict)  # part -> mm^2 (npusim.hw.silicon.area_mm2)
 
     @property
     def oversize(self) -> bool:
@@ -76,6 +82,23 @@ class Report:
     @property
     def total_energy_pj(self) -> float:
         return sum(self.energy_pj.values())
+
+    @property
+    def static_energy_pj(self) -> float:
+        return sum(v for k, v in self.energy_pj.items() if k in STATIC_COMPONENTS)
+
+    @property
+    def dynamic_energy_pj(self) -> float:
+        return self.total_energy_pj - self.static_energy_pj
+
+    @property
+    def total_area_mm2(self) -> float:
+        return sum(self.area_mm2.values())
+
+    @property
+    def energy_delay_product(self) -> float:
+        """Energy x latency, in J·s (lower is better)."""
+        return self.total_energy_pj * 1e-12 * self.seconds
 
     @property
     def offchip_total_bytes(self) -> int:
@@ -104,6 +127,9 @@ class Report:
     def to_dict(self, timeline: bool = False) -> dict:
         data = asdict(self)
         data["total_energy_pj"] = self.total_energy_pj
+        data["static_energy_pj"] = self.static_energy_pj
+        data["dynamic_energy_pj"] = self.dynamic_energy_pj
+        data["total_area_mm2"] = self.total_area_mm2
         data["offchip_total_bytes"] = self.offchip_total_bytes
         for bulky in ("op_breakdown", "counters", "semaphores"):
             data.pop(bulky)
@@ -181,8 +207,11 @@ class Report:
             f"  latency        {self.cycles:,.0f} cycles = {self.seconds * 1e3:.3f} ms"
             f"   (bounds: compute {self.lower_bounds['compute_cycles']:,.0f}, DRAM {self.lower_bounds['dram_cycles']:,.0f}, "
             f"DMA {self.lower_bounds.get('dma_cycles', 0):,.0f} cycles)",
-            f"  energy         {self.total_energy_pj / 1e6:.3f} uJ   ("
-            + ", ".join(f"{k} {v / 1e6:.3f}" for k, v in e.items()) + " uJ)",
+            f"  energy         {self.total_energy_pj / 1e6:.3f} uJ = dynamic {self.dynamic_energy_pj / 1e6:.3f} + "
+            f"static {self.static_energy_pj / 1e6:.3f} uJ",
+            "                 " + ", ".join(f"{k} {v / 1e6:.3f}" for k, v in e.items() if v) + " uJ",
+            f"  area           {self.total_area_mm2:.2f} mm2   ("
+            + ", ".join(f"{k} {v:.2f}" for k, v in self.area_mm2.items() if v) + " mm2)",
             f"  off-chip bytes {self.offchip_total_bytes:,} (read {self.offchip_read_bytes:,}, write {self.offchip_write_bytes:,}; "
             f"{self.offchip_bus_bytes:,} on the bus in whole bursts)",
             "                 " + ", ".join(f"{k} {v:,}" for k, v in ob.items()),
@@ -196,5 +225,5 @@ class Report:
         if self.stalls:
             top = sorted(self.stalls.items(), key=lambda kv: -kv[1])[:5]
             span = max(self.cycles, 1e-9)
-            lines.insert(3, "  critical path  " + ", ".join(f"{k} {v / span:.1%}" for k, v in top))
+            lines.insert(2, "  critical path  " + ", ".join(f"{k} {v / span:.1%}" for k, v in top))
         return "\n".join(lines)

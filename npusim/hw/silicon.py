@@ -1,0 +1,153 @@
+"""Figures derived from the components: scratchpad energy per byte, static power and area.
+
+Every figure a config leaves unset (None) is computed here from the parts it describes; a
+config may set any of them instead (``energy.scratchpad_read_byte``, ``energy.scratchpad_leakage``,
+``energy.static_power``, ``area.scratchpad``).
+
+Scratchpad (``scratchpad_macro``): ``banks`` SRAM macros, each of ``size / banks`` bytes with a
+port of ``bytes_per_cycle / banks`` bytes, of flavour ``scratchpad.cell``, figures from the
+CACTI 7 table (``npusim.hw.sram_table``):
+
+    read (write) energy per byte = a bank's read (write) energy per access / its port bytes
+    leakage = banks x a bank's leakage            area = banks x a bank's area
+
+Static power (``static_power_w``), W:
+
+    scratchpad = energy.scratchpad_leakage, else the CACTI leakage above
+    cores      = count x (pe_rows x pe_cols x energy.pe_leakage + vector_lanes x energy.vector_lane_leakage),
+                 each core charged only while it computes when cores.power_gating is true
+    uncore     = energy.uncore_static_power (DMA, queues, interconnect, clock tree, DRAM PHY)
+
+When ``energy.static_power`` is set it is the whole chip's figure: it is charged as ``uncore``
+and the scratchpad and cores add nothing of their own (how configs worked before components).
+
+Area (``area_mm2``), mm^2:
+
+    array          = count x pe_rows x pe_cols x area.pe
+    register_files = count x pe_rows x pe_cols x 8 x (stationary_register + accumulator_register) x area.register_bit
+    vector         = count x vector_lanes x area.vector_lane
+    scratchpad     = area.scratchpad, else the CACTI area above
+    uncore         = area.uncore
+"""
+
+from __future__ import annotations
+
+from npusim.hw.config import Hardware
+from npusim.hw.sram_table import MIN_WIDTH, Macro, sram_macro
+from npusim.units import format_bytes
+
+STATIC_PARTS = ("scratchpad", "cores", "uncore")
+AREA_PARTS = ("array", "register_files", "vector", "scratchpad", "uncore")
+
+
+def _bank(hw: Hardware) -> tuple[int, int]:
+    """(bytes per bank, port bits per bank) of the scratchpad."""
+    sp = hw.scratchpad
+    banks = max(sp.banks, 1)
+    return max(sp.size // banks, 1), max(8 * sp.bytes_per_cycle // banks, 8)
+
+
+def scratchpad_macro(hw: Hardware) -> Macro:
+    """The CACTI figures of one scratchpad bank."""
+    size, port_bits = _bank(hw)
+    return sram_macro(size, port_bits, hw.scratchpad.cell)
+
+
+def scratchpad_byte_energy(hw: Hardware) -> tuple[float, float]:
+    """(read, write) pJ per scratchpad byte: the config's figures, else from the CACTI table.
+
+    A port narrower than the table's narrowest macro (32 bit) is that macro: an access still
+    costs the 32-bit access, so its energy is shared by the bytes the port delivers."""
+    e = hw.energy
+    if e.scratchpad_read_byte is not None and e.scratchpad_write_byte is not None:
+        return e.scratchpad_read_byte, e.scratchpad_write_byte
+    macro = scratchpad_macro(hw)
+    _, port_bits = _bank(hw)
+    port_bytes = max(port_bits, MIN_WIDTH) / 8
+    read = e.scratchpad_read_byte if e.scratchpad_read_byte is not None else macro.read_pj / port_bytes
+    write = e.scratchpad_write_byte if e.scratchpad_write_byte is not None else macro.write_pj / port_bytes
+    return read, write
+
+
+def core_leakage_w(hw: Hardware) -> float:
+    """Leakage of one core: its PEs and its vector lanes (W)."""
+    c, e = hw.cores, hw.energy
+    return c.pe_rows * c.pe_cols * e.pe_leakage + c.vector_lanes * e.vector_lane_leakage
+
+
+def static_power_w(hw: Hardware) -> dict[str, float]:
+    """Static power by part (W) with every core leaking all the time (no power gating)."""
+    e = hw.energy
+    if e.static_power is not None:
+        return {"scratchpad": 0.0, "cores": 0.0, "uncore": e.static_power}
+    scratchpad = e.scratchpad_leakage
+    if scratchpad is None:
+        scratchpad = max(hw.scratchpad.banks, 1) * scratchpad_macro(hw).leakage_w
+    return {"scratchpad": scratchpad, "cores": hw.cores.count * core_leakage_w(hw), "uncore": e.uncore_static_power}
+
+
+def static_energy_pj(hw: Hardware, seconds: float, core_busy_seconds: tuple[float, ...]) -> dict[str, float]:
+    """Static energy by part (pJ) of a run of ``seconds``; with ``cores.power_gating`` each core
+    leaks only for its busy seconds (``core_busy_seconds``, one per core)."""
+    power = static_power_w(hw)
+    energy = {part: watts * seconds * 1e12 for part, watts in power.items()}
+    if hw.cores.power_gating and hw.energy.static_power is None:
+        energy["cores"] = core_leakage_w(hw) * sum(core_busy_seconds) * 1e12
+    return energy
+
+
+def area_mm2(hw: Hardware) -> dict[str, float]:
+    """Silicon area by part (mm^2)."""
+    c, a = hw.cores, hw.area
+    pes = c.count * c.pe_rows * c.pe_cols
+    scratchpad = a.scratchpad
+    if scratchpad is None:
+        scratchpad = max(hw.scratchpad.banks, 1) * scratchpad_macro(hw).area_mm2
+    return {
+        "array": pes * a.pe,
+        "register_files": pes * 8 * (c.stationary_register + c.accumulator_register) * a.register_bit,
+        "vector": c.count * c.vector_lanes * a.vector_lane,
+        "scratchpad": scratchpad,
+        "uncore": a.uncore,
+    }
+
+
+def peak_dynamic_power_w(hw: Hardware, dtype: str = "int8") -> dict[str, float]:
+    """Dynamic power (W) with every part at full rate: each PE a ``dtype`` MAC and each vector
+    lane an op per cycle, the scratchpad moving ``bytes_per_cycle`` (reads), DRAM at its peak
+    bandwidth (reads): an upper bound of what a run draws above static power."""
+    c, e = hw.cores, hw.energy
+    read, _ = scratchpad_byte_energy(hw)
+    return {
+        "array": c.count * c.pe_rows * c.pe_cols * e.mac(dtype) * 1e-12 * hw.clock,
+        "vector": c.count * c.vector_lanes * e.vector_op * 1e-12 * hw.clock,
+        "scratchpad": hw.scratchpad.bytes_per_cycle * read * 1e-12 * hw.clock,
+        "dram": hw.dram.bandwidth * e.dram_read_byte * 1e-12,
+    }
+
+
+def budget_text(hw: Hardware) -> str:
+    """What ``npusim info --hw`` prints: area and power budget of a config, with the figures
+    derived from the CACTI table."""
+    bank, port = _bank(hw)
+    read, write = scratchpad_byte_energy(hw)
+    area, static = area_mm2(hw), static_power_w(hw)
+    peak = peak_dynamic_power_w(hw)
+    sp = hw.scratchpad
+
+    def parts(d: dict, scale: float, fmt: str, unit: str) -> str:
+        listed = ", ".join(f"{k} {v * scale:{fmt}}" for k, v in d.items() if v)
+        return f"   ({listed} {unit})" if listed else ""
+
+    given = hw.energy.scratchpad_read_byte is not None and hw.energy.scratchpad_write_byte is not None
+    flavour = "energy set by the config" if given else f"{sp.cell} SRAM (CACTI 7, {hw.technology})"
+    gating = " (idle cores power-gated)" if hw.cores.power_gating else ""
+    whole = " (energy.static_power: the whole chip)" if hw.energy.static_power is not None else ""
+    return "\n".join([
+        f"{hw.name}: {hw.technology}, {hw.clock / 1e6:,.0f} MHz",
+        f"  area           {sum(area.values()):.2f} mm2{parts(area, 1, '.2f', 'mm2')}",
+        f"  scratchpad     {format_bytes(sp.size)} in {sp.banks} banks of {format_bytes(bank)} x {port}-bit, "
+        f"{flavour}: read {read:.3g} pJ/B, write {write:.3g} pJ/B",
+        f"  static power   {sum(static.values()) * 1e3:,.1f} mW{parts(static, 1e3, ',.2f', 'mW')}{gating}{whole}",
+        f"  peak dynamic   {sum(peak.values()):,.2f} W{parts(peak, 1, ',.2f', 'W')}   (int8 MACs, every part at full rate)",
+    ])
