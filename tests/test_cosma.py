@@ -9,10 +9,10 @@ import pytest
 
 from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned
-from npusim.graph.random_dags import diamonds, nas_cell, random_dag, random_graphs
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import ALIASES, default_registry, make_plan
+from npusim.testing.random_dags import diamonds, nas_cell, random_dag, random_graphs
 from npusim.workflow import memory_bounds, simulate_plan
 from planners.joint.cosma_dnc import choose_cuts
 from planners.joint.cosma_overlap import analyse, coexisting_pairs

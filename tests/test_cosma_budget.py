@@ -5,7 +5,7 @@ to take), so the budgeting arithmetic is checked exactly, whatever the machine's
 
 import planners.joint.cosma as cosma
 import planners.joint.cosma_dnc as dnc
-from npusim.graph.random_dags import nas_cell
+from npusim.testing.random_dags import nas_cell
 from npusim.workflow import memory_bounds
 
 from tests.helpers import FakeClock

@@ -55,7 +55,17 @@ def _importers(package: str, of: str) -> list[str]:
 
 def test_packages_import_one_way():
     """No loops between packages: the joint planners build on the schedulers, never the other
-    way round; the simulator does not call back into the workflow that drives it (except the
-    seeded unsafe plans of the race benchmark, which plan graphs to damage them)."""
+    way round; the simulator does not call back into the workflow that drives it (the seeded
+    unsafe plans of the race benchmark, which plan graphs to damage them, live in
+    ``npusim.testing``)."""
     assert _importers("planners.schedule", "planners.joint") == []
-    assert _importers("npusim.sim", "npusim.workflow") == ["npusim/sim/seeded_races.py"]
+    assert _importers("npusim.sim", "npusim.workflow") == []
+
+
+def test_the_product_never_imports_the_test_helpers():
+    """``npusim.testing`` serves tests and benchmarks; the rest of ``npusim`` and ``planners``
+    must run without it."""
+    testing = ROOT / "npusim" / "testing"
+    offenders = [p for p in _importers("npusim", "npusim.testing") + _importers("planners", "npusim.testing")
+                 if not (ROOT / p).is_relative_to(testing)]
+    assert offenders == []
