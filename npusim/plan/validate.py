@@ -299,7 +299,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     One stream: they coexist when their steps overlap (a sweep by first step). Several
     streams: steps no longer order ops of different streams, so two residencies also conflict
     when their tensors are an unsafe pair of the multi-stream safety relation
-    (``npusim.graph.safety``, MindSpore paper Section 3), even if their steps do not overlap.
+    (``npusim.plan.safety``, MindSpore paper Section 3), even if their steps do not overlap.
     """
     streams = list(plan.streams) if plan is not None else []
     multi = (graph is not None and len(set(streams)) > 1 and len(streams) == graph.n_ops
@@ -317,7 +317,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
                            f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
             active.append(r)
         return
-    from npusim.graph.safety import safety_relation
+    from npusim.plan.safety import safety_relation
 
     unsafe = safety_relation(graph, list(plan.order), streams).unsafe
     active = []

@@ -4,7 +4,7 @@ Every tensor stays resident from its first to its last use in the plan's order (
 from ``npusim.graph.analysis``); inputs and weights are loaded at their first use (cause
 ``compulsory``), graph outputs written back right after they are produced (``writeback``).
 Which tensors may share addresses: lifetime overlap for one stream; for several streams, the
-unsafe pairs of the multi-stream safety analysis (``npusim.graph.safety``, MindSpore paper
+unsafe pairs of the multi-stream safety analysis (``npusim.plan.safety``, MindSpore paper
 Section 3). Offsets come from any algorithm on the generic ``OffsetProblem``.
 
 If the footprint exceeds the budget the stage raises ``PlanningError`` "does not fit: needs N
@@ -17,8 +17,8 @@ import numpy as np
 
 from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned, default_order, lifetimes
-from npusim.graph.safety import safety_relation
 from npusim.plan.model import Residency, Transfer
+from npusim.plan.safety import safety_relation
 from planners.alloc import mindspore_fast, naive, shared_objects, tflite
 from planners.alloc.prefetch import hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult

@@ -1,8 +1,8 @@
-"""The Numba kernels of the multi-stream safety relation (``npusim.graph.safety``): MindSpore's
+"""The Numba kernels of the multi-stream safety relation (``npusim.plan.safety``): MindSpore's
 Algorithm 1 (Ancestor Tensors) and 1_opt on ancestor bitsets, and Algorithm 2 (Stream Graph
 Safety: Ancestor Streams Reuse with Valid Ancestor, then Same Stream Reuse) on the per-stream
 tables, with the pair-by-pair form of Algorithm 2 the tests compare the fast one with. Each is
-checked against its pure-Python ``py_func`` and the plain reference in ``safety``."""
+checked against its pure-Python ``py_func`` and the plain references in ``safety_reference``."""
 
 from __future__ import annotations
 
