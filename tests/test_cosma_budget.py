@@ -4,7 +4,7 @@ A fake clock stands in for the wall clock (it advances only by the work each sol
 to take), so the budgeting arithmetic is checked exactly, whatever the machine's speed."""
 
 import planners.joint.cosma as cosma
-import planners.joint.cosma_dnc as dnc
+import planners.joint.cosma.dnc as dnc
 from npusim.testing.random_dags import nas_cell
 from npusim.workflow import memory_bounds
 

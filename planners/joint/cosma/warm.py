@@ -14,8 +14,8 @@ from __future__ import annotations
 import bisect
 
 from npusim.errors import InternalError, PlanningError
-from planners.joint.cosma_model import Actions
-from planners.joint.cosma_problem import COMPULSORY, MAKE, RESIDENT, CosmaPart
+from planners.joint.cosma.model import Actions
+from planners.joint.cosma.problem import COMPULSORY, MAKE, RESIDENT, CosmaPart
 from planners.spill.greedy_ilp import cheapest_window
 
 RULES = ("greedy", "belady")
