@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from npusim.atomic_io import atomic_write_text
 from npusim.errors import PlanError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
@@ -67,8 +68,6 @@ def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
 
 
 def save_plan(plan: Plan, graph: Graph, path: str | Path, *, timings: bool = False) -> None:
-    from npusim.atomic_io import atomic_write_text
-
     atomic_write_text(path, json.dumps(plan_to_dict(plan, graph, timings=timings), indent=1) + "\n")
 
 

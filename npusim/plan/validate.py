@@ -410,7 +410,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
                            f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
             active.append(r)
         return
-    from npusim.plan.safety import safety_relation
+    from npusim.plan.safety import safety_relation  # lazy: Numba, for multi-stream plans only
 
     unsafe = safety_relation(graph, list(plan.order), streams).unsafe
     active = []

@@ -20,6 +20,7 @@ from npusim.graph.analysis import aligned, default_order, lifetimes
 from npusim.plan.model import Residency, Transfer
 from npusim.plan.safety import safety_relation
 from planners.alloc import mindspore_fast, naive, shared_objects, tflite
+from planners.alloc.exact import exact_offsets
 from planners.alloc.prefetch import hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
 from planners.schedule.solver import SolverOptions
@@ -63,7 +64,6 @@ def _solver(name: str):
         algo = mindspore_fast.single_object if family == "mindspore-so" else mindspore_fast.many_objects
         return lambda problem: algo(problem, sort, fitter)
     if name == "exact-offsets":
-        from planners.alloc.exact import exact_offsets
         return exact_offsets
     raise PlanningError(f"no offset algorithm is named {name!r}")
 

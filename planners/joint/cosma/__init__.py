@@ -56,6 +56,7 @@ from planners.schedule.greedy import best_heuristic_order, greedy_order, reverse
 from planners.schedule.op_level import is_tiled, tiles_of_ops
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions
+from planners.schedule.zhong.planner import zhong_schedule
 
 
 #: ``fallback`` option of ``cosma``: what to do with a model above ``max_cells``.
@@ -105,8 +106,6 @@ def op_level_orders(ctx, orders_of) -> list[list[int]]:
 
 
 def mpmf_order(graph: Graph, align: int, options: dict) -> list[int]:
-    from planners.schedule.zhong.planner import zhong_schedule
-
     problem = MemoryProblem.from_graph(graph, align)
     return problem.expand(zhong_schedule(problem, options)["order"])
 
