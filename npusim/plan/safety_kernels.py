@@ -86,19 +86,23 @@ def _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end
 
 
 @numba.njit(cache=True)
-def _first_safe(t2, s2, lo, hi, order, t_between, t_end, t_stream, t_start, t_prod, ds_ptr, ds_stream,
+def _first_safe(x, lo, hi, same_stream, order, t_between, t_end, t_stream, t_start, t_prod, ds_ptr, ds_stream,
                 ds_end, anc_streams, max_anc):
     """The first position in ``order[lo:hi]`` (tensors of one stream by StartTime) whose tensor
-    t1 has t2 as a safe ancestor (Algorithm 3's test); ``hi`` if none. The test only gets truer
-    as t1 starts later (MaxAncId grows along a stream), so a binary search finds it."""
+    y may share addresses with x, which runs first: Algorithm 3's test (x of an ancestor stream
+    of y's) or, ``same_stream``, Algorithm 5's (y starts after x); ``hi`` if none. Either test
+    only gets truer as y starts later (MaxAncId grows along a stream), so a binary search finds
+    it."""
     while lo < hi:
         mid = (lo + hi) // 2
-        t1 = order[mid]
-        if not t_between[t2]:
-            safe = t_end[t2] <= max_anc[t_prod[t1], s2]
-        else:
-            safe = _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
+        y = order[mid]
+        if t_between[x]:
+            safe = _valid_ancestor(x, y, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
                                    anc_streams, max_anc)
+        elif same_stream:
+            safe = t_end[x] < t_start[y]
+        else:
+            safe = t_end[x] <= max_anc[t_prod[y], t_stream[x]]
         if safe:
             hi = mid
         else:
@@ -183,7 +187,7 @@ def _ancestor_streams_reuse(unsafe, order, w_lo, w_hi, mask_ptr, masks, t_prod, 
             by_k_ptr[:m1 + 2] = 0
             for a in range(a2, b2):
                 t2 = st_idx[a]
-                k = _first_safe(t2, s2, a1, b1, order, t_between, t_end, t_stream, t_start, t_prod,
+                k = _first_safe(t2, a1, b1, False, order, t_between, t_end, t_stream, t_start, t_prod,
                                 ds_ptr, ds_stream, ds_end, anc_streams, max_anc) - a1
                 first_safe[a - a2] = k
                 by_k_ptr[k + 1] += 1
@@ -218,7 +222,7 @@ def _same_stream_first_safe(x, i, a, m, order, t_between, t_end, t_stream, t_sta
                             ds_stream, ds_end, anc_streams, max_anc):
     """For x at position i of a stream whose tensors are ``order[a:a + m]`` by StartTime: the first
     position of a y that starts after x and that x may share with (Algorithm 5's test); ``m`` if
-    none. The test only gets truer as y starts later, so both are binary searches."""
+    none. Both are binary searches."""
     lo, hi = i + 1, m  # the first position starting after x
     while lo < hi:
         mid = (lo + hi) // 2
@@ -226,20 +230,8 @@ def _same_stream_first_safe(x, i, a, m, order, t_between, t_end, t_stream, t_sta
             hi = mid
         else:
             lo = mid + 1
-    hi = m
-    while lo < hi:  # then the first safe one
-        mid = (lo + hi) // 2
-        y = order[a + mid]
-        if not t_between[x]:
-            safe = t_end[x] < t_start[y]
-        else:
-            safe = _valid_ancestor(x, y, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
-                                   anc_streams, max_anc)
-        if safe:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return _first_safe(x, a + lo, a + m, True, order, t_between, t_end, t_stream, t_start, t_prod, ds_ptr,
+                       ds_stream, ds_end, anc_streams, max_anc) - a
 
 
 @numba.njit(cache=True)
