@@ -22,9 +22,9 @@ import argparse
 import time
 
 from npusim.experiment import activation_graph
-from npusim.graph.random_dags import nas_cell
 from npusim.hw.config import Hardware
 from npusim.registry import make_plan
+from npusim.testing.random_dags import nas_cell
 from npusim.workflow import load_graph, memory_bounds
 
 ENCODINGS = ("nooverlap", "nooverlap2d", "bigm")

@@ -26,7 +26,7 @@ import argparse
 
 from npusim.graph.analysis import default_order
 from npusim.graph.generators import assign_streams, nas_cells
-from npusim.graph.safety import METHODS, safety_relation
+from npusim.plan.safety import METHODS, safety_relation
 from npusim.resources import list_resources
 from npusim.workflow import load_graph
 from planners.alloc import mindspore, mindspore_fast, naive, shared_objects, tflite

@@ -2,10 +2,10 @@
 
     python benchmarks/bench_races.py [--graphs 30] [--seeds 32] [--jitter 4] [--overhead 3]
 
-For each of ``--graphs`` seeded random DAGs (``npusim.graph.random_dags``, 2-4 streams on as
+For each of ``--graphs`` seeded random DAGs (``npusim.testing.random_dags``, 2-4 streams on as
 many cores) a safe plan is made with ``default+streams-rr+mindspore-mo:size,best-fit``
 (multi-stream safe by the MindSpore safety relation) and one bug of each kind is injected
-(``npusim.sim.seeded_races``: ``reuse`` across unordered streams, ``early_free``,
+(``npusim.testing.seeded_races``: ``reuse`` across unordered streams, ``early_free``,
 ``missing_semaphore``), each a real race: no semaphore or queue order still orders the two
 accesses.
 
@@ -39,7 +39,7 @@ from npusim.resources import list_resources
 from npusim.sim.engine import simulate
 from npusim.sim.jitter import MODES
 from npusim.sim.races import find_race
-from npusim.sim.seeded_races import KINDS, seeded_cases
+from npusim.testing.seeded_races import KINDS, seeded_cases
 from npusim.workflow import load_graph, load_hw, resolve_budget
 from timing import best_of
 

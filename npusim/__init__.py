@@ -15,6 +15,8 @@ Names are imported on first use (``__getattr__``), so ``import npusim`` stays ch
 command that needs none of them loads none of SimPy, OR-Tools or Numba.
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 #: public name -> module that defines it
@@ -37,8 +39,6 @@ def __getattr__(name: str):
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'npusim' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

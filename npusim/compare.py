@@ -21,6 +21,7 @@ from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan
 from npusim.hw.silicon import AREA_PARTS
+from npusim.registry import default_registry
 from npusim.sim.report import ENERGY_COMPONENTS, Report
 from npusim.units import format_bytes
 
@@ -83,7 +84,7 @@ def _budget_label(budget: object) -> object:
 def compare_planners(graph: Graph, hw: Hardware, pipelines: list[str], budget: str | int | None = None,
                      *, trace: str | None = None, allow_oversize: bool = False) -> list[dict]:
     """One row per pipeline, in the order given. ``budget`` as for ``--budget``."""
-    from npusim.workflow import plan_graph, resolve_budget, simulate_plan
+    from npusim.workflow import plan_graph, resolve_budget, simulate_plan  # lazy: SimPy, Numba; dse imports this module
 
     check_pipelines(pipelines)  # an unknown planner name is the user's error, not a row
     capacity = resolve_budget(budget, graph, hw, allow_oversize=allow_oversize)  # so is a malformed budget
@@ -104,8 +105,6 @@ def parse_pipelines(spec: str) -> list[str]:
     """``"a+b,c+d"`` -> ``["a+b", "c+d"]`` (a comma separates pipelines). A comma inside a
     planner's own name (``mindspore-mo:size,first-fit``) does not: a piece that completes the
     name of a registered planner with the last stage before it stays with it."""
-    from npusim.registry import default_registry
-
     names = set(default_registry().names())
     pipelines: list[str] = []
     for piece in spec.split(","):
@@ -122,8 +121,6 @@ def parse_pipelines(spec: str) -> list[str]:
 
 def check_pipelines(pipelines: list[str]) -> None:
     """Raise RegistryError for a pipeline naming an unknown planner or two planners of a stage."""
-    from npusim.registry import default_registry
-
     registry = default_registry()
     for pipeline in pipelines:
         registry.pipeline(pipeline)

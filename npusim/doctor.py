@@ -13,11 +13,15 @@ can check and says what to change:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from npusim.errors import ConfigError, NpusimError, SimulationError
+from npusim.hw import loader
+from npusim.plan.io import load_plan
+from npusim.plan.validate import validate
 
 MAX_ROUNDS = 20
 
@@ -70,8 +74,6 @@ def kind_of(path: Path) -> str:
         return "trace"
     if name.endswith(".json"):
         try:
-            import json
-
             fmt = json.loads(path.read_text()).get("format", "")
         except Exception:  # unreadable: the trace loader will say why
             return "trace"
@@ -81,8 +83,6 @@ def kind_of(path: Path) -> str:
 
 def diagnose_hardware(path: Path) -> list[Problem]:
     """Every bad key of a hardware YAML: load, set the failing key aside, load again."""
-    from npusim.hw import loader
-
     problems: list[Problem] = []
     try:
         data = loader.read_yaml(path)
@@ -128,7 +128,7 @@ def _drop(data: dict, dotted: str) -> bool:
 
 
 def diagnose_trace(path: Path) -> tuple[list[Problem], object]:
-    from npusim.workflow import load_graph
+    from npusim.workflow import load_graph  # lazy: SimPy, Numba (a hardware check needs neither)
 
     try:
         return [], load_graph(path)
@@ -138,9 +138,7 @@ def diagnose_trace(path: Path) -> tuple[list[Problem], object]:
 
 
 def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8) -> list[Problem]:
-    from npusim.plan.io import load_plan
-    from npusim.plan.validate import validate
-    from npusim.workflow import check_capacity, load_graph, load_hw, simulate_plan
+    from npusim.workflow import check_capacity, load_graph, load_hw, simulate_plan  # lazy: SimPy, Numba
 
     if trace is None:
         return [Problem(str(path), "a plan is checked against its trace", "add --trace TRACE")]

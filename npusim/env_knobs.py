@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from npusim.errors import NpusimError
+from npusim.units import parse_size
 
 SIM_MAX_SECONDS = "NPUSIM_SIM_MAX_SECONDS"
 HW_PATH = "NPUSIM_HW_PATH"
@@ -88,8 +89,6 @@ def check_all() -> None:
 def memory_limit() -> int | None:
     """Bytes a simulation may use: ``NPUSIM_MEMORY_LIMIT``, else the machine's available memory
     (Linux ``MemAvailable``), else None (unknown: no check)."""
-    from npusim.units import parse_size
-
     raw = os.environ.get(MEMORY_LIMIT, "").strip()
     if raw:
         try:

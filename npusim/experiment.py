@@ -35,12 +35,15 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from npusim.atomic_io import atomic_open
 from npusim.errors import NpusimError
 from npusim.graph.analysis import default_order, min_required, peak_live_bytes
 from npusim.graph.model import Graph, build_graph
-from npusim.workflow import load_graph, load_hw, simulate_plan
 from npusim.plan.validate import require_valid
-from npusim.registry import make_plan
+from npusim.plot import require_matplotlib, save_figure
+from npusim.registry import make_plan, schedule_order
+from npusim.resources import list_resources
+from npusim.workflow import load_graph, load_hw, simulate_plan
 
 HUMAN = ("resnet50", "densenet121", "r2plus1d_18", "fcn_resnet50", "transformer", "vit_b_16",
          "resnet18", "googlenet", "inception_v3", "mobilenet_v2", "mnasnet1_0", "squeezenet1_0", "bert_tiny")
@@ -93,8 +96,6 @@ class Budgets:
 
 
 def paper_budgets(graph: Graph, align: int, time_limit: float, wall_clock: bool = False) -> Budgets:
-    from npusim.registry import schedule_order
-
     start = time.perf_counter()
     options = {"time_limit": time_limit, "deterministic": not wall_clock}
     order = schedule_order("zhong", graph, align, options)  # the minimum-peak order, through the registry
@@ -196,8 +197,6 @@ def summarise(rows: list[dict]) -> dict:
 
 def write_csv(rows: list[dict], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    from npusim.atomic_io import atomic_open
-
     with atomic_open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
@@ -206,8 +205,6 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def plot_bars(rows: list[dict], stem: Path, formats=("png",)) -> list[Path]:
     """Fig. 3: non-compulsory bytes per method, grouped by trace and budget."""
-    from npusim.plot import require_matplotlib, save_figure
-
     plt = require_matplotlib()
     traces = list(dict.fromkeys(r["trace"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
@@ -241,8 +238,6 @@ def run_cosma_experiment(traces: list[str] | None, hw_name: str = "edge-npu", *,
                          budgets=BUDGETS, time_limit: float = 60.0, dnc_time_limit: float = 120.0,
                          wall_clock: bool = False, out: Path = Path("cosma-experiment"), plot: bool = True,
                          log=print) -> dict:
-    from npusim.resources import list_resources
-
     available = set(list_resources("traces"))
     if traces:
         missing = [t for t in traces if t not in available and not Path(t).is_file()]

@@ -23,6 +23,8 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from npusim.env_knobs import progress_seconds
+
 
 def silent(what: str, done: int | float | None = None, total: int | float | None = None, detail: str = "") -> None:
     """The progress of library calls: nothing."""
@@ -70,8 +72,6 @@ def solver_progress(solver, what: str = "solving (CP-SAT)") -> None:
 class Progress:
     def __init__(self, label: str = "npusim", *, stream=None, terminal: bool | None = None,
                  interval: float | None = None, clock=time.monotonic) -> None:
-        from npusim.env_knobs import progress_seconds
-
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.terminal = _isatty(self.stream) if terminal is None else terminal
@@ -114,7 +114,7 @@ class Progress:
                 return
 
     def _draw(self, what, done, total, detail) -> None:
-        from tqdm import tqdm
+        from tqdm import tqdm  # lazy: ~35 ms to import, and only a terminal bar needs it
 
         if self._bar is None or self._bar_what != what:
             self._close_bar()

@@ -39,7 +39,10 @@ import yaml
 
 import npusim
 from npusim.atomic_io import atomic_write_text
+from npusim.dse import trace_digest
 from npusim.errors import NpusimError
+from npusim.hw.loader import hardware_to_dict
+from npusim.resources import list_resources, search_dirs
 
 FORMAT = "npusim-golden/1"
 GOLDEN_HARDWARE = ("edge-npu",)
@@ -108,21 +111,21 @@ class Mismatch:
 
 @functools.lru_cache(maxsize=2)
 def _graph(trace: str):
-    from npusim.workflow import load_graph
+    from npusim.workflow import load_graph  # lazy: SimPy, Numba (reading goldens needs neither)
 
     return load_graph(trace)
 
 
 @functools.lru_cache(maxsize=4)
 def _hardware(name: str):
-    from npusim.workflow import load_hw
+    from npusim.workflow import load_hw  # lazy: SimPy, Numba
 
     return load_hw(name)
 
 
 def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict | None = None) -> dict:
     """The golden-shaped numbers of one fresh run (``status: infeasible`` with the reason)."""
-    from npusim.workflow import plan_graph, resolve_budget, simulate_plan
+    from npusim.workflow import plan_graph, resolve_budget, simulate_plan  # lazy: SimPy, Numba
 
     graph, hw = _graph(trace), _hardware(hardware)
     try:
@@ -212,8 +215,6 @@ def check_case(case: Case) -> list[Mismatch]:
 
 def default_golden_dir() -> Path:
     """``traces/expected`` next to the traces npusim finds first."""
-    from npusim.resources import search_dirs
-
     for folder in search_dirs("traces"):
         if (folder / "expected").is_dir():
             return folder / "expected"
@@ -270,16 +271,11 @@ def matches(case_id: str, pattern: str | None) -> bool:
 
 
 def default_matrix() -> list[tuple[str, str, str, str]]:
-    from npusim.resources import list_resources
-
     return [(t, h, p, b) for t in list_resources("traces") for h in GOLDEN_HARDWARE
             for group in GOLDEN_MATRIX for p in group[0] for b in group[1]]
 
 
 def provenance(trace: str, hardware: str, options: dict) -> dict:
-    from npusim.dse import trace_digest
-    from npusim.hw.loader import hardware_to_dict
-
     commit, dirty = _git_state()
     hw = hardware_to_dict(_hardware(hardware))
     return {

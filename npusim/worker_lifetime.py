@@ -17,6 +17,7 @@ abruptly loses nothing but its current point.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -41,8 +42,6 @@ def _set_parent_death_signal() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
     except (OSError, AttributeError):  # no libc symbol (musl oddities): the watchdog still works

@@ -11,7 +11,9 @@ from pathlib import Path
 from npusim.env_knobs import memory_limit
 from npusim.errors import NpusimError, SimulationError, TraceError
 from npusim.graph.analysis import default_order, min_required, peak_live_bytes
+from npusim.graph.decoder import graph_from_name
 from npusim.graph.model import Graph
+from npusim.graph.onnx_import import import_onnx
 from npusim.graph.trace_io import load_trace
 from npusim.hw.config import Hardware
 from npusim.hw.loader import load_hardware
@@ -35,14 +37,10 @@ def load_graph(source: str | Path, dtype: str = "int8") -> Graph:
     file in ``traces/``, or a generated decoder step: ``llm:<preset>:prefill=<P>`` /
     ``llm:<preset>:decode=<L>`` (``npusim.graph.decoder``)."""
     if str(source).startswith("llm:"):
-        from npusim.graph.decoder import graph_from_name
-
         return graph_from_name(str(source))
     path = Path(source)
     if path.is_file():
         if path.suffix == ".onnx":
-            from npusim.graph.onnx_import import import_onnx
-
             return import_onnx(path, dtype=dtype)
         return load_trace(path)
     if path.name == str(source):

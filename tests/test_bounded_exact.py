@@ -6,10 +6,10 @@ import pytest
 
 from npusim.errors import PlanningError
 from npusim.experiment import run_trace
-from npusim.graph.random_dags import nas_cell
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
+from npusim.testing.random_dags import nas_cell
 from npusim.workflow import load_hw, memory_bounds, simulate_plan
 from planners.alloc.exact import exact_offsets
 

@@ -79,7 +79,7 @@ def test_cosma_part_knows_when_a_tile_view_exists_in_dram(resnet18):
     """A read view of tiles is in state 'dram' but ready only after the ops writing its
     sources: they are its readers' predecessors, and the model's retrieves wait for them."""
     from npusim.graph.tiling import expand_cached
-    from planners.joint.cosma_problem import DRAM, make_part
+    from planners.joint.cosma.problem import DRAM, make_part
 
     plan = make_plan(resnet18, load_hw("edge-npu"), "tile+default+arena+belady", budget=256 * 1024)
     tiled = expand_cached(resnet18, plan.tiling)
@@ -208,7 +208,7 @@ def test_a_whole_schedule_that_does_not_fit_names_what_works(capsys):
 def test_cosma_dnc_in_wall_time_stops_building_models_when_time_is_up(resnet18, monkeypatch):
     """Wall-clock mode: once the time per remaining part is below MIN_PART_SECONDS, parts take
     their warm start without a model (fcn_resnet50 at 1 MiB: 137 s for a 20 s limit before)."""
-    import planners.joint.cosma_dnc as dnc
+    import planners.joint.cosma.dnc as dnc
 
     built = []
     real = dnc.solve_part
@@ -222,7 +222,7 @@ def test_cosma_fs_solves_a_big_fixed_order_in_parts(resnet18, monkeypatch):
     """A fixed-order model above max_cells (fcn_resnet50 tiled at 512 KiB: 5 M cells, 15 M
     variables, 14 GB before the size check refused it) is solved in parts of the schedule
     stage's order, each near max_cells, and the order is kept."""
-    import planners.joint.cosma_dnc as dnc
+    import planners.joint.cosma.dnc as dnc
 
     cells = []
     real = dnc.solve_part
@@ -240,7 +240,7 @@ def test_cosma_deterministic_parts_too_thin_get_no_model(resnet18, monkeypatch):
     """Deterministic mode: a limit split into shares below MIN_PART_UNITS builds no model (each
     would cost a wall second CP-SAT's deterministic clock does not count) — decided from the
     limit and the part count, so the plan is still repeatable."""
-    import planners.joint.cosma_dnc as dnc
+    import planners.joint.cosma.dnc as dnc
 
     built = []
     real = dnc.solve_part
@@ -253,7 +253,7 @@ def test_cosma_deterministic_parts_too_thin_get_no_model(resnet18, monkeypatch):
 
 
 def test_cosma_refuses_a_part_model_too_big_before_building_it(resnet18, monkeypatch):
-    import planners.joint.cosma_model as model
+    import planners.joint.cosma.model as model
 
     monkeypatch.setattr(model, "CosmaModel", lambda *a, **k: pytest.fail("the model was built"))
     with pytest.raises(NpusimError, match=r"would have .* cells, at least .* variables, above max_variables = 100"):

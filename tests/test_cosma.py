@@ -9,14 +9,14 @@ import pytest
 
 from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned
-from npusim.graph.random_dags import diamonds, nas_cell, random_dag, random_graphs
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import ALIASES, default_registry, make_plan
+from npusim.testing.random_dags import diamonds, nas_cell, random_dag, random_graphs
 from npusim.workflow import memory_bounds, simulate_plan
-from planners.joint.cosma_dnc import choose_cuts
-from planners.joint.cosma_overlap import analyse, coexisting_pairs
-from planners.joint.cosma_problem import whole_graph_part
+from planners.joint.cosma.dnc import choose_cuts
+from planners.joint.cosma.overlap import analyse, coexisting_pairs
+from planners.joint.cosma.problem import whole_graph_part
 from planners.spill.greedy_ilp import cheapest_window
 
 HW = Hardware()
@@ -179,7 +179,7 @@ def test_every_variant_and_params_false_plan_validates():
     for pipeline in ("cosma", "cosma-fs", "rpo+cosma-fs", "cosma-mpmf", "cosma-dnc"):
         plan = checked_plan(g, pipeline, bounds.m_h, part_ops=6)
         assert plan.meta.planner == pipeline
-    from planners.joint.cosma_plan import weight_region
+    from planners.joint.cosma.plan import weight_region
 
     plan = checked_plan(g, "cosma", bounds.m_r + weight_region(g, ALIGN), params="false")
     loads = [tr for tr in plan.transfers if g.tensors[tr.tensor].kind == "weight"]

@@ -4,8 +4,8 @@ A fake clock stands in for the wall clock (it advances only by the work each sol
 to take), so the budgeting arithmetic is checked exactly, whatever the machine's speed."""
 
 import planners.joint.cosma as cosma
-import planners.joint.cosma_dnc as dnc
-from npusim.graph.random_dags import nas_cell
+import planners.joint.cosma.dnc as dnc
+from npusim.testing.random_dags import nas_cell
 from npusim.workflow import memory_bounds
 
 from tests.helpers import FakeClock

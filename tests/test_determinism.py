@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from npusim.graph import random_dags
 from npusim.hw.config import Hardware
 from npusim.planner_options import KNOWN_OPTIONS
 from npusim.registry import default_registry, make_plan
+from npusim.testing import random_dags
 
 TESTS = Path(__file__).resolve().parent
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 2, "seed": 0}

@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.errors import NpusimError, PlanError
-from npusim.graph import random_dags
 from npusim.graph.model import build_graph
 from npusim.hw.config import Hardware
 from npusim.plan.io import load_plan, plan_to_dict
 from npusim.sim.report import Report
+from npusim.testing import random_dags
 from npusim.workflow import memory_bounds, plan_graph, simulate_plan
 
 from fuzz_support import cases, expect_clean, json_values

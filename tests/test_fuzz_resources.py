@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from npusim.errors import PlanningError, SimulationError
-from npusim.graph import random_dags
 from npusim.hw.config import Hardware
 from npusim.registry import make_plan
 from npusim.sim import engine
+from npusim.testing import random_dags
 from npusim.workflow import plan_graph, simulate_plan
 from planners.schedule.solver import WALL_GUARD, SolverOptions, make_solver
 from tests.helpers import FakeClock

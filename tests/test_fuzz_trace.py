@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.errors import TraceError
-from npusim.graph import random_dags, trace_io
+from npusim.graph import trace_io
 from npusim.graph.trace_io import graph_to_dict, load_trace
 from npusim.hw.config import Hardware
+from npusim.testing import random_dags
 from npusim.workflow import memory_bounds, plan_graph
 
 from fuzz_support import cases, expect_clean, json_values

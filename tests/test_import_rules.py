@@ -55,7 +55,43 @@ def _importers(package: str, of: str) -> list[str]:
 
 def test_packages_import_one_way():
     """No loops between packages: the joint planners build on the schedulers, never the other
-    way round; the simulator does not call back into the workflow that drives it (except the
-    seeded unsafe plans of the race benchmark, which plan graphs to damage them)."""
+    way round; the simulator does not call back into the workflow that drives it (the seeded
+    unsafe plans of the race benchmark, which plan graphs to damage them, live in
+    ``npusim.testing``)."""
     assert _importers("planners.schedule", "planners.joint") == []
-    assert _importers("npusim.sim", "npusim.workflow") == ["npusim/sim/seeded_races.py"]
+    assert _importers("npusim.sim", "npusim.workflow") == []
+
+
+def test_the_product_never_imports_the_test_helpers():
+    """``npusim.testing`` serves tests and benchmarks; the rest of ``npusim`` and ``planners``
+    must run without it."""
+    testing = ROOT / "npusim" / "testing"
+    offenders = [p for p in _importers("npusim", "npusim.testing") + _importers("planners", "npusim.testing")
+                 if not (ROOT / p).is_relative_to(testing)]
+    assert offenders == []
+
+
+#: Files whose imports inside functions are not sorted out yet (issue 22): they were being
+#: changed on main at the time, so they are left for a follow-up.
+LAZY_NOT_REVIEWED = {"npusim/cli.py", "npusim/dse.py", "npusim/dse_sweep.py", "npusim/plot.py",
+                     "npusim/sim/engine.py", "npusim/sim/report.py", "npusim/hw/config.py", "npusim/hw/docs.py"}
+
+
+def test_imports_inside_functions_say_why():
+    """Imports sit at the top of a file, so its head shows what it depends on. One inside a
+    function (a heavy or optional dependency a cheap module loads only when needed, or a
+    cycle) says why on its line: ``# lazy: <why>``."""
+    offenders = set()
+    for package in ("npusim", "planners"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            if rel in LAZY_NOT_REVIEWED:
+                continue
+            text = path.read_text()
+            lines = text.splitlines()
+            for node in ast.walk(ast.parse(text, rel)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    offenders.update(f"{rel}:{sub.lineno}" for sub in ast.walk(node)
+                                     if isinstance(sub, (ast.Import, ast.ImportFrom))
+                                     and "# lazy:" not in lines[sub.lineno - 1])
+    assert sorted(offenders) == []

@@ -5,11 +5,11 @@ import pytest
 
 from npusim.errors import PlanningError
 from npusim.graph.analysis import peak_live_bytes
-from npusim.graph.random_dags import random_graphs
 from npusim.graph.training import make_training_graph
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
+from npusim.testing.random_dags import random_graphs
 from npusim.workflow import load_graph, run, simulate_plan
 from planners.joint.olla import olla_plan, tensor_blocks
 from planners.joint.olla_address import Blocks, pyramid, solve_addresses

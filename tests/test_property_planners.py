@@ -1,7 +1,7 @@
 """Property checks of every registered planner pipeline on random DAGs.
 
 Graphs: chains, diamonds, NAS-like cells, wide fan-outs and random DAGs of 2-200 ops
-(``npusim.graph.random_dags``); hardware with 1-4 streams; budgets drawn from [M_R, M_P];
+(``npusim.testing.random_dags``); hardware with 1-4 streams; budgets drawn from [M_R, M_P];
 pipelines drawn from the registry by stage (every schedule x streams x allocator x spill
 policy, the joint planners, with or without tiling), so a newly registered planner is
 covered without editing this file. Exact planners run on small graphs with a short
@@ -27,11 +27,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.errors import PlanningError
-from npusim.graph import random_dags
 from npusim.graph.analysis import peak_live_bytes
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import PlanningContext, default_registry, make_plan
+from npusim.testing import random_dags
 from npusim.workflow import memory_bounds, plan_graph, simulate_plan
 
 from fuzz_support import SLOW, cases

@@ -11,7 +11,7 @@ from npusim.plan.lower import Access, Command, Program, lower
 from npusim.sim.engine import simulate
 from npusim.sim.jitter import MODES, STALL_FACTOR, JitterSchedule
 from npusim.sim.races import HappensBefore, find_race
-from npusim.sim.seeded_races import KINDS, ordered, seeded_cases
+from npusim.testing.seeded_races import KINDS, ordered, seeded_cases
 
 GRAPHS = 6
 

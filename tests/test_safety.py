@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from npusim.errors import PlanError
-from npusim.graph import safety, safety_kernels
-from npusim.graph.safety import (lifetime_overlap_pairs, prepare, safety_relation, unsafe_pairs_reference)
 from npusim.kernels.bitsets import (ancestor_bitsets, ancestor_sets_reference, rows_to_ints)
+from npusim.plan import safety, safety_kernels, safety_reference
+from npusim.plan.safety import prepare, safety_relation
+from npusim.plan.safety_reference import lifetime_overlap_pairs, unsafe_pairs_reference
 
 from test_safety_graphs import figure2, random_multistream
 
@@ -92,7 +93,7 @@ def test_numba_kernels_match_their_python_functions():
 def test_stream_tables_kernel_matches_the_python_reference(seed):
     graph, order, streams = random_multistream(seed, n_ops=30 + 5 * seed, n_streams=1 + seed % 4)
     inputs = prepare(graph, order, streams)
-    ref = safety.stream_tables_reference(inputs)
+    ref = safety_reference.stream_tables_reference(inputs)
     for kernel in (None, safety.stream_tables_kernel.py_func):
         got = safety.stream_tables(inputs, kernel=kernel)
         assert got.keys() == ref.keys()

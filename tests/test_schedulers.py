@@ -7,10 +7,10 @@ import pytest
 
 from npusim.errors import PlanningError
 from npusim.graph.analysis import peak_live_bytes
-from npusim.graph.random_dags import chain, diamonds, random_dag, random_graphs, wide_fanout
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
+from npusim.testing.random_dags import chain, diamonds, random_dag, random_graphs, wide_fanout
 from npusim.workflow import load_graph, run
 from planners.schedule.dp import min_peak_schedule
 from planners.schedule.greedy import best_heuristic_order, greedy_order

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from npusim.graph.random_dags import random_graphs
+from npusim.testing.random_dags import random_graphs
 from npusim.workflow import load_graph
 from planners.schedule.dp import DPLimitError, min_peak_schedule
 from planners.schedule.greedy import best_heuristic_order, reverse_post_order

@@ -3,10 +3,10 @@ without pruning equals the DP, partitioning gives valid orders, the planner comp
 
 import pytest
 
-from npusim.graph.random_dags import chain, random_graphs
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
+from npusim.testing.random_dags import chain, random_graphs
 from npusim.workflow import load_graph
 from planners.schedule.dp import min_peak_schedule
 from planners.schedule.greedy import best_heuristic_order

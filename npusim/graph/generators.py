@@ -24,7 +24,8 @@ def _tensor(name: str, n: int, kind: str = "activation") -> dict:
     return dict(name=name, shape=[int(n)], dtype="int8", itemsize=1, kind=kind)
 
 
-def _finish(name: str, tensors: list[dict], ops: list[dict], meta: dict) -> Graph:
+def finish_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | None = None) -> Graph:
+    """``build_graph`` after marking every activation no op reads as a graph output (a sink)."""
     consumed = {t for o in ops for t in o["inputs"]}
     for t in tensors:
         if t["kind"] == "activation" and t["name"] not in consumed:
@@ -54,7 +55,7 @@ def random_dag(n_ops: int, seed: int = 0, window: int = 8, min_size: int = 256,
         outputs.append(outs)
         ops.append(dict(name=f"op{k}", kind=kind, inputs=sorted(set(ins)), outputs=outs,
                         vector_ops=1000, macs=10000 if kind == "Conv" else 0))
-    return _finish(f"random_dag_{n_ops}_{seed}", tensors, ops, dict(generator="random_dag", seed=seed))
+    return finish_graph(f"random_dag_{n_ops}_{seed}", tensors, ops, dict(generator="random_dag", seed=seed))
 
 
 def nas_cells(n_cells: int, nodes: int = 5, seed: int = 0, channels: int = 4096) -> Graph:
@@ -84,7 +85,7 @@ def nas_cells(n_cells: int, nodes: int = 5, seed: int = 0, channels: int = 4096)
                        weight=rng.random() < 0.5)
             states.append(op(f"c{c}.n{k}.add", "Add", [left, right], size))
         prev_prev, prev = prev, op(f"c{c}.concat", "Concat", states[2:], size * nodes)
-    return _finish(f"nas_{n_cells}x{nodes}_{seed}", tensors, ops, dict(generator="nas_cells", seed=seed))
+    return finish_graph(f"nas_{n_cells}x{nodes}_{seed}", tensors, ops, dict(generator="nas_cells", seed=seed))
 
 
 def assign_streams(graph: Graph, order, per_stream: int = 64) -> list[int]:

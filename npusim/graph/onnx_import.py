@@ -108,7 +108,7 @@ def _with_static_shapes(model, path: Path, dims: dict[str, int]):
                          f"(it has {', '.join(sorted(used)) or 'none'})")
     if _all_static(model):
         return model
-    import onnx
+    import onnx  # lazy: optional dependency (the onnx extra); _load_model says how to install it
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
@@ -140,7 +140,7 @@ def _all_static(model) -> bool:
 
 def _load_model(path: Path):
     try:
-        import onnx
+        import onnx  # lazy: optional dependency (the onnx extra)
     except ImportError:
         raise TraceError(
             f"{path}: reading ONNX models needs the onnx package: install npusim[onnx] (pip install onnx)"

@@ -27,13 +27,14 @@ Which part of each input a tile reads is ``npusim.graph.regions.input_boxes``.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
 from functools import lru_cache
 
 from npusim.errors import PlanError
-from npusim.graph.model import Graph, Op, View, build_graph, row_major_strides
+from npusim.graph.model import Gemm, Graph, Op, View, build_graph, row_major_strides
 from npusim.graph.regions import (
     GEMM_LIKE, RESHAPE_LIKE, Box, box_shape, box_volume, full_box, input_boxes, reduction_size,
 )
@@ -274,8 +275,6 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
 
 def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
     """(MACs, Gemm) of one tile of a GEMM-like op; (proportional MACs, None) otherwise."""
-    from npusim.graph.model import Gemm
-
     volume = box_volume(box)
     if op.kind not in GEMM_LIKE:
         out = graph.tensors[op.outputs[0]]
@@ -313,14 +312,10 @@ def _expand_cached(graph: Graph, frozen_specs: tuple) -> Graph:
 
 
 def _freeze(specs: dict) -> tuple:
-    import json
-
     return tuple((op, json.dumps(spec, sort_keys=True)) for op, spec in sorted(specs.items()))
 
 
 def _thaw(frozen: tuple):
-    import json
-
     return [(op, json.loads(spec)) for op, spec in frozen]
 
 

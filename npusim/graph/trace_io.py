@@ -26,6 +26,7 @@ import reprlib
 import zlib
 from pathlib import Path
 
+from npusim.atomic_io import atomic_open, atomic_write_text
 from npusim.errors import TraceError
 from npusim.graph.model import TENSOR_KINDS, Graph, build_graph
 
@@ -74,8 +75,6 @@ def save_trace(graph: Graph, path: str | Path) -> Path:
     """Write ``graph``; a path ending in ``.gz`` is gzipped (deterministically: mtime 0)."""
     path = Path(path)
     text = json.dumps(graph_to_dict(graph), separators=(",", ":"), sort_keys=False)
-    from npusim.atomic_io import atomic_open, atomic_write_text
-
     if path.suffix == ".gz":
         with atomic_open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
             f.write(text.encode())

@@ -1,6 +1,6 @@
 """Bitset kernels: rows of uint64 words, bit ``j`` of row ``i`` at word ``j >> 6``, bit ``j & 63``.
 
-Used by the multi-stream safety analysis (``npusim.graph.safety``) for ancestor-node sets
+Used by the multi-stream safety analysis (``npusim.plan.safety``) for ancestor-node sets
 (MindSpore paper, Appendix B: "a bitset-based implementation to perform the logical
 operations during the graph traversal") and for the symmetric unsafe-pair matrix.
 

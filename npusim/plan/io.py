@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from npusim.atomic_io import atomic_write_text
 from npusim.errors import PlanError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
@@ -67,8 +68,6 @@ def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
 
 
 def save_plan(plan: Plan, graph: Graph, path: str | Path, *, timings: bool = False) -> None:
-    from npusim.atomic_io import atomic_write_text
-
     atomic_write_text(path, json.dumps(plan_to_dict(plan, graph, timings=timings), indent=1) + "\n")
 
 
@@ -82,55 +81,80 @@ def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:
 
 
 def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
+    """The Plan a ``plan_to_dict`` record describes for ``graph``; PlanError names the first
+    field that is wrong (checked in the order of the record's fields)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise PlanError(f"{source}: field 'format' is {got!r}, expected {FORMAT!r}")
+    tiling = _tiling(data, graph, source)
+    try:
+        graph = graph_for_plan(data.get("graph"), tiling, graph)
+    except PlanError as exc:
+        raise PlanError(f"{source}: {exc}") from None
+    capacity = _int(data, "capacity", source, 1)
+    alignment = _int(data, "alignment", source, 1)
+    order, streams = _order_and_streams(data, graph, source)
+    residencies = _residencies(data, graph, alignment, source)
+    transfers = _transfers(data, graph, source)
+    dram = _dram(data, graph, source)
+    meta = _meta(data, source)
+    return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
+                streams=streams, residencies=tuple(sorted(residencies)),
+                transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
+                tiling=dict(tiling), meta=meta)
+
+
+def _tiling(data: dict, graph: Graph, source: str) -> dict:
     tiling = _mapping(data, "tiling", source)
     for n, spec in tiling.items():
         if n not in graph.op_by_name:
             raise PlanError(f"{source}: tiling names unknown op {n!r} (not in graph {graph.name!r})")
         check_spec(graph.op_by_name[n], graph, spec, f"{source}: tiling")
-    try:
-        graph = graph_for_plan(data.get("graph"), tiling, graph)
-    except PlanError as exc:
-        raise PlanError(f"{source}: {exc}") from None
-    tensors = graph.tensor_by_name
-    ops = graph.op_by_name
+    return tiling
 
-    def tensor_id(name, where):
-        if not isinstance(name, str) or name not in tensors:
-            raise PlanError(f"{where}: unknown tensor {name!r} (not in graph {graph.name!r})")
-        return tensors[name].id
 
-    def op_id(name, where):
-        if not isinstance(name, str) or name not in ops:
-            raise PlanError(f"{where}: unknown op {name!r} (not in graph {graph.name!r})")
-        return ops[name].id
+def _tensor_id(graph: Graph, name, where: str) -> int:
+    if not isinstance(name, str) or name not in graph.tensor_by_name:
+        raise PlanError(f"{where}: unknown tensor {name!r} (not in graph {graph.name!r})")
+    return graph.tensor_by_name[name].id
 
-    capacity = _int(data, "capacity", source, 1)
-    alignment = _int(data, "alignment", source, 1)
+
+def _op_id(graph: Graph, name, where: str) -> int:
+    if not isinstance(name, str) or name not in graph.op_by_name:
+        raise PlanError(f"{where}: unknown op {name!r} (not in graph {graph.name!r})")
+    return graph.op_by_name[name].id
+
+
+def _order_and_streams(data: dict, graph: Graph, source: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     order_names = data.get("order")
     if not isinstance(order_names, list):
         raise PlanError(f"{source}: field 'order' must be a list of op names")
-    order = tuple(op_id(n, f"{source}: order[{i}]") for i, n in enumerate(order_names))
+    order = tuple(_op_id(graph, n, f"{source}: order[{i}]") for i, n in enumerate(order_names))
     streams = [0] * graph.n_ops
-    stream_map = _mapping(data, "streams", source)
-    for name, s in stream_map.items():
+    for name, s in _mapping(data, "streams", source).items():
         if not isinstance(s, int) or isinstance(s, bool) or s < 0:
             raise PlanError(f"{source}: streams[{name!r}] is {s!r}, expected an integer >= 0")
-        streams[op_id(name, f"{source}: streams")] = s
+        streams[_op_id(graph, name, f"{source}: streams")] = s
+    return order, tuple(streams)
+
+
+def _residencies(data: dict, graph: Graph, alignment: int, source: str) -> list[Residency]:
     residencies = []
     for i, r in enumerate(_list(data, "residencies", source)):
         where = f"{source}: residencies[{i}]"
         if not isinstance(r, dict) or "tensor" not in r:
             raise PlanError(f"{where}: expected an object with a 'tensor' field")
-        t = tensor_id(r["tensor"], where)
+        t = _tensor_id(graph, r["tensor"], where)
         size = r.get("size", aligned(graph.tensors[t].size, alignment))
         residencies.append(Residency(
             first=_int(r, "first", where), last=_int(r, "last", where),
             offset=_int(r, "offset", where), tensor=t,
             size=_int({"size": size}, "size", where, 1),
         ))
+    return residencies
+
+
+def _transfers(data: dict, graph: Graph, source: str) -> list[Transfer]:
     transfers = []
     for i, tr in enumerate(_list(data, "transfers", source)):
         where = f"{source}: transfers[{i}]"
@@ -142,9 +166,13 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
             raise PlanError(f"{where}: cause is {tr.get('cause')!r}, expected one of {CAUSES}")
         if "tensor" not in tr:
             raise PlanError(f"{where}: missing field 'tensor'")
-        t = tensor_id(tr["tensor"], where)
+        t = _tensor_id(graph, tr["tensor"], where)
         transfers.append(Transfer(step=_int(tr, "step", where), kind=tr["kind"], tensor=t,
                                   cause=tr["cause"], size=graph.tensors[t].size))
+    return transfers
+
+
+def _dram(data: dict, graph: Graph, source: str) -> dict[str, int]:
     dram = {}
     buffers = known_buffers(graph)
     for n, off in _mapping(data, "dram", source).items():
@@ -152,6 +180,10 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
             raise PlanError(f"{source}: dram: unknown tensor {n!r} (not a DRAM buffer of graph {graph.name!r}: "
                             "expected a tensor name, or the base tensor of tiles)")
         dram[n] = _int({"offset": off}, "offset", f"{source}: dram[{n!r}]")
+    return dram
+
+
+def _meta(data: dict, source: str) -> PlanMeta:
     m = _mapping(data, "meta", source)
     status = m.get("status", "hand_written")
     if status not in STATUSES:
@@ -163,13 +195,9 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     for key in ("objective", "bound"):
         if m.get(key) is not None and (not isinstance(m[key], (int, float)) or isinstance(m[key], bool)):
             raise PlanError(f"{source}: meta.{key} is {m[key]!r}, expected a number or null")
-    meta = PlanMeta(planner=str(m.get("planner", "")), options=dict(options),
+    return PlanMeta(planner=str(m.get("planner", "")), options=dict(options),
                     solve_seconds=float(seconds), status=status,
                     objective=m.get("objective"), bound=m.get("bound"), scope=str(m.get("scope", "")))
-    return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
-                streams=tuple(streams), residencies=tuple(sorted(residencies)),
-                transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
-                tiling=dict(tiling), meta=meta)
 
 
 def transfer_sort_key(t: Transfer):

@@ -124,50 +124,70 @@ def dma_settings(hw) -> tuple:
 def lower(plan: Plan, graph: Graph, hw) -> Program:
     """The Program of ``plan`` (made for ``graph``, tiled or not) on hardware ``hw``."""
     untiled, graph = graph, graph_for_plan(plan.graph, plan.tiling, graph)
-    layout = DramLayout(untiled, hw.dram.layout)
+    # Build commands in (step, phase) order without waits, then add waits.
+    drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw)
+    users, filler = _users_and_fillers(drafts, len(plan.residencies))
+    commands = _with_waits(drafts, users, filler, _previous_occupants(plan.residencies), plan, graph)
+    queues = defaultdict(list)
+    for c in commands:
+        queues[c.queue].append(c.id)
+    n_streams = max(plan.streams, default=0) + 1
+    return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
+                   commands=tuple(commands), residency_users=tuple(tuple(u) for u in users),
+                   capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
+                   plan_status=plan.meta.status, plan_scope=plan.meta.scope, offchip_peak=offchip_footprint(plan, graph, untiled),
+                   dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
+
+
+def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[tuple[tuple, dict]]:
+    """Every transfer and op as a command's fields without waits, keyed and sorted by
+    (step, phase, tensor or op)."""
     residencies = plan.residencies
     by_tensor = defaultdict(list)
     for i, r in enumerate(residencies):
         by_tensor[r.tensor].append(i)
 
-    def residency_at(t: int, s: int) -> int:
+    def access_at(t: int, s: int) -> Access:
         for i in by_tensor[t]:
-            if residencies[i].first <= s <= residencies[i].last:
-                return i
+            r = residencies[i]
+            if r.first <= s <= r.last:
+                return Access(i, r.tensor, r.offset, r.size)
         raise ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
 
-    def access(i: int) -> Access:
-        r = residencies[i]
-        return Access(i, r.tensor, r.offset, r.size)
-
-    # Build commands in (step, phase) order without waits, then add waits.
     drafts = []  # (priority, dict)
     for tr in plan.transfers:
-        i = residency_at(tr.tensor, tr.step)
+        a = access_at(tr.tensor, tr.step)
         view = dram_view(graph.tensors[tr.tensor], plan.dram, layout)
         d = dict(queue=f"dma.{tr.kind}", kind=tr.kind, step=tr.step, tensor=tr.tensor, cause=tr.cause,
                  nbytes=tr.size, dram=view, cost=transfer_cost(view.shape, view.strides, view.itemsize, view.address,
                                                                hw.dma.burst_bytes, hw.dma.max_dims),
-                 reads=(access(i),) if tr.kind == "store" else (),
-                 writes=(access(i),) if tr.kind == "load" else ())
+                 reads=(a,) if tr.kind == "store" else (),
+                 writes=(a,) if tr.kind == "load" else ())
         drafts.append(((tr.step, PHASE[tr.kind], tr.tensor), d))
     for s, op_id in enumerate(plan.order):
         op = graph.ops[op_id]
         d = dict(queue=f"stream{plan.streams[op_id]}", kind="compute", step=s, op=op_id,
-                 reads=tuple(access(residency_at(t, s)) for t in dict.fromkeys(op.inputs)),
-                 writes=tuple(access(residency_at(t, s)) for t in op.outputs))
+                 reads=tuple(access_at(t, s) for t in dict.fromkeys(op.inputs)),
+                 writes=tuple(access_at(t, s) for t in op.outputs))
         drafts.append(((s, PHASE["compute"], op_id), d))
     drafts.sort(key=lambda x: x[0])
+    return drafts
 
-    users = [[] for _ in residencies]
+
+def _users_and_fillers(drafts, n_residencies: int) -> tuple[list[list[int]], dict[int, int]]:
+    """Per residency, the commands that touch it, and the command that fills it first."""
+    users = [[] for _ in range(n_residencies)]
     filler: dict[int, int] = {}  # residency -> command that fills it
     for cid, (_, d) in enumerate(drafts):
         for a in d["reads"] + d["writes"]:
             users[a.residency].append(cid)
         for a in d["writes"]:
             filler.setdefault(a.residency, cid)
+    return users, filler
 
-    previous = _previous_occupants(residencies)
+
+def _with_waits(drafts, users, filler, previous, plan: Plan, graph: Graph) -> list[Command]:
+    """The commands with the waits of the module docstring (only on earlier commands)."""
     last_store_of = {}  # tensor -> latest store command issued so far
     compute_at = {d["step"]: cid for cid, (_, d) in enumerate(drafts) if d["kind"] == "compute"}
     commands = []
@@ -200,16 +220,7 @@ def lower(plan: Plan, graph: Graph, hw) -> Program:
             last_store_of[d["tensor"]] = cid
         waits = {w for w in waits if w < cid}
         commands.append(Command(id=cid, waits=tuple(sorted(waits)), **d))
-
-    queues = defaultdict(list)
-    for c in commands:
-        queues[c.queue].append(c.id)
-    n_streams = max(plan.streams, default=0) + 1
-    return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
-                   commands=tuple(commands), residency_users=tuple(tuple(u) for u in users),
-                   capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
-                   plan_status=plan.meta.status, plan_scope=plan.meta.scope, offchip_peak=offchip_footprint(plan, graph, untiled),
-                   dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
+    return commands
 
 
 def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:

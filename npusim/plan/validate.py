@@ -31,9 +31,13 @@ dram                a DRAM layout (``plan.dram``, keyed by buffer: ``npusim.plan
 ==================  ==========================================================================
 
 Several streams: steps of different streams do not order ops in time, so residencies on
-different streams can coexist even if their steps do not overlap. Until the multi-stream
-safety relation is in (MindSpore paper, Section 3), the overlap check treats the plan's step
-order as the execution order, which is exact for a single stream.
+different streams can coexist even if their steps do not overlap; the overlap check then also
+keeps apart every unsafe pair of the multi-stream safety relation (``npusim.plan.safety``,
+MindSpore paper Section 3).
+
+Each kind has a check function of its own (``_check_<kind>``, or the function whose docstring
+names it); ``validate`` runs them item by item in a fixed order, so the same plan always gets
+the same violations in the same order.
 """
 
 from __future__ import annotations
@@ -75,11 +79,42 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
         return found
     if plan.tiling:
         check_tiling(untiled, graph, report)
+    if not _check_order(plan, graph, report):
+        return found  # steps are meaningless without a valid order
+    _check_streams(plan, graph, report)
+    name = lambda t: graph.tensors[t].name  # noqa: E731
+    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, graph, "residency", report)]
+    by_tensor = _check_residencies(plan, graph, residencies, name, report)
+    _check_overlaps(residencies, name, report, plan, graph)
+    loads, stores = _transfers_by_tensor(plan, graph, name, report)
+    residency_at = lambda t, s: next((r for r in by_tensor.get(t, ()) if r.first <= s <= r.last), None)  # noqa: E731
+    fill = _check_filled(plan, graph, by_tensor, loads, name, report)
+    _check_operands(plan, graph, residency_at, fill, name, report)
+    for t, trs in loads.items():
+        _check_loads(graph.tensors[t], trs, stores, residency_at, name, report)
+    for t, trs in stores.items():
+        _check_stores(graph.tensors[t], trs, residency_at, fill, name, report)
+    _check_written_back(graph, stores, report)
+    if plan.dram:
+        _check_dram(plan, graph, report)
+    return found
+
+
+# Each check below reports one kind of violation (``report(kind, message)``); ``validate`` runs
+# them in a fixed order, item by item where one item can break several rules.
+
+def _check_order(plan: Plan, graph: Graph, report) -> bool:
+    """order: the plan's order is a topological permutation of the ops."""
     try:
         check_order(graph, list(plan.order))
     except PlanError as exc:
         report("order", str(exc))
-        return found  # steps are meaningless without a valid order
+        return False
+    return True
+
+
+def _check_streams(plan: Plan, graph: Graph, report) -> None:
+    """streams: one stream >= 0 per op."""
     if len(plan.streams) != graph.n_ops:
         report("streams", f"streams lists {len(plan.streams)} entries; expected a stream >= 0 for "
                           f"each of the {graph.n_ops} ops")
@@ -87,26 +122,53 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
         if s < 0:
             report("streams", f"op {op.name!r}: stream {s} is negative, expected >= 0")
 
-    n = plan.n_steps
-    name = lambda t: graph.tensors[t].name  # noqa: E731
+
+def _check_residencies(plan: Plan, graph: Graph, residencies, name, report) -> dict[int, list]:
+    """range, size, capacity and alignment of each residency, in plan order; returns the
+    residencies within the plan's steps by tensor."""
     by_tensor = defaultdict(list)
-    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, graph, "residency", report)]
     for r in residencies:
         where = f"residency of {name(r.tensor)!r} at [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}"
-        if not (0 <= r.first <= r.last < n):
-            report("range", f"{where}: steps must satisfy 0 <= first <= last < {n}")
+        if not _check_residency_range(r, plan.n_steps, where, report):
             continue
-        if r.size < graph.tensors[r.tensor].size:
-            report("size", f"{where}: size {r.size} < tensor size {graph.tensors[r.tensor].size}")
-        if r.offset < 0:
-            report("capacity", f"{where}: offset {r.offset} < 0, before the start of the scratchpad")
-        if r.offset + r.size > plan.capacity:
-            report("capacity", f"{where}: ends at {r.offset + r.size} > capacity {plan.capacity}")
-        if r.offset % plan.alignment:
-            report("alignment", f"{where}: offset {r.offset} is not a multiple of {plan.alignment}")
+        _check_size(r, graph.tensors[r.tensor].size, where, report)
+        _check_capacity(r, plan.capacity, where, report)
+        _check_alignment(r, plan.alignment, where, report)
         by_tensor[r.tensor].append(r)
-    _check_overlaps(residencies, name, report, plan, graph)
+    return by_tensor
 
+
+def _check_residency_range(r, n: int, where: str, report) -> bool:
+    """range: a residency's steps lie within the order."""
+    if not (0 <= r.first <= r.last < n):
+        report("range", f"{where}: steps must satisfy 0 <= first <= last < {n}")
+        return False
+    return True
+
+
+def _check_size(r, tensor_size: int, where: str, report) -> None:
+    """size: a residency holds its whole tensor."""
+    if r.size < tensor_size:
+        report("size", f"{where}: size {r.size} < tensor size {tensor_size}")
+
+
+def _check_capacity(r, capacity: int, where: str, report) -> None:
+    """capacity: a residency lies within the scratchpad."""
+    if r.offset < 0:
+        report("capacity", f"{where}: offset {r.offset} < 0, before the start of the scratchpad")
+    if r.offset + r.size > capacity:
+        report("capacity", f"{where}: ends at {r.offset + r.size} > capacity {capacity}")
+
+
+def _check_alignment(r, alignment: int, where: str, report) -> None:
+    """alignment: a residency starts at a multiple of the alignment."""
+    if r.offset % alignment:
+        report("alignment", f"{where}: offset {r.offset} is not a multiple of {alignment}")
+
+
+def _transfers_by_tensor(plan: Plan, graph: Graph, name, report) -> tuple[dict, dict]:
+    """Loads and stores by tensor, leaving out (and reporting) transfers of an unknown tensor
+    (range), of another kind (cause) or outside the plan's steps (range)."""
     loads, stores = defaultdict(list), defaultdict(list)
     for tr in plan.transfers:
         if not _known_tensor(tr.tensor, graph, tr.kind, report):
@@ -114,13 +176,18 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
         if tr.kind not in ("load", "store"):
             report("cause", f"transfer of {name(tr.tensor)!r} at step {tr.step}: kind {tr.kind!r}, expected load or store")
             continue
-        if not 0 <= tr.step < n:
-            report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{n - 1}")
+        if not 0 <= tr.step < plan.n_steps:
+            report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{plan.n_steps - 1}")
             continue
         (loads if tr.kind == "load" else stores)[tr.tensor].append(tr)
+    return loads, stores
 
+
+def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> dict:
+    """empty_residency: every residency is filled, by its producer or a load within it.
+    Returns residency -> the step its data is valid from."""
     step = step_of(list(plan.order))
-    fill = {}  # residency -> step its data is valid from
+    fill = {}
     for t, rs in by_tensor.items():
         tensor = graph.tensors[t]
         p = None if tensor.producer is None else int(step[tensor.producer])
@@ -134,79 +201,105 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
                 report("empty_residency",
                        f"residency of {name(t)!r} at offset {r.offset}, steps {r.first}..{r.last}: "
                        "never filled (not produced or loaded within it)")
+    return fill
 
-    def residency_at(t: int, s: int):
-        return next((r for r in by_tensor.get(t, ()) if r.first <= s <= r.last), None)
 
+def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) -> None:
+    """not_resident, not_ready: at its step, an op's inputs are resident and filled, and its
+    outputs have a residency."""
     for s, op_id in enumerate(plan.order):
         op = graph.ops[op_id]
         for t in dict.fromkeys(op.inputs):
             r = residency_at(t, s)
             if r is None:
                 report("not_resident", f"op {op.name!r} at step {s}: input {name(t)!r} is not resident")
-            elif r in fill and fill[r] > s:
-                report("not_ready", f"op {op.name!r} at step {s}: input {name(t)!r} arrives only at step {fill[r]}")
+            else:
+                _check_ready(r, fill, s, f"op {op.name!r} at step {s}: input {name(t)!r}", report)
         for t in op.outputs:
             if residency_at(t, s) is None:
                 report("not_resident", f"op {op.name!r} at step {s}: output {name(t)!r} has no residency")
 
-    for t, trs in loads.items():
-        if not trs:
-            continue
-        # a residency is filled once: a second load into it writes the same bytes again, racing
-        # with the first and with the ops reading them
-        into = defaultdict(list)
-        for tr in trs:
-            into[residency_at(t, tr.step)].append(tr.step)
-        for r, steps in into.items():
-            if r is not None and len(steps) > 1:
-                report("duplicate_transfer", f"{name(t)!r} is loaded {len(steps)} times (steps "
-                                             f"{', '.join(map(str, sorted(steps)))}) into its residency at offset "
-                                             f"{r.offset}, steps {r.first}..{r.last}; expected one load per residency")
-        tensor = graph.tensors[t]
-        first_load = min(tr.step for tr in trs)
-        for tr in trs:
-            where = f"load of {name(t)!r} at step {tr.step}"
-            if residency_at(t, tr.step) is None:
-                report("transfer_residency", f"{where}: the tensor has no residency to load into")
-            if tensor.in_dram_initially:
-                expected = "compulsory" if tr.step == first_load else "retrieve"
-            elif tensor.sources:  # a tile read from DRAM: every tile it is read from must be stored first
-                expected = "retrieve"
-                for src in tensor.sources:
-                    if not any(st.step < tr.step for st in stores.get(src, ())):
-                        report("load_without_copy",
-                               f"{where}: its source {name(src)!r} was not stored to DRAM before")
-            else:
-                expected = "retrieve"
-                if not any(st.step < tr.step for st in stores.get(t, ())):
-                    report("load_without_copy", f"{where}: {name(t)!r} was never stored to DRAM before")
-            if tr.cause != expected:
-                report("cause", f"{where}: cause {tr.cause!r}, expected {expected!r}")
-    for t, trs in stores.items():
-        tensor = graph.tensors[t]
-        twice = sorted(step for step, count in Counter(tr.step for tr in trs).items() if count > 1)
-        if twice:
-            report("duplicate_transfer", f"{name(t)!r} is stored more than once at step(s) "
-                                         f"{', '.join(map(str, twice))}; expected one store per step")
-        for tr in trs:
-            where = f"store of {name(t)!r} at step {tr.step}"
-            r = residency_at(t, tr.step)
-            if r is None:
-                report("transfer_residency", f"{where}: the tensor is not resident to store from")
-            elif r in fill and fill[r] > tr.step:
-                report("not_ready", f"{where}: the data arrives only at step {fill[r]}")
-            expected = {"output": "writeback", "activation": "spill"}.get(tensor.kind)
-            if expected is None:
-                report("cause", f"{where}: {tensor.kind} tensors are already in DRAM")
-            elif tr.cause != expected:
-                report("cause", f"{where}: cause {tr.cause!r}, expected {expected!r}")
+
+def _check_ready(r, fill, s: int, what: str, report) -> None:
+    """not_ready: a residency read at step ``s`` is filled by then."""
+    if r in fill and fill[r] > s:
+        report("not_ready", f"{what} arrives only at step {fill[r]}")
+
+
+def _check_loads(tensor, trs, stores, residency_at, name, report) -> None:
+    """duplicate_transfer (one load per residency), then for each load: transfer_residency,
+    load_without_copy and cause."""
+    if not trs:
+        return
+    _check_one_load_per_residency(tensor, trs, residency_at, name, report)
+    first_load = min(tr.step for tr in trs)
+    for tr in trs:
+        where = f"load of {name(tensor.id)!r} at step {tr.step}"
+        if residency_at(tensor.id, tr.step) is None:
+            report("transfer_residency", f"{where}: the tensor has no residency to load into")
+        _check_cause(tr, _load_cause(tensor, tr, first_load, stores, where, name, report), where, report)
+
+
+def _check_one_load_per_residency(tensor, trs, residency_at, name, report) -> None:
+    """duplicate_transfer: a residency is filled once; a second load into it writes the same
+    bytes again, racing with the first and with the ops reading them."""
+    into = defaultdict(list)
+    for tr in trs:
+        into[residency_at(tensor.id, tr.step)].append(tr.step)
+    for r, steps in into.items():
+        if r is not None and len(steps) > 1:
+            report("duplicate_transfer", f"{name(tensor.id)!r} is loaded {len(steps)} times (steps "
+                                         f"{', '.join(map(str, sorted(steps)))}) into its residency at offset "
+                                         f"{r.offset}, steps {r.first}..{r.last}; expected one load per residency")
+
+
+def _load_cause(tensor, tr, first_load: int, stores, where: str, name, report) -> str:
+    """load_without_copy: a load reads data that is in DRAM (an input or weight, or stored
+    before; a tile read from DRAM: every tile it is read from stored before). Returns the
+    cause the load should give."""
+    if tensor.in_dram_initially:
+        return "compulsory" if tr.step == first_load else "retrieve"
+    if tensor.sources:
+        for src in tensor.sources:
+            if not any(st.step < tr.step for st in stores.get(src, ())):
+                report("load_without_copy", f"{where}: its source {name(src)!r} was not stored to DRAM before")
+    elif not any(st.step < tr.step for st in stores.get(tensor.id, ())):
+        report("load_without_copy", f"{where}: {name(tensor.id)!r} was never stored to DRAM before")
+    return "retrieve"
+
+
+def _check_cause(tr, expected: str, where: str, report) -> None:
+    """cause: a transfer gives the cause of what it does."""
+    if tr.cause != expected:
+        report("cause", f"{where}: cause {tr.cause!r}, expected {expected!r}")
+
+
+def _check_stores(tensor, trs, residency_at, fill, name, report) -> None:
+    """duplicate_transfer (one store per step), then for each store: transfer_residency or
+    not_ready, and cause."""
+    twice = sorted(step for step, count in Counter(tr.step for tr in trs).items() if count > 1)
+    if twice:
+        report("duplicate_transfer", f"{name(tensor.id)!r} is stored more than once at step(s) "
+                                     f"{', '.join(map(str, twice))}; expected one store per step")
+    for tr in trs:
+        where = f"store of {name(tensor.id)!r} at step {tr.step}"
+        r = residency_at(tensor.id, tr.step)
+        if r is None:
+            report("transfer_residency", f"{where}: the tensor is not resident to store from")
+        else:
+            _check_ready(r, fill, tr.step, f"{where}: the data", report)
+        expected = {"output": "writeback", "activation": "spill"}.get(tensor.kind)
+        if expected is None:
+            report("cause", f"{where}: {tensor.kind} tensors are already in DRAM")
+        else:
+            _check_cause(tr, expected, where, report)
+
+
+def _check_written_back(graph: Graph, stores, report) -> None:
+    """not_written_back: every graph output reaches DRAM."""
     for tensor in graph.tensors:
         if tensor.kind == "output" and not any(tr.cause == "writeback" for tr in stores.get(tensor.id, ())):
             report("not_written_back", f"graph output {tensor.name!r} is never written back to DRAM")
-    if plan.dram:
-        _check_dram(plan, graph, report)
-    return found
 
 
 def _check_dram(plan: Plan, graph: Graph, report) -> None:
@@ -299,7 +392,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     One stream: they coexist when their steps overlap (a sweep by first step). Several
     streams: steps no longer order ops of different streams, so two residencies also conflict
     when their tensors are an unsafe pair of the multi-stream safety relation
-    (``npusim.graph.safety``, MindSpore paper Section 3), even if their steps do not overlap.
+    (``npusim.plan.safety``, MindSpore paper Section 3), even if their steps do not overlap.
     """
     streams = list(plan.streams) if plan is not None else []
     multi = (graph is not None and len(set(streams)) > 1 and len(streams) == graph.n_ops
@@ -317,7 +410,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
                            f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
             active.append(r)
         return
-    from npusim.graph.safety import safety_relation
+    from npusim.plan.safety import safety_relation  # lazy: Numba, for multi-stream plans only
 
     unsafe = safety_relation(graph, list(plan.order), streams).unsafe
     active = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ortools.sat.python import cp_model
 
 from planners.alloc.problem import OffsetProblem
 from planners.schedule.solver import SolverOptions, make_solver
@@ -39,8 +40,6 @@ def max_weight_clique(problem: OffsetProblem, *, max_items: int = 250, time_limi
         return lifetime_bound(problem) if problem.has_lifetimes else None
     if problem.n > max_items:
         return None
-    from ortools.sat.python import cp_model
-
     rel = problem.conflicts
     model = cp_model.CpModel()
     pick = [model.NewBoolVar(f"in{i}") for i in range(problem.n)]

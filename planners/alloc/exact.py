@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from ortools.sat.python import cp_model
 
 from planners.alloc import mindspore_fast, tflite
 from planners.alloc.bounds import best_bound
@@ -138,8 +139,6 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
                   seed: int = 0, hint: OffsetResult | None = None, deterministic: bool = True,
                   max_variables: int = DEFAULT_MAX_VARIABLES,
                   max_constraints: int = DEFAULT_MAX_CONSTRAINTS) -> OffsetResult:
-    from ortools.sat.python import cp_model
-
     start = time.perf_counter()
     hint = hint or best_heuristic(problem)
     bound = best_bound(problem, time_limit=min(2.0, time_limit / 4), workers=workers)

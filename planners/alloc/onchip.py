@@ -4,7 +4,7 @@ Every tensor stays resident from its first to its last use in the plan's order (
 from ``npusim.graph.analysis``); inputs and weights are loaded at their first use (cause
 ``compulsory``), graph outputs written back right after they are produced (``writeback``).
 Which tensors may share addresses: lifetime overlap for one stream; for several streams, the
-unsafe pairs of the multi-stream safety analysis (``npusim.graph.safety``, MindSpore paper
+unsafe pairs of the multi-stream safety analysis (``npusim.plan.safety``, MindSpore paper
 Section 3). Offsets come from any algorithm on the generic ``OffsetProblem``.
 
 If the footprint exceeds the budget the stage raises ``PlanningError`` "does not fit: needs N
@@ -17,9 +17,10 @@ import numpy as np
 
 from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned, default_order, lifetimes
-from npusim.graph.safety import safety_relation
 from npusim.plan.model import Residency, Transfer
+from npusim.plan.safety import safety_relation
 from planners.alloc import mindspore_fast, naive, shared_objects, tflite
+from planners.alloc.exact import exact_offsets
 from planners.alloc.prefetch import hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
 from planners.schedule.solver import SolverOptions
@@ -63,7 +64,6 @@ def _solver(name: str):
         algo = mindspore_fast.single_object if family == "mindspore-so" else mindspore_fast.many_objects
         return lambda problem: algo(problem, sort, fitter)
     if name == "exact-offsets":
-        from planners.alloc.exact import exact_offsets
         return exact_offsets
     raise PlanningError(f"no offset algorithm is named {name!r}")
 

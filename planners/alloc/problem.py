@@ -6,7 +6,7 @@ One problem serves the scratchpad and the DRAM arena alike (MindSpore paper, Def
 - *items* with sizes in bytes (already rounded up to the alignment by the builder);
 - which pairs may not share addresses: either the items' lifetimes (single stream: two items
   conflict when their inclusive step intervals ``[first, last]`` intersect) or an explicit
-  conflict set (the unsafe pairs of the multi-stream safety analysis, ``npusim.graph.safety``);
+  conflict set (the unsafe pairs of the multi-stream safety analysis, ``npusim.plan.safety``);
   lifetimes may be given alongside an explicit set, for the sorts and bounds that use them;
 - *contiguous blocks*: tuples of items that must sit back to back, in order
   (``offset(t_j) = offset(t_{j-1}) + size(t_{j-1})``); an item is in at most one block;

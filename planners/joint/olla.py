@@ -34,14 +34,14 @@ from npusim.graph.model import Graph
 from npusim.plan.model import Residency
 from planners.alloc.onchip import lifetime_transfers
 from planners.alloc.prefetch import hoist_loads, prefetch_depth
-from planners.joint.olla_address import Blocks, solve_addresses
+from planners.joint.olla_address import Blocks, first_fit, solve_addresses
 from planners.joint.olla_lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
+from planners.options import int_option
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.op_level import is_tiled, op_graph, set_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
-from planners.options import int_option
 
 DEFAULT_JOINT_MAX_OPS = 30
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2, "timed_out": 3}
@@ -129,7 +129,6 @@ def _joint(graph: Graph, align: int, opts: SolverOptions) -> OllaResult | None:
     tensor_of = [t.id for t in graph.tensors if not (t.producer is None and not t.consumers)]
     hint, hint_peak = best_heuristic_order(problem)
     hint_blocks = tensor_blocks(graph, hint, align)
-    from planners.joint.olla_address import first_fit
     ff = first_fit(hint_blocks, {}, align)
     hint_off = {hint_blocks.ids[i]: off for i, off in ff.items()}
     top = max(hint_off[t] + int(aligned(graph.tensors[t].size, align)) for t in hint_off)

@@ -34,7 +34,8 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from planners.alloc.canonical_search import search_offsets
-from planners.alloc.exact import NODES_PER_SECOND
+from planners.alloc.exact import NODES_PER_SECOND, best_heuristic
+from planners.alloc.problem import OffsetProblem
 from planners.schedule.solver import WALL_GUARD, SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 
@@ -128,9 +129,6 @@ def first_fit(blocks: Blocks, fixed: dict[int, int], align: int) -> dict[int, in
 
 def best_heuristic_offsets(blocks: Blocks, fixed: dict[int, int], align: int) -> dict[int, int]:
     """index -> offset of the best offset heuristic, with ``fixed`` pinned."""
-    from planners.alloc.exact import best_heuristic
-    from planners.alloc.problem import OffsetProblem
-
     if not blocks.ids:
         return {}
     problem = OffsetProblem(sizes=np.array(blocks.size, dtype=np.int64), first=np.array(blocks.first),

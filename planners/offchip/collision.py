@@ -28,7 +28,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from npusim.kernels.render_chunks import render_chunks_reference
+from npusim.kernels.render_chunks import render_chunks, render_chunks_reference
+from planners.offchip.collision_kernels import (
+    LATTICE_LEVELS, SEARCH_NODES, collision_size_kernel, collision_skip_kernel, lattice_of, lattice_work,
+    tensor_allocate_kernel,
+)
 
 
 @dataclass(frozen=True)
@@ -121,10 +125,6 @@ def tensor_allocate_reference(tiles: list[Tile], peers: list[tuple[Tile, int]], 
         if overlap != 0:
             addr = align_up(addr + overlap, alignment)
     return addr
-from planners.offchip.collision_kernels import (
-    LATTICE_LEVELS, SEARCH_NODES, collision_size_kernel, collision_skip_kernel, lattice_of, lattice_work,
-    tensor_allocate_kernel,
-)
 
 
 class ChunkPatterns:
@@ -142,8 +142,6 @@ class ChunkPatterns:
         key = (tuple(shape), tuple(strides), int(itemsize))
         p = self._index.get(key)
         if p is None:
-            from npusim.kernels.render_chunks import render_chunks
-
             offsets, sizes = render_chunks(key[0], key[1], 0, key[2])
             p = self._index[key] = len(self._offsets)
             self._offsets.append(offsets)

@@ -18,9 +18,10 @@ import time
 from dataclasses import dataclass
 
 from npusim.errors import InternalError, PlanningError
+from planners.options import int_option
+from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.op_level import op_graph, set_order
 from planners.schedule.problem import MemoryProblem
-from planners.options import int_option
 
 DEFAULT_MAX_OPS = 25
 DEFAULT_MAX_STATES = 2_000_000
@@ -150,8 +151,6 @@ class DynamicProgramming:
     description = "exact minimum-peak order by DP over executed-op sets (graphs up to ~25 ops)"
 
     def run(self, ctx) -> None:
-        from planners.schedule.greedy import best_heuristic_order
-
         problem = MemoryProblem.from_graph(op_graph(ctx), ctx.alignment)
         max_ops = int_option(ctx.options, "max_ops", DEFAULT_MAX_OPS, self.name)
         max_states = int_option(ctx.options, "max_states", DEFAULT_MAX_STATES, self.name)

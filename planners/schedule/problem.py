@@ -21,8 +21,10 @@ nodes expands to a schedule of ops.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
+from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
 
@@ -110,8 +112,6 @@ class MemoryProblem:
 
     def topological_order(self) -> list[int]:
         """Kahn's algorithm, smallest ready id first (deterministic)."""
-        import heapq
-
         preds = self.predecessors()
         succ = self.successors()
         indeg = [len(p) for p in preds]
@@ -182,8 +182,6 @@ class MemoryProblem:
         return all(step[p] < step[v] for v, preds in enumerate(self.predecessors()) for p in preds)
 
     def check_order(self, order: list[int]) -> None:
-        from npusim.errors import InternalError, PlanningError
-
         if sorted(order) != list(range(self.n)):
             raise InternalError(f"schedule of {len(order)} nodes is not a permutation of {self.n}")
         seen = set()

@@ -73,34 +73,73 @@ def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOpti
         return ScheduleResult(list(hint), hint_peak, "optimal", min(hint_peak, floor) if n > 1 else hint_peak,
                               0.0, 0)
     scale = math.gcd(*p.sizes, *[abs(e) for e in p.extra]) or 1
-    size = [s // scale for s in p.sizes]
-    extra = [e // scale for e in p.extra]
     if prune:
         asap, alap = step_windows(p)
     else:
         asap, alap = [0] * n, [n - 1] * n
 
     m = cp_model.CpModel()
+    O = _node_steps(m, n, asap, alap)
+    T = _buffers_in_memory(m, p, O, asap, alap)
+    _inputs_and_outputs_in_memory(m, p, O, T)
+    lb = -(-max(p.lower_bound(), floor) // scale)
+    mem = m.NewIntVar(min(lb, hint_peak // scale), hint_peak // scale, "mem")
+    _peak_at_most(m, p, O, T, mem, scale)
+    m.Minimize(mem)
+    _hint(m, p, O, T, hint)
+
+    check_model_size(m, opts, "zhong (schedule ILP)", "'greedy-mem', or zhong with more partitions")
+    n_vars = len(O) + len(T)
+    if budget.remaining() <= 0:  # building the model used up the time
+        return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), time.perf_counter() - start,
+                              n_vars)
+    solver = make_solver(budget.solver_options())
+    code = solver.Solve(m)
+    budget.charge(solver.deterministic_time)
+    seconds = time.perf_counter() - start
+    if not has_solution(code):
+        return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), seconds, n_vars)
+    order = sorted(range(n), key=lambda v: next(j for j in range(asap[v], alap[v] + 1) if solver.Value(O[v, j])))
+    peak = p.peak(order)
+    bound = int(solver.BestObjectiveBound()) * scale
+    if peak > hint_peak:  # cannot happen when mem is exact; kept as a guard
+        order, peak = list(hint), hint_peak
+    return ScheduleResult(order, peak, status_name(code), min(bound, peak), seconds, n_vars)
+
+
+def _node_steps(m, n: int, asap: list[int], alap: list[int]) -> dict:
+    """``O[v, j]`` within each node's window, with (1) one node per step and (2) every node once."""
     O = {(v, j): m.NewBoolVar(f"O{v}_{j}") for v in range(n) for j in range(asap[v], alap[v] + 1)}
     for j in range(n):  # (1)
         m.AddExactlyOne([O[v, j] for v in range(n) if (v, j) in O])
     for v in range(n):  # (2)
         m.AddExactlyOne([O[v, j] for j in range(asap[v], alap[v] + 1)])
+    return O
 
+
+def _buffer_window(p: MemoryProblem, b: int, asap: list[int], alap: list[int]) -> tuple[int, int]:
+    """The steps buffer b can be in memory at (eq. 8, 10)."""
+    readers, prod = p.consumers[b], p.producer[b]
+    if p.live_at_start[b]:
+        lo = 0
+    elif prod >= 0:
+        lo = asap[prod]
+    else:
+        lo = min(asap[c] for c in readers)
+    if p.live_at_end[b]:
+        hi = p.n - 1
+    else:
+        hi = max([alap[c] for c in readers] + ([alap[prod]] if prod >= 0 else []))
+    return lo, hi
+
+
+def _buffers_in_memory(m, p: MemoryProblem, O: dict, asap: list[int], alap: list[int]) -> dict:
+    """``T[b, j]`` within each buffer's window, with (4) and (5)."""
     T = {}
     for b in range(p.n_buffers):
         readers = p.consumers[b]
         prod = p.producer[b]
-        if p.live_at_start[b]:
-            lo = 0
-        elif prod >= 0:
-            lo = asap[prod]
-        else:
-            lo = min(asap[c] for c in readers)
-        if p.live_at_end[b]:
-            hi = n - 1
-        else:
-            hi = max([alap[c] for c in readers] + ([alap[prod]] if prod >= 0 else []))
+        lo, hi = _buffer_window(p, b, asap, alap)
         first_use = []
         for j in range(lo, hi + 1):
             T[b, j] = m.NewBoolVar(f"T{b}_{j}")
@@ -120,49 +159,36 @@ def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOpti
         if first_use:
             m.Add(sum(first_use) <= 1)
         if p.live_at_end[b]:
-            m.Add(T[b, n - 1] == 1)
+            m.Add(T[b, p.n - 1] == 1)
+    return T
 
-    def in_memory(b, j):
-        return T.get((b, j))
 
+def _inputs_and_outputs_in_memory(m, p: MemoryProblem, O: dict, T: dict) -> None:
+    """(3): a node runs only when its inputs and outputs are in memory."""
     for (v, j), o in O.items():
-        for b in p.node_inputs[v] + p.node_outputs[v]:  # (3)
-            t = in_memory(b, j)
+        for b in p.node_inputs[v] + p.node_outputs[v]:
+            t = T.get((b, j))
             if t is None:
                 m.Add(o == 0)
             else:
                 m.AddImplication(o, t)
 
-    lb = -(-max(p.lower_bound(), floor) // scale)
-    mem = m.NewIntVar(min(lb, hint_peak // scale), hint_peak // scale, "mem")
-    for j in range(n):  # (6)
-        load = [size[b] * t for (b, jj), t in T.items() if jj == j]
-        load += [extra[v] * O[v, j] for v in range(n) if (v, j) in O and extra[v]]
-        m.Add(sum(load) <= mem)
-    m.Minimize(mem)
 
-    # Warm start from the heuristic order.
+def _peak_at_most(m, p: MemoryProblem, O: dict, T: dict, mem, scale: int) -> None:
+    """(6): the footprint of every step, in units of ``scale`` bytes, is at most ``mem``."""
+    size = [s // scale for s in p.sizes]
+    extra = [e // scale for e in p.extra]
+    for j in range(p.n):
+        load = [size[b] * t for (b, jj), t in T.items() if jj == j]
+        load += [extra[v] * O[v, j] for v in range(p.n) if (v, j) in O and extra[v]]
+        m.Add(sum(load) <= mem)
+
+
+def _hint(m, p: MemoryProblem, O: dict, T: dict, hint: list[int]) -> None:
+    """Warm start from the heuristic order."""
     step = {v: s for s, v in enumerate(hint)}
     first, last = p.lifetimes(hint)
     for (v, j), o in O.items():
         m.AddHint(o, step[v] == j)
     for (b, j), t in T.items():
         m.AddHint(t, first[b] <= j <= last[b])
-
-    check_model_size(m, opts, "zhong (schedule ILP)", "'greedy-mem', or zhong with more partitions")
-    n_vars = len(O) + len(T)
-    if budget.remaining() <= 0:  # building the model used up the time
-        return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), time.perf_counter() - start,
-                              n_vars)
-    solver = make_solver(budget.solver_options())
-    code = solver.Solve(m)
-    budget.charge(solver.deterministic_time)
-    seconds = time.perf_counter() - start
-    if not has_solution(code):
-        return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), seconds, n_vars)
-    order = sorted(range(n), key=lambda v: next(j for j in range(asap[v], alap[v] + 1) if solver.Value(O[v, j])))
-    peak = p.peak(order)
-    bound = int(solver.BestObjectiveBound()) * scale
-    if peak > hint_peak:  # cannot happen when mem is exact; kept as a guard
-        order, peak = list(hint), hint_peak
-    return ScheduleResult(order, peak, status_name(code), min(bound, peak), seconds, n_vars)

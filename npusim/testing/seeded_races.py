@@ -21,10 +21,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from npusim.graph import random_dags
-from npusim.graph.safety import safety_relation
 from npusim.hw.config import Hardware
 from npusim.plan.lower import lower
+from npusim.plan.safety import safety_relation
+from npusim.testing import random_dags
 from npusim.workflow import plan_graph
 
 SAFE_PIPELINE = "default+streams-rr+mindspore-mo:size,best-fit"

@@ -1,8 +1,8 @@
-"""The Numba kernels of the multi-stream safety relation (``npusim.graph.safety``): MindSpore's
+"""The Numba kernels of the multi-stream safety relation (``npusim.plan.safety``): MindSpore's
 Algorithm 1 (Ancestor Tensors) and 1_opt on ancestor bitsets, and Algorithm 2 (Stream Graph
 Safety: Ancestor Streams Reuse with Valid Ancestor, then Same Stream Reuse) on the per-stream
 tables, with the pair-by-pair form of Algorithm 2 the tests compare the fast one with. Each is
-checked against its pure-Python ``py_func`` and the plain reference in ``safety``."""
+checked against its pure-Python ``py_func`` and the plain references in ``safety_reference``."""
 
 from __future__ import annotations
 
@@ -86,19 +86,23 @@ def _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end
 
 
 @numba.njit(cache=True)
-def _first_safe(t2, s2, lo, hi, order, t_between, t_end, t_stream, t_start, t_prod, ds_ptr, ds_stream,
+def _first_safe(x, lo, hi, same_stream, order, t_between, t_end, t_stream, t_start, t_prod, ds_ptr, ds_stream,
                 ds_end, anc_streams, max_anc):
     """The first position in ``order[lo:hi]`` (tensors of one stream by StartTime) whose tensor
-    t1 has t2 as a safe ancestor (Algorithm 3's test); ``hi`` if none. The test only gets truer
-    as t1 starts later (MaxAncId grows along a stream), so a binary search finds it."""
+    y may share addresses with x, which runs first: Algorithm 3's test (x of an ancestor stream
+    of y's) or, ``same_stream``, Algorithm 5's (y starts after x); ``hi`` if none. Either test
+    only gets truer as y starts later (MaxAncId grows along a stream), so a binary search finds
+    it."""
     while lo < hi:
         mid = (lo + hi) // 2
-        t1 = order[mid]
-        if not t_between[t2]:
-            safe = t_end[t2] <= max_anc[t_prod[t1], s2]
-        else:
-            safe = _valid_ancestor(t2, t1, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
+        y = order[mid]
+        if t_between[x]:
+            safe = _valid_ancestor(x, y, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
                                    anc_streams, max_anc)
+        elif same_stream:
+            safe = t_end[x] < t_start[y]
+        else:
+            safe = t_end[x] <= max_anc[t_prod[y], t_stream[x]]
         if safe:
             hi = mid
         else:
@@ -123,25 +127,11 @@ def _all_used_pairs(n_tensors, t_prod):
 
 
 @numba.njit(cache=True)
-def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
-                        ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc):
-    """Algorithm 2: start from all pairs unsafe; Algorithm 3 then Algorithm 5 remove safe ones.
-
-    ``t_end``: EndTime of tensors that are not between streams; ``ds_*``: per tensor, its
-    destination streams with EndTime[t][s]; ``st_*``: tensors produced in each stream.
-
-    Algorithms 3 and 5 run a stream at a time rather than a pair at a time: every test they
-    make only gets truer as the other tensor starts later in its stream (MaxAncId grows along
-    a stream), so for t2 in s2 and a stream s1 with s2 in AncStreams[s1], the tensors of s1
-    that t2 may share with are those from some position of s1 on (``_first_safe``): row t2
-    loses a precomputed suffix bitset of s1 (a few words), and each row of s1 a growing bitset
-    of s2's tensors. Same bits as ``stream_graph_unsafe_pairwise`` (the tests compare them).
-    """
-    unsafe = _all_used_pairs(n_tensors, t_prod)
-    words = unsafe.shape[1]
-    n_streams = anc_streams.shape[0]
+def _stream_suffix_masks(n_streams, t_start, t_between, st_ptr, st_idx):
+    """Each stream's tensors by StartTime (``order``), the word span [w_lo, w_hi) they cover and
+    their suffix bitsets: row k of stream s, at ``mask_ptr[s] + k * span``, holds the tensors at
+    positions k.. of s (``masks``; ``masks_nb``: only those not between streams)."""
     one = np.uint64(1)
-    # each stream's tensors by StartTime, the word span they cover, and the suffix bitsets
     order = np.empty(len(st_idx), dtype=np.int64)
     w_lo = np.zeros(n_streams, dtype=np.int64)
     w_hi = np.zeros(n_streams, dtype=np.int64)
@@ -170,13 +160,21 @@ def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
             masks[row + (t >> 6) - w_lo[s]] |= one << np.uint64(t & 63)
             if not t_between[t]:
                 masks_nb[row + (t >> 6) - w_lo[s]] |= one << np.uint64(t & 63)
-    # Algorithm 3: Ancestor Streams Reuse. Row t2 loses the suffix of s1 from its first safe
-    # position k(t2); row t1 (position p of s1) loses the t2 of s2 with k(t2) <= p, gathered
-    # in a running bitset over s2's words as p grows.
+    return order, w_lo, w_hi, mask_ptr, masks, masks_nb
+
+
+@numba.njit(cache=True)
+def _ancestor_streams_reuse(unsafe, order, w_lo, w_hi, mask_ptr, masks, t_prod, t_stream, t_start,
+                            t_between, t_end, ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc):
+    """Algorithm 3: Ancestor Streams Reuse, in place on ``unsafe``. Row t2 loses the suffix of s1
+    from its first safe position k(t2); row t1 (position p of s1) loses the t2 of s2 with
+    k(t2) <= p, gathered in a running bitset over s2's words as p grows."""
+    n_streams = anc_streams.shape[0]
+    one = np.uint64(1)
     first_safe = np.empty(st_ptr[n_streams] + 1, dtype=np.int64)
     by_k_ptr = np.empty(st_ptr[n_streams] + 2, dtype=np.int64)
     by_k = np.empty(st_ptr[n_streams] + 1, dtype=np.int64)
-    running = np.zeros(words, dtype=np.uint64)
+    running = np.zeros(unsafe.shape[1], dtype=np.uint64)
     for s1 in range(n_streams):
         a1, b1 = st_ptr[s1], st_ptr[s1 + 1]
         m1 = b1 - a1
@@ -189,7 +187,7 @@ def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
             by_k_ptr[:m1 + 2] = 0
             for a in range(a2, b2):
                 t2 = st_idx[a]
-                k = _first_safe(t2, s2, a1, b1, order, t_between, t_end, t_stream, t_start, t_prod,
+                k = _first_safe(t2, a1, b1, False, order, t_between, t_end, t_stream, t_start, t_prod,
                                 ds_ptr, ds_stream, ds_end, anc_streams, max_anc) - a1
                 first_safe[a - a2] = k
                 by_k_ptr[k + 1] += 1
@@ -217,12 +215,58 @@ def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
                 t1 = order[a1 + p]
                 for w in range(w_lo[s2], w_hi[s2]):
                     unsafe[t1, w] &= ~running[w]
-    # Algorithm 5: Same Stream Reuse, for x and y of one stream with StartTime[x] < StartTime[y]
-    # (equal starts stay unsafe). If x is not between streams the pair is safe iff
-    # EndTime[x] < StartTime[y]; if x is but y is not, iff x is a valid ancestor of y: both
-    # hold from some position of the stream on, so row x loses a suffix (``first``), and row y
-    # the x whose suffix has begun (running bitsets; ``run_nb`` only for y not between). Pairs
-    # of two between-stream tensors are tested one by one.
+
+
+@numba.njit(cache=True)
+def _same_stream_first_safe(x, i, a, m, order, t_between, t_end, t_stream, t_start, t_prod, ds_ptr,
+                            ds_stream, ds_end, anc_streams, max_anc):
+    """For x at position i of a stream whose tensors are ``order[a:a + m]`` by StartTime: the first
+    position of a y that starts after x and that x may share with (Algorithm 5's test); ``m`` if
+    none. Both are binary searches."""
+    lo, hi = i + 1, m  # the first position starting after x
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if t_start[order[a + mid]] > t_start[x]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _first_safe(x, a + lo, a + m, True, order, t_between, t_end, t_stream, t_start, t_prod, ds_ptr,
+                       ds_stream, ds_end, anc_streams, max_anc) - a
+
+
+@numba.njit(cache=True)
+def _between_stream_pairs(unsafe, a, m, order, t_stream, t_start, t_between, t_prod, ds_ptr, ds_stream,
+                          ds_end, anc_streams, max_anc):
+    """Algorithm 5 for two tensors of one stream that are both between streams, pair by pair:
+    either may be the valid ancestor of the other."""
+    one = np.uint64(1)
+    for i in range(m):
+        x = order[a + i]
+        if not t_between[x]:
+            continue
+        for k in range(i + 1, m):
+            y = order[a + k]
+            if not t_between[y] or t_start[y] == t_start[x]:
+                continue
+            if (_valid_ancestor(x, y, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end, anc_streams, max_anc)
+                    or _valid_ancestor(y, x, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
+                                       anc_streams, max_anc)):
+                unsafe[x, y >> 6] &= ~(one << np.uint64(y & 63))
+                unsafe[y, x >> 6] &= ~(one << np.uint64(x & 63))
+
+
+@numba.njit(cache=True)
+def _same_stream_reuse(unsafe, order, w_lo, w_hi, mask_ptr, masks, masks_nb, t_prod, t_stream, t_start,
+                       t_between, t_end, ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc):
+    """Algorithm 5: Same Stream Reuse, in place on ``unsafe``, for x and y of one stream with
+    StartTime[x] < StartTime[y] (equal starts stay unsafe). If x is not between streams the pair
+    is safe iff EndTime[x] < StartTime[y]; if x is but y is not, iff x is a valid ancestor of y:
+    both hold from some position of the stream on, so row x loses a suffix (``first``), and row
+    y the x whose suffix has begun (running bitsets; ``run_nb`` only for y not between). Pairs
+    of two between-stream tensors are tested one by one (``_between_stream_pairs``)."""
+    n_streams = anc_streams.shape[0]
+    words = unsafe.shape[1]
+    one = np.uint64(1)
     first = np.empty(len(st_idx) + 1, dtype=np.int64)
     by_k_ptr5 = np.empty(len(st_idx) + 2, dtype=np.int64)
     by_k5 = np.empty(len(st_idx) + 1, dtype=np.int64)
@@ -235,26 +279,8 @@ def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
         by_k_ptr5[:m + 2] = 0
         for i in range(m):
             x = order[a + i]
-            lo, hi = i + 1, m  # the first position starting after x
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if t_start[order[a + mid]] > t_start[x]:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            hi = m
-            while lo < hi:  # then the first safe one
-                mid = (lo + hi) // 2
-                y = order[a + mid]
-                if not t_between[x]:
-                    safe = t_end[x] < t_start[y]
-                else:
-                    safe = _valid_ancestor(x, y, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
-                                           anc_streams, max_anc)
-                if safe:
-                    hi = mid
-                else:
-                    lo = mid + 1
+            lo = _same_stream_first_safe(x, i, a, m, order, t_between, t_end, t_stream, t_start, t_prod,
+                                         ds_ptr, ds_stream, ds_end, anc_streams, max_anc)
             first[i] = lo
             by_k_ptr5[lo + 1] += 1
             if lo < m:
@@ -286,19 +312,33 @@ def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
             else:
                 for w in range(w_lo[s], w_hi[s]):
                     unsafe[y, w] &= ~(run_all[w] | run_nb[w])
-        for i in range(m):  # two tensors between streams: either may be the valid ancestor
-            x = order[a + i]
-            if not t_between[x]:
-                continue
-            for k in range(i + 1, m):
-                y = order[a + k]
-                if not t_between[y] or t_start[y] == t_start[x]:
-                    continue
-                if (_valid_ancestor(x, y, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end, anc_streams, max_anc)
-                        or _valid_ancestor(y, x, t_stream, t_start, t_prod, ds_ptr, ds_stream, ds_end,
-                                           anc_streams, max_anc)):
-                    unsafe[x, y >> 6] &= ~(one << np.uint64(y & 63))
-                    unsafe[y, x >> 6] &= ~(one << np.uint64(x & 63))
+        _between_stream_pairs(unsafe, a, m, order, t_stream, t_start, t_between, t_prod, ds_ptr, ds_stream,
+                              ds_end, anc_streams, max_anc)
+
+
+@numba.njit(cache=True)
+def stream_graph_unsafe(n_tensors, t_prod, t_stream, t_start, t_between, t_end,
+                        ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc):
+    """Algorithm 2: start from all pairs unsafe; Algorithm 3 then Algorithm 5 remove safe ones.
+
+    ``t_end``: EndTime of tensors that are not between streams; ``ds_*``: per tensor, its
+    destination streams with EndTime[t][s]; ``st_*``: tensors produced in each stream.
+
+    Algorithms 3 and 5 run a stream at a time rather than a pair at a time: every test they
+    make only gets truer as the other tensor starts later in its stream (MaxAncId grows along
+    a stream), so for t2 in s2 and a stream s1 with s2 in AncStreams[s1], the tensors of s1
+    that t2 may share with are those from some position of s1 on (``_first_safe``): row t2
+    loses a precomputed suffix bitset of s1 (``_stream_suffix_masks``, a few words), and each
+    row of s1 a growing bitset of s2's tensors. Same bits as ``stream_graph_unsafe_pairwise``
+    (the tests compare them).
+    """
+    unsafe = _all_used_pairs(n_tensors, t_prod)
+    order, w_lo, w_hi, mask_ptr, masks, masks_nb = _stream_suffix_masks(anc_streams.shape[0], t_start,
+                                                                         t_between, st_ptr, st_idx)
+    _ancestor_streams_reuse(unsafe, order, w_lo, w_hi, mask_ptr, masks, t_prod, t_stream, t_start, t_between,
+                            t_end, ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc)
+    _same_stream_reuse(unsafe, order, w_lo, w_hi, mask_ptr, masks, masks_nb, t_prod, t_stream, t_start,
+                       t_between, t_end, ds_ptr, ds_stream, ds_end, st_ptr, st_idx, anc_streams, max_anc)
     return unsafe
 
 

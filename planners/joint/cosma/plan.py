@@ -16,8 +16,8 @@ from __future__ import annotations
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
 from npusim.plan.model import Residency, Transfer
-from planners.joint.cosma_model import Actions
-from planners.joint.cosma_problem import COMPULSORY, DRAM, RESIDENT, CosmaPart
+from planners.joint.cosma.model import Actions
+from planners.joint.cosma.problem import COMPULSORY, DRAM, RESIDENT, CosmaPart
 
 
 def weight_region(graph: Graph, align: int) -> int:

@@ -30,6 +30,7 @@ aligned size), so CP-SAT sees small address domains; traffic is counted in raw b
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -98,8 +99,6 @@ class CosmaPart:
 
 def topological(preds: list[list[int]]) -> list[int]:
     """Kahn's algorithm, smallest ready index first."""
-    import heapq
-
     succ: list[list[int]] = [[] for _ in preds]
     indeg = [len(p) for p in preds]
     for v, ps in enumerate(preds):

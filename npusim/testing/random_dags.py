@@ -10,13 +10,17 @@ per op with probability ``weight_prob``) and is deterministic in its ``seed``:
 - ``wide_fanout``: one tensor read by many parallel branches joined at the end;
 - ``random_dag``: Erdos-Renyi-style: each op reads 1-3 earlier tensors.
 Sizes are drawn from ``sizes`` (bytes), so memory-aware orders differ from naive ones.
+
+``npusim.graph.generators`` makes other graphs (layered DAGs and DARTS-like cells from numpy's
+generator, for the safety and offset benchmarks); the two share only ``finish_graph``.
 """
 
 from __future__ import annotations
 
 import random
 
-from npusim.graph.model import Graph, build_graph
+from npusim.graph.generators import finish_graph
+from npusim.graph.model import Graph
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 
@@ -43,11 +47,7 @@ class _Builder:
         return out
 
     def graph(self) -> Graph:
-        consumed = {t for o in self.ops for t in o["inputs"]}
-        for t in self.tensors:
-            if t["kind"] == "activation" and t["name"] not in consumed:
-                t["kind"] = "output"
-        return build_graph(self.name, self.tensors, self.ops)
+        return finish_graph(self.name, self.tensors, self.ops)
 
 
 def chain(n: int, seed: int = 0, sizes=DEFAULT_SIZES, weight_prob: float = 0.5) -> Graph:

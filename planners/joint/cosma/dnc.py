@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass, field
 
 from npusim.graph.model import Graph
-from planners.joint.cosma_model import DEFAULT_OVERLAP, Actions, solve_part
-from planners.joint.cosma_overlap import analyse
-from planners.joint.cosma_plan import exit_state
-from planners.joint.cosma_problem import CosmaPart, make_part, planned_tensors
-from planners.joint.cosma_warm import best_warm_start
+from planners.joint.cosma.model import DEFAULT_OVERLAP, Actions, solve_part
+from planners.joint.cosma.overlap import analyse
+from planners.joint.cosma.plan import exit_state
+from planners.joint.cosma.problem import CosmaPart, make_part, planned_tensors, size_unit
+from planners.joint.cosma.warm import best_warm_start
 from planners.schedule.solver import SolverOptions
 
 DEFAULT_PART_OPS = 40
@@ -100,8 +100,6 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
     inside its ASAP/ALAP windows, narrowed around the given order (status at best
     ``feasible``) when the model would exceed ``max_cells`` (tensor, step) cells.
     ``extra_orders`` (single part only): further warm-start orders to try."""
-    from planners.joint.cosma_problem import size_unit
-
     start = time.perf_counter()
     unit = unit or size_unit(graph, planned_tensors(graph, params), align)
     state: dict = {}

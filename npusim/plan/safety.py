@@ -27,9 +27,11 @@ Three algorithms give the same unsafe set (Theorems 1 and 2; tested on random DA
   time (a binary search along the stream, then suffix bitsets), not one by one;
   ``stream_graph_unsafe_pairwise`` is the pair-by-pair form the tests compare it with.
 
-The kernels of the three are in ``npusim.graph.safety_kernels``. The relation lives in the
-core, not with the planners, because it is part of the Plan contract: the validator checks
-every multi-stream plan against it, and the stream-aware allocators place by it.
+The kernels of the three are in ``npusim.plan.safety_kernels``, the plain-Python references
+the tests compare them with in ``npusim.plan.safety_reference``. The relation lives in the
+core (with the Plan, not with the planners) because it is part of the Plan contract: the
+validator checks every multi-stream plan against it, and the stream-aware allocators place
+by it.
 
 The result is a ``SafetyRelation``: a symmetric uint64 bit matrix over the graph's tensors
 (tensors no op touches are safe with everything).
@@ -42,9 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.errors import PlanError
-from npusim.graph.analysis import check_order, lifetimes
+from npusim.graph.analysis import check_order
 from npusim.graph.model import Graph
-from npusim.graph.safety_kernels import (ancestor_tensors_unsafe, max_ancestor_ids, stream_graph_unsafe,
+from npusim.plan.safety_kernels import (ancestor_tensors_unsafe, max_ancestor_ids, stream_graph_unsafe,
                                          stream_tables_kernel)
 from npusim.kernels.bitsets import ancestor_bitsets, n_words
 
@@ -70,7 +72,8 @@ class SafetyInputs:
     max_idx: np.ndarray
 
 
-def _csr(lists) -> tuple[np.ndarray, np.ndarray]:
+def csr(lists) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of ints as CSR arrays: ``idx[ptr[i]:ptr[i + 1]]`` is ``lists[i]``."""
     ptr = np.zeros(len(lists) + 1, dtype=np.int64)
     ptr[1:] = np.cumsum([len(x) for x in lists])
     idx = np.fromiter((v for x in lists for v in x), dtype=np.int64, count=int(ptr[-1]))
@@ -107,7 +110,7 @@ def prepare(graph: Graph, order, streams) -> SafetyInputs:
         if s in last_in_stream:
             parents[op].add(last_in_stream[s])  # in-stream arc (i, i+1)
         last_in_stream[s] = op
-    parent_ptr, parent_idx = _csr([sorted(p) for p in parents])
+    parent_ptr, parent_idx = csr([sorted(p) for p in parents])
 
     prod = np.full(graph.n_tensors, -1, dtype=np.int64)
     dests, maxnodes = [], []
@@ -125,8 +128,8 @@ def prepare(graph: Graph, order, streams) -> SafetyInputs:
             if s not in last_of_stream or local[c] > local[last_of_stream[s]]:
                 last_of_stream[s] = c
         maxnodes.append(sorted(last_of_stream.values()))
-    dest_ptr, dest_idx = _csr(dests)
-    max_ptr, max_idx = _csr(maxnodes)
+    dest_ptr, dest_idx = csr(dests)
+    max_ptr, max_idx = csr(maxnodes)
     return SafetyInputs(graph.n_ops, graph.n_tensors, len(stream_ids), parent_ptr, parent_idx,
                         np.array(order, dtype=np.int64), node_stream, local, prod,
                         dest_ptr, dest_idx, max_ptr, max_idx)
@@ -214,78 +217,3 @@ def safety_relation(graph: Graph, order, streams, method: str = "alg2") -> Safet
     else:
         bits = run_algorithm1(inputs, optimized=(method == "alg1_opt"))
     return SafetyRelation(bits=bits, method=method)
-
-
-# --------------------------------------------------------------------------------------------
-# Pure-Python references (used by the tests)
-# --------------------------------------------------------------------------------------------
-
-def stream_tables_reference(inputs: SafetyInputs) -> dict:
-    """``stream_tables`` written with Python dicts and lists (the tests compare the two)."""
-    nt, S = inputs.n_tensors, inputs.n_streams
-    max_anc = max_ancestor_ids(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.node_stream,
-                               inputs.local, S)
-    anc_streams = np.zeros((S, S), dtype=np.bool_)  # anc_streams[s1, s2]: s2 ∈ AncStreams[s1]
-    for s1 in range(S):
-        nodes = np.flatnonzero(inputs.node_stream == s1)
-        if nodes.size:
-            anc_streams[s1] = (max_anc[nodes] > 0).any(axis=0)
-        anc_streams[s1, s1] = False
-    t_prod = inputs.prod
-    used = t_prod >= 0
-    t_stream = np.where(used, inputs.node_stream[np.maximum(t_prod, 0)], -1)
-    t_start = np.where(used, inputs.local[np.maximum(t_prod, 0)], 0)
-    t_between = np.zeros(nt, dtype=np.bool_)
-    t_end = np.zeros(nt, dtype=np.int64)
-    ds_lists = []
-    for t in range(nt):
-        ends: dict[int, int] = {}
-        for e in range(inputs.dest_ptr[t], inputs.dest_ptr[t + 1]):
-            c = int(inputs.dest_idx[e])
-            s = int(inputs.node_stream[c])
-            ends[s] = max(ends.get(s, 0), int(inputs.local[c]))
-        ds_lists.append(sorted(ends.items()))
-        if used[t]:
-            t_between[t] = any(s != t_stream[t] for s in ends)
-            t_end[t] = ends.get(int(t_stream[t]), 0)
-    ds_ptr = np.zeros(nt + 1, dtype=np.int64)
-    ds_ptr[1:] = np.cumsum([len(x) for x in ds_lists])
-    ds_stream = np.array([s for x in ds_lists for s, _ in x], dtype=np.int64)
-    ds_end = np.array([e for x in ds_lists for _, e in x], dtype=np.int64)
-    st_lists = [[] for _ in range(S)]
-    for t in np.flatnonzero(used):
-        st_lists[int(t_stream[t])].append(int(t))
-    st_ptr, st_idx = _csr(st_lists)
-    return dict(t_prod=t_prod, t_stream=t_stream, t_start=t_start, t_between=t_between, t_end=t_end,
-                ds_ptr=ds_ptr, ds_stream=ds_stream, ds_end=ds_end, st_ptr=st_ptr, st_idx=st_idx,
-                anc_streams=anc_streams, max_anc=max_anc)
-
-
-def unsafe_pairs_reference(graph: Graph, order, streams) -> set[tuple[int, int]]:
-    """Definition-level reference (Theorem 1) with Python sets: {t1, t2} is safe iff all
-    destinations of one reach the producer of the other through the augmented DAG."""
-    inputs = prepare(graph, order, streams)
-    parents = [inputs.parent_idx[inputs.parent_ptr[v]:inputs.parent_ptr[v + 1]].tolist()
-               for v in range(inputs.n_nodes)]
-    anc: list[set[int]] = [set() for _ in range(inputs.n_nodes)]
-    for v in inputs.topo.tolist():
-        for p in parents[v]:
-            anc[v] |= anc[p] | {p}
-    dest = [set(inputs.dest_idx[inputs.dest_ptr[t]:inputs.dest_ptr[t + 1]].tolist())
-            for t in range(inputs.n_tensors)]
-    used = [t for t in range(inputs.n_tensors) if inputs.prod[t] >= 0]
-    out = set()
-    for a, t1 in enumerate(used):
-        for t2 in used[a + 1:]:
-            if dest[t1] <= anc[inputs.prod[t2]] or dest[t2] <= anc[inputs.prod[t1]]:
-                continue
-            out.add((t1, t2))
-    return out
-
-
-def lifetime_overlap_pairs(graph: Graph, order) -> set[tuple[int, int]]:
-    """The single-stream relation: pairs whose inclusive lifetimes in ``order`` intersect."""
-    life = lifetimes(graph, order)
-    used = [t for t in range(graph.n_tensors) if life.first[t] >= 0]
-    return {(a, b) for i, a in enumerate(used) for b in used[i + 1:]
-            if life.first[a] <= life.last[b] and life.first[b] <= life.last[a]}

@@ -9,14 +9,14 @@
   consumer's latest step (the end of the part if a later part reads it).
 - Pairs: two tensors can share a step only if their windows overlap, and not if every reader
   of one is a strict ancestor of every op that can bring the other on chip (the first is dead
-  by then — the model frees tensors after their last reader, see ``cosma_model``).
+  by then — the model frees tensors after their last reader, see ``cosma.model``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planners.joint.cosma_problem import COMPULSORY, DRAM, MAKE, RESIDENT, CosmaPart
+from planners.joint.cosma.problem import COMPULSORY, DRAM, MAKE, RESIDENT, CosmaPart
 
 
 @dataclass(frozen=True)

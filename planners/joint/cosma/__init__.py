@@ -5,7 +5,7 @@ Four joint planners:
 
 - ``cosma``: the full ILP with schedule freedom (time-indexed: op v runs at one step of its
   ASAP/ALAP window, the paper's C variables), warm-started from the cheapest online solution
-  over the default, reverse-post and memory-greedy orders (``cosma_warm``). A graph whose
+  over the default, reverse-post and memory-greedy orders (``cosma.warm``). A graph whose
   model would exceed ``max_cells`` (tensor, step) cells is not built: ``cosma`` refuses
   with a PlanningError naming the size and the limit (suggesting ``cosma-dnc``, a scheme
   heuristic, or a higher ``max_cells``), so a big graph never exhausts memory. With
@@ -18,7 +18,7 @@ Four joint planners:
 - ``cosma-mpmf``: the minimum-peak-footprint schedule first (eq. 13–15, computed by the
   ``zhong`` scheduler — exact on graphs its ILP takes whole, partitioned otherwise), then
   the FS ILP for it;
-- ``cosma-dnc``: divide and conquer with automatic break nodes (``cosma_dnc``).
+- ``cosma-dnc``: divide and conquer with automatic break nodes (``cosma.dnc``).
 
 Options (``--option``): ``time_limit`` (s, 60), ``workers`` (2), ``seed``, ``params``
 (default true: weights are placed too; false: activations only, weights streamed through a
@@ -30,6 +30,11 @@ Status: ``optimal`` when CP-SAT proved the model optimal (for ``cosma-fs``/``cos
 optimal for that schedule); ``feasible`` for narrowed windows or DnC; ``timed_out`` with the
 solver's bound (``ctx.bound``) when the time limit stopped a solve; if the solver finds
 nothing better, the warm start is returned.
+
+The package: this module (the four planners and their registration), ``problem`` (one part
+of a graph and the state of its tensors), ``overlap`` (op windows and the pairs that can
+coexist), ``model`` (the CP-SAT model of a part), ``warm`` (the online warm start), ``dnc``
+(break nodes and solving part by part) and ``plan`` (from part solutions to a Plan).
 """
 
 from __future__ import annotations
@@ -40,17 +45,18 @@ from npusim.errors import PlanningError
 from npusim.graph.analysis import min_required
 from npusim.graph.model import Graph
 from planners.alloc.prefetch import hoist_loads, prefetch_depth
-from planners.joint.cosma_dnc import (DEFAULT_MAX_CELLS, DEFAULT_PART_OPS, SequenceResult, choose_cuts,
+from planners.joint.cosma.dnc import (DEFAULT_MAX_CELLS, DEFAULT_PART_OPS, SequenceResult, choose_cuts,
                                       crossing_bytes, solve_sequence)
-from planners.joint.cosma_model import DEFAULT_OVERLAP
-from planners.joint.cosma_plan import assemble, weight_region
-from planners.joint.cosma_overlap import analyse
-from planners.joint.cosma_problem import make_part, planned_tensors
+from planners.joint.cosma.model import DEFAULT_OVERLAP
+from planners.joint.cosma.overlap import analyse
+from planners.joint.cosma.plan import assemble, weight_region
+from planners.joint.cosma.problem import make_part, planned_tensors
+from planners.options import int_option
 from planners.schedule.greedy import best_heuristic_order, greedy_order, reverse_post_order
 from planners.schedule.op_level import is_tiled, tiles_of_ops
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions
-from planners.options import int_option
+from planners.schedule.zhong.planner import zhong_schedule
 
 
 #: ``fallback`` option of ``cosma``: what to do with a model above ``max_cells``.
@@ -100,8 +106,6 @@ def op_level_orders(ctx, orders_of) -> list[list[int]]:
 
 
 def mpmf_order(graph: Graph, align: int, options: dict) -> list[int]:
-    from planners.schedule.zhong.planner import zhong_schedule
-
     problem = MemoryProblem.from_graph(graph, align)
     return problem.expand(zhong_schedule(problem, options)["order"])
 

@@ -1,6 +1,6 @@
 """The COSMA ILP (eq. 1–12; FS eq. 16–17) for one part, in CP-SAT.
 
-Variables per tensor a and step t inside a's window (``cosma_overlap``): ``X[v, t]`` op v runs
+Variables per tensor a and step t inside a's window (``cosma.overlap``): ``X[v, t]`` op v runs
 at t (the creation variable C of all v's outputs, so siblings are created together, eq. 6);
 ``C[a, t]`` the compulsory first load of an input or weight; ``P`` preserved, ``S`` spilled
 (stored after step t-1, off chip at t), ``R`` retrieved (loaded before op t); ``res = C+P+R``;
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from npusim.errors import PlanningError
-from planners.joint.cosma_overlap import Windows, coexisting_pairs
-from planners.joint.cosma_problem import COMPULSORY, MAKE, RESIDENT, CosmaPart
+from planners.joint.cosma.overlap import Windows, coexisting_pairs
+from planners.joint.cosma.problem import COMPULSORY, MAKE, RESIDENT, CosmaPart
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
 
 OVERLAP_ENCODINGS = ("nooverlap2d", "bigm", "nooverlap")
