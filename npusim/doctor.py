@@ -48,6 +48,8 @@ FIXES = {
     "not_written_back": "add a 'store' with cause 'writeback' of the graph output at its producer's step",
     "tiling": "re-plan with the 'tile' stage (tile+default+arena+belady), or fix the op's spec in 'tiling'",
     "dram": "give every DRAM buffer in 'dram' its own non-overlapping range, or drop 'dram'",
+    "fusion": "fuse only element-wise ops that alone read the previous link's output into a GEMM op, or "
+              "re-plan with the 'fuse' stage (fuse+tile+default+arena+belady)",
 }
 SIMULATION_FIX = ("the plan races across streams: use a multi-stream safe allocator (mindspore-mo:...), "
                   "or put the ops that share memory on one stream")

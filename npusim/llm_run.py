@@ -155,7 +155,7 @@ def kv_bytes_moved(plan, graph) -> int:
     names = set()
     for kind in ("read", "written"):
         names.update(kv_cache_tensors(graph).get(kind, ()))
-    tensors = graph_for_plan(plan.graph, plan.tiling, graph).tensors
+    tensors = graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion).tensors
     return sum(t.size for t in plan.transfers
                if (tensors[t.tensor].view.base if tensors[t.tensor].view is not None else tensors[t.tensor].name)
                in names)

@@ -96,7 +96,7 @@ def plot_plan(plan, graph, stem: str | Path, formats: tuple[str, ...] = FORMATS,
     from matplotlib.patches import Patch, Rectangle
     from matplotlib.ticker import MultipleLocator
 
-    graph = graph_for_plan(plan.graph, plan.tiling, graph)
+    graph = graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion)
     fig, ax = plt.subplots(figsize=(10, 5))
     groups = op_groups(plan, graph)
     streams = len(set(plan.streams))

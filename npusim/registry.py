@@ -24,12 +24,12 @@ from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
 from npusim.progress import reporting, silent
 
-#: tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
+#: fusion -> tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
 #: -> off-chip offsets; joint planners decide the order, spills and offsets at once, so they
 #: take the place of the stages in ``JOINT_DECIDES`` and run before the off-chip stage, which
 #: lays out the DRAM buffers of their transfers. A joint planner may name the stages it
 #: decides in a ``decides`` attribute (``cosma-fs`` takes the pipeline's schedule).
-STAGES = ("tiling", "schedule", "streams", "spill", "alloc", "joint", "offchip")
+STAGES = ("fusion", "tiling", "schedule", "streams", "spill", "alloc", "joint", "offchip")
 JOINT_DECIDES = ("schedule", "streams", "spill", "alloc")
 ENTRY_POINT_GROUP = "npusim.planners"
 
@@ -62,6 +62,7 @@ class PlanningContext:
     capacity: int
     alignment: int
     options: dict = field(default_factory=dict)
+    fusion: dict = field(default_factory=dict)  # GEMM op name -> fused element-wise ops; graph is then fused
     tiling: dict = field(default_factory=dict)  # op name -> tile spec; graph is then the tiled graph
     order: list[int] | None = None
     streams: list[int] | None = None
@@ -128,7 +129,8 @@ class Registry:
                     raise RegistryError(
                         f"pipeline {spec!r}: the joint planner {joint.name!r} decides the {', '.join(decides)} "
                         f"stages itself, so it cannot be combined with the {stage} stage {seen[stage]!r}; "
-                        f"drop {seen[stage]!r} (a tiling stage before it and an off-chip stage after it are fine)")
+                        f"drop {seen[stage]!r} (fusion and tiling stages before it and an off-chip stage after it "
+                        "are fine)")
         return sorted(stages, key=lambda p: STAGES.index(p.stage))
 
 
@@ -194,7 +196,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         order=tuple(ctx.order), streams=tuple(ctx.streams or [0] * ctx.graph.n_ops),
         residencies=tuple(sorted(ctx.residencies)),
         transfers=tuple(sorted(ctx.transfers or [], key=lambda t: (t.step, t.kind != "load", t.tensor))),
-        dram=dict(ctx.dram), tiling=dict(ctx.tiling),
+        dram=dict(ctx.dram), tiling=dict(ctx.tiling), fusion=dict(ctx.fusion),
         meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=dict(ctx.options),
                       solve_seconds=round(seconds, 6), status=ctx.status,
                       objective=ctx.objective, bound=ctx.bound, scope=ctx.scope),

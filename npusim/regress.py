@@ -15,7 +15,7 @@ table; ``update`` rewrites the files from fresh runs (keeping hand-set tolerance
 The default matrix is, over every trace and ``GOLDEN_HARDWARE``, each group of
 ``GOLDEN_MATRIX``: its pipelines × its budgets. Untiled pipelines run at M_R and M_P (the edge
 config's own scratchpad is below most traces' M_R); the tiling pipeline runs at the config's
-own scratchpad size, with each off-chip arena planner; whole-schedule offset assignments (one
+own scratchpad size, with and without the fusion stage and with each off-chip arena planner; whole-schedule offset assignments (one
 and several streams) and the exact schedulers at 1 GiB, where their on-chip peak is the
 figure that matters; COSMA at M_R. Exact planners get a short deterministic time limit
 (recorded as the case's options), so their numbers repeat on any machine; on the largest
@@ -51,7 +51,7 @@ SCRATCHPAD_BUDGET = "scratchpad"
 GOLDEN_MATRIX = (
     (("default+arena+belady", "default+arena+lru", "rpo+arena+belady", "rpo+arena+lru",
       "greedy-mem+arena+belady"), ("MR", "MP")),
-    (("tile+default+arena+belady",), (SCRATCHPAD_BUDGET,)),
+    (("tile+default+arena+belady", "fuse+tile+default+arena+belady"), (SCRATCHPAD_BUDGET,)),
     # Whole-schedule offset assignments (no eviction): at a budget that holds any of them,
     # what they decide is the on-chip peak.
     (("default+naive", "default+tflite-arena", "default+tflm-greedy", "default+so-size", "default+so-breadth",

@@ -27,8 +27,9 @@ from npusim.sim.engine import simulate
 from npusim.sim.report import Report
 from npusim.units import UnitError, format_bytes, parse_size
 
-#: Tiles only the ops that do not fit, so on a roomy scratchpad it is the plain arena + Belady.
-DEFAULT_PIPELINE = "tile+default+arena+belady"
+#: Fuses element-wise epilogues into their GEMM op (as NPU compilers do), then tiles only the
+#: ops that do not fit, so on a roomy scratchpad it is the fused graph with the arena + Belady.
+DEFAULT_PIPELINE = "fuse+tile+default+arena+belady"
 BUDGET_KEYWORDS = ("MR", "MH", "MP")
 
 

@@ -2,6 +2,7 @@
 
 from planners.alloc.arena import ArenaAllocator
 from planners.alloc.onchip import planners as onchip_planners
+from planners.fusion import Fuser
 from planners.joint.cosma import cosma_planners
 from planners.joint.olla import OllaJoint, OllaOrder
 from planners.offchip.stage import planners as offchip_planners
@@ -15,6 +16,7 @@ from planners.tiling.tiler import Tiler
 
 def register(registry) -> None:
     built_in = [
+        Fuser(),  # fusion of element-wise epilogues
         Tiler(),  # tiling
         DefaultOrder(), ReversePostOrder(), *memory_aware_planners(),  # schedules (dp, greedy-mem, zhong)
         OllaOrder(), OllaJoint(),  # OLLA: its order alone (a schedule), and order + addresses (joint)

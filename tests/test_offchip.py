@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from npusim.workflow import DEFAULT_PIPELINE
+
 from npusim.cli import main
 from npusim.errors import PlanningError, SimulationError
 from npusim.graph.model import build_graph
@@ -147,7 +149,7 @@ def test_cli_offchip_flag(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["plan", "resnet18", "--hw", "edge-npu", "--budget", "256KiB", "--offchip", "taa", "-o", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert data["meta"]["planner"] == TILED + "+taa" and data["dram"]
+    assert data["meta"]["planner"] == DEFAULT_PIPELINE + "+taa" and data["dram"]
     assert main(["validate", "resnet18", "--plan", str(out)]) == 0
     assert main(["plan", "resnet18", "--hw", "edge-npu", "--offchip", "tsa", "-o", str(out)]) == 2
     assert "unknown planner 'tsa'" in capsys.readouterr().err

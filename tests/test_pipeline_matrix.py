@@ -32,6 +32,11 @@ FAMILIES = (
     "tile+zhong+cosma-fs",
     "tile+cosma",
     "tile+default+arena+belady+taa",
+    # the same planners on the fused graph (npusim.graph.fusion): fused ops are tiled and planned
+    "fuse+tile+default+arena+belady",
+    "fuse+tile+zhong+arena+belady",
+    "fuse+tile+cosma-dnc",
+    "fuse+tile+default+streams-rr+mindspore-mo:size,best-fit",
 )
 #: The documented refusals: a reason the user can act on, raised by the stage named.
 REFUSALS = {

@@ -41,7 +41,7 @@ def test_simulate_reports_progress_on_a_pipe(capsys, monkeypatch):
     monkeypatch.setenv("NPUSIM_PROGRESS_SECONDS", "0.01")
     assert main(["simulate", "resnet18", "--hw", "edge-npu", "--budget", "256KiB"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("resnet18@tiled on edge-npu")
+    assert out.startswith("resnet18@fused@tiled on edge-npu")
     stages = {line.split(": ", 2)[2].split(" ")[0] for line in err.splitlines()}
     assert err.startswith("npusim simulate: ") and stages & {"planning", "tiling", "allocating", "simulating:"}
 

@@ -27,7 +27,7 @@ from plan_fixtures import (
 ALL_KINDS = {
     "order", "streams", "range", "size", "capacity", "alignment", "overlap", "empty_residency",
     "not_resident", "not_ready", "load_without_copy", "transfer_residency", "duplicate_transfer", "cause",
-    "not_written_back", "tiling", "dram",
+    "not_written_back", "tiling", "dram", "fusion",
 }
 
 
@@ -324,6 +324,16 @@ def test_dram_layout_missing_unknown_or_negative(graph, plan):
     assert "dram['zz']" in msg
     (msg,) = only(validate(replace(plan, dram={**layout, "b": -64}), graph), "dram")
     assert "offset -64" in msg
+
+
+def test_fusion_that_fuses_away_a_tensor_another_op_reads(graph, plan):
+    """A fused chain is checked before anything else: its graph cannot be built otherwise.
+    (tests/test_fusion.py covers each rule.)"""
+    names = [o.name for o in graph.ops]
+    (msg,) = only(validate(replace(plan, fusion={names[CONV]: [names[JOIN]]}), graph), "fusion")
+    assert repr(names[CONV]) in msg
+    (msg,) = only(validate(replace(plan, fusion={"nope": [names[JOIN]]}), graph), "fusion")
+    assert "'nope'" in msg and "not in graph" in msg
 
 
 # -- several violations at once ------------------------------------------------------------------

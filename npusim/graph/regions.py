@@ -38,6 +38,7 @@ element index instead; see ``npusim.graph.tiling``.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import itertools
 
@@ -113,6 +114,15 @@ def broadcast_box(in_shape, out_shape, out_box: Box) -> Box:
 def input_boxes(op: Op, graph: Graph, out_box: Box, k_range: tuple[int, int] | None = None,
                 last_k: bool = True) -> list[Box | None]:
     """Box of each input (in ``op.inputs`` order) read by the tile ``out_box`` × ``k_range``."""
+    start = op.attrs.get("epilogue_from")
+    if start is not None and len(op.inputs) > start:  # a fused op (npusim.graph.fusion)
+        core = dataclasses.replace(op, inputs=op.inputs[:start])
+        boxes = input_boxes(core, graph, out_box, k_range, last_k)
+        out_shape = graph.tensors[op.outputs[0]].shape
+        kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
+        for t, kind in zip(op.inputs[start:], kinds):
+            boxes.append(_epilogue_box(graph.tensors[t].shape, out_shape, out_box, kind) if last_k else None)
+        return boxes
     shapes = [graph.tensors[t].shape for t in op.inputs]
     out_shape = graph.tensors[op.outputs[0]].shape
     kind = op.kind
@@ -147,6 +157,15 @@ def input_boxes(op: Op, graph: Graph, out_box: Box, k_range: tuple[int, int] | N
     if kind == "Gather":
         return _gather_boxes(op, shapes, out_box)
     return [broadcast_box(s, out_shape, out_box) for s in shapes]
+
+
+def _epilogue_box(shape, out_shape, out_box: Box, kind: str) -> Box:
+    """What a fused epilogue reads of one of its inputs for the output tile ``out_box``, after
+    the last reduction slice: batch-norm parameters (rank 1) per channel (dim 1, ONNX's
+    layout), anything else by broadcasting (a residual: the tile's own box)."""
+    if kind == "BatchNormalization" and len(shape) == 1 and len(out_shape) > 1:
+        return (out_box[1],)
+    return broadcast_box(shape, out_shape, out_box)
 
 
 def _conv_boxes(op, shapes, out_box, k_range, last_k):

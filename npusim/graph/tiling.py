@@ -267,7 +267,8 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
             macs, gemm = _tile_compute(op, graph, box, k_range)
             b.ops.append(dict(
                 name=name, kind=op.kind, inputs=inputs, outputs=[output],
-                attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None},
+                attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None,
+                       **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
                 macs=macs, vector_ops=math.ceil(op.vector_ops * share) if last else 0, gemm=gemm,
             ))
             index += 1

@@ -141,24 +141,32 @@ def core_parts(gemm: Gemm, hw: Hardware, cores: int) -> tuple[Gemm, ...]:
 
 
 def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
-                cores: int = 1) -> tuple[list[float], str]:
+                cores: int = 1, fused: bool = False) -> tuple[list[float], str]:
     """(cycles of each core working on it, 'array' | 'vector') of an op's (or a tile's)
     compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
-    elements. Scratchpad aside."""
+    elements. Scratchpad aside.
+
+    A ``fused`` op (a GEMM with its element-wise epilogue, ``npusim.graph.fusion``) runs the
+    epilogue on the vector unit while the array computes: each core takes
+    ``max(array cycles, vector_ops / vector_lanes / cores)``."""
     core = hw.cores
     mapped = array_gemm(kind, gemm, hw)
     if mapped is not None:
-        return [float(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap))
-                for g in core_parts(mapped, hw, cores)], "array"
+        parts = [float(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap))
+                 for g in core_parts(mapped, hw, cores)]
+        epilogue = vector_ops / core.vector_lanes / cores if fused else 0.0
+        if epilogue > max(parts):
+            return [max(p, epilogue) for p in parts], "vector"
+        return [max(p, epilogue) for p in parts], "array"
     work = macs if gemm is not None else vector_ops  # a grouped conv on the vector unit: its MACs
     return [work / core.vector_lanes / cores] * cores, "vector"
 
 
 def compute_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
-                   cores: int = 1) -> tuple[float, str]:
+                   cores: int = 1, fused: bool = False) -> tuple[float, str]:
     """(cycles, 'array' | 'vector') of an op's (or a tile's) compute on ``cores`` cores (its
     slowest core), scratchpad aside."""
-    parts, bound = core_cycles(kind, gemm, macs, vector_ops, hw, cores)
+    parts, bound = core_cycles(kind, gemm, macs, vector_ops, hw, cores, fused)
     return max(parts), bound
 
 
@@ -241,7 +249,7 @@ def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float
 
 def op_core_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[tuple[float, str], list[float]]:
     """((cycles, bound) as ``op_cycles``, how long each core computes within them)."""
-    parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores)
+    parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores, "epilogue" in op.attrs)
     compute = max(parts)
     read, written = scratchpad_bytes(op, graph, hw, cores)
     memory = (read + written) / hw.scratchpad.bytes_per_cycle

@@ -8,6 +8,7 @@
      "transfers": [{"step": int, "kind": "load"|"store", "tensor": name,
                     "cause": "compulsory"|"writeback"|"spill"|"retrieve"}],
      "dram": {DRAM buffer name: offset}, "tiling": {op name: tile spec (npusim.graph.tiling)},
+     "fusion": {GEMM op name: [element-wise op names]} (npusim.graph.fusion; only when fused),
      "meta": {"planner": str, "options": {}, "solve_seconds": float, "status": str,
               "objective": number|null, "bound": number|null}}
 
@@ -31,13 +32,14 @@ from npusim.graph.model import Graph
 from npusim.graph.tiling import check_spec
 from npusim.plan.dram import known_buffers
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
-from npusim.plan.resolve import graph_for_plan
+from npusim.graph.fusion import fusion_problems
+from npusim.plan.resolve import base_graph, graph_for_plan
 
 FORMAT = "npusim-plan/1"
 
 
 def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
-    graph = graph_for_plan(plan.graph, plan.tiling, graph)
+    graph = graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion)
     tname = [t.name for t in graph.tensors]
     oname = [o.name for o in graph.ops]
     return {
@@ -58,6 +60,7 @@ def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
         ],
         "dram": dict(sorted(plan.dram.items())),
         "tiling": dict(sorted(plan.tiling.items())),
+        **({"fusion": {k: list(v) for k, v in sorted(plan.fusion.items())}} if plan.fusion else {}),
         "meta": {
             "planner": plan.meta.planner, "options": plan.meta.options,
             **({"solve_seconds": plan.meta.solve_seconds} if timings else {}), "status": plan.meta.status,
@@ -86,6 +89,8 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise PlanError(f"{source}: field 'format' is {got!r}, expected {FORMAT!r}")
+    fusion = _fusion(data, graph, source)
+    graph = base_graph(fusion, graph)
     tiling = _tiling(data, graph, source)
     try:
         graph = graph_for_plan(data.get("graph"), tiling, graph)
@@ -101,7 +106,15 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
                 streams=streams, residencies=tuple(sorted(residencies)),
                 transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
-                tiling=dict(tiling), meta=meta)
+                tiling=dict(tiling), fusion=fusion, meta=meta)
+
+
+def _fusion(data: dict, graph: Graph, source: str) -> dict:
+    fusion = _mapping(data, "fusion", source)
+    problems = fusion_problems(graph, fusion)
+    if problems:
+        raise PlanError(f"{source}: {problems[0]}")
+    return {name: list(chain) for name, chain in fusion.items()}
 
 
 def _tiling(data: dict, graph: Graph, source: str) -> dict:

@@ -47,7 +47,7 @@ from npusim.plan.dram import arena_bytes, buffer_of
 from npusim.plan.layout import DramLayout
 from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.resolve import base_graph, graph_for_plan
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
@@ -123,7 +123,8 @@ def dma_settings(hw) -> tuple:
 
 def lower(plan: Plan, graph: Graph, hw) -> Program:
     """The Program of ``plan`` (made for ``graph``, tiled or not) on hardware ``hw``."""
-    untiled, graph = graph, graph_for_plan(plan.graph, plan.tiling, graph)
+    untiled = base_graph(plan.fusion, graph)
+    graph = graph_for_plan(plan.graph, plan.tiling, untiled)
     # Build commands in (step, phase) order without waits, then add waits.
     drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw)
     users, filler = _users_and_fillers(drafts, len(plan.residencies))

@@ -66,6 +66,7 @@ class Plan:
     transfers: tuple[Transfer, ...]
     dram: dict = field(default_factory=dict)  # DRAM buffer name -> byte offset, when planned (npusim.plan.dram)
     tiling: dict = field(default_factory=dict)  # op name (untiled graph) -> tile spec, when tiled
+    fusion: dict = field(default_factory=dict)  # GEMM op name -> element-wise ops fused into it (npusim.graph.fusion)
     meta: PlanMeta = field(default_factory=PlanMeta)
 
     @property

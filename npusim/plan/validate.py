@@ -28,6 +28,9 @@ dram                a DRAM layout (``plan.dram``, keyed by buffer: ``npusim.plan
                     no buffer of the graph, has a negative offset, or misses a buffer some
                     transfer moves (whether live DRAM data is overwritten is checked by the
                     simulator's DRAM tracker, ``npusim.sim.dram_memory``)
+fusion              a fused chain (``plan.fusion``) names an op that is not a GEMM-like op or
+                    not an element-wise epilogue, or fuses away a tensor another op reads
+                    (``npusim.graph.fusion``); nothing else is checked then
 ==================  ==========================================================================
 
 Several streams: steps of different streams do not order ops in time, so residencies on
@@ -53,7 +56,8 @@ from npusim.graph.model import Graph
 from npusim.graph.regions import RESHAPE_LIKE, input_boxes
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
-from npusim.plan.resolve import graph_for_plan
+from npusim.graph.fusion import fusion_problems
+from npusim.plan.resolve import base_graph, graph_for_plan
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,14 @@ def validate(plan: Plan, graph: Graph) -> list[Violation]:
     def report(kind: str, message: str) -> None:
         found.append(Violation(kind, message))
 
-    untiled = graph
+    problems = fusion_problems(graph, plan.fusion) if plan.fusion else []
+    for problem in problems:
+        report("fusion", problem)
+    if problems:
+        return found  # the graph the plan refers to cannot be built
+    untiled = base_graph(plan.fusion, graph)
     try:
-        graph = graph_for_plan(plan.graph, plan.tiling, graph)
+        graph = graph_for_plan(plan.graph, plan.tiling, untiled)
     except PlanError as exc:
         report("order", str(exc))
         return found

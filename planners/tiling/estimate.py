@@ -82,7 +82,7 @@ def _tile_cycles(op: Op, graph: Graph, box, k_range, last: bool, hw) -> float:
     share = box_volume(box) / max(out.elements, 1)
     # on every core of a single-stream program (the tile stage runs before any stream stage)
     compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
-                                cores_per_stream(hw, 1))
+                                cores_per_stream(hw, 1), "epilogue" in op.attrs)
     moved = out.itemsize * box_volume(box)
     for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
         if region is not None:
