@@ -15,8 +15,15 @@ out of it), per-token latency over the decode steps (min / median / max), tokens
 of the decode phase (D tokens over the decode steps' total time), energy per generated token
 (mean over the steps), KV-cache bytes moved per token (the cache tensors' loads and stores as
 lowered: logical bytes, mean over the sampled steps) and off-chip bytes by cause per token.
-Where each layer's cache lives across steps (kept on chip or not) is not a planning decision
-yet: every step reads its cache from DRAM.
+
+Where the KV cache lives is decided per run (``kv_on_chip``): the caches of the first N layers
+stay in the scratchpad across steps (``npusim.graph.decoder``: the planners see each as a
+tensor live for the whole step, placed or spilled like any other), the others are read from
+DRAM every step. ``"none"``: N = 0; an integer: that N; ``"auto"`` (default): the fastest of a
+few N (0 and up to N_max in thirds, where N_max layers' caches at the last KV length fill at
+most ``AUTO_SHARE`` of the budget), each tried on the decode step at the last sampled KV
+length. Every layer's cache is read once per step, so which layers does not matter, only how
+many; the report states N and how it was chosen.
 """
 
 from __future__ import annotations
@@ -25,13 +32,17 @@ import statistics
 from dataclasses import dataclass, field
 
 from npusim.errors import NpusimError
-from npusim.graph.decoder import DecoderSpec, decode_graph, kv_cache_tensors, prefill_graph, preset
+from npusim.graph.decoder import (DecoderSpec, cache_bytes_per_layer, decode_graph, kv_cache_tensors, prefill_graph,
+                                  preset)
 from npusim.hw.config import Hardware
 from npusim.plan.resolve import graph_for_plan
 from npusim.sim.report import Report
 from npusim.workflow import DEFAULT_PIPELINE, plan_graph, resolve_budget, simulate_plan
 
 DEFAULT_SAMPLES = 5
+#: ``kv_on_chip="auto"`` considers keeping caches that fill at most this share of the budget
+#: (the rest streams the step's weights and activations)
+AUTO_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,9 @@ class LlmReport:
     sampled: tuple[StepResult, ...]  # the simulated decode steps, by KV length
     step_seconds: tuple[float, ...] = field(repr=False)  # every decode step, interpolated between samples
     step_energy_pj: tuple[float, ...] = field(repr=False)
+    kv_on_chip: int = 0  # layers whose KV cache stays in the scratchpad
+    kv_choice: str = "none"  # how that number was chosen
+    layers: int = 0
 
     @property
     def ttft_seconds(self) -> float:
@@ -89,6 +103,7 @@ class LlmReport:
             f"  per-token latency    min {min(ms):,.3f} / median {statistics.median(ms):,.3f} / max {max(ms):,.3f} ms",
             f"  decode throughput    {self.tokens_per_second:,.2f} tokens/s",
             f"  energy per token     {self.energy_per_token_pj / 1e6:,.3f} uJ",
+            f"  KV cache on chip     {self.kv_on_chip} of {self.layers} layers ({self.kv_choice})",
             f"  KV cache per token   {self.kv_bytes_per_token:,.0f} B moved",
             "  off-chip per token   " + ", ".join(f"{k} {v:,.0f}" for k, v in per_cause.items() if v) + " B",
         ])
@@ -99,6 +114,7 @@ class LlmReport:
             "prefill_tokens": self.prefill_tokens, "decode_tokens": self.decode_tokens, "batch": self.batch,
             "ttft_seconds": self.ttft_seconds, "tokens_per_second": self.tokens_per_second,
             "energy_per_token_pj": self.energy_per_token_pj, "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_on_chip_layers": self.kv_on_chip, "kv_choice": self.kv_choice,
             "step_seconds": list(self.step_seconds), "sampled_kv_lengths": [s.kv_length for s in self.sampled],
             "prefill": vars(self.prefill), "sampled_steps": [vars(s) for s in self.sampled],
         }
@@ -123,13 +139,14 @@ def interpolate(points: list[tuple[int, float]], x: int) -> float:
 
 def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int, batch: int = 1,
             pipeline: str = DEFAULT_PIPELINE, budget=None, options: dict | None = None,
-            samples: int = DEFAULT_SAMPLES, progress=None) -> LlmReport:
+            samples: int = DEFAULT_SAMPLES, kv_on_chip: str | int = "auto", progress=None) -> LlmReport:
     """Prefill then ``decode`` sampled decode steps of ``model``, a preset's name or a
     ``DecoderSpec`` (module docstring)."""
     for what, value in (("--prefill", prefill), ("--decode", decode), ("batch", batch), ("--samples", samples)):
         if not isinstance(value, int) or value <= 0:
             raise NpusimError(f"llm:{getattr(model, 'name', model)}: {what} = {value!r}, expected a positive integer")
     spec = model if isinstance(model, DecoderSpec) else preset(model)
+    lengths = sample_lengths(prefill, decode, samples)
 
     def one(graph, kv_length: int) -> StepResult:
         if progress is not None:
@@ -140,14 +157,47 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
         return StepResult(kv_length, report.cycles, report.seconds, report.total_energy_pj,
                           kv_bytes_moved(plan, graph), dict(report.offchip_bytes))
 
-    first = one(prefill_graph(spec, prefill, batch), 0)
-    lengths = sample_lengths(prefill, decode, samples)
-    sampled = tuple(one(decode_graph(spec, L, batch), L) for L in lengths)
+    on_chip, choice = kv_layers_on_chip(kv_on_chip, spec, hw, lengths[-1], batch, budget,
+                                        lambda n: one(decode_graph(spec, lengths[-1], batch, n), lengths[-1]))
+    first = one(prefill_graph(spec, prefill, batch, on_chip), 0)
+    sampled = tuple(one(decode_graph(spec, L, batch, on_chip), L) for L in lengths)
     seconds = [(s.kv_length, s.seconds) for s in sampled]
     energy = [(s.kv_length, s.energy_pj) for s in sampled]
     every = range(prefill, prefill + decode)
     return LlmReport(spec.name, hw.name, pipeline, prefill, decode, batch, first, sampled,
-                     tuple(interpolate(seconds, L) for L in every), tuple(interpolate(energy, L) for L in every))
+                     tuple(interpolate(seconds, L) for L in every), tuple(interpolate(energy, L) for L in every),
+                     kv_on_chip=on_chip, kv_choice=choice, layers=spec.layers)
+
+
+def kv_layers_on_chip(kv_on_chip: str | int, spec: DecoderSpec, hw: Hardware, last_length: int, batch: int,
+                      budget, try_step) -> tuple[int, str]:
+    """(layers whose cache stays on chip, how that was chosen): ``kv_on_chip`` is ``"none"``,
+    a number of layers, or ``"auto"`` (module docstring); ``try_step(n)`` simulates the decode
+    step at the last KV length with n layers on chip."""
+    if kv_on_chip in ("none", 0):
+        return 0, "none: every layer's cache in DRAM"
+    if isinstance(kv_on_chip, int) and not isinstance(kv_on_chip, bool):
+        if not 0 <= kv_on_chip <= spec.layers:
+            raise NpusimError(f"--kv-on-chip {kv_on_chip}: expected none, auto or 0 .. {spec.layers} layers")
+        return kv_on_chip, "as given"
+    if kv_on_chip != "auto":
+        raise NpusimError(f"--kv-on-chip {kv_on_chip!r}: expected none, auto or a number of layers "
+                          f"(0 .. {spec.layers})")
+    capacity = resolve_budget(budget, decode_graph(spec, last_length, batch), hw)
+    per_layer = cache_bytes_per_layer(spec, last_length + 1, batch)
+    most = min(spec.layers, int(capacity * AUTO_SHARE) // per_layer)
+    candidates = sorted({0, most // 3, 2 * most // 3, most})
+    cycles = {}
+    for n in candidates:
+        try:
+            cycles[n] = try_step(n).cycles
+        except NpusimError:  # e.g. the step no longer fits beside the caches: not a candidate
+            continue
+    if not cycles:
+        raise NpusimError(f"--kv-on-chip auto: no decode step at KV length {last_length} could be planned")
+    best = min(cycles, key=lambda n: (cycles[n], n))
+    tried = ", ".join(f"{n}: {c / 1e6:.3f} M" for n, c in cycles.items())
+    return best, f"auto: the fastest at KV length {last_length} of {tried} cycles"
 
 
 def kv_bytes_moved(plan, graph) -> int:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import pytest
 
 from npusim.cli import main
-from npusim.graph.decoder import DecoderSpec
-from npusim.llm_run import interpolate, run_llm, sample_lengths
-from npusim.workflow import load_hw
+from npusim.errors import NpusimError
+from npusim.graph.decoder import DecoderSpec, cache_bytes_per_layer, decode_graph, prefill_graph, preset
+from npusim.hw.costs import op_cycles, scratchpad_bytes
+from npusim.llm_run import interpolate, kv_bytes_moved, run_llm, sample_lengths
+from npusim.plan.validate import validate
+from npusim.workflow import load_hw, plan_graph, simulate_plan
 
 TINY = DecoderSpec("tiny", layers=2, hidden=128, heads=4, kv_heads=2, ffn=256, vocab=1000)
 
@@ -22,7 +25,7 @@ def test_sampled_kv_lengths_include_both_ends():
 
 def test_every_step_simulated_when_few(tmp_path):
     hw = load_hw("edge-npu")
-    report = run_llm(TINY, hw, prefill=16, decode=4, samples=5)
+    report = run_llm(TINY, hw, prefill=16, decode=4, samples=5, kv_on_chip="none")
     assert [s.kv_length for s in report.sampled] == [16, 17, 18, 19]
     assert list(report.step_seconds) == [s.seconds for s in report.sampled]
     assert report.tokens_per_second == pytest.approx(4 / sum(s.seconds for s in report.sampled))
@@ -38,8 +41,8 @@ def test_interpolated_steps_are_close_to_simulated_ones():
     """A step's work is the weights (constant) plus attention over L entries (linear in L):
     interpolating between two simulated steps lands within 1 % of simulating each."""
     hw = load_hw("edge-npu")
-    every = run_llm(TINY, hw, prefill=32, decode=5, samples=5)
-    ends = run_llm(TINY, hw, prefill=32, decode=5, samples=2)
+    every = run_llm(TINY, hw, prefill=32, decode=5, samples=5, kv_on_chip="none")
+    ends = run_llm(TINY, hw, prefill=32, decode=5, samples=2, kv_on_chip="none")
     assert [s.kv_length for s in ends.sampled] == [32, 36]
     for simulated, interpolated in zip(every.step_seconds, ends.step_seconds):
         assert interpolated == pytest.approx(simulated, rel=0.01)
@@ -58,3 +61,121 @@ def test_the_command_line_run(capsys, tmp_path):
         assert main(["simulate", "llm:gpt2-small", "--hw", "edge-npu", *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+# -- the KV cache kept on chip across steps ---------------------------------------------------------
+
+def test_on_chip_caches_are_live_for_the_whole_step_and_never_stored():
+    spec = preset("gpt2-small")
+    graph = decode_graph(spec, 64, on_chip=3)
+    first, last = graph.ops[0], graph.ops[-1]
+    assert first.kind == "KVCacheResident" and last.kind == "KVCacheKeep"
+    kept = {graph.tensors[t].name for t in last.inputs}
+    assert {"layer0.key_cache", "layer2.value_cache", "layer2.key_new"} <= kept
+    assert "layer3.key_cache" not in kept and graph.tensor_by_name["layer3.key_cache"].kind == "input"
+    assert graph.tensor_by_name["layer0.key_cache"].kind == "activation"
+    assert graph.tensor_by_name["layer0.key_new"].kind == "activation"  # appended on chip
+    assert graph.tensor_by_name["layer3.key_new"].kind == "output"  # stored to the DRAM cache
+    hw = load_hw("edge-npu")
+    for marker in (first, last):  # the markers touch no data and take no compute
+        assert scratchpad_bytes(marker, graph, hw) == (0, 0)
+        assert op_cycles(marker, graph, hw)[0] == 1.0
+
+
+def test_keeping_caches_on_chip_moves_fewer_bytes_and_is_planned_like_any_tensor():
+    spec, hw = preset("gpt2-small"), load_hw("mid-npu", {"scratchpad.size": "32MiB"})
+    reports = {}
+    for n in (0, spec.layers):
+        graph = decode_graph(spec, 256, on_chip=n)
+        plan = plan_graph(graph, hw)
+        assert validate(plan, graph) == []
+        reports[n] = (simulate_plan(plan, graph, hw), kv_bytes_moved(plan, graph))
+    (dram, moved_dram), (chip, moved_chip) = reports[0], reports[spec.layers]
+    per_layer = cache_bytes_per_layer(spec, 256)
+    assert moved_dram >= spec.layers * per_layer and moved_chip == 0
+    assert dram.offchip_total_bytes - chip.offchip_total_bytes >= spec.layers * per_layer
+    assert chip.cycles < dram.cycles  # a memory-bound step on mid-npu's LPDDR5
+
+
+def test_a_cache_that_does_not_fit_is_spilled_not_dropped():
+    """Declared on chip but over the budget: the planners spill it (store and retrieve), so the
+    bytes are paid, not lost."""
+    spec, hw = preset("gpt2-small"), load_hw("edge-npu", {"scratchpad.size": "4MiB"})
+    graph = decode_graph(spec, 512, on_chip=2)  # 2 x 1.5 MiB of cache in 4 MiB beside the weights
+    plan = plan_graph(graph, hw)
+    assert validate(plan, graph) == []
+    report = simulate_plan(plan, graph, hw)
+    assert report.cycles > 0 and kv_bytes_moved(plan, graph) >= 0
+
+
+def test_auto_picks_the_fastest_count_and_says_so():
+    hw = load_hw("mid-npu", {"scratchpad.size": "32MiB"})
+    report = run_llm("gpt2-small", hw, prefill=64, decode=3, samples=2)
+    assert report.kv_on_chip == 12 and report.kv_choice.startswith("auto: the fastest")
+    assert "KV cache on chip     12 of 12 layers" in report.summary()
+    none = run_llm("gpt2-small", hw, prefill=64, decode=3, samples=2, kv_on_chip="none")
+    assert none.kv_on_chip == 0 and report.kv_bytes_per_token < none.kv_bytes_per_token
+    given = run_llm("gpt2-small", hw, prefill=64, decode=3, samples=2, kv_on_chip=5)
+    assert given.kv_on_chip == 5 and given.kv_choice == "as given"
+    small = run_llm("gpt2-small", load_hw("edge-npu"), prefill=512, decode=2, samples=2)
+    assert small.kv_on_chip == 0  # one layer's cache alone is over the 1 MiB budget: nothing to try
+
+
+@pytest.mark.parametrize("bad", ["some", 13, -1])
+def test_bad_kv_on_chip_is_named(bad):
+    with pytest.raises(NpusimError, match="kv-on-chip"):
+        run_llm("gpt2-small", load_hw("edge-npu"), prefill=8, decode=2, kv_on_chip=bad)
+
+
+# -- sanity against first principles (the LLM issue, item 5) ----------------------------------------
+
+IDEAL_DMA = {"dma.setup_cycles": 0, "dma.chunk_cycles": 0, "dram.latency": "0ns", "dma.channels": 8}
+
+
+def first_principles_bytes(graph) -> int:
+    """What a decode step must move, counted from the graph alone: every weight once (of the
+    embedding table only the gathered rows), the KV cache it reads, its inputs and what it
+    writes (the new KV entries and the logits)."""
+    total = 0
+    for t in graph.tensors:
+        if t.name == "embed.weight":
+            total += graph.meta["batch"] * graph.meta["tokens"] * t.shape[1] * t.itemsize
+        elif t.kind in ("weight", "input", "output"):
+            total += t.size
+    return total
+
+
+def test_a_decode_step_far_over_the_scratchpad_is_memory_bound():
+    """GPT-2 small's 124 M int8 weights and its 1.5 MB-per-layer cache against a 1 MiB
+    scratchpad, on DRAM slow enough (4 GB/s) that the 16x16 array is not the limit: the step
+    takes what its bytes take at the DRAM bandwidth, within 10 % (measured: +2 %)."""
+    hw = load_hw("edge-npu", {**IDEAL_DMA, "dram.bandwidth": "4GB/s"})
+    graph = decode_graph(preset("gpt2-small"), 512)
+    report = simulate_plan(plan_graph(graph, hw), graph, hw)
+    seconds = first_principles_bytes(graph) / hw.dram.bandwidth
+    assert report.seconds == pytest.approx(seconds, rel=0.10)
+    assert report.lower_bounds["compute_cycles"] < 0.5 * report.cycles  # memory, not compute
+
+
+@pytest.mark.parametrize("prompt", [512, 1024])
+def test_a_long_prefill_on_a_large_array_is_compute_bound(prompt):
+    """A long prompt on datacenter-npu's two 128x128 weight-stationary arrays (ideal DMA):
+    the latency is the fold formula's array cycles (⌈K/R⌉·⌈N/C⌉ folds of M + 2R + C − 2, each
+    GEMM's output channels split over the two cores) plus the vector unit's (its ops over
+    2 x 128 lanes: at P = 1024 the attention softmax over P² scores is 40 % of the compute),
+    within 10 % (measured: −5 % at 512, +3 % at 1024; the cores split some GEMMs by heads,
+    which this sum does not). Without fusion, so array and vector work simply add."""
+    hw = load_hw("datacenter-npu", IDEAL_DMA)
+    graph = prefill_graph(preset("gpt2-small"), prompt)
+    report = simulate_plan(plan_graph(graph, hw, "tile+default+arena+belady"), graph, hw)
+    rows, cols, cores, lanes = 128, 128, 2, 128
+    array = vector = 0
+    for op in graph.ops:
+        g = op.gemm
+        if g is None:
+            vector += op.vector_ops / (lanes * cores)
+            continue
+        n = -(-g.n // cores)
+        array += g.batch * -(-g.k // rows) * -(-n // cols) * (g.m + 2 * rows + cols - 2)
+    assert report.cycles == pytest.approx(array + vector, rel=0.10)
+    assert report.lower_bounds["dram_cycles"] < 0.25 * report.cycles  # compute, not memory

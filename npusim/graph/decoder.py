@@ -13,6 +13,16 @@ give them (``npusim.graph.op_costs``):
   the new token's entries (``layer{i}.key_new`` / ``layer{i}.value_new``: outputs, appended
   to the cache by storing them), so a step moves the cache once, not a grown copy of it.
 
+KV cache on chip (``on_chip = N``): the caches of the first N layers live in the scratchpad
+across steps instead of DRAM. In a decode step they are made at the start by a zero-cost
+marker op (``KVCacheResident``: the previous step left them there) and read at the end by
+another (``KVCacheKeep``: the next step needs them), so the planners see each as a tensor live
+for the whole step and place it (or spill it, paying the store and the reload); the new
+entries of those layers are appended in the scratchpad (activations read by the keep op), not
+stored. A prefill with N on-chip layers leaves their caches on chip the same way. Where a
+cache sits between steps is not tracked: each step is planned on its own, so moving a cache
+to another address between two steps would be an on-chip copy this model does not charge.
+
 Layout choices, as NPU runtimes make them: the key cache is stored transposed (``[batch,
 kv_heads, head_dim, L]``), so attention reads it as the right-hand operand of its MatMul with
 no per-step transpose; the value cache is ``[batch, kv_heads, L, head_dim]``. Grouped-query
@@ -111,14 +121,27 @@ def preset(name: str) -> DecoderSpec:
     return PRESETS[name]
 
 
-def prefill_graph(spec: DecoderSpec, prompt: int, batch: int = 1) -> Graph:
-    """The prompt's ``prompt`` tokens through the model (module docstring)."""
-    return _Builder(spec, batch, tokens=prompt, past=0).build(f"{spec.name}-prefill{prompt}")
+def _on_chip_suffix(on_chip: int) -> str:
+    return f"-kv{on_chip}" if on_chip else ""
 
 
-def decode_graph(spec: DecoderSpec, kv_len: int, batch: int = 1) -> Graph:
-    """One decode step at KV length ``kv_len`` (module docstring)."""
-    return _Builder(spec, batch, tokens=1, past=kv_len).build(f"{spec.name}-decode{kv_len}")
+def prefill_graph(spec: DecoderSpec, prompt: int, batch: int = 1, on_chip: int = 0) -> Graph:
+    """The prompt's ``prompt`` tokens through the model (module docstring); the caches of the
+    first ``on_chip`` layers stay in the scratchpad (``cached_on_chip``)."""
+    return _Builder(spec, batch, tokens=prompt, past=0, on_chip=on_chip).build(
+        f"{spec.name}-prefill{prompt}{_on_chip_suffix(on_chip)}")
+
+
+def decode_graph(spec: DecoderSpec, kv_len: int, batch: int = 1, on_chip: int = 0) -> Graph:
+    """One decode step at KV length ``kv_len`` (module docstring); the caches of the first
+    ``on_chip`` layers are in the scratchpad when it starts and stay there."""
+    return _Builder(spec, batch, tokens=1, past=kv_len, on_chip=on_chip).build(
+        f"{spec.name}-decode{kv_len}{_on_chip_suffix(on_chip)}")
+
+
+def cache_bytes_per_layer(spec: DecoderSpec, kv_len: int, batch: int = 1) -> int:
+    """Bytes of one layer's key and value cache at KV length ``kv_len``."""
+    return 2 * batch * spec.kv_heads * spec.head_dim * kv_len * ITEMSIZE[spec.kv_dtype]
 
 
 def kv_cache_tensors(graph: Graph) -> dict[str, list[str]]:
@@ -149,19 +172,28 @@ def graph_from_name(source: str) -> Graph:
     return decode_graph(spec, fields["decode"], batch)
 
 
+#: Zero-cost ops that mark where a cache kept on chip is live (``cached_on_chip``): they read
+#: and write no scratchpad bytes and take no compute (``npusim.hw.costs`` reads ``attrs["marker"]``).
+RESIDENT_KIND, KEEP_KIND = "KVCacheResident", "KVCacheKeep"
+
+
 class _Builder:
-    def __init__(self, spec: DecoderSpec, batch: int, tokens: int, past: int) -> None:
+    def __init__(self, spec: DecoderSpec, batch: int, tokens: int, past: int, on_chip: int = 0) -> None:
         spec.check()
+        if not isinstance(on_chip, int) or not 0 <= on_chip <= spec.layers:
+            raise TraceError(f"decoder {spec.name!r}: KV cache on chip for {on_chip!r} layers, expected 0 .. "
+                             f"{spec.layers}")
         for what, value in (("batch", batch), ("tokens", tokens)):
             if not isinstance(value, int) or value <= 0:
                 raise TraceError(f"decoder {spec.name!r}: {what} = {value!r}, expected a positive integer")
         if not isinstance(past, int) or past < 0:
             raise TraceError(f"decoder {spec.name!r}: KV length = {past!r}, expected a positive integer")
-        self.s, self.b, self.t, self.past = spec, batch, tokens, past
+        self.s, self.b, self.t, self.past, self.on_chip = spec, batch, tokens, past, on_chip
         self.tensors: dict[str, dict] = {}
         self.ops: list[dict] = []
         self.read_cache: list[str] = []
         self.written_cache: list[str] = []
+        self.kept: list[str] = []  # cache tensors of on-chip layers, live to the end of the graph
 
     # -- records -------------------------------------------------------------------------------
     def tensor(self, name: str, shape, dtype: str, kind: str = "activation") -> str:
@@ -211,11 +243,15 @@ class _Builder:
         v4 = self.op("Reshape", f"{p}.v_heads", [v], f"{p}.v_heads.out", [b, t, kvh, d])
         key_name, value_name = (f"layer{i}.key_cache", f"layer{i}.value_cache") if past == 0 else \
             (f"layer{i}.key_new", f"layer{i}.value_new")
+        on_chip = i < self.on_chip  # its cache stays in the scratchpad: appended there, not stored
+        written = "activation" if on_chip else "output"
         kt = self.op("Transpose", f"{p}.k_store", [k4], key_name, [b, kvh, d, t], dtype=s.kv_dtype,
-                     attrs={"perm": [0, 2, 3, 1]}, out_kind="output")
+                     attrs={"perm": [0, 2, 3, 1]}, out_kind=written)
         vt = self.op("Transpose", f"{p}.v_store", [v4], value_name, [b, kvh, t, d], dtype=s.kv_dtype,
-                     attrs={"perm": [0, 2, 1, 3]}, out_kind="output")
+                     attrs={"perm": [0, 2, 1, 3]}, out_kind=written)
         self.written_cache += [kt, vt]
+        if on_chip:
+            self.kept += [kt, vt]
         if past == 0:  # prefill: causal attention over the prompt
             scores = self.op("MatMul", f"{p}.scores", [qg, kt], f"{p}.scores.out", [b, kvh, g * t, t])
             mask = self.weight(f"{p}.causal_mask", [g * t, t], s.act_dtype)
@@ -224,8 +260,10 @@ class _Builder:
                             attrs={"axis": -1})
             ctx = self.op("MatMul", f"{p}.context", [probs, vt], f"{p}.context.out", [b, kvh, g * t, d])
         else:  # decode: the cache of `past` tokens and the new token's key and value
-            kc = self.tensor(f"layer{i}.key_cache", [b, kvh, d, past], s.kv_dtype, "input")
-            vc = self.tensor(f"layer{i}.value_cache", [b, kvh, past, d], s.kv_dtype, "input")
+            kc, vc = f"layer{i}.key_cache", f"layer{i}.value_cache"
+            if not on_chip:  # in DRAM when the step starts (graph inputs)
+                self.tensor(kc, [b, kvh, d, past], s.kv_dtype, "input")
+                self.tensor(vc, [b, kvh, past, d], s.kv_dtype, "input")
             self.read_cache += [kc, vc]
             old = self.op("MatMul", f"{p}.scores_cache", [qg, kc], f"{p}.scores_cache.out", [b, kvh, g, past])
             new = self.op("MatMul", f"{p}.scores_new", [qg, kt], f"{p}.scores_new.out", [b, kvh, g, 1])
@@ -257,8 +295,32 @@ class _Builder:
             act = self.op("Mul", f"{p}.swiglu", [silu, up], f"{p}.swiglu.out", shape)
         return self.linear(act, f"{p}.down", s.hidden)
 
+    def marker(self, kind: str, name: str, inputs: list[str], outputs: list[str]) -> None:
+        """A zero-cost op (``RESIDENT_KIND``/``KEEP_KIND``)."""
+        self.ops.append(dict(name=name, kind=kind, inputs=inputs, outputs=outputs, attrs={"marker": True},
+                             macs=0, vector_ops=0, gemm=None))
+
+    def resident_caches(self) -> None:
+        """A decode step's on-chip caches: made by a marker op at the start (the previous step
+        left them in the scratchpad), so they are live, and planned, for the whole step."""
+        s, b, past = self.s, self.b, self.past
+        for i in range(self.on_chip):
+            kc = self.tensor(f"layer{i}.key_cache", [b, s.kv_heads, s.head_dim, past], s.kv_dtype)
+            vc = self.tensor(f"layer{i}.value_cache", [b, s.kv_heads, past, s.head_dim], s.kv_dtype)
+            self.marker(RESIDENT_KIND, f"layer{i}.kv_resident", [], [kc, vc])
+            self.kept += [kc, vc]
+
+    def keep_caches(self) -> None:
+        """The end of the graph holds every on-chip cache (and the entries appended to it): a
+        marker op reads them last, so they stay live to the end, for the next step."""
+        if self.kept:
+            done = self.tensor("kv_cache.kept", [1], "int8")
+            self.marker(KEEP_KIND, "kv_cache.keep", list(self.kept), [done])
+
     def build(self, name: str) -> Graph:
         s, b, t = self.s, self.b, self.t
+        if self.past > 0:
+            self.resident_caches()
         ids = self.tensor("token_ids", [b, t], "int64", "input")
         table = self.weight("embed.weight", [s.vocab, s.hidden])
         x = self.op("Gather", "embed", [table, ids], "embed.out", [b, t, s.hidden], attrs={"axis": 0})
@@ -275,8 +337,10 @@ class _Builder:
             x = self.op("Slice", "last_token", [x], "last_token.out", [b, 1, s.hidden])
         logits = self.linear(x, "lm_head", s.vocab)
         self.tensors[logits]["kind"] = "output"
+        self.keep_caches()
         meta = {"decoder": dict(vars(s)), "batch": b, "tokens": t, "kv_length": self.past,
-                "kv_cache": {"read": list(self.read_cache), "written": list(self.written_cache)}}
+                "kv_cache": {"read": list(self.read_cache), "written": list(self.written_cache)},
+                "kv_on_chip_layers": self.on_chip}
         return build_graph(name, list(self.tensors.values()), self.ops, meta)
 
 

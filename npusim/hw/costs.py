@@ -194,7 +194,10 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     once (only its own column uses them). Other inputs (a bias) and every vector-unit op read
     each input once and write each output once. Split over ``cores`` cores (``core_parts``),
     each core reads what its own slice needs: the sum over the slices (the operand not cut is
-    read by every core)."""
+    read by every core). A marker op (``attrs["marker"]``: the KV-cache liveness markers of
+    ``npusim.graph.decoder``) reads and writes nothing."""
+    if op.attrs.get("marker"):  # a liveness marker (npusim.graph.decoder): touches no data
+        return 0, 0
     read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs))
     written = sum(graph.tensors[t].size for t in op.outputs)
     gemm = array_gemm(op.kind, op.gemm, hw)

@@ -97,6 +97,8 @@ class Tiler:
         specs, tiles = {}, 0
         for op in graph.ops:
             ctx.progress("tiling ops", op.id + 1, graph.n_ops, f"{len(specs)} tiled, {tiles:,} tiles")
+            if op.attrs.get("marker"):
+                continue  # a liveness marker (the on-chip KV cache's): holds its tensors whole, does no work
             if needs[op.id] > threshold:
                 specs[op.name] = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
             elif _gathers_rows(op, graph):
