@@ -12,10 +12,31 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
+from npusim.atomic_io import atomic_write_text
 from npusim.cli_parser import build_parser
+from npusim.compare import compare_planners, format_rows, parse_pipelines
+from npusim.doctor import diagnose
+from npusim.env_knobs import check_all, debug
 from npusim.errors import InternalError, NpusimError
+from npusim.experiment import run_cosma_experiment
+from npusim.graph.analysis import peak_live_bytes, reverse_post_order
+from npusim.graph.onnx_import import import_onnx
+from npusim.graph.trace_io import save_trace
+from npusim.graph.training import make_training_graph
+from npusim.hw.loader import list_hardware
+from npusim.hw.silicon import budget_text
+from npusim.llm_run import run_llm
+from npusim.plan.io import load_plan, save_plan
+from npusim.plan.validate import validate
+from npusim.plot import parse_formats, plot_dse_curves, plot_pareto, plot_plan, require_matplotlib
 from npusim.progress import Progress, silent
-from npusim.workflow import DEFAULT_PIPELINE
+from npusim.registry import default_registry
+from npusim.resources import list_resources
+from npusim.units import format_bytes
+from npusim.workflow import (DEFAULT_PIPELINE, check_capacity, load_graph, load_hw, memory_bounds, plan_graph,
+                             resolve_budget, simulate_plan)
 
 
 def _hw_overrides(pairs: list[str] | None) -> dict:
@@ -31,15 +52,9 @@ def _hw_overrides(pairs: list[str] | None) -> dict:
 
 
 def cmd_info(args) -> int:
-    from npusim.workflow import load_graph, load_hw, memory_bounds
-    from npusim.graph.analysis import peak_live_bytes, reverse_post_order
-    from npusim.units import format_bytes
-
     if args.trace is None:
         if not args.hw:
             raise NpusimError("info: give a trace (npusim info resnet18) or a hardware config (npusim info --hw edge-npu)")
-        from npusim.hw.silicon import budget_text
-
         print(budget_text(load_hw(args.hw)))
         return 0
     graph = load_graph(args.trace)
@@ -64,13 +79,8 @@ def cmd_info(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from npusim.graph.onnx_import import import_onnx
-    from npusim.graph.trace_io import save_trace
-
     graph = import_onnx(args.model, dtype=args.dtype, dims=_parse_dims(args.dim, args.model))
     if args.training:
-        from npusim.graph.training import make_training_graph
-
         graph = make_training_graph(graph)
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".json").name
     save_trace(graph, out)
@@ -91,9 +101,6 @@ def _parse_dims(pairs, model) -> dict[str, int]:
 
 
 def _plan_for(args, graph, hw, progress=silent):
-    from npusim.plan.io import load_plan
-    from npusim.workflow import check_capacity, plan_graph, resolve_budget
-
     if getattr(args, "plan", None):
         # the plan fixes its pipeline, budget and options: ignoring these would be a silent surprise
         given = [flag for flag, value in (("--planner", args.planner), ("--budget", args.budget),
@@ -107,8 +114,6 @@ def _plan_for(args, graph, hw, progress=silent):
     budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize)
     offchip = getattr(args, "offchip", None)
     if offchip:
-        from npusim.registry import default_registry
-
         registry = default_registry()
         stage = registry.get(offchip).stage
         if stage != "offchip":
@@ -134,8 +139,6 @@ def _check_writable(*flags_and_paths) -> None:
 
 def _planner_options(pairs: list[str] | None) -> dict:
     """``--option KEY=VALUE`` pairs; values are read as YAML scalars (numbers, booleans, text)."""
-    import yaml
-
     options = {}
     for pair in pairs or []:
         if "=" not in pair:
@@ -149,9 +152,6 @@ def _planner_options(pairs: list[str] | None) -> dict:
 
 
 def cmd_plan(args) -> int:
-    from npusim.plan.io import save_plan
-    from npusim.workflow import load_graph, load_hw
-
     _check_writable(("-o", args.output))
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
@@ -166,10 +166,6 @@ def cmd_plan(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from npusim.plan.io import load_plan
-    from npusim.plan.validate import validate
-    from npusim.workflow import load_graph
-
     graph = load_graph(args.trace)
     plan = load_plan(args.plan, graph)
     found = validate(plan, graph)
@@ -183,8 +179,6 @@ def cmd_validate(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from npusim.workflow import load_graph, load_hw, simulate_plan
-
     _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown))
     if args.prefill is not None or args.decode is not None:
         return _simulate_llm(args)
@@ -212,9 +206,6 @@ def cmd_simulate(args) -> int:
 
 def _simulate_llm(args) -> int:
     """``simulate llm:<preset> --prefill P --decode D``: a prefill and sampled decode steps."""
-    from npusim.llm_run import run_llm
-    from npusim.workflow import load_hw
-
     model = args.trace.removeprefix("llm:")
     if not args.trace.startswith("llm:") or ":" in model:
         raise NpusimError(f"--prefill/--decode: expected a decoder preset as the trace, e.g. llm:gpt2-small, "
@@ -233,16 +224,13 @@ def _simulate_llm(args) -> int:
                          options=_planner_options(getattr(args, "option", None)), samples=args.samples,
                          progress=progress)
     if args.report:
-        from npusim.atomic_io import atomic_write_text
-
         atomic_write_text(args.report, json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
     print(json.dumps(report.to_dict(), indent=1, sort_keys=True) if args.json else report.summary())
     return 0
 
 
 def cmd_dse(args) -> int:
-    from npusim import dse
-    from npusim.compare import parse_pipelines
+    from npusim import dse  # lazy: brings multiprocessing and tqdm (0.2 s); --help and list stay cheap
 
     sweeps = [dse.parse_sweep(text) for text in args.sweep or []]
     pipelines = parse_pipelines(args.planners)
@@ -257,8 +245,6 @@ def cmd_dse(args) -> int:
     points = dse.make_points(args.trace, args.hw, sweeps, pipelines, budget=args.budget,
                              base_overrides=_hw_overrides(args.set), allow_oversize=args.allow_oversize)
     if args.plot:
-        from npusim.plot import parse_formats, require_matplotlib
-
         formats = parse_formats(args.format)
         require_matplotlib()  # fail before the sweep, not after it
     result = dse.run_sweep(points, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
@@ -268,8 +254,6 @@ def cmd_dse(args) -> int:
     print(dse.summary(result))
     print(f"wrote {csv_path} and {json_path}")
     if args.plot:
-        from npusim.plot import plot_dse_curves, plot_pareto
-
         stem = str(Path(args.out).with_suffix(""))
         swept = [s.key for s in sweeps]
         written = plot_dse_curves(result.rows, f"{stem}-curves", swept, formats)
@@ -279,17 +263,12 @@ def cmd_dse(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from npusim.compare import compare_planners, format_rows, parse_pipelines
-    from npusim.workflow import load_graph, load_hw
-
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
     rows = compare_planners(graph, hw, parse_pipelines(args.planners), args.budget, trace=args.trace,
                             allow_oversize=args.allow_oversize)
     text = format_rows(rows, args.format)
     if args.output:
-        from npusim.atomic_io import atomic_write_text
-
         atomic_write_text(args.output, text)
         print(f"wrote {args.output}")
     else:
@@ -298,10 +277,6 @@ def cmd_compare(args) -> int:
 
 
 def cmd_plot_plan(args) -> int:
-    from npusim.plan.io import load_plan
-    from npusim.plot import parse_formats, plot_plan
-    from npusim.workflow import load_graph
-
     formats = parse_formats(args.format)
     graph = load_graph(args.trace)
     plan = load_plan(args.plan, graph)
@@ -312,7 +287,7 @@ def cmd_plot_plan(args) -> int:
 
 
 def cmd_regress(args) -> int:
-    from npusim import regress
+    from npusim import regress  # lazy: brings npusim.dse (multiprocessing, tqdm): --help stays cheap
 
     if args.update:
         cases, files = regress.update_goldens(args.dir, args.only)
@@ -336,8 +311,6 @@ def cmd_regress(args) -> int:
 
 
 def cmd_experiment(args) -> int:
-    from npusim.experiment import run_cosma_experiment
-
     traces = [t.strip() for t in args.traces.split(",") if t.strip()] if args.traces else None
     budgets = tuple(b.strip().upper() for b in args.budgets.split(",") if b.strip())
     result = run_cosma_experiment(traces, args.hw, params=args.params, budgets=budgets,
@@ -356,8 +329,6 @@ def cmd_experiment(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from npusim.doctor import diagnose
-
     problems = diagnose(args.files, trace=args.trace, hw=args.hw, seeds=args.seeds)
     for problem in problems:
         print(problem)
@@ -366,10 +337,6 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from npusim.hw.loader import list_hardware
-    from npusim.registry import default_registry
-    from npusim.resources import list_resources
-
     print("planners:")
     for p in default_registry().planners():
         print(f"  {p.name:<31} {p.stage:<9} {p.description}")
@@ -404,8 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = _GuardedStdout(stdout)
     try:
         args = build_parser(HANDLERS).parse_args(argv)
-        from npusim.env_knobs import check_all
-
         check_all()  # NPUSIM_* variables: a bad value is one line here, not a failure deep inside
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe or full disk behind stdout shows here, not at exit
@@ -432,8 +397,6 @@ def main(argv: list[str] | None = None) -> int:
         print("npusim: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: say so plainly, traceback on request
-        from npusim.env_knobs import debug
-
         if debug():
             raise
         print(f"npusim: internal error: {type(exc).__name__}: {exc} (set NPUSIM_DEBUG=1 for the traceback "
