@@ -31,12 +31,16 @@ import functools
 import hashlib
 import itertools
 import json
+import multiprocessing
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
+
+from tqdm import tqdm
 
 import npusim
 from npusim import units
@@ -47,7 +51,10 @@ from npusim.atomic_io import atomic_write_text
 from npusim.errors import NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.loader import hardware_to_dict
+from npusim.resources import find_resource
 from npusim.result_cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
+from npusim.worker_lifetime import die_with
+from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
 
 from npusim.dse_sweep import (BUDGET_KEY, LLM_KEYS, MAX_POINTS_PER_SWEEP, DseError, Sweep,  # noqa: F401
                               knob_quantities, parse_value, parse_sweep)  # re-exported: npusim.dse's sweep API
@@ -106,8 +113,6 @@ def trace_digest(source: str) -> str:
     graph (``llm:...``) of the name itself, the generator's code being in the cache key's code
     fingerprint."""
     if str(source).startswith("llm:"):
-        from npusim.workflow import load_graph
-
         load_graph(source)  # a bad name is the user's error here, not a failed point
         return hashlib.sha256(str(source).encode()).hexdigest()
     return _file_digest(str(_trace_path(source)))
@@ -119,9 +124,6 @@ def _file_digest(path: str) -> str:
 
 
 def _trace_path(source: str) -> Path:
-    from npusim.resources import find_resource
-    from npusim.workflow import load_graph
-
     path = Path(source)
     if path.is_file():
         return path
@@ -135,8 +137,6 @@ def make_points(traces: Iterable[str], hw_source: str, sweeps: list[Sweep], pipe
                 budget: object = None, base_overrides: dict | None = None, options: dict | None = None,
                 allow_oversize: bool = False) -> list[Point]:
     """Every combination, in a fixed order: traces, then sweeps (first sweep slowest), then pipelines."""
-    from npusim.workflow import load_hw
-
     keys = [s.key for s in sweeps]
     if len(set(keys)) != len(keys):
         raise DseError(f"--sweep: key swept twice: {keys}")
@@ -198,8 +198,6 @@ def normalise_budget(budget: object) -> object:
 
 
 def _load_hw_or_reason(source: str, overrides: dict) -> tuple[Hardware | None, str]:
-    from npusim.workflow import load_hw
-
     try:
         return load_hw(source, overrides), ""
     except NpusimError as exc:  # e.g. scratchpad.size below the alignment: an infeasible point
@@ -211,8 +209,6 @@ def _load_hw_or_reason(source: str, overrides: dict) -> tuple[Hardware | None, s
 
 @functools.lru_cache(maxsize=8)
 def _graph(trace: str):
-    from npusim.workflow import load_graph
-
     return load_graph(trace)
 
 
@@ -222,8 +218,6 @@ def evaluate_point(point: Point) -> dict:
     Runs on workers: it checks that the worker's npusim and trace are the caller's, because
     the cache key promises it.
     """
-    from npusim.workflow import plan_graph, resolve_budget, simulate_plan
-
     if point.version != npusim.__version__:
         raise DseError(f"worker runs npusim {npusim.__version__}, the sweep expects {point.version}; "
                        "install the same version on every worker")
@@ -270,10 +264,6 @@ def _run_local(points: list[Point], jobs: int, done: Callable[[Point, dict], Non
         for point in points:
             done(point, evaluate_point(point))
         return
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from npusim.worker_lifetime import die_with
-
     with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=die_with,
                              initargs=(os.getpid(),)) as pool:  # workers end with the sweep, even on SIGKILL
         futures = {pool.submit(evaluate_point, p): p for p in points}
@@ -284,8 +274,6 @@ def _run_local(points: list[Point], jobs: int, done: Callable[[Point, dict], Non
 def _worker_context():
     """Workers forked from a clean server that has imported npusim once (fast, and no threads
     of the caller are forked); plain spawn where there is no fork (Windows)."""
-    import multiprocessing
-
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "npusim.worker_lifetime", "planners"])
@@ -296,7 +284,7 @@ def _worker_context():
 def _run_dask(points: list[Point], jobs: int, scheduler: str | None, done: Callable[[Point, dict], None],
               processes: bool = True) -> None:
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        from dask.distributed import Client, LocalCluster, as_completed as dask_completed  # lazy: optional, heavy
     except ImportError:
         raise DseError("--backend dask needs dask.distributed: pip install 'npusim[dask]'") from None
     cluster = None
@@ -309,7 +297,7 @@ def _run_dask(points: list[Point], jobs: int, scheduler: str | None, done: Calla
     try:
         futures = client.map(evaluate_point, points, pure=False)
         by_key = {f.key: p for f, p in zip(futures, points)}
-        for future in as_completed(futures):
+        for future in dask_completed(futures):
             done(by_key[future.key], future.result())
     finally:
         client.close()
@@ -334,8 +322,6 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
               cache_dir: str | Path | None = DEFAULT_CACHE_DIR, progress: bool | None = None,
               dask_processes: bool = True) -> SweepResult:
     """Evaluate every point (cached ones are read back), rows in point order."""
-    from tqdm import tqdm
-
     if backend not in BACKENDS:
         raise DseError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     if jobs < 1:

@@ -6,6 +6,7 @@ base units. ``KEY`` is a dotted hardware key (``scratchpad.size``, ``dram.bandwi
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 from dataclasses import dataclass
@@ -61,8 +62,6 @@ def _quantity_of(key: str, text: str) -> str:
         return "int"
     knobs = knob_quantities()
     if key not in knobs:
-        import difflib
-
         close = difflib.get_close_matches(key, [*knobs, BUDGET_KEY], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise DseError(f"--sweep {text!r}: unknown key {key!r}{hint}; expected 'budget' or a hardware "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from npusim.atomic_io import atomic_open
 from npusim.errors import NpusimError
+from npusim.plan.resolve import graph_for_plan
 from npusim.units import format_bytes
 
 FORMATS = ("png", "svg")
@@ -38,12 +39,12 @@ _NOT_SERIES = {"budget", "scratchpad.size"}
 def require_matplotlib():
     """``matplotlib.pyplot`` on the Agg backend, or a one-line error naming the extra."""
     try:
-        import matplotlib
+        import matplotlib  # lazy: an optional extra (npusim[plot]), heavy to import
     except ImportError:
         raise NpusimError("plotting needs matplotlib: pip install 'npusim[plot]'") from None
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "npusim"  # stable ids: identical SVGs for identical input
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional and heavy, as above
 
     return plt
 
@@ -89,12 +90,10 @@ def plot_plan(plan, graph, stem: str | Path, formats: tuple[str, ...] = FORMATS,
     expansion, rebuilt here. The steps of each op (its tiles, for a tiled op) are shaded as one
     band, alternately, with the widest bands labelled by op name; on a multi-stream plan the
     bands take their stream's colour."""
-    from npusim.plan.resolve import graph_for_plan
-
     plt = require_matplotlib()
-    from matplotlib.collections import PatchCollection
-    from matplotlib.patches import Patch, Rectangle
-    from matplotlib.ticker import MultipleLocator
+    from matplotlib.collections import PatchCollection  # lazy: optional and heavy (npusim[plot])
+    from matplotlib.patches import Patch, Rectangle  # lazy: optional and heavy
+    from matplotlib.ticker import MultipleLocator  # lazy: optional and heavy
 
     graph = graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion)
     fig, ax = plt.subplots(figsize=(10, 5))
@@ -206,7 +205,7 @@ def compact_bytes(n: float) -> str:
 
 
 def _bytes_formatter():
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter  # lazy: optional and heavy (npusim[plot])
 
     return FuncFormatter(lambda value, _pos: compact_bytes(value))
 

@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from npusim.graph.model import Graph, build_graph
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
 
@@ -99,6 +101,18 @@ def xfer(graph: Graph, step: int, kind: str, name: str, cause: str) -> Transfer:
 def transfer_key(t: Transfer):
     """Canonical order (as the plan JSON reader sorts): by step, loads before stores, tensor."""
     return (t.step, t.kind != "load", t.tensor)
+
+
+@pytest.fixture(scope="module", name="graph")
+def graph_fixture() -> Graph:
+    """``tiny_graph()`` as a fixture, once per module (``from plan_fixtures import graph``)."""
+    return tiny_graph()
+
+
+@pytest.fixture(scope="module", name="plan")
+def plan_fixture(graph: Graph) -> Plan:
+    """``valid_plan()`` for the ``graph`` fixture, once per module."""
+    return valid_plan(graph)
 
 
 def valid_plan(graph: Graph | None = None) -> Plan:

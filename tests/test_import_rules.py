@@ -71,12 +71,6 @@ def test_the_product_never_imports_the_test_helpers():
     assert offenders == []
 
 
-#: Files whose imports inside functions are not sorted out yet (issue 22): they were being
-#: changed on main at the time, so they are left for a follow-up.
-LAZY_NOT_REVIEWED = {"npusim/cli.py", "npusim/dse.py", "npusim/dse_sweep.py", "npusim/plot.py",
-                     "npusim/sim/engine.py", "npusim/sim/report.py", "npusim/hw/config.py", "npusim/hw/docs.py"}
-
-
 def test_imports_inside_functions_say_why():
     """Imports sit at the top of a file, so its head shows what it depends on. One inside a
     function (a heavy or optional dependency a cheap module loads only when needed, or a
@@ -85,8 +79,6 @@ def test_imports_inside_functions_say_why():
     for package in ("npusim", "planners"):
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = str(path.relative_to(ROOT))
-            if rel in LAZY_NOT_REVIEWED:
-                continue
             text = path.read_text()
             lines = text.splitlines()
             for node in ast.walk(ast.parse(text, rel)):

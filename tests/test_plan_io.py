@@ -13,17 +13,7 @@ from npusim.errors import PlanError
 from npusim.plan.io import FORMAT, load_plan, plan_from_dict, plan_to_dict, save_plan
 from npusim.plan.model import PlanMeta
 from npusim.plan.validate import require_valid, validate
-from plan_fixtures import JOIN, LEFT, find_residency, tiny_graph, valid_plan
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return tiny_graph()
-
-
-@pytest.fixture(scope="module")
-def plan(graph):
-    return valid_plan(graph)
+from plan_fixtures import JOIN, LEFT, find_residency, graph_fixture, plan_fixture, tiny_graph  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

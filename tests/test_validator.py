@@ -19,9 +19,9 @@ from npusim.plan.validate import require_valid, validate
 from npusim.registry import make_plan
 from plan_fixtures import (
     CAPACITY, CONV, HW_YAML, JOIN, LEFT, M_P, M_R, M_R_OP, RIGHT, res,
-    replace_residency, replace_transfer, tiny_graph, valid_plan, with_residency, with_transfer,
-    without_residency, without_transfer, xfer,
-)
+    graph_fixture, plan_fixture, replace_residency, replace_transfer, tiny_graph, valid_plan, with_residency,
+    with_transfer, without_residency, without_transfer, xfer,
+)  # graph_fixture, plan_fixture: the graph and plan fixtures
 
 #: Every kind in the validator's table; each must have a test below (checked at the end).
 ALL_KINDS = {
@@ -29,16 +29,6 @@ ALL_KINDS = {
     "not_resident", "not_ready", "load_without_copy", "transfer_residency", "duplicate_transfer", "cause",
     "not_written_back", "tiling", "dram", "fusion",
 }
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return tiny_graph()
-
-
-@pytest.fixture(scope="module")
-def plan(graph):
-    return valid_plan(graph)
 
 
 def kinds(found) -> Counter:

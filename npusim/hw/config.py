@@ -8,7 +8,7 @@ Values are stored in base units: bytes, Hz, bytes/s, pJ, W, cycles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 #: Upper limits of counts: each core, stream and DMA channel is a simulated resource and a
@@ -170,6 +170,4 @@ class Hardware:
 
     def with_scratchpad_size(self, size: int) -> "Hardware":
         """The same hardware with another scratchpad size (how --budget and DSE sweeps apply)."""
-        from dataclasses import replace
-
         return replace(self, scratchpad=replace(self.scratchpad, size=int(size)))

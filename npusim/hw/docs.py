@@ -12,6 +12,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import npusim
+from npusim.atomic_io import atomic_write_text
 from npusim.hw.config import Hardware
 from npusim.hw.loader import block_type
 
@@ -129,8 +131,6 @@ def with_fresh_reference(readme_text: str) -> str:
 
 
 def default_readme_path() -> Path:
-    import npusim
-
     return Path(npusim.__file__).resolve().parents[1] / "hw_configs" / "README.md"
 
 
@@ -141,8 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     text = path.read_text(encoding="utf-8")
     fresh = with_fresh_reference(text)
     if fresh != text:
-        from npusim.atomic_io import atomic_write_text
-
         atomic_write_text(path, fresh)
         print(f"updated {path}")
     else:

@@ -321,8 +321,6 @@ class _Machine:
         self.env.run()
         unfinished = [c for c in commands if not self.done[c.id].triggered]
         if unfinished:
-            from npusim.errors import SimulationError
-
             c = unfinished[0]
             raise SimulationError(f"deadlock: {len(unfinished)} commands never ran, first {self._who(c)} "
                                   f"waiting for commands {list(c.waits)}")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from npusim.atomic_io import atomic_write_text
 from npusim.units import format_bytes
 
 #: Energy by component (pJ): dynamic energy of the work done, then static energy (leakage and
@@ -142,9 +145,6 @@ class Report:
     def save_breakdown_csv(self, path: str | Path) -> None:
         """One row per op run: start, end, cycles, bound, stall cycles before it and what it
         waited for, bytes in and out (``npusim.sim.critical_path.op_breakdown``)."""
-        import csv
-        import io
-
         columns = ("op", "kind", "step", "queue", "lane", "start", "end", "cycles", "bound", "stall_cycles",
                    "stalled_on", "bytes_in", "bytes_out")
         out = io.StringIO()
@@ -152,13 +152,9 @@ class Report:
         writer.writeheader()
         for row in self.op_breakdown:
             writer.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
-        from npusim.atomic_io import atomic_write_text
-
         atomic_write_text(path, out.getvalue())
 
     def save_json(self, path: str | Path, timeline: bool = False) -> None:
-        from npusim.atomic_io import atomic_write_text
-
         atomic_write_text(path, json.dumps(self.to_dict(timeline), indent=1, sort_keys=True) + "\n")
 
     def chrome_trace(self) -> dict:
@@ -194,8 +190,6 @@ class Report:
                 "otherData": {"graph": self.graph, "hardware": self.hardware, "planner": self.planner}}
 
     def save_chrome_trace(self, path: str | Path) -> None:
-        from npusim.atomic_io import atomic_write_text
-
         atomic_write_text(path, json.dumps(self.chrome_trace()))
 
     def summary(self) -> str:

@@ -1,0 +1,209 @@
+"""The argument parser of the ``npusim`` command: one function per subcommand.
+
+``build_parser(handlers)`` takes the function that runs each subcommand, by name
+(``npusim.cli.HANDLERS``), so this module holds the command line's words and ``npusim.cli`` what
+they do.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from npusim import __version__
+from npusim.workflow import DEFAULT_PIPELINE
+
+
+def build_parser(handlers: dict[str, Callable]) -> argparse.ArgumentParser:
+    """The ``npusim`` parser; ``handlers[name]`` runs subcommand ``name`` (``args.func``)."""
+    parser = argparse.ArgumentParser(prog="npusim", description="Cycle-approximate NPU simulator with the memory planner in the loop.")
+    parser.add_argument("--version", action="version", version=f"npusim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add in _SUBCOMMANDS.items():
+        add(sub, handlers[name])
+    return parser
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _planning_args(p) -> None:
+    """The arguments of every command that plans: simulate and plan."""
+    p.add_argument("trace", help="trace file or name in traces/ (e.g. resnet50); .onnx is imported on the fly")
+    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/ (e.g. edge-npu)")
+    p.add_argument("--planner",
+                   help=f"planner pipeline (default {DEFAULT_PIPELINE}; 'tile' streams ops that do not fit), e.g. rpo+arena+lru")
+    p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
+    p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="planner option, e.g. time_limit=10, max_tiles=500000, tile_all=true, stream_capacity=32")
+    p.add_argument("--offchip", metavar="PLANNER",
+                   help="off-chip (DRAM) planner appended to the pipeline: taa, offchip-so, offchip-offsets, offchip-naive")
+
+
+def _add_simulate(sub, handler: Callable) -> None:
+    p = sub.add_parser("simulate", help="plan (or load a plan) and simulate it")
+    _planning_args(p)
+    p.add_argument("--plan", help="simulate this plan JSON instead of planning (it is validated first)")
+    p.add_argument("--report", help="write the report as JSON here")
+    p.add_argument("--timeline", help="write a Chrome-trace / Perfetto timeline here")
+    p.add_argument("--breakdown", help="write one CSV row per op here: start, end, cycles, bound, stall cycles "
+                                       "and what it waited for, bytes in/out")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--jitter", type=non_negative_int, metavar="SEED", help="stretch compute times randomly (seeded) to explore interleavings")
+    p.add_argument("--jitter-amount", type=float, default=0.5, help="largest relative stretch with --jitter (default 0.5)")
+    p.add_argument("--prefill", type=int, metavar="P", help="LLM run (trace llm:<preset>): prompt tokens")
+    p.add_argument("--decode", type=int, metavar="D", help="LLM run: tokens to generate, one decode step each")
+    p.add_argument("--batch", type=int, default=1, help="LLM run: sequences decoded together (default 1)")
+    p.add_argument("--samples", type=int, default=5, help="LLM run: decode steps simulated, spread over the D "
+                                                          "steps; the others are interpolated (default 5)")
+    p.set_defaults(func=handler)
+
+
+def _add_plan(sub, handler: Callable) -> None:
+    p = sub.add_parser("plan", help="write a plan JSON")
+    _planning_args(p)
+    p.add_argument("-o", "--output", required=True, help="plan JSON to write")
+    p.add_argument("--timings", action="store_true", help="also write meta.solve_seconds (wall clock: not reproducible)")
+    p.set_defaults(func=handler)
+
+
+def _add_validate(sub, handler: Callable) -> None:
+    p = sub.add_parser("validate", help="check a plan JSON with the independent validator")
+    p.add_argument("trace")
+    p.add_argument("--plan", required=True)
+    p.set_defaults(func=handler)
+
+
+def _add_info(sub, handler: Callable) -> None:
+    p = sub.add_parser("info", help="summarise a trace (sizes, M_R, peaks) or a hardware config (area, power)")
+    p.add_argument("trace", nargs="?", help="trace to summarise; without it, --hw's area and power budget")
+    p.add_argument("--hw", help="round sizes up to this hardware's alignment; alone: its area and power budget")
+    p.set_defaults(func=handler)
+
+
+def _add_import(sub, handler: Callable) -> None:
+    p = sub.add_parser("import", help="import an ONNX model as a trace")
+    p.add_argument("model", help="ONNX file")
+    p.add_argument("-o", "--output", help="trace to write (.json or .json.gz)")
+    p.add_argument("--dtype", default="int8", choices=("int8", "fp16", "fp32"), help="dtype of float tensors")
+    p.add_argument("--dim", action="append", metavar="NAME=N",
+                   help="bind a symbolic dimension (repeatable): --dim batch=1 --dim seq=128")
+    p.add_argument("--training", action="store_true",
+                   help="build the training graph: forward, backward (saved activations, gradients) and SGD update")
+    p.set_defaults(func=handler)
+
+
+def _add_dse(sub, handler: Callable) -> None:
+    p = sub.add_parser("dse", help="design-space exploration: sweep hardware keys, budgets and planners")
+    p.add_argument("trace", nargs="+", help="one or more traces (names in traces/ or files)")
+    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/")
+    p.add_argument("--sweep", action="append", metavar="KEY=SPEC",
+                   help="a hardware key or 'budget' with A..B:xF (geometric), A..B:+S (linear) or V1,V2,...; "
+                        "repeat for a cartesian product, e.g. scratchpad.size=64KiB..8MiB:x2")
+    p.add_argument("--planners", default=DEFAULT_PIPELINE,
+                   help=f"pipelines separated by commas (default {DEFAULT_PIPELINE}, as for simulate)")
+    p.add_argument("--max-points", type=int, default=2000, help="refuse a sweep of more points (default 2000)")
+    p.add_argument("--budget", help="budget of every point unless 'budget' is swept (size or MR, MH, MP)")
+    p.add_argument("--allow-oversize", action="store_true",
+                   help="plan budgets larger than the scratchpad.size of a point (else such a point is infeasible)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="fixed hardware override")
+    p.add_argument("--jobs", type=int, default=1, help="parallel workers (processes, or dask workers)")
+    p.add_argument("--backend", default="local", choices=("local", "dask"), help="where points run")
+    p.add_argument("--scheduler", help="dask scheduler address (tcp://host:8786); default: a LocalCluster")
+    p.add_argument("--out", default="dse-results.csv", help="results file; .csv and .json are both written")
+    p.add_argument("--cache-dir", default=".npusim-cache", help="cache of finished points (resumable)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--plot", action="store_true", help="also draw OUT-curves and OUT-pareto figures")
+    p.add_argument("--format", default="png,svg", help="figure formats with --plot: png, svg or png,svg")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
+    p.add_argument("--timings", action="store_true", help="also write the solve_seconds column (wall clock: not reproducible)")
+    p.set_defaults(func=handler)
+
+
+def _add_compare(sub, handler: Callable) -> None:
+    p = sub.add_parser("compare", help="compare planner pipelines on one trace and hardware")
+    p.add_argument("trace")
+    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/")
+    p.add_argument("--planners", required=True, help="pipelines separated by commas, e.g. default+arena+belady,rpo+arena+lru")
+    p.add_argument("--budget", help="scratchpad budget: a size or MR, MH, MP; default: the scratchpad size")
+    p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field")
+    p.add_argument("--format", default="text", choices=("text", "csv", "json"))
+    p.add_argument("-o", "--output", help="write the table here instead of printing it")
+    p.set_defaults(func=handler)
+
+
+def _add_plot_plan(sub, handler: Callable) -> None:
+    p = sub.add_parser("plot-plan", help="draw a plan's memory-time packing (PNG/SVG)")
+    p.add_argument("plan", help="plan JSON (from npusim plan)")
+    p.add_argument("--trace", required=True, help="the trace the plan is for")
+    p.add_argument("-o", "--output", help="output path without suffix (default: the plan's path)")
+    p.add_argument("--format", default="png,svg", help="png, svg or png,svg")
+    p.add_argument("--title", help="figure title")
+    p.set_defaults(func=handler)
+
+
+def _add_regress(sub, handler: Callable) -> None:
+    p = sub.add_parser("regress", help="check (or --update) the golden traffic files in traces/expected/")
+    p.add_argument("--update", action="store_true", help="rewrite the goldens from fresh runs")
+    p.add_argument("--only", metavar="PATTERN", help="cases whose id TRACE/HW/PIPELINE/BUDGET matches (glob or substring)")
+    p.add_argument("--dir", help="folder of golden files (default: traces/expected)")
+    p.set_defaults(func=handler)
+
+
+def _add_doctor(sub, handler: Callable) -> None:
+    p = sub.add_parser("doctor", help="list every problem of plans, traces or hardware configs, with the fix to try")
+    p.add_argument("files", nargs="+", help="plan JSON, trace (.json, .json.gz, .onnx) or hardware YAML files")
+    p.add_argument("--trace", help="the trace a plan is for")
+    p.add_argument("--hw", help="also simulate a valid plan on this hardware (jittered when multi-stream)")
+    p.add_argument("--seeds", type=int, default=8, help="jitter seeds tried on a multi-stream plan (default 8)")
+    p.set_defaults(func=handler)
+
+
+def _add_list(sub, handler: Callable) -> None:
+    p = sub.add_parser("list", help="list planners, hardware configs and traces")
+    p.set_defaults(func=handler)
+
+
+def _add_experiment(sub, handler: Callable) -> None:
+    p = sub.add_parser("experiment", help="reproduce a paper's evaluation (cosma: COSMA vs the four schemes)")
+    p.add_argument("name", choices=("cosma",), help="which experiment")
+    p.add_argument("--traces", help="comma-separated traces (default: the human-designed and NAS sets present)")
+    p.add_argument("--hw", default="edge-npu", help="hardware the plans are simulated on (default edge-npu)")
+    p.add_argument("--budgets", default="MR,MH,MP", help="subset of MR,MH,MP")
+    p.add_argument("--params", action="store_true", help="plan weights too (default: activations only)")
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per exact solve (default 60)")
+    p.add_argument("--dnc-time-limit", type=float, default=120.0, help="seconds per cosma-dnc plan (default 120)")
+    p.add_argument("--wall-clock", action="store_true",
+                   help="time limits in wall seconds on this machine (default: deterministic solver time, "
+                        "so the CSV repeats exactly)")
+    p.add_argument("--out", default="cosma-experiment", help="folder for cosma.csv and cosma.png")
+    p.add_argument("--no-plot", action="store_true", help="skip the bar chart")
+    p.set_defaults(func=handler)
+
+
+#: Each subcommand's parser builder, in the order ``npusim --help`` lists them.
+_SUBCOMMANDS = {
+    "simulate": _add_simulate,
+    "plan": _add_plan,
+    "validate": _add_validate,
+    "info": _add_info,
+    "import": _add_import,
+    "dse": _add_dse,
+    "compare": _add_compare,
+    "plot-plan": _add_plot_plan,
+    "regress": _add_regress,
+    "doctor": _add_doctor,
+    "list": _add_list,
+    "experiment": _add_experiment,
+}
