@@ -84,6 +84,8 @@ def check_all() -> None:
     sim_max_seconds()
     progress_seconds()
     hw_search_path()
+    if os.environ.get(MEMORY_LIMIT, "").strip():  # (unset: the machine's memory, read when needed)
+        memory_limit()
 
 
 def memory_limit() -> int | None:

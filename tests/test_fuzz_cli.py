@@ -1,18 +1,35 @@
 """The fuzz oracle through the command line: every fuzzed input to the four loaders (hardware
 YAML, trace JSON, plan JSON, ONNX), given to ``npusim`` as a user would, ends in exit 0 with
 a report free of inf/nan, or exit 2 with one line on stderr (or 1: a documented non-error
-outcome). Never a traceback, never exit 3 (an internal error), never a hang.
+outcome). Never a traceback, never exit 3 (an internal error), never a hang, and each input
+within the limits of issue 21: at most ``WALL_SECONDS`` of wall time and at most
+``MEMORY_BYTES`` (2 GiB) of memory -- the growth of the process's peak resident set over the
+input, with the address space capped at the same margin so that a runaway input fails here
+instead of exhausting the machine.
 
 The inputs come from the loader fuzz tests' strategies (tests/test_fuzz_*.py); this file runs
-them through ``npusim.cli.main`` — argument parsing, error handling and output included. A fast
-seeded subset runs in CI; ``pytest --slow`` runs 2,500 per loader here, on top of the >= 10,000
-per loader the API-level fuzz tests run under ``--slow``.
+them through ``npusim.cli.main`` -- argument parsing, error handling and output included -- in
+this process (one input costs milliseconds, not a Python start-up). A fast seeded subset runs in
+CI; ``pytest tests/test_fuzz_cli.py --slow`` runs ``SLOW_INPUTS`` (10,000) per loader, checks
+that each loader really saw that many, and prints a line per loader: inputs, exit codes,
+failures by kind, the slowest input and the largest memory growth. A failing input does not
+stop the run: every failure is counted by kind (wall limit, memory limit, traceback, exit 3,
+other oracle) and the test fails at the end, naming the first ten inputs.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import resource
+import signal
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,37 +38,155 @@ from hypothesis import strategies as st
 
 from npusim.cli import main
 from npusim.graph.trace_io import graph_to_dict
-from npusim.plan.io import plan_to_dict
 
-from fuzz_support import cases, no_hang
+from fuzz_support import SLOW, cases
 import test_fuzz_hw as hw_fuzz
 import test_fuzz_onnx as onnx_fuzz
 import test_fuzz_plan as plan_fuzz
 import test_fuzz_trace as trace_fuzz
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-                derandomize=True)
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                      HealthCheck.data_too_large, HealthCheck.filter_too_much],
+                derandomize=True, database=None)
+#: inputs per loader: in CI, and with ``--slow`` (``NPUSIM_FUZZ_CLI_INPUTS`` overrides the latter, to
+#: size a run to the time at hand; the printed summary then states the number that ran)
+CI_INPUTS, SLOW_INPUTS = 40, int(os.environ.get("NPUSIM_FUZZ_CLI_INPUTS") or 10_000)
+#: Per-input limits (issue 21): no input may run longer or take more memory than this.
+WALL_SECONDS = 60  # generous for a loaded 2-core machine; the inputs take milliseconds
+MEMORY_BYTES = 2 << 30
 
 
-def npusim(capsys, *argv) -> tuple[int, str, str]:
-    with no_hang():
+class WallLimit(BaseException):
+    """Raised by the per-input alarm: a BaseException, so that ``cli.main``'s ``except
+    Exception`` (exit 3) cannot swallow it and the failure is named for what it is."""
+
+
+def _status_bytes(field: str) -> int | None:
+    """A ``kB`` field of /proc/self/status (VmRSS, VmHWM, VmSize) in bytes; None off Linux."""
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    found = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
+    return int(found.group(1)) * 1024 if found else None
+
+
+def _reset_peak() -> bool:
+    """Reset VmHWM (the peak resident set) to the current resident set (Linux >= 4.0)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+class Limits:
+    """Per-input wall and memory limits, and the figures of a loader's run."""
+
+    def __init__(self, loader: str, wall_seconds: int = WALL_SECONDS) -> None:
+        self.loader, self.wall_seconds = loader, wall_seconds
+        self.inputs = 0
+        self.codes: Counter = Counter()
+        self.slowest = (0.0, "")
+        self.largest = (0, "")
+        self.failures: list[tuple[str, str]] = []
+
+    @contextmanager
+    def one(self, what):
+        """Run one input (``what()`` describes it for a failure message) under the limits."""
+        rss, size = _status_bytes("VmRSS"), _status_bytes("VmSize")
+        peak_known = rss is not None and _reset_peak()
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if size is not None:
+            cap = size + MEMORY_BYTES
+            resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+
+        def alarm(signum, frame):
+            raise WallLimit()
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.alarm(self.wall_seconds)
+        start = time.perf_counter()
+        try:
+            yield
+        except WallLimit:
+            raise AssertionError(f"wall limit: a {self.loader} input ran longer than {self.wall_seconds} s: {what()}") from None
+        except MemoryError:
+            raise AssertionError(f"memory limit: a {self.loader} input needed more than {MEMORY_BYTES >> 30} GiB "
+                                 f"of address space: {what()}") from None
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        seconds = time.perf_counter() - start
+        self.inputs += 1
+        if seconds > self.slowest[0]:
+            self.slowest = (seconds, what())
+        assert seconds <= self.wall_seconds, f"wall limit: a {self.loader} input took {seconds:.1f} s: {what()}"
+        if peak_known:
+            grew = max((_status_bytes("VmHWM") or 0) - rss, 0)
+            if grew > self.largest[0]:
+                self.largest = (grew, what())
+            assert grew <= MEMORY_BYTES, (f"memory limit: a {self.loader} input grew the resident set by "
+                                          f"{grew / 2**30:.2f} GiB: {what()}")
+
+    def summary(self) -> str:
+        codes = ", ".join(f"exit {c}: {n:,}" for c, n in sorted(self.codes.items()))
+        kinds = ", ".join(f"{kind}: {n:,}" for kind, n in sorted(Counter(k for k, _ in self.failures).items()))
+        return (f"fuzz-cli {self.loader}: {self.inputs:,} inputs ({codes}); failures: {kinds or 'none'}; "
+                f"slowest {self.slowest[0]:.2f} s [{self.slowest[1][:120]}]; largest peak-RSS growth "
+                f"{self.largest[0] / 2**20:.1f} MiB [{self.largest[1][:120]}]")
+
+    def check(self, capsys, what, argv, report=None) -> None:
+        """One input through the CLI and the oracle. A failure is recorded and the run goes
+        on, so that a run counts every failing input by kind; ``finish`` then fails the test."""
+        try:
+            check_outcome(*npusim(capsys, self, what, *argv), report=report, what=what)
+        except AssertionError as failure:
+            message = str(failure)
+            kind = next((k for k in ("wall limit", "memory limit", "Traceback", "exit 3") if k in message), "oracle")
+            self.failures.append((kind, message.splitlines()[0][:1000]))
+
+    def finish(self, capsys) -> None:
+        if SLOW:
+            with capsys.disabled():
+                print("\n" + self.summary())
+        assert not self.failures, (f"{len(self.failures)} of {self.inputs} {self.loader} inputs failed -- "
+                                   + self.summary() + "\n" + "\n".join(m for _, m in self.failures[:10]))
+        wanted = cases(CI_INPUTS, SLOW_INPUTS)
+        assert self.inputs >= wanted, f"{self.loader}: only {self.inputs} inputs ran, expected >= {wanted}"
+
+
+def npusim(capsys, limits: Limits, what, *argv) -> tuple[int, str, str]:
+    """``npusim *argv`` in this process, under ``limits``; a MemoryError inside the command
+    (exit 3, since ``cli.main`` catches it) is a memory violation."""
+    with limits.one(what):
         code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
+    limits.codes[code] += 1
+    if code == 3 and "MemoryError" in err:
+        raise AssertionError(f"memory limit: a {limits.loader} input needed more than {MEMORY_BYTES >> 30} GiB "
+                             f"of address space: {what()}")
     return code, out, err
 
 
-def check_outcome(code: int, out: str, err: str, report=None) -> None:
+def check_outcome(code: int, out: str, err: str, report=None, what=lambda: "") -> None:
     """The oracle (module docstring)."""
-    assert code in (0, 1, 2), f"exit {code}: {err.strip()[:300]}"
-    assert "Traceback" not in out + err, err[-600:]
+    assert code in (0, 1, 2), f"exit {code}: {err.strip()[:300]} -- input: {what()}"
+    assert "Traceback" not in out + err, f"{err[-600:]} -- input: {what()}"
     if code == 2:
         lines = [line for line in err.splitlines() if line.strip() and not line.startswith("warning")]
-        assert len(lines) == 1 or (len(lines) > 1 and "violation" in lines[0]), err[:600]
+        assert len(lines) == 1 or (len(lines) > 1 and "violation" in lines[0]), f"{err[:600]} -- input: {what()}"
     if code == 0 and report is not None and report.exists():
         text = report.read_text()
-        assert "Infinity" not in text and "NaN" not in text, "a report with inf or nan"
+        assert "Infinity" not in text and "NaN" not in text, f"a report with inf or nan -- input: {what()}"
         data = json.loads(text)
-        assert math.isfinite(data["cycles"]) and data["cycles"] >= 0
+        assert math.isfinite(data["cycles"]) and data["cycles"] >= 0, what()
+
+
+def _short(data, limit: int = 400) -> str:
+    text = json.dumps(data, allow_nan=True, default=repr)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 @pytest.fixture()
@@ -61,67 +196,131 @@ def files(tmp_path):
     return tmp_path, trace
 
 
+def _fresh(*paths: Path) -> None:
+    """Outputs of the previous input are removed, so a report is always this input's."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
 #: Values a config may well hold, so that many fuzzed configs load and simulate.
 PLAUSIBLE = st.sampled_from(["1", "2", "3", "16", "64KiB", "2MiB", "true", "false", "os", "ws", "is", "nhwc",
                              "nchw", "array", "vector", "groups", "1GHz", "12.8GB/s", "100ns", "64B", 4, 0.5])
+INPUTS = cases(CI_INPUTS, SLOW_INPUTS)
 
 
-@settings(max_examples=cases(25, 2_500), **SETTINGS)
-@given(knob=st.sampled_from(hw_fuzz.KNOBS), value=st.one_of(PLAUSIBLE, hw_fuzz.junk), delete=st.booleans())
-def test_hardware_yaml_through_the_cli(capsys, files, knob, value, delete):
+def test_hardware_yaml_through_the_cli(capsys, files):
     folder, trace = files
-    data = hw_fuzz._with(hw_fuzz.BASE, knob, None if delete else value)
-    config = folder / "fuzz.yaml"
-    config.write_text(yaml.safe_dump(data))
-    report = folder / "report.json"
-    check_outcome(*npusim(capsys, "simulate", trace, "--hw", config, "--report", report), report=report)
+    limits = Limits("hardware YAML")
+    config, report = folder / "fuzz.yaml", folder / "report.json"
+
+    @settings(max_examples=INPUTS, **SETTINGS)
+    @given(knob=st.sampled_from(hw_fuzz.KNOBS), value=st.one_of(PLAUSIBLE, hw_fuzz.junk), delete=st.booleans())
+    def one(knob, value, delete):
+        data = hw_fuzz._with(hw_fuzz.BASE, knob, None if delete else value)
+        config.write_text(yaml.safe_dump(data))
+        _fresh(report)
+        what = lambda: f"{knob} = {None if delete else value!r}"  # noqa: E731
+        limits.check(capsys, what, ["simulate", trace, "--hw", config, "--report", report], report)
+
+    one()
+    limits.finish(capsys)
 
 
-@settings(max_examples=cases(25, 2_500), **SETTINGS)
-@given(case=trace_fuzz.field_mutations())
-def test_trace_json_through_the_cli(capsys, files, case):
+def test_trace_json_through_the_cli(capsys, files):
     folder, _ = files
-    data, _, _ = case
-    trace = folder / "fuzz.json"
-    trace.write_text(json.dumps(data, allow_nan=True))
-    report = folder / "report.json"
-    check_outcome(*npusim(capsys, "simulate", trace, "--hw", "edge-npu", "--budget", "1MiB", "--report", report),
-                  report=report)
+    limits = Limits("trace JSON")
+    trace, report = folder / "fuzz.json", folder / "report.json"
+
+    @settings(max_examples=INPUTS, **SETTINGS)
+    @given(case=trace_fuzz.field_mutations())
+    def one(case):
+        data, _, _ = case
+        trace.write_text(json.dumps(data, allow_nan=True))
+        _fresh(report)
+        what = lambda: _short(data)  # noqa: E731
+        limits.check(capsys, what, ["simulate", trace, "--hw", "edge-npu", "--budget", "1MiB", "--report", report],
+                     report)
+
+    one()
+    limits.finish(capsys)
 
 
-@settings(max_examples=cases(25, 2_500), **SETTINGS)
-@given(case=plan_fuzz.field_mutations())
-def test_plan_json_through_the_cli(capsys, files, case):
+def test_plan_json_through_the_cli(capsys, files):
     folder, _ = files
-    graph, data, _ = case
-    trace = folder / "graph.json"
-    trace.write_text(json.dumps(graph_to_dict(graph)))
-    plan = folder / "plan.json"
-    plan.write_text(json.dumps(data, allow_nan=True))
-    report = folder / "report.json"
-    # the plans were made for the default Hardware(): simulate on a config with its numbers
-    code, out, err = npusim(capsys, "simulate", trace, "--plan", plan, "--hw", "edge-npu", "--allow-oversize",
-                            "--report", report)
-    check_outcome(code, out, err, report=report)
+    limits = Limits("plan JSON")
+    trace, plan, report = folder / "graph.json", folder / "plan.json", folder / "report.json"
+
+    @settings(max_examples=INPUTS, **SETTINGS)
+    @given(case=plan_fuzz.field_mutations())
+    def one(case):
+        graph, data, _ = case
+        trace.write_text(json.dumps(graph_to_dict(graph)))
+        plan.write_text(json.dumps(data, allow_nan=True))
+        _fresh(report)
+        what = lambda: f"graph {graph.name!r}, plan {_short(data)}"  # noqa: E731
+        # the plans were made for the default Hardware(): simulate on a config with its numbers
+        limits.check(capsys, what, ["simulate", trace, "--plan", plan, "--hw", "edge-npu", "--allow-oversize",
+                                    "--report", report], report)
+
+    one()
+    limits.finish(capsys)
 
 
-@settings(max_examples=cases(25, 2_500), **SETTINGS)
-@given(flips=st.lists(st.tuples(st.integers(0, len(onnx_fuzz.VALID) - 1), st.integers(0, 255)),
-                      min_size=1, max_size=6))
-def test_onnx_through_the_cli(capsys, files, flips):
+def test_onnx_through_the_cli(capsys, files):
     folder, _ = files
-    raw = bytearray(onnx_fuzz.VALID)
-    for at, byte in flips:
-        raw[at] = byte
-    model = folder / "fuzz.onnx"
-    model.write_bytes(bytes(raw))
-    check_outcome(*npusim(capsys, "import", model, "-o", folder / "imported.json"))
+    limits = Limits("ONNX")
+    model, imported = folder / "fuzz.onnx", folder / "imported.json"
+
+    @settings(max_examples=INPUTS, **SETTINGS)
+    @given(flips=st.lists(st.tuples(st.integers(0, len(onnx_fuzz.VALID) - 1), st.integers(0, 255)),
+                          min_size=1, max_size=6))
+    def one(flips):
+        raw = bytearray(onnx_fuzz.VALID)
+        for at, byte in flips:
+            raw[at] = byte
+        model.write_bytes(bytes(raw))
+        _fresh(imported)
+        what = lambda: f"the test model with bytes (offset, value) {flips} replaced"  # noqa: E731
+        limits.check(capsys, what, ["import", model, "-o", imported])
+
+    one()
+    limits.finish(capsys)
 
 
-def test_the_oracle_can_fail(capsys, files):
+def test_the_oracle_can_fail():
     """A crash inside the command is exit 3 and fails the oracle."""
-    folder, trace = files
     with pytest.raises(AssertionError, match="exit 3"):
         check_outcome(3, "", "npusim: internal error: boom\n")
     with pytest.raises(AssertionError):
         check_outcome(2, "", "first line\nsecond line\n")
+
+
+def test_the_limits_can_fail():
+    """An input over the wall limit, or one that allocates past the memory limit, fails by
+    name -- neither is swallowed as an exit 3 by ``cli.main`` -- and the limits are lifted after."""
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    limits = Limits("test", wall_seconds=1)
+    with pytest.raises(AssertionError, match=r"wall limit: a test input ran longer than 1 s: the sleeper"):
+        with limits.one(lambda: "the sleeper"):
+            time.sleep(5)
+    if _status_bytes("VmSize") is not None:
+        with pytest.raises(AssertionError, match=r"memory limit: a test input needed more than 2 GiB .*: the hog"):
+            with limits.one(lambda: "the hog"):
+                bytearray(MEMORY_BYTES + (256 << 20))
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    with limits.one(lambda: "a quick one"):
+        pass
+    assert limits.inputs == 1 and "1 inputs" in limits.summary()
+
+
+def test_failures_are_counted_by_kind_and_fail_the_run(capsys, monkeypatch):
+    def crashing(argv):
+        print("npusim: internal error: ZeroDivisionError: boom", file=sys.stderr)
+        return 3
+
+    monkeypatch.setattr(sys.modules[__name__], "main", crashing)
+    limits = Limits("test")
+    limits.check(capsys, lambda: "the crasher", ["list"])
+    assert [kind for kind, _ in limits.failures] == ["exit 3"] and limits.codes == {3: 1}
+    with pytest.raises(AssertionError, match="1 of 1 test inputs failed.*exit 3: 1"):
+        limits.finish(capsys)

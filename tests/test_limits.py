@@ -109,6 +109,16 @@ def test_a_bad_memory_limit_is_a_one_line_error(capsys, monkeypatch, value):
     assert code == 2 and "NPUSIM_MEMORY_LIMIT" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("value", ["abc", "nan", "-5"])
+def test_a_bad_memory_limit_is_refused_at_start_by_every_command(capsys, monkeypatch, value):
+    """Checked with the other knobs before any command runs (a sweep would otherwise turn it
+    into infeasible rows): even `list`, which simulates nothing."""
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", value)
+    code = main(["list"])
+    err = capsys.readouterr().err
+    assert code == 2 and "NPUSIM_MEMORY_LIMIT" in err and len(err.strip().splitlines()) == 1
+
+
 def test_the_memory_limit_defaults_to_what_the_machine_has(monkeypatch):
     from npusim.env_knobs import memory_limit
 

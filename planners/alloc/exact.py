@@ -36,14 +36,21 @@ from planners.schedule.solver import (DEFAULT_MAX_CONSTRAINTS, DEFAULT_MAX_VARIA
                                       check_model_size, make_solver)
 
 
-def best_heuristic(problem: OffsetProblem) -> OffsetResult:
-    """The smallest footprint among Single/Many Objects (every sort and fit) and TFLite's arena."""
+def best_heuristic(problem: OffsetProblem, deadline: float | None = None) -> OffsetResult:
+    """The smallest footprint among Single/Many Objects (every sort and fit) and TFLite's arena.
+
+    ``deadline`` (``time.perf_counter()`` seconds; wall-clock limits only, so that
+    deterministic runs stay deterministic): past it no further heuristic starts -- TFLite's
+    arena always runs -- so that the portfolio (17 runs, O(n^2) each) counts against the
+    caller's time limit (issue 21)."""
     results = [tflite.tflite_arena(problem)]
     for algo in (mindspore_fast.single_object, mindspore_fast.many_objects):
         for sort in mindspore_fast.SORTS:
             if sort in ("breadth", "source") and not problem.has_lifetimes:
                 continue
             for fitter in mindspore_fast.FITS:
+                if deadline is not None and time.perf_counter() > deadline:
+                    break
                 results.append(algo(problem, sort, fitter))
     return min(results, key=lambda r: (r.total, r.algorithm))
 
@@ -140,7 +147,7 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
                   max_variables: int = DEFAULT_MAX_VARIABLES,
                   max_constraints: int = DEFAULT_MAX_CONSTRAINTS) -> OffsetResult:
     start = time.perf_counter()
-    hint = hint or best_heuristic(problem)
+    hint = hint or best_heuristic(problem, None if deterministic else start + time_limit)
     bound = best_bound(problem, time_limit=min(2.0, time_limit / 4), workers=workers)
     lower, upper = bound.value, int(hint.total)
     if problem.n == 0 or lower >= upper:

@@ -113,7 +113,9 @@ def olla_plan(graph: Graph, align: int, options: dict, order_of=None, capacity: 
     blocks = tensor_blocks(graph, order, align)
     if capacity is not None and blocks.max_live() > capacity:  # no placement can fit: say so now
         raise PlanningError(_no_fit(None, blocks.max_live(), capacity, tiled=order_of is not None))
-    left = opts.time_limit - (time.perf_counter() - start)
+    # deterministic limits: a fixed half for the addresses, as for the order (the wall time the
+    # order took would make the address solve's limit, and so the plan, depend on the load)
+    left = opts.time_limit / 2 if opts.deterministic else opts.time_limit - (time.perf_counter() - start)
     addr = solve_addresses(blocks, align, opts.with_limit(left), bool(options.get("preplace", True)))
     status = _weaker(order_status, addr.status)
     if order_status != "optimal":

@@ -127,13 +127,15 @@ def first_fit(blocks: Blocks, fixed: dict[int, int], align: int) -> dict[int, in
     return offsets
 
 
-def best_heuristic_offsets(blocks: Blocks, fixed: dict[int, int], align: int) -> dict[int, int]:
-    """index -> offset of the best offset heuristic, with ``fixed`` pinned."""
+def best_heuristic_offsets(blocks: Blocks, fixed: dict[int, int], align: int,
+                           deadline: float | None = None) -> dict[int, int]:
+    """index -> offset of the best offset heuristic, with ``fixed`` pinned (no further
+    heuristic starts past ``deadline``: ``planners.alloc.exact.best_heuristic``)."""
     if not blocks.ids:
         return {}
     problem = OffsetProblem(sizes=np.array(blocks.size, dtype=np.int64), first=np.array(blocks.first),
                             last=np.array(blocks.last), alignment=align, pinned=fixed)
-    return {i: int(off) for i, off in enumerate(best_heuristic(problem).offsets)}
+    return {i: int(off) for i, off in enumerate(best_heuristic(problem, deadline).offsets)}
 
 
 def _arena(blocks: Blocks, offsets: dict[int, int]) -> int:
@@ -151,10 +153,16 @@ def _time_left(opts: SolverOptions, start: float) -> float:
 def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: bool = True) -> AddressResult:
     """Eq. (15) for fixed lifetimes; retries without Function 5 if fragmentation remains."""
     start = time.perf_counter()
-    heuristic = best_heuristic_offsets(blocks, {}, align)
+    wall_deadline = None if opts.deterministic else start + opts.time_limit
+    heuristic = best_heuristic_offsets(blocks, {}, align, wall_deadline)
     if _arena(blocks, heuristic) == blocks.max_live():  # max live is a lower bound: optimal
         return AddressResult({blocks.ids[i]: off for i, off in heuristic.items()}, blocks.max_live(),
                              blocks.max_live(), "optimal", blocks.max_live(), time.perf_counter() - start, 0)
+    if not opts.deterministic and _time_left(opts, start) <= 0:
+        # wall-clock limit spent on the order and the heuristics: no model is built (issue 21:
+        # the time limit covers model building), the heuristic stands
+        return AddressResult({blocks.ids[i]: off for i, off in heuristic.items()}, _arena(blocks, heuristic),
+                             blocks.max_live(), "timed_out", blocks.max_live(), time.perf_counter() - start, 0)
     result = _solve(blocks, align, opts, pyramid(blocks) if preplace else {})
     left = _time_left(opts, start)
     if preplace and result.arena > result.max_live and left > 0.5:
@@ -184,7 +192,8 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
     start = time.perf_counter()
     n = len(blocks.ids)
     max_live = blocks.max_live()
-    hint = min((first_fit(blocks, fixed, align), best_heuristic_offsets(blocks, fixed, align)),
+    hint = min((first_fit(blocks, fixed, align),
+                best_heuristic_offsets(blocks, fixed, align, None if opts.deterministic else start + opts.time_limit)),
                key=lambda h: _arena(blocks, h))
     hint_arena = _arena(blocks, hint)
     unit = align
@@ -197,7 +206,12 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
     peak = m.NewIntVar(-(-max_live // unit), max(top, -(-max_live // unit)), "peak_mem")
     for i in range(n):
         m.Add(A[i] + size[i] <= peak)  # (8)
-    for i, j in blocks.overlapping_pairs():
+    # building counts against the limit (issue 21): O(pairs) constraints, looked at every 1024
+    deadline = start + (WALL_GUARD * opts.time_limit + 1.0 if opts.deterministic else opts.time_limit)
+    for k, (i, j) in enumerate(blocks.overlapping_pairs()):
+        if k % 1024 == 0 and time.perf_counter() > deadline:
+            return AddressResult({blocks.ids[i]: hint[i] for i in range(n)}, hint_arena, max_live,
+                                 "timed_out", max_live, time.perf_counter() - start, len(fixed))
         if i in fixed and j in fixed:
             continue
         below = m.NewBoolVar(f"a{i}_{j}")  # (6): live together -> a_ij + b_ij = 1

@@ -34,7 +34,8 @@ from dataclasses import dataclass, replace
 from ortools.sat.python import cp_model
 
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
+from planners.schedule.solver import (WALL_GUARD, SolverOptions, check_model_size, has_solution, make_solver,
+                                      status_name)
 from planners.schedule.zhong.ilp import ScheduleResult, step_windows
 
 
@@ -112,6 +113,23 @@ def with_control_edges(problem: MemoryProblem, edges: list[tuple[int, int]]) -> 
 
 
 # -- the lifetime ILP (14) ---------------------------------------------------------------
+class ModelOutOfTime(Exception):
+    """Building the lifetime model passed its deadline (``build_lifetime_model``)."""
+
+
+def _check(deadline: float | None, k: int) -> None:
+    """Every 1024th call (``k``), raise ModelOutOfTime once the clock is past ``deadline``."""
+    if deadline is not None and k % 1024 == 0 and time.perf_counter() > deadline:
+        raise ModelOutOfTime()
+
+
+def build_deadline(opts: SolverOptions, start: float) -> float:
+    """When building the model must stop: the time limit from ``start`` with wall-clock limits;
+    with deterministic ones (CP-SAT's work units, which building does not use) the wall guard
+    of a solve (``WALL_GUARD`` x the limit)."""
+    return start + (WALL_GUARD * opts.time_limit + 1.0 if opts.deterministic else opts.time_limit)
+
+
 @dataclass
 class LifetimeModel:
     model: cp_model.CpModel
@@ -122,17 +140,27 @@ class LifetimeModel:
     scale: int
 
 
-def build_lifetime_model(problem: MemoryProblem, scale: int | None = None) -> LifetimeModel:
+def build_lifetime_model(problem: MemoryProblem, scale: int | None = None,
+                         deadline: float | None = None) -> LifetimeModel:
+    """The model (eq. 1-5, 10-12). It has about n x span variables (1,500 ops: 770,000, 20 s to
+    build): past ``deadline`` (``time.perf_counter()`` seconds) it raises ModelOutOfTime, so
+    that building counts against the time limit (issue 21)."""
     p, n = problem, problem.n
     asap, alap = step_windows(p)
     m = cp_model.CpModel()
-    C = {(v, t): m.NewBoolVar(f"C{v}_{t}") for v in range(n) for t in range(asap[v], alap[v] + 1)}  # (10)
+    C = {}
+    for v in range(n):  # (10)
+        _check(deadline, v)
+        C.update({(v, t): m.NewBoolVar(f"C{v}_{t}") for t in range(asap[v], alap[v] + 1)})
     for v in range(n):
+        _check(deadline, v)
         m.AddExactlyOne([C[v, t] for t in range(asap[v], alap[v] + 1)])  # (3)
     for t in range(n):  # one op per timestep (sequential execution)
+        _check(deadline, t)
         m.AddExactlyOne([C[v, t] for v in range(n) if (v, t) in C])
     P, live = {}, {}
     for e in range(p.n_buffers):
+        _check(deadline, e)
         src, sinks = p.producer[e], p.consumers[e]
         if src >= 0:
             lo = asap[src]
@@ -158,7 +186,8 @@ def build_lifetime_model(problem: MemoryProblem, scale: int | None = None) -> Li
             if t in pres:
                 m.Add(P[e, t] == 1)  # (12)
             live[e, t] = [P[e, t]] + ([c] if c is not None else [])
-    for (v, t), c in C.items():  # (4): inputs preserved (or, for weights, brought in now)
+    for k, ((v, t), c) in enumerate(C.items()):  # (4): inputs preserved (or, for weights, brought in now)
+        _check(deadline, k)
         for f in p.node_inputs[v]:
             lits = live.get((f, t)) if p.producer[f] < 0 else [P[f, t]] if (f, t) in P else None
             if not lits:
@@ -170,8 +199,9 @@ def build_lifetime_model(problem: MemoryProblem, scale: int | None = None) -> Li
     return LifetimeModel(m, C, P, live, (asap, alap), scale)
 
 
-def add_peak(lm: LifetimeModel, problem: MemoryProblem, upper: int) -> cp_model.IntVar:
-    """(13): the bytes in memory at every timestep are at most ``peak``."""
+def add_peak(lm: LifetimeModel, problem: MemoryProblem, upper: int, deadline: float | None = None) -> cp_model.IntVar:
+    """(13): the bytes in memory at every timestep are at most ``peak`` (ModelOutOfTime past
+    ``deadline``)."""
     p, s = problem, lm.scale
     peak = lm.model.NewIntVar(0, upper // s, "peak_mem_no_frag")
     by_step: dict[int, list] = {}
@@ -181,17 +211,20 @@ def add_peak(lm: LifetimeModel, problem: MemoryProblem, upper: int) -> cp_model.
     for (v, t), c in lm.C.items():
         if p.extra[v]:
             by_step.setdefault(t, []).append((p.extra[v] // s) * c)
-    for terms in by_step.values():
+    for k, terms in enumerate(by_step.values()):
+        _check(deadline, k * 64)  # each a long sum: look at the clock every 16th step
         lm.model.Add(sum(terms) <= peak)
     return peak
 
 
-def hint_order(lm: LifetimeModel, problem: MemoryProblem, order: list[int]) -> None:
+def hint_order(lm: LifetimeModel, problem: MemoryProblem, order: list[int], deadline: float | None = None) -> None:
     step = {v: t for t, v in enumerate(order)}
     first, last = problem.lifetimes(order)
-    for (v, t), c in lm.C.items():
+    for k, ((v, t), c) in enumerate(lm.C.items()):
+        _check(deadline, k)
         lm.model.AddHint(c, step[v] == t)
-    for (e, t), x in lm.P.items():
+    for k, ((e, t), x) in enumerate(lm.P.items()):
+        _check(deadline, k)
         lm.model.AddHint(x, first[e] < t <= last[e])
 
 
@@ -207,11 +240,18 @@ def solve_lifetimes(problem: MemoryProblem, hint: list[int], opts: SolverOptions
     hint_peak = problem.peak(hint)
     if problem.n <= 1:
         return ScheduleResult(list(hint), hint_peak, "optimal", hint_peak, 0.0, 0)
-    lm = build_lifetime_model(problem)
-    peak = add_peak(lm, problem, hint_peak)
-    lm.model.Add(peak * lm.scale >= min(problem.lower_bound(), hint_peak))
-    lm.model.Minimize(peak)
-    hint_order(lm, problem, hint)
+    # Building the model is part of the time limit (issue 21: 1,500 ops took 30 s to build
+    # whatever the limit): past it, the warm start stands, as when CP-SAT runs out of time.
+    deadline = build_deadline(opts, start)
+    try:
+        lm = build_lifetime_model(problem, deadline=deadline)
+        peak = add_peak(lm, problem, hint_peak, deadline)
+        lm.model.Add(peak * lm.scale >= min(problem.lower_bound(), hint_peak))
+        lm.model.Minimize(peak)
+        hint_order(lm, problem, hint, deadline)
+    except ModelOutOfTime:
+        return ScheduleResult(list(hint), hint_peak, "timed_out", problem.lower_bound(),
+                              time.perf_counter() - start, 0)
     check_model_size(lm.model, opts, "olla-order", "'greedy-mem' or 'zhong' (partitioned)")
     solver = make_solver(opts, started=start)
     code = solver.Solve(lm.model)
