@@ -182,6 +182,8 @@ def cmd_simulate(args) -> int:
     _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown))
     if args.prefill is not None or args.decode is not None:
         return _simulate_llm(args)
+    if args.kv_on_chip is not None:
+        raise NpusimError("--kv-on-chip is for an LLM run: llm:<preset> --prefill P --decode D")
     start = time.perf_counter()
     with Progress("npusim simulate") as progress:
         graph = load_graph(args.trace)
@@ -204,6 +206,17 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _kv_on_chip(text: str) -> str | int:
+    """--kv-on-chip: none, auto, or a number of layers (checked against the model in run_llm)."""
+    value = text.strip().lower()
+    if value in ("none", "auto"):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise NpusimError(f"--kv-on-chip {text!r}: expected none, auto or a number of layers") from None
+
+
 def _simulate_llm(args) -> int:
     """``simulate llm:<preset> --prefill P --decode D``: a prefill and sampled decode steps."""
     model = args.trace.removeprefix("llm:")
@@ -222,7 +235,7 @@ def _simulate_llm(args) -> int:
         report = run_llm(model, hw, prefill=args.prefill, decode=args.decode, batch=args.batch,
                          pipeline=args.planner or DEFAULT_PIPELINE, budget=args.budget,
                          options=_planner_options(getattr(args, "option", None)), samples=args.samples,
-                         progress=progress)
+                         kv_on_chip=_kv_on_chip(args.kv_on_chip or "auto"), progress=progress)
     if args.report:
         atomic_write_text(args.report, json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
     print(json.dumps(report.to_dict(), indent=1, sort_keys=True) if args.json else report.summary())

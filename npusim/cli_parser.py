@@ -66,6 +66,9 @@ def _add_simulate(sub, handler: Callable) -> None:
     p.add_argument("--batch", type=int, default=1, help="LLM run: sequences decoded together (default 1)")
     p.add_argument("--samples", type=int, default=5, help="LLM run: decode steps simulated, spread over the D "
                                                           "steps; the others are interpolated (default 5)")
+    p.add_argument("--kv-on-chip", metavar="none|N|auto",
+                   help="LLM run: layers whose KV cache stays in the scratchpad across steps; auto (default): "
+                        "the fastest of a few counts, tried on the last step")
     p.set_defaults(func=handler)
 
 

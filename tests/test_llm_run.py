@@ -55,9 +55,16 @@ def test_the_command_line_run(capsys, tmp_path):
                  "--hw", "edge-npu", "--report", str(out)])
     text = capsys.readouterr().out
     assert code == 0 and "time to first token" in text and "tokens/s" in text and out.exists()
+    assert main(["simulate", "llm:gpt2-small", "--prefill", "8", "--decode", "2", "--samples", "2",
+                 "--hw", "edge-npu", "--kv-on-chip", "3"]) == 0
+    assert "KV cache on chip     3 of 12 layers (as given)" in capsys.readouterr().out
+    assert main(["simulate", "squeezenet1_0", "--hw", "edge-npu", "--kv-on-chip", "3"]) == 2
+    assert "is for an LLM run" in capsys.readouterr().err
     for argv, message in ((["--prefill", "8"], "go together"),
                           (["--prefill", "8", "--decode", "2", "--jitter", "1"], "not available"),
-                          (["--prefill", "8", "--decode", "-2"], "positive integer")):
+                          (["--prefill", "8", "--decode", "-2"], "positive integer"),
+                          (["--prefill", "8", "--decode", "2", "--kv-on-chip", "lots"], "kv-on-chip"),
+                          (["--prefill", "8", "--decode", "2", "--kv-on-chip", "13"], "0 .. 12 layers")):
         assert main(["simulate", "llm:gpt2-small", "--hw", "edge-npu", *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
