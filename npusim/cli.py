@@ -206,6 +206,12 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _one_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception's message on one line (a compiled kernel's can span many), at most ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _kv_on_chip(text: str) -> str | int:
     """--kv-on-chip: none, auto, or a number of layers (checked against the model in run_llm)."""
     value = text.strip().lower()
@@ -396,8 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"npusim: error: cannot write to standard output: {exc}", file=sys.stderr)
         return 2
     except InternalError as exc:  # before NpusimError, its base class: a bug, not the user's doing
-        print(f"npusim: internal error: {exc} (set NPUSIM_DEBUG=1 for the traceback and please report it)",
-              file=sys.stderr)
+        print(f"npusim: internal error: {_one_line(exc)} (set NPUSIM_DEBUG=1 for the traceback and please "
+              "report it)", file=sys.stderr)
         return 3
     except NpusimError as exc:
         print(f"npusim: error: {exc}", file=sys.stderr)
@@ -412,8 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: say so plainly, traceback on request
         if debug():
             raise
-        print(f"npusim: internal error: {type(exc).__name__}: {exc} (set NPUSIM_DEBUG=1 for the traceback "
-              "and please report it)", file=sys.stderr)
+        print(f"npusim: internal error: {type(exc).__name__}: {_one_line(exc)} (set NPUSIM_DEBUG=1 for the "
+              "traceback and please report it)", file=sys.stderr)
         return 3
     finally:
         sys.stdout = stdout

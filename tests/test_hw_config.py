@@ -499,3 +499,11 @@ def test_readme_documents_every_field():
     readme = (REPO / "hw_configs" / "README.md").read_text(encoding="utf-8")
     for dotted, _ in iter_knobs():
         assert f"`{dotted}`" in readme, dotted
+
+
+@pytest.mark.parametrize(("key", "value"), [("dma.burst_bytes", 2**64), ("scratchpad.size", "1e286B")])
+def test_sizes_no_memory_has_are_refused_before_they_overflow(key, value):
+    """Found by the CLI fuzz: a 2^64-byte burst overflowed the burst-count kernel, a 1e286-byte
+    scratchpad the SRAM table's power law (both exit 3 before)."""
+    with pytest.raises(ConfigError, match=rf"{key} = .*expected at most"):
+        load_hardware("edge-npu", overrides={key: value})

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field, replace
 MAX_UNITS = 4096
 #: Rows, columns and lanes: 65,536 covers any array built (the largest, 256 x 256, and beyond).
 MAX_WIDTH = 65536
+#: 1 PiB of scratchpad and a 1 GiB DRAM burst are far beyond any memory built; past them the
+#: SRAM table's power law and the burst-count kernel's 64-bit counts would overflow.
+MAX_SCRATCHPAD = 1 << 50
+MAX_BURST = 1 << 30
 
 
 def knob(default, quantity: str, doc: str, **extra):
@@ -56,7 +60,7 @@ class CoreConfig:
 
 @dataclass(frozen=True)
 class ScratchpadConfig:
-    size: int = knob(1024**2, "size", "capacity of the on-chip scratchpad")
+    size: int = knob(1024**2, "size", "capacity of the on-chip scratchpad", maximum=MAX_SCRATCHPAD)
     banks: int = knob(1, "int", "number of banks: each an SRAM macro of size / banks bytes with a port of "
                       "bytes_per_cycle / banks bytes (sets energy per byte, leakage and area)", maximum=MAX_WIDTH)
     bytes_per_cycle: int = knob(64, "int", "bytes per cycle the cores can read+write (bounds compute)")
@@ -74,7 +78,7 @@ class DmaConfig:
     chunk_cycles: float = knob(4.0, "cycles", "address-generation cycles per contiguous chunk (row) of a strided "
                                "view, pipelined with the data")
     burst_bytes: int = knob(64, "size", "DRAM burst: a transfer moves every burst its chunks touch (a burst "
-                            "shared by adjacent chunks once)")
+                            "shared by adjacent chunks once)", maximum=MAX_BURST)
     max_dims: int = knob(4, "int", "dimensions of a strided view one descriptor covers (contiguous "
                          "dimensions merged into one)")
 
