@@ -327,6 +327,24 @@ class _Machine:
         return self.env.now
 
 
+def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, int, float]:
+    """(logical bytes by cause, bytes read, bytes written, bytes on the bus, unloaded DMA
+    cycles) of the program's loads and stores."""
+    offchip = dict.fromkeys(CAUSES, 0)
+    read = write = bus = 0
+    dma_work = 0.0
+    for c in program.commands:
+        if c.kind in ("load", "store"):
+            offchip[c.cause] += c.nbytes
+            bus += c.cost.bus_bytes
+            dma_work += unloaded_cycles(c.cost, hw)
+            if c.kind == "load":
+                read += c.nbytes
+            else:
+                write += c.nbytes
+    return offchip, read, write, bus, dma_work
+
+
 def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
              check_races: bool = True, progress=silent) -> Report:
     """Run ``program`` (``npusim.plan.lower``) on ``hw`` and measure it.
@@ -366,18 +384,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     busy_seconds = tuple(busy / hw.clock for busy in machine.core_busy)
     for part, pj in static_energy_pj(hw, seconds, busy_seconds).items():
         energy[f"static_{part}"] = pj
-    offchip = dict.fromkeys(CAUSES, 0)
-    read = write = bus = 0
-    dma_work = 0.0
-    for c in program.commands:
-        if c.kind in ("load", "store"):
-            offchip[c.cause] += c.nbytes
-            bus += c.cost.bus_bytes
-            dma_work += unloaded_cycles(c.cost, hw)
-            if c.kind == "load":
-                read += c.nbytes
-            else:
-                write += c.nbytes
+    offchip, read, write, bus, dma_work = _transfer_totals(program, hw)
     compute_bound = (sum(op_cycles(o, graph, hw, machine.group)[0] for o in graph.ops)
                      / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
