@@ -5,6 +5,8 @@ Each function is one stage; ``run`` chains them. Everything returned is a plain 
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,7 +130,12 @@ def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0
         require_valid(plan, graph, source)
     check_simulation_memory(len(plan.order) + len(plan.transfers), source)
     progress("lowering to command queues", detail=f"{len(plan.transfers):,} transfers")
-    return simulate(lower(plan, graph, hw), hw, jitter=jitter, seed=seed, progress=progress)
+    report = simulate(lower(plan, graph, hw), hw, jitter=jitter, seed=seed, progress=progress)
+    if not (math.isfinite(report.cycles) and math.isfinite(report.total_energy_pj)):
+        # the loader bounds every field; a product of several extreme ones can still overflow
+        raise NpusimError(f"{hw.name}: the simulated figures overflow (latency {report.cycles:g} cycles, energy "
+                          f"{report.total_energy_pj:g} pJ): the hardware config combines values no NPU has")
+    return report
 
 
 #: Memory one command of a Program takes through lowering, simulation and the report

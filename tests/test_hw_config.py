@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import npusim
-from npusim.errors import ConfigError
+from npusim.errors import ConfigError, NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.docs import format_quantity, generated_section, hardware_reference_markdown
 from npusim.hw.loader import (
@@ -507,3 +508,27 @@ def test_sizes_no_memory_has_are_refused_before_they_overflow(key, value):
     scratchpad the SRAM table's power law (both exit 3 before)."""
     with pytest.raises(ConfigError, match=rf"{key} = .*expected at most"):
         load_hardware("edge-npu", overrides={key: value})
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("dram.latency", "1e300s"), ("energy.uncore_static_power", "1e308W"), ("energy.mac_int8", "1e305pJ"),
+    ("energy.scratchpad_read_byte", "1.4e305pJ"), ("clock", "1e300GHz"), ("dma.setup_cycles", 1e300),
+    ("dram.bandwidth", "1e300GB/s"), ("area.pe", "1e300mm2"),
+])
+def test_values_whose_figures_would_overflow_are_refused(key, value):
+    """The issue's reproductions (a report of inf with exit 0) and the fuzz's: every quantity has
+    a largest value far beyond any hardware (``QUANTITY_MAXIMUM``), so no product a simulation
+    forms overflows."""
+    with pytest.raises(ConfigError, match=rf"{key} = .*expected at most"):
+        load_hardware("edge-npu", overrides={key: value})
+
+
+def test_a_simulation_whose_figures_overflow_is_a_user_error(monkeypatch):
+    from npusim import workflow
+
+    graph, hw = workflow.load_graph("squeezenet1_0"), load_hardware("edge-npu")
+    plan = workflow.plan_graph(graph, hw)
+    real = workflow.simulate
+    monkeypatch.setattr(workflow, "simulate", lambda *a, **k: dataclasses.replace(real(*a, **k), cycles=float("inf")))
+    with pytest.raises(NpusimError, match="overflow"):
+        workflow.simulate_plan(plan, graph, hw)

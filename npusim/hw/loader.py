@@ -45,6 +45,18 @@ NAME_KEY = "name"
 
 # Quantities whose values must be > 0; every other number must be >= 0.
 STRICTLY_POSITIVE = {"size", "frequency", "bandwidth", "int"}
+# Largest value of a quantity the loader accepts (a field's own ``maximum`` may be lower):
+# far beyond any hardware, and low enough that the products a simulation forms (energy x
+# count, power x seconds, latency x transfers) stay finite instead of printing inf.
+QUANTITY_MAXIMUM = {
+    "energy": 1e12,      # pJ: 1 J per access or byte
+    "power": 1e6,        # W
+    "time": 1.0,         # s: a 1 s DRAM latency
+    "cycles": 1e12,
+    "frequency": 1e13,   # Hz: 10 THz
+    "bandwidth": 1e16,   # B/s: 10 PB/s
+    "area": 1e6,         # mm^2
+}
 
 
 @dataclass(frozen=True)
@@ -424,13 +436,22 @@ def _check_range(value: object, quantity: str, maximum: int | None = None, minim
     """``minimum=0`` lets a size or count be 0 (a level that is absent)."""
     if quantity in ("str", "choice", "bool"):
         return
+    if maximum is None:
+        maximum = QUANTITY_MAXIMUM.get(quantity)
     if maximum is not None and value > maximum:
-        raise units.UnitError(f"expected at most {maximum:,} (a larger value models no NPU and would only "
-                              "exhaust this machine)")
+        shown = f"{maximum:,}" if isinstance(maximum, int) else f"{maximum:g}"
+        raise units.UnitError(f"expected at most {shown} {_base_unit(quantity)}(a larger value models no NPU "
+                              "and would only exhaust this machine or overflow its figures)")
     if quantity in STRICTLY_POSITIVE and value <= 0 and minimum != 0:
         raise units.UnitError(f"expected a {_kind(quantity)} greater than 0")
     if value < 0:
         raise units.UnitError(f"expected a {_kind(quantity)} of 0 or more")
+
+
+def _base_unit(quantity: str) -> str:
+    table = units.QUANTITY_UNITS.get(quantity)
+    base = next((u for u, factor in table.items() if factor == 1), "") if table else ""
+    return f"{base} " if base else ""
 
 
 def _kind(quantity: str) -> str:
