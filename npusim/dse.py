@@ -18,44 +18,40 @@ simulator code (``npusim.code_fingerprint``); finished points are cached as chec
 where it stopped and a repeated sweep is free. A point that cannot be planned (budget below M_R, a config whose
 alignment exceeds its scratchpad...) is recorded as ``infeasible`` with the error message.
 
-Backends: ``local`` (in-process for ``jobs=1``, else a process pool) and ``dask`` (a
-``dask.distributed`` cluster; a LocalCluster when no scheduler address is given). Workers
-only compute rows; the caller's process reads and writes the cache and orders the rows by
-point, so every backend and job count gives the same rows (wall-clock columns aside).
+Backends (``npusim.dse_backends``): ``local`` (in-process for ``jobs=1``, else a process pool)
+and ``dask`` (a ``dask.distributed`` cluster; a LocalCluster when no scheduler address is
+given). Workers only compute rows; the caller's process reads and writes the cache and orders
+the rows by point, so every backend and job count gives the same rows (wall-clock columns
+aside). Results are written, read and summarised by ``npusim.dse_results``.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
 import hashlib
 import itertools
 import json
-import multiprocessing
-import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from tqdm import tqdm
 
 import npusim
-from npusim import units
 from npusim.code_fingerprint import code_fingerprint
-from npusim.compare import (METRIC_COLUMNS, WALL_CLOCK_COLUMNS, check_pipelines, infeasible_row, metrics_row,
-                            rows_to_csv)
-from npusim.atomic_io import atomic_write_text
+from npusim.compare import METRIC_COLUMNS, check_pipelines, infeasible_row, metrics_row
 from npusim.errors import NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.loader import hardware_to_dict
 from npusim.resources import find_resource
 from npusim.result_cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
-from npusim.worker_lifetime import die_with
 from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
 
+from npusim.dse_backends import run_dask, run_local
+from npusim.dse_results import (SweepResult, read_results, summary, without_wall_clock,  # noqa: F401
+                                write_results)  # re-exported: npusim.dse's results API
 from npusim.dse_sweep import (BUDGET_KEY, LLM_KEYS, MAX_POINTS_PER_SWEEP, DseError, Sweep,  # noqa: F401
                               knob_quantities, parse_value, parse_sweep)  # re-exported: npusim.dse's sweep API
 
@@ -256,68 +252,6 @@ def cache_about(point: Point) -> dict:
             "pipeline": point.pipeline, "budget": point.budget}
 
 
-# ---------------------------------------------------------------- backends
-
-
-def _run_local(points: list[Point], jobs: int, done: Callable[[Point, dict], None]) -> None:
-    if jobs <= 1 or len(points) <= 1:
-        for point in points:
-            done(point, evaluate_point(point))
-        return
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=die_with,
-                             initargs=(os.getpid(),)) as pool:  # workers end with the sweep, even on SIGKILL
-        futures = {pool.submit(evaluate_point, p): p for p in points}
-        for future in as_completed(futures):
-            done(futures[future], future.result())
-
-
-def _worker_context():
-    """Workers forked from a clean server that has imported npusim once (fast, and no threads
-    of the caller are forked); plain spawn where there is no fork (Windows)."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "npusim.worker_lifetime", "planners"])
-        return context
-    return multiprocessing.get_context("spawn")
-
-
-def _run_dask(points: list[Point], jobs: int, scheduler: str | None, done: Callable[[Point, dict], None],
-              processes: bool = True) -> None:
-    try:
-        from dask.distributed import Client, LocalCluster, as_completed as dask_completed  # lazy: optional, heavy
-    except ImportError:
-        raise DseError("--backend dask needs dask.distributed: pip install 'npusim[dask]'") from None
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=max(jobs, 1), threads_per_worker=1, processes=processes,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
-        futures = client.map(evaluate_point, points, pure=False)
-        by_key = {f.key: p for f, p in zip(futures, points)}
-        for future in dask_completed(futures):
-            done(by_key[future.key], future.result())
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-@dataclass
-class SweepResult:
-    rows: list[dict]
-    computed: int = 0
-    cached: int = 0
-    seconds: float = 0.0
-    points: list[Point] = field(default_factory=list, repr=False)
-
-    @property
-    def infeasible(self) -> int:
-        return sum(r["status"] != "ok" for r in self.rows)
-
-
 def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", scheduler: str | None = None,
               cache_dir: str | Path | None = DEFAULT_CACHE_DIR, progress: bool | None = None,
               dask_processes: bool = True) -> SweepResult:
@@ -349,9 +283,9 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
 
     try:
         if backend == "dask" and todo:  # nothing to compute: do not start a cluster
-            _run_dask(todo, jobs, scheduler, done, processes=dask_processes)
+            run_dask(todo, jobs, scheduler, evaluate_point, done, processes=dask_processes)
         elif backend == "local":
-            _run_local(todo, jobs, done)
+            run_local(todo, jobs, evaluate_point, done)
     finally:
         bar.close()
     ordered = [rows[p.index] for p in points]
@@ -359,75 +293,3 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
                        seconds=time.perf_counter() - start, points=points)
 
 
-# ---------------------------------------------------------------- output
-
-
-def without_wall_clock(rows: list[dict]) -> list[dict]:
-    """Rows without their wall-clock columns: what must be identical between two runs."""
-    return [{k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS} for row in rows]
-
-
-def write_results(result: SweepResult, out: str | Path, sweeps: list[Sweep], *,
-                  timings: bool = False) -> tuple[Path, Path]:
-    """``out`` with .csv and .json suffixes; JSON holds the sweep description and the rows.
-
-    Wall-clock columns (``solve_seconds``) are written only with ``timings``, so the files of
-    two runs (any ``--jobs``, any backend) are byte-identical."""
-    out = Path(out)
-    csv_path, json_path = out.with_suffix(".csv"), out.with_suffix(".json")
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
-    rows = result.rows if timings else without_wall_clock(result.rows)
-    columns = [c for c in METRIC_COLUMNS if timings or c not in WALL_CLOCK_COLUMNS]
-    atomic_write_text(csv_path, rows_to_csv(rows))
-    atomic_write_text(json_path, json.dumps({
-        "format": "npusim-dse/1", "npusim": npusim.__version__,
-        "sweeps": {s.key: list(s.values) for s in sweeps},
-        "columns": [*columns, *(s.key for s in sweeps)],
-        "rows": rows,
-    }, indent=1) + "\n")
-    return csv_path, json_path
-
-
-def read_results(path: str | Path) -> list[dict]:
-    """Rows of a DSE result (.json as written above, or .csv), e.g. to plot them later."""
-    path = Path(path)
-    try:
-        if path.suffix == ".json":
-            return json.loads(path.read_text())["rows"]
-        with path.open(newline="") as f:
-            return [{k: _csv_value(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    except (OSError, ValueError, KeyError) as exc:
-        raise DseError(f"{path}: cannot read DSE results: {exc}") from None
-
-
-def _csv_value(text: str):
-    if text == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def summary(result: SweepResult) -> str:
-    """A short text table: one line per point (trace, settings, planner, status, key metrics)."""
-    lines = []
-    for point, row in zip(result.points, result.rows):
-        settings = " ".join(f"{k}={_show(k, v)}" for k, v in point.settings)
-        if row["status"] == "ok":
-            metrics = (f"{row['cycles']:>14,.0f} cyc {row['energy_pj'] / 1e6:>10.3f} uJ "
-                       f"{row['offchip_bytes']:>13,} B off-chip")
-        else:
-            metrics = "infeasible: " + row["reason"][:90]
-        lines.append(f"{point.trace_name:<14} {settings:<28} {point.pipeline:<22} {metrics}")
-    lines.append(f"{len(result.rows)} points ({result.cached} cached, {result.computed} computed, "
-                 f"{result.infeasible} infeasible) in {result.seconds:.1f} s")
-    return "\n".join(lines)
-
-
-def _show(key: str, value) -> str:
-    if isinstance(value, int) and (key == BUDGET_KEY or knob_quantities().get(key) == "size"):
-        return units.format_bytes(value).replace(" ", "")
-    return str(value)

@@ -1,0 +1,100 @@
+"""DSE results: the rows of a sweep, written as CSV and JSON, read back, and summarised."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import npusim
+from npusim import units
+from npusim.atomic_io import atomic_write_text
+from npusim.compare import METRIC_COLUMNS, WALL_CLOCK_COLUMNS, rows_to_csv
+from npusim.dse_sweep import BUDGET_KEY, DseError, Sweep, knob_quantities
+
+
+@dataclass
+class SweepResult:
+    rows: list[dict]
+    computed: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+    points: list = field(default_factory=list, repr=False)  # npusim.dse.Point, one per row
+
+    @property
+    def infeasible(self) -> int:
+        return sum(r["status"] != "ok" for r in self.rows)
+
+
+
+
+def without_wall_clock(rows: list[dict]) -> list[dict]:
+    """Rows without their wall-clock columns: what must be identical between two runs."""
+    return [{k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS} for row in rows]
+
+
+def write_results(result: SweepResult, out: str | Path, sweeps: list[Sweep], *,
+                  timings: bool = False) -> tuple[Path, Path]:
+    """``out`` with .csv and .json suffixes; JSON holds the sweep description and the rows.
+
+    Wall-clock columns (``solve_seconds``) are written only with ``timings``, so the files of
+    two runs (any ``--jobs``, any backend) are byte-identical."""
+    out = Path(out)
+    csv_path, json_path = out.with_suffix(".csv"), out.with_suffix(".json")
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    rows = result.rows if timings else without_wall_clock(result.rows)
+    columns = [c for c in METRIC_COLUMNS if timings or c not in WALL_CLOCK_COLUMNS]
+    atomic_write_text(csv_path, rows_to_csv(rows))
+    atomic_write_text(json_path, json.dumps({
+        "format": "npusim-dse/1", "npusim": npusim.__version__,
+        "sweeps": {s.key: list(s.values) for s in sweeps},
+        "columns": [*columns, *(s.key for s in sweeps)],
+        "rows": rows,
+    }, indent=1) + "\n")
+    return csv_path, json_path
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """Rows of a DSE result (.json as written above, or .csv), e.g. to plot them later."""
+    path = Path(path)
+    try:
+        if path.suffix == ".json":
+            return json.loads(path.read_text())["rows"]
+        with path.open(newline="") as f:
+            return [{k: _csv_value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    except (OSError, ValueError, KeyError) as exc:
+        raise DseError(f"{path}: cannot read DSE results: {exc}") from None
+
+
+def _csv_value(text: str):
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def summary(result: SweepResult) -> str:
+    """A short text table: one line per point (trace, settings, planner, status, key metrics)."""
+    lines = []
+    for point, row in zip(result.points, result.rows):
+        settings = " ".join(f"{k}={_show(k, v)}" for k, v in point.settings)
+        if row["status"] == "ok":
+            metrics = (f"{row['cycles']:>14,.0f} cyc {row['energy_pj'] / 1e6:>10.3f} uJ "
+                       f"{row['offchip_bytes']:>13,} B off-chip")
+        else:
+            metrics = "infeasible: " + row["reason"][:90]
+        lines.append(f"{point.trace_name:<14} {settings:<28} {point.pipeline:<22} {metrics}")
+    lines.append(f"{len(result.rows)} points ({result.cached} cached, {result.computed} computed, "
+                 f"{result.infeasible} infeasible) in {result.seconds:.1f} s")
+    return "\n".join(lines)
+
+
+def _show(key: str, value) -> str:
+    if isinstance(value, int) and (key == BUDGET_KEY or knob_quantities().get(key) == "size"):
+        return units.format_bytes(value).replace(" ", "")
+    return str(value)
