@@ -56,6 +56,8 @@ def test_overlapped_folds_by_hand():
     g = Gemm(m=100, n=40, k=70)
     # os: 4 x 3 folds streaming K = 70 each, the skew R + C - 2 = 46 once
     assert systolic_cycles(g, 32, 16, "os", fold_overlap=True) == 12 * 70 + 46
+    # os with a short reduction (K = 9 < R = 32): each fold waits for its 32 rows of outputs to drain
+    assert systolic_cycles(Gemm(m=100, n=40, k=9), 32, 16, "os", fold_overlap=True) == 12 * 32 + 46
     # ws: 3 x 3 folds streaming M = 100 (the next 32-cycle preload hidden), one preload and skew
     assert systolic_cycles(g, 32, 16, "ws", fold_overlap=True) == 9 * 100 + 32 + 46
     # is with N = 20 < R = 32: each fold waits for its preload

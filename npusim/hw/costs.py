@@ -19,7 +19,10 @@ skew``: the stationary operand loaded into the array (R cycles for ws and is, no
 the moving operand streamed (K for os, M for ws, N for is) and the pipeline's fill/drain skew
 R + C − 2. With ``cores.fold_overlap`` (TPU-style: the next fold's weights preload while
 this fold streams, and one fold's drain overlaps the next one's fill) the folds pipeline:
-``folds · max(stream, preload) + preload + skew``. A batched GEMM repeats the folds
+``folds · max(stream, R) + preload + skew``. A fold still takes at least R cycles: ws and is
+shift the next fold's R rows of stationary operands in meanwhile, os shifts this fold's R
+rows of finished outputs out (double-buffered accumulators), so an os layer with a short
+reduction (a depthwise conv's K = 9) is bound by its output drain, not by K. A batched GEMM repeats the folds
 ``batch`` times.
 
 Grouped and depthwise convs (a Conv whose GEMM view has ``batch`` = groups) run as
@@ -77,7 +80,7 @@ def systolic_cycles(gemm: Gemm, rows: int, cols: int, dataflow: str, fold_overla
     folds, stream, preload = fold_shape(gemm, rows, cols, dataflow)
     skew = rows + cols - 2
     if fold_overlap:
-        return gemm.batch * (folds * max(stream, preload) + preload + skew)
+        return gemm.batch * (folds * max(stream, rows) + preload + skew)
     return gemm.batch * folds * (preload + stream + skew)
 
 
