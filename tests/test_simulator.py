@@ -34,6 +34,12 @@ def test_report_invariants(trace):
     assert report.seconds == pytest.approx(report.cycles / EDGE.clock)
     assert report.total_energy_pj == pytest.approx(sum(report.energy_pj.values()))
     assert all(0.0 <= u <= 1.0 + 1e-9 for u in report.utilisation.values())
+    # every op's fold count is at least its MACs over the PEs, so the arrays cannot be busier
+    # with MACs than the core is with ops; and the MACs counted are the graph's array MACs
+    assert 0.0 < report.utilisation["array"] <= report.utilisation["core"] + 1e-9
+    pes = EDGE.cores.pe_rows * EDGE.cores.pe_cols
+    assert report.utilisation["array"] * report.cycles * pes == pytest.approx(
+        sum(o.macs for o in graph.ops if o.gemm is not None))
     dynamic_compute = sum(report.energy_by_op_pj.values())
     parts = report.energy_pj
     assert dynamic_compute <= parts["mac"] + parts["vector"] + parts["scratchpad_read"] + parts["scratchpad_write"] + 1e-3

@@ -97,6 +97,13 @@ def array_gemm(kind: str, gemm: Gemm | None, hw: Hardware) -> Gemm | None:
     return gemm
 
 
+def array_macs(graph: Graph, hw: Hardware) -> int:
+    """MACs the PE arrays do on ``graph`` (ops mapped to the array by ``array_gemm``; a grouped
+    conv on the vector unit is not array work): the numerator of the array utilisation,
+    MACs / (cycles × pe_rows × pe_cols × cores), the figure systolic-array papers quote."""
+    return sum(op.macs for op in graph.ops if array_gemm(op.kind, op.gemm, hw) is not None)
+
+
 def cores_per_stream(hw: Hardware, streams: int) -> int:
     """Cores one compute stream drives: with ``cores.split_ops`` and fewer streams than cores,
     each stream gets ``count // streams`` cores and splits every op across them; otherwise one

@@ -34,7 +34,7 @@ from npusim.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
-from npusim.hw.costs import cores_per_stream, op_core_cycles, op_cycles, register_accesses, scratchpad_bytes
+from npusim.hw.costs import array_macs, cores_per_stream, op_core_cycles, op_cycles, register_accesses, scratchpad_bytes
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
@@ -402,6 +402,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
             "core": sum(machine.core_busy) / (span * len(machine.cores)),
             "dma": machine.channel_busy / (span * hw.dma.channels),
             "dram": machine.dram.busy_cycles / span,
+            "array": array_macs(graph, hw) / (span * hw.cores.pe_rows * hw.cores.pe_cols * hw.cores.count),
         },
         lower_bounds={"compute_cycles": compute_bound, "dram_cycles": bus / hw.dram_bytes_per_cycle,
                       "dma_cycles": dma_work / hw.dma.channels},

@@ -51,7 +51,7 @@ class Report:
     offchip_bus_bytes: int  # bytes the DRAM bus carried: whole bursts (npusim.plan.transfer_cost)
     onchip_peak_bytes: int
     offchip_peak_bytes: int
-    utilisation: dict  # core / dma / dram -> fraction of the run busy
+    utilisation: dict  # core / dma / dram -> fraction of the run busy; array -> MACs / the arrays' peak
     lower_bounds: dict  # compute_cycles / dram_cycles / dma_cycles: what no run of this model beats
     commands: int
     events: int
