@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import npusim.hw.loader as loader
+import npusim.hw.yaml_file as yaml_file
 from npusim.errors import ConfigError, NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.loader import iter_knobs, load_hardware, nest_dotted
@@ -160,7 +161,7 @@ def test_python_tags_are_refused(folder, tag):
 
 def test_yaml_is_read_safely_and_nothing_is_unpickled():
     """Only a SafeLoader subclass reads YAML; no module of npusim or planners unpickles."""
-    assert issubclass(loader._UniqueKeySafeLoader, yaml.SafeLoader)
+    assert issubclass(yaml_file._UniqueKeySafeLoader, yaml.SafeLoader)
     root = Path(inspect.getfile(loader)).parents[2]
     unsafe = []
     for path in [*root.joinpath("npusim").rglob("*.py"), *root.joinpath("planners").rglob("*.py")]:

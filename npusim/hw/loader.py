@@ -4,7 +4,7 @@ The loader knows no field by name (except ``clock``, which B/cycle bandwidths ne
 it walks the dataclasses of ``npusim.hw.config`` and parses every value according
 to its field's ``quantity`` metadata. A file is read in three steps:
 
-1. read: YAML (safe loader, duplicate keys rejected) -> a mapping;
+1. read: YAML (safe loader, duplicate keys rejected; ``npusim.hw.yaml_file``) -> a mapping;
 2. flatten: the mapping -> ``{dotted key: (raw value, file that set it)}``, rejecting
    unknown keys; ``extends: base`` loads the base first and the file's own keys
    replace the base's key by key (a deep merge);
@@ -22,7 +22,6 @@ import dataclasses
 import difflib
 import functools
 import os
-import reprlib
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from npusim.errors import ConfigError
 from npusim.hw.config import Hardware
 from npusim import env_knobs
 from npusim.resources import find_resource, list_resources, missing_resource_message, search_dirs
+from npusim.hw.yaml_file import display_path, read_yaml, short
 
 KIND = "hw_configs"
 EXTENDS_KEY = "extends"
@@ -131,63 +131,6 @@ def block_type(cls: type, field_name: str) -> type | None:
     """The dataclass type of a nested block field (cores, dma, ...), or None for a leaf."""
     hint = _type_hints(cls)[field_name]
     return hint if dataclasses.is_dataclass(hint) else None
-
-
-# ---------------------------------------------------------------- step 1: read
-
-
-class _UniqueKeySafeLoader(yaml.SafeLoader):
-    """The safe loader, except that a key given twice is an error, not a silent override."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *anchor` merges are meant to be overridden by own keys
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, typing.Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml(path: Path, quote: bool = True) -> dict:
-    """The top-level mapping of a YAML file, with errors that name the file and line.
-
-    ``quote=False`` (an ``extends`` base) keeps the file's content out of the messages."""
-    origin = display_path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{origin}: cannot read the file: {error.strerror or error}") from error
-    except UnicodeDecodeError as error:
-        bad = _short(error.object[error.start:error.start + 4]) if quote else "not shown"
-        raise ConfigError(f"{origin}: byte {error.start} is not UTF-8 text ({bad}); expected a YAML text file") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeySafeLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{origin}: {_describe_yaml_error(error)}") from error
-    except RecursionError:
-        raise ConfigError(f"{origin}: invalid YAML: nested too deeply") from None
-    except (ValueError, TypeError, OverflowError) as error:  # e.g. a timestamp with month 13
-        raise ConfigError(f"{origin}: invalid YAML value: {error}") from None
-    if data is None:
-        raise ConfigError(f"{origin}: the file is empty; expected a mapping of hardware keys "
-                          f"such as {_top_level_example()}")
-    if not isinstance(data, dict):
-        shown = f" ({_short(data)})" if quote else ""
-        raise ConfigError(f"{origin}: the top level is a {type(data).__name__}{shown}; "
-                          f"expected a mapping of hardware keys such as {_top_level_example()}")
-    return data
-
-
-def _describe_yaml_error(error: yaml.YAMLError) -> str:
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error)
-    if mark is None:
-        return f"invalid YAML: {problem}"
-    return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {problem}"
 
 
 # ---------------------------------------------------------------- step 2: flatten and merge
@@ -290,7 +233,7 @@ def flatten(mapping: Mapping, origin: str, cls: type = Hardware, prefix: str = "
             settings[dotted] = Setting(value, origin)
         elif value is not None:  # an empty block (all lines commented out) changes nothing
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{origin}: {dotted} = {_short(value)}: expected a mapping of "
+                raise ConfigError(f"{origin}: {dotted} = {short(value)}: expected a mapping of "
                                   f"{', '.join(f.name for f in dataclasses.fields(block))}")
             settings.update(flatten(value, origin, block, dotted + "."))
     return settings
@@ -382,7 +325,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
         such = {"int": "16", "str": "text", "bool": "true",
                 "choice": ", ".join(field.metadata.get("choices", ()))}.get(quantity)
         such = repr(units.example(quantity)) if such is None else such
-        raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: expected a single "
+        raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: expected a single "
                           f"{_kind(quantity)} such as {such}, got a {type(setting.value).__name__}")
     try:
         if quantity == "int":
@@ -399,7 +342,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
             value = units.parse(setting.value, quantity, clock_hz=clock_hz)
         _check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
     except units.UnitError as error:
-        raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: {error}") from error
+        raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: {error}") from error
     return value
 
 
@@ -414,7 +357,7 @@ def _parse_bool(value: object) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise units.UnitError(f"expected true or false, got {_short(value)}")
+    raise units.UnitError(f"expected true or false, got {short(value)}")
 
 
 def _parse_text(value: object) -> str:
@@ -473,7 +416,7 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
 
 def _fail(settings: Settings, origin: str, dotted: str, value: object, reason: str) -> typing.NoReturn:
     setting = settings.get(dotted, Setting(value, f"{origin} (default)"))
-    raise ConfigError(f"{setting.origin}: {dotted} = {_short(setting.value)}: {reason}")
+    raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: {reason}")
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -488,32 +431,9 @@ def _type_hints(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
 
 
-def display_path(path: Path) -> str:
-    """``path`` relative to the working directory when inside it (shorter messages)."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
 def _stem(path: Path) -> str:
     name = path.name
     for suffix in (".yaml", ".yml"):
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return path.stem
-
-
-def _top_level_example() -> str:
-    return "clock, cores, scratchpad, dram"
-
-
-_BOUNDED_REPR = reprlib.Repr()
-_BOUNDED_REPR.maxlevel, _BOUNDED_REPR.maxlist, _BOUNDED_REPR.maxdict = 3, 6, 6
-_BOUNDED_REPR.maxstring, _BOUNDED_REPR.maxlong, _BOUNDED_REPR.maxother = 60, 40, 60
-
-
-def _short(value: object, limit: int = 60) -> str:
-    """A bounded repr: YAML aliases can nest a value exponentially (a "billion laughs")."""
-    text = _BOUNDED_REPR.repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
