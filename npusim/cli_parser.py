@@ -8,6 +8,8 @@ they do.
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
 from typing import Callable
 
 from npusim import __version__
@@ -16,12 +18,37 @@ from npusim.workflow import DEFAULT_PIPELINE
 
 def build_parser(handlers: dict[str, Callable]) -> argparse.ArgumentParser:
     """The ``npusim`` parser; ``handlers[name]`` runs subcommand ``name`` (``args.func``)."""
-    parser = argparse.ArgumentParser(prog="npusim", description="Cycle-approximate NPU simulator with the memory planner in the loop.")
+    parser = OneLineErrorParser(prog="npusim", description="Cycle-approximate NPU simulator with the memory planner in the loop.")
     parser.add_argument("--version", action="version", version=f"npusim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, add in _SUBCOMMANDS.items():
         add(sub, handlers[name])
     return parser
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (exit 2, as argparse's own): the subcommand, the
+    problem, a "did you mean" for a misspelt option and where the help is — not the usage
+    block, and an unknown option is blamed on the subcommand it was given to."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._subcommand_parser(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _subcommand_parser(self, parsed) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(parsed, action.dest, None), self)
+        return self
+
+    def error(self, message: str):
+        words = [w.split("=")[0] for w in message.split(":", 1)[-1].split() if w.startswith("--")]
+        close = [m for w in words for m in difflib.get_close_matches(w, list(self._option_string_actions), n=1)]
+        hint = f"; did you mean {', '.join(close)}?" if message.startswith("unrecognized") and close else ""
+        sys.stderr.write(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
+        sys.exit(2)
 
 
 def non_negative_int(text: str) -> int:

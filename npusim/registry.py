@@ -12,6 +12,7 @@ named by joining planner names with ``+`` (``rpo+arena+belady``); stages run in 
 
 from __future__ import annotations
 
+import difflib
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -92,7 +93,9 @@ class Registry:
 
     def get(self, name: str) -> Planner:
         if name not in self._planners:
-            raise RegistryError(f"unknown planner {name!r}; available: {', '.join(self.names())}")
+            close = difflib.get_close_matches(name, self.names(), n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            raise RegistryError(f"unknown planner {name!r}; {guess}available: {', '.join(self.names())}")
         return self._planners[name]
 
     def names(self) -> list[str]:

@@ -67,6 +67,26 @@ def test_a_negative_jitter_seed_is_a_usage_error(capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
+    (["simulate", "resnet18", "--hw", "edge-npu", "--planer", "rpo+arena+lru"],
+     "npusim simulate: error: unrecognized arguments: --planer rpo+arena+lru; did you mean --planner?"),
+    (["simulate", "resnet18", "--hw", "edge-npu", "--budgett=1MiB"], "did you mean --budget?"),
+    (["dse", "resnet18", "--sweep", "budget=1MiB"], "npusim dse: error: the following arguments are required: --hw"),
+])
+def test_usage_errors_are_one_line_naming_the_subcommand(capsys, argv, expected):
+    """argparse's usage block and 'npusim: error: unrecognized arguments' (blaming the top
+    level) become one line naming the subcommand, with a guess for a misspelt option."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and expected in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_misspelt_planner_gets_a_guess(capsys):
+    code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--planner", "rpo+arena+lur")
+    assert code == 2 and "unknown planner 'lur'; did you mean 'lru'?" in err
+
+
+@pytest.mark.parametrize("argv, expected", [
     (["simulate", "no-such-trace", "--hw", "edge-npu"], "no-such-trace: trace not found"),
     (["simulate", "resnet18", "--hw", "no-such-hw"], "no-such-hw: hardware config not found"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--planner", "default+arena+belady"], "below M_R"),
