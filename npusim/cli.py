@@ -32,7 +32,7 @@ from npusim.plan.io import load_plan, save_plan
 from npusim.plan.validate import validate
 from npusim.plot import parse_formats, plot_dse_curves, plot_pareto, plot_plan, require_matplotlib
 from npusim.progress import Progress, silent
-from npusim.registry import default_registry
+from npusim.registry import ALIASES, default_registry
 from npusim.resources import list_resources
 from npusim.units import format_bytes
 from npusim.workflow import (DEFAULT_PIPELINE, check_capacity, load_graph, load_hw, memory_bounds, plan_graph,
@@ -359,6 +359,9 @@ def cmd_list(args) -> int:
     print("planners:")
     for p in default_registry().planners():
         print(f"  {p.name:<31} {p.stage:<9} {p.description}")
+    print("named pipelines:")
+    for name, pipeline in ALIASES.items():
+        print(f"  {name:<31} = {pipeline}")
     print("hardware:  " + ", ".join(list_hardware()))
     print("traces:    " + ", ".join(list_resources("traces")))
     return 0

@@ -120,6 +120,8 @@ def test_info_and_list(capsys):
     assert code == 0 and "M_R" in out and "2,485,248" in out and "/layer4/layer4.0/conv2/Conv" in out
     code, out, _ = run_cli(capsys, "list")
     assert code == 0 and "belady" in out and "edge-npu" in out and "resnet50" in out
+    # the named pipelines the README lists are shown with what they stand for
+    assert "scheme-mpmf-belady              = zhong+arena+belady" in out
 
 
 def test_import_command(capsys, tmp_path):

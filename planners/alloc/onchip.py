@@ -157,9 +157,11 @@ def planners() -> list[OnChipAllocator]:
         OnChipAllocator("so-size-improved", "Shared Objects, greedy by size with distance priority"),
         OnChipAllocator("exact-offsets", "CP-SAT offsets seeded by the best heuristic (time_limit option)"),
     ]
+    order = {"breadth": "by breadth", "size": "by size", "source": "by first use",
+             "unsafe": "by unsafe-pair count"}  # the MindSpore paper's sort keys
     for family, label in (("mindspore-so", "Single Object"), ("mindspore-mo", "Many Objects")):
         for sort in mindspore_fast.SORTS:
             for fitter in mindspore_fast.FITS:
                 found.append(OnChipAllocator(f"{family}:{sort},{fitter}",
-                                             f"MindSpore {label}, greedy {sort}, {fitter} (multi-stream safe)"))
+                                             f"MindSpore {label}, greedy {order[sort]}, {fitter} (multi-stream safe)"))
     return found
