@@ -15,7 +15,9 @@ the state the previous parts left: a tensor a later part reads leaves its part e
 treats break nodes' outputs as outputs of one sub-graph and inputs of the next; handing them
 over on chip instead of forcing a store and a load lets the stitched plan avoid that traffic
 when the budget allows (e.g. at M_P). The result is not globally optimal: ops never move
-across parts, and each part optimises without seeing the next.
+across parts, and each part optimises without seeing the next — its status is ``feasible``
+(``timed_out`` when a part hit its share of the limit), except that a plan with no spill or
+retrieve at all is ``optimal`` whatever its parts did: no plan moves fewer bytes.
 
 ``solve_sequence`` is also what ``cosma`` runs with a single part (the whole graph).
 """
@@ -154,7 +156,9 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
         bound += part_bound
         state = exit_state(part, actions, state)
         solved.append((part, actions))
-    if "timed_out" in statuses:
+    if objective == 0:
+        status = "optimal"  # no spill or retrieve at all: no plan moves fewer bytes
+    elif "timed_out" in statuses:
         status = "timed_out"
     elif len(segments) > 1 or narrowed:
         status = "feasible"  # each part optimal, the stitched whole a heuristic
