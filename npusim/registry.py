@@ -187,7 +187,10 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     with reporting(progress):  # solvers deep inside a stage report through npusim.progress.current()
         for n, planner in enumerate(stages, 1):
             progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
+            claim = (ctx.status, ctx.objective, ctx.bound, ctx.scope)
             planner.run(ctx)
+            if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
+                ctx.scope = ""  # a new claim that names no scope: an earlier stage's does not apply to it
     if ctx.order is None:
         ctx.order = list(range(ctx.graph.n_ops))
     if ctx.residencies is None:

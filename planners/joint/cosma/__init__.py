@@ -132,7 +132,26 @@ class _CosmaBase:
         ctx.status = result.status
         ctx.objective = float(result.objective)
         ctx.bound = float(result.bound)
+        ctx.scope = self.scope(result)  # replaces a scheduler's claim: the status is now COSMA's
         ctx.options.setdefault("cosma_stats", result.stats)
+
+    #: what the status refers to beyond the spill + retrieve bytes (e.g. an order fixed before)
+    problem = ""
+
+    def scope(self, result: SequenceResult) -> str:
+        """Which problem the status and bound are about, when not COSMA's whole one: the
+        planner's ``problem`` and, for a plan stitched from parts, how many there were and
+        how many stopped at their share of the time limit. Empty when nothing beyond the
+        compulsory bytes moves (optimal outright)."""
+        if result.objective == 0:
+            return ""
+        said = [self.problem] if self.problem else []
+        parts = result.stats.get("part_statuses", [])
+        if len(parts) > 1:
+            stopped = parts.count("timed_out")
+            said.append(f"{len(parts)} parts solved one after another and stitched"
+                        + (f", {stopped} stopped at their share of the time limit" if stopped else ""))
+        return "spill + retrieve bytes " + "; ".join(said) if said else ""
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap) -> SequenceResult:
         raise NotImplementedError
@@ -169,6 +188,7 @@ class CosmaFixedSchedule(_CosmaBase):
     name = "cosma-fs"
     decides = ("streams", "spill", "alloc")  # the order comes from the pipeline's schedule stage
     description = "COSMA-FS: optimal addresses and replacement for the pipeline's schedule (eq. 16-17)"
+    problem = "for the schedule given to it"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
         order = list(ctx.order) if ctx.order is not None else list(range(graph.n_ops))
@@ -178,6 +198,7 @@ class CosmaFixedSchedule(_CosmaBase):
 class CosmaMPMF(_CosmaBase):
     name = "cosma-mpmf"
     description = "COSMA-MPMF: minimum-peak schedule (zhong), then COSMA-FS for it"
+    problem = "for its minimum-peak schedule"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
         start = time.perf_counter()
@@ -212,6 +233,7 @@ def solve_fixed_order(ctx, graph: Graph, order: list[int], cap: int, align: int,
 class CosmaDivideAndConquer(_CosmaBase):
     name = "cosma-dnc"
     description = "COSMA divide and conquer: automatic break nodes, exact parts, stitched"
+    problem = "with ops kept within their parts"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
         start = time.perf_counter()
