@@ -9,7 +9,7 @@ from npusim.cli import main
 from npusim.errors import NpusimError
 from npusim.graph.decoder import DecoderSpec, cache_bytes_per_layer, decode_graph, prefill_graph, preset
 from npusim.hw.costs import op_cycles, scratchpad_bytes
-from npusim.llm_run import interpolate, kv_bytes_moved, run_llm, sample_lengths
+from npusim.llm_run import interpolate, kv_bytes_moved, kv_layers_on_chip, run_llm, sample_lengths
 from npusim.plan.validate import validate
 from npusim.workflow import load_hw, plan_graph, simulate_plan
 
@@ -52,11 +52,11 @@ def test_interpolated_steps_are_close_to_simulated_ones():
 def test_the_command_line_run(capsys, tmp_path):
     out = tmp_path / "llm.json"
     code = main(["simulate", "llm:gpt2-small", "--prefill", "8", "--decode", "2", "--samples", "2",
-                 "--hw", "edge-npu", "--report", str(out)])
+                 "--hw", "datacenter-npu", "--report", str(out)])
     text = capsys.readouterr().out
     assert code == 0 and "time to first token" in text and "tokens/s" in text and out.exists()
     assert main(["simulate", "llm:gpt2-small", "--prefill", "8", "--decode", "2", "--samples", "2",
-                 "--hw", "edge-npu", "--kv-on-chip", "3"]) == 0
+                 "--hw", "datacenter-npu", "--kv-on-chip", "3"]) == 0
     assert "KV cache on chip     3 of 12 layers (as given)" in capsys.readouterr().out
     assert main(["simulate", "squeezenet1_0", "--hw", "edge-npu", "--kv-on-chip", "3"]) == 2
     assert "is for an LLM run" in capsys.readouterr().err
@@ -124,8 +124,24 @@ def test_auto_picks_the_fastest_count_and_says_so():
     assert none.kv_on_chip == 0 and report.kv_bytes_per_token < none.kv_bytes_per_token
     given = run_llm("gpt2-small", hw, prefill=64, decode=3, samples=2, kv_on_chip=5)
     assert given.kv_on_chip == 5 and given.kv_choice == "as given"
-    small = run_llm("gpt2-small", load_hw("edge-npu"), prefill=512, decode=2, samples=2)
-    assert small.kv_on_chip == 0  # one layer's cache alone is over the 1 MiB budget: nothing to try
+
+
+def test_auto_tries_only_counts_whose_caches_fit():
+    """auto tries 0 and up to N_max in thirds, N_max the layers whose caches at the last KV
+    length fill at most 3/4 of the budget: on edge-npu (1 MiB) one gpt2-small layer's cache at
+    L = 513 is 1.5 MiB, so only 0 is tried; with 32 MiB, 0, 4, 8 and 12 (all 12 fit)."""
+    spec, tried = preset("gpt2-small"), []
+
+    def try_step(n):
+        tried.append(n)
+        return type("Step", (), {"cycles": 100.0 - n})()  # more layers on chip, faster
+
+    assert kv_layers_on_chip("auto", spec, load_hw("edge-npu"), 512, 1, None, try_step)[0] == 0
+    assert tried == [0]
+    tried.clear()
+    big = load_hw("mid-npu", {"scratchpad.size": "32MiB"})
+    n, choice = kv_layers_on_chip("auto", spec, big, 512, 1, None, try_step)
+    assert tried == [0, 4, 8, 12] and n == 12 and "12: 0.000 M" in choice
 
 
 @pytest.mark.parametrize("bad", ["some", 13, -1])
