@@ -14,8 +14,9 @@ from npusim.workflow import load_graph
 
 CASES = regress.load_goldens(REPO / "traces" / "expected")
 #: These cases take tens of seconds to minutes each, so they run only with --slow: exact
-#: planners on graphs above SLOW_EXACT_OPS ops, and off-chip arenas (whose simulation checks
-#: every DRAM chunk) on traces with more than SLOW_OFFCHIP_MIB of activations.
+#: planners on graphs above SLOW_EXACT_OPS ops, off-chip arenas (whose simulation checks
+#: every DRAM chunk) on traces with more than SLOW_OFFCHIP_MIB of activations, and there the
+#: tiled pipeline without ``fuse`` too (5–15 s each; CI runs the default one, fuse+tile+...).
 SLOW_EXACT_OPS = 300
 SLOW_OFFCHIP_MIB = 100
 EXACT_PLANNERS = ("zhong", "olla", "exact-offsets", "cosma")
@@ -32,7 +33,8 @@ def _param(case):
     names = case.pipeline.split("+")
     ops, mib = _size(case.trace)
     slow = (any(n.startswith(EXACT_PLANNERS) for n in names) and ops > SLOW_EXACT_OPS
-            or any(n.startswith(OFFCHIP_PLANNERS) for n in names) and mib > SLOW_OFFCHIP_MIB)
+            or any(n.startswith(OFFCHIP_PLANNERS) for n in names) and mib > SLOW_OFFCHIP_MIB
+            or names[0] == "tile" and mib > SLOW_OFFCHIP_MIB)
     return pytest.param(case, id=case.id, marks=[pytest.mark.slow] if slow else [])
 
 
