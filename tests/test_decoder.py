@@ -111,7 +111,7 @@ def test_dse_sweeps_a_generated_decoder(tmp_path, monkeypatch, capsys):
     with pytest.raises(TraceError):
         trace_digest("llm:nope:decode=8")
     monkeypatch.chdir(tmp_path)
-    assert main(["dse", "llm:gpt2-small:decode=8", "--hw", "edge-npu", "--sweep", "dram.bandwidth=6.4GB/s,12.8GB/s"]) == 0
+    assert main(["dse", "llm:gpt2-small:decode=8", "--hw", "datacenter-npu", "--sweep", "dram.bandwidth=6.4GB/s,12.8GB/s"]) == 0
     rows = (tmp_path / "dse-results.csv").read_text().splitlines()
     assert len(rows) == 3 and "llm:gpt2-small:decode=8" in rows[1]
 

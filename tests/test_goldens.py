@@ -17,7 +17,7 @@ CASES = regress.load_goldens(REPO / "traces" / "expected")
 #: planners on graphs above SLOW_EXACT_OPS ops, off-chip arenas (whose simulation checks
 #: every DRAM chunk) on traces with more than SLOW_OFFCHIP_MIB of activations, and there the
 #: tiled pipeline without ``fuse`` too (5–15 s each; CI runs the default one, fuse+tile+...).
-SLOW_EXACT_OPS = 300
+SLOW_EXACT_OPS = 200
 SLOW_OFFCHIP_MIB = 100
 EXACT_PLANNERS = ("zhong", "olla", "exact-offsets", "cosma")
 OFFCHIP_PLANNERS = ("taa", "offchip-")
