@@ -8,11 +8,11 @@ they do.
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from typing import Callable
 
 from npusim import __version__
+from npusim.errors import did_you_mean
 from npusim.workflow import DEFAULT_PIPELINE
 
 
@@ -45,8 +45,8 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         words = [w.split("=")[0] for w in message.split(":", 1)[-1].split() if w.startswith("--")]
-        close = [m for w in words for m in difflib.get_close_matches(w, list(self._option_string_actions), n=1)]
-        hint = f"; did you mean {', '.join(close)}?" if message.startswith("unrecognized") and close else ""
+        hint = "".join(did_you_mean(w, self._option_string_actions) for w in words) \
+            if message.startswith("unrecognized") else ""
         sys.stderr.write(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
         sys.exit(2)
 

@@ -6,13 +6,12 @@ base units. ``KEY`` is a dotted hardware key (``scratchpad.size``, ``dram.bandwi
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 from dataclasses import dataclass
 
 from npusim import units
-from npusim.errors import NpusimError
+from npusim.errors import NpusimError, did_you_mean
 from npusim.hw.loader import iter_knobs
 
 BUDGET_KEY = "budget"
@@ -62,8 +61,7 @@ def _quantity_of(key: str, text: str) -> str:
         return "int"
     knobs = knob_quantities()
     if key not in knobs:
-        close = difflib.get_close_matches(key, [*knobs, BUDGET_KEY], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(key, [*knobs, BUDGET_KEY])
         raise DseError(f"--sweep {text!r}: unknown key {key!r}{hint}; expected 'budget' or a hardware "
                        f"key such as scratchpad.size, dram.bandwidth, cores.pe_rows")
     if key == "name":

@@ -5,6 +5,8 @@ Every error a user can cause (bad file, bad option, infeasible budget, unsafe pl
 Messages name the file, the field, the value and what was expected.
 """
 
+import difflib
+
 
 class NpusimError(Exception):
     """Base class of every error npusim reports to a user."""
@@ -37,3 +39,10 @@ class RegistryError(NpusimError):
 class InternalError(NpusimError):
     """A bug in npusim or in a planner (e.g. a planner's plan fails the validator): the CLI
     says "internal error" and exits 3, where a user's error exits 2."""
+
+
+def did_you_mean(name: object, names) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``names`` to a misspelt ``name``, or ``""``:
+    the one form every "unknown ..." message uses (``npusim doctor`` reads it back)."""
+    close = difflib.get_close_matches(str(name), list(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -3,9 +3,8 @@ planner reads, so that a typo is an error rather than a silently ignored setting
 
 from __future__ import annotations
 
-import difflib
 
-from npusim.errors import PlanningError
+from npusim.errors import PlanningError, did_you_mean
 
 
 class TrackedOptions(dict):
@@ -56,8 +55,7 @@ def check_options_used(options: TrackedOptions, given: dict, pipeline: str) -> N
     unknown = sorted(key for key in given if key not in options.looked_up and key not in KNOWN_OPTIONS)
     if unknown:
         candidates = sorted(KNOWN_OPTIONS | {k for k in options.looked_up if isinstance(k, str)})
-        hints = [difflib.get_close_matches(str(key), candidates, n=1) for key in unknown]
-        said = ", ".join(f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "") for key, hint in zip(unknown, hints))
+        said = ", ".join(f"{key!r}{did_you_mean(key, candidates)}" for key in unknown)
         read = sorted(k for k in options.looked_up if isinstance(k, str) and not k.endswith("_stats"))
         raise PlanningError(f"pipeline {pipeline!r}: unknown planner option {said}; the options its stages read "
                             f"are {', '.join(read) or 'none'}")

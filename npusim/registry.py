@@ -12,14 +12,13 @@ named by joining planner names with ``+`` (``rpo+arena+belady``); stages run in 
 
 from __future__ import annotations
 
-import difflib
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
 from npusim import planner_options
-from npusim.errors import RegistryError
+from npusim.errors import RegistryError, did_you_mean
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
@@ -93,9 +92,8 @@ class Registry:
 
     def get(self, name: str) -> Planner:
         if name not in self._planners:
-            close = difflib.get_close_matches(name, self.names(), n=1)
-            guess = f"did you mean {close[0]!r}? " if close else ""
-            raise RegistryError(f"unknown planner {name!r}; {guess}available: {', '.join(self.names())}")
+            raise RegistryError(f"unknown planner {name!r}{did_you_mean(name, self.names())}; "
+                                f"available: {', '.join(self.names())}")
         return self._planners[name]
 
     def names(self) -> list[str]:

@@ -15,11 +15,11 @@ every config and trace in git and a real one in every installed package.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from pathlib import Path
 
 import npusim
+from npusim.errors import did_you_mean
 
 # File suffixes of every kind, in preference order (tried in turn when a name has none).
 SUFFIXES: dict[str, tuple[str, ...]] = {
@@ -92,8 +92,7 @@ def list_resources(kind: str, *, include_private: bool = False) -> list[str]:
 def missing_resource_message(kind: str, name: str) -> str:
     """A message for a name that matched nothing: what exists and where we looked."""
     names = list_resources(kind)
-    close = difflib.get_close_matches(name, names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(name, names)
     available = ", ".join(names) or "(none)"
     searched = ", ".join(str(folder) for folder in search_dirs(kind)) or "(no folder exists)"
     return f"no {kind} entry named {name!r}{hint}; available: {available}; searched: {searched}"

@@ -22,8 +22,8 @@ this fold streams, and one fold's drain overlaps the next one's fill) the folds 
 ``folds · max(stream, R) + preload + skew``. A fold still takes at least R cycles: ws and is
 shift the next fold's R rows of stationary operands in meanwhile, os shifts this fold's R
 rows of finished outputs out (double-buffered accumulators), so an os layer with a short
-reduction (a depthwise conv's K = 9) is bound by its output drain, not by K. A batched GEMM repeats the folds
-``batch`` times.
+reduction (a depthwise conv's K = 9) is bound by its output drain, not by K. A batched
+GEMM repeats the folds ``batch`` times.
 
 Grouped and depthwise convs (a Conv whose GEMM view has ``batch`` = groups) run as
 ``cores.depthwise`` says:
