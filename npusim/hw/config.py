@@ -41,6 +41,10 @@ class CoreConfig:
     fold_overlap: bool = knob(False, "bool", "overlap one fold's fill with the previous fold's drain and preload "
                               "the next fold's stationary operand while this one streams (TPU-style); false: "
                               "folds back to back, as SCALE-Sim counts them")
+    stream_bands: int = knob(8, "int", "bands an op streams its operands and results in (a semaphore per band "
+                             "between the DMA and the core), so an op's loads, compute and stores overlap; at most "
+                             "one band per fold (array) or vector pass; 1: load, compute and store in series",
+                             maximum=MAX_WIDTH)
     depthwise: str = knob("array", "choice", "how grouped and depthwise convs run: array (groups packed across "
                           "the columns, one channel per column), vector (kernel-window MACs on the vector "
                           "lanes) or groups (one GEMM per group, one column each)",

@@ -253,6 +253,34 @@ def register_accesses(op: Op, hw: Hardware, cores: int = 1) -> tuple[int, int]:
     return op.macs + loaded, accumulator
 
 
+def stream_bands(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> int:
+    """Bands an op streams in (``cores.stream_bands``): its compute starts when the first band
+    of each input being loaded has arrived and cannot end before the last band of them plus one
+    band of compute; the store of its result starts after its first band and ends one band of
+    store after it (``npusim.sim.engine``). This is how NPUs overlap a layer's DMA with its own
+    compute (double-buffered sub-blocks, a semaphore per block). A marker op does not stream."""
+    if op.attrs.get("marker"):
+        return 1
+    out = sum(graph.tensors[t].elements for t in op.outputs)
+    return band_count(op.kind, op.gemm, out, hw, cores)
+
+
+def band_count(kind: str, gemm: Gemm | None, out_elements: int, hw: Hardware, cores: int = 1) -> int:
+    """``cores.stream_bands``, but at least one unit of the op's work per band: a fold of the
+    array (per core, times the batch) or one pass of the vector lanes over the output, so a
+    one-fold op does not stream."""
+    limit = hw.cores.stream_bands
+    if limit <= 1:
+        return 1
+    mapped = array_gemm(kind, gemm, hw)
+    if mapped is not None:
+        c = hw.cores
+        units = max(p.batch * fold_shape(p, c.pe_rows, c.pe_cols, c.dataflow)[0] for p in core_parts(mapped, hw, cores))
+    else:
+        units = ceil_div(out_elements, hw.cores.vector_lanes * cores)
+    return max(1, min(limit, units))
+
+
 def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float, str]:
     """(cycles, what bounds them: 'array' | 'vector' | 'scratchpad') of an op on ``cores``
     cores: its slowest core, or the scratchpad, whose bandwidth the cores share."""

@@ -15,6 +15,13 @@ Which waits are emitted (and which are deliberately not):
   step as the plan says and after every load read by an earlier op: DRAM an earlier load
   still reads is never overwritten (what the off-chip planners' lifetimes assume).
 
+Some waits are *streamed* (``Command.streamed``): the waiter may start once the first band of
+the command it waits for is done, as an NPU overlaps a transfer with the op it feeds band by
+band (``npusim.sim.engine``): a compute's wait for a load that fills one of its inputs, and a
+store's wait for the compute at its own step that produced what it stores. With a DRAM
+layout a store also waits for the loads of its step to end (not streamed), so it cannot
+overwrite DRAM a load of the same step is still reading.
+
 Compute-to-compute reuse of memory across streams gets *no* semaphore: the static plan must
 be safe by construction (MindSpore paper, Section 3). The simulator's tagged scratchpad
 catches plans that are not.
@@ -92,6 +99,7 @@ class Command:
     reads: tuple[Access, ...] = ()
     writes: tuple[Access, ...] = ()
     waits: tuple[int, ...] = ()
+    streamed: tuple[int, ...] = ()  # waits satisfied by the first band of that command (module docstring)
 
 
 @dataclass(frozen=True)
@@ -191,15 +199,21 @@ def _with_waits(drafts, users, filler, previous, plan: Plan, graph: Graph) -> li
     """The commands with the waits of the module docstring (only on earlier commands)."""
     last_store_of = {}  # tensor -> latest store command issued so far
     compute_at = {d["step"]: cid for cid, (_, d) in enumerate(drafts) if d["kind"] == "compute"}
+    loads_at = defaultdict(list)  # step -> its load commands
+    for cid, (_, d) in enumerate(drafts):
+        if d["kind"] == "load":
+            loads_at[d["step"]].append(cid)
     commands = []
     for cid, (_, d) in enumerate(drafts):
-        waits = set()
+        waits, streamed = set(), set()
         queue = d["queue"]
         if d["kind"] == "compute":
             for a in d["reads"]:
                 f = filler.get(a.residency)
                 if f is not None and drafts[f][1]["queue"] != queue:
                     waits.add(f)
+                    if drafts[f][1]["kind"] == "load":
+                        streamed.add(f)
             for a in d["writes"]:
                 for q in previous[a.residency]:
                     waits.update(u for u in users[q] if drafts[u][1]["kind"] != "compute")
@@ -216,11 +230,14 @@ def _with_waits(drafts, users, filler, previous, plan: Plan, graph: Graph) -> li
                 f = filler.get(a.residency)
                 if f is not None:
                     waits.add(f)
+                    if drafts[f][1]["kind"] == "compute" and drafts[f][1]["step"] == d["step"]:
+                        streamed.add(f)
             if plan.dram:  # DRAM is reused: no store before the op of its step (see above)
                 waits.add(compute_at[d["step"]])
+                waits.update(loads_at[d["step"]])
             last_store_of[d["tensor"]] = cid
         waits = {w for w in waits if w < cid}
-        commands.append(Command(id=cid, waits=tuple(sorted(waits)), **d))
+        commands.append(Command(id=cid, waits=tuple(sorted(waits)), streamed=tuple(sorted(streamed & waits)), **d))
     return commands
 
 

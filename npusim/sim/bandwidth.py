@@ -1,8 +1,21 @@
-"""DRAM bandwidth shared fairly (processor sharing) by the transfers in flight.
+"""DRAM bandwidth granted to the transfers in flight: the most urgent share it, the rest wait.
 
-With n transfers active each progresses at ``bytes_per_cycle / n``. Completion times are
-recomputed only when a transfer starts or ends, so the cost is a few SimPy events per
-transfer, not one per burst.
+Each transfer carries a priority (the simulator passes the step its data is needed at: a
+load of step s before the op at s, a store of step s just after it). The transfers of the
+most urgent priority that are moving data share ``bytes_per_cycle`` equally (processor
+sharing: the loads of one op arrive band by band together); less urgent ones wait until
+those are done, or until a more urgent one arrives and takes the bus from them. A transfer in
+its descriptor-setup or latency phase holds no bandwidth, so others use the bus meanwhile.
+
+Why not one fair share for all: with several DMA channels a prefetch for a later op would
+slow the load the next op is waiting for, so giving the planner more room (deeper prefetch)
+could make a run slower. Serving earlier steps first is what an in-order DMA queue does
+(its channels only hide setup and latency) and what DMA engines with per-channel priorities
+set by the compiler do; with it, work issued early never delays work the program needs
+sooner.
+
+Completion times are recomputed only when a transfer starts or ends, so the cost is a few
+SimPy events per transfer, not one per burst.
 """
 
 from __future__ import annotations
@@ -15,14 +28,15 @@ class SharedBandwidth:
         self.env = env
         self.rate = bytes_per_cycle
         self._remaining: dict[int, float] = {}
+        self._priority: dict[int, float] = {}
         self._done: dict[int, simpy.Event] = {}
         self._next_id = 0
         self._last = 0.0
         self._generation = 0
         self.busy_cycles = 0.0
 
-    def transfer(self, nbytes: float) -> simpy.Event:
-        """An event that fires when ``nbytes`` have crossed the bus."""
+    def transfer(self, nbytes: float, priority: float = 0.0) -> simpy.Event:
+        """An event that fires when ``nbytes`` have crossed the bus (lower ``priority`` first)."""
         done = self.env.event()
         if nbytes <= 0:
             done.succeed()
@@ -31,38 +45,50 @@ class SharedBandwidth:
         flow = self._next_id
         self._next_id += 1
         self._remaining[flow] = float(nbytes)
+        self._priority[flow] = priority
         self._done[flow] = done
         self._schedule()
         return done
+
+    def _moving(self) -> list[int]:
+        """The flows holding the bus: those of the most urgent priority."""
+        if not self._remaining:
+            return []
+        top = min(self._priority[f] for f in self._remaining)
+        return [f for f in self._remaining if self._priority[f] == top]
 
     def _advance(self) -> None:
         now = self.env.now
         dt = now - self._last
         if self._remaining and dt > 0:
-            share = self.rate * dt / len(self._remaining)
-            for flow in self._remaining:
+            moving = self._moving()
+            share = self.rate * dt / len(moving)
+            for flow in moving:
                 self._remaining[flow] -= share
             self.busy_cycles += dt
         self._last = now
 
     def _schedule(self) -> None:
         self._generation += 1
-        if not self._remaining:
+        moving = self._moving()
+        if not moving:
             return
         generation = self._generation
-        soonest = min(self._remaining.values())
-        delay = max(soonest, 0.0) * len(self._remaining) / self.rate
+        soonest = min(self._remaining[f] for f in moving)
+        delay = max(soonest, 0.0) * len(moving) / self.rate
         self.env.timeout(delay).callbacks.append(lambda _event: self._wake(generation))
 
     def _wake(self, generation: int) -> None:
         if generation != self._generation:
             return  # a start or end since then rescheduled the next completion
         self._advance()
+        moving = self._moving()
         # Relative tolerance: remaining bytes are floats accumulated over many updates.
-        finished = [f for f, left in self._remaining.items() if left <= 1e-6 * max(1.0, self.rate)]
+        finished = [f for f in moving if self._remaining[f] <= 1e-6 * max(1.0, self.rate)]
         if not finished:
-            finished = [min(self._remaining, key=self._remaining.get)]
+            finished = [min(moving, key=self._remaining.get)]
         for flow in finished:
             del self._remaining[flow]
+            del self._priority[flow]
             self._done.pop(flow).succeed()
         self._schedule()

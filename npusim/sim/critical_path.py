@@ -10,7 +10,14 @@ own time splits into parts.
 The critical path is walked back from the command that ends last: its own parts, then the
 wait for its resource (``start - ready``), then its binding predecessor, and so on until
 cycle 0. Each cycle of the run lands in exactly one cause, so the causes add up to the
-latency:
+latency.
+
+Ops stream (``npusim.sim.engine``): a compute may start when the first band of a load it
+reads has arrived, and a store when the first band of the op it stores has been computed.
+Such a predecessor binds *at its band*: only its parts up to that band (``band_parts``) lie
+on the path. A command held up at its end by a streamed predecessor that finished late
+(its last band arrived after the command had done everything else) has a *tail*: the path
+takes its parts after that arrival (``tail_parts``), then the predecessor at its end.
 
 =========================  ==============================================================
 cause                      cycles of
@@ -48,9 +55,13 @@ class CommandTiming:
     start: float = 0.0
     end: float = 0.0
     binding: int | None = None  # the command that made it ready last
-    binding_at_start: bool = False  # bound by that command's start (DMA issue order), not its end
+    binding_at: str = "end"  # bound at that command's end, start (DMA issue order) or first band
     parts: dict = field(default_factory=dict)  # cause -> cycles of the command itself
     lane: str = ""
+    band: float | None = None  # when its first band was ready (a streamed load or compute)
+    band_parts: dict = field(default_factory=dict)  # its parts up to then
+    tail: int | None = None  # a streamed predecessor whose late end held up this command's end
+    tail_parts: dict = field(default_factory=dict)  # its parts after that predecessor ended
 
 
 def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[int]]:
@@ -59,23 +70,28 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
     if not timings:
         return stalls, []
     current = max(range(len(timings)), key=lambda i: (timings[i].end, i))
-    at_start = False
+    at = "end"
     path = []
-    guard = 2 * len(timings) + 2
+    guard = 3 * len(timings) + 2
     while current is not None and guard:
         guard -= 1
         t = timings[current]
         path.append(current)
-        if not at_start:
-            for cause, cycles in t.parts.items():
+        if at == "end" and t.tail is not None:
+            for cause, cycles in t.tail_parts.items():
                 stalls[cause] += cycles
+            current = t.tail
+            continue
+        own = {"end": t.parts, "band": t.band_parts}.get(at, {})
+        for cause, cycles in own.items():
+            stalls[cause] += cycles
         wait = t.start - t.ready
         if wait > 0:
             stalls["core_wait" if t.lane.startswith("core") else "dma_channel_wait"] += wait
         if t.binding is None:
             stalls["idle"] += t.ready
             break
-        at_start = t.binding_at_start
+        at = t.binding_at
         current = t.binding
     return stalls, path
 

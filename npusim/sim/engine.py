@@ -20,6 +20,7 @@ Time is counted in core clock cycles.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import simpy
 
@@ -34,7 +35,9 @@ from npusim.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
-from npusim.hw.costs import array_macs, cores_per_stream, op_core_cycles, op_cycles, register_accesses, scratchpad_bytes
+from npusim.hw.costs import (
+    array_macs, cores_per_stream, op_core_cycles, op_cycles, register_accesses, scratchpad_bytes, stream_bands,
+)
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
@@ -111,9 +114,42 @@ class _Machine:
         self.energy_by_op: dict[str, float] = {}
         self._cycles: dict[int, float] = {}
         self._energy: dict[int, dict] = {}
+        self._streaming(program)
         for r, users in enumerate(program.residency_users):
             if not users:
                 self.scratchpad.release(r)
+
+    def _streaming(self, program: Program) -> None:
+        """Which waits stream (``Command.streamed``) and in how many bands: an op in its
+        ``stream_bands``, a load in those of the first op streaming from it, a store in those
+        of the op whose results it stores. A wait streams only when there are two bands or
+        more; ``band_done`` holds the first-band event of every command streamed from."""
+        commands = program.commands
+        self.bands = [1] * len(commands)
+        for c in commands:
+            if c.kind == "compute":
+                self.bands[c.id] = stream_bands(self.graph.ops[c.op], self.graph, self.hw, self.group)
+        self.streams_from: list[tuple[int, ...]] = [()] * len(commands)
+        self.band_done: dict[int, simpy.Event] = {}
+        for c in commands:
+            streamed = tuple(w for w in c.streamed if w in c.waits)  # a streamed wait is still a wait
+            if not streamed:
+                continue
+            c = replace(c, streamed=streamed)
+            if c.kind == "compute":
+                if self.bands[c.id] < 2:
+                    continue
+                for w in c.streamed:
+                    if w not in self.band_done:
+                        self.bands[w] = self.bands[c.id]
+                        self.band_done[w] = self.env.event()
+                self.streams_from[c.id] = c.streamed
+            else:  # a store streams from the op that produced what it stores
+                producer = c.streamed[0]
+                if self.bands[producer] >= 2:
+                    self.bands[c.id] = self.bands[producer]
+                    self.band_done.setdefault(producer, self.env.event())
+                    self.streams_from[c.id] = c.streamed
 
     # -- helpers -----------------------------------------------------------------------------
     def _who(self, cmd: Command) -> str:
@@ -141,17 +177,41 @@ class _Machine:
     def _bind(self, cmd: Command, previous: int | None, previous_at_start: bool) -> None:
         """Record when ``cmd`` became ready and which command made it so (``critical_path``):
         the queue's previous command (at its end, or at its start for an in-order DMA queue)
-        or the semaphore signalled last; ties go to the queue."""
+        or the semaphore signalled last (at its first band for a streamed wait); ties go to
+        the queue."""
         timing = self.timings[cmd.id]
         timing.ready = self.env.now
-        best, best_time, at_start = None, -1.0, False
+        best, best_time, at = None, -1.0, "end"
         if previous is not None:
             p = self.timings[previous]
-            best, best_time, at_start = previous, (p.start if previous_at_start else p.end), previous_at_start
+            at = "start" if previous_at_start else "end"
+            best, best_time = previous, (p.start if previous_at_start else p.end)
         for w in cmd.waits:
-            if self.timings[w].end > best_time:
-                best, best_time, at_start = w, self.timings[w].end, False
-        timing.binding, timing.binding_at_start = best, at_start
+            t = self.timings[w]
+            when, how = (t.end, "end") if self.done[w].processed else (t.band, "band")  # a streamed wait: its band
+            if when > best_time:
+                best, best_time, at = w, when, how
+        timing.binding, timing.binding_at = best, at
+
+    def _wait_ready(self, cmd: Command):
+        """Wait for ``cmd``'s semaphores: a streamed one only until its first band is done."""
+        streamed = self.streams_from[cmd.id]
+        for w in cmd.waits:
+            if self.done[w].processed:
+                continue
+            yield self.band_done[w] if w in streamed else self.done[w]
+
+    def _stream_tail(self, cmd: Command, late: list[int], own_last_band: dict):
+        """After ``cmd`` did all but its last band: wait for the streamed commands in ``late``
+        still running, then record which one held it up (``CommandTiming.tail``)."""
+        before = self.env.now
+        for w in late:
+            if not self.done[w].processed:
+                yield self.done[w]
+        if self.env.now > before:
+            timing = self.timings[cmd.id]
+            timing.tail = max(late, key=lambda w: (self.timings[w].end, w))
+            timing.tail_parts = own_last_band
 
     def _sample_occupancy(self) -> None:
         samples = self.occupancy
@@ -176,8 +236,7 @@ class _Machine:
         shared = self.program.streams > len(self.cores)
         previous = None
         for cmd in commands:
-            for event in self._pending(cmd):
-                yield event
+            yield from self._wait_ready(cmd)
             self._bind(cmd, previous, False)
             if shared:
                 req = core.request()
@@ -186,23 +245,40 @@ class _Machine:
             timing.start, timing.lane = self.env.now, lane
             op = self.graph.ops[cmd.op]
             who = lambda cmd=cmd: self._who(cmd)  # noqa: E731  (formatted only for an error)
+            arriving = [w for w in self.streams_from[cmd.id] if not self.done[w].processed]
+            streaming = {a.residency for w in arriving for a in self.program.commands[w].writes}
             for a in cmd.reads:
-                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+                if a.residency not in streaming:  # a band-streamed input is checked when it has all arrived
+                    self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
             for a in cmd.writes:
                 self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
             self._sample_occupancy()
             (cycles, bound), per_core = self._op_cycles(op)
             if self.schedule is not None:
                 cycles *= self.schedule.stretch(cmd.queue)
+            cause = BOUND_CAUSE[bound]
+            bands = self.bands[cmd.id]
             start = self.env.now
-            yield self.env.timeout(cycles)
+            if cmd.id in self.band_done:  # a store streams out its results: signal the first band
+                timing.band, timing.band_parts = start + cycles / bands, {cause: cycles / bands}
+                self.env.timeout(cycles / bands).callbacks.append(
+                    lambda _e, ev=self.band_done[cmd.id]: ev.succeed())
+            if arriving:  # inputs still arriving: all bands but the last, then wait for them
+                yield self.env.timeout(cycles * (bands - 1) / bands)
+                yield from self._stream_tail(cmd, arriving, {cause: cycles / bands})
+                for a in cmd.reads:
+                    if a.residency in streaming:
+                        self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+                yield self.env.timeout(cycles / bands)
+            else:
+                yield self.env.timeout(cycles)
             for a in cmd.writes:
                 self.scratchpad.fill(a.residency)
             slowest = max(per_core)  # a core computes its slice, stretched as the whole op is
             for c, busy in zip(mine, per_core):
                 self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
             self._account_op(op)
-            timing.end, timing.parts = self.env.now, {BOUND_CAUSE[bound]: cycles}
+            timing.end, timing.parts = self.env.now, {cause: cycles}
             self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now,
                                                lane=lane, command=cmd.id))
             if shared:
@@ -220,8 +296,7 @@ class _Machine:
     def dma_queue(self, commands: list[Command]):
         previous = None
         for cmd in commands:
-            for event in self._pending(cmd):
-                yield event
+            yield from self._wait_ready(cmd)
             self._bind(cmd, previous, True)
             req = self.channels.request()
             yield req
@@ -231,10 +306,12 @@ class _Machine:
 
     def _dma(self, cmd: Command, req):
         who = lambda: self._who(cmd)  # noqa: E731  (formatted only for an error)
+        producing = [w for w in self.streams_from[cmd.id] if not self.done[w].processed]  # results still being computed
         for a in cmd.writes:
             self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-        for a in cmd.reads:
-            self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+        if not producing:
+            for a in cmd.reads:
+                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
         self._sample_occupancy()
         if self.dram_memory is not None:  # plans with a DRAM layout: live DRAM data is checked too
             self.dram_memory.start(cmd, who)
@@ -249,12 +326,46 @@ class _Machine:
         yield self.env.timeout(setup + latency)
         flowing = self.env.now
         self._sample_dram(+1)
-        yield self.dram.transfer(cost.bus_bytes)
+        urgency = cmd.step + (0.5 if cmd.kind == "store" else 0.0)  # the bus serves earlier steps first
+        timing = self.timings[cmd.id]
+        bands = self.bands[cmd.id]
+        overhead, waiting = f"{cmd.kind}_overhead", f"{cmd.kind}_latency"
+        moving_cause = f"{cmd.kind}_bandwidth"
+        if cmd.id in self.band_done or producing:
+            # in bands: the first signals a streaming consumer; a store's last waits for the op
+            first = cost.bus_bytes / bands
+            yield self.dram.transfer(first, urgency)
+            if cmd.id in self.band_done:
+                timing.band = self.env.now
+                timing.band_parts = {overhead: setup, waiting: latency, moving_cause: self.env.now - flowing}
+                self.band_done[cmd.id].succeed()
+            if producing:
+                self._sample_dram(-1)
+                yield self.dram.transfer(cost.bus_bytes - 2 * first, urgency)
+                mark = self.env.now
+                yield from self._stream_tail(cmd, producing, {})
+                if self.env.now > mark:  # waited for the op's last band
+                    self._sample_dram(+1)
+                    last_start = self.env.now
+                    yield self.dram.transfer(first, urgency)
+                    timing.tail_parts = {moving_cause: self.env.now - last_start}
+                else:
+                    self._sample_dram(+1)
+                    yield self.dram.transfer(first, urgency)
+            else:
+                yield self.dram.transfer(cost.bus_bytes - first, urgency)
+        else:
+            yield self.dram.transfer(cost.bus_bytes, urgency)
         self._sample_dram(-1)
+        if producing:
+            for a in cmd.reads:
+                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
         moving = self.env.now - flowing
         addresses_left = flowing + address_cycles(cost, self.hw) - self.env.now
         if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
             yield self.env.timeout(addresses_left)
+            if timing.tail is not None:
+                timing.tail_parts[overhead] = addresses_left
         if self.dram_memory is not None:
             self.dram_memory.finish(cmd)
         for a in cmd.writes:
@@ -263,10 +374,8 @@ class _Machine:
         self.free_channels.append(channel)
         self.free_channels.sort()
         self.channel_busy += self.env.now - start
-        timing = self.timings[cmd.id]
         timing.end, timing.lane = self.env.now, lane
-        timing.parts = {f"{cmd.kind}_overhead": setup + max(addresses_left, 0.0), f"{cmd.kind}_latency": latency,
-                        f"{cmd.kind}_bandwidth": moving}
+        timing.parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: moving}
         e = self.hw.energy
         # DRAM energy on what crosses the bus (whole bursts), as the timing; a load reads DRAM
         # and writes the scratchpad, a store the reverse

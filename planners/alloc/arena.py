@@ -106,6 +106,8 @@ class _ArenaRun:
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.loaded_once: set[int] = set()
+        self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
+        self.evicted_for_overlap_bytes = 0
         self.residencies: list[Residency] = []
         self.transfers: list[Transfer] = []
 
@@ -255,19 +257,63 @@ class _ArenaRun:
 
     def _prefetch(self, s: int) -> None:
         """Reserve space now for the inputs of the next ``prefetch`` ops that can be loaded, in
-        the order they are needed (weights first within an op), without evicting anything;
-        stop at the first that does not fit, so loads stay in step order."""
-        for later in self.order[s + 1:s + 1 + self.prefetch]:
+        the order they are needed (weights first within an op); stop at the first that does
+        not fit, so loads stay in step order.
+
+        The next op's inputs are the second buffer of double buffering: to make room for them
+        a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
+        the ops after it never evict anything."""
+        for ahead, later in enumerate(self.order[s + 1:s + 1 + self.prefetch]):
             inputs = dict.fromkeys(self.graph.ops[later].inputs)
             for t in sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight"):
                 if t in self.resident_since or not self._loadable(t):
                     continue
                 offset = self.arena.find(self.alloc_size[t])
+                if offset is None and ahead == 0:
+                    offset = self._evict_for_next(t, s)
                 if offset is None:
                     return
                 self.arena.place(t, offset, self.alloc_size[t])
                 self._open(t, offset, s)
                 self.prefetched.add(t)
+
+    def _evict_for_next(self, t: int, s: int) -> int | None:
+        """Room for input ``t`` of the op at step s+1 while op s computes, or None.
+
+        A tensor cached for reuse blocks the overlap of the next op's load with this op's
+        compute: without the room the load waits for op s to end, then the op waits for the
+        load. The victims are tensors with a copy in DRAM (evicting them stores nothing) that
+        neither op s nor op s+1 uses and that no op within the prefetch window needs, ranked by
+        the pipeline's replacement policy; a reservation for a later op is given up first.
+        Each one costs a reload when it is next needed (counted in ``evicted_for_overlap``).
+        Nothing is evicted unless the victims together free a gap that holds ``t``."""
+        if self.policy is None:
+            return None
+        pinned = set(self.graph.ops[self.order[s]].tensors) | set(self.graph.ops[self.order[s + 1]].tensors)
+        horizon = s + 1 + self.prefetch
+        reserved = [x for x in self.arena.owners() if x in self.prefetched and x not in pinned]
+        cached = [x for x in self.arena.owners()
+                  if x not in pinned and x not in self.prefetched and x not in self.held and x in self.in_dram
+                  and self.uses.next_use(x, s + 1) > horizon and self.resident_since[x] < s]
+        if not reserved and not cached:
+            return None
+        if not self.arena.fits_without(self.alloc_size[t], set(reserved) | set(cached)):
+            return None
+        victims = sorted(reserved, key=lambda x: (-self.uses.next_use(x, s), x))
+        victims += self.policy.rank(cached, s + 1, self.uses) if cached else []
+        offset = None
+        for victim in victims:
+            if victim in self.prefetched:
+                self.prefetched.discard(victim)
+                self._drop_new(victim)
+            else:
+                self.evicted_for_overlap += 1
+                self.evicted_for_overlap_bytes += self.graph.tensors[victim].size
+                self._close(victim, s - 1)  # op s does not use it: its bytes are free while op s runs
+            offset = self.arena.find(self.alloc_size[t])
+            if offset is not None:
+                break
+        return offset
 
     def _loadable(self, t: int) -> bool:
         tensor = self.graph.tensors[t]

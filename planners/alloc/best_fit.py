@@ -33,6 +33,18 @@ class BestFitArena:
                 cursor = max(cursor, off + self._blocks[off][0])
         return best
 
+    def fits_without(self, size: int, removable: set[int]) -> bool:
+        """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
+        cursor = 0
+        for off in self._offsets + [self.capacity]:
+            if off < self.capacity and self._blocks[off][1] in removable:
+                continue
+            if off - self._align(cursor) >= size:
+                return True
+            if off < self.capacity:
+                cursor = max(cursor, off + self._blocks[off][0])
+        return False
+
     def place(self, owner: int, offset: int, size: int) -> None:
         bisect.insort(self._offsets, offset)
         self._blocks[offset] = (size, owner)

@@ -1,23 +1,46 @@
 """How long a tiled op will take on the configured hardware: the tiler's objective.
 
 The estimate uses the cost model the simulator charges (``npusim.hw.costs`` for compute,
-``npusim.plan.transfer_cost`` for DMA), on the tiles a spec makes:
+``npusim.plan.transfer_cost`` for DMA), on the tiles a spec makes, and the way the simulator
+overlaps them (``npusim.sim.engine``):
 
 - **compute**: every tile's cycles, array (systolic fold formula on the tile's GEMM) or
   vector unit, split across the cores one stream drives (``cores_per_stream``; a stream
-  stage after tiling may give each stream fewer), bounded below by its scratchpad traffic at ``scratchpad.bytes_per_cycle`` —
-  tiles of the same shape are costed once and counted (a dimension has at most two block
-  sizes: the block and the remainder);
+  stage after tiling may give each stream fewer), bounded below by its scratchpad traffic at
+  ``scratchpad.bytes_per_cycle`` — tiles of the same shape are costed once and counted (a
+  dimension has at most two block sizes: the block and the remainder; the reduction slices
+  of a tile at most three: the first, the middle ones and the last);
 - **DMA**: every load of an input view (how often each input is loaded follows the loop
-  order: ``reads`` from ``planners.tiling.tiler.loop_order``) and every store of an output
-  tile, each at its unloaded time (descriptor setup, DRAM latency, then the longer of address
-  generation and its bursts at peak bandwidth), in the DRAM layout of the config; the bus
-  carries the sum of their bursts at peak bandwidth at best;
-- **overlap**: with double buffering the next tile's loads run under the current tile's
-  compute, so the op takes the larger of compute and DMA, plus one tile's transfers that
-  cannot be hidden (the first loads and the last store)::
+  order and what stays cached: ``reads``, from ``planners.tiling.tiler``) and every store of
+  an output tile, each at its unloaded time (descriptor setup, DRAM latency, then the longer
+  of address generation and its bursts at peak bandwidth), in the DRAM layout of the
+  config; the bus carries the sum of their bursts at peak bandwidth at best. The channels
+  overlap transfers only as far as the scratchpad lets loads run ahead (``ahead`` tiles in
+  flight: the next tile's, more where there is room): DMA time is the unloaded time over
+  min(channels, transfers of the tiles in flight), and no less than any one input's loads
+  over the tiles in flight (a tile's own view moves on one channel);
+- **overlap**: the arena keeps the next tile's loads in a second buffer (double buffering),
+  so tiles pipeline (an input kept across a loop loads in that loop's first iteration, and
+  only the tiles of that iteration hide it: ``spread``, from the tiler's reuse model): the op takes about the largest of compute and transfer time (DMA
+  channels or bus, whichever binds), plus what no overlap hides. When the two are close, a
+  pipeline with a few buffers loses time to their jitter (a transfer that starts late stalls
+  the core, and the other way round): the two are combined as a p-norm,
+  ``(compute^p + transfers^p)^(1/p)``, which is their maximum when one dominates and 2^(1/p)
+  times it when they are equal; the more tiles' loads can run ahead, the less jitter shows:
+  p = ``PIPELINE_NORM`` × (tiles in flight + 1) (one tile ahead: +12 % at equal times; four:
+  +4 %; fitted to simulated single-op runs on the shipped configs,
+  ``tests/test_tile_estimate.py``). Every op also streams in bands (``cores.stream_bands``): a tile's compute
+  starts after the first band of its loads and its store ends one band after its compute,
+  so the pipeline's fill is one band of the first tile's loads and of the last tile's store
+  (and, when transfers bound the op, one band of a tile's compute)::
 
-      time = max(Σ compute, Σ DMA / channels, Σ bus bytes / DRAM bytes per cycle) + fill
+      transfers = max(Σ DMA / channels, Σ bus bytes / DRAM bytes per cycle)
+      time = (Σ compute^p + transfers^p)^(1/p)
+             + (first loads + last store [+ one tile's compute if transfers bind]) / bands
+
+An op run whole (``estimate_untiled``) is the same pipeline of one tile: its loads and store
+(for a graph output) overlap its compute band by band — the p-norm of the two plus one band
+of the shorter.
 
 Inputs are assumed to come from DRAM (the op is tiled because its operands do not fit).
 """
@@ -33,7 +56,10 @@ from npusim.graph.regions import box_volume, input_boxes
 from npusim.graph.tiling import k_slices, tile_compute
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
-from npusim.hw.costs import compute_cycles, cores_per_stream
+from npusim.hw.costs import band_count, compute_cycles, cores_per_stream
+
+#: Exponent of the p-norm that combines compute and transfer time (module docstring).
+PIPELINE_NORM = 3.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +87,18 @@ def _box_classes(shape, blocks):
         yield tuple(r for r, _ in combo), math.prod(c for _, c in combo)
 
 
+def _slice_classes(slices: list) -> list[tuple[object, int, bool]]:
+    """(representative slice, how many, whether it is the last) of a tile's reduction slices:
+    the last one apart (it adds the epilogue and writes the output), the others by length."""
+    if len(slices) == 1:
+        return [(slices[0], 1, True)]
+    classes: dict[int, list] = {}
+    for k_range in slices[:-1]:
+        length = k_range[1] - k_range[0]
+        classes.setdefault(length, [k_range, 0])[1] += 1
+    return [(r, n, False) for r, n in classes.values()] + [(slices[-1], 1, True)]
+
+
 def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int, bool]:
     """(unloaded cycles, bus bytes, whether its runs are shorter than a burst) of moving
     ``box`` of ``tensor``: in its storage order, or one run for a weight (stored pre-tiled,
@@ -76,37 +114,41 @@ def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int, boo
     return unloaded_cycles(cost, hw), cost.bus_bytes, short
 
 
-def _tile_cycles(op: Op, graph: Graph, box, k_range, last: bool, hw) -> float:
+def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw) -> tuple[float, int]:
+    """(cycles, stream bands) of one tile's compute."""
     macs, gemm = tile_compute(op, graph, box, k_range)
     out = graph.tensors[op.outputs[0]]
     share = box_volume(box) / max(out.elements, 1)
     # on every core of a single-stream program (the tile stage runs before any stream stage)
+    cores = cores_per_stream(hw, 1)
     compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
-                                cores_per_stream(hw, 1), "epilogue" in op.attrs)
+                                cores, "epilogue" in op.attrs)
     moved = out.itemsize * box_volume(box)
     for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
         if region is not None:
             moved += graph.tensors[t].itemsize * box_volume(region)
-    return max(compute, moved / hw.scratchpad.bytes_per_cycle, 1.0)
+    bands = band_count(op.kind, gemm, box_volume(box), hw, cores)
+    return max(compute, moved / hw.scratchpad.bytes_per_cycle, 1.0), bands
 
 
-def estimate(op: Op, graph: Graph, spec: dict, reads: list[int], hw, image_like: frozenset[str]) -> Estimate:
+def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_like: frozenset[str],
+             ahead: int = 1) -> Estimate:
     """The estimated cycles of ``op`` tiled by ``spec`` (module docstring); ``reads[i]`` is how
-    many times input i is loaded in the spec's loop order."""
+    many times input i is loaded in the spec's loop order; ``ahead``: how many tiles' loads
+    can be in flight at once (the next tile's, and more where the scratchpad has room)."""
     out = graph.tensors[op.outputs[0]]
     slices = k_slices(op, graph, spec)
+    classes = _slice_classes(slices)
     compute = dma = 0.0
-    bus = 0
-    tiles = 0
+    bus = 0.0
     first_tile = None
     short = False
     load_cost = [None] * len(op.inputs)
     for box, count in _box_classes(out.shape, spec["block"]):
-        tiles += count
-        per_tile = 0.0
-        for j, k_range in enumerate(slices):
-            last = j == len(slices) - 1
-            per_tile += _tile_cycles(op, graph, box, k_range, last, hw)
+        per_tile, bands = 0.0, 1
+        for k_range, n, last in classes:
+            cycles, bands = _tile_compute(op, graph, box, k_range, last, hw)
+            per_tile += cycles * n
             for i, region in enumerate(input_boxes(op, graph, box, k_range, last)):
                 if region is not None and load_cost[i] is None:
                     t = graph.tensors[op.inputs[i]]
@@ -117,28 +159,86 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[int], hw, image_like:
         dma += store_cycles * count
         bus += store_bus * count
         if first_tile is None:
-            first_tile = (per_tile, store_cycles)
-    for cost, n in zip(load_cost, reads):
+            first_tile = (per_tile / len(slices), store_cycles, bands)
+    channels = max(hw.dma.channels, 1)
+    streams = [dma / min(ahead, channels)]  # one input's loads overlap only across the tiles in flight
+    transfers_per_tile = 1.0
+    tiles = max(1, math.prod(-(-n // b) for n, b in zip(out.shape, spec["block"])) * len(slices))
+    spread = getattr(reads, "spread", [1.0] * len(reads))
+    burst = []  # (share of the tiles, DMA cycles, bus bytes) of inputs loaded in a burst
+    for cost, n, share in zip(load_cost, reads, spread):
         if cost is not None:
             dma += cost[0] * n
             bus += cost[1] * n
             short = short or cost[2]
-    fill_loads = sum(c[0] for c in load_cost if c is not None)
-    fill = fill_loads + (first_tile[1] if first_tile else 0.0)
-    bound = max(compute, dma / max(hw.dma.channels, 1), bus / hw.dram_bytes_per_cycle)
-    return Estimate(bound + fill, compute, dma, bus, short)
+            streams.append(cost[0] * n / min(ahead, channels))
+            transfers_per_tile += n / tiles
+            if share < 1.0:
+                burst.append((share, cost[0] * n, cost[1] * n))
+    slice_compute, last_store, bands = first_tile
+    fill_loads = _first_bands([c[0] for c in load_cost if c is not None], channels, bands)
+    parallel = min(channels, max(1.0, transfers_per_tile * ahead))
+
+    def transfer_time(cycles, nbytes, longest=0.0):
+        return max(cycles / parallel, longest, nbytes / hw.dram_bytes_per_cycle)
+
+    one_input = min(ahead, channels)  # one input's views overlap only across the tiles in flight
+
+    bursty = sum(b[1] for b in burst), sum(b[2] for b in burst)
+    transfers = transfer_time(dma, bus, max(streams))
+    steady = transfer_time(dma - bursty[0], bus - bursty[1])
+    bound = pipelined(compute, steady, ahead)
+    # an input loaded in the first iteration of a loop that reuses it (a panel kept across
+    # the tiles after it) loads while those tiles alone compute: what they do not hide shows
+    for share, cycles, nbytes in burst:
+        alone = pipelined(compute * share, steady * share, ahead)
+        own = transfer_time(cycles, nbytes, cycles / one_input)
+        bound += pipelined(compute * share, steady * share + own, ahead) - alone
+    bound = max(bound, pipelined(compute, transfers, ahead))
+    fill = fill_loads + (last_store + (slice_compute if transfers > compute else 0.0)) / bands
+    return Estimate(bound + fill, compute, dma, int(bus), short)
+
+
+def pipelined(compute: float, transfers: float, ahead: int = 1) -> float:
+    """Time of compute and transfers that overlap through ``ahead`` + 1 buffers (module
+    docstring)."""
+    top = max(compute, transfers)
+    if top <= 0:
+        return 0.0
+    p = PIPELINE_NORM * (ahead + 1)
+    return top * ((compute / top) ** p + (transfers / top) ** p) ** (1 / p)
+
+
+def _first_bands(loads: list[float], channels: int, bands: int) -> float:
+    """Cycles until the first band of every load of an op (or tile) has arrived: the loads
+    that start once earlier ones free a channel wait for them whole; those that start at once
+    deliver their first bands together."""
+    waiting = loads[:max(len(loads) - channels, 0)]
+    return sum(waiting) + sum(loads[len(waiting):]) / bands
 
 
 def estimate_untiled(op: Op, graph: Graph, whole: dict, hw, image_like: frozenset[str]) -> float:
-    """Cycles of ``op`` run whole with nothing prefetched: its compute after the loads of its
-    inputs that start in DRAM (weights, graph inputs), which nothing hides."""
+    """Cycles of ``op`` run whole with nothing prefetched: the loads of its inputs that start
+    in DRAM (weights, graph inputs) and, for a graph output, its store, overlapping its
+    compute band by band (module docstring)."""
     box = tuple((0, n) for n in graph.tensors[op.outputs[0]].shape)
-    loads = 0.0
-    for t in dict.fromkeys(op.inputs):
-        tensor = graph.tensors[t]
-        if tensor.in_dram_initially:
-            loads += _transfer_cycles(tensor, tuple((0, n) for n in tensor.shape), hw, tensor.name in image_like)[0]
-    return loads + _tile_cycles(op, graph, box, None, True, hw)
+    moved = [graph.tensors[t] for t in dict.fromkeys(op.inputs) if graph.tensors[t].in_dram_initially]
+    out = graph.tensors[op.outputs[0]]
+    if out.kind == "output":
+        moved.append(out)
+    unloaded = bus = longest = 0.0
+    each = []
+    for tensor in moved:
+        cycles, nbytes, _ = _transfer_cycles(tensor, tuple((0, n) for n in tensor.shape), hw, tensor.name in image_like)
+        each.append(cycles)
+        unloaded += cycles
+        bus += nbytes
+        longest = max(longest, cycles)
+    transfers = max(unloaded / max(hw.dma.channels, 1), bus / hw.dram_bytes_per_cycle, longest)
+    compute, bands = _tile_compute(op, graph, box, None, True, hw)
+    loads = [c for c, tensor in zip(each, moved) if tensor is not out]
+    fill = _first_bands(loads, max(hw.dma.channels, 1), bands) if loads else transfers / bands
+    return pipelined(compute, transfers) + min(fill + (compute if out.kind == "output" else 0) / bands, transfers)
 
 
 def store_cycles(tensor, hw, image_like: frozenset[str]) -> float:

@@ -87,7 +87,7 @@ class Tiler:
     def run(self, ctx) -> None:
         graph, align = ctx.graph, ctx.alignment
         threshold = 0 if ctx.options.get("tile_all") else ctx.capacity
-        limit = ctx.capacity // 2
+        half = ctx.capacity // 2
         needs = op_working_set(graph, align)
         max_tiles = int_option(ctx.options, "max_tiles", MAX_TILES, self.name)
         objective = str(ctx.options.get("tile_objective", "time"))
@@ -100,13 +100,13 @@ class Tiler:
             if op.attrs.get("marker"):
                 continue  # a liveness marker (the on-chip KV cache's): holds its tensors whole, does no work
             if needs[op.id] > threshold:
-                specs[op.name] = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
+                specs[op.name] = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like)
             elif _gathers_rows(op, graph):
                 specs[op.name] = _whole_spec(op, graph)
-            elif needs[op.id] > limit and objective == "time":
+            elif needs[op.id] > half and objective == "time":
                 try:
-                    spec = choose_spec(op, graph, limit, align, ctx.capacity, ctx.hw, objective, image_like)
-                    if _streaming_pays(op, graph, spec, ctx.hw, align, image_like):
+                    spec = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like)
+                    if _streaming_pays(op, graph, spec, ctx.hw, align, ctx.capacity, image_like):
                         specs[op.name] = spec
                 except (PlanningError, IndexError, TypeError, ValueError):
                     # Optional streaming of an op that fits: one whose shapes or attributes the
@@ -127,7 +127,20 @@ class Tiler:
         ctx.options.setdefault("prefetch_depth", PREFETCH_DEPTH)
 
 
-def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, image_like) -> bool:
+def estimate_spec(op: Op, graph: Graph, spec: dict | None, hw, align: int, capacity: int) -> float:
+    """The estimated cycles of ``op`` tiled by ``spec`` (None: run whole), as the tiler ranks
+    its candidates (for the tests that hold the estimate to the simulated time)."""
+    image_like = image_like_tensors(graph)
+    if spec is None:
+        whole = {"block": list(graph.tensors[op.outputs[0]].shape), "k": 0}
+        return estimate_untiled(op, graph, whole, hw, image_like)
+    if "flat" in spec:
+        raise ValueError("flat (reshape) specs have no time estimate")
+    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align, capacity, spec.get("order"))
+    return estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads)).cycles
+
+
+def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, capacity: int, image_like) -> bool:
     """Whether an op that fits the budget but not half of it runs faster tiled.
 
     Untiled, nothing can be loaded for it while its predecessor computes (the two do not fit
@@ -136,8 +149,8 @@ def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, image_like
     must first be stored for its tiles to read: their stores are added."""
     if "flat" in spec:
         return False
-    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align)
-    tiled = estimate(op, graph, spec, reads, hw, image_like).cycles
+    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align, capacity)
+    tiled = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads)).cycles
     whole = {"block": list(graph.tensors[op.outputs[0]].shape), "k": 0}
     untiled = estimate_untiled(op, graph, whole, hw, image_like)
     for t in dict.fromkeys(op.inputs):
@@ -162,7 +175,7 @@ def _whole_spec(op: Op, graph: Graph) -> dict:
     return {"block": list(shape), "k": 0, "order": list(range(len(shape)))}
 
 
-def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=None, objective: str = "time",
+def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, objective: str = "time",
                 image_like: frozenset[str] = frozenset()) -> dict:
     """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective."""
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
@@ -175,14 +188,14 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=
             f"op {op.name!r} ({op.kind}) cannot be tiled: {layout} (it needs "
             f"{int(op_working_set(graph, align)[op.id])} B; the budget is {capacity} B)")
     if op.kind in RESHAPE_LIKE:
-        return _flat_spec(op, graph, limit, align, capacity)
+        return _flat_spec(op, graph, capacity // 2, align, capacity)
     out = graph.tensors[op.outputs[0]]
     layout = hw.dram.layout if hw is not None else "nchw"
     order_in_dram = storage_order(len(out.shape), layout, out.name in image_like)
     outer_first = {d: i for i, d in enumerate(order_in_dram)}
     found: dict[tuple, int] = {}
     for i, preference in enumerate(PREFERENCES):
-        blocks, k = _halve_to_fit(op, graph, limit, align, preference, capacity, outer_first)
+        blocks, k = _halve_to_fit(op, graph, capacity, align, preference, outer_first)
         found.setdefault((tuple(blocks), k), i)
         if preference == "contiguous" and hw is not None and objective == "time":
             for smaller in _smaller_tiles(op, graph, blocks, outer_first):
@@ -190,17 +203,19 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=
     if hw is not None and objective == "time":
         for i, fixed in enumerate(_aligned_blocks(op, graph, hw), len(PREFERENCES)):
             try:
-                blocks, k = _halve_to_fit(op, graph, limit, align, "outer", capacity, outer_first, fixed)
+                blocks, k = _halve_to_fit(op, graph, capacity, align, "outer", outer_first, fixed)
             except PlanningError:
                 continue  # that block does not fit at any cut of the other dimensions
             found.setdefault((tuple(blocks), k), i)
+        for blocks, k in _grid_blocks(op, graph, capacity, align, hw):
+            found.setdefault((tuple(blocks), k), len(found) + len(PREFERENCES))
     candidates = []
     for (blocks, k), i in found.items():
-        order, traffic, reads = _best_order(op, graph, list(blocks), k, align)
+        order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity)
         spec = {"block": list(blocks), "k": k, "order": order}
         tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
         if hw is not None and objective == "time":
-            guess = estimate(op, graph, spec, reads, hw, image_like)
+            guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
             candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
         else:
             candidates.append(((traffic, tiles, i), spec, False))
@@ -217,6 +232,77 @@ def choose_spec(op: Op, graph: Graph, limit: int, align: int, capacity: int, hw=
         near = [(key[1:], spec) for key, spec, _ in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
         return min(near, key=lambda c: c[0])[1]
     return min(candidates, key=lambda c: c[0])[1]
+
+
+def _tiles_ahead(op: Op, graph: Graph, spec: dict, align: int, capacity: int, reads=None) -> int:
+    """Tiles whose loads can be in flight at once: the next tile's (double buffering), and
+    as many more as fit beside the double-buffered working set and what ``reads`` keeps
+    cached, up to the arena's prefetch depth."""
+    blocks, k = spec["block"], spec.get("k", 0)
+    shape = graph.tensors[op.outputs[0]].shape
+    box = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
+    slices = k_slices(op, graph, spec)
+    views = input_boxes(op, graph, box, slices[0], len(slices) == 1)
+    inputs = sum(aligned(graph.tensors[t].itemsize * box_volume(r), align) for t, r in zip(op.inputs, views) if r is not None)
+    spare = capacity - _working_set(op, graph, blocks, k, align) - getattr(reads, "kept", 0)
+    return 1 + min(PREFETCH_DEPTH - 1, max(spare, 0) // max(inputs, 1))
+
+
+def _block_values(n: int, unit: int) -> list[int]:
+    """Block sizes tried along a dimension of ``n``: powers of two from 8, multiples of the
+    array's ``unit`` by powers of two, and ``n`` itself."""
+    values = {n}
+    for base in (1, unit):
+        size = base
+        while size < n:
+            if size >= 8:
+                values.add(size)
+            size *= 2
+    return sorted(values)
+
+
+def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tuple[list[int], int]]:
+    """Output blocks of a GEMM-like op shaped as the I/O lower bound asks: for every output-
+    channel block (GEMM N) and reduction slice (K, or whole), the largest block of output
+    rows (GEMM M: the rows of a conv's feature map, whole width) whose double-buffered tiles
+    fit. Off-chip bytes of a tiled GEMM fall with the output block's smaller side
+    (A is read N / bn times, B M / bm times: Q = MNK (1/bn + 1/bm) + MN), so the fitting
+    blocks closest to square move the fewest bytes (Smith et al. 2019: Q >= 2 MNK / sqrt(S));
+    the estimate weighs that against array utilisation and partial-sum round trips. Other
+    output dimensions (batch, a conv's images) get blocks of one."""
+    if op.kind not in GEMM_LIKE or (op.kind == "Conv" and op.attrs.get("group", 1) != 1):
+        return []
+    shape = graph.tensors[op.outputs[0]].shape
+    rank = len(shape)
+    if rank < 2:
+        return []
+    channel, rows = (1, 2) if op.kind == "Conv" else (rank - 1, rank - 2)
+    frozen = untileable_dims(op, graph)
+    if channel in frozen or rows in frozen:
+        return []
+    core = hw.cores
+    m_unit = {"os": core.pe_rows, "ws": 8, "is": core.pe_cols}[core.dataflow]
+    k_total = reduction_size(op, graph)
+    k_values = [0] + [v for v in _block_values(k_total, core.pe_rows) if v >= min(16, k_total) and v < k_total]
+    base = [1 if d not in (channel, rows) and (op.kind != "Conv" or d != 3) else n for d, n in enumerate(shape)]
+    row_values = _block_values(shape[rows], m_unit)
+    found = []
+    for k in k_values:
+        for bn in _block_values(shape[channel], core.pe_cols):
+            blocks = list(base)
+            blocks[channel] = bn
+            lo, hi = 0, len(row_values) - 1  # the largest row block that fits (working sets grow with it)
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                blocks[rows] = row_values[mid]
+                if _working_set(op, graph, blocks, k, align) <= capacity:
+                    lo = mid + 1
+                else:
+                    hi = mid - 1
+            if hi >= 0:
+                blocks[rows] = row_values[hi]
+                found.append((list(blocks), k))
+    return found
 
 
 def _smaller_tiles(op: Op, graph: Graph, blocks: list[int], outer_first: dict, halvings: int = 2) -> list[list[int]]:
@@ -293,22 +379,25 @@ def _flat_spec(op, graph, limit, align, capacity) -> dict:
     while n > 1 and small + aligned(-(-n // 1) * per_element, align) + align > limit:
         n = -(-n // 2)
     if small + n * per_element > limit:
-        raise _too_small(op, small + per_element, capacity)
+        raise _too_small(op, 2 * (small + per_element), capacity)
     return {"flat": n}
 
 
 def _tile_bytes(op, graph, box, k_range, last, align) -> int:
-    """Scratchpad bytes of one tile: distinct input views, output view, partial sums."""
+    """Scratchpad bytes tiles of this shape need double-buffered: the tile's distinct input
+    views and its output view twice (this tile's, and the next tile's loads while it
+    computes or its store while the next one computes), and its partial sums once (the
+    previous slice's, read, and this slice's, written: the next slice of the reduction
+    reads the one this one writes, so they are not doubled)."""
     seen = {}
     for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
         if region is not None:
             seen[(t, region)] = graph.tensors[t].itemsize * box_volume(region)
-    total = sum(aligned(b, align) for b in seen.values())
+    streamed = sum(aligned(b, align) for b in seen.values())
     out = graph.tensors[op.outputs[0]]
-    total += aligned(out.itemsize * box_volume(box), align)
-    if k_range is not None:  # reading the previous partial sum while writing the next one
-        total += 2 * aligned(PSUM_ITEMSIZE * box_volume(box), align)
-    return total
+    streamed += aligned(out.itemsize * box_volume(box), align)
+    psums = 2 * aligned(PSUM_ITEMSIZE * box_volume(box), align) if k_range is not None else 0
+    return 2 * streamed + psums
 
 
 def _sample_boxes(shape, blocks):
@@ -335,8 +424,9 @@ def _working_set(op, graph, blocks, k, align) -> int:
     return worst
 
 
-def _halve_to_fit(op, graph, limit, align, preference, capacity, outer_first=None, fixed=None):
-    """Blocks (and reduction slice) that fit ``limit``: halve what shrinks the working set
+def _halve_to_fit(op, graph, capacity, align, preference, outer_first=None, fixed=None):
+    """Blocks (and reduction slice) whose double-buffered working set fits ``capacity``
+    (``_working_set``): halve what shrinks the working set
     most; ties to ``preference``, then to the dimension outermost in DRAM (``outer_first``:
     dimension -> storage position). ``fixed`` pins some blocks ({dim or "k": size})."""
     shape = graph.tensors[op.outputs[0]].shape
@@ -349,7 +439,7 @@ def _halve_to_fit(op, graph, limit, align, preference, capacity, outer_first=Non
     k = fixed.get("k", 0)
     position = outer_first or {d: -d for d in range(len(shape))}
     ws = _working_set(op, graph, blocks, k, align)
-    while ws > limit:
+    while ws > capacity:
         options = []
         for d in range(len(shape)):
             if d in frozen or blocks[d] <= 1:
@@ -380,9 +470,10 @@ def _gemm_dim_class(op, graph, d) -> str:
     return "channels" if d == rank - 1 else "spatial"
 
 
-def _best_order(op, graph, blocks, k, align):
-    """Loop order reading the fewest bytes, that byte count, and how many times each input is
-    loaded in it (see module docstring)."""
+def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None):
+    """Loop order reading the fewest bytes (or ``fixed_order``, restricted to the tiled
+    dimensions), that byte count, and how many times each input is loaded in it
+    (``_loads_in_order``); ``capacity`` (the budget) bounds what stays cached between uses."""
     shape = graph.tensors[op.outputs[0]].shape
     counts = [-(-n // b) for n, b in zip(shape, blocks)]
     tiled = [d for d in range(len(shape)) if counts[d] > 1]
@@ -392,7 +483,7 @@ def _best_order(op, graph, blocks, k, align):
     regions = input_boxes(op, graph, base, first_k, len(slices) == 1)
     sizes = [0 if r is None else graph.tensors[t].itemsize * box_volume(r) for t, r in zip(op.inputs, regions)]
     k_moved = (input_boxes(op, graph, base, slices[1], len(slices) == 2) if len(slices) > 1 else regions)
-    per_k = [len(slices) if k_moved[i] != regions[i] else 1 for i in range(len(op.inputs))]
+    on_k = [len(slices) > 1 and k_moved[i] != regions[i] for i in range(len(op.inputs))]
     # the inputs' boxes once per tiled dimension moved one block (not once per input: a Concat
     # of 10,000 inputs would be quadratic), then which dimensions move each input
     moved_regions = {}
@@ -401,21 +492,66 @@ def _best_order(op, graph, blocks, k, align):
         moved[d] = (blocks[d], min(2 * blocks[d], shape[d]))
         moved_regions[d] = input_boxes(op, graph, tuple(moved), first_k, len(slices) == 1)
     depends = [{d for d in tiled if moved_regions[d][i] != regions[i]} for i in range(len(op.inputs))]
+    cache = float("inf") if capacity is None else max(capacity - _working_set(op, graph, blocks, k, align), 0)
     best = None
-    for order in itertools.permutations(tiled):
-        loads = []
-        for dims, k_reads in zip(depends, per_k):
-            inner = max((order.index(d) for d in dims), default=-1)
-            loads.append(math.prod(counts[d] for d in order[: inner + 1]) * k_reads)
-        key = (sum(size * n for size, n in zip(sizes, loads)), order, loads)
+    orders = itertools.permutations(tiled) if fixed_order is None else [tuple(d for d in fixed_order if d in tiled)]
+    for order in orders:
+        loads, spread, kept = _loads_in_order(order, counts, depends, on_k, len(slices), sizes, cache)
+        key = (sum(size * n for size, n in zip(sizes, loads)), order, Reads(loads, spread, kept))
         if best is None or key[:2] < best[:2]:
             best = key
-    traffic, order, loads = best if best else (sum(sizes), (), [1] * len(sizes))
+    traffic, order, reads = best if best else (sum(sizes), (), Reads([1.0] * len(sizes), [1.0] * len(sizes), 0))
     full_order = list(order) + [d for d in range(len(shape)) if d not in order]
-    return full_order, traffic, loads
+    return full_order, traffic, reads
+
+
+def _loads_in_order(order, counts, depends, on_k, n_slices, sizes, cache) -> tuple[list[float], list[float], int]:
+    """How many times each input view is loaded when the tiles run in loop ``order`` (outer
+    first) with the reduction slices innermost, over what share of the tiles those loads
+    fall (1: evenly over all; 1/c: all in the first of c iterations of a loop that reuses
+    what they loaded), and the bytes kept cached beyond the working set.
+
+    Walking the loops from the innermost out: a loop an input depends on multiplies its loads
+    (each iteration reads other views) and the views it holds; across the iterations of a loop
+    it does not depend on, an input of one view keeps it (it is in every tile's working set),
+    and one of several views is read again unless they stayed cached. What stays is what the
+    arena keeps: it gives up cached views for the next tile's loads first (double buffering),
+    so ``cache`` bytes are free beyond the double-buffered working set, which already holds two
+    views of each input (this tile's and the next one's); the inputs reused at a loop share
+    them, and Belady's replacement on such a cyclic pattern keeps about the fraction of their
+    views that fits (hit ratio min(1, cache / footprint))."""
+    loads = [float(n_slices) if k else 1.0 for k in on_k]
+    views = [n_slices if k else 1 for k in on_k]
+    spread = [1.0] * len(loads)
+    kept = 0
+    for d in reversed(order):
+        reused = [i for i in range(len(loads)) if d not in depends[i] and views[i] > 1]
+        footprint = sum((views[i] - 2) * sizes[i] for i in reused if views[i] > 2)
+        hit = 1.0 if footprint <= cache else cache / footprint
+        kept = max(kept, min(footprint, cache))
+        for i in range(len(loads)):
+            if d in depends[i]:
+                loads[i] *= counts[d]
+                views[i] *= counts[d]
+            else:
+                again = 1 + (counts[d] - 1) * (1 - hit) if i in reused else 1.0
+                loads[i] *= again
+                spread[i] *= again / counts[d]
+    return loads, spread, int(kept)
+
+
+class Reads(list):
+    """How many times each input view is loaded (a list), with ``spread``: the share of the
+    tiles over which each input's loads fall, and ``kept``: the bytes cached beyond the
+    double-buffered working set (``_loads_in_order``)."""
+
+    def __init__(self, loads, spread, kept):
+        super().__init__(loads)
+        self.spread = list(spread)
+        self.kept = kept
 
 
 def _too_small(op, need, capacity) -> PlanningError:
     return PlanningError(
-        f"budget {capacity} B is too small to tile op {op.name!r} ({op.kind}): its smallest tile needs "
-        f"{need} B, and tiles must fit in half the budget (double buffering); use a budget >= {2 * need} B")
+        f"budget {capacity} B is too small to tile op {op.name!r} ({op.kind}): its smallest tiles need "
+        f"{need} B double-buffered (two tiles' inputs and outputs, one set of partial sums); use a budget >= {need} B")
