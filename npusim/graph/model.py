@@ -18,6 +18,9 @@ import numpy as np
 from npusim.errors import TraceError
 
 TENSOR_KINDS = ("input", "weight", "activation", "output")
+#: Kinds of tensors only tiled graphs have (``npusim.graph.tiling``): the partial sums of a
+#: reduction chained in a core's accumulators, which take no scratchpad or DRAM bytes.
+TILED_KINDS = ("accumulator",)
 
 #: Op kinds the PE array executes as (batched) GEMMs; everything else runs on the vector unit.
 GEMM_KINDS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -79,8 +82,8 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        """Bytes."""
-        return self.elements * self.itemsize
+        """Bytes in the scratchpad or DRAM (none for partial sums held in a core's accumulators)."""
+        return 0 if self.kind == "accumulator" else self.elements * self.itemsize
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -194,7 +197,7 @@ class Graph:
             idx = np.fromiter((t for x in lists for t in x), dtype=np.int64, count=int(ptr[-1]))
             return ptr, idx
 
-        kinds = {k: i for i, k in enumerate(TENSOR_KINDS)}
+        kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}
         t_ptr, t_idx = csr([o.tensors for o in self.ops])
         i_ptr, i_idx = csr([tuple(dict.fromkeys(o.inputs)) for o in self.ops])
         o_ptr, o_idx = csr([o.outputs for o in self.ops])
@@ -217,7 +220,7 @@ def check_graph(graph: Graph) -> None:
     for i, t in enumerate(graph.tensors):
         if t.id != i:
             raise TraceError(f"{where}: tensor {t.name!r} has id {t.id}, expected {i} (its position)")
-        if t.kind not in TENSOR_KINDS:
+        if t.kind not in TENSOR_KINDS and not (t.kind in TILED_KINDS and graph.meta.get("tiled_from")):
             raise TraceError(f"{where}: tensor {t.name!r} has kind {t.kind!r}, expected one of {TENSOR_KINDS}")
         if any((not isinstance(d, int)) or d <= 0 for d in t.shape):
             raise TraceError(

@@ -5,7 +5,11 @@ A *tile spec* (what a plan records for a tiled op, plain JSON) says how:
 - ``{"block": [b0, b1, ...], "k": K, "order": [d, ...]}``: the op's output is cut into boxes of
   ``block`` elements per dimension, visited in the loop ``order`` (outer dimension first);
   GEMM-like ops may also cut their reduction dimension into ``K``-long slices (0 = whole),
-  accumulating partial sums on chip (4-byte accumulators) — the reduction loop is innermost;
+  accumulating partial sums on chip (4-byte accumulators) — the reduction loop is innermost.
+  The partial sums go to the scratchpad between slices, or with ``"acc": "core"`` stay in
+  the core's accumulators (``cores.accumulator_size``): the slices then pass an
+  ``accumulator`` tensor that takes no scratchpad bytes, and the cost model charges the
+  chain as the array runs it (``npusim.hw.costs``);
 - ``{"flat": n}``: a reshape-like op is cut into runs of ``n`` elements of its flat index.
 
 ``expand(graph, specs)`` builds the tiled graph, deterministically:
@@ -40,6 +44,8 @@ from npusim.graph.regions import (
 )
 
 PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
+#: Where the partial sums of a split reduction live between its slices (tile spec ``acc``).
+ACCUMULATE = ("scratchpad", "core")
 TILED_SUFFIX = "@tiled"
 
 
@@ -66,6 +72,10 @@ def check_spec(op: Op, graph: Graph, spec: dict, where: str = "tiling") -> None:
                         f"(output shape {list(out_shape)})")
     if not isinstance(k, int) or k < 0 or (k and op.kind not in GEMM_LIKE):
         raise PlanError(f"{where}[{op.name!r}]: 'k' is {k!r}, expected 0, or a positive slice of the reduction of a GEMM-like op")
+    acc = spec.get("acc", "scratchpad")
+    if acc not in ACCUMULATE or (acc == "core" and not k):
+        raise PlanError(f"{where}[{op.name!r}]: 'acc' is {acc!r}, expected 'scratchpad', or 'core' with a reduction "
+                        "slice 'k' (partial sums held in the core's accumulators)")
     if order is not None and (not isinstance(order, list) or any(not isinstance(d, int) for d in order)
                               or sorted(order) != list(range(len(out_shape)))):
         raise PlanError(f"{where}[{op.name!r}]: 'order' is {order!r}, expected a permutation of 0..{len(out_shape) - 1}")
@@ -243,6 +253,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
     total = out.elements
     flat = "flat" in spec
     slices = k_slices(op, graph, spec)
+    in_core = spec.get("acc") == "core" and len(slices) > 1
     index = 0
     for box in tile_boxes(out.shape, spec):
         share = box_volume(box) / total
@@ -262,13 +273,15 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
             if last:
                 output = b.write(op.outputs[0], box, flat=flat)
             else:
-                output = b.add_tensor(f"{name}.psum", box_shape(box), "int32", PSUM_ITEMSIZE, "activation")
+                output = b.add_tensor(f"{name}.psum", box_shape(box), "int32", PSUM_ITEMSIZE,
+                                      "accumulator" if in_core else "activation")
                 psum = output
             macs, gemm = _tile_compute(op, graph, box, k_range)
+            chain = {"acc": "core", "k_last": last} if in_core else {}
             b.ops.append(dict(
                 name=name, kind=op.kind, inputs=inputs, outputs=[output],
                 attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None,
-                       **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
+                       **chain, **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
                 macs=macs, vector_ops=math.ceil(op.vector_ops * share) if last else 0, gemm=gemm,
             ))
             index += 1

@@ -45,6 +45,14 @@ class CoreConfig:
                              "between the DMA and the core), so an op's loads, compute and stores overlap; at most "
                              "one band per fold (array) or vector pass; 1: load, compute and store in series",
                              maximum=MAX_WIDTH)
+    gemv: str = knob("array", "choice", "where GEMMs too thin for the array run (a decode step's matrix-vector "
+                     "products): array (always on the array, as SCALE-Sim) or fastest (on the vector lanes "
+                     "when MACs / vector_lanes is below the array's fold cycles)", choices=("array", "fastest"))
+    accumulator_size: int = knob(0, "size", "partial-sum storage in each core outside the scratchpad (an os "
+                                 "array's PE accumulators: rows x cols x 4 B; a ws/is array's accumulator "
+                                 "memory): a K-split output block whose 32-bit partial sums fit keeps them "
+                                 "there between reduction slices; 0: partial sums go to the scratchpad",
+                                 minimum=0, maximum=MAX_SCRATCHPAD)
     depthwise: str = knob("array", "choice", "how grouped and depthwise convs run: array (groups packed across "
                           "the columns, one channel per column), vector (kernel-window MACs on the vector "
                           "lanes) or groups (one GEMM per group, one column each)",

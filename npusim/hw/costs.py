@@ -17,13 +17,31 @@ input stationary     ⌈K/R⌉·⌈M/C⌉            N + 2R + C − 2
 (SCALE-Sim prints the index of the last cycle, one less.) A fold is ``preload + stream +
 skew``: the stationary operand loaded into the array (R cycles for ws and is, none for os),
 the moving operand streamed (K for os, M for ws, N for is) and the pipeline's fill/drain skew
-R + C − 2. With ``cores.fold_overlap`` (TPU-style: the next fold's weights preload while
-this fold streams, and one fold's drain overlaps the next one's fill) the folds pipeline:
-``folds · max(stream, R) + preload + skew``. A fold still takes at least R cycles: ws and is
-shift the next fold's R rows of stationary operands in meanwhile, os shifts this fold's R
-rows of finished outputs out (double-buffered accumulators), so an os layer with a short
-reduction (a depthwise conv's K = 9) is bound by its output drain, not by K. A batched
-GEMM repeats the folds ``batch`` times.
+R + C − 2. A batched GEMM repeats the folds ``batch`` times. With ``cores.fold_overlap``
+(TPU-style: the next fold's weights preload while this fold streams, and one fold's drain
+overlaps the next one's fill; Jouppi et al., ISCA 2017, §2: the weight FIFO double-buffers a
+weight tile to hide its 256-cycle shift-in) the folds pipeline, those of every batch element
+(attention heads) included: ``batch · folds · max(stream, R) + preload + skew``. A fold
+still takes at least R cycles: ws and is shift the next fold's R rows of stationary operands
+in meanwhile, os shifts this fold's R rows of finished outputs out (double-buffered
+accumulators), so an os layer with a short reduction (a depthwise conv's K = 9) is bound by
+its output drain, not by K.
+
+GEMVs and other GEMMs too thin for the array (``cores.gemv``): with ``fastest`` an array op
+runs on the vector unit (``MACs / vector_lanes``: each lane accumulates one output's dot
+product) when that is quicker than its folds — a batch-1 decode step's matrix-vector
+products, which fill one row of the array per fold. ``array`` (the default) keeps every GEMM
+on the array, as SCALE-Sim does.
+
+Reduction slices chained in the core's accumulators (a tile spec with ``acc: core``, when the
+K-split output block's 32-bit partial sums fit in ``cores.accumulator_size``): the slices
+of one output block stream back to back with their partial sums kept in the array (os) or
+its accumulator memory (ws, is), so no partial sum goes to the scratchpad. On os a block of
+one fold keeps streaming its reduction through the same PEs: the slices before the last
+pay only their stream, the last one the fill/drain skew — the block costs what it would
+unsplit (SCALE-Sim's count of the untiled layer); with ``fold_overlap`` every slice but the
+last drops its preload and skew. A block of several folds on an array that does not overlap
+folds refills the array for each fold of each slice, as today.
 
 Grouped and depthwise convs (a Conv whose GEMM view has ``batch`` = groups) run as
 ``cores.depthwise`` says:
@@ -74,27 +92,40 @@ def fold_shape(gemm: Gemm, rows: int, cols: int, dataflow: str) -> tuple[int, in
     raise ValueError(f"unknown dataflow {dataflow!r}, expected one of {', '.join(DATAFLOWS)}")
 
 
-def systolic_cycles(gemm: Gemm, rows: int, cols: int, dataflow: str, fold_overlap: bool = False) -> int:
+def systolic_cycles(gemm: Gemm, rows: int, cols: int, dataflow: str, fold_overlap: bool = False,
+                    chained: str | None = None) -> int:
     """Stall-free cycles of a (batched) GEMM on a rows × cols array (SCALE-Sim's count + 1;
-    with ``fold_overlap`` the folds pipeline)."""
+    with ``fold_overlap`` the folds pipeline). ``chained``: the GEMM is a reduction slice of
+    an output block whose partial sums stay in the core, ``"first"`` (or any slice but the
+    last) or ``"last"`` (module docstring)."""
     folds, stream, preload = fold_shape(gemm, rows, cols, dataflow)
     skew = rows + cols - 2
     if fold_overlap:
-        return gemm.batch * (folds * max(stream, rows) + preload + skew)
+        if chained and chained != "last":
+            return gemm.batch * folds * max(stream, rows)
+        return gemm.batch * folds * max(stream, rows) + preload + skew
+    if chained and dataflow == "os" and folds == 1 and chained != "last":
+        return gemm.batch * stream
     return gemm.batch * folds * (preload + stream + skew)
 
 
 def array_gemm(kind: str, gemm: Gemm | None, hw: Hardware) -> Gemm | None:
     """The GEMM the array runs for an op of ``kind`` whose GEMM view is ``gemm`` (None: the op
-    runs on the vector unit)."""
+    runs on the vector unit: a grouped conv with ``cores.depthwise: vector``, or a GEMM the
+    vector lanes finish sooner with ``cores.gemv: fastest``)."""
     if gemm is None:
         return None
+    mapped = gemm
     if kind in GROUPED_KINDS and gemm.batch > 1:  # grouped / depthwise (batch = groups)
         if hw.cores.depthwise == "vector":
             return None
         if hw.cores.depthwise == "array":
-            return Gemm(m=gemm.m, n=gemm.n * gemm.batch, k=gemm.k, batch=1)
-    return gemm
+            mapped = Gemm(m=gemm.m, n=gemm.n * gemm.batch, k=gemm.k, batch=1)
+    c = hw.cores
+    if c.gemv == "fastest" and gemm.macs / c.vector_lanes < systolic_cycles(mapped, c.pe_rows, c.pe_cols, c.dataflow,
+                                                                           c.fold_overlap):
+        return None
+    return mapped
 
 
 def array_macs(graph: Graph, hw: Hardware) -> int:
@@ -151,10 +182,11 @@ def core_parts(gemm: Gemm, hw: Hardware, cores: int) -> tuple[Gemm, ...]:
 
 
 def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
-                cores: int = 1, fused: bool = False) -> tuple[list[float], str]:
+                cores: int = 1, fused: bool = False, chained: str | None = None) -> tuple[list[float], str]:
     """(cycles of each core working on it, 'array' | 'vector') of an op's (or a tile's)
     compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
-    elements. Scratchpad aside.
+    elements. Scratchpad aside. ``chained``: a reduction slice chained in the accumulators
+    (``systolic_cycles``).
 
     A ``fused`` op (a GEMM with its element-wise epilogue, ``npusim.graph.fusion``) runs the
     epilogue on the vector unit while the array computes: each core takes
@@ -162,21 +194,22 @@ def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: 
     core = hw.cores
     mapped = array_gemm(kind, gemm, hw)
     if mapped is not None:
-        parts = [float(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap))
+        parts = [float(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap, chained))
                  for g in core_parts(mapped, hw, cores)]
         epilogue = vector_ops / core.vector_lanes / cores if fused else 0.0
         if epilogue > max(parts):
             return [max(p, epilogue) for p in parts], "vector"
         return [max(p, epilogue) for p in parts], "array"
-    work = macs if gemm is not None else vector_ops  # a grouped conv on the vector unit: its MACs
+    # a GEMM on the vector unit (a grouped conv, a GEMV): its MACs, then its fused epilogue
+    work = macs + (vector_ops if fused else 0) if gemm is not None else vector_ops
     return [work / core.vector_lanes / cores] * cores, "vector"
 
 
 def compute_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
-                   cores: int = 1, fused: bool = False) -> tuple[float, str]:
+                   cores: int = 1, fused: bool = False, chained: str | None = None) -> tuple[float, str]:
     """(cycles, 'array' | 'vector') of an op's (or a tile's) compute on ``cores`` cores (its
     slowest core), scratchpad aside."""
-    parts, bound = core_cycles(kind, gemm, macs, vector_ops, hw, cores, fused)
+    parts, bound = core_cycles(kind, gemm, macs, vector_ops, hw, cores, fused, chained)
     return max(parts), bound
 
 
@@ -222,13 +255,14 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     held = max(hw.cores.stationary_register // stationary.itemsize, 1)  # folds of stationary operand a PE holds
     read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs[2:]) if t not in op.inputs[:2])
     written = sum(graph.tensors[t].size for t in op.outputs[1:])
+    in_core = out.kind == "accumulator"  # a reduction slice whose partial sums stay in the core
     for part in core_parts(gemm, hw, cores):
         m, n, k, batch = part.m, part.n, part.k, part.batch
         a_times = 1 if packed else {"os": ceil_div(n, cols), "ws": ceil_div(n, cols), "is": 1}[dataflow]
         b_times = {"os": ceil_div(m, rows), "ws": 1, "is": ceil_div(m, cols)}[dataflow]
         out_times = 1 if dataflow == "os" else ceil_div(ceil_div(k, rows), held)
         read += batch * (m * k * a.itemsize * a_times + k * n * b.itemsize * b_times)
-        written += batch * m * n * out.itemsize * out_times
+        written += 0 if in_core else batch * m * n * out.itemsize * out_times
     return read, written
 
 
@@ -281,6 +315,14 @@ def band_count(kind: str, gemm: Gemm | None, out_elements: int, hw: Hardware, co
     return max(1, min(limit, units))
 
 
+def chain_position(op: Op) -> str | None:
+    """``"first"``/``"last"`` for a tile whose reduction slice is chained in the core's
+    accumulators (``npusim.graph.tiling``, spec ``acc: core``), else None."""
+    if not op.attrs or op.attrs.get("acc") != "core":
+        return None
+    return "last" if op.attrs.get("k_last") else "first"
+
+
 def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float, str]:
     """(cycles, what bounds them: 'array' | 'vector' | 'scratchpad') of an op on ``cores``
     cores: its slowest core, or the scratchpad, whose bandwidth the cores share."""
@@ -290,7 +332,8 @@ def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float
 
 def op_core_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[tuple[float, str], list[float]]:
     """((cycles, bound) as ``op_cycles``, how long each core computes within them)."""
-    parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores, "epilogue" in op.attrs)
+    parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores, "epilogue" in op.attrs,
+                               chain_position(op))
     compute = max(parts)
     read, written = scratchpad_bytes(op, graph, hw, cores)
     memory = (read + written) / hw.scratchpad.bytes_per_cycle

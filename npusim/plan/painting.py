@@ -13,7 +13,10 @@ class AddressPainter:
         self._segments: dict[int, tuple[int, int]] = {}  # start -> (end, owner)
 
     def paint(self, lo: int, hi: int, owner: int) -> set[int]:
-        """Give [lo, hi) to ``owner``; returns the owners of the bytes it covered before."""
+        """Give [lo, hi) to ``owner``; returns the owners of the bytes it covered before. An
+        empty range covers nothing and changes nothing."""
+        if hi <= lo:
+            return set()
         starts, segments = self._starts, self._segments
         k = bisect.bisect_right(starts, lo) - 1
         if k < 0 or segments[starts[k]][0] <= lo:

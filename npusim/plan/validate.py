@@ -188,6 +188,10 @@ def _transfers_by_tensor(plan: Plan, graph: Graph, name, report) -> tuple[dict, 
         if not 0 <= tr.step < plan.n_steps:
             report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{plan.n_steps - 1}")
             continue
+        if graph.tensors[tr.tensor].kind == "accumulator":
+            report("cause", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: partial sums held in a core's "
+                            "accumulators cannot be moved by DMA")
+            continue
         (loads if tr.kind == "load" else stores)[tr.tensor].append(tr)
     return loads, stores
 
@@ -409,7 +413,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     if not multi:
         active: list = []
         for r in sorted(residencies):
-            if r.first > r.last:
+            if r.first > r.last or r.size <= 0:
                 continue
             active = [a for a in active if a.last >= r.first]
             for a in active:

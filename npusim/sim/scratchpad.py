@@ -49,8 +49,8 @@ class TaggedScratchpad:
         ``who`` names the command in an error; it may be a callable, called only then.
         """
         end = start + size
-        if residency in self._start_of:
-            return  # a later write into its own residency (e.g. a second producer pass)
+        if residency in self._start_of or size <= 0:
+            return  # a later write into its own residency (e.g. a second producer pass), or no bytes
         overlapping = self._overlapping(start, end)
         if end > self.capacity or overlapping:
             who = who() if callable(who) else who
@@ -68,9 +68,13 @@ class TaggedScratchpad:
         self.peak = max(self.peak, self.used)
 
     def fill(self, residency: int) -> None:
-        self._blocks[self._start_of[residency]].valid = True
+        start = self._start_of.get(residency)
+        if start is not None:  # a residency of no bytes (partial sums in a core's accumulators) has no block
+            self._blocks[start].valid = True
 
     def check_read(self, residency: int, tensor: str, start: int, size: int, who) -> None:
+        if size <= 0:
+            return
         end = start + size
         block = self._blocks.get(self._start_of.get(residency, -1))
         if block is None or not block.valid:

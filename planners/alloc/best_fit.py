@@ -16,12 +16,15 @@ class BestFitArena:
         self._offsets: list[int] = []  # sorted offsets of live blocks
         self._blocks: dict[int, tuple[int, int]] = {}  # offset -> (size, owner)
         self._offset_of: dict[int, int] = {}  # owner -> offset
+        self._empty: dict[int, int] = {}  # owners of no bytes -> offset
 
     def _align(self, x: int) -> int:
         return -(-x // self.alignment) * self.alignment
 
     def find(self, size: int) -> int | None:
-        """Best-fit offset for ``size`` bytes, or None if no gap holds it."""
+        """Best-fit offset for ``size`` bytes, or None if no gap holds it (0 for no bytes)."""
+        if size <= 0:
+            return 0
         best, best_gap = None, None
         cursor = 0
         for off in self._offsets + [self.capacity]:
@@ -46,6 +49,9 @@ class BestFitArena:
         return False
 
     def place(self, owner: int, offset: int, size: int) -> None:
+        if size <= 0:  # takes no address range: kept apart, so it never shares a key with a block
+            self._empty[owner] = offset
+            return
         bisect.insort(self._offsets, offset)
         self._blocks[offset] = (size, owner)
         self._offset_of[owner] = offset
@@ -57,12 +63,15 @@ class BestFitArena:
         return offset
 
     def free(self, owner: int) -> None:
+        if self._empty.pop(owner, None) is not None:
+            return
         offset = self._offset_of.pop(owner)
         del self._blocks[offset]
         self._offsets.pop(bisect.bisect_left(self._offsets, offset))
 
     def offset_of(self, owner: int) -> int:
-        return self._offset_of[owner]
+        return self._empty[owner] if owner in self._empty else self._offset_of[owner]
 
     def owners(self) -> list[int]:
+        """Owners of address ranges (not those of no bytes: evicting them frees nothing)."""
         return list(self._offset_of)

@@ -114,16 +114,18 @@ def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int, boo
     return unloaded_cycles(cost, hw), cost.bus_bytes, short
 
 
-def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw) -> tuple[float, int]:
-    """(cycles, stream bands) of one tile's compute."""
+def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str = "scratchpad") -> tuple[float, int]:
+    """(cycles, stream bands) of one tile's compute (``acc`` = ``"core"``: a reduction slice
+    chained in the core's accumulators)."""
     macs, gemm = tile_compute(op, graph, box, k_range)
     out = graph.tensors[op.outputs[0]]
     share = box_volume(box) / max(out.elements, 1)
     # on every core of a single-stream program (the tile stage runs before any stream stage)
     cores = cores_per_stream(hw, 1)
+    chained = ("last" if last else "first") if acc == "core" and k_range is not None else None
     compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
-                                cores, "epilogue" in op.attrs)
-    moved = out.itemsize * box_volume(box)
+                                cores, "epilogue" in op.attrs, chained)
+    moved = out.itemsize * box_volume(box) if last or chained is None else 0
     for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
         if region is not None:
             moved += graph.tensors[t].itemsize * box_volume(region)
@@ -147,7 +149,7 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     for box, count in _box_classes(out.shape, spec["block"]):
         per_tile, bands = 0.0, 1
         for k_range, n, last in classes:
-            cycles, bands = _tile_compute(op, graph, box, k_range, last, hw)
+            cycles, bands = _tile_compute(op, graph, box, k_range, last, hw, spec.get("acc", "scratchpad"))
             per_tile += cycles * n
             for i, region in enumerate(input_boxes(op, graph, box, k_range, last)):
                 if region is not None and load_cost[i] is None:

@@ -136,7 +136,8 @@ def estimate_spec(op: Op, graph: Graph, spec: dict | None, hw, align: int, capac
         return estimate_untiled(op, graph, whole, hw, image_like)
     if "flat" in spec:
         raise ValueError("flat (reshape) specs have no time estimate")
-    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align, capacity, spec.get("order"))
+    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align, capacity, spec.get("order"),
+                              spec.get("acc", "scratchpad"))
     return estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads)).cycles
 
 
@@ -149,7 +150,8 @@ def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, capacity: 
     must first be stored for its tiles to read: their stores are added."""
     if "flat" in spec:
         return False
-    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align, capacity)
+    _, _, reads = _best_order(op, graph, spec["block"], spec.get("k", 0), align, capacity,
+                              acc=spec.get("acc", "scratchpad"))
     tiled = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads)).cycles
     whole = {"block": list(graph.tensors[op.outputs[0]].shape), "k": 0}
     untiled = estimate_untiled(op, graph, whole, hw, image_like)
@@ -196,23 +198,23 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
     found: dict[tuple, int] = {}
     for i, preference in enumerate(PREFERENCES):
         blocks, k = _halve_to_fit(op, graph, capacity, align, preference, outer_first)
-        found.setdefault((tuple(blocks), k), i)
+        found.setdefault((tuple(blocks), k, "scratchpad"), i)
         if preference == "contiguous" and hw is not None and objective == "time":
             for smaller in _smaller_tiles(op, graph, blocks, outer_first):
-                found.setdefault((tuple(smaller), k), i)
+                found.setdefault((tuple(smaller), k, "scratchpad"), i)
     if hw is not None and objective == "time":
         for i, fixed in enumerate(_aligned_blocks(op, graph, hw), len(PREFERENCES)):
             try:
                 blocks, k = _halve_to_fit(op, graph, capacity, align, "outer", outer_first, fixed)
             except PlanningError:
                 continue  # that block does not fit at any cut of the other dimensions
-            found.setdefault((tuple(blocks), k), i)
-        for blocks, k in _grid_blocks(op, graph, capacity, align, hw):
-            found.setdefault((tuple(blocks), k), len(found) + len(PREFERENCES))
+            found.setdefault((tuple(blocks), k, "scratchpad"), i)
+        for blocks, k, acc in _grid_blocks(op, graph, capacity, align, hw):
+            found.setdefault((tuple(blocks), k, acc), len(found) + len(PREFERENCES))
     candidates = []
-    for (blocks, k), i in found.items():
-        order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity)
-        spec = {"block": list(blocks), "k": k, "order": order}
+    for (blocks, k, acc), i in found.items():
+        order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, acc=acc)
+        spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
         tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
         if hw is not None and objective == "time":
             guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
@@ -244,7 +246,7 @@ def _tiles_ahead(op: Op, graph: Graph, spec: dict, align: int, capacity: int, re
     slices = k_slices(op, graph, spec)
     views = input_boxes(op, graph, box, slices[0], len(slices) == 1)
     inputs = sum(aligned(graph.tensors[t].itemsize * box_volume(r), align) for t, r in zip(op.inputs, views) if r is not None)
-    spare = capacity - _working_set(op, graph, blocks, k, align) - getattr(reads, "kept", 0)
+    spare = capacity - _working_set(op, graph, blocks, k, align, spec.get("acc", "scratchpad")) - getattr(reads, "kept", 0)
     return 1 + min(PREFETCH_DEPTH - 1, max(spare, 0) // max(inputs, 1))
 
 
@@ -261,7 +263,7 @@ def _block_values(n: int, unit: int) -> list[int]:
     return sorted(values)
 
 
-def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tuple[list[int], int]]:
+def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tuple[list[int], int, str]]:
     """Output blocks of a GEMM-like op shaped as the I/O lower bound asks: for every output-
     channel block (GEMM N) and reduction slice (K, or whole), the largest block of output
     rows (GEMM M: the rows of a conv's feature map, whole width) whose double-buffered tiles
@@ -269,7 +271,10 @@ def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tu
     (A is read N / bn times, B M / bm times: Q = MNK (1/bn + 1/bm) + MN), so the fitting
     blocks closest to square move the fewest bytes (Smith et al. 2019: Q >= 2 MNK / sqrt(S));
     the estimate weighs that against array utilisation and partial-sum round trips. Other
-    output dimensions (batch, a conv's images) get blocks of one."""
+    output dimensions (batch, a conv's images) get blocks of one. With accumulators in the
+    core (``cores.accumulator_size``), split reductions are also tried with their partial
+    sums there (``acc: core``): no scratchpad for them, blocks no larger than the
+    accumulators hold."""
     if op.kind not in GEMM_LIKE or (op.kind == "Conv" and op.attrs.get("group", 1) != 1):
         return []
     shape = graph.tensors[op.outputs[0]].shape
@@ -286,8 +291,9 @@ def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tu
     k_values = [0] + [v for v in _block_values(k_total, core.pe_rows) if v >= min(16, k_total) and v < k_total]
     base = [1 if d not in (channel, rows) and (op.kind != "Conv" or d != 3) else n for d, n in enumerate(shape)]
     row_values = _block_values(shape[rows], m_unit)
+    held = core.accumulator_size // PSUM_ITEMSIZE  # partial sums the core's accumulators hold
     found = []
-    for k in k_values:
+    for k, acc in [(k, "scratchpad") for k in k_values] + [(k, "core") for k in k_values if k and held]:
         for bn in _block_values(shape[channel], core.pe_cols):
             blocks = list(base)
             blocks[channel] = bn
@@ -295,13 +301,16 @@ def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tu
             while lo <= hi:
                 mid = (lo + hi) // 2
                 blocks[rows] = row_values[mid]
-                if _working_set(op, graph, blocks, k, align) <= capacity:
+                fits = _working_set(op, graph, blocks, k, align, acc) <= capacity
+                if fits and acc == "core":
+                    fits = math.prod(min(b, n) for b, n in zip(blocks, shape)) <= held
+                if fits:
                     lo = mid + 1
                 else:
                     hi = mid - 1
             if hi >= 0:
                 blocks[rows] = row_values[hi]
-                found.append((list(blocks), k))
+                found.append((list(blocks), k, acc))
     return found
 
 
@@ -383,12 +392,13 @@ def _flat_spec(op, graph, limit, align, capacity) -> dict:
     return {"flat": n}
 
 
-def _tile_bytes(op, graph, box, k_range, last, align) -> int:
+def _tile_bytes(op, graph, box, k_range, last, align, acc="scratchpad") -> int:
     """Scratchpad bytes tiles of this shape need double-buffered: the tile's distinct input
     views and its output view twice (this tile's, and the next tile's loads while it
     computes or its store while the next one computes), and its partial sums once (the
     previous slice's, read, and this slice's, written: the next slice of the reduction
-    reads the one this one writes, so they are not doubled)."""
+    reads the one this one writes, so they are not doubled) unless they stay in the core's
+    accumulators (``acc`` = ``"core"``)."""
     seen = {}
     for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
         if region is not None:
@@ -396,7 +406,8 @@ def _tile_bytes(op, graph, box, k_range, last, align) -> int:
     streamed = sum(aligned(b, align) for b in seen.values())
     out = graph.tensors[op.outputs[0]]
     streamed += aligned(out.itemsize * box_volume(box), align)
-    psums = 2 * aligned(PSUM_ITEMSIZE * box_volume(box), align) if k_range is not None else 0
+    in_scratchpad = k_range is not None and acc != "core"
+    psums = 2 * aligned(PSUM_ITEMSIZE * box_volume(box), align) if in_scratchpad else 0
     return 2 * streamed + psums
 
 
@@ -413,14 +424,14 @@ def _sample_boxes(shape, blocks):
     return dict.fromkeys(picks)
 
 
-def _working_set(op, graph, blocks, k, align) -> int:
+def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
     shape = graph.tensors[op.outputs[0]].shape
     spec = {"block": blocks, "k": k}
     slices = k_slices(op, graph, spec)
     worst = 0
     for box in _sample_boxes(shape, blocks):
         for j in {0, len(slices) - 1}:
-            worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align))
+            worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align, acc))
     return worst
 
 
@@ -470,7 +481,7 @@ def _gemm_dim_class(op, graph, d) -> str:
     return "channels" if d == rank - 1 else "spatial"
 
 
-def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None):
+def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, acc="scratchpad"):
     """Loop order reading the fewest bytes (or ``fixed_order``, restricted to the tiled
     dimensions), that byte count, and how many times each input is loaded in it
     (``_loads_in_order``); ``capacity`` (the budget) bounds what stays cached between uses."""
@@ -492,7 +503,7 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None):
         moved[d] = (blocks[d], min(2 * blocks[d], shape[d]))
         moved_regions[d] = input_boxes(op, graph, tuple(moved), first_k, len(slices) == 1)
     depends = [{d for d in tiled if moved_regions[d][i] != regions[i]} for i in range(len(op.inputs))]
-    cache = float("inf") if capacity is None else max(capacity - _working_set(op, graph, blocks, k, align), 0)
+    cache = float("inf") if capacity is None else max(capacity - _working_set(op, graph, blocks, k, align, acc), 0)
     best = None
     orders = itertools.permutations(tiled) if fixed_order is None else [tuple(d for d in fixed_order if d in tiled)]
     for order in orders:
