@@ -75,6 +75,7 @@ class PlanningContext:
     objective: float | None = None
     bound: float | None = None
     scope: str = ""  # which problem status and bound refer to, when not the whole plan's
+    notes: list[str] = field(default_factory=list)  # what a stage traded, one line each (PlanMeta.notes)
     # ``progress(what, done, total, detail)`` for long stages (npusim.progress); silent by default.
     progress: object = silent
 
@@ -203,5 +204,5 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         dram=dict(ctx.dram), tiling=dict(ctx.tiling), fusion=dict(ctx.fusion),
         meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=dict(ctx.options),
                       solve_seconds=round(seconds, 6), status=ctx.status,
-                      objective=ctx.objective, bound=ctx.bound, scope=ctx.scope),
+                      objective=ctx.objective, bound=ctx.bound, scope=ctx.scope, notes=tuple(ctx.notes)),
     )

@@ -66,6 +66,7 @@ def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
             **({"solve_seconds": plan.meta.solve_seconds} if timings else {}), "status": plan.meta.status,
             "objective": plan.meta.objective, "bound": plan.meta.bound,
             **({"scope": plan.meta.scope} if plan.meta.scope else {}),
+            **({"notes": list(plan.meta.notes)} if plan.meta.notes else {}),
         },
     }
 
@@ -208,9 +209,13 @@ def _meta(data: dict, source: str) -> PlanMeta:
     for key in ("objective", "bound"):
         if m.get(key) is not None and (not isinstance(m[key], (int, float)) or isinstance(m[key], bool)):
             raise PlanError(f"{source}: meta.{key} is {m[key]!r}, expected a number or null")
+    notes = m.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise PlanError(f"{source}: meta.notes is {notes!r}, expected a list of strings")
     return PlanMeta(planner=str(m.get("planner", "")), options=dict(options),
                     solve_seconds=float(seconds), status=status,
-                    objective=m.get("objective"), bound=m.get("bound"), scope=str(m.get("scope", "")))
+                    objective=m.get("objective"), bound=m.get("bound"), scope=str(m.get("scope", "")),
+                    notes=tuple(notes))
 
 
 def transfer_sort_key(t: Transfer):

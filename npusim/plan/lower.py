@@ -113,6 +113,7 @@ class Program:
     planner: str = ""
     plan_status: str = "heuristic"
     plan_scope: str = ""  # what the status refers to, when not the whole plan (PlanMeta.scope)
+    plan_notes: tuple[str, ...] = ()  # what the planners traded (PlanMeta.notes)
     offchip_peak: int = 0  # DRAM bytes the plan needs (``offchip_footprint``)
     dram_planned: bool = False  # the plan has a DRAM layout: the simulator checks DRAM contents
     lowered_for: tuple = ()  # the DMA/DRAM settings the costs were counted with (``dma_settings``)
@@ -144,7 +145,7 @@ def lower(plan: Plan, graph: Graph, hw) -> Program:
     return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
                    commands=tuple(commands), residency_users=tuple(tuple(u) for u in users),
                    capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
-                   plan_status=plan.meta.status, plan_scope=plan.meta.scope, offchip_peak=offchip_footprint(plan, graph, untiled),
+                   plan_status=plan.meta.status, plan_scope=plan.meta.scope, plan_notes=plan.meta.notes, offchip_peak=offchip_footprint(plan, graph, untiled),
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
 
 

@@ -51,6 +51,9 @@ class PlanMeta:
     # Which problem ``status`` and ``bound`` refer to when it is not the whole plan's, e.g.
     # the op-level schedule of a tiled graph (``planners.schedule.op_level``); "" otherwise.
     scope: str = ""
+    # What a stage traded that the numbers alone do not say (one line each), e.g. cached
+    # tensors the arena gave up to keep the next op's loads double-buffered.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -96,9 +96,24 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
     return stalls, path
 
 
+def _waited_for_space(program, timings: list[CommandTiming], load) -> bool:
+    """Whether ``load`` started late because its scratchpad region was still in use (its
+    binding predecessor touched the previous occupant: an op, or a transfer other than the
+    store that put its data in DRAM), not for bandwidth or for its data."""
+    binding = timings[load.id].binding
+    if binding is None or timings[load.id].binding_at == "start":
+        return False
+    other = program.commands[binding]
+    if other.kind == "compute":
+        return True
+    tensor = program.graph.tensors[load.tensor]
+    return other.kind == "store" and other.tensor not in (load.tensor,) + tensor.sources
+
+
 def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
     """One row per compute command: when it ran, what bound it, and how long its stream sat
-    idle before it and why (the kind of command it waited for last)."""
+    idle before it and why (the kind of command it waited for last; ``load (space)``: a load
+    that itself waited for its scratchpad region to be released)."""
     graph = program.graph
     rows = []
     previous_end: dict[str, float] = {}
@@ -113,6 +128,8 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
             waited_for = other.kind if other.queue != cmd.queue else "queue"
             if other.kind == "compute":
                 waited_for = "semaphore"
+            elif other.kind == "load" and _waited_for_space(program, timings, other):
+                waited_for = "load (space)"
         bound = next(iter(t.parts), "")
         rows.append({
             "op": op.name, "kind": op.kind, "step": cmd.step, "queue": cmd.queue, "lane": t.lane,

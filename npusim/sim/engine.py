@@ -502,7 +502,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     span = max(cycles, 1e-9)
     return Report(
         graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,
-        plan_scope=program.plan_scope, scratchpad_size=hw.scratchpad.size,
+        plan_scope=program.plan_scope, plan_notes=program.plan_notes, scratchpad_size=hw.scratchpad.size,
         capacity=program.capacity, clock_hz=hw.clock, cycles=cycles, seconds=seconds,
         energy_pj=energy, energy_by_op_pj=machine.energy_by_op, offchip_bytes=offchip,
         offchip_read_bytes=read, offchip_write_bytes=write, offchip_bus_bytes=bus,

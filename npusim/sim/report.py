@@ -61,6 +61,7 @@ class Report:
     counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...)
     semaphores: tuple = field(default=(), repr=False)  # (signalling command, waiting command)
     plan_scope: str = ""  # what plan_status refers to when not the whole plan (PlanMeta.scope)
+    plan_notes: tuple = ()  # what the planners traded (PlanMeta.notes)
     scratchpad_size: int = 0  # the hardware's scratchpad.size (a plan may be over it: --allow-oversize)
     core_utilisation: tuple = ()  # per core: fraction of the run it computed
     cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
@@ -138,6 +139,8 @@ class Report:
             data.pop(bulky)
         if not self.plan_scope:
             data.pop("plan_scope")
+        if not self.plan_notes:
+            data.pop("plan_notes")
         if not timeline:
             data.pop("timeline")
         return data
@@ -216,6 +219,8 @@ class Report:
         ]
         if self.idle_cores_note:
             lines.insert(-1, "  note           " + self.idle_cores_note)
+        for note in self.plan_notes:
+            lines.insert(-1, "  plan note      " + note)
         if self.stalls:
             top = sorted(self.stalls.items(), key=lambda kv: -kv[1])[:5]
             span = max(self.cycles, 1e-9)

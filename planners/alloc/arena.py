@@ -82,6 +82,9 @@ class ArenaAllocator:
             ctx.progress("allocating steps", s + 1, len(order))
             state.step(s, graph.ops[op])
         ctx.residencies, ctx.transfers = state.residencies, state.transfers
+        if state.evicted_for_overlap:
+            ctx.notes.append(f"arena: {state.evicted_for_overlap:,} cached tensors ({state.evicted_for_overlap_bytes:,} B) "
+                             "given up to keep the next op's loads double-buffered; they are loaded again when next used")
         if ctx.status == "heuristic":  # an earlier stage's claim (a scheduler's optimal peak) stands
             ctx.objective = float(sum(t.size for t in state.transfers if t.cause in ("spill", "retrieve")))
 
