@@ -166,3 +166,14 @@ def test_every_row_names_a_test_that_exists():
         assert found, node
         decorators = "".join(ast.get_source_segment(source, d) or "" for d in found[0].decorator_list)
         assert all(part in decorators for part in params.rstrip("]").split("-") if part), node
+
+
+def test_readme_shows_every_row():
+    """README "Validation" holds the table ``benchmarks/validation_table.py --update`` writes: one
+    row per entry of ``validation.ROW_TESTS``, in the table's column order (its figures are
+    regenerated, not checked here: that takes a minute)."""
+    readme = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- BEGIN VALIDATION TABLE", 1)[1].split("<!-- END VALIDATION TABLE -->", 1)[0]
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    assert lines[0] == validation.markdown([]).splitlines()[0]
+    assert len(lines) - 2 == len(validation.ROW_TESTS)

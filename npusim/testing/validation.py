@@ -168,7 +168,7 @@ def tpu_v1_figures(name: str) -> dict:
     2·MACs / simulated seconds (Table 3's measure: 92 TOPS peak = 65,536 MACs × 2 × 700 MHz),
     against Table 3's measured TeraOps/s.
 
-    ``roofline_tops`` is the weight-streaming bound of the paper's roofline (its Figure 5): each
+    ``roofline_tops`` is the weight-streaming bound of the paper's roofline (§4): each
     weight byte read from the 34 GB/s Weight Memory serves ``batch`` MACs, so no run beats
     2·batch·34e9 ops/s (MLP0 13.6, MLP1 11.4, LSTM0 4.35, LSTM1 6.5 TOPS); ``dram_share`` is the
     fraction of npusim's time its DRAM traffic alone takes at that bandwidth.
@@ -180,7 +180,7 @@ def tpu_v1_figures(name: str) -> dict:
     - What bounds them in npusim: the weight stream. Both run at ≥ 98 % of their DRAM time
       (``dram_share``), i.e. at the roofline: npusim cannot be slower than the bytes it must
       move, and nothing else in a chain of FC layers costs more.
-    - What the paper says: its roofline (Figure 5) puts the LSTMs under the memory roof too, and
+    - What the paper says: its roofline (§4) puts the LSTMs under the memory roof too, and
       Table 3's counters attribute most of their cycles to weight stalls and weight shifting —
       the same bound. But the measured TeraOps/s are of production code and, as Table 3's
       caption says, not perfectly consistent with the counters: LSTM0 reaches 85 % of its
@@ -190,7 +190,7 @@ def tpu_v1_figures(name: str) -> dict:
       dependence of each time step on the previous one's output (Table 3's RAW stalls and
       non-matrix cycles) serialise work the paper's counters cannot place on the matrix unit,
       and its real layer shapes leave part of each 256×256 weight tile unused (Table 3's
-      "unused MACs", highest for LSTM1). None of that is in Table 1's totals, so an FC-stack
+      "unused MACs", highest for LSTM1 of the four). None of that is in Table 1's totals, so an FC-stack
       model of LSTM1 is an upper bound on its throughput, not a prediction.
     """
     spec = TPU_V1_WORKLOADS[name]
@@ -221,8 +221,9 @@ def tpu_kernel_rows() -> list[dict]:
 def tpu_kernel_seconds(m: int, n: int, k: int) -> float:
     """npusim's time for the fp16 MatMul (M × K) · (K × N) on ``tpu-v4``: one MatMul graph (A an
     input, B a weight, C the output, all in HBM) through the default pipeline, simulated. Not the
-    cost model alone: the operands (2-32 MiB each) live in HBM and most shapes do not fit the
-    32 MiB scratchpad untiled, so the loads, tiles and their overlap are part of the time."""
+    cost model alone: the operands (2-32 MiB each) live in HBM and the larger shapes do not fit
+    the 32 MiB scratchpad untiled (4096³: 96 MiB), so the loads, tiles and their overlap are part
+    of the time."""
     return run(matmul_graph(m, n, k, dtype="fp16", itemsize=2), load_hw("tpu-v4")).seconds
 
 
@@ -295,8 +296,8 @@ def gemm_io_figures(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048
     - the square-tile bound 2·M·N·K/b + M·N: a b×b output block kept on chip while the A row
       panel and B column panel stream past it reads 2·b·K bytes per block, (M/b)·(N/b) blocks,
       and writes each output once; b = √(S/8), the largest block whose int32 partial sums fit
-      the scratchpad twice over (4 bytes × b² × 2 buffers = S). What a tiler shaped as the I/O
-      bound says achieves (issue 27's target: ≤ 1.5× of it);
+      the scratchpad twice over (4 bytes × b² × 2 buffers = S). A tiler that shapes its output
+      blocks as the I/O bound says moves about this much (issue 27's target: ≤ 1.5× of it);
     - T. M. Smith, B. Lowery, J. Langou, R. A. van de Geijn, "A Tight I/O Lower Bound for Matrix
       Multiplication" (arXiv:1702.02017, 2019): Q ≥ 2·M·N·K/√S − 2S elements moved by any
       schedule with S elements of fast memory (here 1-byte elements, S the scratchpad's bytes),
