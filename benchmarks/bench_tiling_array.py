@@ -15,31 +15,11 @@ candidate moving whole bursts is within 5 % of the fastest). Ratios only: no wal
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
-from collections import defaultdict
-from pathlib import Path
 
-from npusim.graph.tiling import expand
-from npusim.registry import make_plan
-from npusim.hw.costs import systolic_cycles
+from npusim.testing.validation import SCALESIM_RESNET18 as REFERENCE
+from npusim.testing.validation import scalesim_layers, scalesim_tiled_cycles
 from npusim.units import parse_size
-from npusim.workflow import load_graph, load_hw
-
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "scalesim" / "resnet18_32x32_os" / "per_layer.csv"
-OVERRIDES = {"cores.pe_rows": "32", "cores.pe_cols": "32", "cores.dataflow": "os"}
-
-
-def array_cycles_by_layer(objective: str, budget: int, layout: str = "nhwc") -> dict[str, int]:
-    graph = load_graph("resnet18")
-    hw = load_hw("edge-npu", {**OVERRIDES, "dram.layout": layout})
-    plan = make_plan(graph, hw, "tile+default+arena+belady", budget=budget, options={"tile_objective": objective})
-    tiled = expand(graph, plan.tiling) if plan.tiling else graph
-    cycles: dict[str, int] = defaultdict(int)
-    for op in tiled.ops:
-        if op.gemm is not None:
-            cycles[op.attrs.get("tile_of", op.name)] += systolic_cycles(op.gemm, 32, 32, "os")
-    return cycles
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,12 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     if not REFERENCE.exists():
         print(f"SCALE-Sim reference not found at {REFERENCE}", file=sys.stderr)
         return 2
-    rows = list(csv.DictReader(open(REFERENCE)))
+    rows = scalesim_layers()
     theirs = sum(int(r["compute_cycles"]) + 1 for r in rows)
     budget = parse_size(args.budget)
     for layout in ("nchw", "nhwc"):
         for objective in ("time", "bytes"):
-            ours = array_cycles_by_layer(objective, budget, layout)
+            ours = scalesim_tiled_cycles(objective, budget, layout)
             total = sum(ours.values())
             print(f"dram.layout={layout} tile_objective={objective}: npusim array cycles {total:,} / "
                   f"SCALE-Sim {theirs:,} = {total / theirs:.3f}")

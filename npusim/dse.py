@@ -47,7 +47,7 @@ from npusim.hw.config import Hardware
 from npusim.hw.loader import hardware_to_dict
 from npusim.resources import find_resource
 from npusim.result_cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
-from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
+from npusim.workflow import is_generated, load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
 
 from npusim.dse_backends import run_dask, run_local
 from npusim.dse_results import (SweepResult, read_results, summary, without_wall_clock,  # noqa: F401
@@ -106,9 +106,9 @@ def trace_name(source: str) -> str:
 
 def trace_digest(source: str) -> str:
     """sha256 of the trace file ``source`` names (a path, or a name in traces/); for a generated
-    graph (``llm:...``) of the name itself, the generator's code being in the cache key's code
-    fingerprint."""
-    if str(source).startswith("llm:"):
+    graph (``llm:...``, ``tpuv1:...``) of the name itself, the generator's code being in the cache
+    key's code fingerprint."""
+    if is_generated(source):
         load_graph(source)  # a bad name is the user's error here, not a failed point
         return hashlib.sha256(str(source).encode()).hexdigest()
     return _file_digest(str(_trace_path(source)))

@@ -14,6 +14,7 @@ from npusim.env_knobs import memory_limit
 from npusim.errors import NpusimError, SimulationError, TraceError
 from npusim.graph.analysis import default_order, min_required, peak_live_bytes
 from npusim.graph.decoder import graph_from_name
+from npusim.graph.generators import tpu_v1_workload
 from npusim.graph.model import Graph
 from npusim.graph.onnx_import import import_onnx
 from npusim.graph.trace_io import load_trace
@@ -35,12 +36,24 @@ DEFAULT_PIPELINE = "fuse+tile+default+arena+belady"
 BUDGET_KEYWORDS = ("MR", "MH", "MP")
 
 
+#: name prefixes of generated graphs (no file behind them): a decoder step, a TPU v1 workload
+GENERATED_PREFIXES = ("llm:", "tpuv1:")
+
+
+def is_generated(source: str | Path) -> bool:
+    """Whether ``source`` names a generated graph (``GENERATED_PREFIXES``) rather than a file."""
+    return str(source).startswith(GENERATED_PREFIXES)
+
+
 def load_graph(source: str | Path, dtype: str = "int8") -> Graph:
     """A trace by path (``.json``, ``.json.gz``, or ``.onnx`` imported on the fly), by name of a
-    file in ``traces/``, or a generated decoder step: ``llm:<preset>:prefill=<P>`` /
-    ``llm:<preset>:decode=<L>`` (``npusim.graph.decoder``)."""
+    file in ``traces/``, or a generated graph: a decoder step ``llm:<preset>:prefill=<P>`` /
+    ``llm:<preset>:decode=<L>`` (``npusim.graph.decoder``), or a TPU v1 workload
+    ``tpuv1:<mlp0|mlp1|lstm0|lstm1>`` (``npusim.graph.generators.TPU_V1_WORKLOADS``)."""
     if str(source).startswith("llm:"):
         return graph_from_name(str(source))
+    if str(source).startswith("tpuv1:"):
+        return tpu_v1_workload(str(source).removeprefix("tpuv1:"))
     path = Path(source)
     if path.is_file():
         if path.suffix == ".onnx":

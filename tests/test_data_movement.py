@@ -16,6 +16,7 @@ from npusim.plan.lower import lower
 from npusim.plan.transfer_cost import descriptor_count, merged_dims, transfer_cost, unloaded_cycles
 from npusim.sim.critical_path import CAUSES
 from npusim.sim.engine import simulate
+from npusim.testing import validation
 from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, plan_graph, run
 
 EDGE = load_hw("edge-npu")
@@ -243,25 +244,12 @@ def test_time_objective_beats_bytes_objective_on_the_array(layout, target):
     the tiler then prefers a candidate moving whole bursts when it is within 5 % of the
     fastest, which costs 1.073x. ``benchmarks/bench_tiling_array.py`` prints both; the
     bytes objective (the old tiler) is 1.45-1.56x."""
-    import csv as _csv
-    from pathlib import Path
-
-    from npusim.graph.tiling import expand
-    from npusim.registry import make_plan
-    from npusim.hw.costs import systolic_cycles
-
-    reference = Path(__file__).resolve().parents[2] / "shared" / "reference" / "scalesim" / "resnet18_32x32_os" / "per_layer.csv"
-    if not reference.exists():
-        pytest.skip(f"SCALE-Sim reference not found at {reference}")
-    theirs = sum(int(r["compute_cycles"]) + 1 for r in _csv.DictReader(open(reference)))
-    graph = load_graph("resnet18")
-    hw = load_hw("edge-npu", {"cores.pe_rows": "32", "cores.pe_cols": "32", "cores.dataflow": "os",
-                              "dram.layout": layout})
-    totals = {}
-    for objective in ("time", "bytes"):
-        plan = make_plan(graph, hw, DEFAULT_PIPELINE, budget=192 << 10, options={"tile_objective": objective})
-        tiled = expand(graph, plan.tiling)
-        totals[objective] = sum(systolic_cycles(o.gemm, 32, 32, "os") for o in tiled.ops if o.gemm is not None)
+    layers = validation.scalesim_layers()  # the validation table's row (README "Validation")
+    if layers is None:
+        pytest.skip(f"SCALE-Sim reference not found at {validation.SCALESIM_RESNET18}")
+    theirs = sum(int(r["compute_cycles"]) + 1 for r in layers)
+    totals = {objective: sum(validation.scalesim_tiled_cycles(objective, layout=layout).values())
+              for objective in ("time", "bytes")}
     assert totals["time"] <= target * theirs < totals["bytes"]
 
 

@@ -6,19 +6,16 @@ from __future__ import annotations
 import csv
 import math
 import re
-from pathlib import Path
 
 import pytest
 
 from npusim import load_graph, load_hw, plan_graph, simulate_plan
 from npusim.cli import main
-from npusim.graph.model import Gemm, build_graph
+from npusim.graph.generators import matmul_graph
 from npusim.hw.costs import register_accesses, scratchpad_bytes
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_power_w
 from npusim.hw.sram_table import TABLE, sram_macro
-
-ZIGZAG = Path(__file__).resolve().parents[2] / "shared" / "reference" / "zigzag"
-
+from npusim.testing import validation
 
 # -- the CACTI table ----------------------------------------------------------------------------
 
@@ -142,17 +139,8 @@ def test_a_bigger_scratchpad_costs_energy_and_area_when_it_saves_no_traffic():
 
 # -- PE register files ----------------------------------------------------------------------------
 
-def one_gemm_graph(m: int, n: int, k: int):
-    tensors = [dict(name="a", shape=[m, k], dtype="int8", itemsize=1, kind="input"),
-               dict(name="b", shape=[k, n], dtype="int8", itemsize=1, kind="weight"),
-               dict(name="y", shape=[m, n], dtype="int8", itemsize=1, kind="output")]
-    ops = [dict(name="mm", kind="MatMul", inputs=["a", "b"], outputs=["y"], attrs={}, macs=m * n * k,
-                vector_ops=0, gemm=Gemm(m=m, n=n, k=k, batch=1))]
-    return build_graph("gemm", tensors, ops)
-
-
 def test_register_accesses_hand_computed():
-    graph = one_gemm_graph(m=100, n=64, k=96)
+    graph = matmul_graph(m=100, n=64, k=96)
     op = graph.ops[0]
     ws = load_hw("tpu-like")  # 32x32 ws, 128 B weight register, 2 B accumulator
     assert register_accesses(op, ws) == (op.macs + 96 * 64, 2 * op.macs)
@@ -165,7 +153,7 @@ def test_register_accesses_hand_computed():
 def test_a_weight_register_file_keeps_partial_sums_in_the_array():
     """ws writes each partial sum back once per row fold (SCALE-Sim); a PE holding h folds'
     weights writes it once per h folds: K = 96 on 32 rows is 3 folds."""
-    graph = one_gemm_graph(m=100, n=64, k=96)
+    graph = matmul_graph(m=100, n=64, k=96)
     op = graph.ops[0]
     bare = load_hw("tpu-like", {"cores.stationary_register": 0})
     held = load_hw("tpu-like")
@@ -176,21 +164,7 @@ def test_a_weight_register_file_keeps_partial_sums_in_the_array():
 
 # -- validation against ZigZag ------------------------------------------------------------------
 
-def zigzag_layer_graph(graph, op):
-    """One layer alone, as ZigZag costs it: its input from DRAM, its weights (no bias: ZigZag
-    has none) from DRAM, its output back to DRAM."""
-    x, w = (graph.tensors[i] for i in op.inputs[:2])
-    y = graph.tensors[op.outputs[0]]
-
-    def record(t, kind):
-        return dict(name=t.name, shape=list(t.shape), dtype=t.dtype, itemsize=t.itemsize, kind=kind)
-
-    ops = [dict(name=op.name, kind=op.kind, inputs=[x.name, w.name], outputs=[y.name], attrs=op.attrs,
-                macs=op.macs, vector_ops=op.vector_ops, gemm=op.gemm)]
-    return build_graph(op.name, [record(x, "input"), record(w, "weight"), record(y, "output")], ops)
-
-
-@pytest.mark.skipif(not ZIGZAG.is_dir(), reason="shared/reference/zigzag not present")
+@pytest.mark.skipif(not validation.ZIGZAG.is_dir(), reason="shared/reference/zigzag not present")
 def test_energy_matches_zigzag_tpu_like_on_resnet18():
     """ResNet-18 on ZigZag's tpu_like (hw_configs/tpu-like.yaml: its figures, matched by hand),
     each of its 21 conv/FC layers alone as ZigZag costs them (no inter-layer reuse), planned
@@ -211,20 +185,10 @@ def test_energy_matches_zigzag_tpu_like_on_resnet18():
     - Latency is not compared here: ZigZag maps conv1 with C = 3 of 32 rows unrolled (9 %
       spatial utilisation) where npusim runs conv1 as an im2col GEMM (K = 147).
     """
-    ref = __import__("json").loads((ZIGZAG / "tpu_like__resnet18__summary.json").read_text())
-    with open(ZIGZAG / "tpu_like__resnet18__per_layer.csv", newline="") as f:
-        layers = [r["layer"] for r in csv.DictReader(f)]
-    graph, hw = load_graph("resnet18"), load_hw("tpu-like")
-    ops = {o.name: o for o in graph.ops}
-    energy: dict[str, float] = {}
-    read = written = 0
-    for name in layers:
-        layer = zigzag_layer_graph(graph, ops[name])
-        report = simulate_plan(plan_graph(layer, hw, "tile+default+arena+belady"), layer, hw)
-        for k, v in report.energy_pj.items():
-            energy[k] = energy.get(k, 0.0) + v
-        read += report.offchip_read_bytes
-        written += report.offchip_write_bytes
+    figures = validation.zigzag_figures()  # the validation table's row (README "Validation")
+    ref, ours = figures["zigzag"], figures["npusim"]
+    energy, read, written = ours["energy_pj"], ours["read"], ours["written"]
+    assert figures["layers"] == 21
     levels = ref["energy_per_level_pJ"]
     assert read == pytest.approx(ref["dram_rd_bytes"], rel=0.02)
     assert written == pytest.approx(ref["dram_wr_bytes"], rel=0.02)
