@@ -100,7 +100,7 @@ def test_smaller_budget_more_traffic():
 
 def test_below_the_smallest_tile_is_a_clear_error():
     graph = load_graph("resnet18")
-    with pytest.raises(PlanningError, match=r"too small to tile op '/conv1/Conv' .* smallest tile needs \d+ B"):
+    with pytest.raises(PlanningError, match=r"too small to tile op '/conv1/Conv' .* smallest tiles need \d+ B double-buffered"):
         run(graph, EDGE, PIPELINE, 64)
 
 

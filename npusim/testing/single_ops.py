@@ -1,18 +1,16 @@
-"""One-op graphs, and the tiler's estimate of an op beside its simulated time.
+"""One-op graphs, for the tests and benchmarks that run an op alone (the tiler's estimate
+against the simulator: ``tests/test_tile_estimate.py``; the execution model's cases:
+``tests/test_execution_model.py``).
 
-Used by ``tests/test_tile_estimate.py`` and ``benchmarks/bench_tile_estimate.py``: the
-tiler ranks tile specs by ``planners.tiling.estimate``, so the estimate of the spec it
-picks must agree with what the simulator then measures for that op alone.
-
-- ``matmul_graph(m, n, k)``: C = A·B with A a graph input, B a weight, C the output;
+- ``matmul_graph(m, n, k)``: C = A·B with A a graph input, B a weight, C the output
+  (``npusim.graph.generators.matmul_graph``);
 - ``conv_graph(...)``: one Conv (input, weight, output);
-- ``add_graph(shape)``: C = A + B, both inputs;
-- ``estimate_and_simulate(graph, hw, budget)``: (the estimate of the plan the default
-  pipeline makes at ``budget``, the simulated cycles of that plan).
+- ``add_graph(shape)``: C = A + B, both inputs.
 """
 
 from __future__ import annotations
 
+from npusim.graph.generators import matmul_graph  # noqa: F401  (re-exported: one-op graphs live here)
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_costs import op_cost
 
@@ -27,11 +25,6 @@ def _graph(name: str, kind: str, attrs: dict, inputs: list[tuple[str, list[int],
     return build_graph(name, tensors, ops)
 
 
-def matmul_graph(m: int, n: int, k: int, dtype: str = "int8", itemsize: int = 1) -> Graph:
-    return _graph(f"matmul{m}x{n}x{k}", "MatMul", {}, [("a", [m, k], "input"), ("b", [k, n], "weight")],
-                  [m, n], dtype, itemsize)
-
-
 def conv_graph(c_in: int, c_out: int, size: int, kernel: int = 3, stride: int = 1) -> Graph:
     pad = kernel // 2
     out = (size + 2 * pad - kernel) // stride + 1
@@ -44,17 +37,3 @@ def conv_graph(c_in: int, c_out: int, size: int, kernel: int = 3, stride: int = 
 def add_graph(shape: list[int]) -> Graph:
     return _graph("add" + "x".join(map(str, shape)), "Add", {}, [("a", shape, "input"), ("b", shape, "input")],
                   shape)
-
-
-def estimate_and_simulate(graph: Graph, hw, budget: int, pipeline: str = "tile+default+arena+belady"):
-    """(estimated cycles, simulated cycles, the op's tile spec or None) of ``graph``'s one op
-    planned at ``budget`` B on ``hw`` (whose scratchpad is set to the budget)."""
-    from npusim.workflow import plan_graph, simulate_plan
-    from planners.tiling.tiler import estimate_spec
-
-    hw = hw.with_scratchpad_size(budget)
-    plan = plan_graph(graph, hw, pipeline, budget)
-    report = simulate_plan(plan, graph, hw, validated=True)
-    (op,) = graph.ops
-    spec = plan.tiling.get(op.name)
-    return estimate_spec(op, graph, spec, hw, hw.scratchpad.alignment, budget), report.cycles, spec

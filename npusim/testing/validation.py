@@ -290,7 +290,7 @@ def tpu_kernel_figures(step: int = 1) -> dict | None:
 
 # -- first-principles oracles ---------------------------------------------------------------------
 
-def gemm_io_figures(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048) -> dict:
+def gemm_io_figures(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048, objective: str = "time") -> dict:
     """Off-chip bytes of one int8 GEMM (``matmul_graph``) on edge-npu with a ``scratchpad``-byte
     scratchpad, planned and simulated with the default pipeline, against two bounds:
 
@@ -305,9 +305,10 @@ def gemm_io_figures(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048
       printed for context: it assumes every byte of fast memory holds operands, which a
       double-buffered tile schedule cannot.
 
-    ``bytes`` is what the DMA moved (``offchip_read_bytes + offchip_write_bytes``)."""
+    ``bytes`` is what the DMA moved (``offchip_read_bytes + offchip_write_bytes``);
+    ``objective`` is the tiler's (``tile_objective``: ``time``, the default, or ``bytes``)."""
     graph = matmul_graph(m, n, k)
-    report = run(graph, load_hw("edge-npu", {"scratchpad.size": scratchpad}))
+    report = run(graph, load_hw("edge-npu", {"scratchpad.size": scratchpad}), options={"tile_objective": objective})
     moved = report.offchip_read_bytes + report.offchip_write_bytes
     b = math.sqrt(scratchpad / 8)
     square = 2 * m * n * k / b + m * n
@@ -357,7 +358,10 @@ class Row:
     test: str  # the CI test holding the row to its tolerance
 
 
-GEMM_SCRATCHPADS = {"1MiB": 1 << 20, "256KiB": 256 << 10, "64KiB": 64 << 10}
+#: scratchpad and tile objective of each GEMM row: at 64 KiB the square tiles cost edge-npu's
+#: os array more time than their bytes save, so the default (time) objective moves more bytes
+#: and the row holds the bytes objective (tests/test_validation.py explains)
+GEMM_SCRATCHPADS = {"1MiB": (1 << 20, "time"), "256KiB": (256 << 10, "time"), "64KiB": (64 << 10, "bytes")}
 DECODE_TARGETS = {"datacenter-npu": 1.5, "mid-npu": 1.10}
 
 #: the CI test holding each row to its tolerance (pytest node ids from the repository root); rows
@@ -369,7 +373,8 @@ ROW_TESTS = {
     **{f"tpu-v1-{name}": f"tests/test_validation.py::test_tpu_v1_{name.rstrip('01')}[{name}]"
        for name in TPU_V1_WORKLOADS},
     "tpu-kernels": "tests/test_validation.py::test_tpu_kernels_held_out_fit",
-    **{f"gemm-{size}": f"tests/test_validation.py::test_tiled_gemm_bytes[{size}]" for size in GEMM_SCRATCHPADS},
+    **{f"gemm-{size}": f"tests/test_validation.py::test_tiled_gemm_bytes[{size}]" for size in ("1MiB", "256KiB")},
+    "gemm-64KiB": "tests/test_validation.py::test_tiled_gemm_bytes_at_64KiB_trade_bytes_for_time",
     **{f"decode-{hw}": f"tests/test_validation.py::test_decode_step[{hw}]" for hw in DECODE_TARGETS},
 }
 
@@ -445,10 +450,11 @@ def rows(kernel_step: int = 1, gemm_scratchpads=tuple(GEMM_SCRATCHPADS)) -> list
                          "R² ≥ SCALE-Sim's − 0.02, MAPE ≤ SCALE-Sim's + 3 pts", meets, SCALESIM_VALIDATION,
                          ROW_TESTS["tpu-kernels"]))
     for label in gemm_scratchpads:
-        size = GEMM_SCRATCHPADS[label]
-        f = gemm_io_figures(size)
+        size, objective = GEMM_SCRATCHPADS[label]
+        f = gemm_io_figures(size, objective=objective)
         bounds = f"square-tile bound {f['square_bound'] / 1e6:.1f} MB (Smith 2019: {f['smith_bound'] / 1e6:.1f} MB)"
-        table.append(Row(bounds, f"off-chip bytes, 2048³ int8 GEMM, edge-npu at {_size_text(size)}",
+        how = "" if objective == "time" else f", tile_objective={objective}"
+        table.append(Row(bounds, f"off-chip bytes, 2048³ int8 GEMM, edge-npu at {_size_text(size)}{how}",
                          f"{f['bytes'] / 1e6:.1f} MB ({f['smith_ratio']:.2f}× Smith)", f"{f['ratio']:.3f}", "≤ 1.5",
                          f["ratio"] <= 1.5, "first principles (issue 27)", ROW_TESTS[f"gemm-{label}"]))
     for hw_name, target in DECODE_TARGETS.items():
