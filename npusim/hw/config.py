@@ -97,7 +97,8 @@ class DmaConfig:
 
 @dataclass(frozen=True)
 class DramConfig:
-    bandwidth: float = knob(25.6e9, "bandwidth", "peak bandwidth, shared fairly by concurrent transfers")
+    bandwidth: float = knob(25.6e9, "bandwidth", "peak bandwidth: the transfers of the earliest step in flight "
+                            "share it, later ones wait (npusim/sim/bandwidth.py)")
     latency: float = knob(100e-9, "time", "fixed latency added to every transfer")
     capacity: int = knob(4 * 1024**3, "size", "capacity of the off-chip memory")
     layout: str = knob("nhwc", "choice", "layout of image-like tensors (rank >= 3 with channels in dim 1) in "

@@ -339,19 +339,16 @@ class _Machine:
                 timing.band = self.env.now
                 timing.band_parts = {overhead: setup, waiting: latency, moving_cause: self.env.now - flowing}
                 self.band_done[cmd.id].succeed()
-            if producing:
-                self._sample_dram(-1)
+            if producing:  # all but the last band, then (after the op's last band) the last one
                 yield self.dram.transfer(cost.bus_bytes - 2 * first, urgency)
+                self._sample_dram(-1)
                 mark = self.env.now
                 yield from self._stream_tail(cmd, producing, {})
-                if self.env.now > mark:  # waited for the op's last band
-                    self._sample_dram(+1)
-                    last_start = self.env.now
-                    yield self.dram.transfer(first, urgency)
+                self._sample_dram(+1)
+                last_start = self.env.now
+                yield self.dram.transfer(first, urgency)
+                if self.env.now > mark and timing.tail is not None:  # held up by the op's last band
                     timing.tail_parts = {moving_cause: self.env.now - last_start}
-                else:
-                    self._sample_dram(+1)
-                    yield self.dram.transfer(first, urgency)
             else:
                 yield self.dram.transfer(cost.bus_bytes - first, urgency)
         else:

@@ -1,0 +1,82 @@
+"""Issue 27's figures: how well each shipped trace overlaps its transfers with its compute.
+
+For every shipped trace on the given configs (default edge-npu and datacenter-npu), the
+default pipeline at the config's scratchpad: latency, latency over the larger of the compute
+and DRAM bounds, off-chip bytes on the bus, and the DMA overlap — the share of the time some
+transfer is in flight during which some core also computes (100 %: no transfer is exposed).
+Then issue 27's single-GEMM targets: each tiled GEMM's latency over max(compute, bus bytes /
+bandwidth), and the 512×768×768 GEMM's tiled array cycles over its untiled count on a 128×128
+output-stationary array with 64 KiB of accumulators. Figures, not wall time.
+
+    python benchmarks/bench_execution_model.py [--hw edge-npu,datacenter-npu] [--traces a,b] [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+from npusim.resources import list_resources
+from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, run
+
+
+def _union(intervals):
+    merged = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def dma_overlap(report) -> float:
+    """Share of the time a transfer is in flight during which a core computes."""
+    dma = _union((e.start, e.end) for e in report.timeline if e.queue.startswith("dma"))
+    compute = _union((e.start, e.end) for e in report.timeline if e.queue.startswith("stream"))
+    both = i = j = 0
+    while i < len(dma) and j < len(compute):
+        lo, hi = max(dma[i][0], compute[j][0]), min(dma[i][1], compute[j][1])
+        both += max(hi - lo, 0)
+        if dma[i][1] < compute[j][1]:
+            i += 1
+        else:
+            j += 1
+    total = sum(end - start for start, end in dma)
+    return both / total if total else 1.0
+
+
+def trace_rows(hw_names, traces):
+    for hw_name in hw_names:
+        hw = load_hw(hw_name)
+        for name in traces:
+            _, report = run(load_graph(name), hw, DEFAULT_PIPELINE)
+            bound = max(report.lower_bounds["compute_cycles"], report.lower_bounds["dram_cycles"])
+            yield dict(hw=hw_name, trace=name, cycles=round(report.cycles), over_bound=report.cycles / bound,
+                       bus_bytes=report.offchip_bus_bytes, dma_overlap=dma_overlap(report))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hw", default="edge-npu,datacenter-npu")
+    parser.add_argument("--traces", default="")
+    parser.add_argument("--csv", default="")
+    args = parser.parse_args(argv)
+    traces = args.traces.split(",") if args.traces else list_resources("traces")
+    rows = []
+    print(f"{'hw':15s} {'trace':18s} {'latency':>14s} {'/bound':>7s} {'bus bytes':>14s} {'DMA overlap':>11s}")
+    for row in trace_rows(args.hw.split(","), traces):
+        rows.append(row)
+        print(f"{row['hw']:15s} {row['trace']:18s} {row['cycles']:14,d} {row['over_bound']:7.3f} "
+              f"{row['bus_bytes']:14,d} {row['dma_overlap']:11.1%}", flush=True)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
