@@ -29,12 +29,12 @@ def simulate(graph, hw, budget=None, pipeline=PIPELINE):
 # -- streaming inside an op ----------------------------------------------------------------------
 
 def test_an_untiled_op_overlaps_its_loads_compute_and_store():
-    """A conv run whole with its input and weights in DRAM and its output written back: with
-    bands its loads, compute and store overlap (the run is shorter than their sum, by more than
-    half of the shorter stages); with ``stream_bands: 1`` they run in series, as before."""
-    graph = conv_graph(64, 64, 56)
-    streamed = load_hw("mid-npu")
-    series = load_hw("mid-npu", {"cores.stream_bands": "1"})
+    """An Add run whole with its inputs in DRAM and its output written back: with bands its
+    loads, compute and store overlap (the run is shorter than their sum, by more than half of
+    the shorter stages); with ``stream_bands: 1`` they run in series, as before."""
+    graph = add_graph([1, 64, 56, 56])
+    streamed = load_hw("edge-npu")
+    series = load_hw("edge-npu", {"cores.stream_bands": "1"})
     _, fast = simulate(graph, streamed, pipeline="default+arena+belady")
     _, slow = simulate(graph, series, pipeline="default+arena+belady")
     transfers = [e for e in slow.timeline if e.queue.startswith("dma")]

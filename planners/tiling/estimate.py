@@ -239,8 +239,9 @@ def estimate_untiled(op: Op, graph: Graph, whole: dict, hw, image_like: frozense
     transfers = max(unloaded / max(hw.dma.channels, 1), bus / hw.dram_bytes_per_cycle, longest)
     compute, bands = _tile_compute(op, graph, box, None, True, hw)
     loads = [c for c, tensor in zip(each, moved) if tensor is not out]
-    fill = _first_bands(loads, max(hw.dma.channels, 1), bands) if loads else transfers / bands
-    return pipelined(compute, transfers) + min(fill + (compute if out.kind == "output" else 0) / bands, transfers)
+    store = each[-1] if out.kind == "output" else 0.0
+    fill = _first_bands(loads, max(hw.dma.channels, 1), bands) + store / bands  # first loads in, last band out
+    return pipelined(compute, transfers) + min(fill, transfers)
 
 
 def store_cycles(tensor, hw, image_like: frozenset[str]) -> float:

@@ -100,12 +100,12 @@ class Tiler:
             if op.attrs.get("marker"):
                 continue  # a liveness marker (the on-chip KV cache's): holds its tensors whole, does no work
             if needs[op.id] > threshold:
-                specs[op.name] = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like)
+                specs[op.name] = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like, specs)
             elif _gathers_rows(op, graph):
                 specs[op.name] = _whole_spec(op, graph)
             elif needs[op.id] > half and objective == "time":
                 try:
-                    spec = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like)
+                    spec = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like, specs)
                     if _streaming_pays(op, graph, spec, ctx.hw, align, ctx.capacity, image_like):
                         specs[op.name] = spec
                 except (PlanningError, IndexError, TypeError, ValueError):
@@ -178,8 +178,9 @@ def _whole_spec(op: Op, graph: Graph) -> dict:
 
 
 def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, objective: str = "time",
-                image_like: frozenset[str] = frozenset()) -> dict:
-    """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective."""
+                image_like: frozenset[str] = frozenset(), chosen: dict | None = None) -> dict:
+    """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective.
+    ``chosen``: the specs of the ops tiled before it (``_aligned_to_producers``)."""
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
@@ -211,9 +212,16 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
             found.setdefault((tuple(blocks), k, "scratchpad"), i)
         for blocks, k, acc in _grid_blocks(op, graph, capacity, align, hw):
             found.setdefault((tuple(blocks), k, acc), len(found) + len(PREFERENCES))
+    aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
+    for blocks, (order, _) in aligned.items():
+        found.setdefault((blocks, 0, "scratchpad"), len(found) + len(PREFERENCES))
     candidates = []
     for (blocks, k, acc), i in found.items():
-        order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, acc=acc)
+        fixed, on_chip = aligned.get(blocks, (None, frozenset())) if not k else (None, frozenset())
+        order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, fixed, acc)
+        if on_chip:  # read on chip from the producer's tiles: those inputs are not loaded
+            reads = Reads([0.0 if i in on_chip else n for i, n in enumerate(reads)], reads.spread, reads.kept)
+            traffic = sum(n * s for n, s in zip(reads, _view_sizes(op, graph, list(blocks), k)))
         spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
         tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
         if hw is not None and objective == "time":
@@ -234,6 +242,52 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
         near = [(key[1:], spec) for key, spec, _ in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
         return min(near, key=lambda c: c[0])[1]
     return min(candidates, key=lambda c: c[0])[1]
+
+
+def _aligned_to_producers(op: Op, graph: Graph, chosen: dict, capacity: int, align: int) -> dict:
+    """Blocks of ``op`` whose tiles read exactly the tiles an already tiled producer wrote
+    ({blocks: (the producer's loop order, the inputs read on chip)}).
+
+    An op after a tiled one (a Relu after a BatchNormalization, a 1×1 conv after a Relu, both
+    too big for half the scratchpad) reads its input on chip when each of its tiles reads one
+    of the producer's tiles: the expansion then reads that written view directly
+    (``npusim.graph.tiling``), where tiles of another shape would read back through DRAM what
+    the producer wrote through. The dimensions the two share take the producer's blocks; the
+    others stay whole, or are halved until the tiles fit. Only when the producer's whole
+    output fits beside this op's tiles, so it can stay on chip."""
+    out_shape = graph.tensors[op.outputs[0]].shape
+    found: dict[tuple, tuple] = {}
+    for i, t in enumerate(op.inputs):
+        tensor = graph.tensors[t]
+        spec = chosen.get(graph.ops[tensor.producer].name) if tensor.producer is not None else None
+        if not spec or "flat" in spec or spec.get("k") or len(tensor.shape) != len(out_shape):
+            continue
+        written = tuple((0, min(b, n)) for n, b in zip(tensor.shape, spec["block"]))
+        blocks = [b if n == m else m for b, n, m in zip(spec["block"], tensor.shape, out_shape)]
+        free = [d for d, (n, m) in enumerate(zip(tensor.shape, out_shape)) if n != m]
+        for _ in range(8):
+            box = tuple((0, min(b, n)) for n, b in zip(out_shape, blocks))
+            if input_boxes(op, graph, box)[i] != written:
+                break  # this op does not read the producer's tiles one for one
+            if tensor.size + _working_set(op, graph, blocks, 0, align) <= capacity:
+                order, inputs = found.get(tuple(blocks), (spec.get("order"), frozenset()))
+                found[tuple(blocks)] = (order, inputs | {i})
+                break
+            halvable = [d for d in free if blocks[d] > 1]
+            if not halvable:
+                break
+            d = max(halvable, key=lambda d: blocks[d])
+            blocks[d] = -(-blocks[d] // 2)
+    return found
+
+
+def _view_sizes(op: Op, graph: Graph, blocks: list[int], k: int) -> list[int]:
+    """Bytes of each input's view in the first tile."""
+    shape = graph.tensors[op.outputs[0]].shape
+    box = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
+    slices = k_slices(op, graph, {"block": blocks, "k": k})
+    views = input_boxes(op, graph, box, slices[0], len(slices) == 1)
+    return [0 if r is None else graph.tensors[t].itemsize * box_volume(r) for t, r in zip(op.inputs, views)]
 
 
 def _tiles_ahead(op: Op, graph: Graph, spec: dict, align: int, capacity: int, reads=None) -> int:
