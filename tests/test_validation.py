@@ -158,9 +158,10 @@ def test_tiled_gemm_bytes_at_64KiB_trade_bytes_for_time():
 def test_decode_step(hw_name, target):
     """A GPT-2-small decode step (KV length 512) against max(DRAM roofline, array weight-load
     bound) (``validation.decode_figures``): issue 27's targets ≤ 1.5× on datacenter-npu (weight
-    load bound, 519 µs) and ≤ 1.10× on mid-npu (DRAM bound, 2782 µs). Today 3.35× and 1.22×:
-    each GEMV fold pays preload + fill/drain on the array (datacenter-npu), and the weight loads
-    are not fully overlapped with compute (mid-npu)."""
+    load bound, 519 µs) and ≤ 1.10× on mid-npu (DRAM bound, 2782 µs). Before them 3.35× and
+    1.22×: each GEMV fold paid preload + fill/drain on the array (datacenter-npu now pipelines
+    its folds and runs GEMVs on its vector lanes), and the weight loads were not overlapped
+    with compute (mid-npu: ops now stream their loads band by band)."""
     f = validation.decode_figures(hw_name)
     assert f["seconds"] >= f["bound"]  # both are bounds no run beats
     assert f["ratio"] <= target, f

@@ -323,10 +323,12 @@ def decode_figures(hw_name: str, preset: str = "gpt2-small", kv_len: int = 512) 
 
     - the DRAM roofline: the weight bytes (every weight tensor but the embedding table, of which
       a step gathers one row) and the KV cache the step reads, at ``dram.bandwidth``;
-    - the array's weight-load bound: an R × C array takes in at most one row of C values of its
-      B operand (the weights, or the cached keys and values attention multiplies by) per cycle
+    - the weight-load bound: an R × C array takes in at most one row of C values of its B
+      operand (the weights, or the cached keys and values attention multiplies by) per cycle
       — a ws array preloads its stationary weights a row per cycle, an os array streams them
-      down its C columns — so Σ K·N·batch over the array's GEMMs / (C × cores) cycles.
+      down its C columns — and a vector unit one value per lane (a GEMV there: each lane one
+      output's dot product), so Σ K·N·batch over the GEMMs / (max(C, lanes) × cores) cycles,
+      wherever the cost model runs them (``cores.gemv``).
 
     A GEMV (M = 1) does one MAC per weight, so a decode step is weight-bound either way; issue
     27's targets are ≤ 1.5× on datacenter-npu and ≤ 1.10× on mid-npu."""
@@ -336,9 +338,8 @@ def decode_figures(hw_name: str, preset: str = "gpt2-small", kv_len: int = 512) 
     weight_bytes = sum(t.size for t in graph.tensors if t.kind == "weight" and t.id not in gathered)
     kv_bytes = sum(graph.tensor(name).size for name in kv_cache_tensors(graph)["read"])
     roofline = (weight_bytes + kv_bytes) / hw.dram.bandwidth
-    elements = sum(g.k * g.n * g.batch for op in graph.ops
-                   if (g := array_gemm(op.kind, op.gemm, hw)) is not None)
-    weight_load = elements / (hw.cores.pe_cols * hw.cores.count) / hw.clock
+    elements = sum(g.k * g.n * g.batch for op in graph.ops if (g := op.gemm) is not None)
+    weight_load = elements / (max(hw.cores.pe_cols, hw.cores.vector_lanes) * hw.cores.count) / hw.clock
     bound = max(roofline, weight_load)
     return dict(hw=hw_name, seconds=report.seconds, roofline=roofline, weight_load=weight_load, bound=bound,
                 ratio=report.seconds / bound, weight_bytes=weight_bytes, kv_bytes=kv_bytes)
