@@ -26,11 +26,10 @@ import simpy
 
 from npusim.errors import SimulationError
 from npusim.env_knobs import sim_max_seconds
-from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
-from npusim.plan.transfer_cost import address_cycles, overhead_cycles, unloaded_cycles
+from npusim.plan.transfer_cost import address_cycles, unloaded_cycles
 from npusim.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races

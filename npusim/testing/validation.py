@@ -45,7 +45,7 @@ from npusim.graph.generators import TPU_V1_WORKLOADS, matmul_graph, tpu_v1_workl
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.tiling import expand
 from npusim.hw.config import Hardware
-from npusim.hw.costs import array_gemm, compute_cycles, systolic_cycles
+from npusim.hw.costs import compute_cycles, systolic_cycles
 from npusim.registry import make_plan
 from npusim.sim.report import Report
 from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, plan_graph, simulate_plan
