@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import random
 
-from npusim.graph.generators import finish_graph
+from npusim.graph.generators import finish_graph, with_custom_kinds
 from npusim.graph.model import Graph
+
+__all__ = ["GENERATORS", "chain", "diamonds", "nas_cell", "random_dag", "wide_fanout", "with_custom_kinds"]
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 
