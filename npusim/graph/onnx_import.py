@@ -52,7 +52,8 @@ from pathlib import Path
 from npusim.errors import TraceError
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_costs import op_cost
-from npusim.graph.trace_io import MAX_RANK, MAX_TENSOR_BYTES
+from npusim.graph.contract import check_trace
+from npusim.graph.trace_io import MAX_RANK, MAX_TENSOR_BYTES, graph_to_dict
 
 IMPORTER = "npusim.graph.onnx_import"
 
@@ -83,7 +84,11 @@ def import_onnx(path: str | Path, dtype: str = "int8", dims: dict[str, int] | No
         )
     model = _load_model(path)
     model = _with_static_shapes(model, path, dict(dims or {}))
-    return _GraphBuilder(model, path, dtype).build()
+    graph = _GraphBuilder(model, path, dtype).build()
+    # A well-formed model gives a graph that satisfies the trace contract by construction; a
+    # malformed one (a MatMul node with three inputs, value_info shapes no Conv gives) is
+    # refused here as a trace file would be, before any planner reads it.
+    return check_trace(graph_to_dict(graph), str(path))
 
 
 def _with_static_shapes(model, path: Path, dims: dict[str, int]):
