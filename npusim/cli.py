@@ -35,7 +35,7 @@ from npusim.progress import Progress, silent
 from npusim.registry import ALIASES, default_registry
 from npusim.resources import list_resources
 from npusim.units import format_bytes
-from npusim.workflow import (DEFAULT_PIPELINE, check_capacity, load_graph, load_hw, memory_bounds, plan_graph,
+from npusim.workflow import (DEFAULT_PIPELINE, check_plan_hardware, load_graph, load_hw, memory_bounds, plan_graph,
                              resolve_budget, simulate_plan)
 
 
@@ -109,7 +109,7 @@ def _plan_for(args, graph, hw, progress=silent):
             raise NpusimError(f"--plan {args.plan}: the plan already fixes its pipeline, budget and options; "
                               f"drop {', '.join(given)} (or plan again without --plan)")
         plan = load_plan(args.plan, graph)
-        check_capacity(plan.capacity, hw, f"--plan {args.plan}: capacity", allow_oversize=args.allow_oversize)
+        check_plan_hardware(plan, hw, f"--plan {args.plan}", allow_oversize=args.allow_oversize)
         return plan
     budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize)
     offchip = getattr(args, "offchip", None)

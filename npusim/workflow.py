@@ -115,6 +115,23 @@ def check_capacity(capacity: int, hw: Hardware, what: str, *, allow_oversize: bo
             "or pass --allow-oversize to plan beyond the hardware anyway")
 
 
+def check_plan_hardware(plan: Plan, hw: Hardware, what: str, *, allow_oversize: bool = False) -> None:
+    """A plan read from a file must fit the hardware it is simulated on: its capacity
+    (``check_capacity``), an alignment that is a multiple of the scratchpad's, and stream ids
+    below the hardware's ``streams`` (a plan for 4 queues cannot run on 2)."""
+    check_capacity(plan.capacity, hw, f"{what}: capacity", allow_oversize=allow_oversize)
+    align = hw.scratchpad.alignment
+    if plan.alignment % align:
+        raise NpusimError(f"{what}: alignment = {plan.alignment:,} B is not a multiple of {hw.name}'s "
+                          f"scratchpad.alignment ({align} B); plan again for {hw.name}")
+    highest = max(plan.streams, default=0)
+    if highest >= hw.streams:
+        op = plan.streams.index(highest)
+        raise NpusimError(f"{what}: op {op} runs on stream {highest}, but {hw.name} has {hw.streams} stream(s) "
+                          f"(ids 0 to {hw.streams - 1}); plan again for {hw.name}, or model more with "
+                          f"--set streams={highest + 1}")
+
+
 def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
                options: dict | None = None, progress=silent) -> Plan:
     plan = make_plan(graph, hw, pipeline, budget=budget, options=options, progress=progress)

@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path
 
 from npusim.atomic_io import atomic_open, atomic_write_text
+from npusim.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
 from npusim.errors import TraceError
 from npusim.graph.contract import FORMAT, MAX_COUNT, MAX_RANK, MAX_TENSOR_BYTES, check_trace
 from npusim.graph.model import Graph
@@ -111,20 +112,12 @@ def load_trace(path: str | Path) -> Graph:
 
 
 def _read_capped(path: Path) -> bytes:
-    """The file's bytes, gunzipped if gzipped, refusing more than MAX_TRACE_BYTES (a gzip bomb)."""
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
-        raw.seek(0)
-        stream = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
-        chunks, total = [], 0
-        while total <= MAX_TRACE_BYTES:  # in chunks: read(MAX_TRACE_BYTES) would allocate it all
-            chunk = stream.read(1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        data = b"".join(chunks)
-    if len(data) > MAX_TRACE_BYTES:
-        raise TraceError(f"{path}: more than MAX_TRACE_BYTES = {MAX_TRACE_BYTES} bytes of JSON"
-                         f"{' once decompressed' if gzipped else ''}; refusing to read it")
-    return data
+    """The file's bytes, gunzipped if gzipped, refusing more than MAX_TRACE_BYTES (or what the
+    memory limit lets a parse hold) while it expands: a gzip bomb stops at the cap."""
+    cap = json_cap(MAX_TRACE_BYTES)
+    try:
+        return read_bounded(path, cap)
+    except TooLarge as big:
+        raise TraceError(f"{path}: more than {big.cap:,} bytes of JSON{' once decompressed' if big.gzipped else ''} "
+                         f"(MAX_TRACE_BYTES = {MAX_TRACE_BYTES:,}, or the memory limit / {JSON_EXPANSION}: "
+                         "NPUSIM_MEMORY_LIMIT); refusing to read it") from None
