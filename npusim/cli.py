@@ -109,7 +109,7 @@ def _plan_for(args, graph, hw, progress=silent):
             raise NpusimError(f"--plan {args.plan}: the plan already fixes its pipeline, budget and options; "
                               f"drop {', '.join(given)} (or plan again without --plan)")
         plan = load_plan(args.plan, graph)
-        check_plan_hardware(plan, hw, f"--plan {args.plan}", allow_oversize=args.allow_oversize)
+        check_plan_hardware(plan, hw, f"--plan {args.plan}", graph, allow_oversize=args.allow_oversize)
         return plan
     budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize)
     offchip = getattr(args, "offchip", None)

@@ -162,7 +162,7 @@ def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8)
     except NpusimError as error:
         return [Problem(str(hw), str(error), "fix the hardware config (npusim doctor HW.yaml)")]
     try:
-        check_plan_hardware(plan, hardware, "the plan")
+        check_plan_hardware(plan, hardware, "the plan", graph)
     except NpusimError as error:
         problems.append(Problem(str(path), str(error), f"re-plan for {hardware.name} (npusim plan TRACE --hw {hw} "
                                                        "-o plan.json), or simulate it with --allow-oversize"))

@@ -115,7 +115,8 @@ def check_capacity(capacity: int, hw: Hardware, what: str, *, allow_oversize: bo
             "or pass --allow-oversize to plan beyond the hardware anyway")
 
 
-def check_plan_hardware(plan: Plan, hw: Hardware, what: str, *, allow_oversize: bool = False) -> None:
+def check_plan_hardware(plan: Plan, hw: Hardware, what: str, graph: Graph | None = None, *,
+                        allow_oversize: bool = False) -> None:
     """A plan read from a file must fit the hardware it is simulated on: its capacity
     (``check_capacity``), an alignment that is a multiple of the scratchpad's, and stream ids
     below the hardware's ``streams`` (a plan for 4 queues cannot run on 2)."""
@@ -127,6 +128,10 @@ def check_plan_hardware(plan: Plan, hw: Hardware, what: str, *, allow_oversize: 
     highest = max(plan.streams, default=0)
     if highest >= hw.streams:
         op = plan.streams.index(highest)
+        if graph is not None:
+            from npusim.plan.resolve import graph_for_plan
+
+            op = repr(graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion).ops[op].name)
         raise NpusimError(f"{what}: op {op} runs on stream {highest}, but {hw.name} has {hw.streams} stream(s) "
                           f"(ids 0 to {hw.streams - 1}); plan again for {hw.name}, or model more with "
                           f"--set streams={highest + 1}")

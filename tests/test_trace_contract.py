@@ -202,3 +202,47 @@ def test_every_error_is_one_line_naming_the_file():
     with pytest.raises(TraceError) as info:
         check_trace(doc, "file.json")
     assert str(info.value).startswith("file.json: op 'pool' (MaxPool): attrs.kernel_shape is [2]")
+
+
+# --------------------------------------------------------------------- plans under the same discipline
+
+
+@pytest.fixture()
+def planned(tmp_path):
+    trace = _write(tmp_path, small_cnn(), "cnn.json")
+    plan = tmp_path / "plan.json"
+    assert main(["plan", trace, "--hw", "edge-npu", "-o", str(plan)]) == 0
+    return trace, plan
+
+
+def _simulate_plan(capsys, trace, plan, doc, *extra):
+    plan.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    code = main(["simulate", trace, "--hw", "edge-npu", "--plan", str(plan), *extra])
+    err = capsys.readouterr().err
+    return code, err.strip().splitlines()
+
+
+def test_plan_integers_are_bounded(capsys, planned):
+    trace, plan = planned
+    doc = json.loads(plan.read_text())
+    code, lines = _simulate_plan(capsys, trace, plan, dict(doc, capacity=10 ** 57))
+    assert code == 2 and len(lines) == 1 and "field capacity is an integer of 58 digits" in lines[0], lines
+    text = json.dumps(doc).replace('"alignment": 64', '"alignment": ' + "1" * 5001)
+    code, lines = _simulate_plan(capsys, trace, plan, text)
+    assert code == 2 and len(lines) == 1 and "not a readable JSON plan" in lines[0], lines
+
+
+def test_plan_streams_and_alignment_are_checked_against_the_hardware(capsys, planned):
+    trace, plan = planned
+    doc = json.loads(plan.read_text())
+    code, lines = _simulate_plan(capsys, trace, plan, dict(doc, streams={"pool": 3}))
+    assert code == 2 and "op 'pool' runs on stream 3, but edge-npu has 1 stream(s)" in lines[0], lines
+    code, lines = _simulate_plan(capsys, trace, plan, dict(doc, alignment=16))
+    assert code == 2 and "alignment = 16 B is not a multiple of edge-npu's scratchpad.alignment (64 B)" in lines[0]
+    code, lines = _simulate_plan(capsys, trace, plan, dict(doc, streams={"pool": 3}), "--set", "streams=4")
+    assert code == 0, lines
+
+
+def test_the_plan_schema_is_valid():
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator.check_schema(load_schema("plan.schema.json"))
