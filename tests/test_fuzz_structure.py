@@ -110,3 +110,103 @@ def test_almost_well_formed(folder, doc, data, run):
 
 def test_every_mutation_class_runs():
     assert len(MUTATIONS) >= 18
+
+
+# --------------------------------------------------------------------- plans
+
+
+PLAN_FIELDS = ["order", "streams", "residencies", "transfers", "dram", "tiling", "fusion", "meta", "capacity",
+               "alignment", "graph"]
+
+
+@pytest.fixture(scope="module")
+def plans(folder) -> dict:
+    """Plans of the small seeds, written by ``npusim plan`` (one tiled, one multi-stream)."""
+    made = {}
+    for name, pipeline, budget, extra in (
+            ("small_cnn", "fuse+tile+default+arena+belady", "512B", []),
+            ("small_attention", "default+streams-rr+mindspore-mo:size,best-fit", None, ["--set", "streams=2"])):
+        trace, plan = folder / f"{name}.json", folder / f"{name}.plan.json"
+        trace.write_text(json.dumps(SEEDS[name]))
+        argv = ["plan", str(trace), "--hw", "edge-npu", "--planner", pipeline, "-o", str(plan), *extra]
+        argv += ["--budget", budget] if budget else []
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(argv) == 0
+        made[name] = (trace, json.loads(plan.read_text()), extra)
+    return made
+
+
+@st.composite
+def plan_mutations(draw, names):
+    """(class, seed name, plan): one structural change to a plan."""
+    name = draw(st.sampled_from(names))
+    how = draw(st.sampled_from(["delete_field", "retype_field", "reorder", "duplicate_step", "drop_step",
+                                "swap_residency_tensors", "cross_reference", "huge_stream", "edit_tiling",
+                                "shift_steps", "delete_entry"]))
+    return how, name, draw(st.randoms(use_true_random=False))
+
+
+def mutate_plan(how: str, plan: dict, rnd) -> dict:
+    plan = json.loads(json.dumps(plan))
+    lists = [k for k in ("order", "residencies", "transfers") if plan.get(k)]
+    if how == "delete_field":
+        plan.pop(rnd.choice(PLAN_FIELDS), None)
+    elif how == "retype_field":
+        plan[rnd.choice(PLAN_FIELDS)] = rnd.choice([[], {}, "x", -1, 0, 10 ** 20, [["a"]], None, 1.5, True])
+    elif how == "reorder" and plan["order"]:
+        rnd.shuffle(plan["order"])
+    elif how == "duplicate_step" and plan["order"]:
+        plan["order"].insert(rnd.randrange(len(plan["order"])), rnd.choice(plan["order"]))
+    elif how == "drop_step" and plan["order"]:
+        plan["order"].pop(rnd.randrange(len(plan["order"])))
+    elif how == "swap_residency_tensors" and len(plan.get("residencies") or []) > 1:
+        a, b = rnd.sample(range(len(plan["residencies"])), 2)
+        ra, rb = plan["residencies"][a], plan["residencies"][b]
+        ra["tensor"], rb["tensor"] = rb["tensor"], ra["tensor"]
+    elif how == "cross_reference" and plan["order"] and plan.get("residencies"):
+        which = rnd.choice(["op_as_tensor", "tensor_as_op", "tiling_of_tensor"])
+        if which == "op_as_tensor":
+            plan["residencies"][0]["tensor"] = rnd.choice(plan["order"])
+        elif which == "tensor_as_op":
+            plan["order"][0] = plan["residencies"][0]["tensor"]
+        else:
+            plan.setdefault("tiling", {})[plan["residencies"][0]["tensor"]] = {"block": [1], "k": 0}
+    elif how == "huge_stream" and plan["order"]:
+        plan.setdefault("streams", {})[rnd.choice(plan["order"])] = rnd.choice([1, 2, 7, 4095, 4096, 10 ** 9])
+    elif how == "edit_tiling":
+        tiling = plan.setdefault("tiling", {})
+        op = rnd.choice(sorted(tiling) or [o for o in plan["order"] if "#" not in o] or ["x"])
+        tiling[op] = rnd.choice([{"block": [1, 1, 1, 1]}, {"block": [0]}, {"flat": 3}, {"block": [2, 2], "k": 5},
+                                 {"block": [1, 2, 3, 4], "order": [3, 2, 1, 0]}, {"block": [1] * 40}, {}])
+    elif how == "shift_steps" and lists:
+        entries = plan[rnd.choice([k for k in lists if k != "order"] or ["residencies"])] or []
+        for entry in entries[: rnd.randint(1, 3)]:
+            for key in ("first", "last", "step"):
+                if key in entry:
+                    entry[key] = rnd.choice([entry[key] + 1, entry[key] - 1, 0, 10 ** 7])
+    elif how == "delete_entry" and lists:
+        key = rnd.choice(lists)
+        plan[key].pop(rnd.randrange(len(plan[key])))
+    return plan
+
+
+@settings(max_examples=cases(20, 5_000))
+@given(case=plan_mutations(["small_cnn", "small_attention"]))
+def test_structural_plan_mutations(folder, plans, case):
+    """A mutated plan simulates (it may still be valid), or is refused in one line (exit 2):
+    never an internal error."""
+    how, name, rnd = case
+    trace, plan, extra = plans[name]
+    doc = mutate_plan(how, plan, rnd)
+    path = folder / "mutated.plan.json"
+    path.write_text(json.dumps(doc))
+    out, err = io.StringIO(), io.StringIO()
+    with no_hang(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["simulate", str(trace), "--hw", "edge-npu", "--plan", str(path), "--allow-oversize", *extra])
+    assert code in (0, 2), f"plan {how}: exit {code}: {err.getvalue()[-600:]}"
+    if code == 2:
+        lines = err.getvalue().strip().splitlines()
+        assert lines[0].startswith("npusim: error: ") and len(lines) <= 26, err.getvalue()[-600:]
+    else:
+        assert not _NUMBER.search(out.getvalue())
+    STATS[(f"plan:{how}", code)] += 1
