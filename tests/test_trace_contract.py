@@ -246,3 +246,10 @@ def test_plan_streams_and_alignment_are_checked_against_the_hardware(capsys, pla
 def test_the_plan_schema_is_valid():
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.Draft202012Validator.check_schema(load_schema("plan.schema.json"))
+
+
+def test_the_format_reference_is_generated_from_the_schemas():
+    import runpy
+
+    checker = runpy.run_path(str(REPO / "scripts" / "schema_docs.py"))
+    assert checker["main"](["--check"]) == 0, "docs/trace-format.md is out of date: python scripts/schema_docs.py"
