@@ -26,7 +26,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from npusim.graph.generators import random_dag, with_custom_kinds
+from npusim.graph.generators import random_dag
+from npusim.testing.random_dags import with_custom_kinds
 from npusim.graph.trace_io import load_trace, save_trace
 from npusim.workflow import load_hw
 from npusim.hw.config import Hardware
