@@ -23,11 +23,11 @@ its value and what was expected. Op kinds without a rule (custom ops) get 1-3 an
 
 from __future__ import annotations
 
-import heapq
 import math
 import sys
 
 from npusim.errors import TraceError
+from npusim.graph.analysis import topological
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_rules import RULES, Bad, check_op, unidirectional
 from npusim.schema_check import SchemaViolation, check, load_schema, short
@@ -109,22 +109,7 @@ def _topological_order(graph: Graph) -> list[int]:
                     preds[op.id].add(p)
     if all(p < op for op, ps in enumerate(preds) for p in ps):
         return list(range(graph.n_ops))
-    succs = [[] for _ in graph.ops]
-    waiting = [len(ps) for ps in preds]
-    for op, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(op)
-    ready = [op for op, n in enumerate(waiting) if n == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        op = heapq.heappop(ready)
-        order.append(op)
-        for c in succs[op]:
-            waiting[c] -= 1
-            if not waiting[c]:
-                heapq.heappush(ready, c)
-    return order  # complete: build_graph refused cycles
+    return topological(preds)  # complete: build_graph refused cycles
 
 
 def _reordered(data: dict, graph: Graph, order: list[int], source: str, warn) -> Graph:
