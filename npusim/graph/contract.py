@@ -29,7 +29,8 @@ import sys
 from npusim.errors import TraceError
 from npusim.graph.analysis import topological
 from npusim.graph.model import Graph, build_graph
-from npusim.graph.op_rules import RULES, Bad, check_op, unidirectional
+from npusim.graph.op_rules import RULES, check_op
+from npusim.graph.op_shapes import Bad, unidirectional
 from npusim.schema_check import SchemaViolation, check, load_schema, short
 
 FORMAT = "npusim-trace/1"
