@@ -94,7 +94,8 @@ def _table() -> dict[str, Rule]:
         "ArgMax": Rule((1, 1), attrs={"axis": INT, "keepdims": FLAG, "select_last_index": FLAG}, shapes=arg_reduce),
         "ArgMin": Rule((1, 1), attrs={"axis": INT, "keepdims": FLAG, "select_last_index": FLAG}, shapes=arg_reduce),
         "Concat": Rule((1, None), attrs={"axis": INT}, shapes=concat),
-        "Split": Rule((1, 2), (1, None), attrs={"axis": INT, "split": INTS, "num_outputs": POSITIVE}, shapes=split),
+        # Split's "split" list is not typed: the importer writes one of over 64 parts as "<N values>"
+        "Split": Rule((1, 2), (1, None), attrs={"axis": INT, "num_outputs": POSITIVE}, shapes=split),
         "Transpose": Rule((1, 1), attrs={"perm": INTS}, shapes=transpose),
         "Reshape": Rule((1, 2), attrs={"allowzero": FLAG, "shape": INTS}, shapes=same_elements),
         "Squeeze": Rule((1, 2), attrs={"axes": INTS}, shapes=same_elements),
