@@ -203,3 +203,12 @@ def test_dse_workers_are_bounded_by_the_points_and_the_memory(monkeypatch, tmp_p
     monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "1GiB")
     with pytest.raises(dse.DseError, match="6 workers need about 1.50 GiB"):
         dse.check_jobs(16, 6)
+
+
+def test_an_onnx_file_larger_than_memory_allows_is_refused_before_it_is_read(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("onnx")
+    path = tmp_path / "big.onnx"
+    path.write_bytes(b"\0" * 65536)
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "64KiB")
+    code, out, err = run_cli(capsys, "import", str(path), "-o", str(tmp_path / "t.json"))
+    assert code == 2 and "65,536 bytes of ONNX take about" in err and len(err.strip().splitlines()) == 1
