@@ -22,6 +22,8 @@ import json
 import reprlib
 from pathlib import Path
 
+from npusim.errors import did_you_mean
+
 SCHEMA_FOLDER = Path(__file__).resolve().parent / "schemas"
 
 _TYPES = {
@@ -113,8 +115,6 @@ def _check_object(value: dict, schema: dict, root: dict, path: tuple) -> None:
         if key in properties:
             _check(item, properties[key], root, path + (key,))
         elif extra is False:
-            from npusim.errors import did_you_mean
-
             raise SchemaViolation(path + (key,), item, "no such field: one of " + ", ".join(properties)
                                   + did_you_mean(key, properties))
         elif isinstance(extra, dict):

@@ -21,6 +21,7 @@ from npusim.hw.config import Hardware
 from npusim.hw.loader import load_hardware
 from npusim.plan.lower import lower
 from npusim.plan.model import Plan
+from npusim.plan.resolve import graph_for_plan
 from npusim.plan.validate import require_valid
 from npusim.progress import silent
 from npusim.registry import make_plan
@@ -129,8 +130,6 @@ def check_plan_hardware(plan: Plan, hw: Hardware, what: str, graph: Graph | None
     if highest >= hw.streams:
         op = plan.streams.index(highest)
         if graph is not None:
-            from npusim.plan.resolve import graph_for_plan
-
             op = repr(graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion).ops[op].name)
         raise NpusimError(f"{what}: op {op} runs on stream {highest}, but {hw.name} has {hw.streams} stream(s) "
                           f"(ids 0 to {hw.streams - 1}); plan again for {hw.name}, or model more with "

@@ -28,6 +28,7 @@ import sys
 
 from npusim.errors import TraceError
 from npusim.graph.analysis import topological
+from npusim.graph.fusion import EPILOGUE_KINDS
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_rules import RULES, check_op
 from npusim.graph.op_shapes import Bad, unidirectional
@@ -181,8 +182,6 @@ def _fused_core(op, ins: list, outs: list) -> int:
         raise Bad("attrs.epilogue", chain, "no epilogue: only GEMM-like ops (Conv, Gemm, MatMul) are fused")
     if not isinstance(start, int) or isinstance(start, bool) or not 1 <= start <= len(ins):
         raise Bad("attrs.epilogue_from", start, f"the index of the first epilogue input, from 1 to {len(ins)}")
-    from npusim.graph.fusion import EPILOGUE_KINDS
-
     if not isinstance(chain, list) or not chain or any(k not in EPILOGUE_KINDS for k in chain):
         raise Bad("attrs.epilogue", chain, f"a list of element-wise kinds ({', '.join(sorted(EPILOGUE_KINDS))})")
     if not isinstance(kinds, list) or len(kinds) != len(ins) - start or any(k not in chain for k in kinds):
