@@ -33,7 +33,7 @@ from planners.alloc import mindspore_fast, tflite
 from planners.alloc.bounds import best_bound
 from planners.alloc.canonical_search import search_offsets
 from planners.alloc.problem import OffsetProblem, OffsetResult, check_assignment, make_result
-from planners.schedule.solver import (DEFAULT_MAX_CONSTRAINTS, DEFAULT_MAX_VARIABLES, NO_GUARD, WALL_GUARD, SolverOptions,
+from planners.schedule.solver import (DEFAULT_MAX_CONSTRAINTS, DEFAULT_MAX_VARIABLES, WALL_GUARD, SolverOptions,
                                       check_model_size, make_solver, wall_deadline)
 
 
@@ -107,7 +107,7 @@ def _search_capacities(problem: OffsetProblem, lower: int, upper: int, seconds: 
         if opts.deterministic:
             offsets, status, nodes = search_offsets(problem.first, problem.last, problem.sizes, capacity,
                                                     node_limit=max(int(allowance), 1),
-                                                    time_limit=opts.guard_seconds(seconds) or NO_GUARD, workers=opts.workers)
+                                                    time_limit=opts.wall_seconds(seconds), workers=opts.workers)
             spent += nodes
         else:
             started = time.perf_counter()

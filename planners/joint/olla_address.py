@@ -36,7 +36,7 @@ from ortools.sat.python import cp_model
 from planners.alloc.canonical_search import search_offsets
 from planners.alloc.exact import NODES_PER_SECOND, best_heuristic
 from planners.alloc.problem import OffsetProblem
-from planners.schedule.solver import (NO_GUARD, SolverOptions, check_model_size, has_solution, make_solver,
+from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver,
                                       note_guard, status_name, wall_deadline)
 
 
@@ -175,7 +175,7 @@ def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: b
         # deterministic runs count placements (the wall clock only guards), as exact offsets do
         nodes = int(left * NODES_PER_SECOND) if opts.deterministic else None
         offsets, found, _ = search_offsets(blocks.first, blocks.last, blocks.size, result.max_live,
-                                           time_limit=(opts.guard_seconds(left) or NO_GUARD) if nodes else left,
+                                           time_limit=opts.wall_seconds(left) if nodes else left,
                                            node_limit=nodes,
                                            workers=opts.workers)
         if found == "found":

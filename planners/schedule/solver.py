@@ -74,6 +74,16 @@ class SolverOptions:
             return None
         return self.wall_guard * (self.time_limit if limit is None else limit) + GUARD_SLACK
 
+    def wall_seconds(self, limit: float | None = None) -> float:
+        """Wall seconds a search of ``limit`` deterministic units starting now may take: its
+        guard, cut to what is left before the call's ``deadline``; NO_GUARD without one."""
+        guard = self.guard_seconds(limit)
+        if guard is None:
+            return NO_GUARD
+        if self.deadline is not None:
+            guard = min(guard, self.deadline - time.perf_counter())
+        return max(0.05, guard)
+
     @staticmethod
     def from_options(options: dict) -> "SolverOptions":
         try:
