@@ -27,6 +27,7 @@ import tracemalloc
 from pathlib import Path
 
 from npusim.graph.generators import random_dag
+from npusim.testing.random_dags import with_custom_kinds
 from npusim.graph.trace_io import load_trace, save_trace
 from npusim.workflow import load_hw
 from npusim.hw.config import Hardware
@@ -89,7 +90,7 @@ def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> Non
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "g.json"
-        save_trace(graph, path)
+        save_trace(with_custom_kinds(graph), path)  # a trace names kinds whose shapes it honours
         record("import (load_trace)", lambda: load_trace(path))
     bounds = record("analysis (memory_bounds)", lambda: memory_bounds(graph, hw.scratchpad.alignment))
     budget = bounds.m_h if bounds else memory_bounds(graph, hw.scratchpad.alignment).m_h

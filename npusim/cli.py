@@ -7,6 +7,7 @@ that fails validation exits 1. Set NPUSIM_DEBUG=1 to see tracebacks of internal 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -35,7 +36,7 @@ from npusim.progress import Progress, silent
 from npusim.registry import ALIASES, default_registry
 from npusim.resources import list_resources
 from npusim.units import format_bytes
-from npusim.workflow import (DEFAULT_PIPELINE, check_capacity, load_graph, load_hw, memory_bounds, plan_graph,
+from npusim.workflow import (DEFAULT_PIPELINE, check_plan_hardware, load_graph, load_hw, memory_bounds, plan_graph,
                              resolve_budget, simulate_plan)
 
 
@@ -109,7 +110,7 @@ def _plan_for(args, graph, hw, progress=silent):
             raise NpusimError(f"--plan {args.plan}: the plan already fixes its pipeline, budget and options; "
                               f"drop {', '.join(given)} (or plan again without --plan)")
         plan = load_plan(args.plan, graph)
-        check_capacity(plan.capacity, hw, f"--plan {args.plan}: capacity", allow_oversize=args.allow_oversize)
+        check_plan_hardware(plan, hw, f"--plan {args.plan}", graph, allow_oversize=args.allow_oversize)
         return plan
     budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize)
     offchip = getattr(args, "offchip", None)
@@ -145,10 +146,21 @@ def _planner_options(pairs: list[str] | None) -> dict:
             raise NpusimError(f"--option {pair!r}: expected KEY=VALUE, e.g. time_limit=10")
         key, value = pair.split("=", 1)
         try:
-            options[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            options[key.strip()] = value
+            parsed = yaml.safe_load(value)
+        except (yaml.YAMLError, RecursionError):
+            parsed = value
+        if parsed is not None and not isinstance(parsed, (bool, int, float, str)):
+            # a YAML date or timestamp (2024-01-01), a list or a mapping: no option takes one
+            raise NpusimError(f"--option {_short(pair)}: {_short(value)} reads as a {type(parsed).__name__}; "
+                              "expected a number, true/false or a word (quote a date to pass it as text)")
+        if isinstance(parsed, float) and not math.isfinite(parsed):
+            raise NpusimError(f"--option {_short(pair)}: expected a finite number")
+        options[key.strip()] = parsed
     return options
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def cmd_plan(args) -> int:

@@ -140,7 +140,7 @@ def diagnose_trace(path: Path) -> tuple[list[Problem], object]:
 
 
 def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8) -> list[Problem]:
-    from npusim.workflow import check_capacity, load_graph, load_hw, simulate_plan  # lazy: SimPy, Numba
+    from npusim.workflow import check_plan_hardware, load_graph, load_hw, simulate_plan  # lazy: SimPy, Numba
 
     if trace is None:
         return [Problem(str(path), "a plan is checked against its trace", "add --trace TRACE")]
@@ -162,7 +162,7 @@ def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8)
     except NpusimError as error:
         return [Problem(str(hw), str(error), "fix the hardware config (npusim doctor HW.yaml)")]
     try:
-        check_capacity(plan.capacity, hardware, "the plan's capacity")
+        check_plan_hardware(plan, hardware, "the plan", graph)
     except NpusimError as error:
         problems.append(Problem(str(path), str(error), f"re-plan for {hardware.name} (npusim plan TRACE --hw {hw} "
                                                        "-o plan.json), or simulate it with --allow-oversize"))

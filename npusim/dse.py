@@ -41,6 +41,8 @@ from tqdm import tqdm
 
 import npusim
 from npusim.code_fingerprint import code_fingerprint
+from npusim.env_knobs import memory_limit
+from npusim.units import format_bytes
 from npusim.compare import METRIC_COLUMNS, check_pipelines, infeasible_row, metrics_row
 from npusim.errors import NpusimError
 from npusim.hw.config import Hardware
@@ -252,14 +254,31 @@ def cache_about(point: Point) -> dict:
             "pipeline": point.pipeline, "budget": point.budget}
 
 
+#: The most workers a sweep starts, and the memory one takes (a Python process with NumPy,
+#: Numba, OR-Tools and SimPy loaded, planning a mid-size trace), rounded up.
+MAX_JOBS = 1024
+WORKER_BYTES = 256 << 20
+
+
+def check_jobs(jobs: int, workers: int | None = None) -> None:
+    """``--jobs`` within 1..MAX_JOBS, and the ``workers`` a sweep would start (at most one per
+    point) within what the memory limit holds (one-line errors)."""
+    if not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+        raise DseError(f"--jobs {jobs}: expected 1 to {MAX_JOBS}")
+    limit = memory_limit()
+    if workers is not None and limit is not None and workers > 1 and workers * WORKER_BYTES > limit:
+        raise DseError(f"--jobs {jobs}: {workers} workers need about {format_bytes(workers * WORKER_BYTES)}, more than the "
+                       f"{format_bytes(limit)} available (NPUSIM_MEMORY_LIMIT, or the free memory); use --jobs "
+                       f"{max(1, limit // WORKER_BYTES)} or fewer")
+
+
 def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", scheduler: str | None = None,
               cache_dir: str | Path | None = DEFAULT_CACHE_DIR, progress: bool | None = None,
               dask_processes: bool = True) -> SweepResult:
     """Evaluate every point (cached ones are read back), rows in point order."""
     if backend not in BACKENDS:
         raise DseError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    if jobs < 1:
-        raise DseError(f"--jobs {jobs}: expected 1 or more")
+    check_jobs(jobs)
     start = time.perf_counter()
     points = [replace(p, index=i) for i, p in enumerate(points)]  # lists may be joined from several sweeps
     cache = Cache(cache_dir, columns=METRIC_COLUMNS)
@@ -271,6 +290,8 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
             todo.append(point)
         else:
             rows[point.index] = with_settings(point, row)
+    workers = min(jobs, max(len(todo), 1))  # never more workers than points to compute
+    check_jobs(jobs, workers)
     disable = not sys.stderr.isatty() if progress is None else not progress
     bar = tqdm(total=len(points), initial=len(rows), desc="npusim dse", unit="pt", disable=disable,
                file=sys.stderr, dynamic_ncols=True)
@@ -283,9 +304,9 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
 
     try:
         if backend == "dask" and todo:  # nothing to compute: do not start a cluster
-            run_dask(todo, jobs, scheduler, evaluate_point, done, processes=dask_processes)
+            run_dask(todo, workers, scheduler, evaluate_point, done, processes=dask_processes)
         elif backend == "local":
-            run_local(todo, jobs, evaluate_point, done)
+            run_local(todo, workers, evaluate_point, done)
     finally:
         bar.close()
     ordered = [rows[p.index] for p in points]

@@ -35,14 +35,16 @@ import statistics
 from dataclasses import dataclass, field
 
 from npusim.errors import NpusimError
-from npusim.graph.decoder import (DecoderSpec, cache_bytes_per_layer, decode_graph, kv_cache_tensors, prefill_graph,
-                                  preset)
+from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_bytes_per_layer, decode_graph,
+                                  kv_cache_tensors, prefill_graph, preset)
 from npusim.hw.config import Hardware
 from npusim.plan.resolve import graph_for_plan
 from npusim.sim.report import Report
 from npusim.workflow import DEFAULT_PIPELINE, plan_graph, resolve_budget, simulate_plan
 
 DEFAULT_SAMPLES = 5
+#: The most decode steps simulated (each a full plan and simulation).
+MAX_SAMPLES = 1000
 #: ``kv_on_chip="auto"`` considers keeping caches that fill at most this share of the budget
 #: (the rest streams the step's weights and activations)
 AUTO_SHARE = 0.75
@@ -145,9 +147,13 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
             samples: int = DEFAULT_SAMPLES, kv_on_chip: str | int = "auto", progress=None) -> LlmReport:
     """Prefill then ``decode`` sampled decode steps of ``model``, a preset's name or a
     ``DecoderSpec`` (module docstring)."""
-    for what, value in (("--prefill", prefill), ("--decode", decode), ("batch", batch), ("--samples", samples)):
-        if not isinstance(value, int) or value <= 0:
-            raise NpusimError(f"llm:{getattr(model, 'name', model)}: {what} = {value!r}, expected a positive integer")
+    for what, value, most in (("--prefill", prefill, MAX_TOKENS), ("--decode", decode, MAX_TOKENS),
+                              ("--prefill + --decode", prefill + decode if isinstance(prefill, int) and
+                               isinstance(decode, int) else 1, MAX_TOKENS),
+                              ("batch", batch, MAX_BATCH), ("--samples", samples, MAX_SAMPLES)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= most:
+            raise NpusimError(f"llm:{getattr(model, 'name', model)}: {what} = {value!r}, expected a positive "
+                              f"integer of at most {most:,}")
     spec = model if isinstance(model, DecoderSpec) else preset(model)
     lengths = sample_lengths(prefill, decode, samples)
 

@@ -45,7 +45,7 @@ KNOWN_OPTIONS = frozenset({
     "deterministic", "double_buffer", "early_updates", "edges", "fallback", "joint_max_ops", "max_cells",
     "max_constraints", "max_ilp_nodes", "max_ops", "max_region", "max_states", "max_tiles", "max_variables",
     "overlap", "params", "part_ops", "parts", "preplace", "refine", "safety", "seed", "stream_capacity",
-    "prefetch_depth", "taa_sort", "tile_all", "tile_objective", "time_limit", "window_states", "workers",
+    "prefetch_depth", "taa_sort", "tile_all", "tile_objective", "time_limit", "wall_guard", "window_states", "workers",
 })
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
+from npusim import wall_guard
 from npusim import planner_options
 from npusim.errors import RegistryError, did_you_mean
 from npusim.graph.model import Graph
@@ -183,13 +184,16 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
                           alignment=hw.scratchpad.alignment, options=planner_options.TrackedOptions(given), untiled=graph,
                           progress=progress)
     start = time.perf_counter()
-    with reporting(progress):  # solvers deep inside a stage report through npusim.progress.current()
+    with reporting(progress), wall_guard.collecting() as guard_notes:  # both heard from solvers deep inside
         for n, planner in enumerate(stages, 1):
             progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
             claim = (ctx.status, ctx.objective, ctx.bound, ctx.scope)
             planner.run(ctx)
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
                 ctx.scope = ""  # a new claim that names no scope: an earlier stage's does not apply to it
+    if guard_notes:  # the plan's claim may not repeat: say so where its status is explained
+        more = f" (and {len(guard_notes) - 1} more)" if len(guard_notes) > 1 else ""
+        ctx.scope = "; ".join(filter(None, [ctx.scope, guard_notes[0] + more]))
     if ctx.order is None:
         ctx.order = list(range(ctx.graph.n_ops))
     if ctx.residencies is None:

@@ -22,6 +22,7 @@ from npusim.hw.config import Hardware
 from npusim.hw.loader import load_hardware
 from npusim.plan.lower import lower
 from npusim.plan.model import Plan
+from npusim.plan.resolve import graph_for_plan
 from npusim.plan.validate import require_valid
 from npusim.progress import silent
 from npusim.registry import make_plan
@@ -128,8 +129,29 @@ def check_capacity(capacity: int, hw: Hardware, what: str, *, allow_oversize: bo
             "or pass --allow-oversize to plan beyond the hardware anyway")
 
 
+def check_plan_hardware(plan: Plan, hw: Hardware, what: str, graph: Graph | None = None, *,
+                        allow_oversize: bool = False) -> None:
+    """A plan read from a file must fit the hardware it is simulated on: its capacity
+    (``check_capacity``), an alignment that is a multiple of the scratchpad's, and stream ids
+    below the hardware's ``streams`` (a plan for 4 queues cannot run on 2)."""
+    check_capacity(plan.capacity, hw, f"{what}: capacity", allow_oversize=allow_oversize)
+    align = hw.scratchpad.alignment
+    if plan.alignment % align:
+        raise NpusimError(f"{what}: alignment = {plan.alignment:,} B is not a multiple of {hw.name}'s "
+                          f"scratchpad.alignment ({align} B); plan again for {hw.name}")
+    highest = max(plan.streams, default=0)
+    if highest >= hw.streams:
+        op = plan.streams.index(highest)
+        if graph is not None:
+            op = repr(graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion).ops[op].name)
+        raise NpusimError(f"{what}: op {op} runs on stream {highest}, but {hw.name} has {hw.streams} stream(s) "
+                          f"(ids 0 to {hw.streams - 1}); plan again for {hw.name}, or model more with "
+                          f"--set streams={highest + 1}")
+
+
 def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
                options: dict | None = None, progress=silent) -> Plan:
+    check_graph_memory(graph)
     plan = make_plan(graph, hw, pipeline, budget=budget, options=options, progress=progress)
     progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
     require_valid(plan, graph, f"plan from {pipeline!r}", planned=True)  # a planner bug must not reach the simulator
@@ -139,6 +161,7 @@ def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, bud
 def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
                   source: str = "plan", validated: bool = False, progress=silent) -> Report:
     if not validated:
+        check_graph_memory(graph)
         progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
         require_valid(plan, graph, source)
     check_simulation_memory(len(plan.order) + len(plan.transfers), source)
@@ -155,6 +178,28 @@ def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0
 #: (measured: 3.5 KiB on resnet18 and resnet50 tiled at 64-128 KiB, RSS growth over the plan),
 #: rounded up.
 BYTES_PER_COMMAND = 4096
+
+
+#: Memory per element of the largest produced tensor that checking a plan takes: the
+#: validator counts how often tiles write each element of a tiled op's output (2 B), plus the
+#: element indices of one tile at a time (measured: 2.2 B per element on a 1 GiB output).
+BYTES_PER_ELEMENT = 3
+
+
+def check_graph_memory(graph: Graph) -> None:
+    """Refuse before planning a graph whose plans would take more memory to check than the
+    limit (``npusim.env_knobs.memory_limit``): a 380-byte trace may name a 10 GiB output."""
+    limit = memory_limit()
+    produced = [t for t in graph.tensors if t.kind in ("activation", "output")]
+    if limit is None or not produced:
+        return
+    big = max(produced, key=lambda t: t.elements)
+    need = big.elements * BYTES_PER_ELEMENT
+    if need > limit:
+        raise NpusimError(
+            f"{graph.name}: tensor {big.name!r} has {big.elements:,} elements; planning and checking it takes about "
+            f"{format_bytes(need)}, more than the {format_bytes(limit)} available (NPUSIM_MEMORY_LIMIT, or the "
+            "machine's free memory); use a smaller shape, or raise NPUSIM_MEMORY_LIMIT")
 
 
 def check_simulation_memory(commands: int, source: str = "plan") -> None:

@@ -8,6 +8,7 @@ computed again, with one warning line, and the result files are those of a fresh
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import os
 import threading
 
@@ -18,7 +19,7 @@ from npusim import code_fingerprint as fingerprint_module
 from npusim import dse
 from npusim.cli import main
 from npusim.graph.trace_io import save_trace
-from npusim.result_cache import MAX_ENTRY_BYTES, Cache, row_checksum
+from npusim.result_cache import MAX_ENTRY_BYTES, SECRET_NAME, Cache, row_checksum, row_mac
 
 
 @pytest.fixture()
@@ -60,7 +61,7 @@ def test_a_planted_edit_is_detected(setup, capsys):
     again = rerun(points, cache)
     err = capsys.readouterr().err
     assert again.computed == 1 and again.rows[0]["cycles"] == rows[0]["cycles"] != 1.0
-    assert err.count("\n") == 1 and "checksum mismatch" in err and str(entry) in err
+    assert err.count("\n") == 1 and "HMAC mismatch" in err and str(entry) in err
 
 
 def test_an_edit_with_a_recomputed_checksum_for_another_key_is_detected(setup, capsys):
@@ -68,7 +69,7 @@ def test_an_edit_with_a_recomputed_checksum_for_another_key_is_detected(setup, c
     data = json.loads(entry.read_text())
     data["key"] = "0" * 64
     data["row"]["cycles"] = 1.0
-    data["checksum"] = row_checksum(data["key"], data["row"])
+    data["hmac"] = row_mac((cache / SECRET_NAME).read_bytes(), data["key"], data["row"])
     entry.write_text(json.dumps(data))
     again = rerun(points, cache)
     assert again.computed == 1 and same(again.rows, rows) and "another key" in capsys.readouterr().err
@@ -78,10 +79,50 @@ def test_a_forged_row_with_a_valid_checksum_but_other_columns_is_refused(setup, 
     points, cache, entry, rows = setup
     data = json.loads(entry.read_text())
     del data["row"]["status"]  # a row summary() could not print
-    data["checksum"] = row_checksum(data["key"], data["row"])
+    data["hmac"] = row_mac((cache / SECRET_NAME).read_bytes(), data["key"], data["row"])
     entry.write_text(json.dumps(data))
     again = rerun(points, cache)
     assert again.computed == 1 and same(again.rows, rows) and "columns" in capsys.readouterr().err
+
+
+def test_a_forged_entry_with_a_recomputed_plain_checksum_is_recomputed(setup, capsys):
+    """The forgery of the issue: edit the row, recompute sha256(key, row) -- which anyone can --
+    and put it where the authentication goes. Without the cache's secret it is not reused."""
+    points, cache, entry, rows = setup
+    data = json.loads(entry.read_text())
+    data["row"]["cycles"] = 1.0
+    data["hmac"] = data["checksum"] = row_checksum(data["key"], data["row"])
+    entry.write_text(json.dumps(data))
+    again = rerun(points, cache)
+    err = capsys.readouterr().err
+    assert again.computed == 1 and again.rows[0]["cycles"] == rows[0]["cycles"] != 1.0
+    assert err.count("\n") == 1 and "HMAC mismatch" in err and "warning" in err
+
+
+def test_a_non_finite_row_is_never_reused_even_when_authenticated(setup, capsys):
+    points, cache, entry, rows = setup
+    data = json.loads(entry.read_text())
+    data["row"]["energy_uj"] = float("nan")
+    data["hmac"] = row_mac((cache / SECRET_NAME).read_bytes(), data["key"], data["row"])
+    entry.write_text(json.dumps(data))
+    again = rerun(points, cache)
+    assert again.computed == 1 and same(again.rows, rows) and "NaN" in capsys.readouterr().err
+
+
+def test_the_secret_is_owner_only_and_a_shared_one_is_not_trusted(setup, capsys):
+    import stat
+
+    points, cache, entry, rows = setup
+    secret = cache / SECRET_NAME
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_bytes()) == 32
+    secret.chmod(0o644)
+    again = rerun(points, cache)
+    err = capsys.readouterr().err
+    assert again.computed == 1 and same(again.rows, rows) and "readable or writable by others" in err
+    secret.unlink()  # a new secret: every entry made under the old one is recomputed, with a warning
+    again = rerun(points, cache)
+    assert again.computed == 1 and "HMAC mismatch" in capsys.readouterr().err
+    assert rerun(points, cache).cached == 1
 
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"format": "npusim-dse-point/1", "row": {}}', "", "9" * 5000])
@@ -172,13 +213,37 @@ def test_a_worker_with_other_code_refuses(setup):
         dse.evaluate_point(replace(points[0], code="0" * 64))
 
 
+def test_an_edit_to_the_cacti_table_or_a_plugin_source_changes_the_fingerprint(tmp_path, monkeypatch):
+    """Package data and plugin sources are hashed from their files: an edited CACTI table, or a
+    plugin edited without a version bump, makes a new fingerprint, hence new keys (rows are
+    computed again, as test_a_code_change_is_a_different_key shows)."""
+    import shutil
+    import sys
+
+    package = Path(fingerprint_module.__file__).parent
+    files = fingerprint_module.hashed_files(package)
+    assert "hw/data/sram_cacti7_45nm.csv" in files and "schemas/trace.schema.json" in files
+    copy = tmp_path / "npusim"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("_builtin", "__pycache__"))
+    before = fingerprint_module.tree_digest(copy)
+    table = copy / "hw" / "data" / "sram_cacti7_45nm.csv"
+    table.write_text(table.read_text().replace("1", "2", 1))
+    assert fingerprint_module.tree_digest(copy) != before
+    (tmp_path / "my_plugin.py").write_text("def register(registry):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = fingerprint_module.module_digest("my_plugin")
+    (tmp_path / "my_plugin.py").write_text("def register(registry):\n    return None\n")
+    sys.modules.pop("my_plugin", None)
+    assert fingerprint_module.module_digest("my_plugin") != first != "(not found)"
+
+
 def test_the_fingerprint_covers_package_files_and_plugins(tmp_path, monkeypatch):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "a.py").write_text("X = 1\n")
     before = fingerprint_module.tree_digest(tmp_path / "pkg")
     (tmp_path / "pkg" / "a.py").write_text("X = 2\n")
     assert fingerprint_module.tree_digest(tmp_path / "pkg") != before
-    assert any(line.startswith("plugin builtin = planners:register from npusim ")
+    assert any(line.startswith("plugin builtin = planners:register from npusim ") and " files " in line
                for line in fingerprint_module.plugin_versions())
     # A plugin's new version changes the fingerprint.
     original = fingerprint_module.code_fingerprint()

@@ -117,7 +117,7 @@ def test_solve_seconds_only_with_timings(tmp_path):
     trace = tmp_path / "g.json"
     from npusim.graph.trace_io import save_trace
 
-    save_trace(graph(), trace)
+    save_trace(random_dags.with_custom_kinds(graph()), trace)
     assert main(["plan", str(trace), "--hw", "edge-npu", "-o", str(tmp_path / "p.json")]) == 0
     assert main(["plan", str(trace), "--hw", "edge-npu", "-o", str(tmp_path / "t.json"), "--timings"]) == 0
     assert "solve_seconds" not in json.loads((tmp_path / "p.json").read_text())["meta"]
@@ -130,7 +130,7 @@ def test_dse_jobs_1_and_n_write_identical_files(tmp_path, jobs):
     from npusim.graph.trace_io import save_trace
 
     trace = tmp_path / "g.json"
-    save_trace(graph(), trace)
+    save_trace(random_dags.with_custom_kinds(graph()), trace)
     sweeps = [dse.parse_sweep("budget=MR,MH,MP")]
     pipes = ["default+arena+belady", "greedy-mem+tflite-arena", "zhong+arena+lru", "olla"]
     outputs = []

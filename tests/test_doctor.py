@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from npusim.cli import main
 from npusim.doctor import FIXES, diagnose
@@ -32,7 +33,10 @@ def test_every_plan_violation_gets_its_fix(tmp_path):
     data = plan_to_dict(valid_plan(graph), graph)
     good = tmp_path / "good.json"
     good.write_text(json.dumps(data))
-    assert diagnose([str(good)], trace=str(trace), hw="edge-npu") == []
+    tiny_npu = str(Path(__file__).parent / "fixtures" / "tiny-npu.yaml")  # 16-B alignment, as the plan
+    assert diagnose([str(good)], trace=str(trace), hw=tiny_npu) == []
+    assert "not a multiple of edge-npu's scratchpad.alignment" in diagnose([str(good)], trace=str(trace),
+                                                                            hw="edge-npu")[0].message
     data["residencies"][0]["offset"] = 3  # misaligned and overlapping
     data["transfers"] = [t for t in data["transfers"] if t["cause"] != "writeback"]
     bad = tmp_path / "bad.json"

@@ -36,13 +36,13 @@ def test_a_452_byte_view_bomb_is_one_line(capsys, tmp_path):
     """The issue's reproduction: a [2**31, 2**31] view over a [1, 8] tensor (23 GB before)."""
     trace = _trace_with_view(tmp_path, [1, 8], [2147483648, 2147483648])
     code, out, err = run_cli(capsys, "simulate", trace, "--hw", "edge-npu")
-    assert code == 2 and "differs from the tensor's shape" in err
+    assert code == 2 and "expected the tensor's shape [1, 8]" in err
 
 
 def test_a_view_outside_its_base_is_refused(capsys, tmp_path):
     trace = _trace_with_view(tmp_path, [1, 8], [1, 8], offset=5)
     code, out, err = run_cli(capsys, "simulate", trace, "--hw", "edge-npu")
-    assert code == 2 and "reaches element 12 of its base, but base 'x' has 8 elements" in err
+    assert code == 2 and "reaches element 12 of 'x', which has 8; expected a view inside its base" in err
     inside = _trace_with_view(tmp_path, [1, 8], [1, 8], offset=0)
     assert run_cli(capsys, "info", inside)[0] == 0
 
@@ -94,6 +94,7 @@ def test_a_simulation_too_big_for_memory_is_refused_before_lowering(capsys, monk
     import npusim.workflow as workflow
 
     monkeypatch.setattr(workflow, "lower", lambda *a, **k: pytest.fail("lowered"))
+    monkeypatch.setattr(workflow, "BYTES_PER_ELEMENT", 0)  # the graph's own check aside (tested below)
     monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "1MiB")
     code = main(["simulate", "resnet18", "--hw", "edge-npu"])
     err = capsys.readouterr().err
@@ -127,3 +128,87 @@ def test_the_memory_limit_defaults_to_what_the_machine_has(monkeypatch):
     assert limit is None or limit > 1 << 20
     monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "2GiB")
     assert memory_limit() == 2 << 30
+
+
+# ------------------------------------------------------------ issue 33, item 6: bounded before work
+
+
+def test_a_380_byte_trace_with_a_1_gib_output_is_refused_before_planning(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "256MiB")
+    data = {"format": "npusim-trace/1", "name": "big", "tensors": [
+        {"name": "x", "shape": [1, 1024, 1024, 1024], "dtype": "int8", "itemsize": 1, "kind": "input"},
+        {"name": "y", "shape": [1, 1024, 1024, 1024], "dtype": "int8", "itemsize": 1, "kind": "output"}],
+        "ops": [{"name": "r", "kind": "Relu", "inputs": ["x"], "outputs": ["y"], "vector_ops": 1 << 30}]}
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(data))
+    code, out, err = run_cli(capsys, "simulate", str(path), "--hw", "edge-npu")
+    assert code == 2 and "tensor 'y' has 1,073,741,824 elements" in err and "NPUSIM_MEMORY_LIMIT" in err
+
+
+def test_a_gzipped_plan_is_bounded_while_it_expands(tmp_path, monkeypatch):
+    import gzip
+
+    from npusim.errors import PlanError
+    from npusim.plan import io as plan_io
+
+    monkeypatch.setattr(plan_io, "MAX_PLAN_BYTES", 1 << 20)
+    path = tmp_path / "plan.json"
+    path.write_bytes(gzip.compress(b" " * (8 << 20), mtime=0))
+    with pytest.raises(PlanError, match="once decompressed"):
+        plan_io.load_plan(path, None)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--option", "time_limit=2024-01-01"], "reads as a date"),
+    (["--option", "time_limit=2001-02-03T04:05:06Z"], "reads as a datetime"),
+    (["--set", "clock=2024-01-01"], "expected a frequency"),
+])
+def test_yaml_dates_on_the_command_line_are_one_line_errors(capsys, argv, words):
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", *argv)
+    assert code == 2 and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_yaml_date_in_a_sweep_is_a_one_line_error(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "dse", "resnet18", "--hw", "edge-npu", "--sweep", "scratchpad.size=2024-01-01",
+                             "--out", str(tmp_path / "x.csv"))
+    assert code == 2 and "expected a size" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["llm:gpt2-small", "--prefill", "1000000", "--decode", "1"], "--prefill = 1000000, expected a positive integer of at most 131,072"),
+    (["llm:gpt2-small", "--prefill", "8", "--decode", "2", "--samples", "100000"], "at most 1,000"),
+    (["llm:gpt2-small:prefill=100000000"], "tokens = 100,000,000, expected at most 131,072"),
+    (["llm:gpt2-small:decode=8:batch=100000"], "batch = 100,000, expected at most 1,024"),
+])
+def test_llm_arguments_have_a_largest_value(capsys, argv, words):
+    code, out, err = run_cli(capsys, "simulate", *argv, "--hw", "edge-npu")
+    assert code == 2 and words in err, err
+
+
+def test_dse_workers_are_bounded_by_the_points_and_the_memory(monkeypatch, tmp_path):
+    from npusim import dse
+
+    with pytest.raises(dse.DseError, match="expected 1 to 1024"):
+        dse.check_jobs(100_000)
+    started = []
+    def fake_dask(todo, jobs, scheduler, evaluate, done, **options):
+        started.append(jobs)
+        for point in todo:
+            done(point, evaluate(point))
+
+    monkeypatch.setattr(dse, "run_dask", fake_dask)
+    points = dse.make_points(["resnet18"], "edge-npu", [dse.parse_sweep("budget=MR")], ["default+arena+belady"])
+    dse.run_sweep(points, jobs=1000, backend="dask", cache_dir=None)
+    assert started == [1]  # one point: one worker, whatever --jobs says
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "1GiB")
+    with pytest.raises(dse.DseError, match="6 workers need about 1.50 GiB"):
+        dse.check_jobs(16, 6)
+
+
+def test_an_onnx_file_larger_than_memory_allows_is_refused_before_it_is_read(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("onnx")
+    path = tmp_path / "big.onnx"
+    path.write_bytes(b"\0" * 65536)
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "64KiB")
+    code, out, err = run_cli(capsys, "import", str(path), "-o", str(tmp_path / "t.json"))
+    assert code == 2 and "65,536 bytes of ONNX take about" in err and len(err.strip().splitlines()) == 1

@@ -171,7 +171,7 @@ ERRORS = {
         set_in(("streams",), {"lft": 1}),
         ["streams", "unknown op 'lft'"]),
     "unknown op in tiling": (
-        set_in(("tiling",), {"lft": [4]}),
+        set_in(("tiling",), {"lft": {"block": [4]}}),
         ["tiling", "unknown op 'lft'"]),
     "wrong format string": (
         set_in(("format",), "npusim-plan/2"),
@@ -184,28 +184,28 @@ ERRORS = {
         ["plan is for graph 'resnet50', not 'tiny'"]),
     "negative offset": (
         set_in(("residencies", 0, "offset"), -16),
-        ["residencies[0]", "field 'offset' is -16", "expected an integer >= 0"]),
+        ["field residencies[0].offset is -16", "expected an integer from 0 to"]),
     "negative step": (
         set_in(("transfers", 3, "step"), -1),
-        ["transfers[3]", "field 'step' is -1", "expected an integer >= 0"]),
+        ["field transfers[3].step is -1", "expected an integer from 0 to"]),
     "non-integer first step": (
         set_in(("residencies", 1, "first"), "0"),
-        ["residencies[1]", "field 'first' is '0'"]),
+        ["field residencies[1].first is '0'", "expected an integer"]),
     "missing last step": (
         lambda d: d["residencies"][4].pop("last"),
-        ["residencies[4]", "missing field 'last'"]),
+        ["field residencies[4].last is missing", "(a required field)"]),
     "zero size": (
         set_in(("residencies", 5, "size"), 0),
-        ["residencies[5]", "field 'size' is 0", "expected an integer >= 1"]),
+        ["field residencies[5].size is 0", "expected an integer from 1 to"]),
     "negative DRAM offset": (
         set_in(("dram",), {"x": -64}),
-        ["dram['x']", "field 'offset' is -64"]),
+        ["field dram.x is -64", "expected an integer from 0 to"]),
     "zero capacity": (
         set_in(("capacity",), 0),
-        ["field 'capacity' is 0", "expected an integer >= 1"]),
+        ["field capacity is 0", "expected an integer from 1 to"]),
     "negative stream": (
         set_in(("streams",), {"left": -1}),
-        ["streams['left'] is -1", "expected an integer >= 0"]),
+        ["field streams.left is -1", "expected an integer from 0 to 4,095"]),
     "bad kind": (
         set_in(("transfers", 0, "kind"), "copy"),
         ["transfers[0]", "kind is 'copy'", "'load'", "'store'"]),
@@ -217,10 +217,10 @@ ERRORS = {
         ["meta.status is 'done'", "'optimal'", "'timed_out'"]),
     "order not a list": (
         set_in(("order",), "conv left right join"),
-        ["field 'order' must be a list"]),
+        ["field order is 'conv left right join'", "expected a list"]),
     "residencies not a list": (
         set_in(("residencies",), {"x": 0}),
-        ["field 'residencies' must be a list"]),
+        ["field residencies is {'x': 0}", "expected a list"]),
     "residency not an object": (
         set_in(("residencies", 3), ["b", 160, 1, 1]),
         ["residencies[3]", "expected an object"]),
@@ -237,7 +237,7 @@ def test_errors_name_the_file_field_and_value(graph, plan, tmp_path, case):
 
 def test_error_from_a_dict_names_the_source(graph, plan):
     data = edited(graph, plan, set_in(("transfers", 0, "kind"), "copy"))
-    with pytest.raises(PlanError, match=r"^my-plan: transfers\[0\]: kind is 'copy'"):
+    with pytest.raises(PlanError, match=r"^my-plan: field transfers\[0\].kind is 'copy', expected one of 'load', 'store'"):
         plan_from_dict(data, graph, source="my-plan")
 
 

@@ -15,6 +15,8 @@ Sizes may be rounded up to an allocation alignment (``align``), as allocators pl
 
 from __future__ import annotations
 
+import heapq
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +47,27 @@ def successors(graph: Graph) -> list[list[int]]:
         for p in ps:
             succ[p].append(op)
     return succ
+
+
+def topological(preds) -> list[int]:
+    """Kahn's algorithm over predecessor lists, the smallest ready index first (deterministic:
+    the given order wherever it is already topological); nodes on a cycle are left out."""
+    succ: list[list[int]] = [[] for _ in preds]
+    waiting = [len(p) for p in preds]
+    for v, ps in enumerate(preds):
+        for p in ps:
+            succ[p].append(v)
+    ready = [v for v, n in enumerate(waiting) if not n]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        v = heapq.heappop(ready)
+        order.append(v)
+        for s in succ[v]:
+            waiting[s] -= 1
+            if not waiting[s]:
+                heapq.heappush(ready, s)
+    return order
 
 
 def reverse_post_order(graph: Graph) -> list[int]:

@@ -177,9 +177,20 @@ def graph_from_name(source: str) -> Graph:
 RESIDENT_KIND, KEEP_KIND = "KVCacheResident", "KVCacheKeep"
 
 
+#: The longest sequence (prompt plus generated tokens, or KV length) and the largest batch a
+#: generated step may have: 128 Ki tokens is the longest context of the presets' families;
+#: beyond these a single step's graph alone takes minutes and gigabytes to build and plan.
+MAX_TOKENS = 1 << 17
+MAX_BATCH = 1024
+
+
 class _Builder:
     def __init__(self, spec: DecoderSpec, batch: int, tokens: int, past: int, on_chip: int = 0) -> None:
         spec.check()
+        for what, value, most in (("batch", batch, MAX_BATCH), ("tokens", tokens, MAX_TOKENS),
+                                  ("KV length", past, MAX_TOKENS), ("tokens + KV length", tokens + past, MAX_TOKENS)):
+            if isinstance(value, int) and not isinstance(value, bool) and value > most:
+                raise TraceError(f"decoder {spec.name!r}: {what} = {value:,}, expected at most {most:,}")
         if not isinstance(on_chip, int) or not 0 <= on_chip <= spec.layers:
             raise TraceError(f"decoder {spec.name!r}: KV cache on chip for {on_chip!r} layers, expected 0 .. "
                              f"{spec.layers}")

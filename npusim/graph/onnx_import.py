@@ -49,10 +49,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from npusim.env_knobs import memory_limit
 from npusim.errors import TraceError
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_costs import op_cost
-from npusim.graph.trace_io import MAX_RANK, MAX_TENSOR_BYTES
+from npusim.graph.contract import check_trace
+from npusim.graph.trace_io import MAX_RANK, MAX_TENSOR_BYTES, graph_to_dict
 
 IMPORTER = "npusim.graph.onnx_import"
 
@@ -70,7 +72,9 @@ _NATIVE_ELEMENT_TYPES = {  # element type -> (dtype name, bytes per element)
 }
 _STRING, _UNDEFINED = 8, 0
 
-_MAX_ATTR_LIST = 64  # longer attribute lists are summarised to keep traces small
+_MAX_ATTR_LIST = 64
+#: Memory per byte of an ONNX file while it is read (the bytes, then the parsed protobuf).
+PROTO_EXPANSION = 4  # longer attribute lists are summarised to keep traces small
 
 
 def import_onnx(path: str | Path, dtype: str = "int8", dims: dict[str, int] | None = None) -> Graph:
@@ -83,7 +87,11 @@ def import_onnx(path: str | Path, dtype: str = "int8", dims: dict[str, int] | No
         )
     model = _load_model(path)
     model = _with_static_shapes(model, path, dict(dims or {}))
-    return _GraphBuilder(model, path, dtype).build()
+    graph = _GraphBuilder(model, path, dtype).build()
+    # A well-formed model gives a graph that satisfies the trace contract by construction; a
+    # malformed one (a MatMul node with three inputs, value_info shapes no Conv gives) is
+    # refused here as a trace file would be, before any planner reads it.
+    return check_trace(graph_to_dict(graph), str(path))
 
 
 def _with_static_shapes(model, path: Path, dims: dict[str, int]):
@@ -147,6 +155,10 @@ def _load_model(path: Path):
         ) from None
     if not path.is_file():
         raise TraceError(f"{path}: no such ONNX file")
+    limit, size = memory_limit(), path.stat().st_size
+    if limit is not None and size * PROTO_EXPANSION > limit:  # onnx.load holds the file and its parse
+        raise TraceError(f"{path}: {size:,} bytes of ONNX take about {size * PROTO_EXPANSION:,} bytes to read, more "
+                         f"than the {limit:,} available (NPUSIM_MEMORY_LIMIT, or the free memory)")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError and friends: the file is not a valid model

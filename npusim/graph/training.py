@@ -100,7 +100,8 @@ class _TrainingBuilder:
         if len(parts) == 1:
             return parts[0]
         name = self.new_grad(t_id, suffix="/sum")
-        self.ops.append(dict(name=f"{name}", kind="Add", inputs=list(parts), outputs=[name],
+        kind = "Add" if len(parts) == 2 else "Sum"  # ONNX's Add takes two operands, Sum any number
+        self.ops.append(dict(name=f"{name}", kind=kind, inputs=list(parts), outputs=[name],
                              vector_ops=self.graph.tensors[t_id].elements * (len(parts) - 1)))
         self.partials[t_id] = [name]
         return name

@@ -23,9 +23,11 @@ tensor's name, or for tiles the name of the untiled tensor they are views of.
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 from npusim.atomic_io import atomic_write_text
+from npusim.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
 from npusim.errors import PlanError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
@@ -34,8 +36,11 @@ from npusim.plan.dram import known_buffers
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
 from npusim.graph.fusion import fusion_problems
 from npusim.plan.resolve import base_graph, graph_for_plan
+from npusim.schema_check import SchemaViolation, check, load_schema, short
 
 FORMAT = "npusim-plan/1"
+SCHEMA = "plan.schema.json"
+MAX_PLAN_BYTES = 1 << 31  # a plan of 10 million tiles is about 1.5 GB of JSON
 
 
 def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
@@ -89,7 +94,11 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     field that is wrong (checked in the order of the record's fields)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise PlanError(f"{source}: field 'format' is {got!r}, expected {FORMAT!r}")
+        raise PlanError(f"{source}: field 'format' is {short(got)}, expected {FORMAT!r}")
+    try:  # the declared contract first: fields, types, bounded integers (npusim/schemas/)
+        check(data, load_schema(SCHEMA))
+    except SchemaViolation as violation:
+        raise PlanError(f"{source}: {violation}") from None
     fusion = _fusion(data, graph, source)
     graph = base_graph(fusion, graph)
     tiling = _tiling(data, graph, source)
@@ -237,12 +246,19 @@ def _list(data: dict, key: str, source: str) -> list:
     return value
 
 
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a JSON number (expected a finite number)")
+
+
 def load_plan(path: str | Path, graph: Graph) -> Plan:
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_bounded(path, json_cap(MAX_PLAN_BYTES)), parse_constant=_no_constants)
+    except TooLarge as big:
+        raise PlanError(f"{path}: more than {big.cap:,} bytes of JSON{' once decompressed' if big.gzipped else ''} "
+                        f"(at most {MAX_PLAN_BYTES:,}, or the memory limit / {JSON_EXPANSION}); refusing to read it") from None
     except FileNotFoundError:
         raise PlanError(f"{path}: no such plan file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: a 5,000-digit integer
         raise PlanError(f"{path}: not a readable JSON plan: {exc}") from None
     return plan_from_dict(data, graph, str(path))

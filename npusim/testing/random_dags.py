@@ -20,7 +20,9 @@ from __future__ import annotations
 import random
 
 from npusim.graph.generators import finish_graph
-from npusim.graph.model import Graph
+from npusim.graph.model import Graph, build_graph
+
+__all__ = ["GENERATORS", "chain", "diamonds", "nas_cell", "random_dag", "wide_fanout", "with_custom_kinds"]
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 
@@ -115,6 +117,24 @@ def random_dag(n: int, seed: int = 0, sizes=DEFAULT_SIZES, weight_prob: float = 
             ins.append("x")
         made.append(b.op("Add" if len(ins) > 1 else "Relu", ins))
     return b.graph()
+
+
+def with_custom_kinds(graph: Graph) -> Graph:
+    """The graph with each op kind renamed ``<kind>Like`` (a custom kind), for saving as a trace.
+
+    The generated DAGs (here and in ``npusim.graph.generators``) name their ops Conv, Add,
+    Relu, Concat (``streams-category`` groups the GEMM kinds) over 1-D tensors of random sizes
+    that no such ONNX op has; a trace file must honour the shapes of the kinds it names
+    (``npusim.graph.contract``), a custom kind only the generic rules -- among them, no MACs
+    without a ``gemm``, so an op's MACs without one are dropped."""
+    records = []
+    for op in graph.ops:
+        records.append(dict(name=op.name, kind=op.kind + "Like", inputs=[graph.tensors[t].name for t in op.inputs],
+                            outputs=[graph.tensors[t].name for t in op.outputs], attrs=dict(op.attrs),
+                            macs=op.macs if op.gemm is not None else 0, vector_ops=op.vector_ops, gemm=op.gemm))
+    tensors = [dict(name=t.name, shape=list(t.shape), dtype=t.dtype, itemsize=t.itemsize, kind=t.kind)
+               for t in graph.tensors]
+    return build_graph(graph.name, tensors, records, graph.meta)
 
 
 GENERATORS = {

@@ -34,7 +34,7 @@ def lifetime_bound(problem: OffsetProblem) -> Bound:
 
 
 def max_weight_clique(problem: OffsetProblem, *, max_items: int = 250, time_limit: float = 5.0,
-                      workers: int = 2) -> Bound | None:
+                      workers: int = 2, opts: SolverOptions | None = None) -> Bound | None:
     """The heaviest clique of the conflict graph (None if the problem is too large to solve)."""
     if problem.conflicts is None:
         return lifetime_bound(problem) if problem.has_lifetimes else None
@@ -49,7 +49,7 @@ def max_weight_clique(problem: OffsetProblem, *, max_items: int = 250, time_limi
             if not row[j]:
                 model.AddBoolOr([pick[i].Not(), pick[j].Not()])
     model.Maximize(sum(int(problem.sizes[i]) * pick[i] for i in range(problem.n)))
-    solver = make_solver(SolverOptions(time_limit, workers))  # deterministic time, see there
+    solver = make_solver(opts or SolverOptions(time_limit, workers))  # deterministic time, see there
     status = solver.Solve(model)
     if status == cp_model.OPTIMAL:
         return Bound(int(round(solver.ObjectiveValue())), "clique", True)

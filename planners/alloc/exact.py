@@ -24,6 +24,7 @@ above the ``max_variables`` / ``max_constraints`` options is refused (``check_mo
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -33,7 +34,7 @@ from planners.alloc.bounds import best_bound
 from planners.alloc.canonical_search import search_offsets
 from planners.alloc.problem import OffsetProblem, OffsetResult, check_assignment, make_result
 from planners.schedule.solver import (DEFAULT_MAX_CONSTRAINTS, DEFAULT_MAX_VARIABLES, WALL_GUARD, SolverOptions,
-                                      check_model_size, make_solver)
+                                      check_model_size, make_solver, wall_deadline)
 
 
 def best_heuristic(problem: OffsetProblem, deadline: float | None = None) -> OffsetResult:
@@ -106,7 +107,7 @@ def _search_capacities(problem: OffsetProblem, lower: int, upper: int, seconds: 
         if opts.deterministic:
             offsets, status, nodes = search_offsets(problem.first, problem.last, problem.sizes, capacity,
                                                     node_limit=max(int(allowance), 1),
-                                                    time_limit=WALL_GUARD * seconds + 1, workers=opts.workers)
+                                                    time_limit=opts.wall_seconds(seconds), workers=opts.workers)
             spent += nodes
         else:
             started = time.perf_counter()
@@ -145,17 +146,19 @@ def _search_capacities(problem: OffsetProblem, lower: int, upper: int, seconds: 
 def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: int = 2,
                   seed: int = 0, hint: OffsetResult | None = None, deterministic: bool = True,
                   max_variables: int = DEFAULT_MAX_VARIABLES,
-                  max_constraints: int = DEFAULT_MAX_CONSTRAINTS) -> OffsetResult:
+                  max_constraints: int = DEFAULT_MAX_CONSTRAINTS, wall_guard: float = WALL_GUARD) -> OffsetResult:
     start = time.perf_counter()
+    call = SolverOptions(time_limit, workers, seed, deterministic, max_variables, max_constraints, wall_guard)
+    call = replace(call, deadline=wall_deadline(call, start))  # one guard for every solve of the call
     hint = hint or best_heuristic(problem, None if deterministic else start + time_limit)
-    bound = best_bound(problem, time_limit=min(2.0, time_limit / 4), workers=workers)
+    bound = best_bound(problem, opts=call.with_limit(min(2.0, time_limit / 4)))
     lower, upper = bound.value, int(hint.total)
     if problem.n == 0 or lower >= upper:
         return make_result(problem, hint.offsets, "exact-offsets", bound=lower, status="optimal",
                            seconds=time.perf_counter() - start)
     if problem.has_lifetimes and problem.conflicts is None and not problem.blocks and not problem.pinned:
         found, lower = _search_capacities(problem, lower, upper, time_limit * SEARCH_SHARE,
-                                        SolverOptions(time_limit, workers, seed, deterministic))
+                                        call)
         if found is not None:
             total = int((found + problem.sizes).max(initial=0))
             if total <= lower:
@@ -195,7 +198,7 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
     for i in range(problem.n):
         model.AddHint(slots[i], int(hint.offsets[i]) // align)
     left = time_limit * (1 - SEARCH_SHARE) if deterministic else time_limit - (time.perf_counter() - start)
-    opts = SolverOptions(max(0.1, left), workers, seed, deterministic, max_variables, max_constraints)
+    opts = replace(call, time_limit=max(0.1, left))
     check_model_size(model, opts, "exact-offsets", "a heuristic allocator such as 'tflite-arena' or 'so-size-improved'")
     solver = make_solver(opts)
     status = solver.Solve(model)

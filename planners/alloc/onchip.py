@@ -88,7 +88,7 @@ class OnChipAllocator:
             opts = SolverOptions.from_options({"time_limit": 10.0, **ctx.options})
             result = self._solve(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed,
                                  deterministic=opts.deterministic, max_variables=opts.max_variables,
-                                 max_constraints=opts.max_constraints)
+                                 max_constraints=opts.max_constraints, wall_guard=opts.wall_guard)
         else:
             result = self._solve(problem)
         if result.total > ctx.capacity:

@@ -36,7 +36,8 @@ from ortools.sat.python import cp_model
 from planners.alloc.canonical_search import search_offsets
 from planners.alloc.exact import NODES_PER_SECOND, best_heuristic
 from planners.alloc.problem import OffsetProblem
-from planners.schedule.solver import WALL_GUARD, SolverOptions, check_model_size, has_solution, make_solver, status_name
+from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver,
+                                      note_guard, status_name, wall_deadline)
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,8 @@ def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: b
         # deterministic runs count placements (the wall clock only guards), as exact offsets do
         nodes = int(left * NODES_PER_SECOND) if opts.deterministic else None
         offsets, found, _ = search_offsets(blocks.first, blocks.last, blocks.size, result.max_live,
-                                           time_limit=WALL_GUARD * left + 1 if nodes else left, node_limit=nodes,
+                                           time_limit=opts.wall_seconds(left) if nodes else left,
+                                           node_limit=nodes,
                                            workers=opts.workers)
         if found == "found":
             result = AddressResult({blocks.ids[i]: int(offsets[i]) for i in range(len(blocks.ids))}, result.max_live,
@@ -207,9 +209,11 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
     for i in range(n):
         m.Add(A[i] + size[i] <= peak)  # (8)
     # building counts against the limit (issue 21): O(pairs) constraints, looked at every 1024
-    deadline = start + (WALL_GUARD * opts.time_limit + 1.0 if opts.deterministic else opts.time_limit)
+    deadline = wall_deadline(opts, start)
     for k, (i, j) in enumerate(blocks.overlapping_pairs()):
-        if k % 1024 == 0 and time.perf_counter() > deadline:
+        if k % 1024 == 0 and deadline is not None and time.perf_counter() > deadline:
+            if opts.deterministic:
+                note_guard(f"building the address model after {time.perf_counter() - start:.1f} s")
             return AddressResult({blocks.ids[i]: hint[i] for i in range(n)}, hint_arena, max_live,
                                  "timed_out", max_live, time.perf_counter() - start, len(fixed))
         if i in fixed and j in fixed:

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from ortools.sat.python import cp_model
 
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import (WALL_GUARD, SolverOptions, check_model_size, has_solution, make_solver,
-                                      status_name)
+from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver, note_guard,
+                                      status_name, wall_deadline)
 from planners.schedule.zhong.ilp import ScheduleResult, step_windows
 
 
@@ -123,11 +123,11 @@ def _check(deadline: float | None, k: int) -> None:
         raise ModelOutOfTime()
 
 
-def build_deadline(opts: SolverOptions, start: float) -> float:
+def build_deadline(opts: SolverOptions, start: float) -> float | None:
     """When building the model must stop: the time limit from ``start`` with wall-clock limits;
     with deterministic ones (CP-SAT's work units, which building does not use) the wall guard
-    of a solve (``WALL_GUARD`` x the limit)."""
-    return start + (WALL_GUARD * opts.time_limit + 1.0 if opts.deterministic else opts.time_limit)
+    (``planners.schedule.solver.wall_deadline``; None without one)."""
+    return wall_deadline(opts, start)
 
 
 @dataclass
@@ -250,6 +250,8 @@ def solve_lifetimes(problem: MemoryProblem, hint: list[int], opts: SolverOptions
         lm.model.Minimize(peak)
         hint_order(lm, problem, hint, deadline)
     except ModelOutOfTime:
+        if opts.deterministic:
+            note_guard(f"building the lifetime model of {problem.n} nodes after {time.perf_counter() - start:.1f} s")
         return ScheduleResult(list(hint), hint_peak, "timed_out", problem.lower_bound(),
                               time.perf_counter() - start, 0)
     check_model_size(lm.model, opts, "olla-order", "'greedy-mem' or 'zhong' (partitioned)")

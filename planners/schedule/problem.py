@@ -21,11 +21,10 @@ nodes expands to a schedule of ops.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 from npusim.errors import InternalError, PlanningError
-from npusim.graph.analysis import aligned
+from npusim.graph.analysis import aligned, topological
 from npusim.graph.model import Graph
 
 
@@ -112,20 +111,7 @@ class MemoryProblem:
 
     def topological_order(self) -> list[int]:
         """Kahn's algorithm, smallest ready id first (deterministic)."""
-        preds = self.predecessors()
-        succ = self.successors()
-        indeg = [len(p) for p in preds]
-        ready = [v for v in range(self.n) if indeg[v] == 0]
-        heapq.heapify(ready)
-        order = []
-        while ready:
-            v = heapq.heappop(ready)
-            order.append(v)
-            for s in succ[v]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    heapq.heappush(ready, s)
-        return order
+        return topological(self.predecessors())
 
     def working_set(self, v: int) -> int:
         """Bytes node ``v`` needs while it runs: a lower bound on any order's peak."""

@@ -5,15 +5,21 @@ from the pipeline options, warm-starts from a heuristic, and reports one of the 
 statuses: ``optimal`` only when CP-SAT proved it; ``timed_out`` when the time limit stopped
 the search (the best solution found is returned, with CP-SAT's lower bound).
 
-Determinism. By default (``deterministic``, option ``deterministic=false`` to turn it off)
-``time_limit`` is CP-SAT's *deterministic* time (``max_deterministic_time``, work units of
-roughly a second each), not wall time, and several workers interleave their search in a fixed
-order (``interleave_search``): same model + seed -> same answer, whatever the machine's load.
-A wall-clock guard of ``WALL_GUARD`` x ``time_limit`` still bounds every call; if it stops a
-search first, the answer is ``timed_out`` like any other limit, but may then differ between
-runs. (Planners that split their limit between several solves by elapsed wall time keep that
-split; it matters only when the limits bind.) ``deterministic=false`` restores a plain
-wall-clock ``max_time_in_seconds = time_limit`` with a free parallel portfolio.
+Determinism and the wait. By default (``deterministic``, option ``deterministic=false`` to
+turn it off) ``time_limit`` is CP-SAT's *deterministic* time (``max_deterministic_time``, work
+units of roughly a second on an idle core), not wall time, and several workers interleave
+their search in a fixed order (``interleave_search``): same model + seed -> same answer. A
+wall-clock guard bounds the wait: a search also stops at ``wall_guard`` x ``time_limit`` +
+``GUARD_SLACK`` seconds of wall time (option ``wall_guard``, default ``WALL_GUARD`` = 1.5), and
+the model building that the planners check against the clock (``wall_deadline``) stops at the
+same mark, so a planner returns within about 1.5 x the limit plus one heuristic pass. When the
+guard, not the deterministic limit, ends a search, the answer is ``timed_out`` like any other
+limit but may differ between runs, and the plan's ``scope`` says so (``npusim.wall_guard``).
+The trade: on an idle machine a unit takes about a wall second, so the guard fires only under
+load or on presolves CP-SAT does not meter; where the numbers must repeat under any load (the
+goldens, ``npusim regress``) ``wall_guard=0`` turns the guard off and the wait is unbounded.
+``deterministic=false`` makes the limit plain wall time (``max_time_in_seconds = time_limit``
+minus the time already spent) with a free parallel portfolio.
 
 Bounded models. ``check_model_size`` refuses a model with more than ``max_variables``
 variables or ``max_constraints`` constraints (options; defaults below) with a PlanningError
@@ -23,20 +29,26 @@ that suggests the heuristic or divide-and-conquer variant, instead of exhausting
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
 from npusim.progress import solver_progress
+from npusim.wall_guard import record
 
 from npusim.errors import PlanningError
 
 DEFAULT_TIME_LIMIT = 60.0
 DEFAULT_WORKERS = 2
-#: Wall-clock cap of a deterministic solve, as a multiple of its time limit (plus one second):
-#: generous, since a loaded 2-core machine can take several seconds per deterministic unit, and
-#: a guard that fires makes the answer depend on the load.
-WALL_GUARD = 30.0
+#: Wall-clock cap of a deterministic solve, as a multiple of its time limit (plus GUARD_SLACK):
+#: the wait a time limit promises (module docstring); option ``wall_guard`` (0: no guard).
+WALL_GUARD = 1.5
+GUARD_SLACK = 1.0
+#: The largest time limit (a week) and worker count accepted.
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
+#: A search's wall-time limit when it has no guard (``wall_guard=0``): a week.
+NO_GUARD = MAX_TIME_LIMIT
+MAX_WORKERS = 256
 DEFAULT_MAX_VARIABLES = 2_000_000
 DEFAULT_MAX_CONSTRAINTS = 5_000_000
 
@@ -49,6 +61,28 @@ class SolverOptions:
     deterministic: bool = True
     max_variables: int = DEFAULT_MAX_VARIABLES
     max_constraints: int = DEFAULT_MAX_CONSTRAINTS
+    wall_guard: float = WALL_GUARD
+    #: The ``time.perf_counter()`` mark every solve of this planner call keeps to: set when the
+    #: options are read at the call's start (``from_options``), kept by ``with_limit``, so
+    #: the solves of one call share one guard instead of each having its own.
+    deadline: float | None = field(default=None, compare=False)
+
+    def guard_seconds(self, limit: float | None = None) -> float | None:
+        """Wall seconds a deterministic solve of ``limit`` (default: the time limit) may take;
+        None without a guard (``wall_guard=0``) or in wall-clock mode (the limit is wall time)."""
+        if not self.deterministic or self.wall_guard <= 0:
+            return None
+        return self.wall_guard * (self.time_limit if limit is None else limit) + GUARD_SLACK
+
+    def wall_seconds(self, limit: float | None = None) -> float:
+        """Wall seconds a search of ``limit`` deterministic units starting now may take: its
+        guard, cut to what is left before the call's ``deadline``; NO_GUARD without one."""
+        guard = self.guard_seconds(limit)
+        if guard is None:
+            return NO_GUARD
+        if self.deadline is not None:
+            guard = min(guard, self.deadline - time.perf_counter())
+        return max(0.05, guard)
 
     @staticmethod
     def from_options(options: dict) -> "SolverOptions":
@@ -58,34 +92,80 @@ class SolverOptions:
             seed = int(options.get("seed", 0))
             max_variables = int(options.get("max_variables", DEFAULT_MAX_VARIABLES))
             max_constraints = int(options.get("max_constraints", DEFAULT_MAX_CONSTRAINTS))
+            wall_guard = float(options.get("wall_guard", WALL_GUARD))
         except (TypeError, ValueError) as exc:
             raise PlanningError(f"solver options {options!r}: time_limit must be a number of seconds, "
                                 f"workers, seed, max_variables and max_constraints integers ({exc})") from None
         deterministic = options.get("deterministic", True)
         if not isinstance(deterministic, bool):
             raise PlanningError(f"solver option deterministic = {deterministic!r}: expected true or false")
-        if limit <= 0 or workers < 1:
-            raise PlanningError(f"solver options: time_limit = {limit} and workers = {workers}; "
-                                "expected time_limit > 0 and workers >= 1")
-        return SolverOptions(limit, workers, seed, deterministic, max_variables, max_constraints)
+        if not (0 < limit <= MAX_TIME_LIMIT) or not 1 <= workers <= MAX_WORKERS or not 0 <= wall_guard <= 1000:
+            raise PlanningError(f"solver options: time_limit = {limit}, workers = {workers}, wall_guard = {wall_guard}; "
+                                f"expected 0 < time_limit <= {MAX_TIME_LIMIT:g} s, 1 <= workers <= {MAX_WORKERS} and "
+                                "0 <= wall_guard <= 1000 (0: no wall-clock guard)")
+        opts = SolverOptions(limit, workers, seed, deterministic, max_variables, max_constraints, wall_guard)
+        return replace(opts, deadline=wall_deadline(opts, time.perf_counter()))
 
     def with_limit(self, seconds: float) -> "SolverOptions":
         return replace(self, time_limit=max(0.05, seconds))
 
 
-def make_solver(opts: SolverOptions, started: float | None = None) -> cp_model.CpSolver:
+class GuardedSolver(cp_model.CpSolver):
+    """A CpSolver that notes (``npusim.wall_guard``) when the wall-clock guard, not the
+    deterministic limit, ended a search."""
+
+    guard: float | None = None
+
+    def Solve(self, model, *args, **kwargs):  # noqa: N802 -- CP-SAT's name
+        code = super().Solve(model, *args, **kwargs)
+        if self.guard is not None and code != cp_model.OPTIMAL and code != cp_model.INFEASIBLE:
+            det_limit = self.parameters.max_deterministic_time
+            if self.wall_time >= 0.95 * self.parameters.max_time_in_seconds and self.deterministic_time < 0.95 * det_limit:
+                note_guard(f"a CP-SAT search after {self.wall_time:.1f} s, at {self.deterministic_time:.1f} of its "
+                           f"{det_limit:g} deterministic units")
+        return code
+
+
+def note_guard(what: str) -> None:
+    """Record that the wall-clock guard, not the deterministic limit, stopped ``what``."""
+    record(f"the wall-clock guard stopped {what}: the answer may differ between runs (wall_guard=0 to wait "
+           "for it)")
+
+
+def wall_deadline(opts: SolverOptions, start: float) -> float | None:
+    """The ``time.perf_counter()`` by which a planner started at ``start`` must stop building
+    models and start no more solves: ``start`` + the limit in wall-clock mode, + the guard in
+    deterministic mode (and never after the call's ``opts.deadline``), None without a guard."""
+    if not opts.deterministic:
+        return start + opts.time_limit
+    guard = opts.guard_seconds()
+    if guard is None:
+        return None
+    return start + guard if opts.deadline is None else min(start + guard, opts.deadline)
+
+
+def make_solver(opts: SolverOptions, started: float | None = None, deadline: float | None = None) -> cp_model.CpSolver:
     """A CP-SAT solver under ``opts``' limits. ``started``: the ``time.perf_counter()`` at
-    which the call began; in wall-clock mode the time since then (building the model) is
-    taken off the limit, so the whole call stays within it."""
-    solver = cp_model.CpSolver()
+    which the call began; the time since then (building the model) is taken off the wall-clock
+    limit, or off the guard in deterministic mode, so the whole call stays within it.
+    ``deadline``: a wall-clock mark of an enclosing call (``wall_deadline``) the guard keeps
+    to as well, for planners that run several solves under one limit."""
+    solver = GuardedSolver()
     solver.parameters.num_workers = opts.workers
     solver.parameters.random_seed = opts.seed
+    spent = 0.0 if started is None else time.perf_counter() - started
     if opts.deterministic:
         solver.parameters.max_deterministic_time = opts.time_limit
-        solver.parameters.max_time_in_seconds = WALL_GUARD * opts.time_limit + 1.0
         solver.parameters.interleave_search = opts.workers > 1
+        guard = opts.guard_seconds()
+        if guard is not None:
+            guard -= spent
+            for mark in (deadline, opts.deadline):
+                if mark is not None:
+                    guard = min(guard, mark - time.perf_counter())
+            solver.guard = max(0.05, guard)
+            solver.parameters.max_time_in_seconds = solver.guard
     else:
-        spent = 0.0 if started is None else time.perf_counter() - started
         solver.parameters.max_time_in_seconds = max(0.05, opts.time_limit - spent)
     solver_progress(solver)  # incumbent and bound on the run's progress line, if it has one
     return solver

@@ -33,7 +33,7 @@ from planners.joint.cosma.overlap import analyse
 from planners.joint.cosma.plan import exit_state
 from planners.joint.cosma.problem import CosmaPart, make_part, planned_tensors, size_unit
 from planners.joint.cosma.warm import best_warm_start
-from planners.schedule.solver import SolverOptions
+from planners.schedule.solver import SolverOptions, note_guard
 
 DEFAULT_PART_OPS = 40
 #: (tensor, step) cells above which a part's op windows are narrowed around the warm order.
@@ -115,7 +115,10 @@ def solve_sequence(graph: Graph, segments: list[list[int]], capacity: int, align
         warm = best_warm_start(part, orders)
         solve_budget = opts.time_limit if opts.deterministic else opts.time_limit * (1 - STITCH_MARGIN)
         left = solve_budget - (time.perf_counter() - start)
-        if (opts.deterministic and opts.time_limit / len(segments) < MIN_PART_UNITS) or (
+        guarded = opts.deterministic and opts.deadline is not None and time.perf_counter() > opts.deadline
+        if guarded:  # the wall-clock guard has passed: no more models, as when the limit is spent
+            note_guard(f"cosma-dnc at part {k + 1} of {len(segments)} after {time.perf_counter() - start:.1f} s")
+        if guarded or (opts.deterministic and opts.time_limit / len(segments) < MIN_PART_UNITS) or (
                 not opts.deterministic and left / (len(segments) - k) < MIN_PART_SECONDS):
             # time is up (or too thin to use): no model is built, the warm start stands for this part
             statuses.append("timed_out")

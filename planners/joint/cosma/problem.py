@@ -30,12 +30,11 @@ aligned size), so CP-SAT sees small address domains; traffic is counted in raw b
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 
 from npusim.errors import InternalError, PlanningError
-from npusim.graph.analysis import aligned
+from npusim.graph.analysis import aligned, topological
 from npusim.graph.model import Graph
 
 MAKE, COMPULSORY, DRAM, RESIDENT = "make", "compulsory", "dram", "resident"
@@ -96,25 +95,6 @@ class CosmaPart:
     def working_set(self, v: int) -> int:
         return sum(self.size[a] for a in set(self.op_inputs[v]) | set(self.op_outputs[v]))
 
-
-def topological(preds: list[list[int]]) -> list[int]:
-    """Kahn's algorithm, smallest ready index first."""
-    succ: list[list[int]] = [[] for _ in preds]
-    indeg = [len(p) for p in preds]
-    for v, ps in enumerate(preds):
-        for p in ps:
-            succ[p].append(v)
-    ready = [v for v in range(len(preds)) if not indeg[v]]
-    heapq.heapify(ready)
-    out = []
-    while ready:
-        v = heapq.heappop(ready)
-        out.append(v)
-        for s in succ[v]:
-            indeg[s] -= 1
-            if not indeg[s]:
-                heapq.heappush(ready, s)
-    return out
 
 
 def planned_tensors(graph: Graph, params: bool) -> list[int]:

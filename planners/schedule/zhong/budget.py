@@ -6,7 +6,8 @@ against it (a solve gets what is left once its model is built). With the default
 deterministic mode it is CP-SAT's deterministic time summed over the solves, so the same
 inputs give the same plan whatever the machine's load (wall time spent building models
 cannot be counted without losing that); the wall clock then only guards the call: past
-``WALL_GUARD`` x ``time_limit`` (planners.schedule.solver) no further solve starts.
+the wall guard (``wall_guard`` x ``time_limit`` + a second, planners.schedule.solver) no
+further solve starts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from planners.schedule.solver import WALL_GUARD, SolverOptions
+from planners.schedule.solver import SolverOptions, note_guard, wall_deadline
 
 
 @dataclass
@@ -29,10 +30,17 @@ class Budget:
     def remaining(self) -> float:
         """Seconds (deterministic or wall, see module docstring) left for solving."""
         if self.opts.deterministic:
-            if self.elapsed() > WALL_GUARD * self.opts.time_limit + 1.0:
+            guard = self.opts.guard_seconds()
+            if guard is not None and self.elapsed() > guard:
+                note_guard(f"zhong's solves after {self.elapsed():.1f} s, at {self.deterministic_used:.1f} of its "
+                           f"{self.opts.time_limit:g} deterministic units")
                 return 0.0
             return self.opts.time_limit - self.deterministic_used
         return self.opts.time_limit - self.elapsed()
+
+    def deadline(self) -> float | None:
+        """The wall-clock mark every solve of the call keeps to (``wall_deadline``)."""
+        return wall_deadline(self.opts, self.start)
 
     def solver_options(self) -> SolverOptions:
         """Options for the next solve: the limit is what is left."""

@@ -93,7 +93,7 @@ def solve_schedule_ilp(problem: MemoryProblem, hint: list[int], opts: SolverOpti
     if budget.remaining() <= 0:  # building the model used up the time
         return ScheduleResult(list(hint), hint_peak, "timed_out", p.lower_bound(), time.perf_counter() - start,
                               n_vars)
-    solver = make_solver(budget.solver_options())
+    solver = make_solver(budget.solver_options(), deadline=budget.deadline())
     code = solver.Solve(m)
     budget.charge(solver.deterministic_time)
     seconds = time.perf_counter() - start
