@@ -181,6 +181,7 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
                 image_like: frozenset[str] = frozenset(), chosen: dict | None = None) -> dict:
     """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective.
     ``chosen``: the specs of the ops tiled before it (``_aligned_to_producers``)."""
+    _WORKING_SETS.clear()
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
@@ -210,6 +211,7 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
             except PlanningError:
                 continue  # that block does not fit at any cut of the other dimensions
             found.setdefault((tuple(blocks), k, "scratchpad"), i)
+    if hw is not None:  # the I/O-shaped blocks serve either objective
         for blocks, k, acc in _grid_blocks(op, graph, capacity, align, hw):
             found.setdefault((tuple(blocks), k, acc), len(found) + len(PREFERENCES))
     aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
@@ -478,7 +480,19 @@ def _sample_boxes(shape, blocks):
     return dict.fromkeys(picks)
 
 
+#: Working sets computed for the op being tiled ((graph, op, blocks, k, align, acc) -> bytes): its
+#: candidates ask for the same blocks again and again. Cleared for every op (``choose_spec``),
+#: so the graph's id cannot be reused meanwhile.
+_WORKING_SETS: dict[tuple, int] = {}
+
+
 def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
+    """The double-buffered bytes of the largest tile of a spec (``_tile_bytes`` on the first,
+    an interior and the last tile, and the first and last reduction slice)."""
+    key = (id(graph), op.id, tuple(blocks), k, align, acc)
+    found = _WORKING_SETS.get(key)
+    if found is not None:
+        return found
     shape = graph.tensors[op.outputs[0]].shape
     spec = {"block": blocks, "k": k}
     slices = k_slices(op, graph, spec)
@@ -486,6 +500,7 @@ def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
     for box in _sample_boxes(shape, blocks):
         for j in {0, len(slices) - 1}:
             worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align, acc))
+    _WORKING_SETS[key] = worst
     return worst
 
 
