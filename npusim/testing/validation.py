@@ -290,6 +290,16 @@ def tpu_kernel_figures(step: int = 1) -> dict | None:
 
 # -- first-principles oracles ---------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=8)
+def gemm_run(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048, objective: str = "time"):
+    """(plan, report) of one int8 GEMM (``matmul_graph``) on edge-npu with a ``scratchpad``-byte
+    scratchpad through the default pipeline (memoised: several tests look at the same run)."""
+    graph = matmul_graph(m, n, k)
+    hw = load_hw("edge-npu", {"scratchpad.size": scratchpad})
+    plan = plan_graph(graph, hw, DEFAULT_PIPELINE, options={"tile_objective": objective})
+    return plan, simulate_plan(plan, graph, hw, validated=True)
+
+
 def gemm_io_figures(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048, objective: str = "time") -> dict:
     """Off-chip bytes of one int8 GEMM (``matmul_graph``) on edge-npu with a ``scratchpad``-byte
     scratchpad, planned and simulated with the default pipeline, against two bounds:
@@ -307,8 +317,7 @@ def gemm_io_figures(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048
 
     ``bytes`` is what the DMA moved (``offchip_read_bytes + offchip_write_bytes``);
     ``objective`` is the tiler's (``tile_objective``: ``time``, the default, or ``bytes``)."""
-    graph = matmul_graph(m, n, k)
-    report = run(graph, load_hw("edge-npu", {"scratchpad.size": scratchpad}), options={"tile_objective": objective})
+    _, report = gemm_run(scratchpad, m, n, k, objective)
     moved = report.offchip_read_bytes + report.offchip_write_bytes
     b = math.sqrt(scratchpad / 8)
     square = 2 * m * n * k / b + m * n

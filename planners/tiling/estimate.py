@@ -201,6 +201,34 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     return Estimate(bound + fill, compute, dma, int(bus), short)
 
 
+#: Compute cycles of the specs of the op being tiled (``lower_bound``); cleared per op.
+_COMPUTE: dict[tuple, float] = {}
+
+
+def clear_memo() -> None:
+    """Forget the memoised compute of the previous op's candidates (the tiler calls it per op,
+    so a graph's id cannot be reused meanwhile)."""
+    _COMPUTE.clear()
+
+
+def lower_bound(op: Op, graph: Graph, spec: dict, traffic: float, hw) -> float:
+    """A cheap bound no estimate of ``spec`` goes below: the cycles of its tiles' compute (the
+    compute part of ``estimate``) and its ``traffic`` (DRAM bytes read) at peak bandwidth. The
+    tiler estimates its candidates in this order and stops early."""
+    acc = spec.get("acc", "scratchpad")
+    key = (id(graph), op.id, tuple(spec["block"]), spec.get("k", 0), acc)
+    compute = _COMPUTE.get(key)
+    if compute is None:
+        out = graph.tensors[op.outputs[0]]
+        classes = _slice_classes(k_slices(op, graph, spec))
+        compute = 0.0
+        for box, count in _box_classes(out.shape, spec["block"]):
+            compute += count * sum(n * _tile_compute(op, graph, box, k_range, last, hw, acc)[0]
+                                   for k_range, n, last in classes)
+        _COMPUTE[key] = compute
+    return max(compute, traffic / hw.dram_bytes_per_cycle)
+
+
 def pipelined(compute: float, transfers: float, ahead: int = 1) -> float:
     """Time of compute and transfers that overlap through ``ahead`` + 1 buffers (module
     docstring)."""

@@ -44,9 +44,11 @@ is no plan: the error names the op and that minimum.
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from collections import OrderedDict
 
-from npusim.errors import PlanningError
+from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
 from npusim.graph.regions import (
@@ -55,7 +57,7 @@ from npusim.graph.regions import (
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
 from npusim.plan.layout import image_like_tensors, storage_order
 from planners.options import int_option
-from planners.tiling.estimate import estimate, estimate_untiled, store_cycles
+from planners.tiling.estimate import clear_memo, estimate, estimate_untiled, lower_bound, store_cycles
 
 PREFERENCES = ("spatial", "channels", "reduction", "outer", "contiguous")
 OBJECTIVES = ("time", "bytes")
@@ -177,11 +179,46 @@ def _whole_spec(op: Op, graph: Graph) -> dict:
     return {"block": list(shape), "k": 0, "order": list(range(len(shape)))}
 
 
+#: Tile specs already chosen, by op signature (``_signature``): a network repeats its layers, an
+#: LLM its decoder blocks and a sweep its graph, and the same op on the same hardware and budget
+#: gets the same spec. Least recently used first out.
+_CHOSEN: OrderedDict[tuple, str] = OrderedDict()
+CHOSEN_MEMO_SIZE = 4096
+
+
+def _signature(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like, chosen) -> tuple:
+    """Everything ``choose_spec`` reads of an op: its kind, attributes and costs, the shape,
+    bytes, kind and DRAM layout of each tensor, the producers' tiles it could align with, and
+    the budget, hardware and objective."""
+    tensors = tuple((graph.tensors[t].shape, graph.tensors[t].itemsize, graph.tensors[t].kind,
+                     graph.tensors[t].name in image_like) for t in op.inputs + op.outputs)
+    producers = tuple(json.dumps(chosen.get(graph.ops[p].name), sort_keys=True) if p is not None else ""
+                      for p in (graph.tensors[t].producer for t in op.inputs))
+    repeats = tuple(op.inputs.index(t) for t in op.inputs)  # an input read twice counts once
+    return (op.kind, json.dumps(op.attrs, sort_keys=True, default=str), op.macs, op.vector_ops, op.gemm,
+            repeats, tensors, producers, align, capacity, hw, objective)
+
+
 def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, objective: str = "time",
                 image_like: frozenset[str] = frozenset(), chosen: dict | None = None) -> dict:
     """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective.
-    ``chosen``: the specs of the ops tiled before it (``_aligned_to_producers``)."""
+    ``chosen``: the specs of the ops tiled before it (``_aligned_to_producers``). Memoised by
+    the op's signature (``_CHOSEN``)."""
+    key = _signature(op, graph, align, capacity, hw, objective, image_like, chosen or {})
+    found = _CHOSEN.get(key)
+    if found is None:
+        found = _CHOSEN[key] = json.dumps(_choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen))
+        if len(_CHOSEN) > CHOSEN_MEMO_SIZE:
+            _CHOSEN.popitem(last=False)
+    else:
+        _CHOSEN.move_to_end(key)
+    return json.loads(found)
+
+
+def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like,
+                 chosen: dict | None) -> dict:
     _WORKING_SETS.clear()
+    clear_memo()
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
@@ -217,7 +254,7 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
     aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
     for blocks, (order, _) in aligned.items():
         found.setdefault((blocks, 0, "scratchpad"), len(found) + len(PREFERENCES))
-    candidates = []
+    ranked = []
     for (blocks, k, acc), i in found.items():
         fixed, on_chip = aligned.get(blocks, (None, frozenset())) if not k else (None, frozenset())
         order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, fixed, acc)
@@ -226,12 +263,23 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
             traffic = sum(n * s for n, s in zip(reads, _view_sizes(op, graph, list(blocks), k)))
         spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
         tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
-        if hw is not None and objective == "time":
-            guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
-            candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
-        else:
-            candidates.append(((traffic, tiles, i), spec, False))
-    if hw is not None and objective == "time":
+        ranked.append((spec, reads, traffic, tiles, i))
+    if hw is None or objective != "time":
+        return min(ranked, key=lambda c: c[2:])[0]
+    # Estimate the candidates in the order of a cheap lower bound of their time (their compute,
+    # and their DRAM bytes at peak bandwidth), and stop once the bound is past what could still
+    # be chosen: the rest are slower than the fastest by more than either tolerance below.
+    bounds = {id(c[0]): lower_bound(op, graph, c[0], c[2], hw) for c in ranked}
+    ranked.sort(key=lambda c: (bounds[id(c[0])], c[4]))
+    candidates = []
+    limit = float("inf")
+    for spec, reads, traffic, tiles, i in ranked:
+        if bounds[id(spec)] > limit:
+            break
+        guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
+        candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
+        limit = min(limit, guess.cycles * (1 + max(SHORT_RUN_TOLERANCE, TIME_TOLERANCE)))
+    if candidates:
         # Runs shorter than a burst only when every candidate that moves whole bursts is more
         # than SHORT_RUN_TOLERANCE slower (their cost is in the estimate: each run pays its
         # own burst and address, and they take bus time from everything else running).
@@ -243,7 +291,7 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
         fastest = min(key[0] for key, *_ in candidates)
         near = [(key[1:], spec) for key, spec, _ in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
         return min(near, key=lambda c: c[0])[1]
-    return min(candidates, key=lambda c: c[0])[1]
+    raise InternalError(f"op {op.name!r}: no tile candidate was estimated")
 
 
 def _aligned_to_producers(op: Op, graph: Graph, chosen: dict, capacity: int, align: int) -> dict:
