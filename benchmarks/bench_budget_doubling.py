@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from npusim.resources import list_resources
-from npusim.units import parse_size
+from npusim.util.resources import list_resources
+from npusim.util.units import parse_size
 from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, run
 
 SIZES = "512KiB,1MiB,2MiB,4MiB,8MiB,16MiB"

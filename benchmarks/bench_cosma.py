@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from npusim.experiment import activation_graph
+from npusim.cli.experiment import activation_graph
 from npusim.hw.config import Hardware
 from npusim.registry import make_plan
 from npusim.testing.random_dags import nas_cell

@@ -17,7 +17,7 @@ import statistics
 
 from npusim.plan.lower import lower
 from npusim.plan.transfer_cost import unloaded_cycles
-from npusim.units import parse_size
+from npusim.util.units import parse_size
 from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, plan_graph
 
 RUNS = (("resnet50", "1MiB"), ("resnet50", "256KiB"), ("mobilenet_v2", "256KiB"), ("bert_tiny", "256KiB"))

@@ -17,7 +17,7 @@ import argparse
 import csv
 import sys
 
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, run
 
 

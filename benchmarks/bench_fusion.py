@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from npusim import load_graph, load_hw, plan_graph, simulate_plan
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 
 PIPELINES = ("tile+default+arena+belady", "fuse+tile+default+arena+belady")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from npusim.errors import NpusimError
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.workflow import load_graph, load_hw, run
 
 

@@ -27,7 +27,7 @@ import argparse
 from npusim.graph.analysis import default_order
 from npusim.graph.generators import assign_streams, nas_cells
 from npusim.plan.safety import METHODS, safety_relation
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.workflow import load_graph
 from planners.alloc import mindspore, mindspore_fast, naive, shared_objects, tflite
 from planners.alloc.bounds import best_bound

@@ -17,8 +17,8 @@ import argparse
 import time
 
 from npusim.errors import NpusimError
-from npusim.resources import list_resources
-from npusim.units import parse_size
+from npusim.util.resources import list_resources
+from npusim.util.units import parse_size
 from npusim.workflow import load_graph, load_hw, plan_graph, simulate_plan
 
 PIPELINES = "tile+default+arena+belady,tile+zhong+arena+belady,tile+cosma-dnc,tile+olla"

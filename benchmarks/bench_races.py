@@ -35,7 +35,7 @@ import statistics
 from npusim.errors import SimulationError
 from npusim.plan.lower import lower
 from npusim.registry import make_plan
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.sim.engine import simulate
 from npusim.sim.jitter import MODES
 from npusim.sim.races import find_race

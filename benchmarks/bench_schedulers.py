@@ -25,7 +25,7 @@ import argparse
 import time
 
 from npusim.graph.training import make_training_graph
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.workflow import load_graph
 from planners.joint.olla import olla_order, tensor_blocks
 from planners.joint.olla_address import solve_addresses

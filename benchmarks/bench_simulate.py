@@ -12,7 +12,7 @@ import argparse
 from npusim.plan.lower import lower
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.sim.engine import simulate
 from npusim.workflow import load_graph, load_hw, resolve_budget
 from timing import best_of

@@ -32,8 +32,8 @@ from npusim.hw.loader import load_hardware
 from planners.offchip.collision import SEARCH_NODES, ChunkPatterns, Tile, TileArrays, tensor_allocate_reference
 from npusim.plan.resolve import graph_for_plan
 from npusim.registry import make_plan
-from npusim.resources import list_resources
-from npusim.units import parse_size
+from npusim.util.resources import list_resources
+from npusim.util.units import parse_size
 from npusim.workflow import load_graph
 from planners.offchip import baselines
 from planners.offchip.lifetimes import Buffer, dram_buffers

@@ -16,7 +16,7 @@ from npusim.kernels.render_chunks import render_chunks, render_chunks_reference
 from npusim.plan.lower import lower
 from npusim.plan.resolve import graph_for_plan
 from npusim.sim.engine import simulate
-from npusim.units import parse_size
+from npusim.util.units import parse_size
 from npusim.workflow import load_graph, load_hw, plan_graph
 
 

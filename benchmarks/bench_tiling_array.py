@@ -19,7 +19,7 @@ import sys
 
 from npusim.testing.validation import SCALESIM_RESNET18 as REFERENCE
 from npusim.testing.validation import scalesim_layers, scalesim_tiled_cycles
-from npusim.units import parse_size
+from npusim.util.units import parse_size
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ import argparse
 import re
 from pathlib import Path
 
-from npusim.atomic_io import atomic_write_text
+from npusim.util.atomic_io import atomic_write_text
 from npusim.testing.validation import GEMM_SCRATCHPADS, markdown, rows
 
 README = Path(__file__).resolve().parents[1] / "README.md"

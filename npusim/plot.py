@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from npusim.atomic_io import atomic_open
+from npusim.util.atomic_io import atomic_open
 from npusim.errors import NpusimError
 from npusim.plan.resolve import graph_for_plan
-from npusim.units import format_bytes
+from npusim.util.units import format_bytes
 
 FORMATS = ("png", "svg")
 # Colours of residencies by tensor kind (a colour-blind-safe palette).

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
-from npusim import wall_guard
+from npusim.util import wall_guard
 from npusim import planner_options
 from npusim.errors import RegistryError, did_you_mean
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
-from npusim.progress import reporting, silent
+from npusim.util.progress import reporting, silent
 
 #: fusion -> tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
 #: -> off-chip offsets; joint planners decide the order, spills and offsets at once, so they
@@ -77,7 +77,7 @@ class PlanningContext:
     bound: float | None = None
     scope: str = ""  # which problem status and bound refer to, when not the whole plan's
     notes: list[str] = field(default_factory=list)  # what a stage traded, one line each (PlanMeta.notes)
-    # ``progress(what, done, total, detail)`` for long stages (npusim.progress); silent by default.
+    # ``progress(what, done, total, detail)`` for long stages (npusim.util.progress); silent by default.
     progress: object = silent
 
 
@@ -176,7 +176,7 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
 def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None = None,
               options: dict | None = None, registry: Registry | None = None, progress=silent) -> Plan:
     """Run a pipeline and return its Plan. ``budget`` (bytes) defaults to the scratchpad size;
-    ``progress`` hears which stage runs and how far long stages got (npusim.progress)."""
+    ``progress`` hears which stage runs and how far long stages got (npusim.util.progress)."""
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     given = dict(options or {})
@@ -210,3 +210,10 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
                       solve_seconds=round(seconds, 6), status=ctx.status,
                       objective=ctx.objective, bound=ctx.bound, scope=ctx.scope, notes=tuple(ctx.notes)),
     )
+
+
+def check_pipelines(pipelines: list[str]) -> None:
+    """Raise RegistryError for a pipeline naming an unknown planner or two planners of a stage."""
+    registry = default_registry()
+    for pipeline in pipelines:
+        registry.pipeline(pipeline)

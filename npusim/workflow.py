@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from npusim.env_knobs import memory_limit
+from npusim.util.env_knobs import memory_limit
 from npusim.errors import NpusimError, SimulationError, TraceError
 from npusim.graph.analysis import default_order, min_required, peak_live_bytes
 from npusim.graph.decoder import graph_from_name
@@ -24,12 +24,12 @@ from npusim.plan.lower import lower
 from npusim.plan.model import Plan
 from npusim.plan.resolve import graph_for_plan
 from npusim.plan.validate import require_valid
-from npusim.progress import silent
+from npusim.util.progress import silent
 from npusim.registry import make_plan
-from npusim.resources import find_resource, missing_resource_message
+from npusim.util.resources import find_resource, missing_resource_message
 from npusim.sim.engine import simulate
 from npusim.sim.report import Report
-from npusim.units import UnitError, format_bytes, parse_size
+from npusim.util.units import UnitError, format_bytes, parse_size
 
 #: Fuses element-wise epilogues into their GEMM op (as NPU compilers do), then tiles only the
 #: ops that do not fit, so on a roomy scratchpad it is the fused graph with the arena + Belady.
@@ -188,7 +188,7 @@ BYTES_PER_ELEMENT = 3
 
 def check_graph_memory(graph: Graph) -> None:
     """Refuse before planning a graph whose plans would take more memory to check than the
-    limit (``npusim.env_knobs.memory_limit``): a 380-byte trace may name a 10 GiB output."""
+    limit (``npusim.util.env_knobs.memory_limit``): a 380-byte trace may name a 10 GiB output."""
     limit = memory_limit()
     produced = [t for t in graph.tensors if t.kind in ("activation", "output")]
     if limit is None or not produced:
@@ -204,7 +204,7 @@ def check_graph_memory(graph: Graph) -> None:
 
 def check_simulation_memory(commands: int, source: str = "plan") -> None:
     """Refuse before lowering a plan whose simulation would need more memory than the limit
-    (``npusim.env_knobs.memory_limit``), rather than be stopped by the OOM killer."""
+    (``npusim.util.env_knobs.memory_limit``), rather than be stopped by the OOM killer."""
     limit = memory_limit()
     need = commands * BYTES_PER_COMMAND
     if limit is not None and need > limit:

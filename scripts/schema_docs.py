@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from npusim.graph.op_rules import RULES
-from npusim.schema_check import _resolve, describe, load_schema
+from npusim.util.schema_check import _resolve, describe, load_schema
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "trace-format.md"
 

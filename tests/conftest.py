@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 SLOW_ENV = "NPUSIM_SLOW_TESTS"
-# Progress lines (npusim.progress) appear on stderr after this many seconds: tests that check a
+# Progress lines (npusim.util.progress) appear on stderr after this many seconds: tests that check a
 # command's stderr line by line must not see one because the machine is loaded.
 # tests/test_progress.py sets its own interval.
 os.environ.setdefault("NPUSIM_PROGRESS_SECONDS", "86400")

@@ -5,7 +5,7 @@ and conquer (``fallback=dnc``); COSMA's part ILPs and ``exact-offsets`` refuse m
 import pytest
 
 from npusim.errors import PlanningError
-from npusim.experiment import run_trace
+from npusim.cli.experiment import run_trace
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import make_plan

@@ -15,11 +15,11 @@ import threading
 import pytest
 
 from helpers import chain_with_skip
-from npusim import code_fingerprint as fingerprint_module
+from npusim.dse import fingerprint as fingerprint_module
 from npusim import dse
 from npusim.cli import main
 from npusim.graph.trace_io import save_trace
-from npusim.result_cache import MAX_ENTRY_BYTES, SECRET_NAME, Cache, row_checksum, row_mac
+from npusim.dse.cache import MAX_ENTRY_BYTES, SECRET_NAME, Cache, row_checksum, row_mac
 
 
 @pytest.fixture()
@@ -220,7 +220,7 @@ def test_an_edit_to_the_cacti_table_or_a_plugin_source_changes_the_fingerprint(t
     import shutil
     import sys
 
-    package = Path(fingerprint_module.__file__).parent
+    package = Path(fingerprint_module.__file__).parents[1]
     files = fingerprint_module.hashed_files(package)
     assert "hw/data/sram_cacti7_45nm.csv" in files and "schemas/trace.schema.json" in files
     copy = tmp_path / "npusim"

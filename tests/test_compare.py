@@ -10,7 +10,7 @@ from npusim.sim.report import ENERGY_COMPONENTS
 
 from helpers import chain_with_skip
 from npusim.cli import main
-from npusim.compare import METRIC_COLUMNS, compare_planners, format_rows, parse_pipelines
+from npusim.cli.compare import METRIC_COLUMNS, compare_planners, format_rows, parse_pipelines
 from npusim.plan.validate import validate
 from npusim.workflow import load_graph, load_hw, plan_graph, simulate_plan
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from npusim.cli import main
-from npusim.doctor import FIXES, diagnose
+from npusim.cli.doctor import FIXES, diagnose
 
 from plan_fixtures import tiny_graph, valid_plan
 

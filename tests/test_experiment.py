@@ -6,7 +6,7 @@ import pytest
 
 from npusim.cli import main
 from npusim.errors import NpusimError
-from npusim.experiment import COLUMNS, SCHEMES, activation_graph, paper_budgets, reordered, run_cosma_experiment, summarise
+from npusim.cli.experiment import COLUMNS, SCHEMES, activation_graph, paper_budgets, reordered, run_cosma_experiment, summarise
 from npusim.graph.analysis import peak_live_bytes
 from npusim.testing.random_dags import nas_cell
 from npusim.workflow import load_graph

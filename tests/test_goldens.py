@@ -9,7 +9,7 @@ import functools
 import pytest
 
 from helpers import REPO
-from npusim import regress
+from npusim.cli import regress
 from npusim.workflow import load_graph
 
 CASES = regress.load_goldens(REPO / "traces" / "expected")

@@ -21,8 +21,8 @@ from npusim.hw.loader import (
     load_hardware,
     resolve_hardware_path,
 )
-from npusim.resources import find_resource, search_dirs
-from npusim.units import parse
+from npusim.util.resources import find_resource, search_dirs
+from npusim.util.units import parse
 
 REPO = Path(npusim.__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

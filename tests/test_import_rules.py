@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Known breaks of the second rule (none left: npusim/experiment.py asks the registry for
+#: Known breaks of the second rule (none left: npusim/cli/experiment.py asks the registry for
 #: Zhong's order through ``npusim.registry.schedule_order``).
 CORE_IMPORTS_OF_PLANNERS: set[str] = set()
 

@@ -121,7 +121,7 @@ def test_a_bad_memory_limit_is_refused_at_start_by_every_command(capsys, monkeyp
 
 
 def test_the_memory_limit_defaults_to_what_the_machine_has(monkeypatch):
-    from npusim.env_knobs import memory_limit
+    from npusim.util.env_knobs import memory_limit
 
     monkeypatch.delenv("NPUSIM_MEMORY_LIMIT", raising=False)
     limit = memory_limit()

@@ -18,7 +18,7 @@ from npusim.plan.io import load_plan, save_plan
 from npusim.plan.resolve import graph_for_plan
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.workflow import load_graph, load_hw, resolve_budget, simulate_plan
 from planners.offchip.baselines import shared_objects_best
 from planners.offchip.lifetimes import dram_buffers

@@ -1,4 +1,4 @@
-"""Feedback on long work (npusim.progress) and exit codes: 2 for the user's errors, 3 for bugs."""
+"""Feedback on long work (npusim.util.progress) and exit codes: 2 for the user's errors, 3 for bugs."""
 
 import io
 import time
@@ -7,7 +7,7 @@ import pytest
 
 from npusim.cli import main
 from npusim.errors import InternalError
-from npusim.progress import Progress
+from npusim.util.progress import Progress
 
 
 def test_lines_every_interval_when_not_a_terminal():
@@ -97,7 +97,7 @@ def test_a_user_s_invalid_plan_exits_2(capsys, tmp_path):
 def test_solver_reports_incumbent_and_bound_to_the_run_s_progress():
     from ortools.sat.python import cp_model
 
-    from npusim.progress import reporting
+    from npusim.util.progress import reporting
     from planners.schedule.solver import SolverOptions, make_solver
 
     model = cp_model.CpModel()

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from npusim import regress
+from npusim.cli import regress
 from npusim.cli import main
 
 TRACE = "squeezenet1_0"

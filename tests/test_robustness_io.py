@@ -1,6 +1,6 @@
 """Outputs whole or absent, and a clean end on full disks and closed pipes (issue 21, item 3).
 
-Every writer goes through ``npusim.atomic_io``: a failure (a full disk here, simulated by
+Every writer goes through ``npusim.util.atomic_io``: a failure (a full disk here, simulated by
 making the write or the fsync raise ENOSPC) leaves the previous file byte-identical, leaves
 no temporary file behind, and the command ends with one line naming the file and exit 2.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from helpers import chain_with_skip
-from npusim import atomic_io
-from npusim.atomic_io import OutputError, atomic_open, atomic_write_text
+from npusim.util import atomic_io
+from npusim.util.atomic_io import OutputError, atomic_open, atomic_write_text
 from npusim.cli import main
 from npusim.graph.trace_io import save_trace
 
@@ -227,7 +227,7 @@ def test_a_missing_hw_path_folder_is_named(capsys, monkeypatch, tmp_path):
 
 
 def test_a_local_traces_folder_that_shadows_a_shipped_trace_is_named(capsys, monkeypatch, tmp_path):
-    from npusim import resources
+    from npusim.util import resources
 
     shipped = resources.find_resource("traces", "resnet18")
     (tmp_path / "traces").mkdir()
@@ -245,7 +245,7 @@ def test_a_local_traces_folder_that_shadows_a_shipped_trace_is_named(capsys, mon
 
 def test_every_writer_goes_through_the_atomic_helper():
     """No module writes a file directly (write_text/write_bytes/open for writing/savefig to a
-    path): a new writer that bypasses npusim.atomic_io fails here."""
+    path): a new writer that bypasses npusim.util.atomic_io fails here."""
     import ast
 
     root = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from npusim.errors import TraceError
 from npusim.graph import contract
 from npusim.graph.contract import check_trace
 from npusim.graph.trace_io import graph_to_dict, load_trace
-from npusim.schema_check import load_schema
+from npusim.util.schema_check import load_schema
 
 from fuzz_support import WELL_FORMED, small_attention, small_cnn
 from helpers import REPO, SHARED, TRACE_NAMES

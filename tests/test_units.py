@@ -1,10 +1,10 @@
-"""Quantities with units, as written in hardware YAML files (npusim.units)."""
+"""Quantities with units, as written in hardware YAML files (npusim.util.units)."""
 
 from __future__ import annotations
 
 import pytest
 
-from npusim.units import QUANTITY_UNITS, UnitError, format_bytes, parse, parse_size
+from npusim.util.units import QUANTITY_UNITS, UnitError, format_bytes, parse, parse_size
 
 # (quantity, text, value in the base unit) - at least one case per unit of every quantity.
 EXAMPLES = [

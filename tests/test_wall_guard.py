@@ -4,7 +4,7 @@ Exact planners count ``time_limit`` in CP-SAT's deterministic units (their plans
 a wall-clock guard stops every search at ``wall_guard`` x the limit + a second
 (``planners.schedule.solver``): a planner returns within about 1.5 x its limit plus its
 heuristics, and when the guard ended a search the plan's scope says so. The goldens run with
-``wall_guard=0`` (npusim.regress), so their numbers never depend on the machine's load.
+``wall_guard=0`` (npusim.cli.regress), so their numbers never depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import time
 import pytest
 from ortools.sat.python import cp_model
 
-from npusim import regress, wall_guard
+from npusim.cli import regress
+from npusim.util import wall_guard
 from npusim.hw.config import Hardware
 from npusim.registry import make_plan
 from npusim.workflow import load_graph, load_hw

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npusim import worker_lifetime
+from npusim.dse import workers as worker_lifetime
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 

@@ -32,7 +32,7 @@ from npusim.graph.fusion import EPILOGUE_KINDS
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_rules import RULES, check_op
 from npusim.graph.op_shapes import Bad, unidirectional
-from npusim.schema_check import SchemaViolation, check, load_schema, short
+from npusim.util.schema_check import SchemaViolation, check, load_schema, short
 
 FORMAT = "npusim-trace/1"
 SCHEMA = "trace.schema.json"

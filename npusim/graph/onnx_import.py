@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from npusim.env_knobs import memory_limit
+from npusim.util.env_knobs import memory_limit
 from npusim.errors import TraceError
 from npusim.graph.model import Graph, build_graph
 from npusim.graph.op_costs import op_cost

@@ -24,8 +24,8 @@ import json
 import zlib
 from pathlib import Path
 
-from npusim.atomic_io import atomic_open, atomic_write_text
-from npusim.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
+from npusim.util.atomic_io import atomic_open, atomic_write_text
+from npusim.util.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
 from npusim.errors import TraceError
 from npusim.graph.contract import FORMAT, MAX_COUNT, MAX_RANK, MAX_TENSOR_BYTES, check_trace
 from npusim.graph.model import Graph

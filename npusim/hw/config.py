@@ -1,7 +1,7 @@
 """Hardware description: typed dataclasses, one per block, every field with a unit and a doc.
 
 The YAML keys are the field names. Each field's ``metadata`` gives:
-``quantity`` (how the YAML value is parsed, see ``npusim.units``; ``int``/``str``/``choice``
+``quantity`` (how the YAML value is parsed, see ``npusim.util.units``; ``int``/``str``/``choice``
 for plain values), ``doc`` (one line for hw_configs/README.md) and, for choices, ``choices``.
 Values are stored in base units: bytes, Hz, bytes/s, pJ, W, cycles.
 """

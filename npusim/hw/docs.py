@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import npusim
-from npusim.atomic_io import atomic_write_text
+from npusim.util.atomic_io import atomic_write_text
 from npusim.hw.config import Hardware
 from npusim.hw.loader import block_type
 

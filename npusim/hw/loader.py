@@ -8,7 +8,7 @@ to its field's ``quantity`` metadata. A file is read in three steps:
 2. flatten: the mapping -> ``{dotted key: (raw value, file that set it)}``, rejecting
    unknown keys; ``extends: base`` loads the base first and the file's own keys
    replace the base's key by key (a deep merge);
-3. build: parse each raw value with ``npusim.units``, check its range, construct the
+3. build: parse each raw value with ``npusim.util.units``, check its range, construct the
    frozen dataclasses, then cross-check fields that constrain each other.
 
 Every problem is a ``ConfigError`` naming the file, the dotted key, the value and
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import yaml
 
-from npusim import units
+from npusim.util import units
 from npusim.errors import ConfigError
 from npusim.hw.config import Hardware
-from npusim import env_knobs
-from npusim.resources import find_resource, list_resources, missing_resource_message, search_dirs
+from npusim.util import env_knobs
+from npusim.util.resources import find_resource, list_resources, missing_resource_message, search_dirs
 from npusim.hw.yaml_file import display_path, read_yaml, short
 
 KIND = "hw_configs"

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from npusim.hw.config import Hardware
 from npusim.hw.sram_table import MIN_WIDTH, Macro, sram_macro
-from npusim.units import format_bytes
+from npusim.util.units import format_bytes
 
 STATIC_PARTS = ("scratchpad", "cores", "uncore")
 AREA_PARTS = ("array", "register_files", "vector", "scratchpad", "uncore")

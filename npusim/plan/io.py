@@ -26,8 +26,8 @@ import json
 import zlib
 from pathlib import Path
 
-from npusim.atomic_io import atomic_write_text
-from npusim.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
+from npusim.util.atomic_io import atomic_write_text
+from npusim.util.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
 from npusim.errors import PlanError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
@@ -36,7 +36,7 @@ from npusim.plan.dram import known_buffers
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
 from npusim.graph.fusion import fusion_problems
 from npusim.plan.resolve import base_graph, graph_for_plan
-from npusim.schema_check import SchemaViolation, check, load_schema, short
+from npusim.util.schema_check import SchemaViolation, check, load_schema, short
 
 FORMAT = "npusim-plan/1"
 SCHEMA = "plan.schema.json"

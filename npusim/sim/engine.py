@@ -25,12 +25,12 @@ from dataclasses import replace
 import simpy
 
 from npusim.errors import SimulationError
-from npusim.env_knobs import sim_max_seconds
+from npusim.util.env_knobs import sim_max_seconds
 from npusim.hw.config import Hardware
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
 from npusim.plan.transfer_cost import address_cycles, unloaded_cycles
-from npusim.progress import silent
+from npusim.util.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
@@ -54,7 +54,7 @@ MIN_EVENT_BUDGET = 10_000
 MAX_WALL_SECONDS: float | None = None  # None: NPUSIM_SIM_MAX_SECONDS (default 3600), checked per run
 
 
-#: Events between two progress reports of a simulation (``npusim.progress``).
+#: Events between two progress reports of a simulation (``npusim.util.progress``).
 PROGRESS_EVERY = 4096
 
 

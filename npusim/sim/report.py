@@ -8,8 +8,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from npusim.atomic_io import atomic_write_text
-from npusim.units import format_bytes
+from npusim.util.atomic_io import atomic_write_text
+from npusim.util.units import format_bytes
 
 #: Energy by component (pJ): dynamic energy of the work done, then static energy (leakage and
 #: the uncore's static power over the run, ``npusim.hw.silicon``)

@@ -14,7 +14,7 @@ wall-clock guard bounds the wait: a search also stops at ``wall_guard`` x ``time
 the model building that the planners check against the clock (``wall_deadline``) stops at the
 same mark, so a planner returns within about 1.5 x the limit plus one heuristic pass. When the
 guard, not the deterministic limit, ends a search, the answer is ``timed_out`` like any other
-limit but may differ between runs, and the plan's ``scope`` says so (``npusim.wall_guard``).
+limit but may differ between runs, and the plan's ``scope`` says so (``npusim.util.wall_guard``).
 The trade: on an idle machine a unit takes about a wall second, so the guard fires only under
 load or on presolves CP-SAT does not meter; where the numbers must repeat under any load (the
 goldens, ``npusim regress``) ``wall_guard=0`` turns the guard off and the wait is unbounded.
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
-from npusim.progress import solver_progress
-from npusim.wall_guard import record
+from npusim.util.progress import solver_progress
+from npusim.util.wall_guard import record
 
 from npusim.errors import PlanningError
 
@@ -111,7 +111,7 @@ class SolverOptions:
 
 
 class GuardedSolver(cp_model.CpSolver):
-    """A CpSolver that notes (``npusim.wall_guard``) when the wall-clock guard, not the
+    """A CpSolver that notes (``npusim.util.wall_guard``) when the wall-clock guard, not the
     deterministic limit, ended a search."""
 
     guard: float | None = None

@@ -1,7 +1,7 @@
 """DSE backends: where the points of a sweep are computed.
 
 ``local``: in this process for one job, else a process pool whose workers die with the sweep
-(``npusim.worker_lifetime``); ``dask``: a ``dask.distributed`` cluster (a LocalCluster when no
+(``npusim.dse.workers``); ``dask``: a ``dask.distributed`` cluster (a LocalCluster when no
 scheduler address is given). A backend only computes rows (``evaluate``) and hands each to
 ``done``; the sweep (``npusim.dse.run_sweep``) reads and writes the cache and orders the rows.
 """
@@ -13,8 +13,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable
 
-from npusim.dse_sweep import DseError
-from npusim.worker_lifetime import die_with
+from npusim.dse.sweep import DseError
+from npusim.dse.workers import die_with
 
 
 def run_local(points: list, jobs: int, evaluate: Callable, done: Callable) -> None:
@@ -34,7 +34,7 @@ def worker_context():
     of the caller are forked); plain spawn where there is no fork (Windows)."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "npusim.worker_lifetime", "planners"])
+        context.set_forkserver_preload(["npusim.dse", "npusim.workflow", "npusim.dse.workers", "planners"])
         return context
     return multiprocessing.get_context("spawn")
 

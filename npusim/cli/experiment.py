@@ -35,14 +35,14 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from npusim.atomic_io import atomic_open
+from npusim.util.atomic_io import atomic_open
 from npusim.errors import NpusimError
 from npusim.graph.analysis import default_order, min_required, peak_live_bytes
 from npusim.graph.model import Graph, build_graph
 from npusim.plan.validate import require_valid
 from npusim.plot import require_matplotlib, save_figure
 from npusim.registry import make_plan, schedule_order
-from npusim.resources import list_resources
+from npusim.util.resources import list_resources
 from npusim.workflow import load_graph, load_hw, simulate_plan
 
 HUMAN = ("resnet50", "densenet121", "r2plus1d_18", "fcn_resnet50", "transformer", "vit_b_16",

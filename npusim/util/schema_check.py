@@ -24,7 +24,7 @@ from pathlib import Path
 
 from npusim.errors import did_you_mean
 
-SCHEMA_FOLDER = Path(__file__).resolve().parent / "schemas"
+SCHEMA_FOLDER = Path(__file__).resolve().parents[1] / "schemas"
 
 _TYPES = {
     "object": lambda v: isinstance(v, dict),

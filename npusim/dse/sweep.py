@@ -10,7 +10,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from npusim import units
+from npusim.util import units
 from npusim.errors import NpusimError, did_you_mean
 from npusim.hw.loader import iter_knobs
 

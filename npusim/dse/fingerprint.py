@@ -1,6 +1,6 @@
 """A fingerprint of the code that decides a result row: planners, simulator, dependencies.
 
-The DSE cache (``npusim.result_cache``) keys every row by it, so a change to a planner, to
+The DSE cache (``npusim.dse.cache``) keys every row by it, so a change to a planner, to
 the simulator, to a planner plugin or to a solver library makes old rows unreachable instead
 of silently reused. The fingerprint is the sha256 of
 

@@ -1,7 +1,7 @@
 """Design-space exploration: simulate every combination of swept hardware knobs, budgets,
 planner pipelines and traces, and collect one row of metrics per point.
 
-A sweep (parsed in ``npusim.dse_sweep``) is ``KEY=SPEC``: ``KEY`` is any dotted hardware key (``scratchpad.size``,
+A sweep (parsed in ``npusim.dse.sweep``) is ``KEY=SPEC``: ``KEY`` is any dotted hardware key (``scratchpad.size``,
 ``dram.bandwidth``, ``cores.pe_rows``...) or ``budget`` (the scratchpad budget planned for,
 as ``--budget``: sizes or MR/MH/MP); ``SPEC`` is
 
@@ -9,20 +9,20 @@ as ``--budget``: sizes or MR/MH/MP); ``SPEC`` is
 - ``A..B:+S``  linear: A, A+S, A+2S, ... up to B (e.g. ``8..32:+8``);
 - ``V1,V2,..`` a list.
 
-Values are read with the key's unit (``npusim.units``) and stored in base units, so CSV
+Values are read with the key's unit (``npusim.util.units``) and stored in base units, so CSV
 columns are numbers. Points are the cartesian product of the sweeps, times pipelines, times
 traces. Every point is keyed by a content hash of the trace file, the resolved hardware, the
 pipeline, the budget and options, the npusim version and a fingerprint of the planner and
-simulator code (``npusim.code_fingerprint``); finished points are cached as checksummed JSON
-(``npusim.result_cache``, ``.npusim-cache/`` by default), so an interrupted sweep resumes
+simulator code (``npusim.dse.fingerprint``); finished points are cached as checksummed JSON
+(``npusim.dse.cache``, ``.npusim-cache/`` by default), so an interrupted sweep resumes
 where it stopped and a repeated sweep is free. A point that cannot be planned (budget below M_R, a config whose
 alignment exceeds its scratchpad...) is recorded as ``infeasible`` with the error message.
 
-Backends (``npusim.dse_backends``): ``local`` (in-process for ``jobs=1``, else a process pool)
+Backends (``npusim.dse.backends``): ``local`` (in-process for ``jobs=1``, else a process pool)
 and ``dask`` (a ``dask.distributed`` cluster; a LocalCluster when no scheduler address is
 given). Workers only compute rows; the caller's process reads and writes the cache and orders
 the rows by point, so every backend and job count gives the same rows (wall-clock columns
-aside). Results are written, read and summarised by ``npusim.dse_results``.
+aside). Results are written, read and summarised by ``npusim.dse.results``.
 """
 
 from __future__ import annotations
@@ -40,21 +40,22 @@ from typing import Iterable
 from tqdm import tqdm
 
 import npusim
-from npusim.code_fingerprint import code_fingerprint
-from npusim.env_knobs import memory_limit
-from npusim.units import format_bytes
-from npusim.compare import METRIC_COLUMNS, check_pipelines, infeasible_row, metrics_row
+from npusim.dse.fingerprint import code_fingerprint
+from npusim.util.env_knobs import memory_limit
+from npusim.util.units import format_bytes
+from npusim.registry import check_pipelines
+from npusim.sim.metrics import METRIC_COLUMNS, infeasible_row, metrics_row
 from npusim.errors import NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.loader import hardware_to_dict
-from npusim.resources import find_resource
-from npusim.result_cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
+from npusim.util.resources import find_resource
+from npusim.dse.cache import CACHE_FORMAT, Cache  # noqa: F401 (CACHE_FORMAT: part of the API)
 from npusim.workflow import is_generated, load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
 
-from npusim.dse_backends import run_dask, run_local
-from npusim.dse_results import (SweepResult, read_results, summary, without_wall_clock,  # noqa: F401
+from npusim.dse.backends import run_dask, run_local
+from npusim.dse.results import (SweepResult, read_results, summary, without_wall_clock,  # noqa: F401
                                 write_results)  # re-exported: npusim.dse's results API
-from npusim.dse_sweep import (BUDGET_KEY, LLM_KEYS, MAX_POINTS_PER_SWEEP, DseError, Sweep,  # noqa: F401
+from npusim.dse.sweep import (BUDGET_KEY, LLM_KEYS, MAX_POINTS_PER_SWEEP, DseError, Sweep,  # noqa: F401
                               knob_quantities, parse_value, parse_sweep)  # re-exported: npusim.dse's sweep API
 
 DEFAULT_CACHE_DIR = ".npusim-cache"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from npusim.env_knobs import memory_limit
+from npusim.util.env_knobs import memory_limit
 
 #: Python objects per byte of JSON text (measured: 12-16x on traces and plans), rounded up.
 JSON_EXPANSION = 20

@@ -8,7 +8,7 @@ it never crashes an import or silently turns a guard off.
 - ``NPUSIM_HW_PATH``: extra folders (separated by ``os.pathsep``) that ``extends:`` in a
   hardware YAML may resolve into, besides the config's own folder and the shipped configs.
 - ``NPUSIM_PROGRESS_SECONDS``: seconds between two progress lines of a long command when
-  stderr is not a terminal (default 5; ``npusim.progress``).
+  stderr is not a terminal (default 5; ``npusim.util.progress``).
 - ``NPUSIM_MEMORY_LIMIT``: the memory a simulation may plan to use (a size: ``8GiB``;
   default: the machine's available memory, ``MemAvailable`` in ``/proc/meminfo``; no check
   where that is unknown). ``npusim.workflow.check_simulation_memory`` reads it.
@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from npusim.errors import NpusimError
-from npusim.units import parse_size
+from npusim.util.units import parse_size
 
 SIM_MAX_SECONDS = "NPUSIM_SIM_MAX_SECONDS"
 HW_PATH = "NPUSIM_HW_PATH"

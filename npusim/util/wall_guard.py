@@ -5,7 +5,7 @@ stopped by the wall clock at ``wall_guard`` x ``time_limit`` (plus a second), so
 limit bounds the wait whatever the machine's load. When that guard, not the deterministic
 limit, ends a search, the answer may differ between runs; the solver records a note here,
 and ``npusim.registry.make_plan`` adds the notes of its stages to the plan's ``scope``.
-(A context variable, like ``npusim.progress``: planners cannot import the registry.)
+(A context variable, like ``npusim.util.progress``: planners cannot import the registry.)
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import npusim
-from npusim import units
-from npusim.atomic_io import atomic_write_text
-from npusim.compare import METRIC_COLUMNS, WALL_CLOCK_COLUMNS, rows_to_csv
-from npusim.dse_sweep import BUDGET_KEY, DseError, Sweep, knob_quantities
+from npusim.util import units
+from npusim.util.atomic_io import atomic_write_text
+from npusim.sim.metrics import METRIC_COLUMNS, WALL_CLOCK_COLUMNS, rows_to_csv
+from npusim.dse.sweep import BUDGET_KEY, DseError, Sweep, knob_quantities
 
 
 @dataclass

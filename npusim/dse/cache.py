@@ -2,7 +2,7 @@
 
 An entry is found by the point's key (a sha256 of everything that decides its row: trace
 content, resolved hardware, pipeline, budget, options, npusim version and the code
-fingerprint of ``npusim.code_fingerprint``) at ``<folder>/<key[:2]>/<key>.json``, and holds
+fingerprint of ``npusim.dse.fingerprint``) at ``<folder>/<key[:2]>/<key>.json``, and holds
 the key, the row (in its column order, so a cached row prints byte-identically to a fresh
 one) and an HMAC-SHA256 of both under the cache's secret key.
 
@@ -23,7 +23,7 @@ A read trusts nothing else either:
   finite numbers (a NaN row is never reused, nor written).
 
 Anything else is recomputed, with one warning line on stderr (a missing entry silently).
-Entries are written through ``npusim.atomic_io`` with ``follow_symlinks=False``: a fresh
+Entries are written through ``npusim.util.atomic_io`` with ``follow_symlinks=False``: a fresh
 ``mkstemp`` file in the entry's folder renamed over the entry, so a planted link or FIFO is
 replaced, never written through. Entries are JSON, never pickle.
 """
@@ -41,7 +41,7 @@ import stat
 import sys
 from pathlib import Path
 
-from npusim.atomic_io import OutputError, atomic_open
+from npusim.util.atomic_io import OutputError, atomic_open
 from npusim.errors import NpusimError
 
 CACHE_FORMAT = "npusim-dse-point/3"

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import yaml
 
-from npusim.atomic_io import atomic_write_text
-from npusim.cli_parser import build_parser
-from npusim.compare import compare_planners, format_rows, parse_pipelines
-from npusim.doctor import diagnose
-from npusim.env_knobs import check_all, debug
+from npusim.util.atomic_io import atomic_write_text
+from npusim.cli.parser import build_parser
+from npusim.cli.compare import compare_planners, format_rows, parse_pipelines
+from npusim.cli.doctor import diagnose
+from npusim.util.env_knobs import check_all, debug
 from npusim.errors import InternalError, NpusimError
-from npusim.experiment import run_cosma_experiment
+from npusim.cli.experiment import run_cosma_experiment
 from npusim.graph.analysis import peak_live_bytes, reverse_post_order
 from npusim.graph.onnx_import import import_onnx
 from npusim.graph.trace_io import save_trace
@@ -32,10 +32,10 @@ from npusim.llm_run import run_llm
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.validate import validate
 from npusim.plot import parse_formats, plot_dse_curves, plot_pareto, plot_plan, require_matplotlib
-from npusim.progress import Progress, silent
+from npusim.util.progress import Progress, silent
 from npusim.registry import ALIASES, default_registry
-from npusim.resources import list_resources
-from npusim.units import format_bytes
+from npusim.util.resources import list_resources
+from npusim.util.units import format_bytes
 from npusim.workflow import (DEFAULT_PIPELINE, check_plan_hardware, load_graph, load_hw, memory_bounds, plan_graph,
                              resolve_budget, simulate_plan)
 
@@ -318,7 +318,7 @@ def cmd_plot_plan(args) -> int:
 
 
 def cmd_regress(args) -> int:
-    from npusim import regress  # lazy: brings npusim.dse (multiprocessing, tqdm): --help stays cheap
+    from npusim.cli import regress  # lazy: brings npusim.dse (multiprocessing, tqdm): --help stays cheap
 
     if args.update:
         cases, files = regress.update_goldens(args.dir, args.only)
@@ -379,7 +379,7 @@ def cmd_list(args) -> int:
     return 0
 
 
-#: The function that runs each subcommand (``npusim.cli_parser`` builds their arguments).
+#: The function that runs each subcommand (``npusim.cli.parser`` builds their arguments).
 HANDLERS = {
     "simulate": cmd_simulate,
     "plan": cmd_plan,

@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from npusim.env_knobs import progress_seconds
+from npusim.util.env_knobs import progress_seconds
 
 
 def silent(what: str, done: int | float | None = None, total: int | float | None = None, detail: str = "") -> None:

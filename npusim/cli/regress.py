@@ -38,11 +38,11 @@ from pathlib import Path
 import yaml
 
 import npusim
-from npusim.atomic_io import atomic_write_text
+from npusim.util.atomic_io import atomic_write_text
 from npusim.dse import trace_digest
 from npusim.errors import NpusimError
 from npusim.hw.loader import hardware_to_dict
-from npusim.resources import list_resources, search_dirs
+from npusim.util.resources import list_resources, search_dirs
 
 FORMAT = "npusim-golden/1"
 GOLDEN_HARDWARE = ("edge-npu",)
