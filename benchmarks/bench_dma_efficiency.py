@@ -27,7 +27,7 @@ def efficiencies(trace: str, size: str, hw_name: str, min_bytes: int):
     hw = load_hw(hw_name, {"scratchpad.size": size})
     graph = load_graph(trace)
     plan = plan_graph(graph, hw, DEFAULT_PIPELINE, parse_size(size))
-    program = lower(plan, graph, hw)
+    program = lower(plan, hw, graph)
     shares, logical, bus = [], 0, 0
     for c in program.commands:
         if c.cost is None:

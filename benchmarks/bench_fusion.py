@@ -26,7 +26,7 @@ def main() -> None:
     for name in list_resources("traces"):
         graph = load_graph(name)
         plans = [plan_graph(graph, hw, p) for p in PIPELINES]
-        a, b = (simulate_plan(plan, graph, hw) for plan in plans)
+        a, b = (simulate_plan(plan, hw, graph) for plan in plans)
         print(f"| {name} | {len(plans[1].fusion)} | {a.cycles / 1e6:.2f} M -> {b.cycles / 1e6:.2f} M "
               f"({b.cycles / a.cycles - 1:+.1%}) | {a.offchip_total_bytes:,} -> {b.offchip_total_bytes:,} "
               f"({b.offchip_total_bytes / a.offchip_total_bytes - 1:+.1%}) | {a.total_energy_pj / 1e6:.1f} -> "

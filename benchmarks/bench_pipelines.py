@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                 seconds = time.perf_counter() - start
                 ends = [t for t, _ in stages[1:]] + [start + seconds]
                 timed = {name: end - t for (t, name), end in zip(stages, ends) if name in LIMITED}
-                report = simulate_plan(plan, graph, hw, validated=True)
+                report = simulate_plan(plan, hw, graph, validated=True)
             except NpusimError as exc:
                 seconds = time.perf_counter() - start
                 print(f"{name:16s} {pipeline:28s} refused after {seconds:.1f} s: {str(exc)[:110]}", flush=True)

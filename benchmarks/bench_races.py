@@ -72,7 +72,7 @@ def overhead(repeat: int) -> None:
         graph = load_graph(name)
         budget = resolve_budget("MP", graph, hw, allow_oversize=True)  # simulated on a scratchpad of that size
         plan = make_plan(graph, hw, "default+arena+belady", budget=budget)
-        program, sim_hw = lower(plan, graph, hw), hw.with_scratchpad_size(budget)
+        program, sim_hw = lower(plan, hw, graph), hw.with_scratchpad_size(budget)
         once, _ = best_of(1, lambda: simulate(program, sim_hw, check_races=False))
         runs = max(repeat, int(0.5 / max(once, 1e-3)))
         timed, _ = best_of(runs, lambda: simulate(program, sim_hw, check_races=False))
@@ -101,7 +101,7 @@ def main() -> None:
     safe_runs = safe_flagged = made = 0
     for graph, hw, plan, injected in seeded_cases(args.graphs, rng):
         made += 1
-        program = lower(plan, graph, hw)
+        program = lower(plan, hw, graph)
         for seed in range(args.seeds + 1):  # both detectors on: never a SimulationError
             safe_runs += 1
             try:

@@ -108,8 +108,8 @@ def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> Non
             record(label, lambda spec=spec, arena=arena: make_plan(graph, hw, spec, budget=budget if arena else BIG))
     plan = make_plan(graph, hw, "default+arena+belady", budget=budget)
     record("validate (default+arena+belady, M_H)", lambda: validate(plan, graph))
-    program = record("lower", lambda: lower(plan, graph, hw))
-    program = program or lower(plan, graph, hw)
+    program = record("lower", lambda: lower(plan, hw, graph))
+    program = program or lower(plan, hw, graph)
     record("simulate", lambda: simulate(program, hw.with_scratchpad_size(budget)))
     # multi-stream simulation against single-stream on the same 2-core config (target: within 2x)
     two = load_hw("mid-npu", {"cores.split_ops": "false"})
@@ -118,7 +118,7 @@ def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> Non
         if label in skip:
             row[label] = None
             continue
-        program = lower(make_plan(graph, two, spec, budget=BIG), graph, two)
+        program = lower(make_plan(graph, two, spec, budget=BIG), two, graph)
         record(label, lambda program=program: simulate(program, two.with_scratchpad_size(BIG)))
 
 

@@ -37,7 +37,7 @@ def main() -> None:
         sim_hw = hw.with_scratchpad_size(budget)
         t_plan, plan = best_of(args.repeat, lambda: make_plan(graph, hw, args.planner, budget=budget))
         t_valid, _ = best_of(args.repeat, lambda: validate(plan, graph))
-        t_lower, program = best_of(args.repeat, lambda: lower(plan, graph, hw))
+        t_lower, program = best_of(args.repeat, lambda: lower(plan, hw, graph))
         t_sim, report = best_of(args.repeat, lambda: simulate(program, sim_hw))
         total = t_plan + t_valid + t_lower + t_sim
         print(f"{name:<16} {graph.n_ops:>5} {t_plan:>8.3f} {t_valid:>8.3f} {t_lower:>8.3f} {t_sim:>8.3f} "

@@ -35,7 +35,7 @@ def simulation_table(traces, hw_name, budgets):
         for spec in budgets:
             budget = parse_size(spec)
             t_plan, plan = timed(lambda: plan_graph(graph, hw, "tile+default+arena+belady", budget))
-            t_lower, program = timed(lambda: lower(plan, graph, hw))
+            t_lower, program = timed(lambda: lower(plan, hw, graph))
             t_sim, report = timed(lambda: simulate(program, hw.with_scratchpad_size(budget)))
             tiles = sum(1 for o in graph_for_plan(plan.graph, plan.tiling, graph).ops if "tile_of" in o.attrs)
             print(f"{name:<10} {spec:>8} {tiles:>7} {report.commands:>9} {report.events:>8} {t_plan:>7.2f} "

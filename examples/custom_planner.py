@@ -70,8 +70,8 @@ for trace in ("nasnetalarge", "resnet50"):
     sized = hw.with_scratchpad_size(budget)
     for pipeline in ("default+arena+belady", "smallest-first+arena+belady"):
         plan = make_plan(graph, sized, pipeline, budget=budget, registry=registry)
-        assert validate(plan, graph) == [], "every plan goes through the independent validator"
-        report = simulate_plan(plan, graph, sized)
+        assert validate(plan) == [], "every plan goes through the independent validator"
+        report = simulate_plan(plan, sized, validated=True)
         peak = peak_live_bytes(graph, list(plan.order), hw.scratchpad.alignment)
         print(f"{trace:<14} {pipeline:<30} {peak:>12,} {budget:>10,} {report.offchip_bytes['spill']:>10,} "
               f"{report.cycles:>12,.0f}")

@@ -34,8 +34,8 @@ def chain_with_skip():
     return build_graph("chain_with_skip", tensors, ops)
 
 
-def show(title, plan, graph, hw):
-    report = simulate_plan(plan, graph, hw, source=title)
+def show(title, plan, hw):
+    report = simulate_plan(plan, hw, source=title)  # a plan read from a file is bound to its graph
     ob = report.offchip_bytes
     print(f"{title}: budget {plan.capacity} B, {len(plan.residencies)} residencies, {len(plan.transfers)} transfers")
     print(f"  latency {report.cycles:,.0f} cycles, energy {report.total_energy_pj:,.1f} pJ, "
@@ -47,8 +47,8 @@ with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "plan.json"
 
     # 1. A planner's plan at M_R = 2112 B: `a` is spilled after B and retrieved before D.
-    save_plan(plan_graph(graph, hw, "default+arena+belady", budget=2112), graph, path)
-    show("planned", load_plan(path, graph), graph, hw)
+    save_plan(plan_graph(graph, hw, "default+arena+belady", budget=2112), path)
+    show("planned", load_plan(path, graph), hw)
 
     # 2. Hand edit: 1 KiB more scratchpad, `a` stays at offset 2112 from step 0 to 4, no spill.
     data = json.loads(path.read_text())
@@ -59,13 +59,13 @@ with tempfile.TemporaryDirectory() as folder:
     data["meta"].update(planner="by hand", status="hand_written", solve_seconds=0.0)
     path.write_text(json.dumps(data, indent=1))
     edited = load_plan(path, graph)
-    print(f"validator on the edit: {validate(edited, graph) or 'valid'}")
-    show("hand-edited", edited, graph, hw)
+    print(f"validator on the edit: {validate(edited) or 'valid'}")
+    show("hand-edited", edited, hw)
 
     # 3. A bad edit: put `e` on top of `a`. The validator names op, tensors, steps and bytes.
     for r in data["residencies"]:
         if r["tensor"] == "e":
             r["offset"] = 2112
     path.write_text(json.dumps(data, indent=1))
-    for violation in validate(load_plan(path, graph), graph):
+    for violation in validate(load_plan(path, graph)):
         print(f"violation: {violation}")

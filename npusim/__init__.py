@@ -1,14 +1,14 @@
 """npusim: a cycle-approximate NPU simulator with the memory planner in the loop.
 
-The flow is Graph -> Plan (planners) -> validate -> Program (lower) -> SimPy run -> Report.
-Every arrow is a plain, serialisable value; see DESIGN.md.
+The flow is Graph -> Plan (planners, bound to the graphs it refers to) -> validate -> Program
+(lower) -> SimPy run -> Report. Every arrow is a plain value; see docs/architecture.md.
 
 The public face, importable from ``npusim`` directly::
 
     from npusim import load_graph, load_hw, plan_graph, simulate_plan
     graph, hw = load_graph("resnet50"), load_hw("edge-npu")
     plan = plan_graph(graph, hw, "tile+default+arena+belady")   # validated
-    report = simulate_plan(plan, graph, hw, validated=True)
+    report = simulate_plan(plan, hw, validated=True)   # the plan carries its graph
     print(report.summary())
 
 Names are imported on first use (``__getattr__``), so ``import npusim`` stays cheap and a
@@ -26,6 +26,7 @@ _PUBLIC = {
     "memory_bounds": "npusim.workflow",
     "make_plan": "npusim.registry", "default_registry": "npusim.registry", "Registry": "npusim.registry",
     "validate": "npusim.plan.validate", "require_valid": "npusim.plan.validate",
+    "bind": "npusim.plan.bound", "BoundPlan": "npusim.plan.bound",
     "load_plan": "npusim.plan.io", "save_plan": "npusim.plan.io",
     "lower": "npusim.plan.lower", "simulate": "npusim.sim.engine",
     "Graph": "npusim.graph.model", "Hardware": "npusim.hw.config", "Plan": "npusim.plan.model",

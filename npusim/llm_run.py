@@ -38,7 +38,7 @@ from npusim.errors import NpusimError
 from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_bytes_per_layer, decode_graph,
                                   kv_cache_tensors, prefill_graph, preset)
 from npusim.hw.config import Hardware
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.bound import as_bound
 from npusim.sim.report import Report
 from npusim.workflow import DEFAULT_PIPELINE, plan_graph, resolve_budget, simulate_plan
 
@@ -162,7 +162,7 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
             progress(f"simulating {graph.name}")
         capacity = resolve_budget(budget, graph, hw)
         plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}))
-        report: Report = simulate_plan(plan, graph, hw, validated=True)
+        report: Report = simulate_plan(plan, hw, validated=True)
         return StepResult(kv_length, report.cycles, report.seconds, report.total_energy_pj,
                           kv_bytes_moved(plan, graph), dict(report.offchip_bytes))
 
@@ -214,7 +214,7 @@ def kv_bytes_moved(plan, graph) -> int:
     names = set()
     for kind in ("read", "written"):
         names.update(kv_cache_tensors(graph).get(kind, ()))
-    tensors = graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion).tensors
+    tensors = as_bound(plan, graph).bound_graph.tensors
     return sum(t.size for t in plan.transfers
                if (tensors[t.tensor].view.base if tensors[t.tensor].view is not None else tensors[t.tensor].name)
                in names)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from npusim.util.atomic_io import atomic_open
 from npusim.errors import NpusimError
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.bound import as_bound
 from npusim.util.units import format_bytes
 
 FORMATS = ("png", "svg")
@@ -83,11 +83,11 @@ LABELLED_GROUPS = 8
 STREAM_COLOURS = ("#EEEEEE", "#FFE4CC", "#DDEEDD", "#E4DDF4")
 
 
-def plot_plan(plan, graph, stem: str | Path, formats: tuple[str, ...] = FORMATS, title: str | None = None) -> list[Path]:
+def plot_plan(plan, stem: str | Path, graph=None, formats: tuple[str, ...] = FORMATS, title: str | None = None) -> list[Path]:
     """The memory-time packing of ``plan``: one rectangle per residency.
 
-    ``graph`` is the graph the plan was made for (untiled): a tiled plan refers to its tiled
-    expansion, rebuilt here. The steps of each op (its tiles, for a tiled op) are shaded as one
+    ``plan`` is bound to its graphs (``npusim.plan.bound``; ``graph``: only for a plan that is
+    not). The steps of each op (its tiles, for a tiled op) are shaded as one
     band, alternately, with the widest bands labelled by op name; on a multi-stream plan the
     bands take their stream's colour."""
     plt = require_matplotlib()
@@ -95,7 +95,8 @@ def plot_plan(plan, graph, stem: str | Path, formats: tuple[str, ...] = FORMATS,
     from matplotlib.patches import Patch, Rectangle  # lazy: optional and heavy
     from matplotlib.ticker import MultipleLocator  # lazy: optional and heavy
 
-    graph = graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion)
+    plan = as_bound(plan, graph)
+    graph = plan.bound_graph
     fig, ax = plt.subplots(figsize=(10, 5))
     groups = op_groups(plan, graph)
     streams = len(set(plan.streams))

@@ -22,6 +22,7 @@ from npusim import planner_options
 from npusim.errors import RegistryError, did_you_mean
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
+from npusim.plan.bound import BoundPlan, bound_to
 from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
 from npusim.util.progress import reporting, silent
 
@@ -174,9 +175,11 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
 
 
 def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None = None,
-              options: dict | None = None, registry: Registry | None = None, progress=silent) -> Plan:
-    """Run a pipeline and return its Plan. ``budget`` (bytes) defaults to the scratchpad size;
-    ``progress`` hears which stage runs and how far long stages got (npusim.util.progress)."""
+              options: dict | None = None, registry: Registry | None = None, progress=silent) -> BoundPlan:
+    """Run a pipeline and return its plan, bound to the graphs the stages made (the fused and
+    tiled ones, ``npusim.plan.bound``: nobody builds them again). ``budget`` (bytes) defaults
+    to the scratchpad size; ``progress`` hears which stage runs and how far long stages got
+    (npusim.util.progress)."""
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     given = dict(options or {})
@@ -200,7 +203,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         raise RegistryError(f"pipeline {pipeline!r} has no allocation stage (add e.g. '+arena')")
     planner_options.check_options_used(ctx.options, given, pipeline)
     seconds = time.perf_counter() - start
-    return Plan(
+    plan = Plan(
         graph=ctx.graph.name, capacity=ctx.capacity, alignment=ctx.alignment,
         order=tuple(ctx.order), streams=tuple(ctx.streams or [0] * ctx.graph.n_ops),
         residencies=tuple(sorted(ctx.residencies)),
@@ -210,6 +213,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
                       solve_seconds=round(seconds, 6), status=ctx.status,
                       objective=ctx.objective, bound=ctx.bound, scope=ctx.scope, notes=tuple(ctx.notes)),
     )
+    return bound_to(plan, ctx.graph, ctx.untiled, graph)
 
 
 def check_pipelines(pipelines: list[str]) -> None:

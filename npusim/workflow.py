@@ -22,7 +22,7 @@ from npusim.hw.config import Hardware
 from npusim.hw.loader import load_hardware
 from npusim.plan.lower import lower
 from npusim.plan.model import Plan
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.bound import BoundPlan, as_bound
 from npusim.plan.validate import require_valid
 from npusim.util.progress import silent
 from npusim.registry import make_plan
@@ -142,31 +142,35 @@ def check_plan_hardware(plan: Plan, hw: Hardware, what: str, graph: Graph | None
     highest = max(plan.streams, default=0)
     if highest >= hw.streams:
         op = plan.streams.index(highest)
-        if graph is not None:
-            op = repr(graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion).ops[op].name)
+        if isinstance(plan, BoundPlan) and plan.bound_graph is not None:
+            op = repr(plan.bound_graph.ops[op].name)
         raise NpusimError(f"{what}: op {op} runs on stream {highest}, but {hw.name} has {hw.streams} stream(s) "
                           f"(ids 0 to {hw.streams - 1}); plan again for {hw.name}, or model more with "
                           f"--set streams={highest + 1}")
 
 
 def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
-               options: dict | None = None, progress=silent) -> Plan:
+               options: dict | None = None, progress=silent) -> BoundPlan:
+    """A validated plan of ``graph``, bound to the graphs it refers to (``npusim.plan.bound``)."""
     check_graph_memory(graph)
     plan = make_plan(graph, hw, pipeline, budget=budget, options=options, progress=progress)
     progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
-    require_valid(plan, graph, f"plan from {pipeline!r}", planned=True)  # a planner bug must not reach the simulator
+    require_valid(plan, source=f"plan from {pipeline!r}", planned=True)  # a planner bug must not reach the simulator
     return plan
 
 
-def simulate_plan(plan: Plan, graph: Graph, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
-                  source: str = "plan", validated: bool = False, progress=silent) -> Report:
+def simulate_plan(plan: Plan, hw: Hardware, graph: Graph | None = None, *, jitter: float = 0.0,
+                  seed: int | None = None, source: str = "plan", validated: bool = False, progress=silent) -> Report:
+    """Validate (unless ``validated``), lower and simulate a bound ``plan`` on ``hw``
+    (``graph``: only for a plan not bound to its graph yet)."""
+    plan = as_bound(plan, graph)
     if not validated:
-        check_graph_memory(graph)
+        check_graph_memory(plan.given_graph)
         progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
-        require_valid(plan, graph, source)
+        require_valid(plan, source=source)
     check_simulation_memory(len(plan.order) + len(plan.transfers), source)
     progress("lowering to command queues", detail=f"{len(plan.transfers):,} transfers")
-    report = simulate(lower(plan, graph, hw), hw, jitter=jitter, seed=seed, progress=progress)
+    report = simulate(lower(plan, hw), hw, jitter=jitter, seed=seed, progress=progress)
     if not (math.isfinite(report.cycles) and math.isfinite(report.total_energy_pj)):
         # the loader bounds every field; a product of several extreme ones can still overflow
         raise NpusimError(f"{hw.name}: the simulated figures overflow (latency {report.cycles:g} cycles, energy "
@@ -217,4 +221,4 @@ def check_simulation_memory(commands: int, source: str = "plan") -> None:
 def run(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
         *, jitter: float = 0.0, seed: int | None = None) -> tuple[Plan, Report]:
     plan = plan_graph(graph, hw, pipeline, budget)
-    return plan, simulate_plan(plan, graph, hw, jitter=jitter, seed=seed, validated=True)
+    return plan, simulate_plan(plan, hw, jitter=jitter, seed=seed, validated=True)

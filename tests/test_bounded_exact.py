@@ -36,7 +36,7 @@ def test_cosma_divides_and_conquers_when_asked_and_records_it():
     plan = make_plan(GRAPH, HW, "cosma", budget=budget(),
                      options={"time_limit": 2, "max_cells": 10, "fallback": "dnc", "part_ops": 6})
     assert validate(plan, GRAPH) == []
-    simulate_plan(plan, GRAPH, HW, validated=True)
+    simulate_plan(plan, HW, GRAPH, validated=True)
     assert plan.meta.status in ("feasible", "timed_out") and plan.meta.bound == 0
     assert "max_cells=10" in plan.meta.options["cosma_stats"]["fallback"]
     # Below the limit the option changes nothing: one exact model.

@@ -34,7 +34,7 @@ def test_numbers_match_a_direct_simulation_and_add_up(rows):
     graph, hw = chain_with_skip(), load_hw("edge-npu")
     plan = plan_graph(graph, hw, "default+arena+belady", 2112)
     assert validate(plan, graph) == []
-    report = simulate_plan(plan, graph, hw)
+    report = simulate_plan(plan, hw, graph)
     row = rows[0]
     assert row["cycles"] == report.cycles and row["energy_pj"] == report.total_energy_pj
     assert row["offchip_spill_bytes"] == report.offchip_bytes["spill"] > 0

@@ -34,9 +34,9 @@ def test_schedulers_order_ops_and_tiles_follow(resnet18, scheduler):
     hw = load_hw("edge-npu")
     plan = make_plan(resnet18, hw, f"tile+{scheduler}+arena+belady", budget=256 * 1024,
                      options={"time_limit": 10})
-    from npusim.graph.tiling import expand_cached
+    from npusim.graph.tiling import expand
 
-    tiled = expand_cached(resnet18, plan.tiling)  # the graph the plan's order refers to
+    tiled = expand(resnet18, plan.tiling)  # the graph the plan's order refers to
     assert validate(plan, resnet18) == []  # (the validator takes the graph as given and expands it)
     members = tiles_of_ops(tiled, resnet18)
     position = {op: s for s, op in enumerate(plan.order)}
@@ -48,7 +48,7 @@ def test_schedulers_order_ops_and_tiles_follow(resnet18, scheduler):
         assert "op-level schedule" in plan.meta.scope
     else:
         assert plan.meta.scope == ""
-    report = simulate_plan(plan, resnet18, hw)
+    report = simulate_plan(plan, hw, resnet18)
     assert report.cycles > 0
 
 
@@ -72,17 +72,17 @@ def test_cosma_dnc_plans_a_tiled_graph(resnet18):
     assert plan.tiling and validate(plan, resnet18) == []
     causes = {t.cause for t in plan.transfers}
     assert {"spill", "retrieve"} <= causes
-    assert simulate_plan(plan, resnet18, hw).cycles > 0
+    assert simulate_plan(plan, hw, resnet18).cycles > 0
 
 
 def test_cosma_part_knows_when_a_tile_view_exists_in_dram(resnet18):
     """A read view of tiles is in state 'dram' but ready only after the ops writing its
     sources: they are its readers' predecessors, and the model's retrieves wait for them."""
-    from npusim.graph.tiling import expand_cached
+    from npusim.graph.tiling import expand
     from planners.joint.cosma.problem import DRAM, make_part
 
     plan = make_plan(resnet18, load_hw("edge-npu"), "tile+default+arena+belady", budget=256 * 1024)
-    tiled = expand_cached(resnet18, plan.tiling)
+    tiled = expand(resnet18, plan.tiling)
     part = make_part(tiled, list(range(tiled.n_ops)), 256 * 1024, 64, params=True)
     views = [a for a in range(part.n_tensors) if part.ready_after[a]]
     assert views and all(part.entry[a] == DRAM and part.in_dram[a] for a in views)
@@ -113,7 +113,7 @@ def test_olla_plans_a_tiled_graph():
     assert "OLLA order" in plan.meta.scope
     causes = {t.cause for t in plan.transfers}
     assert {"spill", "retrieve"} <= causes  # the DRAM round trips of tiles
-    assert simulate_plan(plan, graph, hw).cycles > 0
+    assert simulate_plan(plan, hw, graph).cycles > 0
 
 
 # ------------------------------------------------------------------ the scratchpad is the limit
@@ -180,7 +180,7 @@ def test_hrnet_multi_stream_tiled_plan_is_valid():
     graph, hw = load_graph("hrnet_w18_small"), load_hw("mid-npu")
     plan = make_plan(graph, hw, "tile+default+streams-rr+mindspore-mo:size,first-fit")
     assert plan.tiling and len(set(plan.streams)) > 1 and validate(plan, graph) == []
-    assert simulate_plan(plan, graph, hw).cycles > 0  # with the happens-before race check
+    assert simulate_plan(plan, hw, graph).cycles > 0  # with the happens-before race check
 
 
 def test_a_spill_stage_needs_an_allocator_that_evicts():

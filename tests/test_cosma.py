@@ -33,7 +33,7 @@ def non_compulsory(plan) -> int:
 def checked_plan(graph, pipeline, budget, **options):
     plan = make_plan(graph, HW, pipeline, budget=budget, options={"time_limit": 5, **options})
     assert validate(plan, graph) == [], pipeline
-    simulate_plan(plan, graph, HW, validated=True)
+    simulate_plan(plan, HW, graph, validated=True)
     return plan
 
 

@@ -68,7 +68,7 @@ def test_dram_layout_reexpresses_tile_views_and_keeps_weights_contiguous():
     tiled = load_graph("resnet18")  # any tiled plan: compare DramLayout with the row-major views
     hw = load_hw("edge-npu", {"scratchpad.size": "128KiB"})
     plan = plan_graph(tiled, hw, DEFAULT_PIPELINE, 128 << 10)
-    program = lower(plan, tiled, hw)
+    program = lower(plan, hw, tiled)
     layout = DramLayout(tiled, "nhwc")
     assert DramLayout(graph, "nchw").order_of("x", 4) == (0, 1, 2, 3)
     assert DramLayout(graph, "nhwc").order_of("x", 4) == (0, 2, 3, 1)
@@ -140,7 +140,7 @@ def test_time_energy_and_bounds_use_the_bus_bytes_counted_in_lowering():
     graph = load_graph("squeezenet1_0")
     hw = load_hw("edge-npu", {"scratchpad.size": "256KiB", "dram.layout": "nchw"})
     plan = plan_graph(graph, hw, DEFAULT_PIPELINE, 256 << 10)
-    program = lower(plan, graph, hw)
+    program = lower(plan, hw, graph)
     report = simulate(program, hw)
     bus = sum(c.cost.bus_bytes for c in program.commands if c.cost is not None)
     assert report.offchip_bus_bytes == bus > report.offchip_total_bytes  # NCHW tiles pay partial bursts
@@ -160,7 +160,7 @@ def test_time_energy_and_bounds_use_the_bus_bytes_counted_in_lowering():
 def test_a_program_runs_only_on_hardware_with_the_dma_settings_it_was_counted_for():
     graph = load_graph("squeezenet1_0")
     plan = plan_graph(graph, EDGE, DEFAULT_PIPELINE, 256 << 10)
-    program = lower(plan, graph, EDGE)
+    program = lower(plan, EDGE, graph)
     other = replace(EDGE, dma=replace(EDGE.dma, burst_bytes=32))
     with pytest.raises(SimulationError, match=r"lowered for dma.burst_bytes = 64, but .* has 32"):
         simulate(program, other)
@@ -196,9 +196,9 @@ def test_prefetch_runs_loads_ahead_and_depth_zero_turns_it_off():
 
     graph = load_graph("resnet18")
     hw = load_hw("edge-npu", {"scratchpad.size": "8MiB"})
-    early = simulate_plan(plan_graph(graph, hw, "tile+default+arena+belady"), graph, hw, validated=True)
+    early = simulate_plan(plan_graph(graph, hw, "tile+default+arena+belady"), hw, graph, validated=True)
     plan = plan_graph(graph, hw, "tile+default+arena+belady", options={"prefetch_depth": 0})
-    late = simulate_plan(plan, graph, hw, validated=True)
+    late = simulate_plan(plan, hw, graph, validated=True)
     # Without the tile stage it is opt-in: the same as depth 0.
     untiled = plan_graph(graph, hw, "default+arena+belady")
     assert untiled.transfers == plan_graph(graph, hw, "default+arena+belady", options={"prefetch_depth": 0}).transfers
@@ -261,7 +261,7 @@ def test_every_transfer_of_4kib_moves_at_70_percent_of_peak_alone(trace, size):
     edge-npu (setup, 100 ns latency, 4096 B at 16 B/cycle): 72.7 %, the floor here."""
     hw = load_hw("edge-npu", {"scratchpad.size": size})
     graph = load_graph(trace)
-    program = lower(plan_graph(graph, hw, DEFAULT_PIPELINE), graph, hw)
+    program = lower(plan_graph(graph, hw, DEFAULT_PIPELINE), hw, graph)
     moved = [c.cost for c in program.commands if c.cost is not None]
     shares = [c.logical_bytes / unloaded_cycles(c, hw) / hw.dram_bytes_per_cycle
               for c in moved if c.logical_bytes >= 4096]

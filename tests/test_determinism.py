@@ -78,9 +78,9 @@ def write_all(out: Path) -> None:
         except Exception as error:  # the refusal itself must be deterministic too
             stem.with_suffix(".error").write_text(f"{type(error).__name__}: {error}\n")
             continue
-        save_plan(plan, g, f"{stem}.plan.json")
+        save_plan(plan, f"{stem}.plan.json", g)
         jitter = 0.5 if len(set(plan.streams)) > 1 else 0.0
-        report = simulate_plan(plan, g, hw, jitter=jitter, seed=7)
+        report = simulate_plan(plan, hw, g, jitter=jitter, seed=7)
         report.save_json(f"{stem}.report.json")
     planner_options.check_options_used = checked
     (out / "options-read.json").write_text(json.dumps(sorted(read)))

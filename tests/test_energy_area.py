@@ -98,7 +98,7 @@ def test_power_gating_charges_an_idle_core_nothing():
     for gating in (False, True):
         hw = load_hw("mid-npu", {"cores.split_ops": False, "cores.power_gating": gating})
         plan = plan_graph(graph, hw, "default+arena+belady")  # one stream: core1 idle
-        reports[gating] = simulate_plan(plan, graph, hw)
+        reports[gating] = simulate_plan(plan, hw, graph)
     off, on = reports[False], reports[True]
     assert on.cycles == off.cycles and on.core_utilisation[1] == 0.0
     per_core = off.energy_pj["static_cores"] / 2
@@ -130,7 +130,7 @@ def test_a_bigger_scratchpad_costs_energy_and_area_when_it_saves_no_traffic():
     reports = []
     for size in ("8MiB", "32MiB"):
         hw = load_hw("edge-npu", {"scratchpad.size": size})
-        reports.append(simulate_plan(plan_graph(graph, hw, "default+arena+belady"), graph, hw))
+        reports.append(simulate_plan(plan_graph(graph, hw, "default+arena+belady"), hw, graph))
     small, big = reports
     assert small.offchip_total_bytes == big.offchip_total_bytes  # both hold the whole working set
     assert big.total_energy_pj > small.total_energy_pj * 1.05

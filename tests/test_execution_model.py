@@ -24,7 +24,7 @@ PIPELINE = "tile+default+arena+belady"
 
 def simulate(graph, hw, budget=None, pipeline=PIPELINE):
     plan = plan_graph(graph, hw, pipeline, budget)
-    return plan, simulate_plan(plan, graph, hw, validated=True)
+    return plan, simulate_plan(plan, hw, graph, validated=True)
 
 
 # -- streaming inside an op ----------------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_reduction_slices_stay_in_the_array_when_its_accumulators_hold_them(size
     untiled = systolic_cycles(graph.ops[0].gemm, 128, 128, "os")
     assert _array_cycles(graph, plan, hw) <= limit * untiled
     assert plan.tiling["matmul"].get("acc") == "core"
-    simulate_plan(plan, graph, hw, validated=True)  # the accumulator tensors take no scratchpad bytes
+    simulate_plan(plan, hw, graph, validated=True)  # the accumulator tensors take no scratchpad bytes
 
 
 def test_without_accumulators_partial_sums_go_through_the_scratchpad():

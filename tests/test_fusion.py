@@ -118,7 +118,7 @@ def test_training_graphs_keep_their_saved_activations():
     hw = load_hw("edge-npu")
     plan = plan_graph(training, hw, "fuse+tile+default+arena+belady")
     assert validate(plan, training) == []
-    assert simulate_plan(plan, training, hw).cycles > 0
+    assert simulate_plan(plan, hw, training).cycles > 0
 
 
 def test_fused_op_takes_the_longer_of_array_and_vector():
@@ -151,7 +151,7 @@ def test_plan_records_the_fusion_and_round_trips(tmp_path):
     plan = plan_graph(graph, hw, "fuse+tile+default+arena+belady")
     assert plan.fusion and plan.graph == "resnet18@fused@tiled"
     assert validate(plan, graph) == []
-    save_plan(plan, graph, tmp_path / "p.json")
+    save_plan(plan, tmp_path / "p.json", graph)
     assert load_plan(tmp_path / "p.json", graph) == plan
     record = plan_to_dict(plan, graph)
     record["fusion"]["/conv1/Conv"] = ["/maxpool/MaxPool"]
@@ -179,7 +179,7 @@ def test_without_fuse_a_pipeline_plans_the_graph_as_given():
 @pytest.mark.parametrize("trace", ["resnet18", "mobilenet_v2", "squeezenet1_0"])
 def test_fusing_lowers_latency_and_offchip_bytes_at_the_edge_scratchpad(trace):
     graph, hw = load_graph(trace), load_hw("edge-npu")
-    plain, fused = (simulate_plan(plan_graph(graph, hw, p), graph, hw)
+    plain, fused = (simulate_plan(plan_graph(graph, hw, p), hw, graph)
                     for p in ("tile+default+arena+belady", "fuse+tile+default+arena+belady"))
     assert fused.cycles < plain.cycles
     assert fused.offchip_total_bytes < plain.offchip_total_bytes

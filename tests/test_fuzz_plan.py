@@ -81,7 +81,7 @@ def _write(folder: Path, data) -> Path:
 def _load_validate_simulate(path: Path, graph):
     """What ``npusim simulate --plan`` does: load, validate, lower, simulate."""
     plan = load_plan(path, graph)
-    return simulate_plan(plan, graph, HW, source=str(path))
+    return simulate_plan(plan, HW, graph, source=str(path))
 
 
 def _run(folder, data, graph, key=None):

@@ -69,17 +69,17 @@ def test_simulator_event_budget(monkeypatch):
     monkeypatch.setattr(engine, "MAX_EVENTS_PER_COMMAND", 1)
     monkeypatch.setattr(engine, "MIN_EVENT_BUDGET", 10)
     with pytest.raises(SimulationError, match=r"more than [\d,]+ events .*MAX_EVENTS_PER_COMMAND"):
-        simulate_plan(plan, graph, Hardware(), validated=True)
+        simulate_plan(plan, Hardware(), graph, validated=True)
 
 
 def test_simulator_wall_clock_guard(monkeypatch):
     graph, plan = _plan()
     monkeypatch.setattr(engine, "MAX_WALL_SECONDS", 0.0)
     with pytest.raises(SimulationError, match="wall-clock guard of 0 s.*NPUSIM_SIM_MAX_SECONDS"):
-        simulate_plan(plan, graph, Hardware(), validated=True)
+        simulate_plan(plan, Hardware(), graph, validated=True)
 
 
 def test_default_guards_leave_normal_runs_alone():
     graph, plan = _plan()
-    report = simulate_plan(plan, graph, Hardware(), validated=True)
+    report = simulate_plan(plan, Hardware(), graph, validated=True)
     assert report.events < engine.MAX_EVENTS_PER_COMMAND * report.commands

@@ -96,7 +96,7 @@ def test_keeping_caches_on_chip_moves_fewer_bytes_and_is_planned_like_any_tensor
         graph = decode_graph(spec, 256, on_chip=n)
         plan = plan_graph(graph, hw)
         assert validate(plan, graph) == []
-        reports[n] = (simulate_plan(plan, graph, hw), kv_bytes_moved(plan, graph))
+        reports[n] = (simulate_plan(plan, hw, graph), kv_bytes_moved(plan, graph))
     (dram, moved_dram), (chip, moved_chip) = reports[0], reports[spec.layers]
     per_layer = cache_bytes_per_layer(spec, 256)
     assert moved_dram >= spec.layers * per_layer and moved_chip == 0
@@ -111,7 +111,7 @@ def test_a_cache_that_does_not_fit_is_spilled_not_dropped():
     graph = decode_graph(spec, 512, on_chip=2)  # 2 x 1.5 MiB of cache in 4 MiB beside the weights
     plan = plan_graph(graph, hw)
     assert validate(plan, graph) == []
-    report = simulate_plan(plan, graph, hw)
+    report = simulate_plan(plan, hw, graph)
     assert report.cycles > 0 and kv_bytes_moved(plan, graph) >= 0
 
 
@@ -174,7 +174,7 @@ def test_a_decode_step_far_over_the_scratchpad_is_memory_bound():
     takes what its bytes take at the DRAM bandwidth, within 10 % (measured: +2 %)."""
     hw = load_hw("edge-npu", {**IDEAL_DMA, "dram.bandwidth": "4GB/s"})
     graph = decode_graph(preset("gpt2-small"), 512)
-    report = simulate_plan(plan_graph(graph, hw), graph, hw)
+    report = simulate_plan(plan_graph(graph, hw), hw, graph)
     seconds = first_principles_bytes(graph) / hw.dram.bandwidth
     assert report.seconds == pytest.approx(seconds, rel=0.10)
     assert report.lower_bounds["compute_cycles"] < 0.5 * report.cycles  # memory, not compute
@@ -192,7 +192,7 @@ def test_a_long_prefill_on_a_large_array_is_compute_bound(prompt):
     ``npusim.hw.costs``' own test)."""
     hw = load_hw("datacenter-npu", {**IDEAL_DMA, "cores.fold_overlap": "false", "cores.gemv": "array"})
     graph = prefill_graph(preset("gpt2-small"), prompt)
-    report = simulate_plan(plan_graph(graph, hw, "tile+default+arena+belady"), graph, hw)
+    report = simulate_plan(plan_graph(graph, hw, "tile+default+arena+belady"), hw, graph)
     rows, cols, cores, lanes = 128, 128, 2, 128
     array = vector = 0
     for op in graph.ops:

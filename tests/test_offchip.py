@@ -45,7 +45,7 @@ def plan_and_check(graph, pipeline, budget, options=None):
     tiled = graph_for_plan(plan.graph, plan.tiling, graph)
     moved = {buffer_of(tiled.tensors[tr.tensor]) for tr in plan.transfers}
     assert moved <= set(plan.dram)
-    report = simulate_plan(plan, graph, EDGE, validated=True)
+    report = simulate_plan(plan, EDGE, graph, validated=True)
     assert report.offchip_peak_bytes == arena_bytes(plan.dram, tiled, graph)
     return plan, report
 
@@ -114,7 +114,7 @@ def test_a_corrupted_taa_plan_is_caught_naming_both_tensors(squeezenet, squeezen
     bad = replace(plan, dram={**plan.dram, b.name: plan.dram[a.name]})
     assert validate(bad, squeezenet) == []  # statically fine: only the simulator sees the overwrite
     with pytest.raises(SimulationError, match="overwrite of live data") as info:
-        simulate_plan(bad, squeezenet, EDGE)
+        simulate_plan(bad, EDGE, squeezenet)
     message = str(info.value)
     named = [x for x in buffers if repr(x.name) in message]
     assert b in named and len(named) == 2, message
@@ -126,12 +126,12 @@ def test_a_corrupted_taa_plan_is_caught_naming_both_tensors(squeezenet, squeezen
 def test_taa_plan_round_trips_through_json(squeezenet, squeezenet_taa, tmp_path):
     plan, report = squeezenet_taa
     path = tmp_path / "plan.json"
-    save_plan(plan, squeezenet, path)
+    save_plan(plan, path, squeezenet)
     data = json.loads(path.read_text())
     assert data["dram"] and set(data["dram"]) <= set(squeezenet.tensor_by_name)  # untiled names: buffers
     loaded = load_plan(path, squeezenet)
     assert loaded.dram == plan.dram
-    again = simulate_plan(loaded, squeezenet, EDGE)
+    again = simulate_plan(loaded, EDGE, squeezenet)
     assert again.cycles == report.cycles and again.offchip_peak_bytes == report.offchip_peak_bytes
 
 

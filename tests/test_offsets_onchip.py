@@ -40,7 +40,7 @@ def test_the_issue_pipeline_simulates_within_its_own_footprint():
     plan = make_plan(graph, MID, "rpo+mindspore-mo:size,first-fit", budget=BIG)
     budget = int(plan.meta.objective)
     plan = make_plan(graph, MID, "rpo+mindspore-mo:size,first-fit", budget=budget)
-    report = simulate_plan(plan, graph, MID)
+    report = simulate_plan(plan, MID, graph)
     assert report.onchip_peak_bytes <= budget
     assert report.offchip_bytes["compulsory"] == sum(t.size for t in graph.tensors
                                                      if t.kind in ("input", "weight") and t.consumers)
@@ -80,7 +80,7 @@ def test_multistream_plans_are_safe_in_the_validator_and_the_simulator(seed):
         assert len(set(plan.streams)) == 2
         assert validate(plan, graph) == []
         for jitter_seed in range(3):  # explore interleavings: the tagged scratchpad must stay quiet
-            simulate_plan(plan, graph, MID, jitter=0.5, seed=jitter_seed)
+            simulate_plan(plan, MID, graph, jitter=0.5, seed=jitter_seed)
 
 
 def test_validator_rejects_a_single_stream_assignment_run_on_several_streams():

@@ -75,7 +75,7 @@ def test_olla_on_a_training_graph_beats_the_default_order():
     # 2-core machine); the assertions hold for any plan OLLA returns
     plan = make_plan(g, Hardware(), "olla", budget=64 << 20, options={"time_limit": 8, "deterministic": False})
     assert validate(plan, g) == []
-    report = simulate_plan(plan, g, Hardware())
+    report = simulate_plan(plan, Hardware(), g)
     default = peak_live_bytes(g, list(range(g.n_ops)), 64)
     assert plan.meta.objective < default
     assert report.onchip_peak_bytes <= plan.meta.objective

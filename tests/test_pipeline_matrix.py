@@ -65,7 +65,7 @@ def run_case(trace: str, hardware: str, budget: int, pipeline: str) -> tuple[str
         kind = next((k for k, pattern in REFUSALS.items() if re.search(pattern, str(exc))), None)
         assert kind is not None, f"{trace}/{hardware}/{budget}/{pipeline}: undocumented refusal: {exc}"
         return "refused", kind
-    report = simulate_plan(plan, graph, hw, validated=True)
+    report = simulate_plan(plan, hw, graph, validated=True)
     assert report.cycles > 0 and not report.oversize
     return "ok", ""
 

@@ -45,16 +45,16 @@ def test_dict_round_trip_gives_an_equal_plan(graph, which, request):
 def test_file_round_trip_gives_an_equal_plan(graph, which, request, tmp_path):
     original = request.getfixturevalue(which)
     path = tmp_path / "plan.json"
-    save_plan(original, graph, path)
+    save_plan(original, path, graph)
     loaded = load_plan(path, graph)
     assert loaded == original
-    save_plan(loaded, graph, tmp_path / "again.json")
+    save_plan(loaded, tmp_path / "again.json", graph)
     assert (tmp_path / "again.json").read_text() == path.read_text()
 
 
 def test_the_file_names_tensors_and_ops(graph, full_plan, tmp_path):
     path = tmp_path / "plan.json"
-    save_plan(full_plan, graph, path)
+    save_plan(full_plan, path, graph)
     data = json.loads(path.read_text())
     assert data["format"] == FORMAT and data["graph"] == "tiny"
     assert data["order"] == ["conv", "left", "right", "join"]
@@ -66,7 +66,7 @@ def test_the_file_names_tensors_and_ops(graph, full_plan, tmp_path):
 
 
 def test_a_round_tripped_plan_stays_valid(graph, plan, tmp_path):
-    save_plan(plan, graph, tmp_path / "plan.json")
+    save_plan(plan, tmp_path / "plan.json", graph)
     assert validate(load_plan(tmp_path / "plan.json", graph), graph) == []
 
 

@@ -42,20 +42,20 @@ def spilling_plan():
 
 def test_plan_packing_has_one_rectangle_per_residency(spilling_plan, tmp_path):
     graph, plan = spilling_plan
-    png, svg = plot_plan(plan, graph, tmp_path / "packing")
+    png, svg = plot_plan(plan, tmp_path / "packing", graph)
     check_png(png)
     ids = svg_ids(svg)
     assert sum(i.startswith("residency-") for i in ids) == len(plan.residencies) == 8  # 7 tensors, the spilled one twice
     assert {"spills", "retrieves", "budget"} <= set(ids)
     # Deterministic: the same plan draws the same SVG (no date, fixed id salt).
-    assert svg.read_text() == plot_plan(plan, graph, tmp_path / "again", formats=("svg",))[0].read_text()
+    assert svg.read_text() == plot_plan(plan, tmp_path / "again", graph, formats=("svg",))[0].read_text()
 
 
 def test_plot_plan_command(capsys, spilling_plan, tmp_path):
     graph, plan = spilling_plan
     trace = save_trace(graph, tmp_path / "chain.json")
     plan_path = tmp_path / "p.json"
-    save_plan(plan, graph, plan_path)
+    save_plan(plan, plan_path, graph)
     assert main(["plot-plan", str(plan_path), "--trace", str(trace), "--format", "svg"]) == 0
     assert "p.svg" in capsys.readouterr().out
     assert sum(i.startswith("residency-") for i in svg_ids(tmp_path / "p.svg")) == len(plan.residencies)
@@ -73,7 +73,7 @@ def test_tiled_plan_draws_tiles_grouped_per_op(capsys, tmp_path, monkeypatch):
     plan = plan_graph(graph, load_hw("edge-npu"), "tile+default+arena+belady", 256 * 1024)
     assert plan.tiling
     plan_path = tmp_path / "tiled.json"
-    save_plan(plan, graph, plan_path)
+    save_plan(plan, plan_path, graph)
     assert main(["plot-plan", str(plan_path), "--trace", "resnet18", "--format", "svg,png"]) == 0, \
         capsys.readouterr().err
     ids = svg_ids(tmp_path / "tiled.svg")
@@ -82,7 +82,7 @@ def test_tiled_plan_draws_tiles_grouped_per_op(capsys, tmp_path, monkeypatch):
     assert bands == len(plot.op_groups(plan, plan_graph_tiled(plan, graph))) >= graph.n_ops
     check_png(tmp_path / "tiled.png")
     monkeypatch.setattr(plot, "MAX_SEPARATE_RECTANGLES", 10)
-    (svg,) = plot_plan(plan, graph, tmp_path / "many", formats=("svg",))
+    (svg,) = plot_plan(plan, tmp_path / "many", graph, formats=("svg",))
     ids = svg_ids(svg)
     assert "residencies" in ids and not any(i.startswith("residency-") for i in ids)
 
@@ -99,7 +99,7 @@ def test_multi_stream_plan_bands_by_stream(tmp_path):
     graph = load_graph("resnet18")
     plan = plan_graph(graph, load_hw("mid-npu"), "default+streams-rr+mindspore-mo:size,best-fit")
     assert len(set(plan.streams)) > 1
-    (svg,) = plot_plan(plan, graph, tmp_path / "streams", formats=("svg",))
+    (svg,) = plot_plan(plan, tmp_path / "streams", graph, formats=("svg",))
     ids = svg_ids(svg)
     assert sum(i.startswith("op-") for i in ids) == graph.n_ops
     assert sum(i.startswith("residency-") for i in ids) == len(plan.residencies)

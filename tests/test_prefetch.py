@@ -75,5 +75,5 @@ def test_plans_made_whole_prefetch_and_stay_valid(pipeline):
     assert plans[4].offchip_bytes() == plans[0].offchip_bytes()
     early = sum(t.step for t in plans[4].transfers if t.kind == "load")
     assert early < sum(t.step for t in plans[0].transfers if t.kind == "load")
-    cycles = {d: simulate_plan(p, graph, hw, validated=True).cycles for d, p in plans.items()}
+    cycles = {d: simulate_plan(p, hw, graph, validated=True).cycles for d, p in plans.items()}
     assert cycles[4] < cycles[0]

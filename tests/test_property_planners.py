@@ -128,13 +128,13 @@ def check_plan(graph, hw, budget: int, pipeline: str, options: dict | None = Non
         check_refusal(error, pipeline, budget)
         return None
     assert validate(plan, graph) == []
-    report = simulate_plan(plan, graph, hw, validated=True)
+    report = simulate_plan(plan, hw, graph, validated=True)
     assert report.offchip_bytes == plan.offchip_bytes()
     assert report.offchip_total_bytes == sum(t.size for t in plan.transfers)
     assert report.onchip_peak_bytes <= budget
     if len(set(plan.streams)) > 1:
         for seed in range(2):
-            simulate_plan(plan, graph, hw, jitter=0.5, seed=seed, validated=True)
+            simulate_plan(plan, hw, graph, jitter=0.5, seed=seed, validated=True)
     return plan
 
 

@@ -17,7 +17,7 @@ def test_the_documented_flow_runs():
     from npusim import load_graph, load_hw, plan_graph, simulate_plan
 
     graph, hw = load_graph("squeezenet1_0"), load_hw("edge-npu")
-    report = simulate_plan(plan_graph(graph, hw), graph, hw, validated=True)
+    report = simulate_plan(plan_graph(graph, hw), hw, graph, validated=True)
     assert report.cycles > 0 and report.summary().startswith("squeezenet1_0")
 
 

@@ -61,7 +61,7 @@ def test_jitter_modes_alone_catch_every_seeded_race_within_five_seeds_per_queue(
 
 def test_safe_plans_are_never_flagged(cases):
     for graph, hw, plan, _ in cases:
-        program = lower(plan, graph, hw)
+        program = lower(plan, hw, graph)
         assert find_race(program, hw.dma.channels, str, str) is None
         for seed in range(len(MODES) * 2):
             simulate(program, hw, jitter=4.0 if seed else 0.0, seed=seed)
@@ -71,7 +71,7 @@ def test_vector_clocks_agree_with_a_plain_graph_search(cases):
     """``HappensBefore.ends_before`` against ``seeded_races.ordered`` (BFS over the semaphore
     and queue edges), on every pair of commands of safe and unsafe programs."""
     for graph, hw, plan, injected in cases[:3]:
-        programs = [lower(plan, graph, hw)] + [case[1] for case in injected.values() if case is not None]
+        programs = [lower(plan, hw, graph)] + [case[1] for case in injected.values() if case is not None]
         for program in programs:
             hb = HappensBefore(program, dma_channels=2)
             for a, b in itertools.combinations(range(program.n_commands), 2):

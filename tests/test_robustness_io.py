@@ -215,9 +215,9 @@ def test_the_simulator_reads_the_knob_when_it_runs(monkeypatch, chain_trace):
     plan = plan_graph(graph, hw, "default+arena+belady", 4096)
     monkeypatch.setenv("NPUSIM_SIM_MAX_SECONDS", "nan")  # used to turn the guard off silently
     with pytest.raises(NpusimError, match="NPUSIM_SIM_MAX_SECONDS"):
-        simulate_plan(plan, graph, hw)
+        simulate_plan(plan, hw, graph)
     monkeypatch.setenv("NPUSIM_SIM_MAX_SECONDS", "120")
-    assert simulate_plan(plan, graph, hw).cycles > 0
+    assert simulate_plan(plan, hw, graph).cycles > 0
 
 
 def test_a_missing_hw_path_folder_is_named(capsys, monkeypatch, tmp_path):

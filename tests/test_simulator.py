@@ -68,7 +68,7 @@ def test_overwrite_of_live_data_is_caught():
     bad = dataclasses.replace(plan, residencies=broken)
     assert any(v.kind == "overlap" for v in validate(bad, graph))
     with pytest.raises(SimulationError) as info:
-        simulate(lower(bad, graph, hw), hw)
+        simulate(lower(bad, hw, graph), hw)
     msg = str(info.value)
     assert "op 'C' at step 2" in msg and "'c'" in msg and "live tensor 'a'" in msg and "overwrite" in msg
 
@@ -79,7 +79,7 @@ def test_reading_data_that_was_never_loaded_is_caught():
     plan = make_plan(graph, hw, "default+arena+belady", budget=1 << 16)
     no_loads = dataclasses.replace(plan, transfers=tuple(t for t in plan.transfers if t.kind != "load"))
     with pytest.raises(SimulationError, match=r"op 'A' at step 0.*reads 'x'"):
-        simulate(lower(no_loads, graph, hw), hw)
+        simulate(lower(no_loads, hw, graph), hw)
 
 
 def test_concurrent_transfers_share_bandwidth():

@@ -74,7 +74,7 @@ def test_validator_rejects_reuse_across_unordered_streams():
 
 def caught(graph, plan, seeds) -> list[int]:
     hits = []
-    program = lower(plan, graph, MID)
+    program = lower(plan, MID, graph)
     for seed in seeds:
         try:
             simulate(program, MID, jitter=0.5, seed=seed)

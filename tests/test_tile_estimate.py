@@ -52,7 +52,7 @@ def estimate_and_simulate(graph, hw, budget: int, pipeline: str = "tile+default+
     planned at ``budget`` B on ``hw`` (whose scratchpad is set to the budget)."""
     hw = hw.with_scratchpad_size(budget)
     plan = plan_graph(graph, hw, pipeline, budget)
-    report = simulate_plan(plan, graph, hw, validated=True)
+    report = simulate_plan(plan, hw, graph, validated=True)
     (op,) = graph.ops
     spec = plan.tiling.get(op.name)
     return estimate_spec(op, graph, spec, hw, hw.scratchpad.alignment, budget), report.cycles, spec

@@ -114,12 +114,12 @@ def test_tiled_plan_round_trips_through_json(tmp_path):
     graph = load_graph("squeezenet1_0")
     plan, report = run(graph, EDGE, PIPELINE, 256 << 10)
     path = tmp_path / "plan.json"
-    save_plan(plan, graph, path)
+    save_plan(plan, path, graph)
     data = json.loads(path.read_text())
     assert data["graph"] == "squeezenet1_0@tiled" and data["tiling"]
     loaded = load_plan(path, graph)  # the untiled graph: the tiles are re-derived
     assert loaded.residencies == plan.residencies and loaded.transfers == plan.transfers
-    again = simulate_plan(loaded, graph, EDGE)
+    again = simulate_plan(loaded, EDGE, graph)
     assert again.cycles == report.cycles and again.offchip_bytes == report.offchip_bytes
 
 
@@ -144,7 +144,7 @@ def test_dma_overlaps_compute_in_a_tiled_run():
 def test_tiles_move_as_strided_chunks():
     graph = load_graph("resnet18")
     plan, _ = run(graph, EDGE, PIPELINE, 64 << 10)
-    program = lower(plan, graph, EDGE)
+    program = lower(plan, EDGE, graph)
     chunked = [c for c in program.commands if c.kind == "load" and len(c.dram.chunks()) > 1]
     assert chunked
     c = chunked[0]

@@ -169,7 +169,7 @@ def cmd_plan(args) -> int:
     hw = load_hw(args.hw, _hw_overrides(args.set))
     with Progress("npusim plan") as progress:
         plan = _plan_for(args, graph, hw, progress)
-    save_plan(plan, graph, args.output, timings=args.timings)
+    save_plan(plan, args.output, timings=args.timings)
     spill = plan.offchip_bytes()
     print(f"{args.output}: {graph.name} with {plan.meta.planner}, budget {plan.capacity:,} B, "
           f"{len(plan.residencies)} residencies, {len(plan.transfers)} transfers, "
@@ -180,7 +180,7 @@ def cmd_plan(args) -> int:
 def cmd_validate(args) -> int:
     graph = load_graph(args.trace)
     plan = load_plan(args.plan, graph)
-    found = validate(plan, graph)
+    found = validate(plan)
     if not found:
         print(f"{args.plan}: valid ({len(plan.residencies)} residencies, {len(plan.transfers)} transfers)")
         return 0
@@ -201,8 +201,9 @@ def cmd_simulate(args) -> int:
         graph = load_graph(args.trace)
         hw = load_hw(args.hw, _hw_overrides(args.set))
         plan = _plan_for(args, graph, hw, progress)
-        report = simulate_plan(plan, graph, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
-                               seed=args.jitter, source=args.plan or "plan", progress=progress)
+        report = simulate_plan(plan, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
+                               seed=args.jitter, source=args.plan or "plan", progress=progress,
+                               validated=not args.plan)  # plan_graph validated a plan it made
     wall = time.perf_counter() - start
     if args.report:
         report.save_json(args.report)
@@ -312,7 +313,7 @@ def cmd_plot_plan(args) -> int:
     graph = load_graph(args.trace)
     plan = load_plan(args.plan, graph)
     stem = args.output or str(Path(args.plan).with_suffix(""))
-    written = plot_plan(plan, graph, stem, formats, title=args.title)
+    written = plot_plan(plan, stem, formats=formats, title=args.title)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 

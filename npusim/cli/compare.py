@@ -36,7 +36,7 @@ def compare_planners(graph: Graph, hw: Hardware, pipelines: list[str], budget: s
     for pipeline in pipelines:
         try:
             plan = plan_graph(graph, hw, pipeline, capacity)
-            report = simulate_plan(plan, graph, hw)
+            report = simulate_plan(plan, hw, validated=True)  # plan_graph validated it
         except NpusimError as exc:
             rows.append(infeasible_row(trace=trace or graph.name, hardware=hw.name, planner=pipeline,
                                        budget=budget, reason=str(exc), capacity=capacity))

@@ -154,7 +154,7 @@ def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8)
         return [Problem(str(path), str(error), "fix the field named above (format in npusim/plan/io.py), "
                                                "or write a fresh plan with npusim plan")]
     problems = [Problem(str(path), f"[{v.kind}] {v.message}", FIXES.get(v.kind, "re-plan"))
-                for v in validate(plan, graph)]
+                for v in validate(plan)]
     if problems or hw is None:
         return problems
     try:
@@ -169,7 +169,7 @@ def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8)
     runs = range(seeds + 1) if len(set(plan.streams)) > 1 else range(1)
     for seed in runs:
         try:
-            simulate_plan(plan, graph, hardware, jitter=0.5 if seed else 0.0, seed=seed, validated=True)
+            simulate_plan(plan, hardware, jitter=0.5 if seed else 0.0, seed=seed, validated=True)
         except SimulationError as error:
             how = f" with --jitter {seed}" if seed else ""
             problems.append(Problem(str(path), f"simulation{how}: {error}", SIMULATION_FIX))

@@ -109,8 +109,8 @@ def paper_budgets(graph: Graph, align: int, time_limit: float, wall_clock: bool 
 
 
 def _row(trace, group, tensors, key, budget, method, plan, graph, hw, extra_seconds=0.0, note=""):
-    require_valid(plan, graph, f"{method} on {trace}")
-    report = simulate_plan(plan, graph, hw, validated=True)
+    require_valid(plan, source=f"{method} on {trace}")
+    report = simulate_plan(plan, hw, validated=True)
     oc = plan.offchip_bytes()
     stats = plan.meta.options.get("cosma_stats", {})
     return dict(trace=trace, set=group, tensors=tensors, budget=key, budget_bytes=budget, method=method,

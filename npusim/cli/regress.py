@@ -135,7 +135,7 @@ def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict
         # the wall-clock guard off: an exact planner's numbers must not depend on the machine's
         # load (planners.schedule.solver); not recorded, it plans nothing
         plan = plan_graph(graph, hw, pipeline, capacity, options={**(options or {}), "wall_guard": 0})
-        report = simulate_plan(plan, graph, hw)
+        report = simulate_plan(plan, hw, validated=True)  # plan_graph validated it
     except NpusimError as exc:
         return {"status": "infeasible", "reason": str(exc)}
     ob = report.offchip_bytes

@@ -234,7 +234,7 @@ def evaluate_point(point: Point) -> dict:
         graph = _graph(point.trace)
         capacity = resolve_budget(point.budget, graph, point.hw, allow_oversize=point.allow_oversize)
         plan = plan_graph(graph, point.hw, point.pipeline, capacity, options=dict(point.options))
-        report = simulate_plan(plan, graph, point.hw)
+        report = simulate_plan(plan, point.hw, validated=True)  # plan_graph validated it
     except NpusimError as exc:
         return infeasible_row(trace=point.trace_name, hardware=hw_name, planner=point.pipeline,
                               budget=point.budget, reason=str(exc))

@@ -24,7 +24,6 @@ takes the longer of the two (``npusim.hw.costs.core_cycles``).
 
 from __future__ import annotations
 
-import functools
 
 from npusim.errors import PlanError
 from npusim.graph.model import Graph, Op, build_graph
@@ -134,14 +133,3 @@ def fuse(graph: Graph, fusion: dict) -> Graph:
                             vector_ops=op.vector_ops, gemm=op.gemm))
     meta = dict(graph.meta, fused_from=graph.name, fusion={k: list(v) for k, v in sorted(fusion.items())})
     return build_graph(fused_name(graph.name), tensors, ops, meta)
-
-
-@functools.lru_cache(maxsize=16)
-def _fuse_cached(graph: Graph, frozen: tuple) -> Graph:
-    return fuse(graph, {name: list(chain) for name, chain in frozen})
-
-
-def fuse_cached(graph: Graph, fusion: dict) -> Graph:
-    """``fuse``, remembered for the last few (graph, fusion) pairs: validation, lowering and
-    simulation of one plan rebuild the same fused graph."""
-    return _fuse_cached(graph, tuple(sorted((k, tuple(v)) for k, v in fusion.items())))

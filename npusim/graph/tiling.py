@@ -31,11 +31,9 @@ Which part of each input a tile reads is ``npusim.graph.regions.input_boxes``.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import numpy as np
-from functools import lru_cache
 
 from npusim.errors import PlanError
 from npusim.graph.model import Gemm, Graph, Op, View, build_graph, row_major_strides
@@ -318,25 +316,6 @@ def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
         m, batch = m * batch, 1
     gemm = Gemm(m=m, n=n, k=k_len, batch=batch)
     return gemm.macs, gemm
-
-
-@lru_cache(maxsize=16)
-def _expand_cached(graph: Graph, frozen_specs: tuple) -> Graph:
-    return expand(graph, {op: spec for op, spec in _thaw(frozen_specs)})
-
-
-def _freeze(specs: dict) -> tuple:
-    return tuple((op, json.dumps(spec, sort_keys=True)) for op, spec in sorted(specs.items()))
-
-
-def _thaw(frozen: tuple):
-    return [(op, json.loads(spec)) for op, spec in frozen]
-
-
-def expand_cached(graph: Graph, specs: dict[str, dict]) -> Graph:
-    """``expand``, memoised on (graph identity, specs): plans are validated, lowered and
-    simulated against the same tiled graph."""
-    return _expand_cached(graph, _freeze(specs))
 
 
 #: (MACs, Gemm) of one tile: public for the tiler's time estimate (planners.tiling.estimate).

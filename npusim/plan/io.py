@@ -35,7 +35,7 @@ from npusim.graph.tiling import check_spec
 from npusim.plan.dram import known_buffers
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
 from npusim.graph.fusion import fusion_problems
-from npusim.plan.resolve import base_graph, graph_for_plan
+from npusim.plan.bound import BindError, BoundPlan, as_bound, bound_to, fused_graph, plan_graphs
 from npusim.util.schema_check import SchemaViolation, check, load_schema, short
 
 FORMAT = "npusim-plan/1"
@@ -43,8 +43,9 @@ SCHEMA = "plan.schema.json"
 MAX_PLAN_BYTES = 1 << 31  # a plan of 10 million tiles is about 1.5 GB of JSON
 
 
-def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
-    graph = graph_for_plan(plan.graph, plan.tiling, graph, plan.fusion)
+def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = False) -> dict:
+    """The plan file's record of a bound plan (``graph``: only for a plan not bound yet)."""
+    graph = as_bound(plan, graph).bound_graph
     tname = [t.name for t in graph.tensors]
     oname = [o.name for o in graph.ops]
     return {
@@ -76,7 +77,7 @@ def plan_to_dict(plan: Plan, graph: Graph, *, timings: bool = False) -> dict:
     }
 
 
-def save_plan(plan: Plan, graph: Graph, path: str | Path, *, timings: bool = False) -> None:
+def save_plan(plan: Plan, path: str | Path, graph: Graph | None = None, *, timings: bool = False) -> None:
     atomic_write_text(path, json.dumps(plan_to_dict(plan, graph, timings=timings), indent=1) + "\n")
 
 
@@ -89,9 +90,10 @@ def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:
     return value
 
 
-def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
-    """The Plan a ``plan_to_dict`` record describes for ``graph``; PlanError names the first
-    field that is wrong (checked in the order of the record's fields)."""
+def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> BoundPlan:
+    """The plan a ``plan_to_dict`` record describes for ``graph``, bound to it (the one time a
+    loaded plan's graphs are built: ``npusim.plan.bound``); PlanError names the first field that
+    is wrong (checked in the order of the record's fields)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise PlanError(f"{source}: field 'format' is {short(got)}, expected {FORMAT!r}")
@@ -99,12 +101,13 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
         check(data, load_schema(SCHEMA))
     except SchemaViolation as violation:
         raise PlanError(f"{source}: {violation}") from None
+    given = graph
     fusion = _fusion(data, graph, source)
-    graph = base_graph(fusion, graph)
-    tiling = _tiling(data, graph, source)
+    base = fused_graph(graph, fusion)
+    tiling = _tiling(data, base, source)
     try:
-        graph = graph_for_plan(data.get("graph"), tiling, graph)
-    except PlanError as exc:
+        _, graph = plan_graphs(given, fusion, tiling, data.get("graph"), base)
+    except BindError as exc:
         raise PlanError(f"{source}: {exc}") from None
     capacity = _int(data, "capacity", source, 1)
     alignment = _int(data, "alignment", source, 1)
@@ -113,10 +116,11 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> Plan:
     transfers = _transfers(data, graph, source)
     dram = _dram(data, graph, source)
     meta = _meta(data, source)
-    return Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
+    plan = Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
                 streams=streams, residencies=tuple(sorted(residencies)),
                 transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
                 tiling=dict(tiling), fusion=fusion, meta=meta)
+    return bound_to(plan, graph, base, given)
 
 
 def _fusion(data: dict, graph: Graph, source: str) -> dict:
@@ -169,10 +173,11 @@ def _residencies(data: dict, graph: Graph, alignment: int, source: str) -> list[
             raise PlanError(f"{where}: expected an object with a 'tensor' field")
         t = _tensor_id(graph, r["tensor"], where)
         size = r.get("size", aligned(graph.tensors[t].size, alignment))
+        least = 0 if graph.tensors[t].kind == "accumulator" else 1  # partial sums in a core take no bytes
         residencies.append(Residency(
             first=_int(r, "first", where), last=_int(r, "last", where),
             offset=_int(r, "offset", where), tensor=t,
-            size=_int({"size": size}, "size", where, 1),
+            size=_int({"size": size}, "size", where, least),
         ))
     return residencies
 
@@ -250,7 +255,8 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number (expected a finite number)")
 
 
-def load_plan(path: str | Path, graph: Graph) -> Plan:
+def load_plan(path: str | Path, graph: Graph) -> BoundPlan:
+    """The plan in ``path``, bound to ``graph`` (the graph it was made for, as given)."""
     path = Path(path)
     try:
         data = json.loads(read_bounded(path, json_cap(MAX_PLAN_BYTES)), parse_constant=_no_constants)

@@ -54,7 +54,7 @@ from npusim.plan.dram import arena_bytes, buffer_of
 from npusim.plan.layout import DramLayout
 from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
-from npusim.plan.resolve import base_graph, graph_for_plan
+from npusim.plan.bound import as_bound
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
@@ -130,10 +130,11 @@ def dma_settings(hw) -> tuple:
             ("dram.layout", hw.dram.layout))
 
 
-def lower(plan: Plan, graph: Graph, hw) -> Program:
-    """The Program of ``plan`` (made for ``graph``, tiled or not) on hardware ``hw``."""
-    untiled = base_graph(plan.fusion, graph)
-    graph = graph_for_plan(plan.graph, plan.tiling, untiled)
+def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
+    """The Program of a bound ``plan`` on hardware ``hw`` (``graph``: only for a plan not
+    bound to its graph yet)."""
+    plan = as_bound(plan, graph)
+    untiled, graph = plan.base_graph, plan.bound_graph
     # Build commands in (step, phase) order without waits, then add waits.
     drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw)
     users, filler = _users_and_fillers(drafts, len(plan.residencies))

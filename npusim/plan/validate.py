@@ -56,8 +56,7 @@ from npusim.graph.model import Graph
 from npusim.graph.regions import RESHAPE_LIKE, input_boxes
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
-from npusim.graph.fusion import fusion_problems
-from npusim.plan.resolve import base_graph, graph_for_plan
+from npusim.plan.bound import BindError, as_bound
 
 
 @dataclass(frozen=True)
@@ -69,25 +68,22 @@ class Violation:
         return f"[{self.kind}] {self.message}"
 
 
-def validate(plan: Plan, graph: Graph) -> list[Violation]:
+def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
+    """Every rule the plan breaks (``graph``: only for a plan not bound to its graph yet)."""
     found: list[Violation] = []
 
     def report(kind: str, message: str) -> None:
         found.append(Violation(kind, message))
 
-    problems = fusion_problems(graph, plan.fusion) if plan.fusion else []
-    for problem in problems:
-        report("fusion", problem)
-    if problems:
-        return found  # the graph the plan refers to cannot be built
-    untiled = base_graph(plan.fusion, graph)
     try:
-        graph = graph_for_plan(plan.graph, plan.tiling, untiled)
-    except PlanError as exc:
-        report("order", str(exc))
+        plan = as_bound(plan, graph)
+    except BindError as exc:  # the graph the plan refers to cannot be built
+        for problem in exc.problems:
+            report(exc.kind, problem)
         return found
+    graph = plan.bound_graph
     if plan.tiling:
-        check_tiling(untiled, graph, report)
+        check_tiling(plan.base_graph, graph, report)
     if not _check_order(plan, graph, report):
         return found  # steps are meaningless without a valid order
     _check_streams(plan, graph, report)
@@ -441,7 +437,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
         active.append(r)
 
 
-def require_valid(plan: Plan, graph: Graph, source: str = "plan", *, planned: bool = False) -> None:
+def require_valid(plan: Plan, graph: Graph | None = None, source: str = "plan", *, planned: bool = False) -> None:
     """Raise PlanError listing every violation (at most 20 shown) unless the plan is valid;
     InternalError for a plan a planner just made (``planned``): that is the planner's bug."""
     found = validate(plan, graph)

@@ -83,7 +83,7 @@ def inject_reuse(plan, graph, hw, rng):
         if residencies[j].offset + residencies[j].size > plan.capacity:
             continue
         unsafe = replace(plan, residencies=tuple(residencies))
-        program = lower(unsafe, graph, hw)
+        program = lower(unsafe, hw)
         users = {r: [c.id for c in program.commands if any(a.residency == r for a in c.reads + c.writes)]
                  for r in (i, j)}
         if not (all(ordered(program, u, v) for u in users[i] for v in users[j])
@@ -104,7 +104,7 @@ def _drop_wait(program, command_id: int, wait: int):
 
 
 def inject_early_free(plan, graph, hw, rng):
-    program = lower(plan, graph, hw)
+    program = lower(plan, hw)
     options = []
     for c in program.commands:
         if c.kind != "load":
@@ -128,7 +128,7 @@ def _real_race(plan, program, options, rng):
 
 
 def inject_missing_semaphore(plan, graph, hw, rng):
-    program = lower(plan, graph, hw)
+    program = lower(plan, hw)
     writer = _writers(program)
     options = [(c.id, writer[a.residency]) for c in program.commands if c.kind == "compute"
                for a in c.reads if writer.get(a.residency) in c.waits]

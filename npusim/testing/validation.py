@@ -68,7 +68,7 @@ SCALESIM_VALIDATION = "scalesim-project/SCALE-Sim-validation @45818f1 (MIT), dat
 def run(graph: Graph, hw: Hardware, budget: int | None = None, options: dict | None = None) -> Report:
     """``graph`` through the default pipeline on ``hw`` (planned, validated once, simulated)."""
     plan = plan_graph(graph, hw, DEFAULT_PIPELINE, budget=budget, options=options)
-    return simulate_plan(plan, graph, hw, validated=True)
+    return simulate_plan(plan, hw, validated=True)
 
 
 # -- SCALE-Sim per layer --------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def zigzag_figures() -> dict | None:
     read = written = 0
     for name in layers:
         layer = zigzag_layer_graph(graph, graph.op(name))
-        report = simulate_plan(plan_graph(layer, hw, "tile+default+arena+belady"), layer, hw, validated=True)
+        report = simulate_plan(plan_graph(layer, hw, "tile+default+arena+belady"), hw, validated=True)
         for k, v in report.energy_pj.items():
             energy[k] = energy.get(k, 0.0) + v
         read += report.offchip_read_bytes
@@ -297,7 +297,7 @@ def gemm_run(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048, objec
     graph = matmul_graph(m, n, k)
     hw = load_hw("edge-npu", {"scratchpad.size": scratchpad})
     plan = plan_graph(graph, hw, DEFAULT_PIPELINE, options={"tile_objective": objective})
-    return plan, simulate_plan(plan, graph, hw, validated=True)
+    return plan, simulate_plan(plan, hw, validated=True)
 
 
 def gemm_io_figures(scratchpad: int, m: int = 2048, n: int = 2048, k: int = 2048, objective: str = "time") -> dict:

@@ -54,7 +54,7 @@ from npusim.graph.model import Graph, Op
 from npusim.graph.regions import (
     GEMM_LIKE, RESHAPE_LIKE, box_volume, input_boxes, reduction_size, untileable_dims,
 )
-from npusim.graph.tiling import PSUM_ITEMSIZE, expand_cached, k_slices
+from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.plan.layout import image_like_tensors, storage_order
 from planners.options import int_option
 from planners.tiling.estimate import clear_memo, estimate, estimate_untiled, lower_bound, store_cycles
@@ -123,7 +123,7 @@ class Tiler:
                         "or the limit with the planner option max_tiles")
         ctx.tiling = specs
         if specs:
-            ctx.graph = expand_cached(graph, specs)
+            ctx.graph = expand(graph, specs)
         # Prefetch the next ops' loads whether or not anything was tiled, so a roomier
         # scratchpad never runs slower for lack of it (read by the arena allocator).
         ctx.options.setdefault("prefetch_depth", PREFETCH_DEPTH)
