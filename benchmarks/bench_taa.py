@@ -30,7 +30,7 @@ import numpy as np
 from npusim.errors import NpusimError
 from npusim.hw.loader import load_hardware
 from planners.offchip.collision import SEARCH_NODES, ChunkPatterns, Tile, TileArrays, tensor_allocate_reference
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.bound import as_bound
 from npusim.registry import make_plan
 from npusim.util.resources import list_resources
 from npusim.util.units import parse_size
@@ -44,7 +44,7 @@ from timing import best_of
 def trace_buffers(name: str, hw, budget: int):
     graph = load_graph(name)
     plan = make_plan(graph, hw, "tile+default+arena+belady", budget=budget)
-    tiled = graph_for_plan(plan.graph, plan.tiling, graph)
+    tiled = as_bound(plan, graph).bound_graph
     align = hw.dma.burst_bytes
     buffers = dram_buffers(tiled, plan.order, plan.transfers, None, graph, align)
     return [b for b in buffers if not b.weight], align

@@ -14,7 +14,7 @@ import time
 
 from npusim.kernels.render_chunks import render_chunks, render_chunks_reference
 from npusim.plan.lower import lower
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.bound import as_bound
 from npusim.sim.engine import simulate
 from npusim.util.units import parse_size
 from npusim.workflow import load_graph, load_hw, plan_graph
@@ -37,7 +37,7 @@ def simulation_table(traces, hw_name, budgets):
             t_plan, plan = timed(lambda: plan_graph(graph, hw, "tile+default+arena+belady", budget))
             t_lower, program = timed(lambda: lower(plan, hw, graph))
             t_sim, report = timed(lambda: simulate(program, hw.with_scratchpad_size(budget)))
-            tiles = sum(1 for o in graph_for_plan(plan.graph, plan.tiling, graph).ops if "tile_of" in o.attrs)
+            tiles = sum(1 for o in as_bound(plan, graph).bound_graph.ops if "tile_of" in o.attrs)
             print(f"{name:<10} {spec:>8} {tiles:>7} {report.commands:>9} {report.events:>8} {t_plan:>7.2f} "
                   f"{t_lower:>8.2f} {t_sim:>7.2f} {t_plan + t_lower + t_sim:>8.2f} {report.events / t_sim:>10,.0f}")
 

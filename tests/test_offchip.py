@@ -15,7 +15,7 @@ from npusim.errors import PlanningError, SimulationError
 from npusim.graph.model import build_graph
 from npusim.plan.dram import arena_bytes, buffer_of
 from npusim.plan.io import load_plan, save_plan
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.bound import as_bound
 from npusim.plan.validate import validate
 from npusim.registry import make_plan
 from npusim.util.resources import list_resources
@@ -42,7 +42,7 @@ def conv_relu_graph():
 def plan_and_check(graph, pipeline, budget, options=None):
     plan = make_plan(graph, EDGE, pipeline, budget=budget, options=options)
     assert validate(plan, graph) == []
-    tiled = graph_for_plan(plan.graph, plan.tiling, graph)
+    tiled = as_bound(plan, graph).bound_graph
     moved = {buffer_of(tiled.tensors[tr.tensor]) for tr in plan.transfers}
     assert moved <= set(plan.dram)
     report = simulate_plan(plan, EDGE, graph, validated=True)
@@ -93,20 +93,20 @@ def test_taa_plans_on_traces_validate_and_simulate(trace, budget_kib):
     plan, report = plan_and_check(graph, TILED + "+taa", budget_kib << 10)
     assert plan.tiling
     naive = make_plan(graph, EDGE, TILED + "+offchip-naive", budget=budget_kib << 10)
-    tiled = graph_for_plan(plan.graph, plan.tiling, graph)
+    tiled = as_bound(plan, graph).bound_graph
     assert report.offchip_peak_bytes <= arena_bytes(naive.dram, tiled, graph)
 
 
 def test_taa_on_squeezenet_64kib(squeezenet):
     plan, report = plan_and_check(squeezenet, TILED + "+taa", 64 << 10)
-    tiled = graph_for_plan(plan.graph, plan.tiling, squeezenet)
+    tiled = as_bound(plan, squeezenet).bound_graph
     buffers = [b for b in dram_buffers(tiled, plan.order, plan.transfers, None, squeezenet, 64) if not b.weight]
     assert report.offchip_peak_bytes < shared_objects_best(buffers, 64).total  # the same buffers, whole
 
 
 def test_a_corrupted_taa_plan_is_caught_naming_both_tensors(squeezenet, squeezenet_taa):
     plan, _ = squeezenet_taa
-    tiled = graph_for_plan(plan.graph, plan.tiling, squeezenet)
+    tiled = as_bound(plan, squeezenet).bound_graph
     buffers = [b for b in dram_buffers(tiled, plan.order, plan.transfers, None, squeezenet, 64) if not b.weight]
     # Two buffers whose data is in DRAM at the same time: the pair overlapping longest.
     a, b = max(((x, y) for i, x in enumerate(buffers) for y in buffers[i + 1:]),

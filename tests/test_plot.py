@@ -88,9 +88,9 @@ def test_tiled_plan_draws_tiles_grouped_per_op(capsys, tmp_path, monkeypatch):
 
 
 def plan_graph_tiled(plan, graph):
-    from npusim.plan.resolve import graph_for_plan
+    from npusim.plan.bound import as_bound  # lazy: only this helper uses it
 
-    return graph_for_plan(plan.graph, plan.tiling, graph)
+    return as_bound(plan, graph).bound_graph
 
 
 def test_multi_stream_plan_bands_by_stream(tmp_path):

@@ -10,7 +10,7 @@ from npusim.graph.model import build_graph
 from npusim.graph.tiling import expand, tile_boxes, tiled_name
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.lower import lower
-from npusim.plan.resolve import graph_for_plan
+from npusim.plan.bound import as_bound
 from npusim.plan.validate import check_tiling, validate
 from npusim.registry import make_plan
 from npusim.workflow import load_graph, load_hw, run, simulate_plan
@@ -87,7 +87,7 @@ def test_tiled_plans_validate_and_simulate(trace, budget_kib):
     assert report.onchip_peak_bytes <= budget_kib << 10
     assert report.offchip_bytes == plan.offchip_bytes()
     assert report.cycles >= max(report.lower_bounds.values()) - 1e-6
-    tiled = graph_for_plan(plan.graph, plan.tiling, graph)
+    tiled = as_bound(plan, graph).bound_graph
     original_macs = sum(o.macs for o in graph.ops)
     assert sum(o.macs for o in tiled.ops) == original_macs
 
