@@ -5,7 +5,11 @@ is a function ``register(registry)`` that calls ``registry.add(planner)``. The b
 ``planners`` package registers itself this way, and so can a third-party package.
 
 A planner is any object with ``name``, ``stage`` (one of ``STAGES``), ``description`` and
-``run(ctx: PlanningContext) -> None``, which fills its part of the context. A pipeline is
+``run(ctx: PlanningContext) -> None``, which fills its part of the context. It declares the
+options it reads (``options``: ``npusim.planner_options.Option`` values) and the context
+fields it reads and writes (``reads``, ``writes``: field names of ``PlanningContext``); the
+core checks options against those declarations and documents them (``npusim list
+--planner``), and ``tests/test_planner_contract.py`` holds every built-in planner to them. A pipeline is
 named by joining planner names with ``+`` (``rpo+arena+belady``); stages run in the order of
 ``STAGES`` whatever the order of the names.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from collections.abc import Mapping
 from typing import Protocol
 
 from npusim.util import wall_guard
@@ -51,6 +56,9 @@ class Planner(Protocol):
     name: str
     stage: str
     description: str
+    options: tuple  # npusim.planner_options.Option, one per option the planner reads
+    reads: tuple  # PlanningContext fields the planner reads
+    writes: tuple  # PlanningContext fields the planner fills in
 
     def run(self, ctx: "PlanningContext") -> None: ...
 
@@ -63,7 +71,7 @@ class PlanningContext:
     hw: Hardware
     capacity: int
     alignment: int
-    options: dict = field(default_factory=dict)
+    options: Mapping = field(default_factory=dict)  # this stage's declared options (planner_options.StageOptions)
     fusion: dict = field(default_factory=dict)  # GEMM op name -> fused element-wise ops; graph is then fused
     tiling: dict = field(default_factory=dict)  # op name -> tile spec; graph is then the tiled graph
     order: list[int] | None = None
@@ -78,6 +86,10 @@ class PlanningContext:
     bound: float | None = None
     scope: str = ""  # which problem status and bound refer to, when not the whole plan's
     notes: list[str] = field(default_factory=list)  # what a stage traded, one line each (PlanMeta.notes)
+    # How many ops ahead the allocator reserves loads when the user gives no prefetch_depth:
+    # the tiling stage sets it (tiles are sized to be double-buffered); None: the allocator's own.
+    prefetch_depth: int | None = None
+    stats: dict = field(default_factory=dict)  # what a stage measured of its search (PlanMeta.stats)
     # ``progress(what, done, total, detail)`` for long stages (npusim.util.progress); silent by default.
     progress: object = silent
 
@@ -101,6 +113,14 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._planners)
+
+    def option_index(self) -> dict[str, list[str]]:
+        """Option name -> the planners that declare it (every registered planner)."""
+        index: dict[str, list[str]] = {}
+        for name in self.names():
+            for opt in planner_options.declared(self._planners[name]):
+                index.setdefault(opt.name, []).append(name)
+        return index
 
     def planners(self) -> list[Planner]:
         return [self._planners[n] for n in self.names()]
@@ -168,8 +188,10 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
     planner = (registry or default_registry()).get(name)
     if planner.stage != "schedule":
         raise RegistryError(f"{name!r} is a {planner.stage} stage, expected a schedule stage")
+    given = dict(options or {})
+    planner_options.check_given(given, [planner], (registry or default_registry()).option_index(), name)
     ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=alignment,
-                          options=dict(options or {}), untiled=graph)
+                          options=planner_options.StageOptions.for_planner(given, planner), untiled=graph)
     planner.run(ctx)
     return list(ctx.order)
 
@@ -183,14 +205,15 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     given = dict(options or {})
+    planner_options.check_given(given, stages, registry.option_index(), pipeline)
     ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
-                          alignment=hw.scratchpad.alignment, options=planner_options.TrackedOptions(given), untiled=graph,
-                          progress=progress)
+                          alignment=hw.scratchpad.alignment, untiled=graph, progress=progress)
     start = time.perf_counter()
     with reporting(progress), wall_guard.collecting() as guard_notes:  # both heard from solvers deep inside
         for n, planner in enumerate(stages, 1):
             progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
             claim = (ctx.status, ctx.objective, ctx.bound, ctx.scope)
+            ctx.options = planner_options.StageOptions.for_planner(given, planner)
             planner.run(ctx)
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
                 ctx.scope = ""  # a new claim that names no scope: an earlier stage's does not apply to it
@@ -201,7 +224,6 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         ctx.order = list(range(ctx.graph.n_ops))
     if ctx.residencies is None:
         raise RegistryError(f"pipeline {pipeline!r} has no allocation stage (add e.g. '+arena')")
-    planner_options.check_options_used(ctx.options, given, pipeline)
     seconds = time.perf_counter() - start
     plan = Plan(
         graph=ctx.graph.name, capacity=ctx.capacity, alignment=ctx.alignment,
@@ -209,9 +231,10 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         residencies=tuple(sorted(ctx.residencies)),
         transfers=tuple(sorted(ctx.transfers or [], key=lambda t: (t.step, t.kind != "load", t.tensor))),
         dram=dict(ctx.dram), tiling=dict(ctx.tiling), fusion=dict(ctx.fusion),
-        meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=dict(ctx.options),
+        meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=given,
                       solve_seconds=round(seconds, 6), status=ctx.status,
-                      objective=ctx.objective, bound=ctx.bound, scope=ctx.scope, notes=tuple(ctx.notes)),
+                      objective=ctx.objective, bound=ctx.bound, scope=ctx.scope, notes=tuple(ctx.notes),
+                      stats=dict(ctx.stats)),
     )
     return bound_to(plan, ctx.graph, ctx.untiled, graph)
 
@@ -221,3 +244,44 @@ def check_pipelines(pipelines: list[str]) -> None:
     registry = default_registry()
     for pipeline in pipelines:
         registry.pipeline(pipeline)
+
+
+def describe_planner(planner) -> str:
+    """What ``npusim list --planner NAME`` prints: the planner, its options (from its
+    declarations) and the context fields it reads and writes."""
+    lines = [f"{planner.name} ({planner.stage} stage): {planner.description}"]
+    opts = planner_options.declared(planner)
+    lines.append("options:" if opts else "options: none")
+    lines += [f"  {opt.describe()}" for opt in opts]
+    lines.append(f"reads:  {', '.join(getattr(planner, 'reads', ())) or '-'}")
+    lines.append(f"writes: {', '.join(getattr(planner, 'writes', ())) or '-'}")
+    return "\n".join(lines)
+
+
+def planners_markdown(registry: Registry | None = None) -> str:
+    """docs/planners.md: every registered planner with its options, reads and writes, and the
+    named pipelines (``scripts/planner_docs.py`` writes it; a test keeps it current)."""
+    registry = registry or default_registry()
+    out = ["# Planners: the reference", "",
+           "Generated by `python scripts/planner_docs.py` from the planners' own declarations (`options`, "
+           "`reads`, `writes`; `npusim.registry`); do not edit by hand. `npusim list --planner NAME` prints one "
+           "entry. A pipeline joins planner names with `+`; its stages run in the order "
+           f"{' -> '.join(STAGES)}. Give an option with `--option KEY=VALUE` (or `options=` in Python): a name "
+           "no planner declares is refused, a declared one that the pipeline's stages do not read is accepted "
+           "(one set of options can go to every pipeline of a sweep).", ""]
+    for stage in STAGES:
+        members = [p for p in registry.planners() if p.stage == stage]
+        if not members:
+            continue
+        out += [f"## {stage} stage", ""]
+        for planner in members:
+            out += [f"### `{planner.name}`", "", planner.description + ".", ""]
+            for opt in planner_options.declared(planner):
+                out.append(f"- `{opt.describe().split(' (', 1)[0]}` ({opt.describe().split(' (', 1)[1]}")
+            if planner_options.declared(planner):
+                out.append("")
+            out += [f"Reads `{'`, `'.join(getattr(planner, 'reads', ())) or '-'}`; writes "
+                    f"`{'`, `'.join(getattr(planner, 'writes', ())) or '-'}`.", ""]
+    out += ["## Named pipelines", ""] + [f"- `{name}` = `{pipeline}`" for name, pipeline in ALIASES.items()]
+    return "\n".join(out) + "\n"
+

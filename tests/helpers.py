@@ -3,6 +3,9 @@
 from pathlib import Path
 
 from npusim.graph.model import build_graph
+from npusim.hw.config import Hardware
+from npusim.registry import default_registry
+from npusim.testing import random_dags
 from planners.schedule.problem import MemoryProblem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,3 +88,35 @@ def far_deadline(seconds: float = 60.0) -> float:
     """A deadline (on ``time.perf_counter``'s clock) that only guards against a hang."""
     import time
     return time.perf_counter() + seconds
+
+
+def nine_op_cell():
+    return random_dags.nas_cell(1, 3, seed=11)  # 9 ops: small enough for every exact planner
+
+
+def hardware_with_two_streams() -> Hardware:
+    from dataclasses import replace
+
+    base = Hardware()
+    return replace(base, streams=2, cores=replace(base.cores, count=2))
+
+
+def every_planner_pipeline() -> dict[str, tuple[str, str]]:
+    """Every registered planner in one pipeline: planner -> (pipeline, budget keyword)."""
+    found = {}
+    for p in default_registry().planners():
+        if p.stage == "tiling":
+            found[p.name] = (f"{p.name}+default+arena+belady", "tight")
+        elif p.stage == "schedule":
+            found[p.name] = (f"{p.name}+arena+belady", "MR")
+        elif p.stage == "streams":
+            found[p.name] = (f"default+{p.name}+mindspore-mo:size,best-fit", "roomy")
+        elif p.stage == "spill":
+            found[p.name] = (f"default+arena+{p.name}", "MR")
+        elif p.stage == "alloc":
+            found[p.name] = (f"default+{p.name}+belady" if p.name == "arena" else f"default+{p.name}", "roomy")
+        elif p.stage == "offchip":
+            found[p.name] = (f"default+arena+belady+{p.name}", "MR")
+        else:  # joint
+            found[p.name] = (p.name, "roomy")
+    return found

@@ -38,11 +38,11 @@ def test_cosma_divides_and_conquers_when_asked_and_records_it():
     assert validate(plan, GRAPH) == []
     simulate_plan(plan, HW, GRAPH, validated=True)
     assert plan.meta.status in ("feasible", "timed_out") and plan.meta.bound == 0
-    assert "max_cells=10" in plan.meta.options["cosma_stats"]["fallback"]
+    assert "max_cells=10" in plan.meta.stats["fallback"]
     # Below the limit the option changes nothing: one exact model.
     whole = make_plan(GRAPH, HW, "cosma", budget=budget(), options={"time_limit": 2, "fallback": "dnc"})
-    assert "fallback" not in whole.meta.options["cosma_stats"]
-    assert whole.meta.options["cosma_stats"]["parts"] == 1
+    assert "fallback" not in whole.meta.stats
+    assert whole.meta.stats["parts"] == 1
 
 
 def test_cosma_rejects_an_unknown_fallback():
@@ -68,7 +68,8 @@ def test_exact_offsets_refuses_above_max_variables():
 def test_experiment_asks_cosma_for_the_fallback_and_notes_it(monkeypatch):
     import planners.joint.cosma as cosma
 
-    monkeypatch.setattr(cosma, "DEFAULT_MAX_CELLS", 10)  # every trace is "too big" for one model
+    small = tuple(o.with_default(10) if o.name == "max_cells" else o for o in cosma.Cosma.options)
+    monkeypatch.setattr(cosma.Cosma, "options", small)  # every trace is "too big" for one model
     rows = run_trace("squeezenet1_0", "human", load_hw("edge-npu"), params=False, budgets=("MR",),
                      time_limit=1, dnc_time_limit=2, part_ops=40, log=lambda *_: None)
     row = next(r for r in rows if r["method"] == "cosma")

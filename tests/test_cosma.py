@@ -206,7 +206,7 @@ def test_dnc_cuts_where_few_bytes_cross():
     # stitched parts are never 'optimal' unless they move no byte beyond the compulsory ones
     assert dnc.meta.status in ("feasible", "timed_out") or (dnc.meta.status == "optimal" and non_compulsory(dnc) == 0)
     assert non_compulsory(dnc) >= whole.meta.bound  # the single-shot bound holds for DnC too
-    assert len(dnc.meta.options["cosma_stats"]["break_nodes"]) >= 2
+    assert len(dnc.meta.stats["break_nodes"]) >= 2
 
 
 def test_dnc_that_moves_no_extra_byte_is_optimal():
@@ -215,7 +215,7 @@ def test_dnc_that_moves_no_extra_byte_is_optimal():
     g = nas_cell(6, 3, seed=1)
     bounds = memory_bounds(g, ALIGN)
     dnc = checked_plan(g, "cosma-dnc", bounds.m_p, part_ops=8)
-    assert len(dnc.meta.options["cosma_stats"]["break_nodes"]) >= 2  # several parts
+    assert len(dnc.meta.stats["break_nodes"]) >= 2  # several parts
     assert non_compulsory(dnc) == 0 and dnc.meta.status == "optimal"
 
 

@@ -30,7 +30,7 @@ def test_dnc_parts_share_the_limit_minus_the_stitch_margin(monkeypatch):
     limit = 8.0
     plan = checked_plan(graph, "cosma-dnc", memory_bounds(graph, 64).m_h, time_limit=limit,
                         deterministic=False, part_ops=6)
-    assert plan.meta.options["cosma_stats"]["parts"] > 1
+    assert plan.meta.stats["parts"] > 1
     assert granted and all(not det for _, _, det in granted)
     # every solve ends by the solve deadline: the limit less the documented 10 % stitching
     # margin (a grant is never below with_limit's 0.05 s floor)

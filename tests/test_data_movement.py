@@ -273,7 +273,7 @@ def test_unknown_tile_objective_is_refused():
     from npusim.errors import PlanningError
     from npusim.registry import make_plan
 
-    with pytest.raises(PlanningError, match="tile_objective='speed': expected one of time, bytes"):
+    with pytest.raises(PlanningError, match="tile_objective='speed', expected one of time, bytes"):
         make_plan(load_graph("resnet50"), EDGE, DEFAULT_PIPELINE, options={"tile_objective": "speed"})
 
 

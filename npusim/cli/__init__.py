@@ -33,7 +33,7 @@ from npusim.plan.io import load_plan, save_plan
 from npusim.plan.validate import validate
 from npusim.plot import parse_formats, plot_dse_curves, plot_pareto, plot_plan, require_matplotlib
 from npusim.util.progress import Progress, silent
-from npusim.registry import ALIASES, default_registry
+from npusim.registry import ALIASES, default_registry, describe_planner
 from npusim.util.resources import list_resources
 from npusim.util.units import format_bytes
 from npusim.workflow import (DEFAULT_PIPELINE, check_plan_hardware, load_graph, load_hw, memory_bounds, plan_graph,
@@ -369,6 +369,11 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_list(args) -> int:
+    if args.planner:
+        registry = default_registry()
+        name = ALIASES.get(args.planner, args.planner)
+        print("\n\n".join(describe_planner(registry.get(n.strip())) for n in name.split("+")))
+        return 0
     print("planners:")
     for p in default_registry().planners():
         print(f"  {p.name:<31} {p.stage:<9} {p.description}")

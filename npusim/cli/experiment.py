@@ -112,7 +112,7 @@ def _row(trace, group, tensors, key, budget, method, plan, graph, hw, extra_seco
     require_valid(plan, source=f"{method} on {trace}")
     report = simulate_plan(plan, hw, validated=True)
     oc = plan.offchip_bytes()
-    stats = plan.meta.options.get("cosma_stats", {})
+    stats = plan.meta.stats
     return dict(trace=trace, set=group, tensors=tensors, budget=key, budget_bytes=budget, method=method,
                 non_compulsory_bytes=oc["spill"] + oc["retrieve"], spill_bytes=oc["spill"],
                 retrieve_bytes=oc["retrieve"], reduction_vs_best_scheme="", status=plan.meta.status,
@@ -159,7 +159,7 @@ def run_trace(trace: str, group: str, hw, *, params: bool, budgets=BUDGETS, time
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 plan = make_plan(g, hw_b, pipeline, budget=budget, options=o)
-            fallback = plan.meta.options.get("cosma_stats", {}).get("fallback")
+            fallback = plan.meta.stats.get("fallback")
             notes = [f"solved by {fallback}"] if fallback else []
             note = "; ".join(notes + [str(w.message).split(";")[0] for w in caught])
             plans.append((method, plan, g, extra, note))

@@ -202,6 +202,8 @@ def _add_doctor(sub, handler: Callable) -> None:
 
 def _add_list(sub, handler: Callable) -> None:
     p = sub.add_parser("list", help="list planners, hardware configs and traces")
+    p.add_argument("--planner", metavar="NAME", help="describe one planner: its options, with types, defaults and "
+                   "bounds, and what it reads and writes")
     p.set_defaults(func=handler)
 
 

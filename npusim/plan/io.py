@@ -10,7 +10,8 @@
      "dram": {DRAM buffer name: offset}, "tiling": {op name: tile spec (npusim.graph.tiling)},
      "fusion": {GEMM op name: [element-wise op names]} (npusim.graph.fusion; only when fused),
      "meta": {"planner": str, "options": {}, "solve_seconds": float, "status": str,
-              "objective": number|null, "bound": number|null}}
+              "objective": number|null, "bound": number|null, "scope": str, "notes": [str],
+              "stats": {}}}  (scope, notes and stats only when not empty)
 
 ``meta.solve_seconds`` is written only with ``timings=True`` (``npusim plan --timings``): it is
 a wall-clock value, and without it the same inputs give a byte-identical file.
@@ -73,6 +74,7 @@ def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = Fals
             "objective": plan.meta.objective, "bound": plan.meta.bound,
             **({"scope": plan.meta.scope} if plan.meta.scope else {}),
             **({"notes": list(plan.meta.notes)} if plan.meta.notes else {}),
+            **({"stats": plan.meta.stats} if plan.meta.stats else {}),
         },
     }
 
@@ -229,7 +231,7 @@ def _meta(data: dict, source: str) -> PlanMeta:
     return PlanMeta(planner=str(m.get("planner", "")), options=dict(options),
                     solve_seconds=float(seconds), status=status,
                     objective=m.get("objective"), bound=m.get("bound"), scope=str(m.get("scope", "")),
-                    notes=tuple(notes))
+                    notes=tuple(notes), stats=dict(_mapping(m, "stats", f"{source}: meta")))
 
 
 def transfer_sort_key(t: Transfer):

@@ -54,6 +54,9 @@ class PlanMeta:
     # What a stage traded that the numbers alone do not say (one line each), e.g. cached
     # tensors the arena gave up to keep the next op's loads double-buffered.
     notes: tuple[str, ...] = ()
+    # What a stage measured of its own search (e.g. COSMA's parts and fallbacks), for the
+    # experiment tables; {} for most planners.
+    stats: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from planners.alloc.best_fit import BestFitArena
-from planners.alloc.prefetch import prefetch_depth
+from planners.alloc.prefetch import PREFETCH_OPTIONS, prefetch_depth
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
@@ -66,6 +66,10 @@ class ArenaAllocator:
     stage = "alloc"
     evicts = True  # it asks the pipeline's spill stage what to evict (npusim.registry)
     description = "online best-fit arena (TFLite style) that evicts by the pipeline's spill policy"
+    reads = ("graph", "order", "streams", "capacity", "alignment", "spill_policy", "options", "prefetch_depth",
+             "progress", "status")
+    writes = ("residencies", "transfers", "objective", "notes")
+    options = PREFETCH_OPTIONS
 
     def run(self, ctx) -> None:
         graph, order = ctx.graph, ctx.order
@@ -77,7 +81,7 @@ class ArenaAllocator:
                 "use a multi-stream safe allocator (e.g. mindspore-mo:size,best-fit) or drop the streams stage")
         check_budget(graph, ctx.capacity, ctx.alignment)
         policy = ctx.spill_policy
-        state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, prefetch_depth(ctx.options, self.name))
+        state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, prefetch_depth(ctx))
         for s, op in enumerate(order):
             ctx.progress("allocating steps", s + 1, len(order))
             state.step(s, graph.ops[op])

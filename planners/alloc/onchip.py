@@ -18,12 +18,13 @@ import numpy as np
 from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned, default_order, lifetimes
 from npusim.plan.model import Residency, Transfer
-from npusim.plan.safety import safety_relation
+from npusim.plan.safety import METHODS, safety_relation
 from planners.alloc import mindspore_fast, naive, shared_objects, tflite
 from planners.alloc.exact import exact_offsets
-from planners.alloc.prefetch import hoist_loads, prefetch_depth
+from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
-from planners.schedule.solver import SolverOptions
+from planners.schedule.solver import SolverOptions, solver_options
+from npusim.planner_options import Option
 
 
 def graph_problem(graph, order, streams=None, alignment: int = 1, safety_method: str = "alg2"):
@@ -72,20 +73,26 @@ class OnChipAllocator:
     """A pipeline ``alloc`` stage placing every tensor once for its whole lifetime."""
 
     stage = "alloc"
+    reads = ("graph", "order", "streams", "capacity", "alignment", "options", "prefetch_depth", "tiling", "hw")
+    writes = ("order", "residencies", "transfers", "objective", "bound", "status")
 
     def __init__(self, name: str, description: str):
         self.name = name
         self.description = description
         self._solve = _solver(name)
+        self.options = (*PREFETCH_OPTIONS, Option("safety", "choice", "alg2", "how the safety relation of "
+                                                  "several streams is computed (npusim.plan.safety)", choices=METHODS))
+        if name == "exact-offsets":
+            self.options += solver_options(time_limit=10.0)
 
     def run(self, ctx) -> None:
         graph = ctx.graph
         order = ctx.order if ctx.order is not None else default_order(graph)
         streams = ctx.streams if ctx.streams is not None else [0] * graph.n_ops
         problem, items = graph_problem(graph, order, streams, ctx.alignment,
-                                       ctx.options.get("safety", "alg2"))
+                                       ctx.options["safety"])
         if self.name == "exact-offsets":
-            opts = SolverOptions.from_options({"time_limit": 10.0, **ctx.options})
+            opts = SolverOptions.from_options(ctx.options)
             result = self._solve(problem, time_limit=opts.time_limit, workers=opts.workers, seed=opts.seed,
                                  deterministic=opts.deterministic, max_variables=opts.max_variables,
                                  max_constraints=opts.max_constraints, wall_guard=opts.wall_guard)
@@ -108,7 +115,7 @@ class OnChipAllocator:
         ctx.order = list(order)
         residencies, transfers = residencies_and_transfers(graph, order, problem, items, result)
         ctx.residencies, ctx.transfers = hoist_loads(graph, residencies, transfers,
-                                                     prefetch_depth(ctx.options, self.name), ctx.capacity, streams)
+                                                     prefetch_depth(ctx), ctx.capacity, streams)
         ctx.objective = float(result.total)
         ctx.bound = float(result.bound)
         ctx.status = result.status

@@ -23,24 +23,34 @@ from __future__ import annotations
 from dataclasses import replace
 
 from npusim.plan.model import Residency, Transfer
-from planners.options import int_option
+from npusim.planner_options import Option
 
-#: Lookahead of prefetching, in ops, when the option ``prefetch_depth`` is not given: none.
-#: The tile stage sets it to ``planners.tiling.tiler.PREFETCH_DEPTH`` (4). Without tiling, at
-#: the papers' budgets (M_R, M_P), reservations shift best-fit placements and can fragment the
-#: arena (fcn_resnet50 with RPO at M_P: +86 MB of spills at depth 1), so there it is opt-in.
+#: Lookahead of prefetching, in ops, when the option ``prefetch_depth`` is not given and no
+#: earlier stage set one (the tile stage sets ``ctx.prefetch_depth`` to
+#: ``planners.tiling.tiler.PREFETCH_DEPTH``, 4): none. Without tiling, at the papers' budgets
+#: (M_R, M_P), reservations shift best-fit placements and can fragment the arena (fcn_resnet50
+#: with RPO at M_P: +86 MB of spills at depth 1), so there it is opt-in.
 PREFETCH_DEPTH = 0
 #: Steps per bucket of the index of residencies by step.
 BUCKET = 32
 
+#: The options of every allocator that prefetches (``prefetch_depth``).
+PREFETCH_OPTIONS = (
+    Option("prefetch_depth", "int", None, "ops ahead whose loads are reserved while allocating "
+           "(default: 4 after the tile stage, else 0)", unit="ops", minimum=0),
+    Option("double_buffer", "bool", True, "false turns prefetching off (depth 0)"),
+)
 
-def prefetch_depth(options, planner: str) -> int:
-    """How many ops ahead loads are reserved (option ``prefetch_depth``, default
-    ``PREFETCH_DEPTH``, 4 after the tile stage); ``double_buffer=false`` turns it off (0)."""
-    depth = int_option(options, "prefetch_depth", PREFETCH_DEPTH, planner, minimum=0)
-    if str(options.get("double_buffer", "true")).lower() in ("false", "0", "no"):
+
+def prefetch_depth(ctx) -> int:
+    """How many ops ahead loads are reserved: option ``prefetch_depth``, else what an earlier
+    stage set (``ctx.prefetch_depth``), else ``PREFETCH_DEPTH``; ``double_buffer=false``
+    turns it off (0)."""
+    if not ctx.options["double_buffer"]:
         return 0
-    return depth
+    if ctx.options["prefetch_depth"] is not None:
+        return ctx.options["prefetch_depth"]
+    return PREFETCH_DEPTH if ctx.prefetch_depth is None else ctx.prefetch_depth
 
 
 def hoist_loads(graph, residencies: list[Residency], transfers: list[Transfer], depth: int, capacity: int,

@@ -41,6 +41,8 @@ class Fuser:
     name = "fuse"
     stage = "fusion"
     description = "fuse element-wise epilogues (activation, bias, batch norm, residual add) into their GEMM op"
+    reads = ("graph",)
+    writes = ("fusion", "graph", "untiled")
 
     def run(self, ctx) -> None:
         chains = epilogue_chains(ctx.graph)

@@ -33,17 +33,29 @@ from npusim.graph.analysis import aligned, lifetimes
 from npusim.graph.model import Graph
 from npusim.plan.model import Residency
 from planners.alloc.onchip import lifetime_transfers
-from planners.alloc.prefetch import hoist_loads, prefetch_depth
+from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
 from planners.joint.olla_address import Blocks, first_fit, solve_addresses
 from planners.joint.olla_lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
-from planners.options import int_option
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.op_level import is_tiled, op_graph, set_order
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
+from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver, solver_options,
+                                      status_name)
+from npusim.planner_options import Option, values
 
 DEFAULT_JOINT_MAX_OPS = 30
+#: What the lifetime ILP (the order) reads besides the solver options.
+OLLA_ORDER_OPTIONS = (
+    Option("early_updates", "bool", True, "control edges that run weight updates as early as possible (training "
+           "graphs)"),
+)
+#: What the joint planner reads besides the order's and the solver's options.
+OLLA_OPTIONS = (
+    Option("joint_max_ops", "int", DEFAULT_JOINT_MAX_OPS, "graphs up to this many ops get the joint order + "
+           "address ILP (0: never)", unit="ops", minimum=0),
+    Option("preplace", "bool", True, "warm-start the address ILP from a first-fit placement"),
+)
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2, "timed_out": 3}
 
 
@@ -73,7 +85,7 @@ def olla_order(graph: Graph, align: int, options: dict) -> tuple[list[int], str,
     opts = SolverOptions.from_options(options)
     problem = MemoryProblem.from_graph(graph, align)
     edges = []
-    if options.get("early_updates", True):
+    if values(options, OLLA_ORDER_OPTIONS, "olla")["early_updates"]:
         edges = control_edges(problem, weight_update_nodes(graph))
     constrained = with_control_edges(problem, edges)
     hint, _ = best_heuristic_order(constrained)
@@ -103,7 +115,7 @@ def olla_plan(graph: Graph, align: int, options: dict, order_of=None, capacity: 
     tiled graph: the op-level order with each op's tiles after it)."""
     start = time.perf_counter()
     opts = SolverOptions.from_options(options)
-    joint_max = int_option(options, "joint_max_ops", DEFAULT_JOINT_MAX_OPS, "olla", minimum=0)
+    joint_max = values(options, OLLA_OPTIONS, "olla")["joint_max_ops"]
     if order_of is None and graph.n_ops <= joint_max:
         result = _joint(graph, align, opts)
         if result is not None:
@@ -116,7 +128,7 @@ def olla_plan(graph: Graph, align: int, options: dict, order_of=None, capacity: 
     # deterministic limits: a fixed half for the addresses, as for the order (the wall time the
     # order took would make the address solve's limit, and so the plan, depend on the load)
     left = opts.time_limit / 2 if opts.deterministic else opts.time_limit - (time.perf_counter() - start)
-    addr = solve_addresses(blocks, align, opts.with_limit(left), bool(options.get("preplace", True)))
+    addr = solve_addresses(blocks, align, opts.with_limit(left), values(options, OLLA_OPTIONS, "olla")["preplace"])
     status = _weaker(order_status, addr.status)
     if order_status != "optimal":
         status = _weaker(status, "feasible")
@@ -205,6 +217,9 @@ class OllaJoint:
     name = "olla"
     stage = "joint"
     description = "OLLA: lifetime ILP for the order, address ILP for offsets (joint ILP on small graphs)"
+    reads = ("graph", "untiled", "capacity", "alignment", "options", "prefetch_depth")
+    writes = ("order", "scope", "residencies", "transfers", "status", "objective", "bound")
+    options = (*solver_options(), *OLLA_ORDER_OPTIONS, *OLLA_OPTIONS, *PREFETCH_OPTIONS)
 
     def run(self, ctx) -> None:
         order_of = None
@@ -223,7 +238,7 @@ class OllaJoint:
         ctx.order = result.order
         residencies, transfers = plan_parts(ctx.graph, result.order, result.offsets, ctx.alignment)
         ctx.residencies, ctx.transfers = hoist_loads(ctx.graph, residencies, transfers,
-                                                     prefetch_depth(ctx.options, self.name), ctx.capacity)
+                                                     prefetch_depth(ctx), ctx.capacity)
         ctx.status = result.status
         ctx.objective = float(result.arena)
         ctx.bound = float(result.bound)
@@ -233,6 +248,9 @@ class OllaOrder:
     name = "olla-order"
     stage = "schedule"
     description = "OLLA's lifetime ILP (eq. 14) as a schedule stage: the order only"
+    reads = ("graph", "untiled", "alignment", "options")
+    writes = ("order", "scope", "status", "bound")
+    options = (*solver_options(), *OLLA_ORDER_OPTIONS)
 
     def run(self, ctx) -> None:
         order, status, bound, _ = olla_order(op_graph(ctx), ctx.alignment, ctx.options)

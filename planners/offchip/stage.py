@@ -15,14 +15,18 @@ from planners.offchip.collision import align_up
 from npusim.plan.layout import DramLayout
 from planners.offchip import baselines, taa
 from planners.offchip.lifetimes import dram_buffers
+from npusim.planner_options import Option
 
 
 class OffchipPlanner:
     stage = "offchip"
+    reads = ("graph", "untiled", "order", "streams", "residencies", "transfers", "hw", "options")
+    writes = ("dram",)
 
-    def __init__(self, name: str, description: str, solve):
+    def __init__(self, name: str, description: str, solve, options=()):
         self.name = name
         self.description = description
+        self.options = tuple(options)
         self._solve = solve
 
     def run(self, ctx) -> None:
@@ -48,7 +52,9 @@ def planners() -> list[OffchipPlanner]:
     return [
         OffchipPlanner("taa", "off-chip: Tile-Aware Allocator, reuses a dead tile's DRAM while its tensor lives "
                               "(option taa_sort=size|lifetime|peers|best, default size)",
-                       lambda bufs, align, opts: taa.taa(bufs, align, str(opts.get("taa_sort", "size")))),
+                       lambda bufs, align, opts: taa.taa(bufs, align, opts["taa_sort"]),
+                       [Option("taa_sort", "choice", "size", "order in which TAA places DRAM buffers "
+                               "(best: try each, keep the smallest arena)", choices=(*taa.SORTS, "best"))]),
         OffchipPlanner("offchip-naive", "off-chip: no reuse, every DRAM buffer its own addresses",
                        lambda bufs, align, opts: baselines.naive(bufs, align)),
         OffchipPlanner("offchip-so", "off-chip: best of the three Shared Objects strategies, whole tensors",

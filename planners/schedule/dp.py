@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from npusim.errors import InternalError, PlanningError
-from planners.options import int_option
+from npusim.planner_options import Option
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.op_level import op_graph, set_order
 from planners.schedule.problem import MemoryProblem
@@ -149,11 +149,18 @@ class DynamicProgramming:
     name = "dp"
     stage = "schedule"
     description = "exact minimum-peak order by DP over executed-op sets (graphs up to ~25 ops)"
+    reads = ("graph", "untiled", "alignment", "options")
+    writes = ("order", "scope", "status", "objective", "bound")
+    options = (
+        Option("max_ops", "int", DEFAULT_MAX_OPS, "refuse a graph with more ops (the DP is exponential)",
+               unit="ops", minimum=1),
+        Option("max_states", "int", DEFAULT_MAX_STATES, "refuse when the DP holds more executed-op sets",
+               minimum=1),
+    )
 
     def run(self, ctx) -> None:
         problem = MemoryProblem.from_graph(op_graph(ctx), ctx.alignment)
-        max_ops = int_option(ctx.options, "max_ops", DEFAULT_MAX_OPS, self.name)
-        max_states = int_option(ctx.options, "max_states", DEFAULT_MAX_STATES, self.name)
+        max_ops, max_states = ctx.options["max_ops"], ctx.options["max_states"]
         if problem.n > max_ops:  # fail before computing anything
             min_peak_schedule(problem, max_ops=max_ops)
         _, bound = best_heuristic_order(problem)

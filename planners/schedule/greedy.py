@@ -76,6 +76,8 @@ class GreedyMemory:
     name = "greedy-mem"
     stage = "schedule"
     description = "memory-aware list scheduler: run the ready op that frees the most bytes net"
+    reads = ("graph", "untiled", "alignment")
+    writes = ("order",)
 
     def run(self, ctx) -> None:
         problem = MemoryProblem.from_graph(op_graph(ctx), ctx.alignment)

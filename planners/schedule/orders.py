@@ -8,6 +8,8 @@ class DefaultOrder:
     name = "default"
     stage = "schedule"
     description = "the model's definition order (what PyTorch/ONNX runtimes execute)"
+    reads = ("graph", "untiled")
+    writes = ("order",)
 
     def run(self, ctx) -> None:
         set_order(ctx, default_order(op_graph(ctx)))
@@ -17,6 +19,8 @@ class ReversePostOrder:
     name = "rpo"
     stage = "schedule"
     description = "reverse post-order of a depth-first search from the sources"
+    reads = ("graph", "untiled")
+    writes = ("order",)
 
     def run(self, ctx) -> None:
         set_order(ctx, reverse_post_order(op_graph(ctx)))

@@ -37,6 +37,7 @@ from npusim.util.progress import solver_progress
 from npusim.util.wall_guard import record
 
 from npusim.errors import PlanningError
+from npusim.planner_options import Option, values
 
 DEFAULT_TIME_LIMIT = 60.0
 DEFAULT_WORKERS = 2
@@ -51,6 +52,24 @@ NO_GUARD = MAX_TIME_LIMIT
 MAX_WORKERS = 256
 DEFAULT_MAX_VARIABLES = 2_000_000
 DEFAULT_MAX_CONSTRAINTS = 5_000_000
+
+#: The options every CP-SAT planner reads (``SolverOptions.from_options``); a planner with
+#: another default time limit declares ``solver_options(time_limit=...)``.
+def solver_options(time_limit: float = DEFAULT_TIME_LIMIT) -> tuple[Option, ...]:
+    return (
+        Option("time_limit", "float", time_limit, "CP-SAT search limit (deterministic units of about a second, "
+               "wall seconds with deterministic=false)", unit="s", minimum=0.001, maximum=MAX_TIME_LIMIT),
+        Option("workers", "int", DEFAULT_WORKERS, "CP-SAT search workers", minimum=1, maximum=MAX_WORKERS),
+        Option("seed", "int", 0, "CP-SAT random seed", minimum=0),
+        Option("deterministic", "bool", True, "the limit is deterministic time and workers interleave in a "
+               "fixed order (same inputs, same plan); false: wall time and a free portfolio"),
+        Option("max_variables", "int", DEFAULT_MAX_VARIABLES, "refuse a CP-SAT model with more variables",
+               minimum=1),
+        Option("max_constraints", "int", DEFAULT_MAX_CONSTRAINTS, "refuse a CP-SAT model with more constraints",
+               minimum=1),
+        Option("wall_guard", "float", WALL_GUARD, "a search also stops at wall_guard x time_limit + 1 s of wall "
+               "time (0: no guard, for numbers that must repeat under any load)", minimum=0, maximum=1000),
+    )
 
 
 @dataclass(frozen=True)
@@ -85,25 +104,12 @@ class SolverOptions:
         return max(0.05, guard)
 
     @staticmethod
-    def from_options(options: dict) -> "SolverOptions":
-        try:
-            limit = float(options.get("time_limit", DEFAULT_TIME_LIMIT))
-            workers = int(options.get("workers", DEFAULT_WORKERS))
-            seed = int(options.get("seed", 0))
-            max_variables = int(options.get("max_variables", DEFAULT_MAX_VARIABLES))
-            max_constraints = int(options.get("max_constraints", DEFAULT_MAX_CONSTRAINTS))
-            wall_guard = float(options.get("wall_guard", WALL_GUARD))
-        except (TypeError, ValueError) as exc:
-            raise PlanningError(f"solver options {options!r}: time_limit must be a number of seconds, "
-                                f"workers, seed, max_variables and max_constraints integers ({exc})") from None
-        deterministic = options.get("deterministic", True)
-        if not isinstance(deterministic, bool):
-            raise PlanningError(f"solver option deterministic = {deterministic!r}: expected true or false")
-        if not (0 < limit <= MAX_TIME_LIMIT) or not 1 <= workers <= MAX_WORKERS or not 0 <= wall_guard <= 1000:
-            raise PlanningError(f"solver options: time_limit = {limit}, workers = {workers}, wall_guard = {wall_guard}; "
-                                f"expected 0 < time_limit <= {MAX_TIME_LIMIT:g} s, 1 <= workers <= {MAX_WORKERS} and "
-                                "0 <= wall_guard <= 1000 (0: no wall-clock guard)")
-        opts = SolverOptions(limit, workers, seed, deterministic, max_variables, max_constraints, wall_guard)
+    def from_options(options) -> "SolverOptions":
+        """The solver options of a stage's options (or a plain dict), checked against their
+        declarations (``solver_options``)."""
+        o = values(options, solver_options(), "solver")
+        opts = SolverOptions(o["time_limit"], o["workers"], o["seed"], o["deterministic"], o["max_variables"],
+                             o["max_constraints"], o["wall_guard"])
         return replace(opts, deadline=wall_deadline(opts, time.perf_counter()))
 
     def with_limit(self, seconds: float) -> "SolverOptions":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from npusim.graph.analysis import predecessors
 from npusim.graph.generators import assign_streams
-from planners.options import int_option
+from npusim.planner_options import Option
 
 
 def _fold(streams: list[int], n: int) -> list[int]:
@@ -31,6 +31,8 @@ class RoundRobinStreams:
     name = "streams-rr"
     stage = "streams"
     description = "each branch of the graph on the next stream in turn (chains stay on one stream)"
+    reads = ("graph", "order", "hw")
+    writes = ("order", "streams")
 
     def run(self, ctx) -> None:
         graph, order = ctx.graph, ctx.order or list(range(ctx.graph.n_ops))
@@ -53,9 +55,13 @@ class CategoryStreams:
     name = "streams-category"
     stage = "streams"
     description = "MindSpore: one op category per stream, a new stream when one is full"
+    reads = ("graph", "order", "hw", "options")
+    writes = ("order", "streams")
+    options = (Option("stream_capacity", "int", 64, "ops one stream takes before a new one opens", unit="ops",
+                      minimum=1),)
 
     def run(self, ctx) -> None:
         order = ctx.order or list(range(ctx.graph.n_ops))
-        capacity = int_option(ctx.options, "stream_capacity", 64, self.name)
+        capacity = ctx.options["stream_capacity"]
         ctx.order = order
         ctx.streams = _fold(assign_streams(ctx.graph, order, capacity), ctx.hw.streams)

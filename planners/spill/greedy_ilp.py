@@ -46,6 +46,8 @@ class GreedyReplacement:
     name = "greedy-ilp"
     stage = "spill"
     description = "COSMA's greedy replacement: evict the set of tensors that frees room with the fewest off-chip bytes now"
+    reads = ()
+    writes = ("spill_policy",)
 
     def run(self, ctx) -> None:
         ctx.spill_policy = self

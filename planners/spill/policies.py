@@ -13,6 +13,8 @@ class Belady:
     name = "belady"
     stage = "spill"
     description = "evict the tensor whose next use is furthest in the future (ties: larger first)"
+    reads = ()
+    writes = ("spill_policy",)
 
     def run(self, ctx) -> None:
         ctx.spill_policy = self
@@ -27,6 +29,8 @@ class LeastRecentlyUsed:
     name = "lru"
     stage = "spill"
     description = "evict the least recently used tensor (ties: larger first)"
+    reads = ()
+    writes = ("spill_policy",)
 
     def run(self, ctx) -> None:
         ctx.spill_policy = self

@@ -56,7 +56,7 @@ from npusim.graph.regions import (
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.plan.layout import image_like_tensors, storage_order
-from planners.options import int_option
+from npusim.planner_options import Option
 from planners.tiling.estimate import clear_memo, estimate, estimate_untiled, lower_bound, store_cycles
 
 PREFERENCES = ("spatial", "channels", "reduction", "outer", "contiguous")
@@ -85,16 +85,21 @@ class Tiler:
     name = "tile"
     stage = "tiling"
     description = "stream ops that do not fit through the scratchpad in double-buffered tiles"
+    reads = ("graph", "capacity", "alignment", "hw", "options", "progress")
+    writes = ("tiling", "graph", "prefetch_depth")
+    options = (
+        Option("tile_all", "bool", False, "tile every op, not only those whose working set exceeds the budget"),
+        Option("max_tiles", "int", MAX_TILES, "refuse a tiled graph with more tiles", unit="tiles", minimum=1),
+        Option("tile_objective", "choice", "time", "what the tile search minimises: estimated time or "
+               "off-chip bytes", choices=OBJECTIVES),
+    )
 
     def run(self, ctx) -> None:
         graph, align = ctx.graph, ctx.alignment
-        threshold = 0 if ctx.options.get("tile_all") else ctx.capacity
+        threshold = 0 if ctx.options["tile_all"] else ctx.capacity
         half = ctx.capacity // 2
         needs = op_working_set(graph, align)
-        max_tiles = int_option(ctx.options, "max_tiles", MAX_TILES, self.name)
-        objective = str(ctx.options.get("tile_objective", "time"))
-        if objective not in OBJECTIVES:
-            raise PlanningError(f"planner option tile_objective={objective!r}: expected one of {', '.join(OBJECTIVES)}")
+        max_tiles, objective = ctx.options["max_tiles"], ctx.options["tile_objective"]
         image_like = image_like_tensors(graph)
         specs, tiles = {}, 0
         for op in graph.ops:
@@ -126,7 +131,7 @@ class Tiler:
             ctx.graph = expand(graph, specs)
         # Prefetch the next ops' loads whether or not anything was tiled, so a roomier
         # scratchpad never runs slower for lack of it (read by the arena allocator).
-        ctx.options.setdefault("prefetch_depth", PREFETCH_DEPTH)
+        ctx.prefetch_depth = PREFETCH_DEPTH
 
 
 def estimate_spec(op: Op, graph: Graph, spec: dict | None, hw, align: int, capacity: int) -> float:

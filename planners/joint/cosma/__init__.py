@@ -10,7 +10,7 @@ Four joint planners:
   with a PlanningError naming the size and the limit (suggesting ``cosma-dnc``, a scheme
   heuristic, or a higher ``max_cells``), so a big graph never exhausts memory. With
   ``fallback=dnc`` it runs ``cosma-dnc`` instead (status ``feasible``, bound 0) and records
-  that in ``cosma_stats["fallback"]``;
+  that in the plan's ``meta.stats["fallback"]``;
 - ``cosma-fs``: allocation and replacement for a fixed schedule (eq. 16–17): the pipeline's
   schedule stage (``zhong+cosma-fs``) or the default order. A fixed-order model above
   ``max_cells`` (a tiled graph: tens of thousands of tiles) is solved in parts of that
@@ -44,32 +44,35 @@ import time
 from npusim.errors import PlanningError
 from npusim.graph.analysis import min_required
 from npusim.graph.model import Graph
-from planners.alloc.prefetch import hoist_loads, prefetch_depth
+from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
 from planners.joint.cosma.dnc import (DEFAULT_MAX_CELLS, DEFAULT_PART_OPS, SequenceResult, choose_cuts,
                                       crossing_bytes, solve_sequence)
-from planners.joint.cosma.model import DEFAULT_OVERLAP
+from planners.joint.cosma.model import DEFAULT_OVERLAP, OVERLAP_ENCODINGS
 from planners.joint.cosma.overlap import analyse
 from planners.joint.cosma.plan import assemble, weight_region
 from planners.joint.cosma.problem import make_part, planned_tensors
-from planners.options import int_option
+from npusim.planner_options import Option
 from planners.schedule.greedy import best_heuristic_order, greedy_order, reverse_post_order
 from planners.schedule.op_level import is_tiled, tiles_of_ops
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import SolverOptions
-from planners.schedule.zhong.planner import zhong_schedule
+from planners.schedule.solver import SolverOptions, solver_options
+from planners.schedule.zhong.planner import ZHONG_OPTIONS, zhong_schedule
 
 
 #: ``fallback`` option of ``cosma``: what to do with a model above ``max_cells``.
 FALLBACKS = ("none", "dnc")
 
-
-def _flag(options: dict, key: str, default: bool) -> bool:
-    value = options.get(key, default)
-    if isinstance(value, str):
-        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise PlanningError(f"cosma: option {key}={value!r}, expected true or false")
-        return value.lower() in ("true", "1", "yes")
-    return bool(value)
+#: What every COSMA planner reads besides the solver's and prefetching's options.
+COSMA_OPTIONS = (
+    Option("params", "bool", True, "place weights too (false: activations only, weights streamed through a "
+           "parameter buffer at the top of the scratchpad)"),
+    Option("overlap", "choice", DEFAULT_OVERLAP, "how the model keeps coexisting tensors apart",
+           choices=OVERLAP_ENCODINGS),
+    Option("max_cells", "int", DEFAULT_MAX_CELLS, "largest exact model, in (tensor, step) cells", minimum=1),
+)
+PART_OPS = Option("part_ops", "int", DEFAULT_PART_OPS, "ops per part of divide and conquer", unit="ops", minimum=2)
+FALLBACK = Option("fallback", "choice", "none", "a model above max_cells: refuse (none) or divide and conquer it "
+                  "(dnc)", choices=FALLBACKS)
 
 
 def activation_budget(graph: Graph, capacity: int, align: int, params: bool) -> tuple[int, int]:
@@ -112,6 +115,9 @@ def mpmf_order(graph: Graph, align: int, options: dict) -> list[int]:
 
 class _CosmaBase:
     stage = "joint"
+    reads = ("graph", "untiled", "order", "capacity", "alignment", "options", "prefetch_depth", "progress")
+    writes = ("order", "residencies", "transfers", "status", "objective", "bound", "scope", "stats")
+    options = (*solver_options(), *PREFETCH_OPTIONS, *COSMA_OPTIONS)
 
     def run(self, ctx) -> None:
         graph, align = ctx.graph, ctx.alignment
@@ -119,21 +125,20 @@ class _CosmaBase:
         if ctx.capacity < need:
             raise PlanningError(f"{self.name}: budget {ctx.capacity} B is below M_R = {need} B, the working set "
                                 f"of op {graph.ops[op].name!r}; use a budget >= {need} B")
-        params = _flag(ctx.options, "params", True)
-        overlap = str(ctx.options.get("overlap", DEFAULT_OVERLAP))
+        params, overlap = ctx.options["params"], ctx.options["overlap"]
         opts = SolverOptions.from_options(ctx.options)
         cap, weight_base = activation_budget(graph, ctx.capacity, align, params)
         result = self.solve(ctx, graph, cap, align, params, opts, overlap)
         order, residencies, transfers = assemble(graph, result.solved, align, params=params, weight_base=weight_base)
         # the model loads at a reader's step (the paper's): run loads ahead into free space
-        residencies, transfers = hoist_loads(graph, residencies, transfers, prefetch_depth(ctx.options, self.name),
+        residencies, transfers = hoist_loads(graph, residencies, transfers, prefetch_depth(ctx),
                                              ctx.capacity)
         ctx.order, ctx.residencies, ctx.transfers = order, residencies, transfers
         ctx.status = result.status
         ctx.objective = float(result.objective)
         ctx.bound = float(result.bound)
         ctx.scope = self.scope(result)  # replaces a scheduler's claim: the status is now COSMA's
-        ctx.options.setdefault("cosma_stats", result.stats)
+        ctx.stats = result.stats
 
     #: what the status refers to beyond the spill + retrieve bytes (e.g. an order fixed before)
     problem = ""
@@ -160,12 +165,10 @@ class _CosmaBase:
 class Cosma(_CosmaBase):
     name = "cosma"
     description = "COSMA ILP: order, addresses and replacement minimising spill + retrieve bytes"
+    options = (*_CosmaBase.options, FALLBACK, PART_OPS)
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
-        max_cells = int_option(ctx.options, "max_cells", DEFAULT_MAX_CELLS, self.name)
-        fallback = str(ctx.options.get("fallback", "none")).lower()
-        if fallback not in FALLBACKS:
-            raise PlanningError(f"cosma: option fallback={fallback!r}, expected one of {', '.join(FALLBACKS)}")
+        max_cells, fallback = ctx.options["max_cells"], ctx.options["fallback"]
         part = make_part(graph, list(range(graph.n_ops)), cap, align, params)
         cells = analyse(part).cells()
         if cells > max_cells:  # too big for one exact model: refuse, unless asked to divide and conquer
@@ -198,6 +201,7 @@ class CosmaFixedSchedule(_CosmaBase):
 class CosmaMPMF(_CosmaBase):
     name = "cosma-mpmf"
     description = "COSMA-MPMF: minimum-peak schedule (zhong), then COSMA-FS for it"
+    options = (*_CosmaBase.options, *ZHONG_OPTIONS)
     problem = "for its minimum-peak schedule"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
@@ -215,7 +219,7 @@ def solve_fixed_order(ctx, graph: Graph, order: list[int], cap: int, align: int,
     ``max_cells`` (tensor, step) cells. Parts hold about ``max_cells`` cells each and end where
     the fewest live bytes cross (``choose_cuts``), so a tiled graph's 20 k-step order never
     builds a model of millions of variables (gigabytes inside CP-SAT)."""
-    max_cells = int_option(ctx.options, "max_cells", DEFAULT_MAX_CELLS, planner)
+    max_cells = ctx.options["max_cells"]
     whole = make_part(graph, order, cap, align, params)
     cells = analyse(whole, list(range(whole.steps)), fixed=True).cells()
     if cells <= max_cells:
@@ -233,11 +237,12 @@ def solve_fixed_order(ctx, graph: Graph, order: list[int], cap: int, align: int,
 class CosmaDivideAndConquer(_CosmaBase):
     name = "cosma-dnc"
     description = "COSMA divide and conquer: automatic break nodes, exact parts, stitched"
+    options = (*_CosmaBase.options, PART_OPS)
     problem = "with ops kept within their parts"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
         start = time.perf_counter()
-        part_ops = int_option(ctx.options, "part_ops", DEFAULT_PART_OPS, self.name)
+        part_ops = ctx.options["part_ops"]
         order = list(ctx.order) if ctx.order is not None else op_level_orders(
             ctx, lambda g: [best_order_for_dnc(g, align)])[0]
         if not opts.deterministic:  # wall time: the parts get what the order left
@@ -245,7 +250,7 @@ class CosmaDivideAndConquer(_CosmaBase):
         cut = crossing_bytes(graph, order, set(planned_tensors(graph, params)))
         ends = choose_cuts(cut, len(order), part_ops)
         segments = [order[a:b] for a, b in zip([0] + ends[:-1], ends)]
-        max_cells = int_option(ctx.options, "max_cells", DEFAULT_MAX_CELLS, self.name)
+        max_cells = ctx.options["max_cells"]
         result = solve_sequence(graph, segments, cap, align, params, opts, overlap=overlap, max_cells=max_cells)
         result.stats["break_nodes"] = [graph.ops[order[e - 1]].name for e in ends[:-1]]
         return result

@@ -27,10 +27,10 @@ from npusim.errors import PlanningError
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.op_level import op_graph, set_order
 from planners.schedule.problem import MemoryProblem
-from planners.schedule.solver import SolverOptions
+from planners.schedule.solver import SolverOptions, solver_options
 from planners.schedule.window_bound import DEFAULT_WINDOW_STATES, window_lower_bound
 from planners.schedule.zhong.budget import Budget
-from planners.options import int_option
+from npusim.planner_options import Option, values
 from planners.schedule.zhong.fusion import DEFAULT_MAX_REGION, fuse
 from planners.schedule.zhong.ilp import solve_schedule_ilp
 from planners.schedule.zhong.partition import default_parts, partition_schedule
@@ -41,18 +41,27 @@ DEFAULT_MAX_ILP_NODES = 60
 QUICK_STATES = 20_000
 WINDOW_ILP_SHARE = 0.25
 
+#: What ``zhong_schedule`` reads besides the solver options.
+ZHONG_OPTIONS = (
+    Option("max_region", "int", DEFAULT_MAX_REGION, "largest region Algorithm 1 fuses (the paper's M)",
+           unit="ops", minimum=1),
+    Option("edges", "bool", True, "fuse monotonic edges too (false: the paper's isolated regions only)"),
+    Option("max_ilp_nodes", "int", DEFAULT_MAX_ILP_NODES, "fused nodes the ILP takes in one piece", unit="nodes",
+           minimum=1),
+    Option("parts", "int", None, "partitions k (default: ceil(fused nodes / max_ilp_nodes))", minimum=1),
+    Option("refine", "bool", True, "solve the part of the new peak again after partitioning"),
+    Option("window_states", "int", DEFAULT_WINDOW_STATES, "DP states a window lower bound may use (0: none)",
+           minimum=0),
+)
+
 
 def zhong_schedule(problem: MemoryProblem, options: dict) -> dict:
     """Schedule ``problem``; returns order (of its nodes), peak, status, bound and statistics."""
     start = time.perf_counter()
     opts = SolverOptions.from_options(options)
     budget = Budget(opts, start)
-    max_region = int_option(options, "max_region", DEFAULT_MAX_REGION, "zhong")
-    max_ilp = int_option(options, "max_ilp_nodes", DEFAULT_MAX_ILP_NODES, "zhong")
-    edges = options.get("edges", True)
-    if not isinstance(edges, bool):
-        raise PlanningError(f"zhong option edges = {edges!r}: expected true or false")
-    window_states = int_option(options, "window_states", DEFAULT_WINDOW_STATES, "zhong", minimum=0)
+    o = values(options, ZHONG_OPTIONS, "zhong")
+    max_region, max_ilp, edges, window_states = o["max_region"], o["max_ilp_nodes"], o["edges"], o["window_states"]
     heuristic, heuristic_peak = best_heuristic_order(problem)
     fusion = fuse(problem, max_region, edges=edges)
     fused = fusion.problem
@@ -70,10 +79,10 @@ def zhong_schedule(problem: MemoryProblem, options: dict) -> dict:
         order, status, bound = fused.expand(result.order), result.status, result.bound
         stats.update(parts=1, variables=result.variables)
     else:
-        k = int_option(options, "parts", default_parts(fused.n, max_ilp), "zhong")
+        k = o["parts"] or default_parts(fused.n, max_ilp)
         prove = None if not window_states else (
             lambda fused_order: _window_bound(problem, fused.expand(fused_order), window_states, opts, start))
-        result = partition_schedule(fused, k, opts, refine=bool(options.get("refine", True)), budget=budget,
+        result = partition_schedule(fused, k, opts, refine=o["refine"], budget=budget,
                                     prove=prove)
         order, status, bound = fused.expand(result.order), result.status, max(problem.lower_bound(), result.bound)
         stats.update(parts=len(result.parts), solved_parts=result.solved_parts, variables=result.variables)
@@ -105,6 +114,9 @@ class ZhongScheduler:
     name = "zhong"
     stage = "schedule"
     description = "Zhong et al.: optimality-preserving fusion + CP-SAT ILP + memory-aware partitioning"
+    reads = ("graph", "untiled", "alignment", "options")
+    writes = ("order", "scope", "status", "objective", "bound")
+    options = (*solver_options(), *ZHONG_OPTIONS)
 
     def run(self, ctx) -> None:
         problem = MemoryProblem.from_graph(op_graph(ctx), ctx.alignment)

@@ -1,0 +1,148 @@
+"""The planners' contract: each declares its options and the planning-context fields it reads
+and writes (npusim.registry), and the code keeps to the declarations.
+
+Each built-in planner runs inside a recording proxy of the context: every field it (or a
+helper it calls) reads or assigns is recorded, and must be in its declared ``reads`` /
+``writes``. Reading an undeclared option raises InternalError in any run (StageOptions)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from npusim.errors import InternalError, PlanningError, RegistryError
+from npusim.planner_options import Option, StageOptions, check_given
+from npusim.registry import PlanningContext, Registry, default_registry, make_plan
+from npusim.testing.single_ops import conv_graph
+from npusim.workflow import memory_bounds
+
+from helpers import every_planner_pipeline, hardware_with_two_streams, nine_op_cell
+
+FIELDS = {f.name for f in dataclasses.fields(PlanningContext)}
+
+
+class Recorder:
+    """Forwards to a PlanningContext and records the fields read and assigned."""
+
+    def __init__(self, ctx) -> None:
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "read", set())
+        object.__setattr__(self, "written", set())
+
+    def __getattr__(self, name):
+        self.read.add(name)
+        return getattr(self._ctx, name)
+
+    def __setattr__(self, name, value) -> None:
+        self.written.add(name)
+        setattr(self._ctx, name, value)
+
+
+class Recording:
+    """A planner that runs the wrapped one on a Recorder and keeps what it saw."""
+
+    def __init__(self, planner, seen: dict) -> None:
+        self._planner, self._seen = planner, seen
+        for attr in ("name", "stage", "description", "options", "reads", "writes", "evicts", "decides"):
+            if hasattr(planner, attr):
+                setattr(self, attr, getattr(planner, attr))
+
+    def run(self, ctx) -> None:
+        recorder = Recorder(ctx)
+        self._planner.run(recorder)
+        read, written = self._seen.setdefault(self._planner.name, (set(), set()))
+        read |= recorder.read
+        written |= recorder.written
+
+
+def test_every_planner_declares_options_reads_and_writes():
+    for planner in default_registry().planners():
+        names = [opt.name for opt in getattr(planner, "options", ())]
+        assert len(names) == len(set(names)), f"{planner.name}: an option declared twice: {names}"
+        for opt in getattr(planner, "options", ()):
+            assert isinstance(opt, Option) and opt.doc, (planner.name, opt)
+            if opt.default is not None and opt.kind in ("int", "float", "bool", "choice"):
+                assert opt.parse(opt.default, planner.name) == opt.default, (planner.name, opt.name)
+        assert set(planner.reads) <= FIELDS and set(planner.writes) <= FIELDS, planner.name
+        assert planner.writes, f"{planner.name} declares no field it fills in"
+
+
+def test_planners_keep_to_their_declared_reads_and_writes():
+    seen: dict = {}
+    registry = Registry()
+    for planner in default_registry().planners():
+        registry.add(Recording(planner, seen))
+    graph, hw = nine_op_cell(), hardware_with_two_streams()
+    bounds = memory_bounds(graph, hw.scratchpad.alignment)
+    budgets = {"MR": bounds.m_r, "roomy": 1 << 20, "tight": max(64, bounds.m_r // 2)}
+    runs = [(graph, pipeline, budgets[budget], {}) for pipeline, budget in every_planner_pipeline().values()]
+    # tiled graphs take other branches (op-level orders, tiled scopes)
+    conv = conv_graph(16, 16, 16)
+    runs += [(conv, f"tile+{p}", 16 << 10, {"tile_all": True}) for p in
+             ("default+arena+belady", "rpo+arena+lru", "greedy-mem+tflite-arena", "zhong+arena+belady", "olla",
+              "cosma-fs", "default+arena+belady+taa")]
+    for g, pipeline, budget, options in runs:
+        try:
+            make_plan(g, hw, pipeline, budget=budget, registry=registry,
+                      options={"time_limit": 0.5, "workers": 1, **options})
+        except (PlanningError, RegistryError):
+            pass  # a refusal still ran the stages before it, which were recorded
+    planners = {p.name: p for p in default_registry().planners()}
+    assert len(seen) >= len(planners) - 2, sorted(set(planners) - set(seen))
+    for name, (read, written) in sorted(seen.items()):
+        planner = planners[name]
+        assert written <= set(planner.writes), f"{name} writes {sorted(written - set(planner.writes))} undeclared"
+        assert read <= set(planner.reads) | set(planner.writes), \
+            f"{name} reads {sorted(read - set(planner.reads) - set(planner.writes))} undeclared"
+
+
+def test_reading_an_undeclared_option_is_an_internal_error():
+    class Sloppy:
+        name, stage, description = "sloppy", "schedule", "reads an option it does not declare"
+        options = (Option("depth", "int", 3, "how deep"),)
+        reads, writes = ("graph", "options"), ("order",)
+
+        def run(self, ctx) -> None:
+            ctx.options["width"]
+
+    view = StageOptions.for_planner({"depth": "7"}, Sloppy())
+    assert view["depth"] == 7 and "depth" in view
+    with pytest.raises(InternalError, match="'sloppy' reads option 'width', which it does not declare"):
+        Sloppy().run(type("Ctx", (), {"options": view})())
+
+
+def test_options_are_checked_against_the_declarations():
+    known = default_registry().option_index()
+    assert "time_limit" in known and "taa_sort" in known and "max_tiles" in known
+    stages = default_registry().pipeline("tile+zhong+arena+belady+taa")
+    with pytest.raises(PlanningError, match=r"unknown planner option 'time_limt' \(did you mean 'time_limit'\?\)"):
+        check_given({"time_limt": 3}, stages, known, "p")
+    with pytest.raises(PlanningError, match=r"zhong: option time_limit='fast', expected a number in"):
+        check_given({"time_limit": "fast"}, stages, known, "p")
+    with pytest.raises(PlanningError, match=r"taa: option taa_sort='random', expected one of size, lifetime"):
+        check_given({"taa_sort": "random"}, stages, known, "p")
+    check_given({"time_limit": "5", "max_cells": 100}, stages, known, "p")  # cosma's option: another pipeline's
+
+
+def test_options_given_are_what_the_plan_records():
+    plan = make_plan(nine_op_cell(), hardware_with_two_streams(), "tile+default+arena+belady",
+                     options={"time_limit": 3}, budget=1 << 20)
+    assert plan.meta.options == {"time_limit": 3}  # no stage writes into the options
+
+
+def test_planner_reference_is_generated_from_the_declarations(capsys):
+    import runpy
+    from pathlib import Path
+
+    from npusim.cli import main
+
+    repo = Path(__file__).resolve().parents[1]
+    checker = runpy.run_path(str(repo / "scripts" / "planner_docs.py"))
+    assert checker["main"](["--check"]) == 0, "docs/planners.md is out of date: python scripts/planner_docs.py"
+    assert main(["list", "--planner", "zhong"]) == 0
+    out = capsys.readouterr().out
+    for opt in default_registry().get("zhong").options:
+        assert f"  {opt.name} (" in out
+    assert main(["list", "--planner", "zhongg"]) == 2
+    assert "did you mean 'zhong'" in capsys.readouterr().err
