@@ -1,5 +1,7 @@
-"""The import rules of ../shared/DESIGN.md, checked on the source: a planner never imports the
-simulator, and the core reaches planners only through the registry."""
+"""The import rules, checked on the source: the layering of docs/architecture.md (a room
+imports only rooms on earlier lines; no cycle between rooms), a planner never imports the
+simulator, the core reaches planners only through the registry, the product never imports
+the test helpers, and an import inside a function says why."""
 
 import ast
 from pathlib import Path
@@ -53,13 +55,107 @@ def _importers(package: str, of: str) -> list[str]:
                   if any(m == of or m.startswith(of + ".") for m in imported_modules(p)))
 
 
-def test_packages_import_one_way():
-    """No loops between packages: the joint planners build on the schedulers, never the other
-    way round; the simulator does not call back into the workflow that drives it (the seeded
-    unsafe plans of the race benchmark, which plan graphs to damage them, live in
-    ``npusim.testing``)."""
-    assert _importers("planners.schedule", "planners.joint") == []
-    assert _importers("npusim.sim", "npusim.workflow") == []
+def layers() -> list[list[str]]:
+    """The rooms of docs/architecture.md's ``layers`` block, one list per line."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("```layers\n", 1)[1].split("```", 1)[0]
+    return [line.split() for line in block.splitlines() if line.strip()]
+
+
+def room_of(module: str) -> str | None:
+    """``npusim.plan.io`` -> ``npusim.plan``; ``planners.joint.cosma.dnc`` -> ``planners.joint``;
+    the package roots stay themselves; anything else (numpy, simpy) is no room."""
+    parts = module.split(".")
+    if parts[0] not in ("npusim", "planners"):
+        return None
+    return ".".join(parts[:2])
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def _is_module(package: str, name: str) -> bool:
+    return (ROOT / package / name).is_dir() or (ROOT / package / f"{name}.py").exists()
+
+
+def room_imports() -> dict[str, dict[str, list[str]]]:
+    """room -> {imported room: [files importing it]}, from every import statement (inside
+    functions too), relative imports resolved and ``from npusim import x`` read as ``npusim.x``."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for package in ("npusim", "planners"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            me = module_name(path)
+            package_of_me = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                targets = []
+                if isinstance(node, ast.Import):
+                    targets = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        up = package_of_me.split(".")[: len(package_of_me.split(".")) - node.level + 1]
+                        base = ".".join(up + ([node.module] if node.module else []))
+                    if base in ("npusim", "planners"):  # a submodule, or a name of the package itself
+                        targets = [f"{base}.{alias.name}" if _is_module(base, alias.name) else base
+                                   for alias in node.names]
+                    else:
+                        targets = [base]
+                for target in targets:
+                    theirs, mine = room_of(target), room_of(me)
+                    if theirs and theirs != mine and theirs != "npusim":  # the lazy root: see the doc
+                        graph.setdefault(mine, {}).setdefault(theirs, []).append(str(path.relative_to(ROOT)))
+    return graph
+
+
+def against_layers(graph: dict, rank: dict) -> list[str]:
+    return [f"{room} imports {target} ({files[0]})" for room, targets in sorted(graph.items())
+            for target, files in sorted(targets.items()) if rank[target] >= rank[room]]
+
+
+def first_cycle(graph: dict) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(room: str, path: list[str]) -> list[str] | None:
+        state[room] = 1
+        for nxt in sorted(graph.get(room, ())):
+            if state.get(nxt) == 1:
+                return path + [room, nxt]
+            if nxt not in state and (cycle := visit(nxt, path + [room])):
+                return cycle
+        state[room] = 2
+        return None
+
+    return next((c for room in sorted(graph) if room not in state and (c := visit(room, []))), None)
+
+
+def test_rooms_import_only_earlier_layers():
+    """Every import between rooms goes down the layering docs/architecture.md states."""
+    rank = {room: n for n, line in enumerate(layers()) for room in line}
+    graph = room_imports()
+    rooms = set(graph) | {t for targets in graph.values() for t in targets}
+    assert sorted(r for r in rooms if r not in rank) == [], "rooms missing from the layers block"
+    assert against_layers(graph, rank) == []
+
+
+def test_no_cycle_between_rooms():
+    assert first_cycle({room: set(targets) for room, targets in room_imports().items()}) is None
+
+
+def test_the_rules_can_fail():
+    """A simulator module importing the workflow, a plan module importing the simulator and
+    back: both are caught."""
+    rank = {room: n for n, line in enumerate(layers()) for room in line}
+    graph = room_imports()
+    graph.setdefault("npusim.sim", {})["npusim.workflow"] = ["npusim/sim/probe.py"]
+    assert against_layers(graph, rank) == ["npusim.sim imports npusim.workflow (npusim/sim/probe.py)"]
+    loops = {room: set(targets) for room, targets in room_imports().items()}
+    loops.setdefault("npusim.plan", set()).add("npusim.sim")
+    assert first_cycle(loops) is not None
+    loops["npusim.plan"].discard("npusim.sim")
+    loops.setdefault("planners.alloc", set()).add("planners.offchip")
+    assert first_cycle(loops) is not None
 
 
 def test_the_product_never_imports_the_test_helpers():

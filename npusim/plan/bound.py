@@ -14,7 +14,10 @@ plan read from a file is bound once on load (``npusim.plan.io.load_plan``). ``bi
 only place that fuses or expands a graph for a plan: the validator, lowering, plan files,
 plots and the LLM run take the bound plan and never rebuild or re-match a graph. A
 ``BoundPlan`` compares and serialises as its plan; ``dataclasses.replace`` on it (a hand edit
-of a residency, say) keeps its graphs, which is what a check of the edited plan needs.
+of a residency, say) keeps its graphs, which is what a check of the edited plan needs. An edit
+of what the graphs are built from (``graph``, ``fusion``, ``tiling``) makes the binding stale:
+``as_bound`` then binds the edited plan again from the graph as given, so the validator sees
+(and reports) the edited fusion or tiling, never the old graphs.
 """
 
 from __future__ import annotations
@@ -28,11 +31,19 @@ from npusim.graph.tiling import expand, tiled_name
 from npusim.plan.model import Plan
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # equality is the plan's (Plan.__eq__)
 class BoundPlan(Plan):
     bound_graph: Graph | None = field(default=None, compare=False, repr=False)
     base_graph: Graph | None = field(default=None, compare=False, repr=False)
     given_graph: Graph | None = field(default=None, compare=False, repr=False)
+
+    #: What the graphs were built from (name, fusion, tiling), to tell a stale binding.
+    bound_from: tuple | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def stale(self) -> bool:
+        """True when the plan's graph name, fusion or tiling changed since it was bound."""
+        return self.bound_graph is None or self.bound_from != _recipe(self)
 
     @property
     def unbound(self) -> Plan:
@@ -56,7 +67,7 @@ def bind(plan: Plan, graph: Graph) -> BoundPlan:
 
     Raises ``BindError`` when the plan's fusion cannot be applied to ``graph`` or its graph
     name is neither ``graph``'s (fused) name nor its tiled one."""
-    if isinstance(plan, BoundPlan) and plan.given_graph is graph:
+    if isinstance(plan, BoundPlan) and plan.given_graph is graph and not plan.stale:
         return plan
     base, bound = plan_graphs(graph, plan.fusion, plan.tiling, plan.graph)
     return bound_to(plan, bound, base, graph)
@@ -86,13 +97,19 @@ def plan_graphs(graph: Graph, fusion: dict, tiling: dict, name: str, base: Graph
 def bound_to(plan: Plan, bound: Graph, base: Graph, given: Graph) -> BoundPlan:
     """``plan`` carrying graphs its maker already has (planning: no rebuild)."""
     values = {f.name: getattr(plan, f.name) for f in fields(Plan)}
-    return BoundPlan(**values, bound_graph=bound, base_graph=base, given_graph=given)
+    return BoundPlan(**values, bound_graph=bound, base_graph=base, given_graph=given, bound_from=_recipe(plan))
+
+
+def _recipe(plan: Plan) -> tuple:
+    return plan.graph, repr(sorted(plan.fusion.items())), repr(sorted(plan.tiling.items()))
 
 
 def as_bound(plan: Plan, graph: Graph | None) -> BoundPlan:
     """``plan`` bound: itself if it is, else ``bind(plan, graph)`` (a hand-made plan)."""
-    if isinstance(plan, BoundPlan) and plan.bound_graph is not None and (graph is None or plan.given_graph is graph):
+    if isinstance(plan, BoundPlan) and not plan.stale and (graph is None or plan.given_graph is graph):
         return plan
+    if graph is None and isinstance(plan, BoundPlan) and plan.given_graph is not None:
+        graph = plan.given_graph  # an edited fusion or tiling: bind again from the graph as given
     if graph is None:
         raise PlanError("a plan that is not bound to its graph needs the graph it was made for")
     return bind(plan, graph)

@@ -10,7 +10,7 @@ off-chip bytes into compulsory loads, write-backs, spills and retrieves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 LOAD, STORE = "load", "store"
 TRANSFER_KINDS = (LOAD, STORE)
@@ -74,6 +74,13 @@ class Plan:
     tiling: dict = field(default_factory=dict)  # op name (untiled graph) -> tile spec, when tiled
     fusion: dict = field(default_factory=dict)  # GEMM op name -> element-wise ops fused into it (npusim.graph.fusion)
     meta: PlanMeta = field(default_factory=PlanMeta)
+
+    def __eq__(self, other) -> bool:
+        """Plans are equal when their fields are, whatever carries them (a ``BoundPlan``
+        equals the plan it binds)."""
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(Plan) if f.compare)
 
     @property
     def n_steps(self) -> int:
