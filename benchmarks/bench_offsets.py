@@ -25,7 +25,8 @@ from __future__ import annotations
 import argparse
 
 from npusim.graph.analysis import default_order
-from npusim.graph.generators import assign_streams, nas_cells
+from npusim.graph.generators import assign_streams
+from npusim.testing.random_dags import nas_cells
 from npusim.plan.safety import METHODS, safety_relation
 from npusim.util.resources import list_resources
 from npusim.workflow import load_graph

@@ -2,8 +2,8 @@
 
     python benchmarks/bench_scaling.py [--sizes 1000,5000,20000,50000] [--stage-limit 120] [--out scaling.json]
 
-Graphs are ``npusim.graph.generators.random_dag(n)`` (layered, each op reads 1-3 recent
-tensors, 40 % also a weight; 256 B - 64 KiB tensors). Stages: import (``load_trace`` of the
+Graphs are ``npusim.testing.random_dags.random_dag(n)`` (each op reads 1-3 recent
+tensors, 40 % also a weight; tensors of 256 B - 64 KiB, ``SIZES``). Stages: import (``load_trace`` of the
 saved JSON), analysis (``memory_bounds``: M_R and the default-order peak), each heuristic
 schedule / streams / spill / allocation / off-chip planner of the registry (exact ones are
 excluded: they refuse or partition large graphs by design), validation, lowering and
@@ -26,8 +26,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from npusim.graph.generators import random_dag
-from npusim.testing.random_dags import with_custom_kinds
+from npusim.testing.random_dags import random_dag, with_custom_kinds
 from npusim.graph.trace_io import load_trace, save_trace
 from npusim.workflow import load_hw
 from npusim.hw.config import Hardware
@@ -41,6 +40,8 @@ from npusim.workflow import memory_bounds
 EXACT = {"dp", "zhong", "olla-order", "olla", "exact-offsets", "offchip-offsets"}
 EXACT_PREFIXES = ("cosma",)
 BIG = 1 << 40
+
+SIZES = (256, 1024, 4096, 16384, 65536)  # bytes: tensors as large as a small CNN's
 
 
 def measure(fn):
@@ -76,7 +77,7 @@ def heuristic_stages(registry) -> list[tuple[str, str]]:
 
 def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> None:
     registry = default_registry()
-    graph = random_dag(n, seed=1)
+    graph = random_dag(n, seed=1, sizes=SIZES)
     row = results.setdefault(n, {})
 
     def record(label, fn):

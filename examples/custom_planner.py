@@ -1,7 +1,9 @@
 """A custom planner plugin in about 30 lines: a memory-aware greedy schedule.
 
-A planner is an object with ``name``, ``stage``, ``description`` and ``run(ctx)``; a
-schedule stage sets ``ctx.order``. This one is the classic greedy list schedule: among the
+A planner is an object with ``name``, ``stage``, ``description`` and ``run(ctx)``, and it
+declares what it takes: ``options`` (``npusim.planner_options.Option`` values; none here) and
+the context fields it ``reads`` and ``writes`` (docs/architecture.md); a schedule stage sets
+``ctx.order``. This one is the classic greedy list schedule: among the
 ops whose inputs are ready, run the one whose outputs are smallest (ties: definition
 order), so big intermediates are produced as late as possible. The allocator and the
 spill policy of the pipeline are the built-in ones.
@@ -29,6 +31,9 @@ class SmallestOutputFirst:
     name = "smallest-first"
     stage = "schedule"
     description = "greedy list schedule: the ready op with the smallest outputs runs next"
+    options = ()
+    reads = ("graph",)
+    writes = ("order",)
 
     def run(self, ctx) -> None:
         graph = ctx.graph

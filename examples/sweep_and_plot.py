@@ -3,7 +3,7 @@
 The same as the command
 
     npusim dse resnet18 --hw edge-npu --sweep scratchpad.size=256KiB..4MiB:x2 \
-        --planners tile+default+arena+belady,tile+rpo+arena+lru --plot --out sweep.csv
+        --planner tile+default+arena+belady,tile+rpo+arena+lru --plot -o sweep.csv
 
 (sweeping ``budget`` instead plans for less than the scratchpad holds; a budget over
 ``scratchpad.size`` is infeasible unless ``allow_oversize``)

@@ -6,28 +6,17 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from npusim.registry import planners_markdown
+from npusim.util import generated_doc
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "planners.md"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/planners.md is out of date")
-    args = parser.parse_args(argv)
-    text = planners_markdown()
-    if args.check:
-        current = OUT.read_text() if OUT.exists() else ""
-        if current != text:
-            print(f"{OUT} is out of date: python scripts/planner_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    return 0
+    return generated_doc.main(OUT, planners_markdown, "python scripts/planner_docs.py", __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ the reference cannot drift from what the loaders check.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from npusim.graph.op_rules import RULES
+from npusim.util import generated_doc
 from npusim.util.schema_check import _resolve, describe, load_schema
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "trace-format.md"
@@ -125,20 +125,7 @@ def render() -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/trace-format.md is out of date")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = OUT.read_text() if OUT.exists() else ""
-        if current != text:
-            print(f"{OUT} is out of date: run python scripts/schema_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
-    return 0
+    return generated_doc.main(OUT, render, "python scripts/schema_docs.py", __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

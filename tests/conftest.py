@@ -51,3 +51,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture()
+def chain_trace(tmp_path):
+    """chain_with_skip (tests/helpers.py) as a trace file: M_R = 2112 B, live peak 3072 B at
+    64-B alignment; small enough for any command in a second."""
+    from helpers import chain_with_skip
+    from npusim.graph.trace_io import save_trace
+
+    return str(save_trace(chain_with_skip(), tmp_path / "chain.json"))
+

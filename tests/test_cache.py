@@ -23,11 +23,6 @@ from npusim.dse.cache import MAX_ENTRY_BYTES, SECRET_NAME, Cache, row_checksum, 
 
 
 @pytest.fixture()
-def chain_trace(tmp_path):
-    return str(save_trace(chain_with_skip(), tmp_path / "chain.json"))
-
-
-@pytest.fixture()
 def setup(chain_trace, tmp_path):
     """One point, computed once into a fresh cache: (points, cache folder, entry path, fresh rows)."""
     cache = tmp_path / "cache"
@@ -259,10 +254,10 @@ def test_the_fingerprint_covers_package_files_and_plugins(tmp_path, monkeypatch)
 
 def test_cached_rows_give_byte_identical_outputs(chain_trace, tmp_path, capsys):
     """Fresh, then from the cache: the CSV and JSON bytes match (key order included)."""
-    argv = ["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=1KiB,3KiB", "--planners",
+    argv = ["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=1KiB,3KiB", "--planner",
             "default+arena+belady,rpo+arena+lru", "--cache-dir", str(tmp_path / "cache")]
-    assert main([*argv, "--out", str(tmp_path / "fresh.csv")]) == 0
-    assert main([*argv, "--out", str(tmp_path / "cached.csv")]) == 0
+    assert main([*argv, "-o", str(tmp_path / "fresh.csv")]) == 0
+    assert main([*argv, "-o", str(tmp_path / "cached.csv")]) == 0
     assert "(4 cached, 0 computed" in capsys.readouterr().out
     for suffix in (".csv", ".json"):
         assert (tmp_path / f"fresh{suffix}").read_bytes() == (tmp_path / f"cached{suffix}").read_bytes()

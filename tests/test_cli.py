@@ -70,7 +70,7 @@ def test_a_negative_jitter_seed_is_a_usage_error(capsys):
     (["simulate", "resnet18", "--hw", "edge-npu", "--planer", "rpo+arena+lru"],
      "npusim simulate: error: unrecognized arguments: --planer rpo+arena+lru (did you mean '--planner'?)"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--budgett=1MiB"], "(did you mean '--budget'?)"),
-    (["dse", "resnet18", "--sweep", "budget=1MiB"], "npusim dse: error: the following arguments are required: --hw"),
+    (["dse", "--sweep", "budget=1MiB"], "npusim dse: error: the following arguments are required: trace"),
 ])
 def test_usage_errors_are_one_line_naming_the_subcommand(capsys, argv, expected):
     """argparse's usage block and 'npusim: error: unrecognized arguments' (blaming the top
@@ -143,3 +143,19 @@ def test_planner_options_reach_the_planners(capsys):
     assert code == 2 and "more than 100 tiles" in err
     code, _, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--option", "oops")
     assert code == 2 and "--option 'oops'" in err
+
+
+def test_one_spelling_per_concept_and_the_old_ones_still_work(tmp_path, capsys, chain_trace):
+    """--planner (one or several pipelines), -o/--output, positional traces and --hw (default
+    edge-npu) in every command; --planners, --out and --traces still work with a one-line note."""
+    old = main(["dse", chain_trace, "--sweep", "budget=3KiB", "--no-cache", "--planners", "default+arena+belady",
+                "--out", str(tmp_path / "old.csv")])
+    err = capsys.readouterr().err
+    assert old == 0 and "--planners is deprecated, use --planner" in err and "--out is deprecated, use -o/--output" in err
+    new = main(["dse", chain_trace, "--sweep", "budget=3KiB", "--no-cache", "--planner", "default+arena+belady",
+                "-o", str(tmp_path / "new.csv")])
+    assert new == 0 and "deprecated" not in capsys.readouterr().err
+    assert (tmp_path / "old.csv").read_text() == (tmp_path / "new.csv").read_text()
+    assert main(["compare", chain_trace, "--planner", "default+arena+belady,rpo+arena+belady", "--budget", "3KiB"]) == 0
+    table = capsys.readouterr().out  # no --hw: edge-npu
+    assert "default+arena+belady" in table and "rpo+arena+belady" in table

@@ -73,7 +73,7 @@ def test_parse_pipelines():
 
 def test_compare_command(capsys, tmp_path):
     code = main(["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "MR", "--allow-oversize",
-                 "--planners", "default+arena+belady,rpo+arena+belady", "--format", "json"])
+                 "--planner", "default+arena+belady,rpo+arena+belady", "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
@@ -82,14 +82,14 @@ def test_compare_command(capsys, tmp_path):
     assert data[0]["capacity"] == plan_graph(graph, load_hw("edge-npu"), "default+arena+belady",
                                              data[0]["capacity"]).capacity
     target = tmp_path / "cmp.csv"
-    code = main(["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "MP", "--planners",
+    code = main(["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "MP", "--planner",
                  "default+arena+lru", "--format", "csv", "-o", str(target), "--allow-oversize"])
     assert code == 0 and len(list(csv.DictReader(target.open()))) == 1
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--planners", "default+magic"], "unknown planner 'magic'"),
-    (["--planners", "default+arena+belady", "--budget", "12 parsecs"], "--budget '12 parsecs'"),
+    (["--planner", "default+magic"], "unknown planner 'magic'"),
+    (["--planner", "default+arena+belady", "--budget", "12 parsecs"], "--budget '12 parsecs'"),
 ])
 def test_compare_user_errors_are_one_line(capsys, argv, expected):
     code = main(["compare", "squeezenet1_0", "--hw", "edge-npu", *argv])

@@ -13,12 +13,6 @@ from npusim.graph.trace_io import save_trace
 PIPELINES = ["default+arena+belady", "rpo+arena+lru"]
 
 
-@pytest.fixture()
-def chain_trace(tmp_path):
-    """chain_with_skip as a trace file: M_R = 2112 B, live peak 3072 B at 64-B alignment."""
-    return str(save_trace(chain_with_skip(), tmp_path / "chain.json"))
-
-
 def sweep_points(trace, *sweeps, pipelines=PIPELINES):
     return dse.make_points([trace], "edge-npu", [dse.parse_sweep(s) for s in sweeps], pipelines)
 
@@ -174,8 +168,8 @@ def test_results_round_trip_through_csv_and_json(chain_trace, tmp_path):
 
 def test_dse_command_writes_csv_json_and_uses_the_cache(capsys, chain_trace, tmp_path):
     out, cache = tmp_path / "r.csv", tmp_path / "cache"
-    argv = ["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=1KiB..4KiB:x2", "--planners", ",".join(PIPELINES),
-            "--out", str(out), "--cache-dir", str(cache)]
+    argv = ["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=1KiB..4KiB:x2", "--planner", ",".join(PIPELINES),
+            "-o", str(out), "--cache-dir", str(cache)]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "6 points (0 cached, 6 computed, 4 infeasible)" in text
@@ -189,13 +183,13 @@ def test_dse_command_writes_csv_json_and_uses_the_cache(capsys, chain_trace, tmp
 
 @pytest.mark.parametrize("argv, expected", [
     (["--sweep", "scratchpad.sise=1KiB"], "did you mean 'scratchpad.size'"),
-    (["--sweep", "budget=1KiB", "--planners", "default+magic"], "unknown planner 'magic'"),
+    (["--sweep", "budget=1KiB", "--planner", "default+magic"], "unknown planner 'magic'"),
     (["--sweep", "budget=1KiB", "--jobs", "0"], "--jobs 0"),
     (["--set", "scratchpad.size=1 MB/s"], "scratchpad.size"),
     (["--budget", "12 parsecs"], "--budget '12 parsecs'"),
     (["--sweep", "budget=1KiB..64KiB:+1KiB", "--max-points", "10"], "64 points (1 trace(s) x 64 setting(s)"),
 ])
 def test_dse_user_errors_are_one_line(capsys, chain_trace, tmp_path, argv, expected):
-    code = main(["dse", chain_trace, "--hw", "edge-npu", "--no-cache", "--out", str(tmp_path / "r.csv"), *argv])
+    code = main(["dse", chain_trace, "--hw", "edge-npu", "--no-cache", "-o", str(tmp_path / "r.csv"), *argv])
     err = capsys.readouterr().err
     assert code == 2 and expected in err and err.startswith("npusim: error: ") and err.count("\n") == 1

@@ -71,11 +71,11 @@ def test_summary_averages_reductions_at_mr():
 
 
 def test_cli_runs_the_experiment_and_rejects_bad_input(tmp_path, capsys):
-    assert main(["experiment", "cosma", "--traces", "squeezenet1_0", "--budgets", "MR", "--time-limit", "5",
-                 "--out", str(tmp_path), "--no-plot"]) == 0
+    assert main(["experiment", "cosma", "squeezenet1_0", "--budgets", "MR", "--time-limit", "5",
+                 "-o", str(tmp_path), "--no-plot"]) == 0
     assert "mean reduction" in capsys.readouterr().out
     assert (tmp_path / "cosma.csv").exists()
-    assert main(["experiment", "cosma", "--traces", "nope", "--out", str(tmp_path)]) == 2
-    assert main(["experiment", "cosma", "--traces", "resnet18", "--budgets", "MX", "--out", str(tmp_path)]) == 2
+    assert main(["experiment", "cosma", "nope", "-o", str(tmp_path)]) == 2
+    assert main(["experiment", "cosma", "resnet18", "--budgets", "MX", "-o", str(tmp_path)]) == 2
     with pytest.raises(NpusimError, match="not a trace"):
         run_cosma_experiment(["nope"], out=tmp_path)

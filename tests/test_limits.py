@@ -170,7 +170,7 @@ def test_yaml_dates_on_the_command_line_are_one_line_errors(capsys, argv, words)
 
 def test_a_yaml_date_in_a_sweep_is_a_one_line_error(capsys, tmp_path):
     code, out, err = run_cli(capsys, "dse", "resnet18", "--hw", "edge-npu", "--sweep", "scratchpad.size=2024-01-01",
-                             "--out", str(tmp_path / "x.csv"))
+                             "-o", str(tmp_path / "x.csv"))
     assert code == 2 and "expected a size" in err and len(err.strip().splitlines()) == 1
 
 

@@ -142,8 +142,8 @@ def test_pareto_plot(sweep_rows, tmp_path):
 
 def test_dse_command_plots(capsys, tmp_path):
     out = tmp_path / "r.csv"
-    code = main(["dse", "squeezenet1_0", "--hw", "edge-npu", "--sweep", "budget=MR,MP", "--planners",
-                 "default+arena+belady,rpo+arena+lru", "--out", str(out), "--no-cache", "--plot", "--allow-oversize"])
+    code = main(["dse", "squeezenet1_0", "--hw", "edge-npu", "--sweep", "budget=MR,MP", "--planner",
+                 "default+arena+belady,rpo+arena+lru", "-o", str(out), "--no-cache", "--plot", "--allow-oversize"])
     assert code == 0, capsys.readouterr().err
     for name in ("r-curves.png", "r-curves.svg", "r-pareto.png", "r-pareto.svg"):
         assert (tmp_path / name).stat().st_size > 5000

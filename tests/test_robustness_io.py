@@ -26,11 +26,6 @@ OLD = "the previous content\n"
 
 
 @pytest.fixture()
-def chain_trace(tmp_path):
-    return str(save_trace(chain_with_skip(), tmp_path / "chain.json"))
-
-
-@pytest.fixture()
 def full_disk(monkeypatch):
     """Every atomic write fails with ENOSPC after its first byte reaches the temporary file."""
     real_fdopen = os.fdopen
@@ -155,7 +150,7 @@ def test_simulate_outputs_on_a_full_disk(capsys, chain_trace, tmp_path, full_dis
 def test_dse_results_on_a_full_disk(capsys, chain_trace, tmp_path, full_disk):
     out = tmp_path / "r.csv"
     out.write_text(OLD)
-    code = main(["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=3KiB", "--no-cache", "--out", str(out)])
+    code = main(["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=3KiB", "--no-cache", "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "r.csv: cannot write" in err
     assert out.read_text() == OLD and not out.with_suffix(".json").exists()
@@ -163,7 +158,7 @@ def test_dse_results_on_a_full_disk(capsys, chain_trace, tmp_path, full_disk):
 
 def test_import_and_compare_outputs_go_through_the_helper(capsys, chain_trace, tmp_path, full_disk):
     out = tmp_path / "table.csv"
-    code = main(["compare", chain_trace, "--hw", "edge-npu", "--planners", "default+arena+belady",
+    code = main(["compare", chain_trace, "--hw", "edge-npu", "--planner", "default+arena+belady",
                  "--format", "csv", "-o", str(out)])
     assert code == 2 and "table.csv: cannot write" in capsys.readouterr().err and not out.exists()
     trace = tmp_path / "copy.json.gz"
@@ -271,7 +266,7 @@ def test_a_file_as_cache_folder_is_one_error(capsys, chain_trace, tmp_path):
     not_a_folder = tmp_path / "cache"
     not_a_folder.write_text("x")
     code = main(["dse", chain_trace, "--hw", "edge-npu", "--sweep", "budget=3KiB", "--cache-dir", str(not_a_folder),
-                 "--out", str(tmp_path / "r.csv")])
+                 "-o", str(tmp_path / "r.csv")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--cache-dir" in err
 

@@ -48,7 +48,7 @@ def test_workers_end_when_the_sweep_is_killed(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     sweep = subprocess.Popen(
         [sys.executable, "-m", "npusim.cli", "dse", "resnet18", "--hw", "edge-npu", "--jobs", "2", "--no-cache",
-         "--sweep", "budget=1MiB..64MiB:+64KiB", "--max-points", "2000", "--out", str(tmp_path / "r.csv")],
+         "--sweep", "budget=1MiB..64MiB:+64KiB", "--max-points", "2000", "-o", str(tmp_path / "r.csv")],
         cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     workers: set[int] = set()
     try:

@@ -265,7 +265,7 @@ def cmd_dse(args) -> int:
     from npusim import dse  # lazy: brings multiprocessing and tqdm (0.2 s); --help and list stay cheap
 
     sweeps = [dse.parse_sweep(text) for text in args.sweep or []]
-    pipelines = parse_pipelines(args.planners)
+    pipelines = parse_pipelines(args.planner)
     count = len(args.trace) * len(pipelines)
     for sweep in sweeps:
         count *= len(sweep.values)
@@ -282,11 +282,11 @@ def cmd_dse(args) -> int:
     result = dse.run_sweep(points, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
                            cache_dir=None if args.no_cache else args.cache_dir,
                            progress=True if args.progress else None)
-    csv_path, json_path = dse.write_results(result, args.out, sweeps, timings=args.timings)
+    csv_path, json_path = dse.write_results(result, args.output, sweeps, timings=args.timings)
     print(dse.summary(result))
     print(f"wrote {csv_path} and {json_path}")
     if args.plot:
-        stem = str(Path(args.out).with_suffix(""))
+        stem = str(Path(args.output).with_suffix(""))
         swept = [s.key for s in sweeps]
         written = plot_dse_curves(result.rows, f"{stem}-curves", swept, formats)
         written += plot_pareto(result.rows, f"{stem}-pareto", formats)
@@ -297,7 +297,7 @@ def cmd_dse(args) -> int:
 def cmd_compare(args) -> int:
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
-    rows = compare_planners(graph, hw, parse_pipelines(args.planners), args.budget, trace=args.trace,
+    rows = compare_planners(graph, hw, parse_pipelines(args.planner), args.budget, trace=args.trace,
                             allow_oversize=args.allow_oversize)
     text = format_rows(rows, args.format)
     if args.output:
@@ -343,11 +343,11 @@ def cmd_regress(args) -> int:
 
 
 def cmd_experiment(args) -> int:
-    traces = [t.strip() for t in args.traces.split(",") if t.strip()] if args.traces else None
+    traces = list(args.trace) or None
     budgets = tuple(b.strip().upper() for b in args.budgets.split(",") if b.strip())
     result = run_cosma_experiment(traces, args.hw, params=args.params, budgets=budgets,
                                   time_limit=args.time_limit, dnc_time_limit=args.dnc_time_limit,
-                                  wall_clock=args.wall_clock, out=Path(args.out), plot=not args.no_plot)
+                                  wall_clock=args.wall_clock, out=Path(args.output), plot=not args.no_plot)
     s = result["summary"]
     red = s["mean_reduction_at_mr"]
     print(f"mean reduction of non-compulsory bytes vs the best scheme at M_R (human set): "

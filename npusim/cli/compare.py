@@ -58,7 +58,7 @@ def parse_pipelines(spec: str) -> list[str]:
         elif piece:
             pipelines.append(piece)
     if not pipelines:
-        raise NpusimError(f"--planners {spec!r}: expected pipelines separated by commas, e.g. "
+        raise NpusimError(f"--planner {spec!r}: expected pipelines separated by commas, e.g. "
                           "default+arena+belady,rpo+arena+lru")
     return pipelines
 

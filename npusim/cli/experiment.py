@@ -242,7 +242,7 @@ def run_cosma_experiment(traces: list[str] | None, hw_name: str = "edge-npu", *,
     if traces:
         missing = [t for t in traces if t not in available and not Path(t).is_file()]
         if missing:
-            raise NpusimError(f"--traces: {missing[0]!r} is not a trace; available: {', '.join(sorted(available))}")
+            raise NpusimError(f"trace {missing[0]!r}: not a trace; available: {', '.join(sorted(available))}")
         chosen = traces
     else:
         chosen = [t for t in HUMAN + NAS if t in available]

@@ -51,6 +51,42 @@ class OneLineErrorParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+#: The hardware a command uses when --hw is not given (the quick start's).
+DEFAULT_HW = "edge-npu"
+
+
+class DeprecatedSpelling(argparse.Action):
+    """An old spelling of an option: stores into the current one's destination and says so
+    in one line on stderr (one spelling per concept across commands: ``--planner``,
+    ``-o/--output``, positional traces, ``--hw``)."""
+
+    def __init__(self, option_strings, dest, current: str, **kwargs):
+        self.current = current
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"npusim: note: {option_string} is deprecated, use {self.current}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _hw_arg(p, what: str = "hardware YAML file or name in hw_configs/") -> None:
+    p.add_argument("--hw", default=DEFAULT_HW, help=f"{what} (default {DEFAULT_HW})")
+
+
+def _pipelines_arg(p, default: str | None) -> None:
+    """--planner with one or several pipelines (dse, compare); --planners is the old spelling."""
+    p.add_argument("--planner", default=default, required=default is None, metavar="PIPELINE[,PIPELINE...]",
+                   help="planner pipelines separated by commas, e.g. default+arena+belady,rpo+arena+lru"
+                        + (f" (default {default})" if default else ""))
+    p.add_argument("--planners", dest="planner", action=DeprecatedSpelling, current="--planner")
+
+
+def _output_arg(p, help_text: str, default: str | None = None, required: bool = False) -> None:
+    """-o/--output; --out is the old spelling."""
+    p.add_argument("-o", "--output", default=default, required=required, help=help_text)
+    p.add_argument("--out", dest="output", action=DeprecatedSpelling, current="-o/--output")
+
+
 def non_negative_int(text: str) -> int:
     """An argparse type: a whole number >= 0."""
     try:
@@ -65,7 +101,7 @@ def non_negative_int(text: str) -> int:
 def _planning_args(p) -> None:
     """The arguments of every command that plans: simulate and plan."""
     p.add_argument("trace", help="trace file or name in traces/ (e.g. resnet50); .onnx is imported on the fly")
-    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/ (e.g. edge-npu)")
+    _hw_arg(p)
     p.add_argument("--planner",
                    help=f"planner pipeline (default {DEFAULT_PIPELINE}; 'tile' streams ops that do not fit), e.g. rpo+arena+lru")
     p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
@@ -102,7 +138,7 @@ def _add_simulate(sub, handler: Callable) -> None:
 def _add_plan(sub, handler: Callable) -> None:
     p = sub.add_parser("plan", help="write a plan JSON")
     _planning_args(p)
-    p.add_argument("-o", "--output", required=True, help="plan JSON to write")
+    _output_arg(p, "plan JSON to write", required=True)
     p.add_argument("--timings", action="store_true", help="also write meta.solve_seconds (wall clock: not reproducible)")
     p.set_defaults(func=handler)
 
@@ -136,12 +172,11 @@ def _add_import(sub, handler: Callable) -> None:
 def _add_dse(sub, handler: Callable) -> None:
     p = sub.add_parser("dse", help="design-space exploration: sweep hardware keys, budgets and planners")
     p.add_argument("trace", nargs="+", help="one or more traces (names in traces/ or files)")
-    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/")
+    _hw_arg(p)
     p.add_argument("--sweep", action="append", metavar="KEY=SPEC",
                    help="a hardware key or 'budget' with A..B:xF (geometric), A..B:+S (linear) or V1,V2,...; "
                         "repeat for a cartesian product, e.g. scratchpad.size=64KiB..8MiB:x2")
-    p.add_argument("--planners", default=DEFAULT_PIPELINE,
-                   help=f"pipelines separated by commas (default {DEFAULT_PIPELINE}, as for simulate)")
+    _pipelines_arg(p, DEFAULT_PIPELINE)
     p.add_argument("--max-points", type=int, default=2000, help="refuse a sweep of more points (default 2000)")
     p.add_argument("--budget", help="budget of every point unless 'budget' is swept (size or MR, MH, MP)")
     p.add_argument("--allow-oversize", action="store_true",
@@ -150,7 +185,7 @@ def _add_dse(sub, handler: Callable) -> None:
     p.add_argument("--jobs", type=int, default=1, help="parallel workers (processes, or dask workers)")
     p.add_argument("--backend", default="local", choices=("local", "dask"), help="where points run")
     p.add_argument("--scheduler", help="dask scheduler address (tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--out", default="dse-results.csv", help="results file; .csv and .json are both written")
+    _output_arg(p, "results file; .csv and .json are both written (default dse-results.csv)", "dse-results.csv")
     p.add_argument("--cache-dir", default=".npusim-cache", help="cache of finished points (resumable)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--plot", action="store_true", help="also draw OUT-curves and OUT-pareto figures")
@@ -162,14 +197,14 @@ def _add_dse(sub, handler: Callable) -> None:
 
 def _add_compare(sub, handler: Callable) -> None:
     p = sub.add_parser("compare", help="compare planner pipelines on one trace and hardware")
-    p.add_argument("trace")
-    p.add_argument("--hw", required=True, help="hardware YAML file or name in hw_configs/")
-    p.add_argument("--planners", required=True, help="pipelines separated by commas, e.g. default+arena+belady,rpo+arena+lru")
+    p.add_argument("trace", help="trace file or name in traces/")
+    _hw_arg(p)
+    _pipelines_arg(p, None)
     p.add_argument("--budget", help="scratchpad budget: a size or MR, MH, MP; default: the scratchpad size")
     p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field")
     p.add_argument("--format", default="text", choices=("text", "csv", "json"))
-    p.add_argument("-o", "--output", help="write the table here instead of printing it")
+    _output_arg(p, "write the table here instead of printing it")
     p.set_defaults(func=handler)
 
 
@@ -210,8 +245,10 @@ def _add_list(sub, handler: Callable) -> None:
 def _add_experiment(sub, handler: Callable) -> None:
     p = sub.add_parser("experiment", help="reproduce a paper's evaluation (cosma: COSMA vs the four schemes)")
     p.add_argument("name", choices=("cosma",), help="which experiment")
-    p.add_argument("--traces", help="comma-separated traces (default: the human-designed and NAS sets present)")
-    p.add_argument("--hw", default="edge-npu", help="hardware the plans are simulated on (default edge-npu)")
+    p.add_argument("trace", nargs="*", help="traces (default: the human-designed and NAS sets present)")
+    p.add_argument("--traces", dest="trace", action=DeprecatedSpelling, current="positional traces",
+                   type=lambda text: [t.strip() for t in text.split(",") if t.strip()])
+    _hw_arg(p, "hardware the plans are simulated on")
     p.add_argument("--budgets", default="MR,MH,MP", help="subset of MR,MH,MP")
     p.add_argument("--params", action="store_true", help="plan weights too (default: activations only)")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per exact solve (default 60)")
@@ -219,7 +256,7 @@ def _add_experiment(sub, handler: Callable) -> None:
     p.add_argument("--wall-clock", action="store_true",
                    help="time limits in wall seconds on this machine (default: deterministic solver time, "
                         "so the CSV repeats exactly)")
-    p.add_argument("--out", default="cosma-experiment", help="folder for cosma.csv and cosma.png")
+    _output_arg(p, "folder for cosma.csv and cosma.png (default cosma-experiment)", "cosma-experiment")
     p.add_argument("--no-plot", action="store_true", help="skip the bar chart")
     p.set_defaults(func=handler)
 

@@ -38,11 +38,12 @@ from pathlib import Path
 import yaml
 
 import npusim
-from npusim.util.atomic_io import atomic_write_text
 from npusim.dse import trace_digest
+from npusim.util.atomic_io import atomic_write_text
 from npusim.errors import NpusimError
 from npusim.hw.loader import hardware_to_dict
 from npusim.util.resources import list_resources, search_dirs
+from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
 
 FORMAT = "npusim-golden/1"
 GOLDEN_HARDWARE = ("edge-npu",)
@@ -111,22 +112,16 @@ class Mismatch:
 
 @functools.lru_cache(maxsize=2)
 def _graph(trace: str):
-    from npusim.workflow import load_graph  # lazy: SimPy, Numba (reading goldens needs neither)
-
     return load_graph(trace)
 
 
 @functools.lru_cache(maxsize=4)
 def _hardware(name: str):
-    from npusim.workflow import load_hw  # lazy: SimPy, Numba
-
     return load_hw(name)
 
 
 def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict | None = None) -> dict:
     """The golden-shaped numbers of one fresh run (``status: infeasible`` with the reason)."""
-    from npusim.workflow import plan_graph, resolve_budget, simulate_plan  # lazy: SimPy, Numba
-
     graph, hw = _graph(trace), _hardware(hardware)
     try:
         # Goldens cover the papers' budgets (M_R, M_P), which may exceed the scratchpad: the

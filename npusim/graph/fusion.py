@@ -27,14 +27,10 @@ from __future__ import annotations
 
 from npusim.errors import PlanError
 from npusim.graph.model import Graph, Op, build_graph
+from npusim.graph.op_kinds import EPILOGUE_KINDS
 
 FUSED_SUFFIX = "@fused"
 
-#: Element-wise ops an NPU's output path can apply to a GEMM's output tile.
-EPILOGUE_KINDS = frozenset({
-    "Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu", "Erf",
-    "Add", "Sub", "Mul", "Div", "BatchNormalization", "QuantizeLinear", "DequantizeLinear",
-})
 
 
 def fused_name(name: str) -> str:

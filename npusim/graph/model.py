@@ -22,8 +22,6 @@ TENSOR_KINDS = ("input", "weight", "activation", "output")
 #: reduction chained in a core's accumulators, which take no scratchpad or DRAM bytes.
 TILED_KINDS = ("accumulator",)
 
-#: Op kinds the PE array executes as (batched) GEMMs; everything else runs on the vector unit.
-GEMM_KINDS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from npusim.graph.op_costs import op_cost
+from npusim.graph.op_kinds import GEMM_KINDS
 from npusim.graph.op_shapes import (
     Bad, Count, INT, FLAG, POSITIVE, INTS, FLOAT, STR,
     AUTO_PAD, Shape, elementwise_same, elementwise_broadcast, clip, prelu,
@@ -116,8 +117,6 @@ def _table() -> dict[str, Rule]:
 
 RULES: dict[str, Rule] = _table()
 
-#: Kinds the PE array runs: their ``gemm`` must be the one ``op_costs`` derives from the shapes.
-SHAPE_GEMM_KINDS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
 def check_op(kind: str, attrs: dict, ins: Sequence[Shape], outs: Sequence[Shape], gemm) -> None:
@@ -139,7 +138,7 @@ def check_op(kind: str, attrs: dict, ins: Sequence[Shape], outs: Sequence[Shape]
                 raise Bad(f"attrs.{name}", attrs[name], problem)
     if rule.shapes is not None:
         rule.shapes(attrs, ins, outs)
-    if kind in SHAPE_GEMM_KINDS:
+    if kind in GEMM_KINDS:  # the array runs it: its gemm must be what op_costs derives
         want = op_cost(kind, attrs, list(ins), list(outs)).gemm
         declared = None if gemm is None else (gemm["m"], gemm["n"], gemm["k"], gemm["batch"])
         if declared != (want.m, want.n, want.k, want.batch):

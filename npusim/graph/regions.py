@@ -43,12 +43,10 @@ import functools
 import itertools
 
 from npusim.graph.model import Graph, Op
+from npusim.graph.op_kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE, WINDOW_KINDS
 
 Box = tuple[tuple[int, int], ...]
 
-RESHAPE_LIKE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-WINDOW_KINDS = frozenset({"MaxPool", "AveragePool", "LpPool"})
-GEMM_LIKE = frozenset({"Conv", "MatMul", "Gemm"})
 
 
 def full_box(shape) -> Box:

@@ -37,8 +37,9 @@ import numpy as np
 
 from npusim.errors import PlanError
 from npusim.graph.model import Gemm, Graph, Op, View, build_graph, row_major_strides
+from npusim.graph.op_kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    GEMM_LIKE, RESHAPE_LIKE, Box, box_shape, box_volume, full_box, input_boxes, reduction_size,
+    Box, box_shape, box_volume, full_box, input_boxes, reduction_size,
 )
 
 PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
@@ -68,7 +69,7 @@ def check_spec(op: Op, graph: Graph, spec: dict, where: str = "tiling") -> None:
             or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in block)):
         raise PlanError(f"{where}[{op.name!r}]: 'block' is {block!r}, expected {len(out_shape)} positive integers "
                         f"(output shape {list(out_shape)})")
-    if not isinstance(k, int) or k < 0 or (k and op.kind not in GEMM_LIKE):
+    if not isinstance(k, int) or k < 0 or (k and op.kind not in REDUCTION_TILED_KINDS):
         raise PlanError(f"{where}[{op.name!r}]: 'k' is {k!r}, expected 0, or a positive slice of the reduction of a GEMM-like op")
     acc = spec.get("acc", "scratchpad")
     if acc not in ACCUMULATE or (acc == "core" and not k):
@@ -101,7 +102,7 @@ def tile_boxes(out_shape, spec: dict):
 
 def k_slices(op: Op, graph: Graph, spec: dict) -> list[tuple[int, int] | None]:
     k = spec.get("k", 0)
-    total = reduction_size(op, graph) if op.kind in GEMM_LIKE else 1
+    total = reduction_size(op, graph) if op.kind in REDUCTION_TILED_KINDS else 1
     if not k or k >= total:
         return [None]
     return [(a, min(a + k, total)) for a in range(0, total, k)]
@@ -288,7 +289,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
 def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
     """(MACs, Gemm) of one tile of a GEMM-like op; (proportional MACs, None) otherwise."""
     volume = box_volume(box)
-    if op.kind not in GEMM_LIKE:
+    if op.kind not in REDUCTION_TILED_KINDS:
         out = graph.tensors[op.outputs[0]]
         return (op.macs * volume) // max(out.elements, 1), None
     k_len = (k_range[1] - k_range[0]) if k_range else reduction_size(op, graph)

@@ -30,10 +30,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from npusim.errors import TraceError
-from npusim.graph.model import GEMM_KINDS, Gemm, Graph, build_graph
+from npusim.graph.model import Gemm, Graph, build_graph
+from npusim.graph.op_kinds import GEMM_KINDS, TRAINABLE_KINDS
 
-TRAINABLE_KINDS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization",
-                             "LayerNormalization", "InstanceNormalization", "Add", "Mul", "Gather", "PRelu"})
 INTEGER_DTYPES = frozenset({"int64", "int32", "int16", "uint8", "bool"})
 #: Which forward tensors the derivative of an op reads besides grad/<output>:
 #: "out" its output, "in" its inputs, "" nothing (shape-only ops). Default: its inputs.

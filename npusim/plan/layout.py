@@ -25,20 +25,10 @@ innermost dimension is the contiguous one and chunks come in increasing address 
 from __future__ import annotations
 
 from npusim.graph.model import Graph
+from npusim.graph.op_kinds import CHANNEL_OPS, REORDERING_OPS
 
 LAYOUTS = ("nhwc", "nchw")
 
-#: Ops whose rank >= 3 operands are image-like by definition (ONNX: channels in dimension 1).
-CHANNEL_OPS = frozenset({
-    "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
-    "BatchNormalization", "InstanceNormalization", "LRN",
-})
-#: Ops that change which dimension means what: the channel property does not flow through them.
-REORDERING_OPS = frozenset({
-    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "MatMul", "Gemm", "Gather", "Softmax",
-    "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "Einsum", "Split", "Slice", "Expand",
-    "DepthToSpace", "SpaceToDepth",
-})
 
 
 def image_like_tensors(graph: Graph) -> frozenset[str]:

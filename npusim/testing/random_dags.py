@@ -8,21 +8,25 @@ per op with probability ``weight_prob``) and is deterministic in its ``seed``:
 - ``nas_cell``: NASNet-like cells, each combining the two previous cell outputs through a few
   two-input nodes whose unused results are concatenated at the end of the cell;
 - ``wide_fanout``: one tensor read by many parallel branches joined at the end;
-- ``random_dag``: Erdos-Renyi-style: each op reads 1-3 earlier tensors.
+- ``random_dag``: Erdos-Renyi-style: each op reads 1-3 earlier tensors (the one random DAG:
+  the scaling benchmark's 50k-op graphs too);
+- ``nas_cells``: a chain of DARTS-like cells with large tensors (4096 B by default): each cell
+  has ``nodes`` intermediate nodes, each the sum of two transformed earlier states, and ends
+  in a concatenation (the multi-stream offset benchmark's synthetic graphs; numpy's seeded
+  generator).
 Sizes are drawn from ``sizes`` (bytes), so memory-aware orders differ from naive ones.
-
-``npusim.graph.generators`` makes other graphs (layered DAGs and DARTS-like cells from numpy's
-generator, for the safety and offset benchmarks); the two share only ``finish_graph``.
 """
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from npusim.graph.generators import finish_graph
 from npusim.graph.model import Graph, build_graph
 
-__all__ = ["GENERATORS", "chain", "diamonds", "nas_cell", "random_dag", "wide_fanout", "with_custom_kinds"]
+__all__ = ["GENERATORS", "chain", "diamonds", "nas_cell", "nas_cells", "random_dag", "wide_fanout", "with_custom_kinds"]
 
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 
@@ -155,3 +159,37 @@ def random_graphs(count: int, max_ops: int = 16, seed: int = 0) -> list[Graph]:
         size = rng.randint(4, max_ops)
         out.append(GENERATORS[names[i % len(names)]](rng.randrange(1 << 30), size))
     return out
+
+
+def _tensor(name: str, n: int, kind: str = "activation") -> dict:
+    return dict(name=name, shape=[int(n)], dtype="int8", itemsize=1, kind=kind)
+
+
+def nas_cells(n_cells: int, nodes: int = 5, seed: int = 0, channels: int = 4096) -> Graph:
+    rng = np.random.default_rng(seed)
+    tensors = [_tensor("x", channels, "input")]
+    ops: list[dict] = []
+    prev, prev_prev = "x", "x"
+
+    def op(name, kind, ins, size, weight=False):
+        ins = list(dict.fromkeys(ins))
+        if weight:
+            tensors.append(_tensor(f"{name}.w", int(size // 4), "weight"))
+            ins.append(f"{name}.w")
+        tensors.append(_tensor(f"{name}.y", int(size)))
+        ops.append(dict(name=name, kind=kind, inputs=ins, outputs=[f"{name}.y"], vector_ops=int(size),
+                        macs=int(size) * 9 if weight else 0))
+        return f"{name}.y"
+
+    for c in range(n_cells):
+        size = channels * (1 + int(rng.integers(0, 3)))
+        states = [op(f"c{c}.pre0", "Conv", [prev_prev], size, True), op(f"c{c}.pre1", "Conv", [prev], size, True)]
+        for k in range(nodes):
+            a, b = rng.choice(len(states), size=2, replace=True).tolist()
+            left = op(f"c{c}.n{k}.l", "Conv" if rng.random() < 0.5 else "MaxPool", [states[a]], size,
+                      weight=rng.random() < 0.5)
+            right = op(f"c{c}.n{k}.r", "Conv" if rng.random() < 0.5 else "AveragePool", [states[b]], size,
+                       weight=rng.random() < 0.5)
+            states.append(op(f"c{c}.n{k}.add", "Add", [left, right], size))
+        prev_prev, prev = prev, op(f"c{c}.concat", "Concat", states[2:], size * nodes)
+    return finish_graph(f"nas_{n_cells}x{nodes}_{seed}", tensors, ops, dict(generator="nas_cells", seed=seed))

@@ -5,10 +5,61 @@ tests compare these kernels with)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from planners.alloc.canonical_instance import BUDGET, EXHAUSTED, FOUND, GROW, INF, LIMITED  # noqa: F401
+
+
+class KernelInstance(NamedTuple):
+    """The fixed arrays of one search (``canonical_instance.SearchInstance``), by name: the
+    kernel takes them as one typed bundle, so no call can pass two int64 arrays swapped."""
+
+    sizes: np.ndarray  # int64[n]: buffer sizes, by rank
+    sec_lo: np.ndarray  # int64[n]: first section of each buffer
+    sec_hi: np.ndarray  # int64[n]: one past its last section
+    adj_start: np.ndarray  # int64[n + 1]: CSR starts of the time-overlap lists
+    adj: np.ndarray  # int64: the buffers each buffer overlaps in time
+    mem_start: np.ndarray  # int64[sections + 1]: CSR starts of the section member lists
+    members: np.ndarray  # int64: the buffers live in each section
+    twin_start: np.ndarray  # int64[n + 1]: CSR starts of each buffer's later twins
+    twin: np.ndarray  # int64: later buffers with the same size and lifetime
+    pre_key: np.ndarray  # int64[n]: rank of the preordering keys before T
+    by_post: np.ndarray  # int64[n]: ranks by the keys after T
+
+
+class KernelState(NamedTuple):
+    """The mutable arrays of a search in progress (``canonical_search.CanonicalSearch``)."""
+
+    placed: np.ndarray
+    offset: np.ndarray
+    h: np.ndarray
+    floor: np.ndarray
+    rem: np.ndarray
+    cuts: np.ndarray
+    path: np.ndarray
+    hmark: np.ndarray
+    fmark: np.ndarray
+    trail_hi: np.ndarray
+    trail_hv: np.ndarray
+    trail_fi: np.ndarray
+    trail_fv: np.ndarray
+    tops: np.ndarray
+    stamp_of: np.ndarray
+    affected: np.ndarray
+    scratch: np.ndarray
+    lw: np.ndarray
+    ltrail: np.ndarray
+    lmark: np.ndarray
+    redo: np.ndarray
+    frames: np.ndarray
+    state: np.ndarray
+    prio: np.ndarray
+    ptrail: np.ndarray
+    keys: np.ndarray
+    picked: np.ndarray
 
 
 @njit(cache=True)
@@ -265,11 +316,9 @@ def _push_search(frames, top, lo, hi, last_off, last_r, spent):
 
 
 @njit(cache=True)
-def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, twin_start, twin, capacity, placed,
-                   offset, h, floor, rem, cuts, path, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops,
-                   stamp_of, affected, scratch, lw, ltrail, lmark, redo, frames, state, node_budget, prio, ptrail,
-                   pre_key, by_post, keys, picked):
-    """Resume the search for at most ``node_budget`` placements.
+def _search_kernel(inst, st, capacity, node_budget):
+    """Resume the search of ``inst`` (a ``KernelInstance``) from ``st`` (a ``KernelState``)
+    for at most ``node_budget`` placements.
 
     The recursion lives in ``frames`` (one row per frame: kind, lo, hi, last_off, last_r,
     tried_h, tried_r, mark, part_end, hat, discrepancies spent on the way here, choices that
@@ -281,6 +330,9 @@ def _search_kernel(sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, tw
     none), limit hit]. Returns FOUND, EXHAUSTED, LIMITED (exhausted, but the discrepancy
     limit cut some paths), BUDGET or GROW (a trail is full; nothing lost).
     """
+    sizes, sec_lo, sec_hi, adj_start, adj, mem_start, members, twin_start, twin, pre_key, by_post = inst
+    (placed, offset, h, floor, rem, cuts, path, hmark, fmark, trail_hi, trail_hv, trail_fi, trail_fv, tops, stamp_of,
+     affected, scratch, lw, ltrail, lmark, redo, frames, state, prio, ptrail, keys, picked) = st
     n_sections = floor.shape[0]
     top, depth, ret, limit = state[0], state[1], state[2], state[4]
     done = 0

@@ -54,7 +54,7 @@ import numpy as np
 from npusim.errors import ConfigError
 
 from planners.alloc.canonical_instance import BUDGET, EXHAUSTED, FOUND, GROW, INF, LIMITED, SearchInstance
-from planners.alloc.canonical_kernel import NONE, PARTS, _search_kernel
+from planners.alloc.canonical_kernel import NONE, PARTS, KernelInstance, KernelState, _search_kernel
 
 #: the portfolio: lanes of (preordering, discrepancy limit to start with or -1 for the
 #: complete search, weight = turns per round), one core each (see ``search_offsets``).
@@ -140,24 +140,27 @@ class CanonicalSearch:
         self.status = EXHAUSTED if n_sections and self.rem.max() > capacity else BUDGET
 
     @property
+    def kernel_instance(self) -> KernelInstance:
+        i = self.inst
+        return KernelInstance(sizes=i.sizes, sec_lo=i.sec_lo, sec_hi=i.sec_hi, adj_start=i.adj_start, adj=i.adj,
+                              mem_start=i.mem_start, members=i.members, twin_start=i.twin_start, twin=i.twin,
+                              pre_key=i.pre_key, by_post=i.by_post)
+
+    def kernel_state(self) -> KernelState:
+        """The search's arrays as the kernel takes them (built per call: growing a trail
+        replaces its array)."""
+        return KernelState(**{name: getattr(self, name) for name in KernelState._fields})
+
+    @property
     def nodes(self) -> int:
         return int(self.state[3])
 
     def run(self, node_budget: int) -> int:
         """Search at most ``node_budget`` more placements; FOUND, EXHAUSTED (no offsets
         exist), LIMITED (none within the discrepancy limit) or BUDGET."""
-        i = self.inst
         goal = self.nodes + node_budget
         while self.status == BUDGET and self.nodes < goal:
-            code = int(_search_kernel(i.sizes, i.sec_lo, i.sec_hi, i.adj_start, i.adj, i.mem_start, i.members,
-                                      i.twin_start, i.twin,
-                                      self.capacity, self.placed, self.offset, self.h, self.floor, self.rem,
-                                      self.cuts, self.path, self.hmark, self.fmark, self.trail_hi, self.trail_hv,
-                                      self.trail_fi, self.trail_fv, self.tops, self.stamp_of, self.affected,
-                                      self.scratch, self.lw, self.ltrail, self.lmark, self.redo,
-                                      self.frames,
-                                      self.state, goal - self.nodes, self.prio, self.ptrail, i.pre_key,
-                                      i.by_post, self.keys, self.picked))
+            code = int(_search_kernel(self.kernel_instance, self.kernel_state(), self.capacity, goal - self.nodes))
             if code == GROW:  # a trail is full: double the floor and low trails and carry on
                 self.trail_fi = np.concatenate([self.trail_fi, np.zeros_like(self.trail_fi)])
                 self.trail_fv = np.concatenate([self.trail_fv, np.zeros_like(self.trail_fv)])

@@ -51,8 +51,9 @@ from collections import OrderedDict
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
+from npusim.graph.op_kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    GEMM_LIKE, RESHAPE_LIKE, box_volume, input_boxes, reduction_size, untileable_dims,
+    box_volume, input_boxes, reduction_size, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.plan.layout import image_like_tensors, storage_order
@@ -384,7 +385,7 @@ def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tu
     core (``cores.accumulator_size``), split reductions are also tried with their partial
     sums there (``acc: core``): no scratchpad for them, blocks no larger than the
     accumulators hold."""
-    if op.kind not in GEMM_LIKE or (op.kind == "Conv" and op.attrs.get("group", 1) != 1):
+    if op.kind not in REDUCTION_TILED_KINDS or (op.kind == "Conv" and op.attrs.get("group", 1) != 1):
         return []
     shape = graph.tensors[op.outputs[0]].shape
     rank = len(shape)
@@ -447,7 +448,7 @@ def _aligned_blocks(op: Op, graph: Graph, hw) -> list[dict]:
     output pixels (GEMM M: rows of the outermost spatial dimension times the rest) at
     multiples of the rows (os) or columns (is); the reduction (K) at multiples of the rows
     (ws, is). Every combination of one choice per dimension, none included."""
-    if op.kind not in GEMM_LIKE:
+    if op.kind not in REDUCTION_TILED_KINDS:
         return []
     shape = graph.tensors[op.outputs[0]].shape
     frozen = untileable_dims(op, graph)
@@ -566,7 +567,7 @@ def _halve_to_fit(op, graph, capacity, align, preference, outer_first=None, fixe
     fixed = fixed or {}
     frozen = set(untileable_dims(op, graph)) | {d for d in fixed if d != "k"}
     blocks = [fixed.get(d, n) for d, n in enumerate(shape)]
-    splittable_k = (op.kind in GEMM_LIKE and not (op.kind == "Conv" and op.attrs.get("group", 1) != 1)
+    splittable_k = (op.kind in REDUCTION_TILED_KINDS and not (op.kind == "Conv" and op.attrs.get("group", 1) != 1)
                     and "k" not in fixed)
     k_total = reduction_size(op, graph) if splittable_k else 0
     k = fixed.get("k", 0)
@@ -579,7 +580,7 @@ def _halve_to_fit(op, graph, capacity, align, preference, outer_first=None, fixe
                 continue
             trial = blocks.copy()
             trial[d] = -(-blocks[d] // 2)
-            cls = "spatial" if op.kind not in GEMM_LIKE else _gemm_dim_class(op, graph, d)
+            cls = "spatial" if op.kind not in REDUCTION_TILED_KINDS else _gemm_dim_class(op, graph, d)
             options.append((_working_set(op, graph, trial, k, align), cls != preference, position[d], trial, k))
         current_k = k or k_total
         if splittable_k and current_k > 1:
