@@ -43,7 +43,6 @@ import numpy as np
 from npusim.graph.decoder import kv_cache_tensors
 from npusim.graph.generators import TPU_V1_WORKLOADS, matmul_graph, tpu_v1_workload
 from npusim.graph.model import Graph, build_graph
-from npusim.graph.tiling import expand
 from npusim.hw.config import Hardware
 from npusim.hw.costs import compute_cycles, systolic_cycles
 from npusim.registry import make_plan
@@ -103,9 +102,8 @@ def scalesim_tiled_cycles(objective: str = "time", budget: int = SCALESIM_TILED_
     graph = load_graph("resnet18")
     hw = load_hw("edge-npu", {**SCALESIM_OVERRIDES, "dram.layout": layout})
     plan = make_plan(graph, hw, DEFAULT_PIPELINE, budget=budget, options={"tile_objective": objective})
-    tiled = expand(graph, plan.tiling) if plan.tiling else graph
     cycles: dict[str, int] = {}
-    for op in tiled.ops:
+    for op in plan.bound_graph.ops:  # the graph the plan's steps refer to (tiled)
         if op.gemm is not None:
             layer = op.attrs.get("tile_of", op.name)
             cycles[layer] = cycles.get(layer, 0) + systolic_cycles(op.gemm, 32, 32, "os")
