@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from ortools.sat.python import cp_model
+from planners.schedule.cp import cp_model
 
 from planners.alloc.problem import OffsetProblem
 from planners.schedule.solver import SolverOptions, make_solver

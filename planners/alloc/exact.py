@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from ortools.sat.python import cp_model
+from planners.schedule.cp import cp_model
 
 from planners.alloc import mindspore_fast, tflite
 from planners.alloc.bounds import best_bound

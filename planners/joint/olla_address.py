@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from ortools.sat.python import cp_model
+from planners.schedule.cp import cp_model
 
 from planners.alloc.canonical_search import search_offsets
 from planners.alloc.exact import NODES_PER_SECOND, best_heuristic

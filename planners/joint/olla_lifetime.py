@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from ortools.sat.python import cp_model
+from planners.schedule.cp import cp_model
 
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver, note_guard,

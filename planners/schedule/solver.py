@@ -28,10 +28,11 @@ that suggests the heuristic or divide-and-conquer variant, instead of exhausting
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 
-from ortools.sat.python import cp_model
+from planners.schedule.cp import cp_model
 
 from npusim.util.progress import solver_progress
 from npusim.util.wall_guard import record
@@ -116,20 +117,26 @@ class SolverOptions:
         return replace(self, time_limit=max(0.05, seconds))
 
 
-class GuardedSolver(cp_model.CpSolver):
-    """A CpSolver that notes (``npusim.util.wall_guard``) when the wall-clock guard, not the
-    deterministic limit, ended a search."""
+@functools.cache
+def guarded_solver_class() -> type:
+    """``GuardedSolver``: a CpSolver that notes (``npusim.util.wall_guard``) when the
+    wall-clock guard, not the deterministic limit, ended a search. Made on first use, as
+    CP-SAT is loaded then (``planners.schedule.cp``)."""
 
-    guard: float | None = None
+    class GuardedSolver(cp_model.CpSolver):
+        guard: float | None = None
 
-    def Solve(self, model, *args, **kwargs):  # noqa: N802 -- CP-SAT's name
-        code = super().Solve(model, *args, **kwargs)
-        if self.guard is not None and code != cp_model.OPTIMAL and code != cp_model.INFEASIBLE:
-            det_limit = self.parameters.max_deterministic_time
-            if self.wall_time >= 0.95 * self.parameters.max_time_in_seconds and self.deterministic_time < 0.95 * det_limit:
-                note_guard(f"a CP-SAT search after {self.wall_time:.1f} s, at {self.deterministic_time:.1f} of its "
-                           f"{det_limit:g} deterministic units")
-        return code
+        def Solve(self, model, *args, **kwargs):  # noqa: N802 -- CP-SAT's name
+            code = super().Solve(model, *args, **kwargs)
+            if self.guard is not None and code != cp_model.OPTIMAL and code != cp_model.INFEASIBLE:
+                det_limit = self.parameters.max_deterministic_time
+                if (self.wall_time >= 0.95 * self.parameters.max_time_in_seconds
+                        and self.deterministic_time < 0.95 * det_limit):
+                    note_guard(f"a CP-SAT search after {self.wall_time:.1f} s, at {self.deterministic_time:.1f} "
+                               f"of its {det_limit:g} deterministic units")
+            return code
+
+    return GuardedSolver
 
 
 def note_guard(what: str) -> None:
@@ -156,7 +163,7 @@ def make_solver(opts: SolverOptions, started: float | None = None, deadline: flo
     limit, or off the guard in deterministic mode, so the whole call stays within it.
     ``deadline``: a wall-clock mark of an enclosing call (``wall_deadline``) the guard keeps
     to as well, for planners that run several solves under one limit."""
-    solver = GuardedSolver()
+    solver = guarded_solver_class()()
     solver.parameters.num_workers = opts.workers
     solver.parameters.random_seed = opts.seed
     spent = 0.0 if started is None else time.perf_counter() - started

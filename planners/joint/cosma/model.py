@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
+from planners.schedule.cp import cp_model
 
 from npusim.errors import PlanningError
 from planners.joint.cosma.overlap import Windows, coexisting_pairs

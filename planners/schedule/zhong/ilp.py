@@ -32,7 +32,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
+from planners.schedule.cp import cp_model
 
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
