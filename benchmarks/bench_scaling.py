@@ -32,7 +32,7 @@ from npusim.workflow import load_hw
 from npusim.hw.config import Hardware
 from npusim.plan.lower import lower
 from npusim.plan.validate import validate
-from npusim.registry import PlanningContext, default_registry, make_plan
+from npusim.registry import PlanningContext, default_registry, make_plan, run_stage
 from npusim.sim.engine import simulate
 from npusim.workflow import memory_bounds
 
@@ -98,8 +98,7 @@ def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> Non
 
     def schedule(name):
         ctx = PlanningContext(graph=graph, hw=hw, capacity=BIG, alignment=hw.scratchpad.alignment)
-        registry.get(name).run(ctx)
-        return ctx.order
+        return run_stage(registry.get(name), ctx).order
 
     for label, spec in stages:
         if "+" not in spec:

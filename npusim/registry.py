@@ -181,6 +181,14 @@ def default_registry() -> Registry:
     return _default_registry
 
 
+def run_stage(planner: Planner, ctx: PlanningContext, options: dict | None = None) -> PlanningContext:
+    """Run one stage on ``ctx`` as a pipeline does: it sees ``options`` through its own
+    declarations (``planner_options.StageOptions``). For tests and benchmarks of one stage."""
+    ctx.options = planner_options.StageOptions.for_planner(dict(options or {}), planner)
+    planner.run(ctx)
+    return ctx
+
+
 def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None = None,
                    registry: Registry | None = None) -> list[int]:
     """The order the registered schedule stage ``name`` gives ``graph`` (nothing else planned):
@@ -190,10 +198,8 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
         raise RegistryError(f"{name!r} is a {planner.stage} stage, expected a schedule stage")
     given = dict(options or {})
     planner_options.check_given(given, [planner], (registry or default_registry()).option_index(), name)
-    ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=alignment,
-                          options=planner_options.StageOptions.for_planner(given, planner), untiled=graph)
-    planner.run(ctx)
-    return list(ctx.order)
+    ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=alignment, untiled=graph)
+    return list(run_stage(planner, ctx, given).order)
 
 
 def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None = None,
@@ -213,8 +219,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         for n, planner in enumerate(stages, 1):
             progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
             claim = (ctx.status, ctx.objective, ctx.bound, ctx.scope)
-            ctx.options = planner_options.StageOptions.for_planner(given, planner)
-            planner.run(ctx)
+            run_stage(planner, ctx, given)
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
                 ctx.scope = ""  # a new claim that names no scope: an earlier stage's does not apply to it
     if guard_notes:  # the plan's claim may not repeat: say so where its status is explained

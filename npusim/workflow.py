@@ -163,6 +163,8 @@ def simulate_plan(plan: Plan, hw: Hardware, graph: Graph | None = None, *, jitte
                   seed: int | None = None, source: str = "plan", validated: bool = False, progress=silent) -> Report:
     """Validate (unless ``validated``), lower and simulate a bound ``plan`` on ``hw``
     (``graph``: only for a plan not bound to its graph yet)."""
+    if not isinstance(hw, Hardware):  # the old argument order (plan, graph, hw)
+        raise TypeError(f"simulate_plan(plan, hw, graph=None): hw is a {type(hw).__name__}, expected Hardware")
     plan = as_bound(plan, graph)
     if not validated:
         check_graph_memory(plan.given_graph)

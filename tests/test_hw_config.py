@@ -531,4 +531,4 @@ def test_a_simulation_whose_figures_overflow_is_a_user_error(monkeypatch):
     real = workflow.simulate
     monkeypatch.setattr(workflow, "simulate", lambda *a, **k: dataclasses.replace(real(*a, **k), cycles=float("inf")))
     with pytest.raises(NpusimError, match="overflow"):
-        workflow.simulate_plan(plan, graph, hw)
+        workflow.simulate_plan(plan, hw)

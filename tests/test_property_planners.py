@@ -30,7 +30,7 @@ from npusim.errors import PlanningError
 from npusim.graph.analysis import peak_live_bytes
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
-from npusim.registry import PlanningContext, default_registry, make_plan
+from npusim.registry import PlanningContext, default_registry, make_plan, run_stage
 from npusim.testing import random_dags
 from npusim.workflow import memory_bounds, plan_graph, simulate_plan
 
@@ -149,9 +149,8 @@ def test_every_pipeline_plans_validly(case):
 
 
 def _schedule(name: str, graph, options: dict, hw: Hardware | None = None) -> PlanningContext:
-    ctx = PlanningContext(graph=graph, hw=hw or Hardware(), capacity=1 << 40, alignment=64, options=dict(options))
-    REGISTRY.get(name).run(ctx)
-    return ctx
+    ctx = PlanningContext(graph=graph, hw=hw or Hardware(), capacity=1 << 40, alignment=64)
+    return run_stage(REGISTRY.get(name), ctx, options)
 
 
 def _footprint(plan) -> int:
