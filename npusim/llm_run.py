@@ -166,10 +166,18 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
         return StepResult(kv_length, report.cycles, report.seconds, report.total_energy_pj,
                           kv_bytes_moved(plan, graph), dict(report.offchip_bytes))
 
+    steps: dict[tuple[int, int], StepResult] = {}  # (KV length, layers on chip): each step simulated once
+
+    def decode_step(kv_length: int, layers_on_chip: int) -> StepResult:
+        key = (kv_length, layers_on_chip)
+        if key not in steps:
+            steps[key] = one(decode_graph(spec, kv_length, batch, layers_on_chip), kv_length)
+        return steps[key]
+
     on_chip, choice = kv_layers_on_chip(kv_on_chip, spec, hw, lengths[-1], batch, budget,
-                                        lambda n: one(decode_graph(spec, lengths[-1], batch, n), lengths[-1]))
+                                        lambda n: decode_step(lengths[-1], n))
     first = one(prefill_graph(spec, prefill, batch, on_chip), 0)
-    sampled = tuple(one(decode_graph(spec, L, batch, on_chip), L) for L in lengths)
+    sampled = tuple(decode_step(L, on_chip) for L in lengths)
     seconds = [(s.kv_length, s.seconds) for s in sampled]
     energy = [(s.kv_length, s.energy_pj) for s in sampled]
     every = range(prefill, prefill + decode)

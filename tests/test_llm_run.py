@@ -204,3 +204,16 @@ def test_a_long_prefill_on_a_large_array_is_compute_bound(prompt):
         array += g.batch * -(-g.k // rows) * -(-n // cols) * (g.m + 2 * rows + cols - 2)
     assert report.cycles == pytest.approx(array + vector, rel=0.10)
     assert report.lower_bounds["dram_cycles"] < 0.25 * report.cycles  # compute, not memory
+
+
+def test_no_decode_step_is_simulated_twice(monkeypatch):
+    """auto's trial of the chosen count at the last KV length is that sampled step (issue 28)."""
+    import npusim.llm_run as llm_run
+
+    planned = []
+    real = llm_run.plan_graph
+    monkeypatch.setattr(llm_run, "plan_graph", lambda graph, *a, **k: (planned.append(graph.name), real(graph, *a, **k))[1])
+    report = run_llm(TINY, load_hw("edge-npu"), prefill=16, decode=3, samples=3)
+    assert len(planned) == len(set(planned)), planned
+    tried = report.kv_choice.count(" M")  # the counts auto tried, each "n: c M"
+    assert len(planned) == tried + 1 + len(report.sampled) - 1  # the last sampled step was one of the trials
