@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-from planners.alloc.canonical_search import search_offsets
+from planners.alloc.canonical.search import search_offsets
 from planners.alloc.exact import best_heuristic, capacity_step, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
 from planners.alloc.problem import OffsetProblem, check_assignment

@@ -30,7 +30,8 @@ from npusim.testing.random_dags import nas_cells
 from npusim.plan.safety import METHODS, safety_relation
 from npusim.util.resources import list_resources
 from npusim.workflow import load_graph
-from planners.alloc import mindspore, mindspore_fast, naive, shared_objects, tflite
+from planners.alloc import mindspore, naive, shared_objects, tflite
+from planners.alloc.mindspore import kernels as mindspore_kernels
 from planners.alloc.bounds import best_bound
 from planners.alloc.exact import exact_offsets
 from planners.alloc.onchip import graph_problem
@@ -43,9 +44,9 @@ def allocators():
     algos = [("naive", naive.naive), ("tflite-arena", tflite.tflite_arena), ("tflm-greedy", tflite.tflm_greedy),
              ("so-size", shared_objects.greedy_by_size), ("so-breadth", shared_objects.greedy_by_breadth),
              ("so-size-improved", shared_objects.greedy_by_size_improved)]
-    for family, fn in (("SO", mindspore_fast.single_object), ("MO", mindspore_fast.many_objects)):
-        for sort in mindspore_fast.SORTS:
-            for fitter in mindspore_fast.FITS:
+    for family, fn in (("SO", mindspore_kernels.single_object), ("MO", mindspore_kernels.many_objects)):
+        for sort in mindspore_kernels.SORTS:
+            for fitter in mindspore_kernels.FITS:
                 algos.append((f"{family} {sort} {fitter}", lambda p, fn=fn, s=sort, f=fitter: fn(p, s, f)))
     return algos
 

@@ -28,7 +28,7 @@ from npusim.graph.training import make_training_graph
 from npusim.util.resources import list_resources
 from npusim.workflow import load_graph
 from planners.joint.olla import olla_order, tensor_blocks
-from planners.joint.olla_address import solve_addresses
+from planners.joint.olla.address import solve_addresses
 from planners.schedule.greedy import RULES, greedy_order, reverse_post_order
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions

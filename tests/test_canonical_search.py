@@ -1,4 +1,4 @@
-"""The canonical branch and bound for lifetime offset problems (planners.alloc.canonical_search)."""
+"""The canonical branch and bound for lifetime offset problems (planners.alloc.canonical.search)."""
 
 import itertools
 import multiprocessing
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from npusim.errors import ConfigError
-from planners.alloc import canonical_search
-from planners.alloc.canonical_instance import BUDGET, EXHAUSTED, FOUND, LIMITED, PREORDERINGS, SearchInstance
-from planners.alloc.canonical_kernel import _rank_part, _staircase_fits
-from planners.alloc.canonical_reference import search_offsets_reference
-from planners.alloc.canonical_search import LANES, CanonicalSearch, _Lane, search_offsets
+from planners.alloc.canonical import search as canonical_search
+from planners.alloc.canonical.instance import BUDGET, EXHAUSTED, FOUND, LIMITED, PREORDERINGS, SearchInstance
+from planners.alloc.canonical.kernel import _rank_part, _staircase_fits
+from planners.alloc.canonical.reference import search_offsets_reference
+from planners.alloc.canonical.search import LANES, CanonicalSearch, _Lane, search_offsets
 from planners.alloc.exact import capacity_step, exact_offsets
 from planners.alloc.minimalloc_io import load_minimalloc
 from planners.alloc.problem import OffsetProblem, check_assignment

@@ -30,10 +30,10 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
-# The test files of the kernel modules: planners/alloc/canonical_kernel.py (test_canonical_search),
-# planners/alloc/mindspore_fast.py (test_offsets), npusim/kernels/render_chunks.py (test_render_chunks),
-# npusim/plan/safety_kernels.py + npusim/kernels/bitsets.py (test_safety),
-# planners/offchip/collision_kernels.py + npusim/sim/dram_memory.py (test_taa).
+# The test files of the kernel modules: planners/alloc/canonical/kernel.py (test_canonical_search),
+# planners/alloc/mindspore/kernels.py (test_offsets), npusim/kernels/render_chunks.py (test_render_chunks),
+# npusim/plan/safety/kernels.py + npusim/kernels/bitsets.py (test_safety),
+# planners/offchip/collision/kernels.py + npusim/sim/dram_memory.py (test_taa).
 KERNEL_TEST_FILES = ["test_canonical_search.py", "test_offsets.py", "test_render_chunks.py",
                      "test_safety.py", "test_taa.py"]
 # Planner tests that run the kernels on real graphs (slow set only).

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from npusim.errors import PlanningError
-from planners.alloc import mindspore, mindspore_fast, naive, shared_objects, tflite
+from planners.alloc import mindspore, naive, shared_objects, tflite
+from planners.alloc.mindspore import kernels as mindspore_kernels
 from planners.alloc.minimalloc_io import load_minimalloc, to_minimalloc_csv
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, check_assignment
 
@@ -18,7 +19,7 @@ def test_toy_unsafe_pairs_are_those_of_the_text():
     assert pairs == {("A", "C"), ("B", "D"), ("B", "E"), ("C", "E"), ("D", "E")}
 
 
-@pytest.mark.parametrize("impl", [mindspore, mindspore_fast])
+@pytest.mark.parametrize("impl", [mindspore, mindspore_kernels])
 def test_figures_8_and_9_single_object_1920_many_objects_1664(impl):
     so = impl.single_object(TOY, "size", "first-fit")
     mo = impl.many_objects(TOY, "size", "first-fit")
@@ -93,7 +94,7 @@ def test_numba_kernels_match_the_reference_and_are_valid(case, sort, fitter):
         problem = random_problem(seed * 7 + case, **CASES[case])
         for algo in ("single_object", "many_objects"):
             ref = getattr(mindspore, algo)(problem, sort, fitter)
-            fast = getattr(mindspore_fast, algo)(problem, sort, fitter)
+            fast = getattr(mindspore_kernels, algo)(problem, sort, fitter)
             assert fast.offsets.tolist() == ref.offsets.tolist(), (algo, seed)
             assert check_assignment(problem, fast.offsets) == [], (algo, seed)
             assert fast.total >= problem.lifetime_bound()
@@ -104,8 +105,8 @@ def test_numba_kernels_match_the_reference_and_are_valid(case, sort, fitter):
 def test_vectorized_sort_gives_the_reference_block_order(case, sort):
     for seed in range(4):
         problem = random_problem(seed * 5 + case, **CASES[case])
-        ptr, items = mindspore_fast.sorted_block_arrays(problem, sort)
-        ref = mindspore_fast.kernel_inputs(problem, mindspore.sort_blocks(problem, sort))
+        ptr, items = mindspore_kernels.sorted_block_arrays(problem, sort)
+        ref = mindspore_kernels.kernel_inputs(problem, mindspore.sort_blocks(problem, sort))
         assert ptr.tolist() == ref[0].tolist() and items.tolist() == ref[1].tolist(), seed
 
 
@@ -120,11 +121,11 @@ def test_kernels_match_the_reference_with_many_conflicts_per_item(fitter):
         problem = OffsetProblem(sizes=rng.integers(1, 30, size=n) * 8, first=np.zeros(n, dtype=np.int64),
                                 last=np.zeros(n, dtype=np.int64) + 5, conflicts=MatrixConflicts.from_pairs(n, pairs),
                                 blocks=(tuple(range(0, 4)),), alignment=8, pinned={7: 0})
-        assert problem.relation.degrees().max() > mindspore_fast.SMALL_SORT
+        assert problem.relation.degrees().max() > mindspore_kernels.SMALL_SORT
         for sort in ("size", "unsafe"):
             for algo in ("single_object", "many_objects"):
                 ref = getattr(mindspore, algo)(problem, sort, fitter)
-                fast = getattr(mindspore_fast, algo)(problem, sort, fitter)
+                fast = getattr(mindspore_kernels, algo)(problem, sort, fitter)
                 assert fast.offsets.tolist() == ref.offsets.tolist(), (algo, sort, seed)
                 assert check_assignment(problem, fast.offsets) == []
 
@@ -132,9 +133,9 @@ def test_kernels_match_the_reference_with_many_conflicts_per_item(fitter):
 def test_kernels_match_their_python_functions():
     problem = random_problem(3, blocks=True, explicit=True)
     blocks = mindspore.sort_blocks(problem, "size")
-    args = mindspore_fast.kernel_inputs(problem, blocks)
+    args = mindspore_kernels.kernel_inputs(problem, blocks)
     ins = args[:7] + (0,) + args[7:]
-    for kernel in (mindspore_fast.single_object_kernel, mindspore_fast.many_objects_kernel):
+    for kernel in (mindspore_kernels.single_object_kernel, mindspore_kernels.many_objects_kernel):
         assert np.array_equal(kernel(*ins), kernel.py_func(*ins))
 
 
@@ -164,7 +165,7 @@ def test_shared_objects_never_share_an_object_between_conflicting_items():
 
 def test_contiguous_blocks_are_respected_and_checked():
     problem = random_problem(11, blocks=True)
-    result = mindspore_fast.many_objects(problem, "size", "best-fit")
+    result = mindspore_kernels.many_objects(problem, "size", "best-fit")
     for block in problem.blocks:
         for a, b in zip(block, block[1:]):
             assert result.offsets[b] == result.offsets[a] + problem.sizes[a]
@@ -195,7 +196,7 @@ def test_bad_problems_are_named():
 
 def test_minimalloc_csv_round_trip(tmp_path):
     problem = random_problem(2, align=1)
-    result = mindspore_fast.single_object(problem)
+    result = mindspore_kernels.single_object(problem)
     path = tmp_path / "X.4096.csv"
     path.write_text(to_minimalloc_csv(problem))
     back = load_minimalloc(path)
@@ -217,12 +218,12 @@ def test_kernels_stay_in_bounds_with_pinned_items(tmp_path):
 
     script = (
         "from test_offsets import random_problem\n"
-        "from planners.alloc import mindspore_fast\n"
+        "from planners.alloc.mindspore import kernels as mindspore_kernels\n"
         "for case in (dict(pinned=True, n=200), dict(pinned=True, n=200, explicit=True)):\n"
         "    problem = random_problem(3, **case)\n"
-        "    for fitter in mindspore_fast.FITS:\n"
-        "        mindspore_fast.single_object(problem, 'size', fitter)\n"
-        "        mindspore_fast.many_objects(problem, 'size', fitter)\n")
+        "    for fitter in mindspore_kernels.FITS:\n"
+        "        mindspore_kernels.single_object(problem, 'size', fitter)\n"
+        "        mindspore_kernels.many_objects(problem, 'size', fitter)\n")
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path))
     tests_dir = os.path.dirname(__file__)
     env["PYTHONPATH"] = os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])

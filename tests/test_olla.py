@@ -12,8 +12,8 @@ from npusim.registry import make_plan
 from npusim.testing.random_dags import random_graphs
 from npusim.workflow import load_graph, run, simulate_plan
 from planners.joint.olla import olla_plan, tensor_blocks
-from planners.joint.olla_address import Blocks, pyramid, solve_addresses
-from planners.joint.olla_lifetime import control_edges, solve_lifetimes
+from planners.joint.olla.address import Blocks, pyramid, solve_addresses
+from planners.joint.olla.lifetime import control_edges, solve_lifetimes
 from planners.schedule.dp import min_peak_schedule
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.problem import MemoryProblem

@@ -5,9 +5,10 @@ import pytest
 
 from npusim.errors import PlanError
 from npusim.kernels.bitsets import (ancestor_bitsets, ancestor_sets_reference, rows_to_ints)
-from npusim.plan import safety, safety_kernels, safety_reference
+from npusim.plan import safety
+from npusim.plan.safety import kernels as safety_kernels, reference as safety_reference
 from npusim.plan.safety import prepare, safety_relation
-from npusim.plan.safety_reference import lifetime_overlap_pairs, unsafe_pairs_reference
+from npusim.plan.safety.reference import lifetime_overlap_pairs, unsafe_pairs_reference
 
 from test_safety_graphs import figure2, random_multistream
 

@@ -8,7 +8,7 @@ Contiguous blocks are equalities, pinned items fixed. The objective is the peak
 by the best heuristic, whose offsets are the solver's hint.
 
 Lifetime problems without contiguous blocks or pinned items go first through the canonical
-branch and bound of ``planners.alloc.canonical_search`` (MiniMalloc's ideas) at the lower
+branch and bound of ``planners.alloc.canonical.search`` (MiniMalloc's ideas) at the lower
 bound: when it finds offsets there, they are optimal without CP-SAT; when it proves a
 capacity infeasible, the bound rises (by the gcd of the sizes: every peak worth trying is a
 multiple of it). If the bound is not settled, capacities between it and the best peak are
@@ -29,9 +29,10 @@ from dataclasses import replace
 import numpy as np
 from planners.schedule.cp import cp_model
 
-from planners.alloc import mindspore_fast, tflite
+from planners.alloc import tflite
+from planners.alloc.mindspore import kernels as mindspore_kernels
 from planners.alloc.bounds import best_bound
-from planners.alloc.canonical_search import search_offsets
+from planners.alloc.canonical.search import search_offsets
 from planners.alloc.problem import OffsetProblem, OffsetResult, check_assignment, make_result
 from planners.schedule.solver import (DEFAULT_MAX_CONSTRAINTS, DEFAULT_MAX_VARIABLES, WALL_GUARD, SolverOptions,
                                       check_model_size, make_solver, wall_deadline)
@@ -45,11 +46,11 @@ def best_heuristic(problem: OffsetProblem, deadline: float | None = None) -> Off
     arena always runs -- so that the portfolio (17 runs, O(n^2) each) counts against the
     caller's time limit (issue 21)."""
     results = [tflite.tflite_arena(problem)]
-    for algo in (mindspore_fast.single_object, mindspore_fast.many_objects):
-        for sort in mindspore_fast.SORTS:
+    for algo in (mindspore_kernels.single_object, mindspore_kernels.many_objects):
+        for sort in mindspore_kernels.SORTS:
             if sort in ("breadth", "source") and not problem.has_lifetimes:
                 continue
-            for fitter in mindspore_fast.FITS:
+            for fitter in mindspore_kernels.FITS:
                 if deadline is not None and time.perf_counter() > deadline:
                     break
                 results.append(algo(problem, sort, fitter))

@@ -19,7 +19,8 @@ from npusim.errors import PlanningError
 from npusim.graph.analysis import aligned, default_order, lifetimes
 from npusim.plan.model import Residency, Transfer
 from npusim.plan.safety import METHODS, safety_relation
-from planners.alloc import mindspore_fast, naive, shared_objects, tflite
+from planners.alloc import naive, shared_objects, tflite
+from planners.alloc.mindspore import kernels as mindspore_kernels
 from planners.alloc.exact import exact_offsets
 from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
@@ -62,7 +63,7 @@ def _solver(name: str):
     family, _, opts = name.partition(":")
     if family in ("mindspore-so", "mindspore-mo") and opts:
         sort, _, fitter = opts.partition(",")
-        algo = mindspore_fast.single_object if family == "mindspore-so" else mindspore_fast.many_objects
+        algo = mindspore_kernels.single_object if family == "mindspore-so" else mindspore_kernels.many_objects
         return lambda problem: algo(problem, sort, fitter)
     if name == "exact-offsets":
         return exact_offsets
@@ -167,8 +168,8 @@ def planners() -> list[OnChipAllocator]:
     order = {"breadth": "by breadth", "size": "by size", "source": "by first use",
              "unsafe": "by unsafe-pair count"}  # the MindSpore paper's sort keys
     for family, label in (("mindspore-so", "Single Object"), ("mindspore-mo", "Many Objects")):
-        for sort in mindspore_fast.SORTS:
-            for fitter in mindspore_fast.FITS:
+        for sort in mindspore_kernels.SORTS:
+            for fitter in mindspore_kernels.FITS:
                 found.append(OnChipAllocator(f"{family}:{sort},{fitter}",
                                              f"MindSpore {label}, greedy {order[sort]}, {fitter} (multi-stream safe)"))
     return found

@@ -12,7 +12,7 @@ run on the same kernel and honour contiguous blocks and pinned items the same wa
 
 from __future__ import annotations
 
-from planners.alloc import mindspore_fast
+from planners.alloc.mindspore import kernels as mindspore_kernels
 from planners.alloc.problem import OffsetProblem, OffsetResult
 
 
@@ -28,10 +28,10 @@ def _largest_first(problem: OffsetProblem, tie_by_first_use: bool):
 
 
 def tflite_arena(problem: OffsetProblem) -> OffsetResult:
-    return mindspore_fast.single_object(problem, "size", "best-fit", order=_largest_first(problem, True),
+    return mindspore_kernels.single_object(problem, "size", "best-fit", order=_largest_first(problem, True),
                                         name="tflite-arena")
 
 
 def tflm_greedy(problem: OffsetProblem) -> OffsetResult:
-    return mindspore_fast.single_object(problem, "size", "first-fit", order=_largest_first(problem, False),
+    return mindspore_kernels.single_object(problem, "size", "first-fit", order=_largest_first(problem, False),
                                         name="tflm-greedy")

@@ -19,7 +19,7 @@ Sorts (Section 5.2): ``breadth`` (decreasing live bytes at the block's first ste
 (decreasing bytes), ``source`` (increasing first step), ``unsafe`` (decreasing number of unsafe
 pairs). Ties go to the block with the lower head item, so results are deterministic.
 
-This module is the readable reference. ``planners.alloc.mindspore_fast`` runs the same
+This module is the readable reference. ``planners.alloc.mindspore.kernels`` runs the same
 algorithms in Numba kernels; the tests check both give identical offsets.
 """
 

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from npusim.kernels.render_chunks import render_chunks, render_chunks_reference
-from planners.offchip.collision_kernels import (
+from planners.offchip.collision.kernels import (
     LATTICE_LEVELS, SEARCH_NODES, collision_size_kernel, collision_skip_kernel, lattice_of, lattice_work,
     tensor_allocate_kernel,
 )

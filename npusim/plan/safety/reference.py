@@ -1,7 +1,7 @@
 """Plain-Python references of the multi-stream safety relation (``npusim.plan.safety``).
 
 Slow and written for reading: the tests compare the Numba kernels of ``npusim.plan.safety``
-and ``npusim.plan.safety_kernels`` with them.
+and ``npusim.plan.safety.kernels`` with them.
 
 - ``stream_tables_reference``: the per-tensor and per-stream tables of Algorithm 2, with dicts
   and lists;
@@ -16,7 +16,7 @@ import numpy as np
 from npusim.graph.analysis import lifetimes
 from npusim.graph.model import Graph
 from npusim.plan.safety import SafetyInputs, csr, prepare
-from npusim.plan.safety_kernels import max_ancestor_ids
+from npusim.plan.safety.kernels import max_ancestor_ids
 
 def stream_tables_reference(inputs: SafetyInputs) -> dict:
     """``stream_tables`` written with Python dicts and lists (the tests compare the two)."""

@@ -1,6 +1,6 @@
 """The canonical search's Numba kernels: one resumable branch-and-bound over arrays (see
-``planners.alloc.canonical_search`` for the search and its pruning rules;
-``planners.alloc.canonical_reference`` is the same search in plain Python, the oracle the
+``planners.alloc.canonical.search`` for the search and its pruning rules;
+``planners.alloc.canonical.reference`` is the same search in plain Python, the oracle the
 tests compare these kernels with)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from planners.alloc.canonical_instance import BUDGET, EXHAUSTED, FOUND, GROW, INF, LIMITED  # noqa: F401
+from planners.alloc.canonical.instance import BUDGET, EXHAUSTED, FOUND, GROW, INF, LIMITED  # noqa: F401
 
 
 class KernelInstance(NamedTuple):

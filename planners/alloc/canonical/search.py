@@ -36,11 +36,11 @@ What prunes it -- the ideas of Moffitt, "MiniMalloc" (ASPLOS 2023), re-derived h
   (worker processes), each lane a round robin under a node allowance that doubles each
   round, each search resuming where it stopped (see ``LANES`` and ``search_offsets``).
 
-The kernel (``planners.alloc.canonical_kernel``) is resumable: it runs at most
+The kernel (``planners.alloc.canonical.kernel``) is resumable: it runs at most
 ``node_budget`` nodes and keeps all its state in arrays, so the Python driver here can stop on
-a wall-clock limit between slices. ``planners.alloc.canonical_reference`` is the same search
+a wall-clock limit between slices. ``planners.alloc.canonical.reference`` is the same search
 as plain recursive Python: the test oracle (both return the same offsets after the same
-number of placements). The instance arrays are built in ``planners.alloc.canonical_instance``.
+number of placements). The instance arrays are built in ``planners.alloc.canonical.instance``.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ import numpy as np
 
 from npusim.errors import ConfigError
 
-from planners.alloc.canonical_instance import BUDGET, EXHAUSTED, FOUND, GROW, INF, LIMITED, SearchInstance
-from planners.alloc.canonical_kernel import NONE, PARTS, KernelInstance, KernelState, _search_kernel
+from planners.alloc.canonical.instance import BUDGET, EXHAUSTED, FOUND, GROW, INF, LIMITED, SearchInstance
+from planners.alloc.canonical.kernel import NONE, PARTS, KernelInstance, KernelState, _search_kernel
 
 #: the portfolio: lanes of (preordering, discrepancy limit to start with or -1 for the
 #: complete search, weight = turns per round), one core each (see ``search_offsets``).

@@ -34,8 +34,8 @@ from npusim.graph.model import Graph
 from npusim.plan.model import Residency
 from planners.alloc.onchip import lifetime_transfers
 from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
-from planners.joint.olla_address import Blocks, first_fit, solve_addresses
-from planners.joint.olla_lifetime import (build_lifetime_model, control_edges, decode_order,
+from planners.joint.olla.address import Blocks, first_fit, solve_addresses
+from planners.joint.olla.lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.op_level import is_tiled, op_graph, set_order

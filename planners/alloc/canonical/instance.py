@@ -1,4 +1,4 @@
-"""A lifetime problem as the canonical search reads it (``planners.alloc.canonical_search``):
+"""A lifetime problem as the canonical search reads it (``planners.alloc.canonical.search``):
 time cut into sections at every lifetime end point, the buffers of each section, the buffers
 each one overlaps in time and its twins (same lifetime), with the buffers renumbered by a
 preordering; and the status codes the search and its kernels share."""

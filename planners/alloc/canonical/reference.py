@@ -1,11 +1,11 @@
 """The canonical search in plain recursive Python: the oracle of its Numba kernels (both return
-the same offsets after the same number of placements; ``planners.alloc.canonical_search``)."""
+the same offsets after the same number of placements; ``planners.alloc.canonical.search``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from planners.alloc.canonical_instance import PREORDERINGS, SearchInstance
+from planners.alloc.canonical.instance import PREORDERINGS, SearchInstance
 
 
 def search_offsets_reference(first, last, sizes, capacity: int, preordering: str = PREORDERINGS[0], *,

@@ -27,8 +27,8 @@ Three algorithms give the same unsafe set (Theorems 1 and 2; tested on random DA
   time (a binary search along the stream, then suffix bitsets), not one by one;
   ``stream_graph_unsafe_pairwise`` is the pair-by-pair form the tests compare it with.
 
-The kernels of the three are in ``npusim.plan.safety_kernels``, the plain-Python references
-the tests compare them with in ``npusim.plan.safety_reference``. The relation lives in the
+The kernels of the three are in ``npusim.plan.safety.kernels``, the plain-Python references
+the tests compare them with in ``npusim.plan.safety.reference``. The relation lives in the
 core (with the Plan, not with the planners) because it is part of the Plan contract: the
 validator checks every multi-stream plan against it, and the stream-aware allocators place
 by it.
@@ -46,7 +46,7 @@ import numpy as np
 from npusim.errors import PlanError
 from npusim.graph.analysis import check_order
 from npusim.graph.model import Graph
-from npusim.plan.safety_kernels import (ancestor_tensors_unsafe, max_ancestor_ids, stream_graph_unsafe,
+from npusim.plan.safety.kernels import (ancestor_tensors_unsafe, max_ancestor_ids, stream_graph_unsafe,
                                          stream_tables_kernel)
 from npusim.kernels.bitsets import ancestor_bitsets, n_words
 

@@ -18,7 +18,7 @@ Beyond the paper: the ILP is warm-started from the better of first fit and the b
 heuristic (``planners.alloc.exact.best_heuristic``: Single/Many Objects, TFLite's arena), and
 when that heuristic already reaches max live the answer is optimal without a solve. If
 fragmentation remains after the ILP, the canonical branch and bound of
-``planners.alloc.canonical_search`` gets the time left to reach max live exactly (it often
+``planners.alloc.canonical.search`` gets the time left to reach max live exactly (it often
 does in well under a second where CP-SAT stalls a few percent above).
 
 Fragmentation = (arena − max live bytes) / arena; max live is a lower bound of any arena.
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from planners.schedule.cp import cp_model
 
-from planners.alloc.canonical_search import search_offsets
+from planners.alloc.canonical.search import search_offsets
 from planners.alloc.exact import NODES_PER_SECOND, best_heuristic
 from planners.alloc.problem import OffsetProblem
 from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver,
