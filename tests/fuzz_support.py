@@ -79,8 +79,8 @@ json_values = st.recursive(json_scalars, lambda inner: st.one_of(
 def trace_doc(name: str, tensors: list[tuple], ops: list[tuple]) -> dict:
     """An npusim-trace/1 document from ``(name, shape, kind)`` tensors and
     ``(name, kind, inputs, outputs, attrs)`` ops; MACs, vector work and GEMMs from the shapes
-    (``npusim.graph.op_costs``, as the importer computes them)."""
-    from npusim.graph.op_costs import op_cost
+    (``npusim.graph.ops.costs``, as the importer computes them)."""
+    from npusim.graph.ops.costs import op_cost
 
     shapes = {t[0]: list(t[1]) for t in tensors}
     records = []

@@ -13,7 +13,7 @@ import copy
 
 from hypothesis import strategies as st
 
-from npusim.graph.op_rules import RULES
+from npusim.graph.ops.rules import RULES
 
 from fuzz_support import trace_doc
 

@@ -11,7 +11,7 @@ from npusim.cli import main
 from npusim.errors import PlanError
 from npusim.graph.fusion import fuse, fusion_problems
 from npusim.graph.model import build_graph
-from npusim.graph.op_costs import op_cost
+from npusim.graph.ops.costs import op_cost
 from npusim.graph.tiling import expand
 from npusim.graph.training import make_training_graph
 from npusim.hw.costs import core_cycles, systolic_cycles

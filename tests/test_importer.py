@@ -16,7 +16,7 @@ import pytest
 
 from npusim.errors import TraceError
 from npusim.graph.model import Gemm
-from npusim.graph.op_costs import op_cost
+from npusim.graph.ops.costs import op_cost
 from npusim.graph.trace_io import graph_to_dict, load_trace, save_trace
 
 onnx = pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (npusim[onnx])")

@@ -10,7 +10,7 @@ calls it for every file, before any analysis or planner runs), and returns the `
    (``npusim.graph.model``);
 3. sizes: a tensor of at most ``MAX_TENSOR_BYTES``; a view of its base's itemsize and inside
    it; a GEMM of at most ``MAX_COUNT`` MACs;
-4. each op by its kind (``npusim.graph.op_rules``): arity, attribute types, shape relations,
+4. each op by its kind (``npusim.graph.ops.rules``): arity, attribute types, shape relations,
    ``gemm`` and ``macs`` as its shapes give them; a fused op's core and epilogue inputs;
 5. the tiling stage's own attributes (``tile_of``, ``box``, ``k``) are not in a trace: tiles
    are derived from a plan's ``tiling`` and the untiled trace, never read from a file;
@@ -30,8 +30,8 @@ from npusim.errors import TraceError
 from npusim.graph.analysis import topological
 from npusim.graph.fusion import EPILOGUE_KINDS
 from npusim.graph.model import Graph, build_graph
-from npusim.graph.op_rules import RULES, check_op
-from npusim.graph.op_shapes import Bad, unidirectional
+from npusim.graph.ops.rules import RULES, check_op
+from npusim.graph.ops.shapes import Bad, unidirectional
 from npusim.util.schema_check import SchemaViolation, check, load_schema, short
 
 FORMAT = "npusim-trace/1"

@@ -3,7 +3,7 @@
 No weights and no hub access: a ``DecoderSpec`` (layers, hidden size, heads, KV heads for
 GQA/MQA, FFN size and kind, norm, vocabulary, dtype per tensor kind) is enough to build the
 graphs an NPU runs for inference, op by op, with the shapes and costs the ONNX importer would
-give them (``npusim.graph.op_costs``):
+give them (``npusim.graph.ops.costs``):
 
 - ``prefill_graph(spec, prompt)``: the prompt's P tokens through every layer, causal attention
   over them, logits of the last token; each layer *writes* its KV cache (``layer{i}.key_cache``,
@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 
 from npusim.errors import TraceError
 from npusim.graph.model import Graph, build_graph
-from npusim.graph.op_costs import op_cost
+from npusim.graph.ops.costs import op_cost
 
 #: bytes per element of the dtypes a spec may name
 ITEMSIZE = {"int8": 1, "fp8": 1, "int4": 1, "fp16": 2, "bf16": 2, "fp32": 4, "int64": 8}

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from npusim.errors import PlanError
 from npusim.graph.model import Graph, Op, build_graph
-from npusim.graph.op_kinds import EPILOGUE_KINDS
+from npusim.graph.ops.kinds import EPILOGUE_KINDS
 
 FUSED_SUFFIX = "@fused"
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from npusim.errors import TraceError
 from npusim.graph.model import Graph, build_graph
-from npusim.graph.op_kinds import GEMM_KINDS
-from npusim.graph.op_costs import op_cost
+from npusim.graph.ops.kinds import GEMM_KINDS
+from npusim.graph.ops.costs import op_cost
 
 
 def _tensor(name: str, n: int, kind: str = "activation") -> dict:

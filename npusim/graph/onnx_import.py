@@ -22,7 +22,7 @@ Ops
     decoded, non-finite floats as strings, lists over 64 values summarised); tensor and graph
     attributes are recorded by presence only, e.g. ``{"value": "<tensor>"}``. A node of a
     non-default domain also gets ``attrs["domain"]``. Sub-graphs (If/Loop/Scan bodies) are not
-    expanded. MACs, vector ops and GEMM mappings come from ``npusim.graph.op_costs`` (see the
+    expanded. MACs, vector ops and GEMM mappings come from ``npusim.graph.ops.costs`` (see the
     table there).
 
 Sizes
@@ -52,7 +52,7 @@ from pathlib import Path
 from npusim.util.env_knobs import memory_limit
 from npusim.errors import TraceError
 from npusim.graph.model import Graph, build_graph
-from npusim.graph.op_costs import op_cost
+from npusim.graph.ops.costs import op_cost
 from npusim.graph.contract import check_trace
 from npusim.graph.trace_io import MAX_RANK, MAX_TENSOR_BYTES, graph_to_dict
 

@@ -43,7 +43,7 @@ import functools
 import itertools
 
 from npusim.graph.model import Graph, Op
-from npusim.graph.op_kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE, WINDOW_KINDS
+from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE, WINDOW_KINDS
 
 Box = tuple[tuple[int, int], ...]
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from npusim.errors import PlanError
 from npusim.graph.model import Gemm, Graph, Op, View, build_graph, row_major_strides
-from npusim.graph.op_kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
+from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
     Box, box_shape, box_volume, full_box, input_boxes, reduction_size,
 )

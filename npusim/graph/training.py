@@ -31,7 +31,7 @@ from collections import defaultdict
 
 from npusim.errors import TraceError
 from npusim.graph.model import Gemm, Graph, build_graph
-from npusim.graph.op_kinds import GEMM_KINDS, TRAINABLE_KINDS
+from npusim.graph.ops.kinds import GEMM_KINDS, TRAINABLE_KINDS
 
 INTEGER_DTYPES = frozenset({"int64", "int32", "int16", "uint8", "bool"})
 #: Which forward tensors the derivative of an op reads besides grad/<output>:

@@ -70,7 +70,7 @@ cores reading the shared scratchpad at its one bandwidth; the op ends with its s
 from __future__ import annotations
 
 from npusim.graph.model import Gemm, Graph, Op
-from npusim.graph.op_kinds import GROUPED_KINDS
+from npusim.graph.ops.kinds import GROUPED_KINDS
 from npusim.hw.config import Hardware
 
 DATAFLOWS = ("os", "ws", "is")

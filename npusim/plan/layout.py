@@ -25,7 +25,7 @@ innermost dimension is the contiguous one and chunks come in increasing address 
 from __future__ import annotations
 
 from npusim.graph.model import Graph
-from npusim.graph.op_kinds import CHANNEL_OPS, REORDERING_OPS
+from npusim.graph.ops.kinds import CHANNEL_OPS, REORDERING_OPS
 
 LAYOUTS = ("nhwc", "nchw")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from npusim.graph.generators import matmul_graph  # noqa: F401  (re-exported: one-op graphs live here)
 from npusim.graph.model import Graph, build_graph
-from npusim.graph.op_costs import op_cost
+from npusim.graph.ops.costs import op_cost
 
 
 def _graph(name: str, kind: str, attrs: dict, inputs: list[tuple[str, list[int], str]],

@@ -51,7 +51,7 @@ from collections import OrderedDict
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
-from npusim.graph.op_kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
+from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
     box_volume, input_boxes, reduction_size, untileable_dims,
 )

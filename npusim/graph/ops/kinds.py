@@ -3,9 +3,9 @@
 Every module that treats a kind specially asks this one. What each kind does beyond its
 family lives, one table each, in:
 
-- ``npusim.graph.op_rules``: what an op of the kind must satisfy in a trace (arity,
+- ``npusim.graph.ops.rules``: what an op of the kind must satisfy in a trace (arity,
   attributes, shape relations; the shapes' own rules in ``op_shapes``);
-- ``npusim.graph.op_costs``: its work from its shapes (MACs on the array, element operations
+- ``npusim.graph.ops.costs``: its work from its shapes (MACs on the array, element operations
   on the vector unit);
 - ``npusim.graph.regions``: which part of each input one box of its output reads (what the
   tiler and the validator of tiling need);

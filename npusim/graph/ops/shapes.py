@@ -1,4 +1,4 @@
-"""The shape relations and attribute types of ``npusim.graph.op_rules``, one function each.
+"""The shape relations and attribute types of ``npusim.graph.ops.rules``, one function each.
 
 A shape check takes an op's plain JSON ``attrs`` and the shapes of its inputs and outputs
 (by ONNX argument position) and raises ``Bad(field, value, expected)`` at the first relation

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from npusim.graph.op_costs import op_cost
-from npusim.graph.op_kinds import GEMM_KINDS
-from npusim.graph.op_shapes import (
+from npusim.graph.ops.costs import op_cost
+from npusim.graph.ops.kinds import GEMM_KINDS
+from npusim.graph.ops.shapes import (
     Bad, Count, INT, FLAG, POSITIVE, INTS, FLOAT, STR,
     AUTO_PAD, Shape, elementwise_same, elementwise_broadcast, clip, prelu,
     normalization, per_channel, softmax, conv, conv_transpose, gemm, matmul, pool,
