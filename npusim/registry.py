@@ -244,11 +244,15 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     return bound_to(plan, ctx.graph, ctx.untiled, graph)
 
 
-def check_pipelines(pipelines: list[str]) -> None:
-    """Raise RegistryError for a pipeline naming an unknown planner or two planners of a stage."""
+def check_pipelines(pipelines: list[str], options: dict | None = None) -> None:
+    """Raise RegistryError for a pipeline naming an unknown planner or two planners of a stage,
+    PlanningError for an option no planner declares or a value a stage cannot take: before a
+    sweep or a comparison starts, not as a failed row."""
     registry = default_registry()
     for pipeline in pipelines:
-        registry.pipeline(pipeline)
+        stages = registry.pipeline(pipeline)
+        if options:
+            planner_options.check_given(options, stages, registry.option_index(), pipeline)
 
 
 def describe_planner(planner) -> str:

@@ -159,3 +159,19 @@ def test_one_spelling_per_concept_and_the_old_ones_still_work(tmp_path, capsys, 
     assert main(["compare", chain_trace, "--planner", "default+arena+belady,rpo+arena+belady", "--budget", "3KiB"]) == 0
     table = capsys.readouterr().out  # no --hw: edge-npu
     assert "default+arena+belady" in table and "rpo+arena+belady" in table
+
+
+def test_compare_and_dse_take_planner_options(tmp_path, capsys, chain_trace):
+    """--option goes to every pipeline of a comparison or a sweep; a name no planner declares
+    is refused before any point runs."""
+    assert main(["compare", chain_trace, "--planner", "zhong+arena+belady,default+arena+belady", "--budget", "3KiB",
+                 "--option", "time_limit=1", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["planner"] for r in rows] == ["zhong+arena+belady", "default+arena+belady"]
+    assert main(["compare", chain_trace, "--planner", "default+arena+belady", "--option", "time_limt=1"]) == 2
+    assert "unknown planner option 'time_limt' (did you mean 'time_limit'?)" in capsys.readouterr().err
+    assert main(["dse", chain_trace, "--sweep", "budget=3KiB", "--no-cache", "--planner", "zhong+arena+belady",
+                 "--option", "time_limit=1", "-o", str(tmp_path / "r.csv")]) == 0
+    assert main(["dse", chain_trace, "--sweep", "budget=3KiB", "--no-cache", "--option", "tile_objective=speed",
+                 "-o", str(tmp_path / "r.csv")]) == 2
+    assert "tile_objective='speed', expected one of time, bytes" in capsys.readouterr().err

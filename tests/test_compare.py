@@ -56,6 +56,7 @@ def test_text_csv_and_json_formats(rows):
     assert "spill (B)" in text and "energy (uJ)" in text and "default+arena: " in text
     parsed = list(csv.DictReader(io.StringIO(format_rows(rows, "csv"))))
     assert [r["planner"] for r in parsed] == PIPELINES and parsed[2]["cycles"] == ""
+    assert parsed[0]["cycles"] == str(round(rows[0]["cycles"]))  # whole cycles
     assert json.loads(format_rows(rows, "json")) == rows
 
 

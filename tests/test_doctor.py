@@ -52,3 +52,11 @@ def test_unreadable_files_are_problems_not_crashes(tmp_path):
     junk.write_bytes(b"\x00\xff{")
     problems = diagnose([str(junk), str(tmp_path / "missing.json")])
     assert len(problems) == 2 and all(p.fix for p in problems)
+
+
+def test_shipped_names_are_diagnosed_like_files(capsys):
+    """doctor takes a shipped trace or hardware config by name, as every other command does."""
+    assert diagnose(["edge-npu", "squeezenet1_0"]) == []
+    assert main(["doctor", "edge-npu", "no-such-config"]) == 1
+    out = capsys.readouterr().out
+    assert "no-such-config: no such file, shipped trace or hardware config" in out and "edge-npu:" not in out

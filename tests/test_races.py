@@ -1,5 +1,6 @@
 """Race detection: the happens-before check and the jitter schedules of the timed run."""
 
+import json
 import itertools
 import random
 from dataclasses import replace
@@ -148,3 +149,17 @@ def test_an_out_of_order_write_to_one_residency_is_a_race():
     program = replace(program, commands=commands, residency_users=((0, 1, 2), ()))
     race = find_race(program, 2, who=lambda c: f"command {c}", tensor=lambda t: f"t{t}")
     assert race is not None and "both write" in race
+
+
+def test_a_jittered_run_says_so_in_text_and_json(capsys):
+    """A jittered latency is a race test's, not the design's: the first line and the JSON say
+    so, with the seed and the amount; an unjittered report has no such field."""
+    from npusim.cli import main
+
+    assert main(["simulate", "squeezenet1_0", "--jitter", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["jitter"] == {"seed": 3, "amount": 0.5}
+    assert main(["simulate", "squeezenet1_0", "--jitter", "3", "--jitter-amount", "0.25"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith("-- JITTERED (seed 3, amount 0.25): a race test, not a timing")
+    assert main(["simulate", "squeezenet1_0", "--json"]) == 0
+    assert "jitter" not in json.loads(capsys.readouterr().out)

@@ -275,7 +275,8 @@ def cmd_dse(args) -> int:
                           f"{len(pipelines)} pipeline(s)), above --max-points {args.max_points:,}; "
                           "narrow the ranges or raise --max-points")
     points = dse.make_points(args.trace, args.hw, sweeps, pipelines, budget=args.budget,
-                             base_overrides=_hw_overrides(args.set), allow_oversize=args.allow_oversize)
+                             base_overrides=_hw_overrides(args.set), allow_oversize=args.allow_oversize,
+                             options=_planner_options(args.option))
     if args.plot:
         formats = parse_formats(args.format)
         require_matplotlib()  # fail before the sweep, not after it
@@ -298,7 +299,7 @@ def cmd_compare(args) -> int:
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
     rows = compare_planners(graph, hw, parse_pipelines(args.planner), args.budget, trace=args.trace,
-                            allow_oversize=args.allow_oversize)
+                            allow_oversize=args.allow_oversize, options=_planner_options(args.option))
     text = format_rows(rows, args.format)
     if args.output:
         atomic_write_text(args.output, text)

@@ -26,16 +26,18 @@ FORMATS = ("text", "csv", "json")
 
 
 def compare_planners(graph: Graph, hw: Hardware, pipelines: list[str], budget: str | int | None = None,
-                     *, trace: str | None = None, allow_oversize: bool = False) -> list[dict]:
-    """One row per pipeline, in the order given. ``budget`` as for ``--budget``."""
+                     *, trace: str | None = None, allow_oversize: bool = False,
+                     options: dict | None = None) -> list[dict]:
+    """One row per pipeline, in the order given. ``budget`` as for ``--budget``; ``options``
+    go to every pipeline (each stage reads what it declares)."""
     from npusim.workflow import plan_graph, resolve_budget, simulate_plan  # lazy: SimPy, Numba (parsing a command needs neither)
 
-    check_pipelines(pipelines)  # an unknown planner name is the user's error, not a row
+    check_pipelines(pipelines, options)  # an unknown planner or option is the user's error, not a row
     capacity = resolve_budget(budget, graph, hw, allow_oversize=allow_oversize)  # so is a malformed budget
     rows = []
     for pipeline in pipelines:
         try:
-            plan = plan_graph(graph, hw, pipeline, capacity)
+            plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}))
             report = simulate_plan(plan, hw, validated=True)  # plan_graph validated it
         except NpusimError as exc:
             rows.append(infeasible_row(trace=trace or graph.name, hardware=hw.name, planner=pipeline,
@@ -69,8 +71,9 @@ def parse_pipelines(spec: str) -> list[str]:
 def format_rows(rows: list[dict], fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(rows, indent=1) + "\n"
-    if fmt == "csv":
-        return rows_to_csv(rows)
+    if fmt == "csv":  # whole cycles, as the text table shows them (a shared bus makes fractions)
+        return rows_to_csv([{**row, "cycles": round(row["cycles"])} if row.get("cycles") is not None else row
+                            for row in rows])
     if fmt == "text":
         return rows_to_text(rows)
     raise NpusimError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")

@@ -22,6 +22,7 @@ from npusim.errors import ConfigError, NpusimError, SimulationError
 from npusim.hw import loader
 from npusim.plan.io import load_plan
 from npusim.plan.validate import validate
+from npusim.util.resources import find_resource
 
 MAX_ROUNDS = 20
 
@@ -180,9 +181,10 @@ def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8)
 def diagnose(paths: list[str], trace: str | None = None, hw: str | None = None, seeds: int = 8) -> list[Problem]:
     problems: list[Problem] = []
     for name in paths:
-        path = Path(name)
-        if not path.is_file():
-            problems.append(Problem(name, "no such file", "check the path"))
+        path = _resolve(name)
+        if path is None:
+            problems.append(Problem(name, "no such file, shipped trace or hardware config",
+                                    "check the path (npusim list names the shipped ones)"))
             continue
         kind = kind_of(path)
         if kind == "hardware":
@@ -192,3 +194,14 @@ def diagnose(paths: list[str], trace: str | None = None, hw: str | None = None, 
         else:
             problems += diagnose_trace(path)[0]
     return problems
+
+
+def _resolve(name: str) -> Path | None:
+    """A file, or a shipped trace or hardware config by name (as every other command takes them)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    if path.name != name:
+        return None
+    return find_resource("hw_configs", name) or find_resource("traces", name)
+

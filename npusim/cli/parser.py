@@ -81,6 +81,13 @@ def _pipelines_arg(p, default: str | None) -> None:
     p.add_argument("--planners", dest="planner", action=DeprecatedSpelling, current="--planner")
 
 
+def _option_arg(p) -> None:
+    """--option, repeatable: planner options given to every pipeline of the command."""
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="planner option for every pipeline (each stage reads what it declares; npusim list "
+                        "--planner NAME), e.g. time_limit=10, tile_objective=bytes")
+
+
 def _output_arg(p, help_text: str, default: str | None = None, required: bool = False) -> None:
     """-o/--output; --out is the old spelling."""
     p.add_argument("-o", "--output", default=default, required=required, help=help_text)
@@ -107,8 +114,7 @@ def _planning_args(p) -> None:
     p.add_argument("--budget", help="scratchpad budget: a size (768KiB) or MR, MH, MP; default: the scratchpad size")
     p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field, e.g. dram.bandwidth=12.8GB/s")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="planner option, e.g. time_limit=10, max_tiles=500000, tile_all=true, stream_capacity=32")
+    _option_arg(p)
     p.add_argument("--offchip", metavar="PLANNER",
                    help="off-chip (DRAM) planner appended to the pipeline: taa, offchip-so, offchip-offsets, offchip-naive")
 
@@ -122,8 +128,13 @@ def _add_simulate(sub, handler: Callable) -> None:
     p.add_argument("--breakdown", help="write one CSV row per op here: start, end, cycles, bound, stall cycles "
                                        "and what it waited for, bytes in/out")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--jitter", type=non_negative_int, metavar="SEED", help="stretch compute times randomly (seeded) to explore interleavings")
-    p.add_argument("--jitter-amount", type=float, default=0.5, help="largest relative stretch with --jitter (default 0.5)")
+    p.add_argument("--jitter", type=non_negative_int, metavar="SEED",
+                   help="a race test: stretch compute and DMA times randomly and let the seed pick an adversarial "
+                        "schedule (a stalled, rushed or slowed queue), to explore other interleavings; the latency "
+                        "of such a run can be many times the design's, and the report says it is jittered")
+    p.add_argument("--jitter-amount", type=float, default=0.5,
+                   help="with --jitter: the random stretch of each command, up to this fraction of its time "
+                        "(default 0.5), on top of the schedule the seed picks")
     p.add_argument("--prefill", type=int, metavar="P", help="LLM run (trace llm:<preset>): prompt tokens")
     p.add_argument("--decode", type=int, metavar="D", help="LLM run: tokens to generate, one decode step each")
     p.add_argument("--batch", type=int, default=1, help="LLM run: sequences decoded together (default 1)")
@@ -177,6 +188,7 @@ def _add_dse(sub, handler: Callable) -> None:
                    help="a hardware key or 'budget' with A..B:xF (geometric), A..B:+S (linear) or V1,V2,...; "
                         "repeat for a cartesian product, e.g. scratchpad.size=64KiB..8MiB:x2")
     _pipelines_arg(p, DEFAULT_PIPELINE)
+    _option_arg(p)
     p.add_argument("--max-points", type=int, default=2000, help="refuse a sweep of more points (default 2000)")
     p.add_argument("--budget", help="budget of every point unless 'budget' is swept (size or MR, MH, MP)")
     p.add_argument("--allow-oversize", action="store_true",
@@ -200,6 +212,7 @@ def _add_compare(sub, handler: Callable) -> None:
     p.add_argument("trace", help="trace file or name in traces/")
     _hw_arg(p)
     _pipelines_arg(p, None)
+    _option_arg(p)
     p.add_argument("--budget", help="scratchpad budget: a size or MR, MH, MP; default: the scratchpad size")
     p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field")

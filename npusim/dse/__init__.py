@@ -140,7 +140,7 @@ def make_points(traces: Iterable[str], hw_source: str, sweeps: list[Sweep], pipe
     if len(set(keys)) != len(keys):
         raise DseError(f"--sweep: key swept twice: {keys}")
     load_hw(hw_source, base_overrides)  # a bad --hw or --set is the user's error, not a point
-    check_pipelines(pipelines)  # and so is an unknown planner
+    check_pipelines(pipelines, options)  # and so is an unknown planner or option
     budget = normalise_budget(budget)  # and a malformed --budget
     points = []
     llm_keys = [k for k in keys if k in LLM_KEYS]

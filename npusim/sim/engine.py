@@ -520,4 +520,5 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         core_utilisation=tuple(busy / span for busy in machine.core_busy),
         cores_per_stream=machine.group,
         area_mm2=area_mm2(hw),
+        jitter={"seed": seed, "amount": jitter} if jitter > 0 else {},
     )

@@ -66,6 +66,7 @@ class Report:
     core_utilisation: tuple = ()  # per core: fraction of the run it computed
     cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
     area_mm2: dict = field(default_factory=dict)  # part -> mm^2 (npusim.hw.silicon.area_mm2)
+    jitter: dict = field(default_factory=dict)  # {"seed", "amount"} of a jittered run (--jitter); {} otherwise
 
     @property
     def oversize(self) -> bool:
@@ -77,6 +78,14 @@ class Report:
             return ""
         return (f" -- OVER the hardware's {format_bytes(self.scratchpad_size)} scratchpad "
                 "(--allow-oversize): not a plan this NPU can run")
+
+    @property
+    def jitter_note(self) -> str:
+        """What a jittered run is: a search for races, whose latency is not the design's."""
+        if not self.jitter:
+            return ""
+        return (f" -- JITTERED (seed {self.jitter['seed']}, amount {self.jitter['amount']:g}): a race test, "
+                "not a timing")
 
     @property
     def status_text(self) -> str:
@@ -141,6 +150,8 @@ class Report:
             data.pop("plan_scope")
         if not self.plan_notes:
             data.pop("plan_notes")
+        if not self.jitter:
+            data.pop("jitter")
         if not timeline:
             data.pop("timeline")
         return data
@@ -200,7 +211,7 @@ class Report:
         e = self.energy_pj
         lines = [
             f"{self.graph} on {self.hardware} with {self.planner} ({self.status_text}), "
-            f"scratchpad budget {format_bytes(self.capacity)}" + self.oversize_note,
+            f"scratchpad budget {format_bytes(self.capacity)}" + self.oversize_note + self.jitter_note,
             f"  latency        {self.cycles:,.0f} cycles = {self.seconds * 1e3:.3f} ms"
             f"   (bounds: compute {self.lower_bounds['compute_cycles']:,.0f}, DRAM {self.lower_bounds['dram_cycles']:,.0f}, "
             f"DMA {self.lower_bounds.get('dma_cycles', 0):,.0f} cycles)",
