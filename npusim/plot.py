@@ -10,8 +10,9 @@ id (``set_gid``) so tests can count rectangles and lines in the SVG instead of l
   (``op-N``: the tiles of a tiled op, coloured by stream on multi-stream plans), spills
   (``spills``, a marker at the end of the spilled residency) and retrieves (``retrieves``,
   at the start of the retrieved one), and the budget line (``budget``);
-- ``plot_dse_curves``: latency, energy and off-chip bytes vs scratchpad budget, one line per
-  planner (``curve-METRIC-TRACE-SERIES``), one row of panels per trace;
+- ``plot_dse_curves``: latency, energy and off-chip bytes against the first swept key (the
+  scratchpad budget when none is swept), one line per planner and value of the other swept
+  keys (``curve-METRIC-TRACE-SERIES``), one row of panels per trace;
 - ``plot_pareto``: latency and energy vs silicon area, every feasible point and the front of
   points no other point beats on both (``pareto-METRIC-TRACE``).
 """
@@ -32,8 +33,6 @@ KIND_COLOURS = {"input": "#4477AA", "weight": "#CCBB44", "activation": "#66CCEE"
                 "output": "#228833", "workspace": "#BBBBBB"}
 DSE_METRICS = (("cycles", "latency (cycles)", 1.0), ("energy_pj", "energy (uJ)", 1e-6),
                ("offchip_bytes", "off-chip bytes (MiB)", 1 / 1024**2))
-# Columns that are the x axis or describe a point rather than a series of the curves.
-_NOT_SERIES = {"budget", "scratchpad.size"}
 
 
 def require_matplotlib():
@@ -214,10 +213,47 @@ def _bytes_formatter():
 # ---------------------------------------------------------------- DSE
 
 
+#: Base units of hardware quantities as sweep values hold them (``npusim.dse.sweep``).
+BASE_UNITS = {"size": "B", "bandwidth": "B/s", "frequency": "Hz", "energy": "pJ", "power": "W", "time": "s",
+              "area": "mm2", "cycles": "cycles"}
+#: How the LLM sweep keys read on an axis.
+LLM_AXIS = {"prefill": "prefill (prompt tokens)", "decode": "decode step (KV length)", "batch": "batch (sequences)"}
+_CAPACITY_KEYS = ("budget", "scratchpad.size")  # drawn as the planned capacity, in bytes
+
+
+def x_key(swept: list[str]) -> str:
+    """The key on the x axis: the first one swept (the scratchpad budget when none is)."""
+    return swept[0] if swept else "budget"
+
+
+def x_value(row: dict, key: str):
+    return row["capacity"] if key in _CAPACITY_KEYS else row.get(key)
+
+
+def x_label(key: str) -> str:
+    if key in _CAPACITY_KEYS:
+        return "scratchpad budget" if key == "budget" else "scratchpad size (= budget)"
+    if key in LLM_AXIS:
+        return LLM_AXIS[key]
+    from npusim.dse.sweep import knob_quantities  # lazy: the hardware knob table; only a hardware sweep needs it
+
+    unit = BASE_UNITS.get(knob_quantities().get(key, ""), "")
+    return f"{key} ({unit})" if unit else key
+
+
 def series_name(row: dict, swept: list[str]) -> str:
     """A curve's label: the planner plus every swept key other than the x axis."""
-    extra = [f"{k}={row[k]}" for k in swept if k not in _NOT_SERIES and k in row]
+    x = x_key(swept)
+    extra = [f"{k}={row[k]}" for k in swept if k != x and not (x in _CAPACITY_KEYS and k in _CAPACITY_KEYS)
+             and k in row]
     return " ".join([row["planner"], *extra])
+
+
+def base_trace(row: dict, swept: list[str]) -> str:
+    """The trace a point belongs to, without the LLM keys swept into its name
+    (``llm:gpt2-small:decode=256:batch=4`` -> ``llm:gpt2-small``): one panel per trace swept."""
+    parts = str(row["trace"]).split(":")
+    return ":".join(p for p in parts if p.partition("=")[0] not in swept or "=" not in p)
 
 
 def _feasible(rows: list[dict]) -> list[dict]:
@@ -225,39 +261,87 @@ def _feasible(rows: list[dict]) -> list[dict]:
 
 
 def dse_series(rows: list[dict], swept: list[str]) -> dict:
-    """{trace: {series: [rows sorted by capacity]}} of the feasible rows."""
+    """{trace: {series: [rows sorted by the x value]}} of the feasible rows."""
+    key = x_key(swept)
     out: dict = defaultdict(lambda: defaultdict(list))
     for row in _feasible(rows):
-        out[row["trace"]][series_name(row, swept)].append(row)
-    return {t: {s: sorted(rs, key=lambda r: r["capacity"]) for s, rs in sorted(series.items())}
+        if x_value(row, key) is not None:
+            out[base_trace(row, swept)][series_name(row, swept)].append(row)
+    return {t: {s: sorted(rs, key=lambda r: _sortable(x_value(r, key))) for s, rs in sorted(series.items())}
             for t, series in sorted(out.items())}
 
 
+def _sortable(value):
+    return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
+
+
+def _numeric(values) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
 def plot_dse_curves(rows: list[dict], stem: str | Path, swept: list[str], formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    """Latency, energy and off-chip bytes vs scratchpad budget: a row of panels per trace."""
+    """Latency, energy and off-chip bytes against the first swept key (the scratchpad budget
+    when none is swept), one line per planner and value of the other swept keys, a row of
+    panels per trace. Numbers go on a numeric axis (log when they span 8x or more, bytes as
+    sizes), anything else (a dataflow) on evenly spaced labelled ticks."""
+    return save_figure(dse_figure(rows, swept), stem, formats)
+
+
+def dse_figure(rows: list[dict], swept: list[str]):
+    """The figure of ``plot_dse_curves`` (for a test to read its axes)."""
     plt = require_matplotlib()
     data = dse_series(rows, swept)
     if not data:
         raise NpusimError("no feasible point to plot: every point of the sweep is infeasible")
+    key = x_key(swept)
+    every = sorted({x_value(r, key) for series in data.values() for pts in series.values() for r in pts},
+                   key=_sortable)
+    numeric = _numeric(every)
+    position = {v: i for i, v in enumerate(every)}
     fig, axes = plt.subplots(len(data), len(DSE_METRICS), figsize=(5 * len(DSE_METRICS), 3.6 * len(data)),
                              squeeze=False)
     for (trace, series), panel in zip(data.items(), axes):
         for ax, (column, label, scale) in zip(panel, DSE_METRICS):
             for name, points in series.items():
-                xs = [r["capacity"] for r in points]
+                xs = [x_value(r, key) if numeric else position[x_value(r, key)] for r in points]
                 ys = [r[column] * scale for r in points]
                 (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=name)
                 line.set_gid(f"curve-{column}-{trace}-{name}".replace(" ", "_"))
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(_bytes_formatter())
-            ax.set_xlabel("scratchpad budget")
-            ax.tick_params(axis="x", labelrotation=30)
+            _x_axis(ax, key, every, numeric)
             ax.set_ylabel(label)
             ax.set_title(f"{trace}: {label}", fontsize=9)
             ax.grid(True, alpha=0.3)
         panel[0].legend(fontsize=7)
     fig.tight_layout()
-    return save_figure(fig, stem, formats)
+    return fig
+
+
+def _x_axis(ax, key: str, values: list, numeric: bool) -> None:
+    """Ticks at the swept values (a few of them when there are many), in their units."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # lazy: matplotlib is optional
+
+    ax.set_xlabel(x_label(key))
+    if not numeric:
+        ax.xaxis.set_major_locator(FixedLocator(range(len(values))))
+        ax.set_xticklabels([str(v) for v in values])
+        return
+    bytes_axis = key in _CAPACITY_KEYS or x_label(key).endswith("(B)")
+    if all(v > 0 for v in values) and max(values) >= 8 * min(values):
+        ax.set_xscale("log", base=2 if bytes_axis or key in LLM_AXIS else 10)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_locator(FixedLocator(values if len(values) <= 12 else values[:: len(values) // 8 + 1]))
+    ax.xaxis.set_major_formatter(_bytes_formatter() if bytes_axis else FuncFormatter(lambda v, _pos: si_number(v)))
+    ax.tick_params(axis="x", labelrotation=30)
+
+
+def si_number(value: float) -> str:
+    """6.4e9 -> '6.4G', 1024 -> '1024', 0.5 -> '0.5': a tick label in the axis' unit."""
+    if float(value).is_integer() and abs(value) < 1e5:
+        return f"{int(value)}"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{prefix}"
+    return f"{value:.3g}"
 
 
 def pareto_front(rows: list[dict], x: str = "area_mm2", y: str = "energy_pj") -> list[dict]:
@@ -277,28 +361,42 @@ def _with_area(rows: list[dict]) -> list[dict]:
 PARETO_METRICS = (("cycles", "latency (cycles)", 1.0), ("energy_pj", "energy (uJ)", 1e-6))
 
 
-def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+def varies_area(rows: list[dict]) -> bool:
+    """Whether the sweep changed the silicon area (else a Pareto figure is one column of dots)."""
+    return len({round(r["area_mm2"], 9) for r in _with_area(rows)}) > 1
+
+
+def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = FORMATS,
+                swept: list[str] = ()) -> list[Path]:
     """Latency and energy vs silicon area (``npusim.hw.silicon.area_mm2``): every feasible point
-    and the Pareto front of each (``pareto-METRIC-TRACE``), a row of two panels per trace."""
+    and the Pareto front of each (``pareto-METRIC-TRACE``), a row of two panels per trace (an
+    LLM sweep's points are one trace; the other swept keys name the point series)."""
     plt = require_matplotlib()
-    traces = sorted({r["trace"] for r in _with_area(rows)})
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # lazy: matplotlib is optional
+
+    swept = list(swept)
+    traces = sorted({base_trace(r, swept) for r in _with_area(rows)})
     if not traces:
         raise NpusimError("no feasible point to plot: every point of the sweep is infeasible")
     fig, axes = plt.subplots(len(traces), len(PARETO_METRICS), figsize=(5.5 * len(PARETO_METRICS), 4 * len(traces)),
                              squeeze=False)
     for trace, panel in zip(traces, axes):
-        mine = [r for r in _with_area(rows) if r["trace"] == trace]
+        mine = [r for r in _with_area(rows) if base_trace(r, swept) == trace]
+        names = {id(r): _pareto_series(r, swept) for r in mine}
         for ax, (column, label, scale) in zip(panel, PARETO_METRICS):
-            for planner in sorted({r["planner"] for r in mine}):
-                pts = [r for r in mine if r["planner"] == planner]
+            for name in sorted(set(names.values())):
+                pts = [r for r in mine if names[id(r)] == name]
                 sc = ax.scatter([r["area_mm2"] for r in pts], [r[column] * scale for r in pts], s=14,
-                                alpha=0.7, label=planner)
-                sc.set_gid(f"points-{column}-{trace}-{planner}")
+                                alpha=0.7, label=name)
+                sc.set_gid(f"points-{column}-{trace}-{name}".replace(" ", "_"))
             front = pareto_front(mine, y=column)
             (line,) = ax.step([r["area_mm2"] for r in front], [r[column] * scale for r in front], where="post",
                               color="black", linewidth=1.2, label="Pareto front")
             line.set_gid(f"pareto-{column}-{trace}")
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap into a band
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
+            ax.tick_params(axis="x", labelrotation=30)
             ax.set_xlabel("area (mm2)")
             ax.set_ylabel(label)
             ax.set_title(f"{trace}: {label.split(' (')[0]} vs area", fontsize=9)
@@ -306,3 +404,12 @@ def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = F
             ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, stem, formats)
+
+
+def _pareto_series(row: dict, swept: list[str]) -> str:
+    """The planner and the swept keys that do not change the area (those are the x axis)."""
+    from npusim.dse.sweep import LLM_KEYS  # lazy: the sweep module; only a sweep's figure needs it
+
+    extra = [f"{k}={row[k]}" for k in swept if k in LLM_KEYS and k in row]
+    return " ".join([row["planner"], *extra])
+

@@ -15,7 +15,7 @@ from npusim.plot import compact_bytes, pareto_front, require_matplotlib
 from npusim.workflow import load_hw, plan_graph
 
 pytest.importorskip("matplotlib")
-from npusim.plot import plot_dse_curves, plot_pareto, plot_plan  # noqa: E402
+from npusim.plot import dse_figure, plot_dse_curves, plot_pareto, plot_plan  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -145,9 +145,14 @@ def test_dse_command_plots(capsys, tmp_path):
     code = main(["dse", "squeezenet1_0", "--hw", "edge-npu", "--sweep", "budget=MR,MP", "--planner",
                  "default+arena+belady,rpo+arena+lru", "-o", str(out), "--no-cache", "--plot", "--allow-oversize"])
     assert code == 0, capsys.readouterr().err
-    for name in ("r-curves.png", "r-curves.svg", "r-pareto.png", "r-pareto.svg"):
+    for name in ("r-curves.png", "r-curves.svg"):
         assert (tmp_path / name).stat().st_size > 5000
     assert sum(i.startswith("curve-") for i in svg_ids(tmp_path / "r-curves.svg")) == 6
+    # the budget does not change the silicon: no Pareto figure, and the run says why
+    assert not (tmp_path / "r-pareto.png").exists() and "no Pareto figure" in capsys.readouterr().out
+    code = main(["dse", "squeezenet1_0", "--sweep", "scratchpad.size=512KiB,1MiB", "-o", str(tmp_path / "s.csv"),
+                 "--no-cache", "--plot"])
+    assert code == 0 and (tmp_path / "s-pareto.svg").stat().st_size > 5000
 
 
 def test_all_infeasible_is_a_clear_error(tmp_path):
@@ -165,3 +170,39 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
 @pytest.mark.parametrize("n, text", [(96, "96B"), (2048, "2KiB"), (2.5 * 2**20, "2.5MiB"), (3 * 2**30, "3GiB")])
 def test_compact_bytes(n, text):
     assert compact_bytes(n) == text
+
+
+def _row(trace, planner, capacity, cycles, **swept):
+    return dict(trace=trace, planner=planner, status="ok", capacity=capacity, cycles=cycles, energy_pj=cycles * 10.0,
+                offchip_bytes=cycles * 3, **swept)
+
+
+@pytest.mark.parametrize("swept, rows, xlabel, xs, series", [
+    (["scratchpad.size"], [_row("r18", "p", c, 100 - c // 65536, **{"scratchpad.size": c}) for c in (262144, 524288, 1048576)],
+     "scratchpad size (= budget)", [262144, 524288, 1048576], 1),
+    (["dram.bandwidth", "scratchpad.size"],
+     [_row("r18", "p", 1 << 20, 10 + b / 1e9, **{"dram.bandwidth": b, "scratchpad.size": s})
+      for b in (25.6e9, 6.4e9, 12.8e9) for s in (1 << 20, 2 << 20)],
+     "dram.bandwidth (B/s)", [6.4e9, 12.8e9, 25.6e9], 2),
+    (["decode", "batch"], [_row(f"llm:gpt2-small:decode={d}:batch={b}", "p", 1 << 20, d * b, decode=d, batch=b)
+                           for d in (128, 256, 512, 1024) for b in (1, 4)],
+     "decode step (KV length)", [128, 256, 512, 1024], 2),
+    ([], [_row("r18", p, c, c % 7 + 1) for p in ("a+arena", "b+arena") for c in (65536, 131072)],
+     "scratchpad budget", [65536, 131072], 2),
+    (["cores.dataflow"], [_row("r18", "p", 1 << 20, {"os": 3, "ws": 2, "is": 1}[d], **{"cores.dataflow": d})
+                          for d in ("ws", "os", "is")], "cores.dataflow", [0, 1, 2], 1),
+])
+def test_dse_figures_put_the_swept_key_on_x(swept, rows, xlabel, xs, series):
+    """The first swept key on x (sorted, with its unit), a line per value of the other keys and
+    planner, one row of panels per trace (an LLM sweep's points are one trace), every point drawn."""
+    fig = dse_figure(rows, swept)
+    axes = fig.axes
+    assert len(axes) == 3  # one trace: latency, energy, off-chip bytes
+    for ax in axes:
+        assert ax.get_xlabel() == xlabel
+        lines = ax.get_lines()
+        assert len(lines) == series
+        assert sum(len(line.get_xdata()) for line in lines) == len(rows)
+        assert sorted({float(x) for line in lines for x in line.get_xdata()}) == [float(x) for x in xs]
+    if swept and swept[0] == "cores.dataflow":
+        assert [t.get_text() for t in axes[0].get_xticklabels()] == ["is", "os", "ws"]

@@ -31,7 +31,7 @@ from npusim.hw.silicon import budget_text
 from npusim.llm_run import run_llm
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.validate import validate
-from npusim.plot import parse_formats, plot_dse_curves, plot_pareto, plot_plan, require_matplotlib
+from npusim.plot import parse_formats, plot_dse_curves, plot_pareto, plot_plan, require_matplotlib, varies_area
 from npusim.util.progress import Progress, silent
 from npusim.registry import ALIASES, default_registry, describe_planner
 from npusim.util.resources import list_resources
@@ -290,7 +290,10 @@ def cmd_dse(args) -> int:
         stem = str(Path(args.output).with_suffix(""))
         swept = [s.key for s in sweeps]
         written = plot_dse_curves(result.rows, f"{stem}-curves", swept, formats)
-        written += plot_pareto(result.rows, f"{stem}-pareto", formats)
+        if varies_area(result.rows):
+            written += plot_pareto(result.rows, f"{stem}-pareto", formats, swept)
+        else:
+            print("no Pareto figure: no swept key changes the silicon area (sweep scratchpad.size or the cores)")
         print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
