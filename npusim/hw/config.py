@@ -151,6 +151,9 @@ class ScratchpadConfig:
     cell: str = knob("lop", "choice", "SRAM flavour of the CACTI table (npusim/hw/sram_table.py): lop (low "
                      "operating power), lstp (low standby power: slow, barely leaks) or hp (high "
                      "performance: fast, leaky)", choices=("lop", "lstp", "hp"))
+    min_access_bits: int = knob(8, "int", "smallest access of an unrolled core (cores.unroll) to the "
+                                "scratchpad: a transfer of fewer bits costs this many (ZigZag's "
+                                "bandwidth_min)", minimum=1, maximum=1 << 20)
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,21 @@ def list_hardware() -> list[str]:
 
 
 def hardware_to_dict(hw: Hardware) -> dict:
-    """Plain nested dict of every field in base units (bytes, Hz, B/s, pJ, W, s, cycles)."""
-    return dataclasses.asdict(hw)
+    """Plain nested dict of every field in base units (bytes, Hz, B/s, pJ, W, s, cycles), in the
+    shape the loader reads: ``cores.unroll`` a mapping, ``cores.levels`` a mapping of level name
+    -> its fields (``shared_over: all`` for a level shared by the whole array)."""
+    out = dataclasses.asdict(hw)
+    cores = out["cores"]
+    cores["unroll"] = dict(hw.cores.unroll)
+    cores["systolic"] = list(hw.cores.systolic)
+    levels = {}
+    for lv in hw.cores.levels:
+        spec = {k: v for k, v in dataclasses.asdict(lv).items() if k != "name"}
+        spec["operands"] = list(lv.operands)
+        spec["shared_over"] = "all" if lv.shared_over is None else list(lv.shared_over)
+        levels[lv.name] = spec
+    cores["levels"] = levels
+    return out
 
 
 def iter_knobs(cls: type = Hardware, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field]]:

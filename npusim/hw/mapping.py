@@ -84,6 +84,7 @@ class LoopNest:
     o_bits: int = 8
     psum_bits: int = 16
     weights_batched: bool = False
+    pack_groups: bool = False  # a grouped conv's groups unrolled where the array unrolls K
 
     @functools.cached_property
     def size(self) -> dict[str, int]:
@@ -239,6 +240,8 @@ def spatial_mapping(core: Core, nest: LoopNest) -> Spatial:
     size = nest.size
     dims, left = [], dict(size)
     for d, u in core.unroll:
+        if d == "K" and nest.pack_groups:
+            d = "G"
         n = size.get(d, 1)
         u = min(u, n)
         trips = -(-n // u)
@@ -644,11 +647,25 @@ def drain_cycles(core: Core, sp: Spatial) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def core_cost(core: Core, nest: LoopNest, lpf_limit: int = LPF_LIMIT) -> CoreCost:
-    """The op's cost on the core with the best temporal mapping (module docstring)."""
+    """The op's cost on the core with the best temporal mapping: the fewest cycles, then the
+    least energy over the levels (module docstring)."""
+    return _search(core, nest, lpf_limit, energy=True)
+
+
+@functools.lru_cache(maxsize=16384)
+def core_cycles(core: Core, nest: LoopNest, lpf_limit: int = LPF_LIMIT) -> tuple[float, float]:
+    """(cycles, drain) of the op with the best temporal mapping: ``core_cost(...).cycles``, found
+    sooner — the search stops at the first mapping no port slows below its temporal cycles."""
+    cost = _search(core, nest, lpf_limit, energy=False)
+    return cost.cycles, cost.drain
+
+
+def _search(core: Core, nest: LoopNest, lpf_limit: int, energy: bool) -> CoreCost:
     sp = spatial_mapping(core, nest)
     chs = chains(core, nest, sp)
     drain = drain_cycles(core, sp)
     items = sorted(loop_factors(sp.temporal, lpf_limit))
+    floor = math.prod(s for _, s in items) + drain  # no mapping is faster
     search = _Search(core, nest, chs, items)
     first_index = {}
     for i, item in enumerate(items):
@@ -677,9 +694,11 @@ def core_cost(core: Core, nest: LoopNest, lpf_limit: int = LPF_LIMIT) -> CoreCos
             _add(levels, core, entries)
         cost = CoreCost(float(total), drain, levels, order,
                         {op: tuple(tuple(items[i] for i in lv) for lv in tm[op]) for op in OPERANDS})
-        rank = (cost.cycles, sum(t.energy_pj for t in levels.values()))
+        rank = (cost.cycles, sum(t.energy_pj for t in levels.values()) if energy else 0.0)
         if best_rank is None or rank < best_rank:
             best_rank, best = rank, cost
+            if not energy and cost.cycles <= floor:
+                break
     if best is None:
         raise NoMapping(f"no temporal mapping of {dict(nest.sizes)} fits the core's levels")
     return best

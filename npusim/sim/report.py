@@ -56,6 +56,7 @@ class Report:
     commands: int
     events: int
     stalls: dict = field(default_factory=dict)  # critical-path cycles by cause (npusim.sim.critical_path)
+    energy_by_level_pj: dict = field(default_factory=dict)  # on-chip memory level -> dynamic pJ, innermost first
     timeline: tuple[TimelineEntry, ...] = field(default=(), repr=False)
     op_breakdown: tuple = field(default=(), repr=False)  # one dict per op run (--breakdown CSV)
     counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...)
