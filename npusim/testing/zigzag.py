@@ -148,3 +148,46 @@ def table(result: dict) -> str:
         row(f"  {name}", pair, 1e6, "{:,.2f}")
     row("DRAM energy (uJ)", t["dram"], 1e6, "{:,.2f}")
     return "\n".join(lines)
+
+
+# -- ZigZag's own mapping, costed by npusim ---------------------------------------------------------
+
+def zigzag_temporal_mapping(layer: dict, chains: dict) -> dict[str, list[list[tuple[str, int]]]]:
+    """ZigZag's chosen temporal mapping of a fixture layer (its ``mapping_dic_stationary``: per
+    operand, the loops of each of its levels, innermost first) on npusim's chains: a level matched
+    level for level, ZigZag's levels above npusim's top (its top SRAM and DRAM) merged into it."""
+    import ast
+    import re
+
+    text = re.sub(r"\b([A-Z][A-Z0-9]*)\b", r"'\1'", layer["temporal_mapping"])
+    ops = ast.literal_eval(text)
+    out = {}
+    for op, levels in ops.items():
+        n = len(chains[op].levels)
+        loops = [list(lv) for lv in levels[:n - 1]]
+        loops.append([loop for lv in levels[n - 1:] for loop in lv])
+        out[op] = [[(str(d), int(s)) for d, s in lv] for lv in loops]
+    return out
+
+
+def replay(design: str, name: str) -> dict:
+    """npusim's per-level energy (pJ) and temporal cycles for one fixture layer mapped as ZigZag
+    mapped it (``zigzag_temporal_mapping``), beside its own best mapping's and ZigZag's: the check
+    that npusim's per-op model costs a given mapping as ZigZag does, apart from which mapping each
+    search picks."""
+    from npusim.hw import costs, mapping
+
+    ref = reference(design)
+    layer = next(lay for lay in ref["layers"] if lay["name"] == name)
+    hw = load_hw(DESIGNS[design])
+    graph = load_graph("resnet18")
+    op = graph.op(name)
+    core = costs.core_model(hw)
+    nest = costs.loop_nest(op.gemm, hw, costs.operand_bits(op, graph), op.kind)
+    sp = mapping.spatial_mapping(core, nest)
+    chs = mapping.chains(core, nest, sp)
+    levels, cycles = mapping.traffic(core, nest, chs, zigzag_temporal_mapping(layer, chs))
+    best = mapping.core_cost(core, nest)
+    return dict(replayed={k: t.energy_pj for k, t in levels.items()}, replayed_cycles=cycles,
+                best={k: t.energy_pj for k, t in best.levels.items()}, best_cycles=best.temporal,
+                zigzag=layer["energy_per_level_pJ"], zigzag_cycles=layer["ideal_temporal_cycles"])
