@@ -1,0 +1,209 @@
+"""Unrolled arrays and local memory levels (``cores.unroll``, ``cores.levels``) against ZigZag.
+
+ZigZag 3.9.1's results for ResNet-18 on its bundled accelerators are fixtures
+(``tests/fixtures/zigzag/``, made by ``scripts/zigzag_reference.py``); the accelerators are
+mirrored in ``hw_configs/zigzag-*.yaml``. Two levels of check:
+
+- **the per-op model** (``npusim.hw.mapping``), fast: every layer's temporal cycles equal ZigZag's
+  ideal temporal cycles, and costed with the temporal mapping ZigZag chose, every local level's
+  energy equals ZigZag's (to 0.1 %). This is the model itself; it does not depend on which
+  mapping either search picks.
+- **the whole simulation**, slow (``--slow``): each layer alone, planned and simulated, against
+  ZigZag's latency and energy by level, with the targets of issue 30 (``npusim.testing.zigzag.
+  TARGETS``). Where the two disagree by more than a target it is because they choose different
+  mappings or move DRAM data differently, not because a given mapping is costed differently (the
+  fast check proves that); ``test_whole_layers_against_zigzag`` says which and why.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import pytest
+
+from npusim.errors import ConfigError
+from npusim.hw import costs, mapping
+from npusim.hw.loader import hardware_from_mapping, hardware_to_dict, load_hardware
+from npusim.hw.silicon import area_mm2
+from npusim.testing import zigzag
+from npusim.testing.validation import zigzag_layer_graph
+from npusim.workflow import load_graph, plan_graph, simulate_plan
+
+DESIGNS = zigzag.available()
+
+
+def error_of(tmp_path, text: str) -> str:
+    path = tmp_path / "x.yaml"
+    path.write_text("extends: tpu-like\n" + textwrap.dedent(text))
+    with pytest.raises(ConfigError) as caught:
+        load_hardware(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# -- the config ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(zigzag.DESIGNS.values()))
+def test_mirrors_load_and_round_trip(name):
+    hw = load_hardware(name)
+    assert hw.cores.pes == 1024  # every mirror has ZigZag's 1,024 MACs
+    assert hardware_from_mapping(hardware_to_dict(hw)) == hw
+    assert hw.cores.levels and all(lv.read_energy is not None for lv in hw.cores.levels)
+
+
+def test_unroll_text_form_and_instances():
+    hw = load_hardware("zigzag-meta-prototype", overrides={"cores.unroll": "K16xC4xOX4xOY4"})
+    assert hw.cores.unroll == (("K", 16), ("C", 4), ("OX", 4), ("OY", 4))
+    rf_1b = hw.cores.levels[0]  # shared over OX, OY: one per K x C position
+    assert hw.cores.instances(rf_1b) == 16 * 4
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("cores: {unroll: {K: 32, Q: 2}}\n", "cores.unroll"),
+    ("cores: {unroll: {K: 0}}\n", "cores.unroll"),
+    ("cores: {stationary_register: 0, accumulator_register: 0, unroll: {K: 32}, systolic: [C]}\n", "cores.systolic"),
+    ("cores: {stationary_register: 0, accumulator_register: 0, unroll: {K: 32},\n"
+     "        levels: {rf: {operands: [W], size: 1B, shared_over: [OX], read_energy: 0.1pJ, write_energy: 0.1pJ}}}\n",
+     "cores.levels.rf.shared_over"),
+    ("cores: {stationary_register: 0, accumulator_register: 0, unroll: {K: 32},\n"
+     "        levels: {rf: {operands: [W], size: 16B}}}\n", "cores.levels.rf.size"),
+    ("cores: {stationary_register: 0, accumulator_register: 0, unroll: {K: 32},\n"
+     "        levels: {rf: {operands: [X], size: 2KiB}}}\n", "cores.levels.rf.operands"),
+    ("cores: {stationary_register: 0, accumulator_register: 0, unroll: {K: 32},\n"
+     "        levels: {rf: {operandz: [W]}}}\n", "operandz"),
+])
+def test_bad_unrolled_core_is_one_line_naming_the_field(tmp_path, text, expected):
+    message = error_of(tmp_path, text)
+    assert expected in message and "x.yaml" in message
+
+
+def test_registers_beside_an_unrolled_core_name_where_they_were_set(tmp_path):
+    message = error_of(tmp_path, "cores: {unroll: {K: 32}}\n")  # tpu-like's R x C registers remain
+    assert "hw_configs/tpu-like.yaml: cores.stationary_register = '128B'" in message
+
+
+# -- the per-op model against ZigZag's own mapping -------------------------------------------------
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_model_costs_zigzags_mapping_as_zigzag(design):
+    """For every layer: npusim's spatial mapping gives ZigZag's temporal cycles, and ZigZag's
+    chosen temporal mapping, costed by npusim, gives ZigZag's energy on every local level."""
+    hw = load_hardware(zigzag.DESIGNS[design])
+    local = [lv.name for lv in hw.cores.levels]
+    for layer in zigzag.reference(design)["layers"]:
+        r = zigzag.replay(design, layer["name"])
+        assert r["replayed_cycles"] == r["best_cycles"] == layer["ideal_temporal_cycles"], layer["name"]
+        for name in local:
+            assert r["replayed"][name] == pytest.approx(layer["energy_per_level_pJ"][name], rel=1e-3), \
+                (layer["name"], name)
+
+
+def test_best_mapping_is_never_slower_or_costlier_than_zigzags():
+    """npusim's search ranks (cycles, energy): on ZigZag's cycles it never spends more local and
+    scratchpad energy than ZigZag's mapping costed by the same model."""
+    design = DESIGNS[0]
+    for layer in zigzag.reference(design)["layers"][:8]:
+        r = zigzag.replay(design, layer["name"])
+        assert sum(r["best"].values()) <= sum(r["replayed"].values()) * (1 + 1e-9), layer["name"]
+
+
+# -- the mechanism: what unrolling and levels change -----------------------------------------------
+
+def test_adder_tree_over_c_shares_output_registers():
+    """rf_2B is shared over C (an adder tree reduces C): K x OX x OY instances, and each output's
+    partial sum is written once per C-block, not once per MAC as an R x C PE register would be."""
+    hw = load_hardware("zigzag-edge-tpu-like")
+    rf_2b = next(lv for lv in hw.cores.levels if lv.name == "rf_2B")
+    assert hw.cores.instances(rf_2b) == 8 * 4 * 4
+    graph = load_graph("resnet18")
+    op = graph.op("/layer1/layer1.0/conv1/Conv")
+    cost = costs.unrolled_cost(op.gemm, hw, costs.operand_bits(op, graph), op.kind)
+    assert cost.levels["rf_2B"].writes <= op.macs / 8 * (1 + 1e-9)
+
+
+def test_unrolling_c_speeds_up_conv1_and_changes_latency():
+    """conv1 (C = 3): an array unrolling C by 8 idles 5/8 of it; one unrolling OX/OY does not.
+    Designs with the same 1,024 MACs get different cycles (the issue's first complaint)."""
+    graph = load_graph("resnet18")
+    op = graph.op("/conv1/Conv")
+    cycles = {n: costs.array_cycles(op.gemm, load_hardware(n), bits=(8, 8, 8), kind=op.kind)
+              for n in ("zigzag-edge-tpu-like", "zigzag-meta-prototype")}
+    assert cycles["zigzag-edge-tpu-like"] > 1.5 * cycles["zigzag-meta-prototype"]
+    assert math.isclose(cycles["zigzag-meta-prototype"], op.macs / 1024 * 2 / 1.5, rel_tol=1e-9)  # C = 3 on 2: 2 passes of 1.5
+
+
+def test_simulation_reports_energy_and_area_by_level():
+    hw = load_hardware("zigzag-meta-prototype")
+    graph = load_graph("resnet18")
+    layer = zigzag_layer_graph(graph, graph.op("/layer3/layer3.0/downsample/downsample.0/Conv"))
+    report = simulate_plan(plan_graph(layer, hw, zigzag.PIPELINE), layer, hw, validated=True)
+    by_level = report.energy_by_level_pj
+    assert list(by_level) == [lv.name for lv in hw.cores.levels] + ["scratchpad"]
+    assert all(v > 0 for v in by_level.values())
+    assert report.energy_pj["register_file"] == pytest.approx(sum(by_level[lv.name] for lv in hw.cores.levels))
+    assert by_level["scratchpad"] == pytest.approx(report.energy_pj["scratchpad_read"]
+                                                   + report.energy_pj["scratchpad_write"])
+    # a bigger weight SRAM costs more per access (the given figures stand in for CACTI's)
+    bigger = load_hardware("zigzag-meta-prototype", overrides={"cores.levels.sram_64KB.read_energy": "53.12pJ"})
+    again = simulate_plan(plan_graph(layer, bigger, zigzag.PIPELINE), layer, bigger, validated=True)
+    assert again.energy_by_level_pj["sram_64KB"] > by_level["sram_64KB"] * 1.5
+    assert area_mm2(load_hardware("zigzag-meta-prototype", overrides={"cores.levels.sram_64KB.area": None}))[
+        "local_levels"] > 0
+
+
+def test_rxc_cores_unchanged():
+    """An R x C core keeps the SCALE-Sim fold model and reports its registers as one level."""
+    hw = load_hardware("tpu-like")
+    assert not hw.cores.unroll
+    assert mapping.SCRATCHPAD == "scratchpad"
+    graph = load_graph("resnet18")
+    layer = zigzag_layer_graph(graph, graph.op("/layer3/layer3.0/downsample/downsample.0/Conv"))
+    report = simulate_plan(plan_graph(layer, hw, zigzag.PIPELINE), layer, hw, validated=True)
+    assert list(report.energy_by_level_pj) == ["register_file", "scratchpad"]
+    assert area_mm2(hw)["local_levels"] == 0
+
+
+# -- the whole simulation (slow) -------------------------------------------------------------------
+
+#: Targets each design misses, with the reason (docs/validation.md): the model costs ZigZag's mapping
+#: exactly (test_model_costs_zigzags_mapping_as_zigzag); these are choices and DRAM.
+KNOWN_MISSES = {
+    # ZigZag keeps C above the 1 MiB weight SRAM on layer4 (2.36 MB of weights) and spills 16-bit
+    # partial sums to sram_1MB_A 256 times (40 uJ a layer); npusim's tiler splits those layers by
+    # output channels in its 2 MiB scratchpad and re-reads the 25 KB input instead. On every
+    # layer that is not DRAM-bound the scratchpad matches ZigZag's top SRAMs (checked below).
+    "meta_prototype": {"on-chip energy total", "scratchpad energy"},
+    # ZigZag ranks mappings by its latency, which includes the cycles to on-load the first data
+    # from DRAM and off-load the last; of mappings with equal temporal cycles it takes the one that
+    # saves a few of those cycles even when it spends up to 8x more output-SRAM energy. npusim
+    # ranks by its compute cycles then energy (its DMA overlaps the loads with compute by itself).
+    "ascend_like": {"on-chip energy total", "sram_256KB_O energy"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", DESIGNS)
+def test_whole_layers_against_zigzag(design):
+    result = zigzag.compare(design)
+    missed = {m.rsplit(" ", 1)[0] for m in zigzag.misses(result)}
+    assert missed <= KNOWN_MISSES.get(design, set()), zigzag.table(result)
+    inner = [r for r in result["layers"] if not r["dram_bound"]]
+    for name in (*(lv for lv in result["total"]["levels"] if lv != "scratchpad"), "scratchpad"):
+        ours = sum(r["levels"][name][0] for r in inner)
+        theirs = sum(r["levels"][name][1] for r in inner)
+        if design == "ascend_like" and name in ("sram_256KB_O", "rf_64KB_I", "scratchpad"):
+            continue  # the mapping choice above, on every layer
+        assert ours == pytest.approx(theirs, rel=zigzag.TARGETS["onchip_level"]), (design, name)
+
+
+@pytest.mark.slow
+def test_designs_zigzag_separates_are_separated_in_the_same_order():
+    totals = {d: zigzag.compare(d)["total"]["latency"] for d in DESIGNS}
+    for a in DESIGNS:
+        for b in DESIGNS:
+            ours_a, theirs_a = totals[a]
+            ours_b, theirs_b = totals[b]
+            if theirs_a > 1.10 * theirs_b:
+                assert ours_a > ours_b, (a, b, totals)
