@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from npusim.hw.config import Hardware
+from npusim.hw.config import CACTI_MIN_BYTES, Hardware
 from npusim.testing.validation import zigzag_layer_graph
 from npusim.workflow import load_graph, load_hw, plan_graph, simulate_plan
 
@@ -64,14 +64,24 @@ def top_levels(ref: dict, hw: Hardware) -> list[str]:
     return [n for n in ref["totals"]["energy_per_level_pJ"] if n != "dram" and n not in local]
 
 
-def compare(design: str, layers: list[str] | None = None, overrides: dict | None = None) -> dict:
+def compare(design: str, layers: list[str] | None = None, overrides: dict | None = None,
+            hardware: str | None = None) -> dict:
     """Per layer and in total, npusim's and ZigZag's latency, energy by level and DRAM energy
-    (pJ; on-chip = MACs + every level but DRAM)."""
+    (pJ; on-chip = MACs + every level but DRAM). ``hardware``: run another config instead of the
+    design's mirror — an R x C core (``tpu-like``, how the designs were mirrored before
+    ``cores.unroll``) compares its ``register_file`` with ZigZag's levels the mirror declares
+    below 1 KiB and its scratchpad with ZigZag's other levels."""
     ref = reference(design)
-    hw = load_hw(DESIGNS[design], overrides=overrides)
+    mirror = load_hw(DESIGNS[design])
+    hw = load_hw(hardware or DESIGNS[design], overrides=overrides)
     graph = load_graph("resnet18")
-    tops = top_levels(ref, hw)
     local = [lv.name for lv in hw.cores.levels]
+    if local or not mirror.cores.levels:
+        tops, groups = top_levels(ref, hw), {name: [name] for name in local}
+    else:
+        registers = [lv.name for lv in mirror.cores.levels if lv.size < CACTI_MIN_BYTES]
+        tops = [n for n in ref["totals"]["energy_per_level_pJ"] if n != "dram" and n not in registers]
+        local, groups = ["register_file"], {"register_file": registers}
     rows = []
     for layer in ref["layers"]:
         if layers is not None and layer["name"] not in layers:
@@ -82,7 +92,7 @@ def compare(design: str, layers: list[str] | None = None, overrides: dict | None
         ours = {name: report.energy_by_level_pj.get(name, 0.0) for name in local}
         ours["scratchpad"] = report.energy_by_level_pj["scratchpad"]
         zl = layer["energy_per_level_pJ"]
-        theirs = {name: zl.get(name, 0.0) for name in local}
+        theirs = {name: sum(zl.get(n, 0.0) for n in groups[name]) for name in local}
         theirs["scratchpad"] = sum(zl.get(name, 0.0) for name in tops)
         rows.append(dict(
             name=layer["name"], dram_bound=dram_bound(layer, hw),
@@ -130,7 +140,7 @@ def misses(result: dict) -> list[str]:
 def table(result: dict) -> str:
     """The per-design table: totals, the worst non-DRAM-bound layer, energy by level."""
     t = result["total"]
-    lines = [f"{result['design']} ({result['hardware']}; scratchpad = ZigZag's {' + '.join(result['top_levels'])})",
+    lines = [f"{result['design']} on {result['hardware']} (scratchpad = ZigZag's {' + '.join(result['top_levels'])})",
              f"  {'':30s} {'ZigZag':>14s} {'npusim':>14s} {'ratio':>7s}"]
 
     def row(label, pair, scale=1.0, fmt="{:,.0f}"):
