@@ -178,9 +178,28 @@ def budget_text(hw: Hardware) -> str:
     whole = " (energy.static_power: the whole chip)" if hw.energy.static_power is not None else ""
     return "\n".join([
         f"{hw.name}: {hw.technology}, {hw.clock / 1e6:,.0f} MHz",
+        *_array_lines(hw),
         f"  area           {sum(area.values()):.2f} mm2{parts(area, 1, '.2f', 'mm2')}",
         f"  scratchpad     {format_bytes(sp.size)} in {sp.banks} banks of {format_bytes(bank)} x {port}-bit, "
         f"{flavour}: read {read:.3g} pJ/B, write {write:.3g} pJ/B",
         f"  static power   {sum(static.values()) * 1e3:,.1f} mW{parts(static, 1e3, ',.2f', 'mW')}{gating}{whole}",
         f"  peak dynamic   {sum(peak.values()):,.2f} W{parts(peak, 1, ',.2f', 'W')}   (int8 MACs, every part at full rate)",
     ])
+
+
+def _array_lines(hw: Hardware) -> list[str]:
+    """``budget_text``'s lines on the array and, for an unrolled core, each local level: its
+    instances, what it holds, its size and port, its energy per access, leakage and area."""
+    c = hw.cores
+    if not c.unroll:
+        return [f"  array          {c.count} x {c.pe_rows} x {c.pe_cols} PEs, {c.dataflow}"]
+    unroll = " x ".join(f"{d}{u}" for d, u in c.unroll)
+    systolic = f", systolic along {', '.join(c.systolic)}" if c.systolic else ""
+    lines = [f"  array          {c.count} x {c.pes} PEs unrolling {unroll}{systolic}"]
+    for lv in c.levels:
+        fig = level_figures(hw, lv)
+        shared = "the array" if lv.shared_over is None else (", ".join(lv.shared_over) or "nothing")
+        lines.append(f"  level {lv.name:<9}{c.instances(lv):>5} x {format_bytes(lv.size)} ({'/'.join(lv.operands)}, shared "
+                     f"over {shared}), {lv.port_bits}-bit port: read {fig.read_pj:.3g} pJ, write {fig.write_pj:.3g} pJ, "
+                     f"leakage {c.instances(lv) * fig.leakage_w * 1e3:.3g} mW, area {c.instances(lv) * fig.area_mm2:.3g} mm2")
+    return lines
