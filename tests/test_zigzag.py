@@ -17,6 +17,7 @@ mirrored in ``hw_configs/zigzag-*.yaml``. Two levels of check:
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 
@@ -93,7 +94,7 @@ def test_model_costs_zigzags_mapping_as_zigzag(design):
     hw = load_hardware(zigzag.DESIGNS[design])
     local = [lv.name for lv in hw.cores.levels]
     for layer in zigzag.reference(design)["layers"]:
-        r = zigzag.replay(design, layer["name"])
+        r = zigzag.replay(design, layer["name"], search=False)
         assert r["replayed_cycles"] == r["best_cycles"] == layer["ideal_temporal_cycles"], layer["name"]
         for name in local:
             assert r["replayed"][name] == pytest.approx(layer["energy_per_level_pJ"][name], rel=1e-3), \
@@ -167,39 +168,79 @@ def test_rxc_cores_unchanged():
 
 # -- the whole simulation (slow) -------------------------------------------------------------------
 
+@functools.cache
+def _compared(design: str) -> dict:
+    return zigzag.compare(design)
+
+
+#: Why three designs miss the on-chip energy targets (docs/validation.md): the model is not the
+#: cause — ZigZag's own mapping costs the same in npusim as in ZigZag, level for level
+#: (test_model_costs_zigzags_mapping_as_zigzag); the searches pick different mappings. ZigZag ranks
+#: by its latency, which includes on-loading the first data from DRAM, off-loading the last and
+#: stalls on DRAM, so of mappings with the same temporal cycles it takes one that saves a few
+#: hundred of those cycles even when it spends several times the energy of an SRAM level; on
+#: layer4 of meta_prototype (2.36 MB of weights above its 1 MiB weight SRAM) it keeps C above that
+#: SRAM and spills 16-bit partial sums to sram_1MB_A 256 times (40 uJ a layer), where npusim's tiler
+#: splits the layer by output channels in its 2 MiB scratchpad. npusim ranks by the core's cycles,
+#: then on-chip energy, and leaves DRAM to its DMA, which overlaps it with compute: of equally fast
+#: mappings it takes the cheapest, as a compiler for the design would. Its figure is the lower one
+#: on every level that misses (test_onchip_energy_never_above_zigzag).
+ENERGY_MISSES = {
+    "meta_prototype": "on-chip 0.67x ZigZag's, scratchpad 0.35x (ZigZag's layer4 partial-sum spills)",
+    "ascend_like": "on-chip 0.80x ZigZag's, sram_256KB_O 0.33x (ZigZag's latency-first mapping choice)",
+    "tesla_npu_like": "on-chip 0.76x ZigZag's, sram_1KB_I 0.56x (ZigZag's latency-first mapping choice)",
+}
+
+
+def _energy_param(design: str):
+    if design in ENERGY_MISSES:
+        return pytest.param(design, marks=pytest.mark.xfail(strict=True, reason=ENERGY_MISSES[design]))
+    return design
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", ["tpu_like", "edge_tpu_like", "meta_prototype", "ascend_like", "tesla_npu_like"])
+def test_latency_targets(design):
+    """ResNet-18 layer by layer on the mirror: latency within ±10 % of ZigZag's in total and ±25 %
+    on every layer that is not DRAM-bound (issue 30). npusim's isolated layer adds what its DMA
+    cannot hide before the first band and after the last (up to +17 % on a non-DRAM-bound layer);
+    on DRAM-bound layers npusim reads the whole input of a stride-2 1x1 downsample, ZigZag only
+    the pixels it uses (2x there, excluded by the target)."""
+    result = _compared(design)
+    missed = [m for m in zigzag.misses(result) if m.startswith("latency")]
+    assert not missed, zigzag.table(result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", [_energy_param(d) for d in
+                                    ("tpu_like", "edge_tpu_like", "meta_prototype", "ascend_like", "tesla_npu_like")])
+def test_onchip_energy_targets(design):
+    """On-chip energy (MACs and every level but DRAM) within ±15 % of ZigZag's in total, and every
+    local level and the scratchpad (against ZigZag's top SRAMs) within ±30 % (issue 30). Met on
+    tpu_like and edge_tpu_like; the others are ``ENERGY_MISSES`` (why above)."""
+    result = _compared(design)
+    missed = [m for m in zigzag.misses(result) if not m.startswith("latency")]
+    assert not missed, zigzag.table(result)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("design", DESIGNS)
-def test_whole_layers_against_zigzag(design):
-    """Latency meets issue 30's targets on every design: ±10 % in total, ±25 % on every layer that
-    is not DRAM-bound. On-chip energy meets them on edge_tpu_like only; elsewhere npusim spends
-    *less* than ZigZag on some levels (meta_prototype: the scratchpad 0.35x; ascend_like:
-    sram_256KB_O 0.33x; tesla_npu_like: sram_1KB_I 0.56x, the scratchpad 0.61x), and never more
-    than the tolerance — asserted here one-sidedly. Who is right: the model is not the cause —
-    ZigZag's own mapping costs the same in npusim as in ZigZag, level for level
-    (``test_model_costs_zigzags_mapping_as_zigzag``). The two searches pick different mappings:
-    ZigZag ranks by its latency, which includes on-loading the first data from DRAM, off-loading
-    the last and stalls on DRAM, so of mappings with the same temporal cycles it takes one that
-    saves a few hundred of those cycles even when it spends several times the energy of an SRAM
-    level; on layer4 of meta_prototype (2.36 MB of weights above its 1 MiB weight SRAM) it keeps C
-    above that SRAM and spills 16-bit partial sums to sram_1MB_A 256 times (40 uJ a layer), where
-    npusim's tiler splits the layer by output channels in its 2 MiB scratchpad. npusim ranks by
-    the core's cycles and then on-chip energy, and leaves DRAM to its DMA, which overlaps it with
-    compute itself: of equally fast mappings it takes the cheapest, as a compiler targeting
-    the design would."""
-    result = zigzag.compare(design)
-    missed = zigzag.misses(result)
-    assert not [m for m in missed if m.startswith("latency")], zigzag.table(result)
+def test_onchip_energy_never_above_zigzag(design):
+    """Where the two disagree, npusim's figure is the lower one: never more on-chip energy than
+    ZigZag's beyond the tolerance, on no level; the MACs equal and DRAM within 5 % (the same
+    bytes, in whole bursts)."""
+    result = _compared(design)
     total = result["total"]
     assert zigzag.ratio(total["onchip"]) <= 1 + zigzag.TARGETS["onchip_total"], zigzag.table(result)
     for name, pair in total["levels"].items():
         assert zigzag.ratio(pair) <= 1 + zigzag.TARGETS["onchip_level"], (name, zigzag.table(result))
-    assert zigzag.ratio(total["dram"]) == pytest.approx(1, abs=0.05)  # the same bytes, whole bursts
+    assert zigzag.ratio(total["dram"]) == pytest.approx(1, abs=0.05)
     assert zigzag.ratio(total["mac"]) == pytest.approx(1, rel=1e-9)
 
 
 @pytest.mark.slow
 def test_designs_zigzag_separates_are_separated_in_the_same_order():
-    totals = {d: zigzag.compare(d)["total"]["latency"] for d in DESIGNS}
+    totals = {d: _compared(d)["total"]["latency"] for d in DESIGNS}
     for a in DESIGNS:
         for b in DESIGNS:
             ours_a, theirs_a = totals[a]

@@ -22,6 +22,7 @@ differently, ``docs/validation.md``).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from npusim.hw.config import CACTI_MIN_BYTES, Hardware
@@ -32,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "zigzag"
 #: ZigZag accelerator (fixture name) -> the npusim config mirroring it
 DESIGNS = {
+    "tpu_like": "zigzag-tpu-like",
     "edge_tpu_like": "zigzag-edge-tpu-like",
     "meta_prototype": "zigzag-meta-prototype",
     "ascend_like": "zigzag-ascend-like",
@@ -180,11 +182,11 @@ def zigzag_temporal_mapping(layer: dict, chains: dict) -> dict[str, list[list[tu
     return out
 
 
-def replay(design: str, name: str) -> dict:
+def replay(design: str, name: str, search: bool = True) -> dict:
     """npusim's per-level energy (pJ) and temporal cycles for one fixture layer mapped as ZigZag
-    mapped it (``zigzag_temporal_mapping``), beside its own best mapping's and ZigZag's: the check
-    that npusim's per-op model costs a given mapping as ZigZag does, apart from which mapping each
-    search picks."""
+    mapped it (``zigzag_temporal_mapping``), beside its own best mapping's (``search``; else the
+    temporal iterations its spatial mapping leaves) and ZigZag's: the check that npusim's per-op
+    model costs a given mapping as ZigZag does, apart from which mapping each search picks."""
     from npusim.hw import costs, mapping
 
     ref = reference(design)
@@ -197,7 +199,8 @@ def replay(design: str, name: str) -> dict:
     sp = mapping.spatial_mapping(core, nest)
     chs = mapping.chains(core, nest, sp)
     levels, cycles = mapping.traffic(core, nest, chs, zigzag_temporal_mapping(layer, chs))
-    best = mapping.core_cost(core, nest)
+    best = mapping.core_cost(core, nest) if search else None
     return dict(replayed={k: t.energy_pj for k, t in levels.items()}, replayed_cycles=cycles,
-                best={k: t.energy_pj for k, t in best.levels.items()}, best_cycles=best.temporal,
+                best={k: t.energy_pj for k, t in best.levels.items()} if best else None,
+                best_cycles=best.temporal if best else math.prod(size for _, size in sp.temporal),
                 zigzag=layer["energy_per_level_pJ"], zigzag_cycles=layer["ideal_temporal_cycles"])
