@@ -35,8 +35,12 @@ each level holds — chosen per op. This module computes, for one op (``LoopNest
   innermost remaining loops whose data still fits, operands sharing a level split it to minimise
   the traffic to the level above — and its bottom loops irrelevant to an operand sink to the
   level below (``TemporalMapping.innermost_stationary_loop_merge_down``). The ordering with the
-  fewest cycles wins, then the least on-chip energy (ZigZag's ``MinimalLatencyStage``: fewest
-  cycles, then least energy);
+  fewest cycles (above) wins, then the least on-chip energy. ZigZag's ``MinimalLatencyStage``
+  (``stages/results/reduce_stages.py``) ranks the same way but by its ``latency_total2``, which adds
+  on-loading the first data from DRAM, off-loading the last and its stalls: of mappings with equal
+  temporal cycles it may take one that spends more on-chip energy to save a few of those cycles.
+  npusim leaves DRAM to its DMA, which overlaps it with compute, and takes the cheapest
+  (``docs/validation.md``, "ZigZag's other accelerators");
 
 Relevance of the loop dimensions to the operands (ZigZag's ``O[b][g][k][oy][ox] +=
 W[g][k][c][fy][fx] · I[b][g][c][iy][ix]``, ``zigzag/parser/onnx/conv_parser.py``): W depends on
