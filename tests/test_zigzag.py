@@ -146,6 +146,7 @@ def test_simulation_reports_energy_and_area_by_level():
     assert report.energy_pj["register_file"] == pytest.approx(sum(by_level[lv.name] for lv in hw.cores.levels))
     assert by_level["scratchpad"] == pytest.approx(report.energy_pj["scratchpad_read"]
                                                    + report.energy_pj["scratchpad_write"])
+    assert "  by level       rf_1B " in report.summary()
     # a bigger weight SRAM costs more per access (the given figures stand in for CACTI's)
     bigger = load_hardware("zigzag-meta-prototype", overrides={"cores.levels.sram_64KB.read_energy": "53.12pJ"})
     again = simulate_plan(plan_graph(layer, bigger, zigzag.PIPELINE), layer, bigger, validated=True)

@@ -76,8 +76,8 @@ scratchpad needs (bound ``local_levels`` or ``scratchpad``).
 
 from __future__ import annotations
 
-import functools
 import math
+import weakref
 from dataclasses import replace
 
 from npusim.graph.model import Gemm, Graph, Op
@@ -128,11 +128,32 @@ def systolic_cycles(gemm: Gemm, rows: int, cols: int, dataflow: str, fold_overla
 DEFAULT_BITS = (8, 8, 8)
 
 
-@functools.lru_cache(maxsize=64)
+_MEMO: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def _memo(hw: Hardware) -> dict:
+    """A cache of one Hardware object's unrolled-core figures, found by identity: hashing a
+    Hardware hashes every field of every block, which costs more than a cached mapping."""
+    entry = _MEMO.get(id(hw))
+    if entry is not None and entry[0]() is hw:
+        return entry[1]
+    cache: dict = {}
+    _MEMO[id(hw)] = (weakref.ref(hw, lambda _, key=id(hw): _MEMO.pop(key, None)), cache)
+    return cache
+
+
 def core_model(hw: Hardware) -> mapping.Core:
     """The core as ``npusim.hw.mapping`` sees it: the unrolled array, its local levels (figures
     from ``npusim.hw.silicon.level_figures``) and the scratchpad on top of every operand, whose
     reads and writes share ``scratchpad.bytes_per_cycle`` and cost its energy per byte."""
+    memo = _memo(hw)
+    core = memo.get("core")
+    if core is None:
+        core = memo["core"] = _core_model(hw)
+    return core
+
+
+def _core_model(hw: Hardware) -> mapping.Core:
     from npusim.hw.silicon import level_figures, scratchpad_byte_energy  # silicon imports config only
 
     c, sp = hw.cores, hw.scratchpad
@@ -175,7 +196,12 @@ def loop_nest(gemm: Gemm, hw: Hardware, bits: tuple[int, int, int] | None = None
 def unrolled_cost(gemm: Gemm, hw: Hardware, bits: tuple[int, int, int] | None = None,
                   kind: str = "MatMul") -> mapping.CoreCost:
     """The op's cost on an unrolled core with its best temporal mapping (energy included)."""
-    return mapping.core_cost(core_model(hw), loop_nest(gemm, hw, bits, kind))
+    memo = _memo(hw)
+    key = ("cost", gemm, gemm.loops, bits, kind)  # Gemm's equality leaves its loops out
+    cost = memo.get(key)
+    if cost is None:
+        cost = memo[key] = mapping.core_cost(core_model(hw), loop_nest(gemm, hw, bits, kind))
+    return cost
 
 
 def array_cycles(gemm: Gemm, hw: Hardware, chained: str | None = None, bits: tuple[int, int, int] | None = None,
@@ -187,7 +213,12 @@ def array_cycles(gemm: Gemm, hw: Hardware, chained: str | None = None, bits: tup
     c = hw.cores
     if not c.unroll:
         return systolic_cycles(gemm, c.pe_rows, c.pe_cols, c.dataflow, c.fold_overlap, chained)
-    cycles, drain = mapping.core_cycles(core_model(hw), loop_nest(gemm, hw, bits, kind))
+    memo = _memo(hw)
+    key = ("cycles", gemm, gemm.loops, bits, kind)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = mapping.core_cycles(core_model(hw), loop_nest(gemm, hw, bits, kind))
+    cycles, drain = found
     return cycles - drain if chained and chained != "last" else cycles
 
 
