@@ -83,6 +83,7 @@ from dataclasses import replace
 from npusim.graph.model import Gemm, Graph, Op
 from npusim.hw import mapping
 from npusim.hw.config import Hardware
+from npusim.hw.silicon import level_figures, scratchpad_byte_energy
 
 DATAFLOWS = ("os", "ws", "is")
 GROUPED_KINDS = ("Conv", "ConvTranspose")
@@ -154,7 +155,6 @@ def core_model(hw: Hardware) -> mapping.Core:
 
 
 def _core_model(hw: Hardware) -> mapping.Core:
-    from npusim.hw.silicon import level_figures, scratchpad_byte_energy  # silicon imports config only
 
     c, sp = hw.cores, hw.scratchpad
     levels = []

@@ -444,7 +444,7 @@ def reference_rows() -> list[Row]:
 def zigzag_design_rows() -> list[Row]:
     """Two rows per ZigZag accelerator mirrored in hw_configs/ (``npusim.testing.zigzag``):
     ResNet-18's latency layer by layer, and its on-chip energy by level."""
-    from npusim.testing import zigzag  # it imports this module (zigzag_layer_graph)
+    from npusim.testing import zigzag  # lazy: a cycle, npusim.testing.zigzag imports this module
 
     source = "tests/fixtures/zigzag (ZigZag 3.9.1)"
     t = zigzag.TARGETS

@@ -21,10 +21,13 @@ differently, ``docs/validation.md``).
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import re
 from pathlib import Path
 
+from npusim.hw import costs, mapping
 from npusim.hw.config import CACTI_MIN_BYTES, Hardware
 from npusim.testing.validation import zigzag_layer_graph
 from npusim.workflow import load_graph, load_hw, plan_graph, simulate_plan
@@ -168,9 +171,6 @@ def zigzag_temporal_mapping(layer: dict, chains: dict) -> dict[str, list[list[tu
     """ZigZag's chosen temporal mapping of a fixture layer (its ``mapping_dic_stationary``: per
     operand, the loops of each of its levels, innermost first) on npusim's chains: a level matched
     level for level, ZigZag's levels above npusim's top (its top SRAM and DRAM) merged into it."""
-    import ast
-    import re
-
     text = re.sub(r"\b([A-Z][A-Z0-9]*)\b", r"'\1'", layer["temporal_mapping"])
     ops = ast.literal_eval(text)
     out = {}
@@ -187,8 +187,6 @@ def replay(design: str, name: str, search: bool = True) -> dict:
     mapped it (``zigzag_temporal_mapping``), beside its own best mapping's (``search``; else the
     temporal iterations its spatial mapping leaves) and ZigZag's: the check that npusim's per-op
     model costs a given mapping as ZigZag does, apart from which mapping each search picks."""
-    from npusim.hw import costs, mapping
-
     ref = reference(design)
     layer = next(lay for lay in ref["layers"] if lay["name"] == name)
     hw = load_hw(DESIGNS[design])
