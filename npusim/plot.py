@@ -235,9 +235,10 @@ def x_label(key: str) -> str:
         return "scratchpad budget" if key == "budget" else "scratchpad size (= budget)"
     if key in LLM_AXIS:
         return LLM_AXIS[key]
-    from npusim.dse.sweep import knob_quantities  # lazy: the hardware knob table; only a hardware sweep needs it
+    from npusim.hw.loader import iter_knobs  # lazy: the hardware knob table; only a hardware sweep needs it
 
-    unit = BASE_UNITS.get(knob_quantities().get(key, ""), "")
+    quantity = next((f.metadata["quantity"] for name, f in iter_knobs() if name == key), "")
+    unit = BASE_UNITS.get(quantity, "")
     return f"{key} ({unit})" if unit else key
 
 
@@ -408,8 +409,6 @@ def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = F
 
 def _pareto_series(row: dict, swept: list[str]) -> str:
     """The planner and the swept keys that do not change the area (those are the x axis)."""
-    from npusim.dse.sweep import LLM_KEYS  # lazy: the sweep module; only a sweep's figure needs it
-
-    extra = [f"{k}={row[k]}" for k in swept if k in LLM_KEYS and k in row]
+    extra = [f"{k}={row[k]}" for k in swept if k in LLM_AXIS and k in row]
     return " ".join([row["planner"], *extra])
 

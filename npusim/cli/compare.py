@@ -93,6 +93,7 @@ _TEXT_LINES = (
     ("energy (uJ)", "energy_pj", lambda v: f"{v / 1e6:.3f}"),
     ("  dynamic (uJ)", "energy_dynamic_pj", lambda v: f"{v / 1e6:.3f}"),
     ("  static (uJ)", "energy_static_pj", lambda v: f"{v / 1e6:.3f}"),
+    ("  on-chip dynamic (uJ)", "energy_onchip_pj", lambda v: f"{v / 1e6:.3f}"),
     *((f"  {c} (uJ)", f"energy_{c}_pj", lambda v: f"{v / 1e6:.3f}") for c in ENERGY_COMPONENTS),
     ("area (mm2)", "area_mm2", lambda v: f"{v:.2f}"),
     ("solve time (s)", "solve_seconds", lambda v: f"{v:.4f}"),

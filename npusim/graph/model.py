@@ -94,18 +94,61 @@ class Tensor:
 
 
 @dataclass(frozen=True)
+class ConvLoops:
+    """A 1-D or 2-D convolution's loop nest, as an unrolled array maps it (``npusim.hw.mapping``;
+    ZigZag's layer dimensions): batch ``b``, groups ``g``, output channels ``k`` and input
+    channels ``c`` per group, output rows and columns ``oy``/``ox``, kernel ``fy``/``fx``, strides,
+    dilations, and the input's rows and columns ``iy``/``ix``."""
+
+    b: int
+    g: int
+    k: int
+    c: int
+    oy: int
+    ox: int
+    fy: int
+    fx: int
+    sy: int = 1
+    sx: int = 1
+    dy: int = 1
+    dx: int = 1
+    iy: int = 0
+    ix: int = 0
+
+
+def conv_loops(attrs: dict, x: tuple, w: tuple, y: tuple) -> ConvLoops | None:
+    """The loop nest of a Conv with input ``x`` (N, C, [H,] W), weights ``w`` and output ``y``
+    shapes (None for other ranks or inconsistent shapes)."""
+    if not (len(x) == len(w) == len(y) and len(x) in (3, 4)) or not all(isinstance(d, int) for d in (*x, *w, *y)):
+        return None
+    group = int(attrs.get("group", 1) or 1)
+    strides = list(attrs.get("strides") or [1] * (len(x) - 2))
+    dilations = list(attrs.get("dilations") or [1] * (len(x) - 2))
+    if len(x) == 3:  # 1-D: one row
+        x, w, y = (*x[:2], 1, x[2]), (*w[:2], 1, w[2]), (*y[:2], 1, y[2])
+        strides, dilations = [1, *strides], [1, *dilations]
+    if group < 1 or y[1] % group or len(strides) != 2 or len(dilations) != 2:
+        return None
+    return ConvLoops(b=x[0], g=group, k=y[1] // group, c=w[1], oy=y[2], ox=y[3], fy=w[2], fx=w[3],
+                     sy=int(strides[0]), sx=int(strides[1]), dy=int(dilations[0]), dx=int(dilations[1]),
+                     iy=x[2], ix=x[3])
+
+
+@dataclass(frozen=True)
 class Gemm:
     """The (batched) GEMM an op maps to on a PE array: ``batch`` independent M×K·K×N products.
 
     For a convolution (implicit GEMM, as SCALE-Sim maps it): M = output pixels, N = output
     channels per group, K = kernel window × input channels per group, batch = groups (a batch
-    of N > 1 images folds into M).
+    of N > 1 images folds into M). ``loops``: a convolution's own loop nest, for an array that
+    unrolls its dimensions (``cores.unroll``); not part of the GEMM's identity.
     """
 
     m: int
     n: int
     k: int
     batch: int = 1
+    loops: ConvLoops | None = field(default=None, compare=False)
 
     @property
     def macs(self) -> int:
@@ -329,11 +372,19 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
         for t in dict.fromkeys(ins):
             consumers[t].append(oi)
         gemm = o.get("gemm")
+        gemm = Gemm(**gemm) if isinstance(gemm, dict) else gemm
+        attrs = dict(o.get("attrs", {}))
+        if gemm is not None and gemm.loops is None and o["kind"] == "Conv" and len(ins) >= 2 and outs:
+            loops = conv_loops(attrs, tuple(tensors[ins[0]]["shape"]), tuple(tensors[ins[1]]["shape"]),
+                               tuple(tensors[outs[0]]["shape"]))
+            if loops is not None and loops.b * loops.oy * loops.ox == gemm.m and loops.k == gemm.n \
+                    and loops.c * loops.fy * loops.fx == gemm.k and loops.g == gemm.batch:
+                gemm = Gemm(gemm.m, gemm.n, gemm.k, gemm.batch, loops)
         built_ops.append(Op(
             id=oi, name=o["name"], kind=o["kind"], inputs=ins, outputs=outs,
-            attrs=dict(o.get("attrs", {})), macs=int(o.get("macs", 0)),
+            attrs=attrs, macs=int(o.get("macs", 0)),
             vector_ops=int(o.get("vector_ops", 0)),
-            gemm=Gemm(**gemm) if isinstance(gemm, dict) else gemm,
+            gemm=gemm,
         ))
     def view_of(t):
         v = t.get("view")

@@ -34,6 +34,7 @@ import itertools
 import math
 
 import numpy as np
+from dataclasses import replace
 
 from npusim.errors import PlanError
 from npusim.graph.model import Gemm, Graph, Op, View, build_graph, row_major_strides
@@ -307,7 +308,7 @@ def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
             per_group = w[0] // groups
             spanned = (c1 - 1) // per_group - c0 // per_group + 1
             gemm = Gemm(m=pixels, n=-(-(c1 - c0) // spanned), k=w[1] * kernel, batch=spanned)
-        return volume * k_len * kernel, gemm
+        return volume * k_len * kernel, _with_tile_loops(gemm, op.gemm, box, k_len if groups == 1 else w[1])
     m = box[-2][1] - box[-2][0]
     n = box[-1][1] - box[-1][0]
     batch = volume // (m * n)
@@ -317,6 +318,23 @@ def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
         m, batch = m * batch, 1
     gemm = Gemm(m=m, n=n, k=k_len, batch=batch)
     return gemm.macs, gemm
+
+
+def _with_tile_loops(gemm: Gemm, whole: Gemm | None, box: Box, c: int) -> Gemm:
+    """``gemm`` of a conv tile with its loop nest (``Gemm.loops``) cut from the op's: the tile's
+    batch, channels and output rows and columns, ``c`` input channels per group, and the input
+    rows and columns its window spans."""
+    loops = whole.loops if whole is not None else None
+    if loops is None:
+        return gemm
+    extent = [hi - lo for lo, hi in box]
+    oy, ox = (extent[2], extent[3]) if len(box) == 4 else (1, extent[2])
+    iy = min(loops.sy * (oy - 1) + loops.dy * (loops.fy - 1) + 1, loops.iy or oy)
+    ix = min(loops.sx * (ox - 1) + loops.dx * (loops.fx - 1) + 1, loops.ix or ox)
+    tile = replace(loops, b=extent[0], g=gemm.batch, k=gemm.n, c=c, oy=oy, ox=ox, iy=iy, ix=ix)
+    if tile.b * tile.oy * tile.ox != gemm.m or tile.c * tile.fy * tile.fx != gemm.k:
+        return gemm
+    return replace(gemm, loops=tile)
 
 
 #: (MACs, Gemm) of one tile: public for the tiler's time estimate (planners.tiling.estimate).

@@ -28,6 +28,45 @@ def knob(default, quantity: str, doc: str, **extra):
     return field(default=default, metadata={"quantity": quantity, "doc": doc, **extra})
 
 
+#: Loop dimensions an array can unroll (ZigZag's layer dimensions, ``npusim.hw.mapping``) and the
+#: operands a local level can hold (W weights, I inputs, O outputs and partial sums).
+LOOP_DIMS = ("B", "G", "K", "C", "OY", "OX", "FY", "FX")
+OPERANDS = ("W", "I", "O")
+#: Capacity from which a local level's figures default to the CACTI table (its smallest macro).
+CACTI_MIN_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class LocalLevel:
+    """A memory level of every core between its PEs and the scratchpad (``cores.levels``), as
+    ZigZag describes one (``memories`` of its accelerator YAML): what it holds, how big one
+    instance is, how wide its ports are, what an access costs, and which unrolled array
+    dimensions share one instance (``shared_over``, ZigZag's ``served_dimensions``). Levels are
+    listed innermost first; ``npusim.hw.mapping`` computes their reads and writes per op."""
+
+    name: str = field(default="", metadata={"quantity": "str", "doc": "the level's name (its key)"})
+    operands: tuple[str, ...] = knob(("W", "I", "O"), "operands", "operands it holds: W (weights), I (inputs), "
+                                     "O (outputs and partial sums)")
+    size: int = knob(1024, "size", "capacity of one instance", maximum=MAX_SCRATCHPAD)
+    shared_over: tuple[str, ...] | None = knob((), "dims", "unrolled loop dimensions (cores.unroll keys) whose "
+                                               "PEs share one instance (ZigZag's served_dimensions); all: one "
+                                               "instance per core; []: one per PE")
+    port_bits: int = knob(64, "int", "bits one port moves per cycle, and the word an access costs "
+                          "read_energy / write_energy for", maximum=1 << 20)
+    min_access_bits: int = knob(0, "int", "smallest access: a transfer of fewer bits costs this many "
+                                "(ZigZag's bandwidth_min); 0: port_bits", minimum=0, maximum=1 << 20)
+    read_ports: int = knob(1, "int", "read ports, each port_bits wide", maximum=64)
+    write_ports: int = knob(1, "int", "write ports, each port_bits wide", maximum=64)
+    read_energy: float | None = knob(None, "energy", "one read of port_bits; default: the CACTI table for "
+                                     "size and port_bits (1 KiB and up; a smaller level must set it)")
+    write_energy: float | None = knob(None, "energy", "one write of port_bits; default: as read_energy")
+    cell: str = knob("lop", "choice", "SRAM flavour of the CACTI table for the defaults", choices=("lop", "lstp", "hp"))
+    leakage: float | None = knob(None, "power", "leakage of one instance; default: the CACTI table (1 KiB and "
+                                 "up), else 0 (registers: part of energy.pe_leakage)")
+    area: float | None = knob(None, "area", "area of one instance; default: the CACTI table (1 KiB and up), "
+                              "else size x 8 x area.register_bit")
+
+
 @dataclass(frozen=True)
 class CoreConfig:
     """One core: a systolic PE array plus a vector unit. All cores are identical."""
@@ -68,6 +107,38 @@ class CoreConfig:
                                     "loaded; 0: no such level", minimum=0)
     accumulator_register: int = knob(0, "size", "register per PE holding the partial sum, read and written "
                                      "once per MAC; 0: no such level", minimum=0)
+    unroll: tuple[tuple[str, int], ...] = knob((), "unroll", "spatial unrolling, one entry per array dimension: "
+                                               "the loop dimension it unrolls (B, G, K, C, OY, OX, FY, FX) and by "
+                                               "how much, e.g. {K: 32, C: 2, OX: 4, OY: 4} (ZigZag's "
+                                               "operational_array + spatial_mapping); replaces pe_rows x pe_cols "
+                                               "and dataflow; empty: the R x C array")
+    systolic: tuple[str, ...] = knob((), "dims", "unrolled dimensions (unroll keys) along which results drain "
+                                     "through the array, one cycle per PE, once per op (ZigZag's "
+                                     "systolic_dimensions)")
+    partial_sum_bits: int = knob(0, "int", "bits of a partial sum in the PEs and local levels; 0: twice the "
+                                 "input's (ZigZag's default)", minimum=0, maximum=128)
+    levels: tuple[LocalLevel, ...] = knob((), "levels", "memory levels between the PEs and the scratchpad, "
+                                          "innermost first, by name (cores.levels.NAME.FIELD; fields below); "
+                                          "needs unroll")
+
+    @property
+    def pes(self) -> int:
+        """PEs of one core: the product of the unrolled dimensions, else rows x cols."""
+        if self.unroll:
+            n = 1
+            for _, u in self.unroll:
+                n *= u
+            return n
+        return self.pe_rows * self.pe_cols
+
+    def instances(self, level: LocalLevel) -> int:
+        """Instances of ``level`` in one core: one per combination of the unrolled dimensions it
+        is not shared over."""
+        n = 1
+        for dim, u in self.unroll:
+            if level.shared_over is not None and dim not in level.shared_over:
+                n *= u
+        return n
 
 
 @dataclass(frozen=True)
@@ -80,6 +151,9 @@ class ScratchpadConfig:
     cell: str = knob("lop", "choice", "SRAM flavour of the CACTI table (npusim/hw/sram_table.py): lop (low "
                      "operating power), lstp (low standby power: slow, barely leaks) or hp (high "
                      "performance: fast, leaky)", choices=("lop", "lstp", "hp"))
+    min_access_bits: int = knob(8, "int", "smallest access of an unrolled core (cores.unroll) to the "
+                                "scratchpad: a transfer of fewer bits costs this many (ZigZag's "
+                                "bandwidth_min)", minimum=1, maximum=1 << 20)
 
 
 @dataclass(frozen=True)

@@ -65,13 +65,26 @@ Either way an op cannot finish faster than the scratchpad can feed it: ``scratch
 Several cores (``cores.count``, ``cores.split_ops``): a stream with more than one core splits
 every op across them (``core_parts``: by output channels, rows or batch, the fastest), the
 cores reading the shared scratchpad at its one bandwidth; the op ends with its slowest core.
+
+An unrolled array (``cores.unroll``, with optional local levels ``cores.levels``) replaces the
+R × C fold model: its cycles, its scratchpad reads and writes and every local level's accesses
+and energy come from ZigZag's per-op cost model with the best temporal mapping
+(``npusim.hw.mapping``; ``array_cycles``, ``unrolled_cost``). The op's cycles are the larger of
+its temporal iterations (+ systolic drain) and what the busiest port of a local level or the
+scratchpad needs (bound ``local_levels`` or ``scratchpad``).
 """
 
 from __future__ import annotations
 
+import math
+import weakref
+from dataclasses import replace
+
 from npusim.graph.model import Gemm, Graph, Op
 from npusim.graph.ops.kinds import GROUPED_KINDS
+from npusim.hw import mapping
 from npusim.hw.config import Hardware
+from npusim.hw.silicon import level_figures, scratchpad_byte_energy
 
 DATAFLOWS = ("os", "ws", "is")
 
@@ -109,6 +122,117 @@ def systolic_cycles(gemm: Gemm, rows: int, cols: int, dataflow: str, fold_overla
     return gemm.batch * folds * (preload + stream + skew)
 
 
+# -- unrolled arrays (cores.unroll) -----------------------------------------------------------------
+
+#: (weights, inputs, outputs) bits of an op whose tensors are not at hand (the tiler's GEMMs of a
+#: generated graph pass theirs)
+DEFAULT_BITS = (8, 8, 8)
+
+
+_MEMO: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def _memo(hw: Hardware) -> dict:
+    """A cache of one Hardware object's unrolled-core figures, found by identity: hashing a
+    Hardware hashes every field of every block, which costs more than a cached mapping."""
+    entry = _MEMO.get(id(hw))
+    if entry is not None and entry[0]() is hw:
+        return entry[1]
+    cache: dict = {}
+    _MEMO[id(hw)] = (weakref.ref(hw, lambda _, key=id(hw): _MEMO.pop(key, None)), cache)
+    return cache
+
+
+def core_model(hw: Hardware) -> mapping.Core:
+    """The core as ``npusim.hw.mapping`` sees it: the unrolled array, its local levels (figures
+    from ``npusim.hw.silicon.level_figures``) and the scratchpad on top of every operand, whose
+    reads and writes share ``scratchpad.bytes_per_cycle`` and cost its energy per byte."""
+    memo = _memo(hw)
+    core = memo.get("core")
+    if core is None:
+        core = memo["core"] = _core_model(hw)
+    return core
+
+
+def _core_model(hw: Hardware) -> mapping.Core:
+
+    c, sp = hw.cores, hw.scratchpad
+    levels = []
+    for lv in c.levels:
+        fig = level_figures(hw, lv)
+        levels.append(mapping.Level(lv.name, lv.size * 8, lv.operands, lv.shared_over, lv.port_bits,
+                                    lv.min_access_bits or lv.port_bits, fig.read_pj, fig.write_pj,
+                                    lv.read_ports, lv.write_ports))
+    read, write = scratchpad_byte_energy(hw)
+    width = 8 * sp.bytes_per_cycle
+    levels.append(mapping.Level(mapping.SCRATCHPAD, math.inf, mapping.OPERANDS, None, width,
+                                min(max(sp.min_access_bits, 1), width), read * sp.bytes_per_cycle,
+                                write * sp.bytes_per_cycle, rw_port=True))
+    return mapping.Core(c.unroll, c.systolic, tuple(levels))
+
+
+def loop_nest(gemm: Gemm, hw: Hardware, bits: tuple[int, int, int] | None = None,
+              kind: str = "MatMul") -> mapping.LoopNest:
+    """The loop nest an unrolled array runs for ``gemm``: a convolution's own (``Gemm.loops``),
+    else the 1×1 convolution OX = M, C = K, K = N, B = batch; a grouped conv packed on the array
+    (``cores.depthwise: array``) unrolls its groups where the array unrolls K. ``bits``: the
+    (weights, inputs, outputs) operand widths."""
+    w_bits, i_bits, o_bits = bits or DEFAULT_BITS
+    psum = hw.cores.partial_sum_bits or 2 * i_bits
+    lp = gemm.loops
+    if lp is not None:
+        sizes = (("B", lp.b), ("G", lp.g), ("K", lp.k), ("C", lp.c), ("OY", lp.oy), ("OX", lp.ox), ("FY", lp.fy),
+                 ("FX", lp.fx))
+        return mapping.LoopNest(sizes, (lp.sy, lp.sx), (lp.dy, lp.dx), lp.iy, lp.ix, w_bits, i_bits, o_bits, psum,
+                                pack_groups=lp.g > 1 and hw.cores.depthwise == "array")
+    grouped = kind in GROUPED_KINDS and gemm.batch > 1
+    sizes = (("B", 1 if grouped else gemm.batch), ("G", gemm.batch if grouped else 1), ("K", gemm.n),
+             ("C", gemm.k), ("OY", 1), ("OX", gemm.m), ("FY", 1), ("FX", 1))
+    return mapping.LoopNest(sizes, w_bits=w_bits, i_bits=i_bits, o_bits=o_bits, psum_bits=psum,
+                            weights_batched=gemm.batch > 1 and not grouped,
+                            pack_groups=grouped and hw.cores.depthwise == "array")
+
+
+def unrolled_cost(gemm: Gemm, hw: Hardware, bits: tuple[int, int, int] | None = None,
+                  kind: str = "MatMul") -> mapping.CoreCost:
+    """The op's cost on an unrolled core with its best temporal mapping (energy included)."""
+    memo = _memo(hw)
+    key = ("cost", gemm, gemm.loops, bits, kind)  # Gemm's equality leaves its loops out
+    cost = memo.get(key)
+    if cost is None:
+        cost = memo[key] = mapping.core_cost(core_model(hw), loop_nest(gemm, hw, bits, kind))
+    return cost
+
+
+def array_cycles(gemm: Gemm, hw: Hardware, chained: str | None = None, bits: tuple[int, int, int] | None = None,
+                 kind: str = "MatMul") -> float:
+    """Cycles of one (batched) GEMM on a core's array: SCALE-Sim's folds on an R × C array
+    (``systolic_cycles``), else the unrolled array's cycles with its best mapping
+    (``npusim.hw.mapping.core_cycles``: temporal iterations + drain, or the busiest port of a
+    level); a reduction slice chained in the accumulators before the last skips the drain."""
+    c = hw.cores
+    if not c.unroll:
+        return systolic_cycles(gemm, c.pe_rows, c.pe_cols, c.dataflow, c.fold_overlap, chained)
+    memo = _memo(hw)
+    key = ("cycles", gemm, gemm.loops, bits, kind)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = mapping.core_cycles(core_model(hw), loop_nest(gemm, hw, bits, kind))
+    cycles, drain = found
+    return cycles - drain if chained and chained != "last" else cycles
+
+
+def array_folds(gemm: Gemm, hw: Hardware, kind: str = "MatMul") -> int:
+    """Units of array work (``band_count``): folds of an R × C array, or the output blocks an
+    unrolled array computes one after another."""
+    c = hw.cores
+    if not c.unroll:
+        return gemm.batch * fold_shape(gemm, c.pe_rows, c.pe_cols, c.dataflow)[0]
+    nest = loop_nest(gemm, hw, None, kind)
+    sp = mapping.spatial_mapping(core_model(hw), nest)
+    return math.prod(s for d, s in sp.temporal if d in ("B", "G", "K", "OY", "OX"))
+
+
 def array_gemm(kind: str, gemm: Gemm | None, hw: Hardware) -> Gemm | None:
     """The GEMM the array runs for an op of ``kind`` whose GEMM view is ``gemm`` (None: the op
     runs on the vector unit: a grouped conv with ``cores.depthwise: vector``, or a GEMM the
@@ -120,10 +244,10 @@ def array_gemm(kind: str, gemm: Gemm | None, hw: Hardware) -> Gemm | None:
         if hw.cores.depthwise == "vector":
             return None
         if hw.cores.depthwise == "array":
-            mapped = Gemm(m=gemm.m, n=gemm.n * gemm.batch, k=gemm.k, batch=1)
+            if not hw.cores.unroll:  # an unrolled array packs the groups itself (loop_nest)
+                mapped = Gemm(m=gemm.m, n=gemm.n * gemm.batch, k=gemm.k, batch=1)
     c = hw.cores
-    if c.gemv == "fastest" and gemm.macs / c.vector_lanes < systolic_cycles(mapped, c.pe_rows, c.pe_cols, c.dataflow,
-                                                                           c.fold_overlap):
+    if c.gemv == "fastest" and gemm.macs / c.vector_lanes < array_cycles(mapped, hw, kind=kind):
         return None
     return mapped
 
@@ -133,6 +257,11 @@ def array_macs(graph: Graph, hw: Hardware) -> int:
     conv on the vector unit is not array work): the numerator of the array utilisation,
     MACs / (cycles × pe_rows × pe_cols × cores), the figure systolic-array papers quote."""
     return sum(op.macs for op in graph.ops if array_gemm(op.kind, op.gemm, hw) is not None)
+
+
+def array_pes(hw: Hardware) -> int:
+    """PEs of every core's array (the utilisation's denominator per cycle)."""
+    return hw.cores.pes * hw.cores.count
 
 
 def cores_per_stream(hw: Hardware, streams: int) -> int:
@@ -169,24 +298,48 @@ def core_parts(gemm: Gemm, hw: Hardware, cores: int) -> tuple[Gemm, ...]:
         return (gemm,)
     rows, cols, dataflow = hw.cores.pe_rows, hw.cores.pe_cols, hw.cores.dataflow
     m_unit = {"os": rows, "ws": 1, "is": cols}[dataflow]
+    if hw.cores.unroll:  # cut where the array unrolls: K for channels, whole output rows for pixels
+        unroll = dict(hw.cores.unroll)
+        cols = unroll.get("K", 1)
+        lp = gemm.loops
+        m_unit = lp.ox * unroll.get("OY", 1) if lp is not None and lp.b == 1 else unroll.get("OX", 1)
     candidates = []
     if gemm.batch > 1:
-        candidates.append(tuple(Gemm(m=gemm.m, n=gemm.n, k=gemm.k, batch=b) for b in _blocks(gemm.batch, 1, cores)))
-    candidates.append(tuple(Gemm(m=gemm.m, n=n, k=gemm.k, batch=gemm.batch) for n in _blocks(gemm.n, cols, cores)))
-    candidates.append(tuple(Gemm(m=m, n=gemm.n, k=gemm.k, batch=gemm.batch) for m in _blocks(gemm.m, m_unit, cores)))
-    core = hw.cores
+        candidates.append(tuple(_part(gemm, batch=b) for b in _blocks(gemm.batch, 1, cores)))
+    candidates.append(tuple(_part(gemm, n=n) for n in _blocks(gemm.n, cols, cores)))
+    candidates.append(tuple(_part(gemm, m=m) for m in _blocks(gemm.m, m_unit, cores)))
 
     def slowest(parts):
-        return max(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap) for g in parts)
+        return max(array_cycles(g, hw) for g in parts)
     return min(candidates, key=slowest)  # min keeps the first of equals: batch, channels, rows
 
 
+def _part(gemm: Gemm, m: int | None = None, n: int | None = None, batch: int | None = None) -> Gemm:
+    """A slice of ``gemm`` (M rows, N columns or a batch), with the conv loop nest it keeps
+    (output rows for M, output channels for N, groups for a grouped conv's batch)."""
+    part = Gemm(m=gemm.m if m is None else m, n=gemm.n if n is None else n, k=gemm.k,
+                batch=gemm.batch if batch is None else batch)
+    lp = gemm.loops
+    if lp is None:
+        return part
+    if n is not None:
+        return replace(part, loops=replace(lp, k=n))
+    if batch is not None and lp.g == gemm.batch:
+        return replace(part, loops=replace(lp, g=batch))
+    if m is not None and lp.b == 1 and m % lp.ox == 0:
+        oy = m // lp.ox
+        return replace(part, loops=replace(lp, oy=oy, iy=min(lp.sy * (oy - 1) + lp.dy * (lp.fy - 1) + 1, lp.iy or oy)))
+    return part
+
+
 def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
-                cores: int = 1, fused: bool = False, chained: str | None = None) -> tuple[list[float], str]:
+                cores: int = 1, fused: bool = False, chained: str | None = None,
+                bits: tuple[int, int, int] | None = None) -> tuple[list[float], str]:
     """(cycles of each core working on it, 'array' | 'vector') of an op's (or a tile's)
     compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
-    elements. Scratchpad aside. ``chained``: a reduction slice chained in the accumulators
-    (``systolic_cycles``).
+    elements. Scratchpad aside (an unrolled array's scratchpad port is part of its cycles,
+    ``array_cycles``). ``chained``: a reduction slice chained in the accumulators
+    (``systolic_cycles``); ``bits``: the operands' (weights, inputs, outputs) widths.
 
     A ``fused`` op (a GEMM with its element-wise epilogue, ``npusim.graph.fusion``) runs the
     epilogue on the vector unit while the array computes: each core takes
@@ -194,8 +347,7 @@ def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: 
     core = hw.cores
     mapped = array_gemm(kind, gemm, hw)
     if mapped is not None:
-        parts = [float(systolic_cycles(g, core.pe_rows, core.pe_cols, core.dataflow, core.fold_overlap, chained))
-                 for g in core_parts(mapped, hw, cores)]
+        parts = [float(array_cycles(g, hw, chained, bits, kind)) for g in core_parts(mapped, hw, cores)]
         epilogue = vector_ops / core.vector_lanes / cores if fused else 0.0
         if epilogue > max(parts):
             return [max(p, epilogue) for p in parts], "vector"
@@ -206,11 +358,20 @@ def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: 
 
 
 def compute_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
-                   cores: int = 1, fused: bool = False, chained: str | None = None) -> tuple[float, str]:
+                   cores: int = 1, fused: bool = False, chained: str | None = None,
+                   bits: tuple[int, int, int] | None = None) -> tuple[float, str]:
     """(cycles, 'array' | 'vector') of an op's (or a tile's) compute on ``cores`` cores (its
     slowest core), scratchpad aside."""
-    parts, bound = core_cycles(kind, gemm, macs, vector_ops, hw, cores, fused, chained)
+    parts, bound = core_cycles(kind, gemm, macs, vector_ops, hw, cores, fused, chained, bits)
     return max(parts), bound
+
+
+def operand_bits(op: Op, graph: Graph) -> tuple[int, int, int]:
+    """(weights, inputs, outputs) bits of an array op: its second input, first input and
+    output's element widths."""
+    t = graph.tensors
+    w = t[op.inputs[1]].itemsize if len(op.inputs) > 1 else t[op.inputs[0]].itemsize
+    return 8 * w, 8 * t[op.inputs[0]].itemsize, 8 * t[op.outputs[0]].itemsize
 
 
 def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[int, int]:
@@ -246,6 +407,8 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     gemm = array_gemm(op.kind, op.gemm, hw)
     if gemm is None or len(op.inputs) < 2:
         return read, written
+    if hw.cores.unroll:
+        return _unrolled_scratchpad_bytes(op, graph, hw, gemm, cores)
     rows, cols = hw.cores.pe_rows, hw.cores.pe_cols
     a, b = (graph.tensors[t] for t in op.inputs[:2])
     out = graph.tensors[op.outputs[0]]
@@ -266,6 +429,44 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     return read, written
 
 
+def _unrolled_scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, gemm: Gemm, cores: int) -> tuple[int, int]:
+    """``scratchpad_bytes`` on an unrolled core: the scratchpad's word reads and writes of the
+    op's best mapping (``npusim.hw.mapping``, the top level of every operand) times the bytes of
+    a word (``scratchpad.bytes_per_cycle``), summed over the cores' slices; the op's other inputs
+    (a bias) read and its other outputs written once, a reduction slice kept in the core
+    (an ``accumulator`` output) writes nothing."""
+    bits = operand_bits(op, graph)
+    word = hw.scratchpad.bytes_per_cycle
+    read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs[2:]) if t not in op.inputs[:2])
+    written = sum(graph.tensors[t].size for t in op.outputs[1:])
+    in_core = graph.tensors[op.outputs[0]].kind == "accumulator"
+    for part in core_parts(gemm, hw, cores):
+        top = unrolled_cost(part, hw, bits, op.kind).levels.get(mapping.SCRATCHPAD)
+        if top is not None:
+            read += round(top.reads * word)
+            written += 0 if in_core else round(top.writes * word)
+    return read, written
+
+
+def level_energy(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> dict[str, float]:
+    """Dynamic energy (pJ) of each local level (``cores.levels``) for an op on an unrolled core:
+    word reads x ``read_energy`` + word writes x ``write_energy`` of the op's best mapping
+    (``npusim.hw.mapping``: ZigZag's ``calc_memory_energy_cost``), summed over the cores'
+    slices. Empty for an R x C core or an op off the array."""
+    if not hw.cores.levels or len(op.inputs) < 2 or op.attrs.get("marker"):
+        return {}
+    gemm = array_gemm(op.kind, op.gemm, hw)
+    if gemm is None:
+        return {}
+    bits = operand_bits(op, graph)
+    out = {lv.name: 0.0 for lv in hw.cores.levels}
+    for part in core_parts(gemm, hw, cores):
+        for name, t in unrolled_cost(part, hw, bits, op.kind).levels.items():
+            if name != mapping.SCRATCHPAD:
+                out[name] += t.energy_pj
+    return out
+
+
 def register_accesses(op: Op, hw: Hardware, cores: int = 1) -> tuple[int, int]:
     """(stationary-register accesses, accumulator-register accesses) of an op on the array.
 
@@ -277,7 +478,7 @@ def register_accesses(op: Op, hw: Hardware, cores: int = 1) -> tuple[int, int]:
     ``core_parts``). os keeps its outputs stationary in the accumulator and streams both inputs:
     no stationary-operand register. Ops off the array (vector unit) use neither."""
     gemm = array_gemm(op.kind, op.gemm, hw)
-    if gemm is None:
+    if gemm is None or hw.cores.unroll:  # an unrolled core's registers are levels (level_energy)
         return 0, 0
     c = hw.cores
     accumulator = 2 * op.macs if c.accumulator_register > 0 else 0
@@ -308,8 +509,7 @@ def band_count(kind: str, gemm: Gemm | None, out_elements: int, hw: Hardware, co
         return 1
     mapped = array_gemm(kind, gemm, hw)
     if mapped is not None:
-        c = hw.cores
-        units = max(p.batch * fold_shape(p, c.pe_rows, c.pe_cols, c.dataflow)[0] for p in core_parts(mapped, hw, cores))
+        units = max(array_folds(p, hw, kind) for p in core_parts(mapped, hw, cores))
     else:
         units = ceil_div(out_elements, hw.cores.vector_lanes * cores)
     return max(1, min(limit, units))
@@ -332,8 +532,9 @@ def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float
 
 def op_core_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[tuple[float, str], list[float]]:
     """((cycles, bound) as ``op_cycles``, how long each core computes within them)."""
+    bits = operand_bits(op, graph) if hw.cores.unroll and len(op.inputs) > 1 else None
     parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores, "epilogue" in op.attrs,
-                               chain_position(op))
+                               chain_position(op), bits)
     compute = max(parts)
     read, written = scratchpad_bytes(op, graph, hw, cores)
     memory = (read + written) / hw.scratchpad.bytes_per_cycle

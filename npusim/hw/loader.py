@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import functools
 import os
+import re
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import yaml
 
 from npusim.util import units
 from npusim.errors import ConfigError
-from npusim.hw.config import Hardware
+from npusim.hw.config import LOOP_DIMS, OPERANDS, CACTI_MIN_BYTES, Hardware, LocalLevel
 from npusim.util import env_knobs
 from npusim.util.resources import find_resource, list_resources, missing_resource_message, search_dirs
 from npusim.hw.yaml_file import display_path, read_yaml, short
@@ -113,8 +114,21 @@ def list_hardware() -> list[str]:
 
 
 def hardware_to_dict(hw: Hardware) -> dict:
-    """Plain nested dict of every field in base units (bytes, Hz, B/s, pJ, W, s, cycles)."""
-    return dataclasses.asdict(hw)
+    """Plain nested dict of every field in base units (bytes, Hz, B/s, pJ, W, s, cycles), in the
+    shape the loader reads: ``cores.unroll`` a mapping, ``cores.levels`` a mapping of level name
+    -> its fields (``shared_over: all`` for a level shared by the whole array)."""
+    out = dataclasses.asdict(hw)
+    cores = out["cores"]
+    cores["unroll"] = dict(hw.cores.unroll)
+    cores["systolic"] = list(hw.cores.systolic)
+    levels = {}
+    for lv in hw.cores.levels:
+        spec = {k: v for k, v in dataclasses.asdict(lv).items() if k != "name"}
+        spec["operands"] = list(lv.operands)
+        spec["shared_over"] = "all" if lv.shared_over is None else list(lv.shared_over)
+        levels[lv.name] = spec
+    cores["levels"] = levels
+    return out
 
 
 def iter_knobs(cls: type = Hardware, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field]]:
@@ -222,14 +236,17 @@ def _allowed_base(candidate: Path, base: str, origin: str, roots: list[Path]) ->
 
 def flatten(mapping: Mapping, origin: str, cls: type = Hardware, prefix: str = "") -> Settings:
     """``{dotted key: Setting}`` of a (nested) mapping, checked against the fields of ``cls``."""
-    names = [field.name for field in dataclasses.fields(cls)]
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    names = list(fields)
     settings: Settings = {}
     for key, value in mapping.items():
         if key not in names:
             raise ConfigError(_unknown_key_message(origin, prefix, key, names))
         dotted = prefix + key
         block = block_type(cls, key)
-        if block is None:
+        if block is None and fields[key].metadata.get("quantity") == LEVELS:
+            settings.update(_flatten_levels(value, origin, dotted))
+        elif block is None:
             settings[dotted] = Setting(value, origin)
         elif value is not None:  # an empty block (all lines commented out) changes nothing
             if not isinstance(value, Mapping):
@@ -237,6 +254,63 @@ def flatten(mapping: Mapping, origin: str, cls: type = Hardware, prefix: str = "
                                   f"{', '.join(f.name for f in dataclasses.fields(block))}")
             settings.update(flatten(value, origin, block, dotted + "."))
     return settings
+
+
+LEVELS = "levels"
+#: The fields of one local level (``cores.levels.NAME.FIELD``); ``name`` is the key itself.
+LEVEL_FIELDS = {f.name: f for f in dataclasses.fields(LocalLevel) if f.name != "name"}
+
+
+def _flatten_levels(value: object, origin: str, dotted: str) -> Settings:
+    """``cores.levels``: a mapping of level name -> its fields, flattened to
+    ``cores.levels.NAME.FIELD`` so that a variant or ``--set`` changes one field of one level
+    (a level set to null is removed, ``cores.levels.NAME = null``)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{origin}: {dotted} = {short(value)}: expected a mapping of level name -> "
+                          f"its fields ({', '.join(LEVEL_FIELDS)}), innermost level first")
+    settings: Settings = {}
+    for name, spec in value.items():
+        if not isinstance(name, str) or not name.replace("_", "").isalnum():
+            raise ConfigError(f"{origin}: {dotted}: level name {short(name)}: expected letters, digits and _")
+        key = f"{dotted}.{name}"
+        if spec is None:
+            settings[key] = Setting(None, origin)
+            continue
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"{origin}: {key} = {short(spec)}: expected a mapping of {', '.join(LEVEL_FIELDS)}")
+        settings[key] = Setting({}, origin)  # the level exists (in this order) even if it sets no field
+        for field_name, raw in spec.items():
+            if field_name not in LEVEL_FIELDS:
+                raise ConfigError(_unknown_key_message(origin, key + ".", field_name, list(LEVEL_FIELDS)))
+            settings[f"{key}.{field_name}"] = Setting(raw, origin)
+    return settings
+
+
+def _build_levels(settings: Settings, dotted: str, clock_hz: float) -> tuple[LocalLevel, ...]:
+    """The levels of ``cores.levels.*`` settings, in the order their names first appear."""
+    prefix = dotted + "."
+    order: dict[str, bool] = {}
+    for key, setting in settings.items():
+        if key.startswith(prefix):
+            name = key[len(prefix):].split(".", 1)[0]
+            if key == prefix + name:
+                order.pop(name, None)
+                order[name] = setting.value is not None  # null: removed (a later setting re-adds it)
+            else:
+                order.setdefault(name, True)
+    levels = []
+    for name, present in order.items():
+        if not present:
+            continue
+        kwargs = {}
+        for field_name, field in LEVEL_FIELDS.items():
+            key = f"{prefix}{name}.{field_name}"
+            if key in settings:
+                kwargs[field_name] = parse_value(key, settings[key], field, clock_hz)
+        levels.append(LocalLevel(name=name, **kwargs))
+    return tuple(levels)
 
 
 def _as_yaml_scalar(value: object) -> object:
@@ -311,6 +385,8 @@ def _build(cls: type, settings: Settings, prefix: str, clock_hz: float):
         block = block_type(cls, field.name)
         if block is not None:
             kwargs[field.name] = _build(block, settings, dotted + ".", clock_hz)
+        elif field.metadata.get("quantity") == LEVELS:
+            kwargs[field.name] = _build_levels(settings, dotted, clock_hz)
         elif dotted in settings:
             kwargs[field.name] = parse_value(dotted, settings[dotted], field, clock_hz)
     return cls(**kwargs)
@@ -321,6 +397,11 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
     quantity = field.metadata["quantity"]
     if setting.value is None and field.default is None:
         return None  # null: the figure is derived from the components (npusim.hw.silicon)
+    if quantity in STRUCTURED:
+        try:
+            return STRUCTURED[quantity](setting.value)
+        except units.UnitError as error:
+            raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: {error}") from error
     if isinstance(setting.value, (list, dict)):  # never formatted in full: it may be an alias bomb
         such = {"int": "16", "str": "text", "bool": "true",
                 "choice": ", ".join(field.metadata.get("choices", ()))}.get(quantity)
@@ -344,6 +425,71 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
     except units.UnitError as error:
         raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: {error}") from error
     return value
+
+
+def _parse_unroll(value: object) -> tuple[tuple[str, int], ...]:
+    """``{K: 32, C: 2}`` (one array dimension per entry, in order) or the text ``K32xC2``."""
+    if isinstance(value, str):
+        value = _unroll_text(value)
+    if not isinstance(value, Mapping):
+        raise units.UnitError("expected a mapping of loop dimension -> unroll, e.g. {K: 32, C: 2, OX: 4, OY: 4}, "
+                              "or the text K32xC2xOX4xOY4")
+    out = []
+    for dim, factor in value.items():
+        if dim not in LOOP_DIMS:
+            raise units.UnitError(f"unknown loop dimension {short(dim)}; expected one of {', '.join(LOOP_DIMS)}")
+        if isinstance(factor, bool) or not isinstance(factor, int) or not 1 <= factor <= 1 << 16:
+            raise units.UnitError(f"{dim}: {short(factor)}: expected a whole number from 1 to 65536")
+        out.append((dim, factor))
+    return tuple(out)
+
+
+def _unroll_text(text: str) -> dict:
+    parts = [p for p in text.replace(" ", "").split("x") if p]
+    out = {}
+    for part in parts:
+        m = re.fullmatch(r"([A-Z]+)(\d+)", part)
+        if m is None:
+            raise units.UnitError(f"{part!r}: expected a loop dimension and its unroll, e.g. K32xC2xOX4xOY4")
+        if m.group(1) in out:
+            raise units.UnitError(f"{m.group(1)} is unrolled twice")
+        out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def _parse_dims(value: object) -> tuple[str, ...] | None:
+    """A list of loop dimensions (``[OX, OY]``, or the text ``OX,OY``); ``all``: every one (None)."""
+    if value == "all":
+        return None
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)):
+        raise units.UnitError("expected a list of loop dimensions such as [OX, OY], or all")
+    for dim in value:
+        if dim not in LOOP_DIMS:
+            raise units.UnitError(f"unknown loop dimension {short(dim)}; expected one of {', '.join(LOOP_DIMS)}")
+    if len(set(value)) != len(value):
+        raise units.UnitError("a dimension is listed twice")
+    return tuple(value)
+
+
+def _parse_operands(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise units.UnitError("expected a list of operands such as [W] or [I, O]")
+    for op in value:
+        if op not in OPERANDS:
+            raise units.UnitError(f"unknown operand {short(op)}; expected W (weights), I (inputs) or O (outputs)")
+    if len(set(value)) != len(value):
+        raise units.UnitError("an operand is listed twice")
+    return tuple(value)
+
+
+#: Quantities whose values are lists or mappings, with their parsers.
+STRUCTURED = {"unroll": _parse_unroll, "dims": _parse_dims, "operands": _parse_operands}
 
 
 def _parse_int(value: object) -> int:
@@ -377,7 +523,7 @@ def _parse_choice(value: object, choices: tuple[str, ...]) -> str:
 
 def _check_range(value: object, quantity: str, maximum: int | None = None, minimum: int | None = None) -> None:
     """``minimum=0`` lets a size or count be 0 (a level that is absent)."""
-    if quantity in ("str", "choice", "bool"):
+    if quantity in ("str", "choice", "bool") or quantity in STRUCTURED:
         return
     if maximum is None:
         maximum = QUANTITY_MAXIMUM.get(quantity)
@@ -412,6 +558,38 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
     burst = hw.dma.burst_bytes
     if not _is_power_of_two(burst):
         _fail(settings, origin, "dma.burst_bytes", burst, "expected a power of two such as 64")
+    _check_unrolled_core(hw, settings, origin)
+
+
+def _check_unrolled_core(hw: Hardware, settings: Settings, origin: str) -> None:
+    """An unrolled array and its levels: dimensions unrolled once, systolic and shared
+    dimensions among them, every level's energy known, no second register model beside it."""
+    c = hw.cores
+    dims = [d for d, _ in c.unroll]
+    if len(set(dims)) != len(dims):
+        _fail(settings, origin, "cores.unroll", dict(c.unroll), "a loop dimension is unrolled twice")
+    for d in c.systolic:
+        if d not in dims:
+            _fail(settings, origin, "cores.systolic", list(c.systolic), f"{d} is not unrolled (cores.unroll: "
+                  f"{', '.join(dims) or 'empty'})")
+    if c.levels and not c.unroll:
+        _fail(settings, origin, "cores.levels", [lv.name for lv in c.levels], "local levels need cores.unroll "
+              "(which array dimensions share them)")
+    if c.unroll and (c.stationary_register or c.accumulator_register):
+        _fail(settings, origin, "cores.stationary_register", c.stationary_register, "an unrolled core describes "
+              "its registers as cores.levels, not stationary_register / accumulator_register")
+    for lv in c.levels:
+        key = f"cores.levels.{lv.name}"
+        for d in lv.shared_over or ():
+            if d not in dims:
+                _fail(settings, origin, f"{key}.shared_over", list(lv.shared_over), f"{d} is not unrolled "
+                      f"(cores.unroll: {', '.join(dims)})")
+        if lv.size < CACTI_MIN_BYTES and (lv.read_energy is None or lv.write_energy is None):
+            _fail(settings, origin, f"{key}.size", lv.size, f"below {CACTI_MIN_BYTES} B the CACTI table has no "
+                  "figure: set read_energy and write_energy")
+        if lv.min_access_bits > lv.port_bits:
+            _fail(settings, origin, f"{key}.min_access_bits", lv.min_access_bits,
+                  f"above port_bits = {lv.port_bits}")
 
 
 def _fail(settings: Settings, origin: str, dotted: str, value: object, reason: str) -> typing.NoReturn:

@@ -14,8 +14,10 @@ CACTI 7 table (``npusim.hw.sram_table``):
 Static power (``static_power_w``), W:
 
     scratchpad = energy.scratchpad_leakage, else the CACTI leakage above
-    cores      = count x (pe_rows x pe_cols x energy.pe_leakage + vector_lanes x energy.vector_lane_leakage),
+    cores      = count x (PEs x energy.pe_leakage + vector_lanes x energy.vector_lane_leakage + its local
+                 levels' leakage: instances x (leakage, else the CACTI leakage from 1 KiB, else 0)),
                  each core charged only while it computes when cores.power_gating is true
+                 (PEs: pe_rows x pe_cols, or the product of cores.unroll)
     uncore     = energy.uncore_static_power (DMA, queues, interconnect, clock tree, DRAM PHY)
 
 When ``energy.static_power`` is set it is the whole chip's figure: it is charged as ``uncore``
@@ -23,8 +25,10 @@ and the scratchpad and cores add nothing of their own (how configs worked before
 
 Area (``area_mm2``), mm^2:
 
-    array          = count x pe_rows x pe_cols x area.pe
+    array          = count x PEs x area.pe
     register_files = count x pe_rows x pe_cols x 8 x (stationary_register + accumulator_register) x area.register_bit
+    local_levels   = count x sum over cores.levels of instances x (area, else the CACTI area of its size and
+                     port_bits from 1 KiB, else size x 8 x area.register_bit)
     vector         = count x vector_lanes x area.vector_lane
     scratchpad     = area.scratchpad, else the CACTI area above
     uncore         = area.uncore
@@ -32,12 +36,12 @@ Area (``area_mm2``), mm^2:
 
 from __future__ import annotations
 
-from npusim.hw.config import Hardware
+from npusim.hw.config import CACTI_MIN_BYTES, Hardware, LocalLevel
 from npusim.hw.sram_table import MIN_WIDTH, Macro, sram_macro
 from npusim.util.units import format_bytes
 
 STATIC_PARTS = ("scratchpad", "cores", "uncore")
-AREA_PARTS = ("array", "register_files", "vector", "scratchpad", "uncore")
+AREA_PARTS = ("array", "register_files", "local_levels", "vector", "scratchpad", "uncore")
 
 
 def _bank(hw: Hardware) -> tuple[int, int]:
@@ -69,10 +73,37 @@ def scratchpad_byte_energy(hw: Hardware) -> tuple[float, float]:
     return read, write
 
 
+def level_figures(hw: Hardware, level: LocalLevel) -> Macro:
+    """One instance of a local level (``cores.levels``): pJ per read and write of ``port_bits``,
+    leakage (W) and area (mm^2) — the config's figures, else the CACTI table for a macro of its
+    size and port width (1 KiB and up; ``npusim.hw.sram_table``), else no leakage and
+    ``size × 8 × area.register_bit`` (a register file of flip-flops)."""
+    macro = sram_macro(level.size, level.port_bits, level.cell) if level.size >= CACTI_MIN_BYTES else None
+    read = level.read_energy if level.read_energy is not None else macro.read_pj
+    write = level.write_energy if level.write_energy is not None else macro.write_pj
+    leakage = level.leakage if level.leakage is not None else (macro.leakage_w if macro else 0.0)
+    area = level.area if level.area is not None else (macro.area_mm2 if macro else
+                                                      level.size * 8 * hw.area.register_bit)
+    return Macro(read, write, leakage, area)
+
+
+def levels_leakage_w(hw: Hardware) -> float:
+    """Leakage of one core's local levels (W): instances x each level's ``level_figures``."""
+    c = hw.cores
+    return sum(c.instances(lv) * level_figures(hw, lv).leakage_w for lv in c.levels)
+
+
+def levels_area_mm2(hw: Hardware) -> dict[str, float]:
+    """Area of each local level over every core (mm^2)."""
+    c = hw.cores
+    return {lv.name: c.count * c.instances(lv) * level_figures(hw, lv).area_mm2 for lv in c.levels}
+
+
 def core_leakage_w(hw: Hardware) -> float:
-    """Leakage of one core: its PEs and its vector lanes (W)."""
+    """Leakage of one core: its PEs, its vector lanes and its local levels (W,
+    ``levels_leakage_w``)."""
     c, e = hw.cores, hw.energy
-    return c.pe_rows * c.pe_cols * e.pe_leakage + c.vector_lanes * e.vector_lane_leakage
+    return c.pes * e.pe_leakage + c.vector_lanes * e.vector_lane_leakage + levels_leakage_w(hw)
 
 
 def static_power_w(hw: Hardware) -> dict[str, float]:
@@ -97,15 +128,17 @@ def static_energy_pj(hw: Hardware, seconds: float, core_busy_seconds: tuple[floa
 
 
 def area_mm2(hw: Hardware) -> dict[str, float]:
-    """Silicon area by part (mm^2)."""
+    """Silicon area by part (mm^2); ``local_levels``: the cores' ``cores.levels`` (by level:
+    ``levels_area_mm2``), 0 without them."""
     c, a = hw.cores, hw.area
-    pes = c.count * c.pe_rows * c.pe_cols
+    pes = c.count * c.pes
     scratchpad = a.scratchpad
     if scratchpad is None:
         scratchpad = max(hw.scratchpad.banks, 1) * scratchpad_macro(hw).area_mm2
     return {
         "array": pes * a.pe,
         "register_files": pes * 8 * (c.stationary_register + c.accumulator_register) * a.register_bit,
+        "local_levels": sum(levels_area_mm2(hw).values()),
         "vector": c.count * c.vector_lanes * a.vector_lane,
         "scratchpad": scratchpad,
         "uncore": a.uncore,
@@ -119,7 +152,7 @@ def peak_dynamic_power_w(hw: Hardware, dtype: str = "int8") -> dict[str, float]:
     c, e = hw.cores, hw.energy
     read, _ = scratchpad_byte_energy(hw)
     return {
-        "array": c.count * c.pe_rows * c.pe_cols * e.mac(dtype) * 1e-12 * hw.clock,
+        "array": c.count * c.pes * e.mac(dtype) * 1e-12 * hw.clock,
         "vector": c.count * c.vector_lanes * e.vector_op * 1e-12 * hw.clock,
         "scratchpad": hw.scratchpad.bytes_per_cycle * read * 1e-12 * hw.clock,
         "dram": hw.dram.bandwidth * e.dram_read_byte * 1e-12,
@@ -145,9 +178,28 @@ def budget_text(hw: Hardware) -> str:
     whole = " (energy.static_power: the whole chip)" if hw.energy.static_power is not None else ""
     return "\n".join([
         f"{hw.name}: {hw.technology}, {hw.clock / 1e6:,.0f} MHz",
+        *_array_lines(hw),
         f"  area           {sum(area.values()):.2f} mm2{parts(area, 1, '.2f', 'mm2')}",
         f"  scratchpad     {format_bytes(sp.size)} in {sp.banks} banks of {format_bytes(bank)} x {port}-bit, "
         f"{flavour}: read {read:.3g} pJ/B, write {write:.3g} pJ/B",
         f"  static power   {sum(static.values()) * 1e3:,.1f} mW{parts(static, 1e3, ',.2f', 'mW')}{gating}{whole}",
         f"  peak dynamic   {sum(peak.values()):,.2f} W{parts(peak, 1, ',.2f', 'W')}   (int8 MACs, every part at full rate)",
     ])
+
+
+def _array_lines(hw: Hardware) -> list[str]:
+    """``budget_text``'s lines on the array and, for an unrolled core, each local level: its
+    instances, what it holds, its size and port, its energy per access, leakage and area."""
+    c = hw.cores
+    if not c.unroll:
+        return [f"  array          {c.count} x {c.pe_rows} x {c.pe_cols} PEs, {c.dataflow}"]
+    unroll = " x ".join(f"{d}{u}" for d, u in c.unroll)
+    systolic = f", systolic along {', '.join(c.systolic)}" if c.systolic else ""
+    lines = [f"  array          {c.count} x {c.pes} PEs unrolling {unroll}{systolic}"]
+    for lv in c.levels:
+        fig = level_figures(hw, lv)
+        shared = "the array" if lv.shared_over is None else (", ".join(lv.shared_over) or "nothing")
+        lines.append(f"  level {lv.name:<9}{c.instances(lv):>5} x {format_bytes(lv.size)} ({'/'.join(lv.operands)}, shared "
+                     f"over {shared}), {lv.port_bits}-bit port: read {fig.read_pj:.3g} pJ, write {fig.write_pj:.3g} pJ, "
+                     f"leakage {c.instances(lv) * fig.leakage_w * 1e3:.3g} mW, area {c.instances(lv) * fig.area_mm2:.3g} mm2")
+    return lines

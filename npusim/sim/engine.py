@@ -35,7 +35,8 @@ from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.hw.costs import (
-    array_macs, cores_per_stream, op_core_cycles, op_cycles, register_accesses, scratchpad_bytes, stream_bands,
+    array_macs, array_pes, cores_per_stream, level_energy, op_core_cycles, op_cycles, register_accesses,
+    scratchpad_bytes, stream_bands,
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
@@ -111,6 +112,8 @@ class _Machine:
         self.energy = dict.fromkeys(DYNAMIC_COMPONENTS, 0.0)
         self.scratchpad_read_byte, self.scratchpad_write_byte = scratchpad_byte_energy(hw)
         self.energy_by_op: dict[str, float] = {}
+        self.energy_by_level = {lv.name: 0.0 for lv in hw.cores.levels}  # cores.levels (register_file's parts)
+        self._levels: dict[int, dict] = {}
         self._cycles: dict[int, float] = {}
         self._energy: dict[int, dict] = {}
         self._streaming(program)
@@ -398,6 +401,8 @@ class _Machine:
         parts = self._op_energy(op)
         for k, v in parts.items():
             self.energy[k] += v
+        for k, v in self._levels[op.id].items():
+            self.energy_by_level[k] += v
         self.energy_by_op[op.name] = sum(parts.values())
 
     def _op_energy(self, op) -> dict:
@@ -407,12 +412,13 @@ class _Machine:
             e = self.hw.energy
             read, written = scratchpad_bytes(op, self.graph, self.hw, self.group)
             stationary, accumulator = register_accesses(op, self.hw, self.group)
+            levels = self._levels[op.id] = level_energy(op, self.graph, self.hw, self.group)
             dtype = self.graph.tensors[op.outputs[0]].dtype
             parts = self._energy[op.id] = {
                 "mac": op.macs * e.mac(dtype),
                 "vector": op.vector_ops * e.vector_op,
                 "register_file": stationary * e.stationary_register_access
-                + accumulator * e.accumulator_register_access,
+                + accumulator * e.accumulator_register_access + sum(levels.values()),
                 "scratchpad_read": read * self.scratchpad_read_byte,
                 "scratchpad_write": written * self.scratchpad_write_byte,
             }
@@ -430,6 +436,15 @@ class _Machine:
             raise SimulationError(f"deadlock: {len(unfinished)} commands never ran, first {self._who(c)} "
                                   f"waiting for commands {list(c.waits)}")
         return self.env.now
+
+
+def _by_level(energy: dict, machine: _Machine) -> dict:
+    """Dynamic energy of every on-chip memory level (pJ), innermost first: the PE register files
+    of an R x C core (``register_file``) or each of ``cores.levels``, then the scratchpad (reads
+    and writes, the cores' and the DMA's)."""
+    levels = dict(machine.energy_by_level) or {"register_file": energy["register_file"]}
+    levels["scratchpad"] = energy["scratchpad_read"] + energy["scratchpad_write"]
+    return levels
 
 
 def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, int, float]:
@@ -500,14 +515,15 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,
         plan_scope=program.plan_scope, plan_notes=program.plan_notes, scratchpad_size=hw.scratchpad.size,
         capacity=program.capacity, clock_hz=hw.clock, cycles=cycles, seconds=seconds,
-        energy_pj=energy, energy_by_op_pj=machine.energy_by_op, offchip_bytes=offchip,
+        energy_pj=energy, energy_by_op_pj=machine.energy_by_op, energy_by_level_pj=_by_level(energy, machine),
+        offchip_bytes=offchip,
         offchip_read_bytes=read, offchip_write_bytes=write, offchip_bus_bytes=bus,
         onchip_peak_bytes=machine.scratchpad.peak, offchip_peak_bytes=program.offchip_peak,
         utilisation={
             "core": sum(machine.core_busy) / (span * len(machine.cores)),
             "dma": machine.channel_busy / (span * hw.dma.channels),
             "dram": machine.dram.busy_cycles / span,
-            "array": array_macs(graph, hw) / (span * hw.cores.pe_rows * hw.cores.pe_cols * hw.cores.count),
+            "array": array_macs(graph, hw) / (span * array_pes(hw)),
         },
         lower_bounds={"compute_cycles": compute_bound, "dram_cycles": bus / hw.dram_bytes_per_cycle,
                       "dma_cycles": dma_work / hw.dma.channels},

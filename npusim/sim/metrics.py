@@ -23,7 +23,8 @@ WRITE_CAUSES = ("writeback", "spill")  # scratchpad -> DRAM
 METRIC_COLUMNS = (
     "trace", "hardware", "planner", "budget", "capacity", "status", "plan_status", "reason",
     "cycles", "latency_s", "energy_pj", "energy_dynamic_pj", "energy_static_pj",
-    *(f"energy_{c}_pj" for c in ENERGY_COMPONENTS), "area_mm2", *(f"area_{p}_mm2" for p in AREA_PARTS),
+    *(f"energy_{c}_pj" for c in ENERGY_COMPONENTS), "energy_onchip_pj", "energy_by_level",
+    "area_mm2", *(f"area_{p}_mm2" for p in AREA_PARTS),
     "edp_js", "energy_per_inference_uj",
     "offchip_bytes", "offchip_read_bytes", "offchip_write_bytes", "offchip_bus_bytes",
     *(f"offchip_{c}_bytes" for c in (*READ_CAUSES, *WRITE_CAUSES)),
@@ -50,11 +51,21 @@ def metrics_row(plan: Plan, report: Report, *, trace: str, budget: object = None
     )
     for component in ENERGY_COMPONENTS:
         row[f"energy_{component}_pj"] = report.energy_pj.get(component, 0.0)
+    row["energy_onchip_pj"] = onchip_energy_pj(report)
+    row["energy_by_level"] = ";".join(f"{name}={pj:.6g}" for name, pj in report.energy_by_level_pj.items())
     for part in AREA_PARTS:
         row[f"area_{part}_mm2"] = report.area_mm2.get(part, 0.0)
     for cause in (*READ_CAUSES, *WRITE_CAUSES):
         row[f"offchip_{cause}_bytes"] = report.offchip_bytes.get(cause, 0)
     return row
+
+
+def onchip_energy_pj(report: Report) -> float:
+    """Dynamic on-chip energy (pJ): the MACs, the vector unit and every on-chip memory level (PE
+    registers or ``cores.levels``, the scratchpad) — the total's dynamic part less DRAM and DMA
+    descriptors, what a sweep over local buffers or unrolling changes."""
+    e = report.energy_pj
+    return sum(e.get(c, 0.0) for c in ("mac", "vector", "register_file", "scratchpad_read", "scratchpad_write"))
 
 
 def infeasible_row(*, trace: str, hardware: str, planner: str, budget: object, reason: str,

@@ -56,6 +56,7 @@ class Report:
     commands: int
     events: int
     stalls: dict = field(default_factory=dict)  # critical-path cycles by cause (npusim.sim.critical_path)
+    energy_by_level_pj: dict = field(default_factory=dict)  # on-chip memory level -> dynamic pJ, innermost first
     timeline: tuple[TimelineEntry, ...] = field(default=(), repr=False)
     op_breakdown: tuple = field(default=(), repr=False)  # one dict per op run (--breakdown CSV)
     counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...)
@@ -206,6 +207,14 @@ class Report:
     def save_chrome_trace(self, path: str | Path) -> None:
         atomic_write_text(path, json.dumps(self.chrome_trace()))
 
+    def _levels_text(self) -> list[str]:
+        """The on-chip memory levels' dynamic energy, for a core with local levels
+        (``cores.levels``; an R x C core's are the register_file and scratchpad components)."""
+        if set(self.energy_by_level_pj) <= {"register_file", "scratchpad"}:
+            return []
+        return ["  by level       " + ", ".join(f"{k} {v / 1e6:.3f}" for k, v in self.energy_by_level_pj.items())
+                + " uJ (register_file = the local levels)"]
+
     def summary(self) -> str:
         ob = self.offchip_bytes
         e = self.energy_pj
@@ -218,6 +227,7 @@ class Report:
             f"  energy         {self.total_energy_pj / 1e6:.3f} uJ = dynamic {self.dynamic_energy_pj / 1e6:.3f} + "
             f"static {self.static_energy_pj / 1e6:.3f} uJ",
             "                 " + ", ".join(f"{k} {v / 1e6:.3f}" for k, v in e.items() if v) + " uJ",
+            *self._levels_text(),
             f"  area           {self.total_area_mm2:.2f} mm2   ("
             + ", ".join(f"{k} {v:.2f}" for k, v in self.area_mm2.items() if v) + " mm2)",
             f"  off-chip bytes {self.offchip_total_bytes:,} (read {self.offchip_read_bytes:,}, write {self.offchip_write_bytes:,}; "

@@ -15,6 +15,10 @@ ZigZag). The rows:
   against SCALE-Sim's untiled count.
 - **ZigZag tpu_like**: ResNet-18's 21 conv/FC layers alone on ``hw_configs/tpu-like.yaml``
   (ZigZag 3.9.1's figures), total energy against shared/reference/zigzag/.
+- **ZigZag's other accelerators** (``zigzag_design_rows``, ``npusim.testing.zigzag``):
+  tpu_like, edge_tpu_like, meta_prototype, ascend_like and tesla_npu_like mirrored as unrolled cores with
+  local levels (``hw_configs/zigzag-*.yaml``), ResNet-18's layers alone: latency, and on-chip
+  energy by level, against tests/fixtures/zigzag/.
 - **TPU v1** (``tpu_v1_figures``): Jouppi et al., ISCA 2017, Table 3's measured TeraOps/s of
   MLP0, MLP1, LSTM0 and LSTM1 against npusim's 2·MACs / simulated seconds on
   ``hw_configs/tpu-v1.yaml`` with the workloads of ``npusim.graph.generators.TPU_V1_WORKLOADS``.
@@ -372,6 +376,9 @@ class Row:
 GEMM_SCRATCHPADS = {"1MiB": (1 << 20, "time"), "256KiB": (256 << 10, "time"), "64KiB": (64 << 10, "bytes")}
 DECODE_TARGETS = {"datacenter-npu": 1.5, "mid-npu": 1.10}
 
+#: ZigZag's accelerators mirrored in hw_configs/zigzag-*.yaml (npusim.testing.zigzag.DESIGNS)
+ZIGZAG_DESIGNS = ("tpu_like", "edge_tpu_like", "meta_prototype", "ascend_like", "tesla_npu_like")
+
 #: the CI test holding each row to its tolerance (pytest node ids from the repository root); rows
 #: whose target the model does not meet yet are xfail(strict) there
 ROW_TESTS = {
@@ -384,6 +391,8 @@ ROW_TESTS = {
     **{f"gemm-{size}": f"tests/test_validation.py::test_tiled_gemm_bytes[{size}]" for size in ("1MiB", "256KiB")},
     "gemm-64KiB": "tests/test_validation.py::test_tiled_gemm_bytes_at_64KiB_trade_bytes_for_time",
     **{f"decode-{hw}": f"tests/test_validation.py::test_decode_step[{hw}]" for hw in DECODE_TARGETS},
+    **{f"zigzag-{design}-{what}": f"tests/test_zigzag.py::test_{what}_targets[{design}]"
+       for design in ZIGZAG_DESIGNS for what in ("latency", "onchip_energy")},
 }
 
 
@@ -430,10 +439,43 @@ def reference_rows() -> list[Row]:
     ]
 
 
+def zigzag_design_rows() -> list[Row]:
+    """Two rows per ZigZag accelerator mirrored in hw_configs/ (``npusim.testing.zigzag``):
+    ResNet-18's latency layer by layer, and its on-chip energy by level."""
+    from npusim.testing import zigzag  # lazy: a cycle, npusim.testing.zigzag imports this module
+
+    source = "tests/fixtures/zigzag (ZigZag 3.9.1)"
+    t = zigzag.TARGETS
+    table = []
+    for design in ZIGZAG_DESIGNS:
+        if design not in zigzag.available():
+            continue
+        result = zigzag.compare(design)
+        total, missed = result["total"], zigzag.misses(result)
+        inner = [r for r in result["layers"] if not r["dram_bound"]]
+        worst = max((zigzag.ratio(r["latency"]) for r in inner), key=lambda x: abs(x - 1), default=1.0)
+        ours, theirs = total["latency"]
+        table.append(Row(f"ZigZag {design}: {theirs:,.0f} cycles",
+                         f"ResNet-18 latency, layers alone, {result['hardware']} (worst layer not DRAM-bound)",
+                         f"{ours:,.0f} (worst layer {worst:.2f}×)", f"{ours / theirs:.3f}",
+                         f"±{t['latency_total']:.0%} total, ±{t['latency_layer']:.0%} a layer",
+                         not any(m.startswith("latency") for m in missed), source,
+                         ROW_TESTS[f"zigzag-{design}-latency"]))
+        ours, theirs = total["onchip"]
+        level, pair = max(total["levels"].items(), key=lambda kv: abs(zigzag.ratio(kv[1]) - 1))
+        table.append(Row(f"ZigZag {design}: {theirs / 1e6:.1f} µJ on chip",
+                         "on-chip energy (MACs, local levels, scratchpad), worst level",
+                         f"{ours / 1e6:.1f} µJ ({level} {zigzag.ratio(pair):.2f}×)", f"{ours / theirs:.3f}",
+                         f"±{t['onchip_total']:.0%} total, ±{t['onchip_level']:.0%} a level",
+                         not any(not m.startswith("latency") for m in missed), source,
+                         ROW_TESTS[f"zigzag-{design}-onchip_energy"]))
+    return table
+
+
 def rows(kernel_step: int = 1, gemm_scratchpads=tuple(GEMM_SCRATCHPADS)) -> list[Row]:
     """Every row of the table (the kernels on every ``kernel_step``-th shape; the GEMM oracle at
     the ``gemm_scratchpads`` named in ``GEMM_SCRATCHPADS``)."""
-    table = reference_rows()
+    table = reference_rows() + zigzag_design_rows()
     for name in TPU_V1_WORKLOADS:
         f = tpu_v1_figures(name)
         mlp = name.startswith("mlp")
