@@ -1,0 +1,432 @@
+"""The bank-state kernel: a DRAM controller and its banks, run over batches of accesses (Numba).
+
+One call (``run_channels``) advances every channel of the device up to ``stop_time``: it
+admits the accesses of the flows in flight into each channel's read and write queues, picks
+one at a time as the scheduler would, works out its commands' times from the bank, rank and
+channel state, and commits it when its column command falls at or before ``stop_time``. The
+simulator (``npusim.dram.model``) calls it when a transfer starts and at the completion it
+predicts, so a descriptor's thousands of accesses cost one call, not one SimPy event each.
+``npusim.dram.reference`` is the same controller in plain Python; a test holds them equal.
+
+**The controller**, per channel (channels share nothing but the flows feeding them):
+
+- *Admission.* Each flow (one transfer, or one band of it: all reads or all writes) has its
+  accesses for this channel in issue order. The front end admits them into the read queue
+  (depth ``read_queue``) or the write queue (``write_queue``), taking the most urgent flows
+  first (lowest priority value: the step the data is needed at), round-robin among equally
+  urgent ones, one access at a time; when the queue the next access goes to is full, the
+  front end waits (head-of-line blocking). An access arrives when admitted: at the column
+  command that freed its slot, or at its flow's start.
+- *Read/write turnaround* with watermarks (DRAMsim3's and most controllers' write drain): the
+  channel serves reads until the write queue holds ``write_high`` accesses (or no read is
+  waiting), then writes until it is down to ``write_low`` (or empty).
+- *Scheduling.* ``fcfs``: the oldest access of the queue served. ``frfcfs`` (Rixner et al.,
+  ISCA 2000, first-ready first-come-first-served): the access whose column command can go
+  first — a row hit usually, since it needs no ACT; a miss to another bank whose ACT went
+  ahead while the hits streamed, as a command-level scheduler issues it —, ties to the
+  oldest. A hit whose bank has served ``row_hit_cap`` hits in a row while an
+  access to another row of that bank waits is not eligible (the cap keeps a stream from
+  starving others, as DRAMsim3's limit of 4 does) unless nothing else is.
+- *Commands.* A hit needs only its column command (RD/WR); a miss (bank precharged) an
+  activation (ACT) tRCD before it; a conflict (another row open) a precharge (PRE), tRP,
+  then ACT. The commands of an access go as early as these constraints allow (times in ns;
+  a bank's ACT may overlap other banks' data, as a controller issues it ahead)::
+
+      PRE  >= arrival, ACT + tRAS, RD + tRTP, WR + tCWL + tBurst + tWR      (same bank)
+      ACT  >= arrival, PRE + tRP, ACT + tRC (same bank), ACT + tRRD_S (rank),
+              ACT + tRRD_L (bank group), 4th-last ACT of the rank + tFAW
+      RD   >= ACT + tRCD, RD + max(tCCD_S, tBurst) (channel), RD + tCCD_L (bank group),
+              WR + tCWL + tBurst + tWTR_S (channel), WR + tCWL + tBurst + tWTR_L (bank group)
+      WR   >= ACT + tRCD, WR + max(tCCD_S, tBurst), WR + tCCD_L (bank group), RD + tRTW
+      any column command after one to another rank: + tBurst + tRTRS
+
+  with tBurst = BL / data rate and tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's LPDDR5
+  read-to-write rule). Data moves tCL (reads) or tCWL (writes) after the column command, for
+  tBurst; an access completes when its data has moved.
+- *Page policy* after each column command: ``open`` keeps the row open; ``closed``
+  precharges it (as soon as tRAS/tRTP/tWR allow) unless a queued access hits it; ``adaptive``
+  precharges only when no queued access hits the row and one waits for another row of the
+  bank (gem5's close-adaptive).
+- *Power-down* (``dram.powerdown_after``, optional): a rank with no access for that long
+  since its last data (or refresh) enters power-down (active power-down if a row is open,
+  precharged power-down if not), and the next access's commands wait tXP for it to exit.
+- *Refresh*: all-bank refresh of each rank every tREFI (ranks staggered by tREFI / ranks):
+  when an access's column command would fall after a refresh is due, the rank's open rows are
+  precharged, the rank refreshes for tRFC (rows closed, no ACT until it ends), then the access
+  is timed again.
+
+Every access adds to the counts (hits, misses, conflicts, activations, precharges, reads,
+writes), to its bank's and channel's busy time, and to its flow's *bank delay*: how much
+later its column command went than the channel's bus would have allowed (the ACT/PRE/refresh
+timing the bank imposed), which the simulator reports as DRAM bank timing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: Timing parameters, in this order in the kernel's float array (ns).
+TIMING_FIELDS = ("tRCD", "tRP", "tRAS", "tRC", "tCL", "tCWL", "tBurst", "tCCD_S", "tCCD_L", "tRRD_S",
+                 "tRRD_L", "tFAW", "tWR", "tWTR_S", "tWTR_L", "tRTP", "tRTW", "tREFI", "tRFC", "tRTRS", "tXP", "tPD")
+(T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S, T_RRD_L, T_FAW, T_WR, T_WTR_S,
+ T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD) = range(len(TIMING_FIELDS))
+
+#: Integer parameters (``G``): geometry and policies.
+(G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
+ G_POWERDOWN) = range(12)
+OPEN, CLOSED, ADAPTIVE = 0, 1, 2
+HIT, MISS, CONFLICT = 0, 1, 2
+
+# Columns of the state arrays.
+B_NEXT_ACT, B_NEXT_PRE, B_NEXT_CAS, B_BUSY = range(4)              # bank_f
+B_OPEN_ROW, B_STREAK, B_ACTS = range(3)                             # bank_i
+(R_LAST_ACT, R_NEXT_REF, R_ACTIVE_SINCE, R_ACTIVE_TIME, R_LAST_BUSY, R_PD_ACT, R_PD_PRE,
+ R_FAW) = range(8)  # rank_f (R_FAW .. R_FAW + 3)
+R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
+BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
+C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY = range(5)  # chan_f
+C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST = range(5)     # chan_i
+S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
+SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
+
+NEG = -1e300
+
+
+@njit(cache=True, inline="always")
+def _close(bank_i, rank_f, rank_i, b, rk, when):
+    bank_i[b, B_OPEN_ROW] = -1
+    rank_i[rk, R_OPEN_COUNT] -= 1
+    if rank_i[rk, R_OPEN_COUNT] == 0:
+        rank_f[rk, R_ACTIVE_TIME] += max(0.0, when - rank_f[rk, R_ACTIVE_SINCE])
+
+
+@njit(cache=True, inline="always")
+def _act_time(T, rank_f, rank_i, rank_bg_f, rk, g, t0):
+    pos = rank_i[rk, R_FAW_POS]
+    return max(t0, rank_f[rk, R_LAST_ACT] + T[T_RRD_S], rank_bg_f[rk, g, BG_LAST_ACT] + T[T_RRD_L],
+               rank_f[rk, R_FAW + pos] + T[T_FAW])
+
+
+@njit(cache=True, inline="always")
+def _asleep(T, G, rank_f, rk, arrival):
+    """Whether rank ``rk`` went into power-down before an access arriving at ``arrival``."""
+    return G[G_POWERDOWN] == 1 and arrival > rank_f[rk, R_LAST_BUSY] + T[T_PD]
+
+
+@njit(cache=True, inline="always")
+def _timing(T, G, c, rid, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
+            req_bank, req_row, req_rank, req_bg):
+    """(kind, pre, act, cas, bank delay) of access ``rid`` in channel ``c`` (module docstring)."""
+    b = req_bank[rid]
+    rk = req_rank[rid]
+    g = req_bg[rid]
+    wake = arrival + T[T_XP] if _asleep(T, G, rank_f, rk, arrival) else arrival
+    if write:
+        bus = max(arrival, chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]),
+                  rank_bg_f[rk, g, BG_LAST_WR] + T[T_CCD_L], chan_f[c, C_LAST_RD] + T[T_RTW])
+    else:
+        bus = max(arrival, chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
+                  rank_bg_f[rk, g, BG_LAST_RD] + T[T_CCD_L],
+                  chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S],
+                  rank_bg_f[rk, g, BG_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_L])
+    local = rk - c * ranks
+    if chan_i[c, C_LAST_RANK] >= 0 and chan_i[c, C_LAST_RANK] != local:
+        bus = max(bus, chan_f[c, C_LAST_CAS] + T[T_BURST] + T[T_RTRS])
+    pre = NEG
+    act = NEG
+    open_row = bank_i[b, B_OPEN_ROW]
+    if open_row == req_row[rid]:
+        kind = HIT
+        ready = max(wake, bank_f[b, B_NEXT_CAS])
+    elif open_row < 0:
+        kind = MISS
+        act = _act_time(T, rank_f, rank_i, rank_bg_f, rk, g, max(wake, bank_f[b, B_NEXT_ACT]))
+        ready = act + T[T_RCD]
+    else:
+        kind = CONFLICT
+        pre = max(wake, bank_f[b, B_NEXT_PRE])
+        act = _act_time(T, rank_f, rank_i, rank_bg_f, rk, g, max(pre + T[T_RP], bank_f[b, B_NEXT_ACT]))
+        ready = act + T[T_RCD]
+    return kind, pre, act, max(bus, ready), max(0.0, ready - bus)
+
+
+@njit(cache=True, inline="always")
+def _next_flow(c, active, flow_prio, fc_next, fc_end, rr_last):
+    """The flow the front end of channel ``c`` admits from next, or -1."""
+    top = 1e300
+    for i in range(active.shape[0]):
+        f = active[i]
+        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] < top:
+            top = flow_prio[f]
+    first = -1
+    after = -1
+    for i in range(active.shape[0]):
+        f = active[i]
+        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] == top:
+            if first < 0 or f < first:
+                first = f
+            if f > rr_last and (after < 0 or f < after):
+                after = f
+    return after if after >= 0 else first
+
+
+@njit(cache=True, inline="always")
+def _refresh(T, G, rk, start, bank_f, bank_i, rank_f, rank_i):
+    nb = G[G_BANKGROUPS] * G[G_BANKS_PER_GROUP]
+    any_open = False
+    for b in range(rk * nb, rk * nb + nb):
+        if bank_i[b, B_OPEN_ROW] >= 0:
+            any_open = True
+    begin = start + (T[T_RP] if any_open else 0.0)
+    done = begin + T[T_RFC]
+    for b in range(rk * nb, rk * nb + nb):
+        bank_i[b, B_OPEN_ROW] = -1
+        bank_i[b, B_STREAK] = 0
+        bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], done)
+    if rank_i[rk, R_OPEN_COUNT] > 0:
+        rank_f[rk, R_ACTIVE_TIME] += max(0.0, start - rank_f[rk, R_ACTIVE_SINCE])
+    rank_i[rk, R_OPEN_COUNT] = 0
+    rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], done)
+    rank_f[rk, R_NEXT_REF] += T[T_REFI]
+    rank_i[rk, R_REFRESHES] += 1
+
+
+@njit(cache=True, inline="always")
+def _refresh_start(G, rk, bank_f, bank_i, rank_f):
+    nb = G[G_BANKGROUPS] * G[G_BANKS_PER_GROUP]
+    start = rank_f[rk, R_NEXT_REF]
+    for b in range(rk * nb, rk * nb + nb):
+        if bank_i[b, B_OPEN_ROW] >= 0:
+            start = max(start, bank_f[b, B_NEXT_PRE])
+    return start
+
+
+@njit(cache=True)
+def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
+                 rq, rq_arr, wq, wq_arr, stats_i, stats_f,
+                 req_bank, req_row, req_rank, req_bg, req_flow, req_end,
+                 active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end):
+    """Advance every channel to ``stop_time`` (module docstring); every array is updated in place."""
+    ranks = G[G_RANKS]
+    for c in range(G[G_CHANNELS]):
+        while True:
+            # admission
+            while True:
+                f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
+                if f < 0:
+                    break
+                arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
+                if flow_write[f]:
+                    n = chan_i[c, C_WQ_N]
+                    if n >= G[G_WQ]:
+                        break
+                    wq[c, n] = fc_next[f, c]
+                    wq_arr[c, n] = arrival
+                    chan_i[c, C_WQ_N] = n + 1
+                else:
+                    n = chan_i[c, C_RQ_N]
+                    if n >= G[G_RQ]:
+                        break
+                    rq[c, n] = fc_next[f, c]
+                    rq_arr[c, n] = arrival
+                    chan_i[c, C_RQ_N] = n + 1
+                fc_next[f, c] += 1
+                chan_i[c, C_RR_LAST] = f
+            nr = chan_i[c, C_RQ_N]
+            nw = chan_i[c, C_WQ_N]
+            if nr == 0 and nw == 0:
+                break
+            if chan_i[c, C_WRITE_MODE] == 1:
+                if nw == 0 or (nr > 0 and nw <= G[G_LOW]):
+                    chan_i[c, C_WRITE_MODE] = 0
+            elif nw > 0 and (nw >= G[G_HIGH] or nr == 0):
+                chan_i[c, C_WRITE_MODE] = 1
+            write = chan_i[c, C_WRITE_MODE] == 1
+            if write:
+                q, qa, n = wq, wq_arr, nw
+            else:
+                q, qa, n = rq, rq_arr, nr
+            # pick
+            k = -1
+            if G[G_FRFCFS] == 1:
+                best = 1e300
+                for i in range(n):
+                    r = q[c, i]
+                    b = req_bank[r]
+                    hit = bank_i[b, B_OPEN_ROW] == req_row[r]
+                    if hit and bank_i[b, B_STREAK] >= G[G_CAP]:
+                        waiting = False
+                        for j in range(n):
+                            o = q[c, j]
+                            if req_bank[o] == b and req_row[o] != req_row[r]:
+                                waiting = True
+                                break
+                        if waiting:
+                            continue
+                    cas_i = _timing(T, G, c, r, qa[c, i], write, ranks, bank_f, bank_i, rank_f, rank_i,
+                                    rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)[3]
+                    if cas_i < best:
+                        best = cas_i
+                        k = i
+                if k < 0:
+                    k = 0
+            else:
+                k = 0
+            r = q[c, k]
+            arrival = qa[c, k]
+            rk = req_rank[r]
+            # time it, refreshing the rank first when a refresh is due
+            stopped = False
+            while True:
+                kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f,
+                                                     rank_i, rank_bg_f, chan_f, chan_i, req_bank, req_row,
+                                                     req_rank, req_bg)
+                if cas < rank_f[rk, R_NEXT_REF]:
+                    break
+                start = _refresh_start(G, rk, bank_f, bank_i, rank_f)
+                if start > stop_time:
+                    stopped = True
+                    break
+                _refresh(T, G, rk, start, bank_f, bank_i, rank_f, rank_i)
+            if stopped or cas > stop_time:
+                break
+            # commit
+            b = req_bank[r]
+            g = req_bg[r]
+            if _asleep(T, G, rank_f, rk, arrival):
+                slept = arrival - (rank_f[rk, R_LAST_BUSY] + T[T_PD])
+                if rank_i[rk, R_OPEN_COUNT] > 0:
+                    rank_f[rk, R_PD_ACT] += slept
+                else:
+                    rank_f[rk, R_PD_PRE] += slept
+            if kind == CONFLICT:
+                _close(bank_i, rank_f, rank_i, b, rk, pre)
+                stats_i[S_PRES] += 1
+                bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], pre + T[T_RP])
+            if kind != HIT:
+                bank_i[b, B_OPEN_ROW] = req_row[r]
+                bank_f[b, B_NEXT_CAS] = act + T[T_RCD]
+                bank_f[b, B_NEXT_PRE] = act + T[T_RAS]
+                bank_f[b, B_NEXT_ACT] = act + T[T_RC]
+                bank_i[b, B_STREAK] = 0
+                bank_i[b, B_ACTS] += 1
+                stats_i[S_ACTS] += 1
+                rank_f[rk, R_LAST_ACT] = act
+                rank_bg_f[rk, g, BG_LAST_ACT] = act
+                pos = rank_i[rk, R_FAW_POS]
+                rank_f[rk, R_FAW + pos] = act
+                rank_i[rk, R_FAW_POS] = (pos + 1) % 4
+                if rank_i[rk, R_OPEN_COUNT] == 0:
+                    rank_f[rk, R_ACTIVE_SINCE] = act
+                rank_i[rk, R_OPEN_COUNT] += 1
+            if kind == HIT:
+                stats_i[S_HITS] += 1
+                bank_i[b, B_STREAK] += 1
+            elif kind == MISS:
+                stats_i[S_MISSES] += 1
+            else:
+                stats_i[S_CONFLICTS] += 1
+            if write:
+                bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_CWL] + T[T_BURST] + T[T_WR])
+                end = cas + T[T_CWL] + T[T_BURST]
+                chan_f[c, C_LAST_WR] = cas
+                rank_bg_f[rk, g, BG_LAST_WR] = cas
+                stats_i[S_WRITES] += 1
+                stats_f[SF_WRITE_LATENCY] += end - arrival
+            else:
+                bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_RTP])
+                end = cas + T[T_CL] + T[T_BURST]
+                chan_f[c, C_LAST_RD] = cas
+                rank_bg_f[rk, g, BG_LAST_RD] = cas
+                stats_i[S_READS] += 1
+                stats_f[SF_READ_LATENCY] += end - arrival
+            rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], end)
+            chan_f[c, C_LAST_CAS] = cas
+            chan_i[c, C_LAST_RANK] = rk - c * ranks
+            chan_f[c, C_LAST_ISSUE] = cas
+            chan_f[c, C_BUS_BUSY] += T[T_BURST]
+            extra = 0.0
+            if kind == MISS:
+                extra = T[T_RCD]
+            elif kind == CONFLICT:
+                extra = T[T_RP] + T[T_RCD]
+            bank_f[b, B_BUSY] += T[T_BURST] + extra
+            stats_f[SF_DELAY] += delay
+            req_end[r] = end
+            f = req_flow[r]
+            flow_remaining[f] -= 1
+            flow_end[f] = max(flow_end[f], end)
+            flow_delay[f] += delay
+            for i in range(k, n - 1):
+                q[c, i] = q[c, i + 1]
+                qa[c, i] = qa[c, i + 1]
+            if write:
+                chan_i[c, C_WQ_N] = n - 1
+            else:
+                chan_i[c, C_RQ_N] = n - 1
+            # page policy
+            if G[G_POLICY] != OPEN:
+                hit_waits = False
+                miss_waits = False
+                for i in range(chan_i[c, C_RQ_N]):
+                    o = rq[c, i]
+                    if req_bank[o] == b:
+                        if req_row[o] == req_row[r]:
+                            hit_waits = True
+                        else:
+                            miss_waits = True
+                for i in range(chan_i[c, C_WQ_N]):
+                    o = wq[c, i]
+                    if req_bank[o] == b:
+                        if req_row[o] == req_row[r]:
+                            hit_waits = True
+                        else:
+                            miss_waits = True
+                if not hit_waits and (G[G_POLICY] == CLOSED or miss_waits):
+                    when = bank_f[b, B_NEXT_PRE]
+                    _close(bank_i, rank_f, rank_i, b, rk, when)
+                    stats_i[S_PRES] += 1
+                    bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
+
+
+@njit(cache=True)
+def access_addresses(offsets, sizes, burst, access):
+    """Addresses of the device accesses a transfer's chunks make, in issue order.
+
+    The DMA moves every burst of ``burst`` bytes its chunks touch, a burst shared by adjacent
+    chunks once (``npusim.plan.transfer_cost``); each burst is ``burst / access`` accesses of
+    the device when its access is smaller, else the access holding it (an access shared by
+    consecutive bursts once)."""
+    n = 0
+    last = -1
+    for i in range(offsets.shape[0]):
+        first_b = offsets[i] // burst
+        last_b = (offsets[i] + sizes[i] - 1) // burst
+        n += last_b - first_b + 1
+        if first_b == last:
+            n -= 1
+        last = last_b
+    per = burst // access if burst > access else 1
+    out = np.empty(n * per, dtype=np.int64)
+    m = 0
+    last = -1
+    prev_access = -1
+    for i in range(offsets.shape[0]):
+        first_b = offsets[i] // burst
+        last_b = (offsets[i] + sizes[i] - 1) // burst
+        for bb in range(first_b, last_b + 1):
+            if bb == last:
+                continue
+            last = bb
+            if burst >= access:
+                for j in range(per):
+                    out[m] = bb * burst + j * access
+                    m += 1
+            else:
+                a = (bb * burst) // access * access
+                if a != prev_access:
+                    out[m] = a
+                    m += 1
+                    prev_access = a
+    return out[:m]
