@@ -23,6 +23,11 @@ from npusim.dram.mapping import Mapping, parse_mapping
 from npusim.dram.presets import DramDevice
 from npusim.dram.reference import ReferenceController
 
+#: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
+_STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "rq", "rq_arr", "wq", "wq_arr",
+          "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
+          "fc_next", "fc_end", "flow_first", "flow_last", "_active")
+
 POLICIES = {"open": K.OPEN, "closed": K.CLOSED, "adaptive": K.ADAPTIVE}
 SCHEDULERS = ("frfcfs", "fcfs")
 
@@ -224,10 +229,11 @@ class Controller:
         if self.backend == "reference":
             return copy.deepcopy(self)
         other = copy.copy(self)
-        for name, value in vars(self).items():
-            if isinstance(value, np.ndarray):
-                setattr(other, name, value.copy())
-        other.req = {k: v.copy() for k, v in self.req.items()}
+        for name in _STATE:
+            setattr(other, name, getattr(self, name).copy())
+        # the accesses themselves are shared: the kernel only reads them (and writes req_end,
+        # the same value in every copy); a copy must not add flows while the original lives on
+        other.req = dict(self.req)
         other._free = list(self._free)
         other._live = set(self._live)
         return other

@@ -209,6 +209,8 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
                  active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end):
     """Advance every channel to ``stop_time`` (module docstring); every array is updated in place."""
     ranks = G[G_RANKS]
+    other_row = np.zeros(bank_i.shape[0], dtype=np.int64)
+    picks = 0
     for c in range(G[G_CHANNELS]):
         while True:
             # admission
@@ -250,25 +252,34 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
             # pick
             k = -1
             if G[G_FRFCFS] == 1:
+                # banks where an access to another row than the open one waits (the cap applies)
+                picks += 1
+                for i in range(n):
+                    r = q[c, i]
+                    b = req_bank[r]
+                    if bank_i[b, B_OPEN_ROW] != req_row[r]:
+                        other_row[b] = picks
+                # no column command can go before the channel's own bus constraints: the oldest
+                # access that meets them is the pick, with no need to time the rest
+                if write:
+                    floor = max(chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]), chan_f[c, C_LAST_RD] + T[T_RTW])
+                else:
+                    floor = max(chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
+                                chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
                 best = 1e300
                 for i in range(n):
                     r = q[c, i]
                     b = req_bank[r]
-                    hit = bank_i[b, B_OPEN_ROW] == req_row[r]
-                    if hit and bank_i[b, B_STREAK] >= G[G_CAP]:
-                        waiting = False
-                        for j in range(n):
-                            o = q[c, j]
-                            if req_bank[o] == b and req_row[o] != req_row[r]:
-                                waiting = True
-                                break
-                        if waiting:
-                            continue
+                    if (bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]
+                            and other_row[b] == picks):
+                        continue  # capped: another row of the bank waits
                     cas_i = _timing(T, G, c, r, qa[c, i], write, ranks, bank_f, bank_i, rank_f, rank_i,
                                     rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)[3]
                     if cas_i < best:
                         best = cas_i
                         k = i
+                        if cas_i <= floor:
+                            break
                 if k < 0:
                     k = 0
             else:

@@ -412,6 +412,11 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
     burst = hw.dma.burst_bytes
     if not _is_power_of_two(burst):
         _fail(settings, origin, "dma.burst_bytes", burst, "expected a power of two such as 64")
+    if hw.dram.model == "banks":
+        from npusim.dram.model import check_dram  # the device model, only for configs that use it
+        problem = check_dram(hw)
+        if problem is not None:
+            _fail(settings, origin, *problem)
 
 
 def _fail(settings: Settings, origin: str, dotted: str, value: object, reason: str) -> typing.NoReturn:

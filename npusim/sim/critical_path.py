@@ -29,6 +29,8 @@ load_overhead              descriptor setup of a load, and address generation be
 load_latency               the DRAM latency of a load
 load_bandwidth             a load's bursts moving at the bandwidth DRAM granted it
 store_overhead / _latency / _bandwidth  the same for stores (write-backs, spills)
+load_bank_timing / store_bank_timing  dram.model: banks only: the part of the data phase the
+                           banks' ACT/PRE/refresh timing added beyond the bus (npusim.dram.model)
 dma_channel_wait           a ready transfer waiting for a free DMA channel
 core_wait                  a ready op waiting for a core another stream holds
 idle                       nothing on the path (before the first command can start)
@@ -44,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
-          "store_overhead", "store_latency", "store_bandwidth", "dma_channel_wait", "core_wait", "idle")
+          "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
 
 
 @dataclass

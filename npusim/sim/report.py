@@ -66,6 +66,7 @@ class Report:
     core_utilisation: tuple = ()  # per core: fraction of the run it computed
     cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
     area_mm2: dict = field(default_factory=dict)  # part -> mm^2 (npusim.hw.silicon.area_mm2)
+    dram_stats: dict = field(default_factory=dict)  # dram.model: banks: row statistics (npusim.dram.model)
 
     @property
     def oversize(self) -> bool:
@@ -217,6 +218,12 @@ class Report:
             + self._per_core_text(),
             f"  simulated      {self.commands:,} commands, {self.events:,} events",
         ]
+        d = self.dram_stats
+        if d:
+            lines.insert(-1, f"  DRAM rows      {d['device']} x{d['channels']} {d['mapping']} {d['page_policy']}: row hits "
+                             f"{d['row_hit_rate']:.1%} ({d['row_hits']:,} hits, {d['row_misses']:,} misses, "
+                             f"{d['row_conflicts']:,} conflicts), {d['activations']:,} ACT, {d['refreshes']:,} REF, "
+                             f"read latency {d['avg_read_latency_ns']:.1f} ns")
         if self.idle_cores_note:
             lines.insert(-1, "  note           " + self.idle_cores_note)
         for note in self.plan_notes:
