@@ -97,11 +97,17 @@ def front_end_ns(hw, cfg: ControllerConfig | None = None) -> float:
     return max(0.0, hw.dram.latency * 1e9 - (t["tRCD"] + t["tCL"] + t["tBurst"]))
 
 
-def bump_layout(program) -> dict[str, int]:
+def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:
     """Buffer name -> base address when the plan has no DRAM layout: buffers in the order the
-    program first moves them, each after the previous one, aligned to 64 B."""
+    program first moves them, each after the previous one.
+
+    ``stripe`` = 64 (``dram.placement: bump``): 64 B aligned, as a bump allocator. With
+    ``pages``, ``stripe`` is the bytes one row of a bank covers across the channels (page x
+    channels under a mapping with the bank above the columns) and ``banks`` the banks: each
+    buffer starts on a row boundary, in the bank after the previous buffer's first bank, so
+    the tensors an op streams together (its inputs, weights and outputs, moved one after the
+    other) start their rows in different banks instead of fighting over one."""
     from npusim.plan.dram import buffer_of
-    from npusim.plan.layout import DramLayout  # noqa: F401  (views already carry their layout)
 
     base: dict[str, int] = {}
     top = 0
@@ -113,9 +119,15 @@ def bump_layout(program) -> dict[str, int]:
         name = buffer_of(tensor)
         if name in base:
             continue
+        if banks > 1:  # next row boundary whose bank is the one after the previous buffer's
+            want = (len(base) % banks)
+            top = (top + stripe - 1) // stripe * stripe
+            while (top // stripe) % banks != want:
+                top += stripe
         base[name] = top
         extent = _view_end(cmd.dram) if tensor.view is None else _base_extent(tensor, graph)
-        top = (top + max(extent, 1) + 63) // 64 * 64
+        top = (top + max(extent, 1) + stripe - 1) // stripe * stripe if banks > 1 else \
+            (top + max(extent, 1) + 63) // 64 * 64
     return base
 
 
@@ -142,7 +154,16 @@ class BankedDram:
         self.burst = hw.dma.burst_bytes
         self.access = self.cfg.device.access_bytes
         self.program = program
-        self.bump = bump_layout(program) if program is not None and not program.dram_planned else None
+        self.bump = None
+        if program is not None and not program.dram_planned:
+            if hw.dram.placement == "pages":
+                m = self.ctrl.mapping
+                stripe = self.cfg.device.page_bytes * self.cfg.channels  # a row of one bank, every channel
+                self.bump = bump_layout(program, stripe, self.cfg.device.banks)
+                if m.shift["Ba"] < m.shift["Co"]:  # banks below the columns: a row boundary is per access
+                    self.bump = bump_layout(program)
+            else:
+                self.bump = bump_layout(program)
         self._events: dict[int, object] = {}
         self._cursor: dict[int, int] = {}   # command id -> accesses already issued
         self._moved: dict[int, float] = {}  # command id -> bus bytes asked for so far
