@@ -43,6 +43,7 @@ from npusim.dram.controller import Controller, ControllerConfig, timings
 from npusim.dram.kernel import access_addresses
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
+from npusim.plan.dram import buffer_of, buffer_size
 
 STAT_KEYS = ("row_hits", "row_misses", "row_conflicts", "row_hit_rate", "activations", "refreshes",
              "reads", "writes", "avg_read_latency_ns", "bank_delay_ns")
@@ -107,8 +108,6 @@ def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:
     buffer starts on a row boundary, in the bank after the previous buffer's first bank, so
     the tensors an op streams together (its inputs, weights and outputs, moved one after the
     other) start their rows in different banks instead of fighting over one."""
-    from npusim.plan.dram import buffer_of
-
     base: dict[str, int] = {}
     top = 0
     graph = program.graph
@@ -137,7 +136,6 @@ def _view_end(view) -> int:
 
 
 def _base_extent(tensor, graph) -> int:
-    from npusim.plan.dram import buffer_size
     return buffer_size(tensor.view.base, graph)
 
 
@@ -185,7 +183,6 @@ class BankedDram:
             chunks = np.array(cmd.dram.chunks(), dtype=np.int64).reshape(-1, 2)
             shift = 0
             if self.bump is not None:
-                from npusim.plan.dram import buffer_of
                 shift = self.bump[buffer_of(self.program.graph.tensors[cmd.tensor])]
             found = access_addresses(chunks[:, 0] + shift, chunks[:, 1].copy(), self.burst, self.access)
             self._addresses[cmd.id] = found

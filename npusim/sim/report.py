@@ -16,6 +16,11 @@ from npusim.units import format_bytes
 DYNAMIC_COMPONENTS = ("mac", "vector", "register_file", "scratchpad_read", "scratchpad_write", "dram_read",
                       "dram_write", "dma_descriptor")
 STATIC_COMPONENTS = ("static_scratchpad", "static_cores", "static_uncore")
+#: With ``dram.model: banks`` the device's energy (``npusim.dram.model``): activations (dynamic;
+#: its reads and writes go to dram_read / dram_write), and refresh and background, which
+#: follow the run's length (counted as static)
+DRAM_DYNAMIC_COMPONENTS = ("dram_activate",)
+DRAM_STATIC_COMPONENTS = ("dram_refresh", "dram_background")
 ENERGY_COMPONENTS = DYNAMIC_COMPONENTS + STATIC_COMPONENTS
 
 
@@ -90,7 +95,7 @@ class Report:
 
     @property
     def static_energy_pj(self) -> float:
-        return sum(v for k, v in self.energy_pj.items() if k in STATIC_COMPONENTS)
+        return sum(v for k, v in self.energy_pj.items() if k in STATIC_COMPONENTS or k in DRAM_STATIC_COMPONENTS)
 
     @property
     def dynamic_energy_pj(self) -> float:
