@@ -247,3 +247,27 @@ def test_addresses_change_the_result_only_through_the_device(small_program, monk
     b1 = _sim(program, hw)
     monkeypatch.setattr(M, "bump_layout", shifted(0))
     assert _sim(program, hw).cycles == b1.cycles
+
+
+def test_time_ordered_run_stops_at_each_completion_and_changes_nothing_else():
+    """``run(until_complete=True)`` (the kernel's time-ordered mode) returns just after each
+    flow completes — its last column command is then the latest issued — and, run to the
+    end, leaves exactly the state a straight run does."""
+    rng = np.random.default_rng(3)
+    cfg = _config("lpddr4-3200", channels=2, read_queue=8, write_queue=8, write_high=6, write_low=2)
+    flows = [(rng.integers(0, 1 << 22, 300) // 64 * 64, False, 1.0, 0.0),
+             (np.arange(400, dtype=np.int64) * 32, True, 0.0, 50.0),
+             ((1 << 20) + np.arange(120, dtype=np.int64) * 32, False, 0.0, 80.0)]
+    straight, stepped = Controller(cfg), Controller(cfg)
+    for c in (straight, stepped):
+        ids = [c.add_flow(a.astype(np.int64), w, p, s) for a, w, p, s in flows]
+    straight.run(1e15)
+    done = []
+    while stepped.run(1e15, until_complete=True):
+        finished = [f for f in ids if stepped.remaining(f) == 0 and f not in done]
+        assert len(finished) == 1
+        done += finished
+    assert sorted(done) == sorted(ids)
+    assert [straight.end(f) for f in ids] == [stepped.end(f) for f in ids]
+    assert straight.counts() == stepped.counts()
+    assert straight.latency_sums() == stepped.latency_sums()

@@ -26,7 +26,7 @@ from npusim.dram.reference import ReferenceController
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
 _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "rq", "rq_arr", "wq", "wq_arr",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-          "fc_next", "fc_end", "flow_first", "flow_last", "_active")
+          "fc_next", "fc_end", "flow_first", "flow_last")
 
 POLICIES = {"open": K.OPEN, "closed": K.CLOSED, "adaptive": K.ADAPTIVE}
 SCHEDULERS = ("frfcfs", "fcfs")
@@ -114,7 +114,7 @@ class Controller:
         self.rank_bg_f = np.full((R, BG, 3), K.NEG)
         self.chan_f = np.zeros((C, 5))
         self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS]] = K.NEG
-        self.chan_i = np.zeros((C, 5), dtype=np.int64)
+        self.chan_i = np.zeros((C, 7), dtype=np.int64)
         self.chan_i[:, K.C_LAST_RANK] = -1
         self.chan_i[:, K.C_RR_LAST] = -1
         self.rq = np.zeros((C, cfg.read_queue), dtype=np.int64)
@@ -128,7 +128,7 @@ class Controller:
         self.req = {k: np.zeros(1024, dtype=np.int64) for k in ("bank", "row", "rank", "bg", "flow")}
         self.req_end = np.zeros(1024)
         cap = 16
-        self.flow_write = np.zeros(cap, dtype=np.int8)
+        self.flow_write = np.zeros(cap, dtype=np.int64)
         self.flow_prio = np.zeros(cap)
         self.flow_start = np.zeros(cap)
         self.flow_remaining = np.zeros(cap, dtype=np.int64)
@@ -139,6 +139,27 @@ class Controller:
         self.flow_first = np.zeros(cap, dtype=np.int64)  # pool range of each flow's accesses
         self.flow_last = np.zeros(cap, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)
+        self._pack()
+
+    def _pack(self) -> None:
+        """Put the state arrays (``_STATE``) in two buffers, one per dtype, each array a view:
+        ``copy`` then copies two buffers instead of two dozen arrays."""
+        layout, sizes = [], {np.dtype(np.float64): 0, np.dtype(np.int64): 0}
+        for name in _STATE:
+            a = getattr(self, name)
+            layout.append((name, a.dtype, sizes[a.dtype], sizes[a.dtype] + a.size, a.shape))
+            sizes[a.dtype] += a.size
+        buffers = {dt: np.empty(n, dtype=dt) for dt, n in sizes.items()}
+        for name, dt, lo, hi, shape in layout:
+            buffers[dt][lo:hi] = getattr(self, name).ravel()
+        self._layout = layout
+        self._buffers = buffers
+        self._views()
+
+    def _views(self) -> None:
+        buffers = self._buffers
+        for name, dt, lo, hi, shape in self._layout:
+            setattr(self, name, buffers[dt][lo:hi].reshape(shape))
 
     # -- flows -----------------------------------------------------------------------------
     def _slot(self) -> int:
@@ -211,26 +232,35 @@ class Controller:
         return sorted(self._live)
 
     # -- running ---------------------------------------------------------------------------
-    def run(self, stop: float) -> None:
-        """Advance every channel to ``stop`` ns (``npusim.dram.kernel``)."""
+    def run(self, stop: float, until_complete: bool = False) -> int:
+        """Advance every channel to ``stop`` ns (``npusim.dram.kernel``); with
+        ``until_complete`` (Numba only) stop earlier, just after the access that completes a
+        flow (returns 1 then)."""
         if self.backend == "reference":
             self.ref.run(stop)
-            return
+            return 0
         r = self.req
         n = self.n
-        K.run_channels(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
+        run = K.run_until_complete if until_complete else K.run_channels
+        return run(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
                        self.rank_bg_f, self.chan_f, self.chan_i, self.rq, self.rq_arr, self.wq, self.wq_arr,
                        self.stats_i, self.stats_f, r["bank"][:n], r["row"][:n], r["rank"][:n], r["bg"][:n],
                        r["flow"][:n], self.req_end[:n], self._active, self.flow_write, self.flow_prio,
                        self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end)
+
+    def commands_before_end(self, flows: list[int]) -> int:
+        """A lower bound on the column commands one channel issues before the first of
+        ``flows`` ends (``kernel.commands_before_end``)."""
+        return int(K.commands_before_end(np.asarray(flows, dtype=np.int64), self.fc_next, self.fc_end,
+                                         self.flow_prio, min(self.cfg.read_queue, self.cfg.write_queue)))
 
     def copy(self) -> "Controller":
         """An independent controller in the same state."""
         if self.backend == "reference":
             return copy.deepcopy(self)
         other = copy.copy(self)
-        for name in _STATE:
-            setattr(other, name, getattr(self, name).copy())
+        other._buffers = {dt: b.copy() for dt, b in self._buffers.items()}
+        other._views()
         # the accesses themselves are shared: the kernel only reads them (and writes req_end,
         # the same value in every copy); a copy must not add flows while the original lives on
         other.req = dict(self.req)
@@ -315,6 +345,7 @@ class Controller:
             grown = np.zeros((new, old.shape[1]), dtype=old.dtype)
             grown[:cap] = old
             setattr(self, name, grown)
+        self._pack()
 
     def _ensure_requests(self, n: int) -> None:
         cap = len(self.req_end)
@@ -355,6 +386,8 @@ class Controller:
             pos += m
         for c in range(self.cfg.channels):
             nr, nw = self.chan_i[c, K.C_RQ_N], self.chan_i[c, K.C_WQ_N]
-            self.rq[c, :nr] = remap[self.rq[c, :nr]]
-            self.wq[c, :nw] = remap[self.wq[c, :nw]]
+            at = (self.chan_i[c, K.C_RQ_HEAD] + np.arange(nr)) % self.rq.shape[1]  # ring positions
+            self.rq[c, at] = remap[self.rq[c, at]]
+            at = (self.chan_i[c, K.C_WQ_HEAD] + np.arange(nw)) % self.wq.shape[1]
+            self.wq[c, at] = remap[self.wq[c, at]]
         self.req, self.req_end, self.n = new_req, new_end, pos

@@ -77,6 +77,7 @@ TIMING_FIELDS = ("tRCD", "tRP", "tRAS", "tRC", "tCL", "tCWL", "tBurst", "tCCD_S"
  G_POWERDOWN) = range(12)
 OPEN, CLOSED, ADAPTIVE = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
+NOTHING, ACCESS, REFRESH = 0, 1, 2  # what a channel does next (_candidate)
 
 # Columns of the state arrays.
 B_NEXT_ACT, B_NEXT_PRE, B_NEXT_CAS, B_BUSY = range(4)              # bank_f
@@ -86,7 +87,8 @@ B_OPEN_ROW, B_STREAK, B_ACTS = range(3)                             # bank_i
 R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
 BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
 C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY = range(5)  # chan_f
-C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST = range(5)     # chan_i
+C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD = range(7)  # chan_i
+# (the queues are rings: entry i of a queue is at (head + i) mod its depth, oldest first)
 S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
 SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
 
@@ -152,6 +154,13 @@ def _timing(T, G, c, rid, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
 
 
 @njit(cache=True, inline="always")
+def _at(head, i, depth):
+    """Position of entry ``i`` of a ring queue starting at ``head``."""
+    j = head + i
+    return j - depth if j >= depth else j
+
+
+@njit(cache=True, inline="always")
 def _next_flow(c, active, flow_prio, fc_next, fc_end, rr_last):
     """The flow the front end of channel ``c`` admits from next, or -1."""
     top = 1e300
@@ -207,10 +216,12 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
                  rq, rq_arr, wq, wq_arr, stats_i, stats_f,
                  req_bank, req_row, req_rank, req_bg, req_flow, req_end,
                  active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end):
-    """Advance every channel to ``stop_time`` (module docstring); every array is updated in place."""
+    """Advance every channel to ``stop_time``, channel by channel (module docstring); every
+    array is updated in place. Per access: admit what the queues take, pick (FR-FCFS or FCFS),
+    time it (a refresh due first goes first, then the pick is made again), issue it."""
     ranks = G[G_RANKS]
     other_row = np.zeros(bank_i.shape[0], dtype=np.int64)
-    picks = 0
+    picks = np.zeros(1, dtype=np.int64)
     for c in range(G[G_CHANNELS]):
         while True:
             # admission
@@ -223,15 +234,17 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
                     n = chan_i[c, C_WQ_N]
                     if n >= G[G_WQ]:
                         break
-                    wq[c, n] = fc_next[f, c]
-                    wq_arr[c, n] = arrival
+                    j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
+                    wq[c, j] = fc_next[f, c]
+                    wq_arr[c, j] = arrival
                     chan_i[c, C_WQ_N] = n + 1
                 else:
                     n = chan_i[c, C_RQ_N]
                     if n >= G[G_RQ]:
                         break
-                    rq[c, n] = fc_next[f, c]
-                    rq_arr[c, n] = arrival
+                    j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
+                    rq[c, j] = fc_next[f, c]
+                    rq_arr[c, j] = arrival
                     chan_i[c, C_RQ_N] = n + 1
                 fc_next[f, c] += 1
                 chan_i[c, C_RR_LAST] = f
@@ -246,19 +259,19 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
                 chan_i[c, C_WRITE_MODE] = 1
             write = chan_i[c, C_WRITE_MODE] == 1
             if write:
-                q, qa, n = wq, wq_arr, nw
+                q, qa, n, head, depth = wq, wq_arr, nw, chan_i[c, C_WQ_HEAD], G[G_WQ]
             else:
-                q, qa, n = rq, rq_arr, nr
+                q, qa, n, head, depth = rq, rq_arr, nr, chan_i[c, C_RQ_HEAD], G[G_RQ]
             # pick
             k = -1
+            kind = HIT
+            pre = act = cas = delay = 0.0
             if G[G_FRFCFS] == 1:
-                # banks where an access to another row than the open one waits (the cap applies)
-                picks += 1
-                for i in range(n):
-                    r = q[c, i]
-                    b = req_bank[r]
-                    if bank_i[b, B_OPEN_ROW] != req_row[r]:
-                        other_row[b] = picks
+                # other_row[b] == picks: an access to another row than bank b's open one waits
+                # (the cap applies); marked when first needed in this pick
+                picks[0] += 1
+                tag = picks[0]
+                marked = False
                 # no column command can go before the channel's own bus constraints: the oldest
                 # access that meets them is the pick, with no need to time the rest
                 if write:
@@ -268,41 +281,44 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
                                 chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
                 best = 1e300
                 for i in range(n):
-                    r = q[c, i]
+                    r = q[c, _at(head, i, depth)]
                     b = req_bank[r]
-                    if (bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]
-                            and other_row[b] == picks):
-                        continue  # capped: another row of the bank waits
-                    cas_i = _timing(T, G, c, r, qa[c, i], write, ranks, bank_f, bank_i, rank_f, rank_i,
-                                    rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)[3]
+                    if bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]:
+                        if not marked:
+                            for j in range(n):
+                                o = q[c, _at(head, j, depth)]
+                                if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
+                                    other_row[req_bank[o]] = tag
+                            marked = True
+                        if other_row[b] == tag:
+                            continue  # capped: another row of the bank waits
+                    kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
+                                                                   bank_i, rank_f, rank_i, rank_bg_f, chan_f,
+                                                                   chan_i, req_bank, req_row, req_rank, req_bg)
                     if cas_i < best:
                         best = cas_i
                         k = i
+                        kind, pre, act, cas, delay = kind_i, pre_i, act_i, cas_i, delay_i
                         if cas_i <= floor:
                             break
-                if k < 0:
-                    k = 0
-            else:
+            timed = k >= 0  # the pick's timing is at hand
+            if k < 0:
                 k = 0
-            r = q[c, k]
-            arrival = qa[c, k]
+            r = q[c, _at(head, k, depth)]
+            arrival = qa[c, _at(head, k, depth)]
             rk = req_rank[r]
-            # time it, refreshing the rank first when a refresh is due
-            stopped = False
-            while True:
-                kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f,
-                                                     rank_i, rank_bg_f, chan_f, chan_i, req_bank, req_row,
-                                                     req_rank, req_bg)
-                if cas < rank_f[rk, R_NEXT_REF]:
-                    break
+            # time it; a refresh due first is the candidate instead (the pick is made again after it)
+            if not timed:
+                kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
+                                                     rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
+            if cas >= rank_f[rk, R_NEXT_REF]:  # a refresh first, then the pick again
                 start = _refresh_start(G, rk, bank_f, bank_i, rank_f)
                 if start > stop_time:
-                    stopped = True
                     break
                 _refresh(T, G, rk, start, bank_f, bank_i, rank_f, rank_i)
-            if stopped or cas > stop_time:
+                continue
+            if cas > stop_time:
                 break
-            # commit
             b = req_bank[r]
             g = req_bg[r]
             if _asleep(T, G, rank_f, rk, arrival):
@@ -369,26 +385,28 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
             flow_remaining[f] -= 1
             flow_end[f] = max(flow_end[f], end)
             flow_delay[f] += delay
-            for i in range(k, n - 1):
-                q[c, i] = q[c, i + 1]
-                qa[c, i] = qa[c, i + 1]
+            for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
+                q[c, _at(head, i, depth)] = q[c, _at(head, i - 1, depth)]
+                qa[c, _at(head, i, depth)] = qa[c, _at(head, i - 1, depth)]
             if write:
                 chan_i[c, C_WQ_N] = n - 1
+                chan_i[c, C_WQ_HEAD] = _at(head, 1, depth)
             else:
                 chan_i[c, C_RQ_N] = n - 1
+                chan_i[c, C_RQ_HEAD] = _at(head, 1, depth)
             # page policy
             if G[G_POLICY] != OPEN:
                 hit_waits = False
                 miss_waits = False
                 for i in range(chan_i[c, C_RQ_N]):
-                    o = rq[c, i]
+                    o = rq[c, _at(chan_i[c, C_RQ_HEAD], i, G[G_RQ])]
                     if req_bank[o] == b:
                         if req_row[o] == req_row[r]:
                             hit_waits = True
                         else:
                             miss_waits = True
                 for i in range(chan_i[c, C_WQ_N]):
-                    o = wq[c, i]
+                    o = wq[c, _at(chan_i[c, C_WQ_HEAD], i, G[G_WQ])]
                     if req_bank[o] == b:
                         if req_row[o] == req_row[r]:
                             hit_waits = True
@@ -399,6 +417,285 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
                     _close(bank_i, rank_f, rank_i, b, rk, when)
                     stats_i[S_PRES] += 1
                     bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
+
+
+@njit(cache=True)
+def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
+                       rq, rq_arr, wq, wq_arr, stats_i, stats_f,
+                       req_bank, req_row, req_rank, req_bg, req_flow, req_end,
+                       active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next,
+                       fc_end):
+    """``run_channels`` with the channels' commands issued in time order across channels:
+    returns 1 just after the access that completes a flow (the state then being that at its
+    column command), or 0 with every command up to ``stop_time`` issued. Channels share no
+    state, so the order between them changes nothing but where the call stops. Its body is
+    ``run_channels``'s, split where the command is known: each channel's next command waits
+    (``st``, ``ks``, ``fs``) until it is the earliest."""
+    ranks = G[G_RANKS]
+    C = G[G_CHANNELS]
+    other_row = np.zeros(bank_i.shape[0], dtype=np.int64)
+    picks = np.zeros(1, dtype=np.int64)
+    st = np.zeros(C, dtype=np.int64)
+    ks = np.zeros(C, dtype=np.int64)
+    kinds = np.zeros(C, dtype=np.int64)
+    ranks_of = np.zeros(C, dtype=np.int64)
+    fs = np.zeros((C, 4))  # pre, act, time, delay
+    ws = np.zeros(C, dtype=np.bool_)
+    fresh = np.ones(C, dtype=np.bool_)  # the candidate of channel c is to be found
+    while True:
+        for c in range(C):
+            if not fresh[c]:
+                continue
+            fresh[c] = False
+            st[c] = NOTHING
+            while True:  # once: break is the candidate's return
+                    # admission
+                    while True:
+                        f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
+                        if f < 0:
+                            break
+                        arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
+                        if flow_write[f]:
+                            n = chan_i[c, C_WQ_N]
+                            if n >= G[G_WQ]:
+                                break
+                            j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
+                            wq[c, j] = fc_next[f, c]
+                            wq_arr[c, j] = arrival
+                            chan_i[c, C_WQ_N] = n + 1
+                        else:
+                            n = chan_i[c, C_RQ_N]
+                            if n >= G[G_RQ]:
+                                break
+                            j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
+                            rq[c, j] = fc_next[f, c]
+                            rq_arr[c, j] = arrival
+                            chan_i[c, C_RQ_N] = n + 1
+                        fc_next[f, c] += 1
+                        chan_i[c, C_RR_LAST] = f
+                    nr = chan_i[c, C_RQ_N]
+                    nw = chan_i[c, C_WQ_N]
+                    if nr == 0 and nw == 0:
+                        break
+                    if chan_i[c, C_WRITE_MODE] == 1:
+                        if nw == 0 or (nr > 0 and nw <= G[G_LOW]):
+                            chan_i[c, C_WRITE_MODE] = 0
+                    elif nw > 0 and (nw >= G[G_HIGH] or nr == 0):
+                        chan_i[c, C_WRITE_MODE] = 1
+                    write = chan_i[c, C_WRITE_MODE] == 1
+                    if write:
+                        q, qa, n, head, depth = wq, wq_arr, nw, chan_i[c, C_WQ_HEAD], G[G_WQ]
+                    else:
+                        q, qa, n, head, depth = rq, rq_arr, nr, chan_i[c, C_RQ_HEAD], G[G_RQ]
+                    # pick
+                    k = -1
+                    kind = HIT
+                    pre = act = cas = delay = 0.0
+                    if G[G_FRFCFS] == 1:
+                        # other_row[b] == picks: an access to another row than bank b's open one waits
+                        # (the cap applies); marked when first needed in this pick
+                        picks[0] += 1
+                        tag = picks[0]
+                        marked = False
+                        # no column command can go before the channel's own bus constraints: the oldest
+                        # access that meets them is the pick, with no need to time the rest
+                        if write:
+                            floor = max(chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]), chan_f[c, C_LAST_RD] + T[T_RTW])
+                        else:
+                            floor = max(chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
+                                        chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
+                        best = 1e300
+                        for i in range(n):
+                            r = q[c, _at(head, i, depth)]
+                            b = req_bank[r]
+                            if bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]:
+                                if not marked:
+                                    for j in range(n):
+                                        o = q[c, _at(head, j, depth)]
+                                        if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
+                                            other_row[req_bank[o]] = tag
+                                    marked = True
+                                if other_row[b] == tag:
+                                    continue  # capped: another row of the bank waits
+                            kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
+                                                                           bank_i, rank_f, rank_i, rank_bg_f, chan_f,
+                                                                           chan_i, req_bank, req_row, req_rank, req_bg)
+                            if cas_i < best:
+                                best = cas_i
+                                k = i
+                                kind, pre, act, cas, delay = kind_i, pre_i, act_i, cas_i, delay_i
+                                if cas_i <= floor:
+                                    break
+                    timed = k >= 0  # the pick's timing is at hand
+                    if k < 0:
+                        k = 0
+                    r = q[c, _at(head, k, depth)]
+                    arrival = qa[c, _at(head, k, depth)]
+                    rk = req_rank[r]
+                    # time it; a refresh due first is the candidate instead (the pick is made again after it)
+                    if not timed:
+                        kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
+                                                             rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
+                    ks[c] = k
+                    ws[c] = write
+                    if cas >= rank_f[rk, R_NEXT_REF]:
+                        st[c] = REFRESH
+                        ranks_of[c] = rk
+                        fs[c, 2] = _refresh_start(G, rk, bank_f, bank_i, rank_f)
+                        break
+                    st[c] = ACCESS
+                    kinds[c] = kind
+                    fs[c, 0] = pre
+                    fs[c, 1] = act
+                    fs[c, 2] = cas
+                    fs[c, 3] = delay
+                    break
+        c = -1  # the earliest command of all channels
+        for j in range(C):
+            if st[j] != NOTHING and fs[j, 2] <= stop_time and (c < 0 or fs[j, 2] < fs[c, 2]):
+                c = j
+        if c < 0:
+            return 0
+        fresh[c] = True
+        if st[c] == REFRESH:
+            _refresh(T, G, ranks_of[c], fs[c, 2], bank_f, bank_i, rank_f, rank_i)
+            continue
+        k, kind, pre, act, cas, delay, write = ks[c], kinds[c], fs[c, 0], fs[c, 1], fs[c, 2], fs[c, 3], ws[c]
+        if write:
+            q, qa, n, head, depth = wq, wq_arr, chan_i[c, C_WQ_N], chan_i[c, C_WQ_HEAD], G[G_WQ]
+        else:
+            q, qa, n, head, depth = rq, rq_arr, chan_i[c, C_RQ_N], chan_i[c, C_RQ_HEAD], G[G_RQ]
+        r = q[c, _at(head, k, depth)]
+        arrival = qa[c, _at(head, k, depth)]
+        rk = req_rank[r]
+        if write:
+            q, qa, n, head, depth = wq, wq_arr, chan_i[c, C_WQ_N], chan_i[c, C_WQ_HEAD], G[G_WQ]
+        else:
+            q, qa, n, head, depth = rq, rq_arr, chan_i[c, C_RQ_N], chan_i[c, C_RQ_HEAD], G[G_RQ]
+        r = q[c, _at(head, k, depth)]
+        arrival = qa[c, _at(head, k, depth)]
+        rk = req_rank[r]
+        b = req_bank[r]
+        g = req_bg[r]
+        if _asleep(T, G, rank_f, rk, arrival):
+            slept = arrival - (rank_f[rk, R_LAST_BUSY] + T[T_PD])
+            if rank_i[rk, R_OPEN_COUNT] > 0:
+                rank_f[rk, R_PD_ACT] += slept
+            else:
+                rank_f[rk, R_PD_PRE] += slept
+        if kind == CONFLICT:
+            _close(bank_i, rank_f, rank_i, b, rk, pre)
+            stats_i[S_PRES] += 1
+            bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], pre + T[T_RP])
+        if kind != HIT:
+            bank_i[b, B_OPEN_ROW] = req_row[r]
+            bank_f[b, B_NEXT_CAS] = act + T[T_RCD]
+            bank_f[b, B_NEXT_PRE] = act + T[T_RAS]
+            bank_f[b, B_NEXT_ACT] = act + T[T_RC]
+            bank_i[b, B_STREAK] = 0
+            bank_i[b, B_ACTS] += 1
+            stats_i[S_ACTS] += 1
+            rank_f[rk, R_LAST_ACT] = act
+            rank_bg_f[rk, g, BG_LAST_ACT] = act
+            pos = rank_i[rk, R_FAW_POS]
+            rank_f[rk, R_FAW + pos] = act
+            rank_i[rk, R_FAW_POS] = (pos + 1) % 4
+            if rank_i[rk, R_OPEN_COUNT] == 0:
+                rank_f[rk, R_ACTIVE_SINCE] = act
+            rank_i[rk, R_OPEN_COUNT] += 1
+        if kind == HIT:
+            stats_i[S_HITS] += 1
+            bank_i[b, B_STREAK] += 1
+        elif kind == MISS:
+            stats_i[S_MISSES] += 1
+        else:
+            stats_i[S_CONFLICTS] += 1
+        if write:
+            bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_CWL] + T[T_BURST] + T[T_WR])
+            end = cas + T[T_CWL] + T[T_BURST]
+            chan_f[c, C_LAST_WR] = cas
+            rank_bg_f[rk, g, BG_LAST_WR] = cas
+            stats_i[S_WRITES] += 1
+            stats_f[SF_WRITE_LATENCY] += end - arrival
+        else:
+            bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_RTP])
+            end = cas + T[T_CL] + T[T_BURST]
+            chan_f[c, C_LAST_RD] = cas
+            rank_bg_f[rk, g, BG_LAST_RD] = cas
+            stats_i[S_READS] += 1
+            stats_f[SF_READ_LATENCY] += end - arrival
+        rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], end)
+        chan_f[c, C_LAST_CAS] = cas
+        chan_i[c, C_LAST_RANK] = rk - c * ranks
+        chan_f[c, C_LAST_ISSUE] = cas
+        chan_f[c, C_BUS_BUSY] += T[T_BURST]
+        extra = 0.0
+        if kind == MISS:
+            extra = T[T_RCD]
+        elif kind == CONFLICT:
+            extra = T[T_RP] + T[T_RCD]
+        bank_f[b, B_BUSY] += T[T_BURST] + extra
+        stats_f[SF_DELAY] += delay
+        req_end[r] = end
+        f = req_flow[r]
+        flow_remaining[f] -= 1
+        flow_end[f] = max(flow_end[f], end)
+        flow_delay[f] += delay
+        for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
+            q[c, _at(head, i, depth)] = q[c, _at(head, i - 1, depth)]
+            qa[c, _at(head, i, depth)] = qa[c, _at(head, i - 1, depth)]
+        if write:
+            chan_i[c, C_WQ_N] = n - 1
+            chan_i[c, C_WQ_HEAD] = _at(head, 1, depth)
+        else:
+            chan_i[c, C_RQ_N] = n - 1
+            chan_i[c, C_RQ_HEAD] = _at(head, 1, depth)
+        # page policy
+        if G[G_POLICY] != OPEN:
+            hit_waits = False
+            miss_waits = False
+            for i in range(chan_i[c, C_RQ_N]):
+                o = rq[c, _at(chan_i[c, C_RQ_HEAD], i, G[G_RQ])]
+                if req_bank[o] == b:
+                    if req_row[o] == req_row[r]:
+                        hit_waits = True
+                    else:
+                        miss_waits = True
+            for i in range(chan_i[c, C_WQ_N]):
+                o = wq[c, _at(chan_i[c, C_WQ_HEAD], i, G[G_WQ])]
+                if req_bank[o] == b:
+                    if req_row[o] == req_row[r]:
+                        hit_waits = True
+                    else:
+                        miss_waits = True
+            if not hit_waits and (G[G_POLICY] == CLOSED or miss_waits):
+                when = bank_f[b, B_NEXT_PRE]
+                _close(bank_i, rank_f, rank_i, b, rk, when)
+                stats_i[S_PRES] += 1
+                bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
+        if flow_remaining[f] == 0:
+            return 1
+
+
+@njit(cache=True)
+def commands_before_end(flows, fc_next, fc_end, flow_prio, depth):
+    """The fewest column commands one channel issues before any of ``flows`` ends: per flow
+    and channel, its accesses not yet admitted, after the more urgent flows' not yet admitted
+    there beyond a queue's depth (the front end admits the most urgent first); per flow the
+    largest over the channels; the smallest over the flows."""
+    fewest = 1 << 62
+    for a in range(flows.shape[0]):
+        f = flows[a]
+        worst = 0
+        for c in range(fc_next.shape[1]):
+            ahead = 0
+            for b in range(flows.shape[0]):
+                g = flows[b]
+                if flow_prio[g] < flow_prio[f]:
+                    ahead += fc_end[g, c] - fc_next[g, c]
+            worst = max(worst, fc_end[f, c] - fc_next[f, c] + max(ahead - depth, 0))
+        fewest = min(fewest, worst)
+    return fewest
 
 
 @njit(cache=True)

@@ -37,6 +37,8 @@ for every rank of every channel.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from npusim.dram.controller import Controller, ControllerConfig, timings
@@ -44,6 +46,10 @@ from npusim.dram.kernel import access_addresses
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
 from npusim.plan.dram import buffer_of, buffer_size
+
+#: Accesses per channel a flow has left when the model starts looking for its exact end
+#: (``BankedDram._predict``).
+TAIL = 16
 
 STAT_KEYS = ("row_hits", "row_misses", "row_conflicts", "row_hit_rate", "activations", "refreshes",
              "reads", "writes", "avg_read_latency_ns", "bank_delay_ns")
@@ -212,11 +218,15 @@ class BankedDram:
         return done
 
     def _predict(self) -> None:
-        """Find when the first flow in flight completes, on copies of the controller, and set a
-        timeout for then. The copies taken on the way (``_snapshots``: the state at each stop
-        before the completion) let a transfer that starts earlier resume from the latest one
-        before its start instead of redoing the work, and the state at the completion becomes
-        the controller's when the timeout fires (``_wake``)."""
+        """Set the next SimPy timeout of the DRAM: the completion of the first flow in flight.
+
+        While every flow has more than ``TAIL`` accesses per channel left, no flow can end
+        before the time the one with the fewest left needs at the full bus of every channel;
+        the controller is advanced to that moment (``_advance``: it only ever moves forward,
+        nothing is redone) and asked again. Once a flow is in its tail, a copy of the
+        controller runs ahead to the first completion (the exact end, data included), kept
+        for the timeout to adopt (``_wake``); a transfer starting before then resumes from
+        the latest copy taken before its start (``_snapshots``) and discards the rest."""
         self._generation += 1
         self._snapshots = [(self._now_ns, self.ctrl)]
         if not self._events:
@@ -224,33 +234,32 @@ class BankedDram:
         now = self._now_ns
         live = list(self._events)
         t = self.ctrl.t
-        state = self.ctrl.copy()
-        step = max(t["tBurst"], min(state.remaining(f) for f in live) * t["tBurst"] / self.cfg.channels)
-        stop = now
-        while True:
-            before = state.copy()
-            stop += step
-            state.run(stop)
-            if any(state.remaining(f) == 0 for f in live):
-                break
-            self._snapshots.append((stop, state.copy()))
-            step *= 1.5
-        when = min(state.end(f) for f in live if state.remaining(f) == 0)
-        if when < stop:  # accesses after ``when`` were committed: redo the last step up to it
-            state = before
-            state.run(when)
-            when = min(state.end(f) for f in live if state.remaining(f) == 0)
-        self._ahead = (when, state)
+        channels = self.cfg.channels
+        fewest = self.ctrl.commands_before_end(live)
         generation = self._generation
+        if fewest > TAIL:
+            when = now + (fewest - TAIL) * max(t["tBurst"], t["tCCD_S"])
+            delay = max(0.0, when / self.ns_per_cycle - self.env.now)
+            self.env.timeout(delay).callbacks.append(lambda _e: self._advance(generation, when))
+            return
+        state = self.ctrl.copy()
+        when = min((state.end(f) for f in live if state.remaining(f) == 0), default=math.inf)
+        while state.run(when if when < math.inf else 1e300, until_complete=True):
+            when = min(when, min(state.end(f) for f in live if state.remaining(f) == 0))
+        self._ahead = (when, state)
         delay = max(0.0, when / self.ns_per_cycle - self.env.now)
         self.env.timeout(delay).callbacks.append(lambda _e: self._wake(generation))
+
+    def _advance(self, generation: int, when: float) -> None:
+        if generation != self._generation:
+            return
+        self._bring_to(when)
+        self._predict()
 
     def _bring_to(self, now: float) -> None:
         """The controller at ``now`` ns (before the predicted completion): from the latest snapshot."""
         start, state = max((s for s in self._snapshots if s[0] <= now), key=lambda s: s[0])
-        if state is not self.ctrl:
-            state = state.copy()
-        state.run(now)
+        state.run(now)  # a snapshot is used once: the next prediction takes new ones
         self.ctrl = state
         self._now_ns = now
 

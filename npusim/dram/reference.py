@@ -237,15 +237,13 @@ class ReferenceController:
             k = self._pick(queue, write, ch)
             rid, arrival = queue[k]
             r = self.req[rid]
-            while True:
-                kind, pre, act, cas, delay = self._timing(ch, rid, arrival, write)
-                rank = self.ranks[r["rank"]]
-                if cas < rank.next_ref:
-                    break
+            kind, pre, act, cas, delay = self._timing(ch, rid, arrival, write)
+            if cas >= self.ranks[r["rank"]].next_ref:  # a refresh first, then the pick again
                 start = self._refresh_start(r["rank"])
                 if start > stop:
                     return
                 self._refresh(r["rank"], start)
+                continue
             if cas > stop:
                 return
             self._commit(ch, queue, k, rid, arrival, write, kind, pre, act, cas, delay)
