@@ -96,6 +96,7 @@ class Controller:
         self.n_banks = self.n_ranks * d.banks
         self._free: list[int] = []
         self._live: set[int] = set()
+        self._used = 0  # accesses in the pool that belong to live flows
         self._slots = 0
         if backend == "reference":
             self.ref = ReferenceController(self.t, cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group,
@@ -168,37 +169,53 @@ class Controller:
         self._slots += 1
         return self._slots - 1
 
+    def prepare(self, addresses: np.ndarray) -> tuple:
+        """The accesses at byte ``addresses`` (issue order) decoded once, for flows that are
+        ranges of them (``add_prepared``): global bank, row, rank and bank-group arrays, and
+        per channel the indices of its accesses in issue order."""
+        fields = self.mapping.decode(addresses)
+        cfg, d = self.cfg, self.cfg.device
+        ch = fields["Ch"]
+        rank = ch * cfg.ranks + fields["Ra"]
+        bank = (rank * d.bankgroups + fields["Bg"]) * d.banks_per_group + fields["Ba"]
+        per_channel = [np.flatnonzero(ch == c) for c in range(cfg.channels)]
+        return bank, fields["Ro"], rank, fields["Bg"], per_channel, fields
+
     def add_flow(self, addresses: np.ndarray, write: bool, priority: float, start: float) -> int:
         """A new flow of accesses at byte ``addresses`` (in issue order) from ``start`` ns; its id."""
+        return self.add_prepared(self.prepare(np.asarray(addresses, dtype=np.int64)), 0, len(addresses), write,
+                                 priority, start)
+
+    def add_prepared(self, prepared: tuple, lo: int, hi: int, write: bool, priority: float, start: float) -> int:
+        """A new flow of the accesses ``lo:hi`` of ``prepared`` (``prepare``); its id."""
+        bank_all, row_all, rank_all, bg_all, per_channel, fields = prepared
+        if self.backend == "reference":
+            fid = self._slot()
+            self._live.add(fid)
+            self.ref.add_flow(fid, {k: v[lo:hi] for k, v in fields.items()}, bool(write), float(priority),
+                              float(start))
+            return fid
+        parts = [idx[np.searchsorted(idx, lo):np.searchsorted(idx, hi)] for idx in per_channel]
+        counts = np.array([len(p) for p in parts], dtype=np.int64)
+        order = np.concatenate(parts)
+        m = len(order)
+        self._compact_if_needed(m)  # before the new flow is live: its slot may hold a released flow's range
         fid = self._slot()
         self._live.add(fid)
-        fields = self.mapping.decode(addresses)
-        if self.backend == "reference":
-            self.ref.add_flow(fid, fields, bool(write), float(priority), float(start))
-            return fid
         self._ensure_flow(fid)
-        cfg, d = self.cfg, self.cfg.device
-        order = np.argsort(fields["Ch"], kind="stable")
-        ch = fields["Ch"][order]
-        rank = ch * cfg.ranks + fields["Ra"][order]
-        bg = fields["Bg"][order]
-        bank = (rank * d.bankgroups + bg) * d.banks_per_group + fields["Ba"][order]
-        m = len(order)
-        self._compact_if_needed(m)
         self._ensure_requests(self.n + m)
-        lo = self.n
-        sl = slice(lo, lo + m)
-        self.req["bank"][sl] = bank
-        self.req["row"][sl] = fields["Ro"][order]
-        self.req["rank"][sl] = rank
-        self.req["bg"][sl] = bg
+        first = self.n
+        sl = slice(first, first + m)
+        self.req["bank"][sl] = bank_all[order]
+        self.req["row"][sl] = row_all[order]
+        self.req["rank"][sl] = rank_all[order]
+        self.req["bg"][sl] = bg_all[order]
         self.req["flow"][sl] = fid
         self.req_end[sl] = 0.0
-        counts = np.bincount(ch, minlength=cfg.channels)
-        starts = lo + np.concatenate(([0], np.cumsum(counts)[:-1]))
+        starts = first + np.cumsum(counts) - counts
         self.fc_next[fid] = starts
         self.fc_end[fid] = starts + counts
-        self.flow_first[fid], self.flow_last[fid] = lo, lo + m
+        self.flow_first[fid], self.flow_last[fid] = first, first + m
         self.flow_write[fid] = 1 if write else 0
         self.flow_prio[fid] = priority
         self.flow_start[fid] = start
@@ -206,6 +223,7 @@ class Controller:
         self.flow_end[fid] = start
         self.flow_delay[fid] = 0.0
         self.n += m
+        self._used += m
         self._active = np.array(sorted(self._live), dtype=np.int64)
         return fid
 
@@ -213,6 +231,8 @@ class Controller:
         """Forget a finished flow (its id may be given to a new one)."""
         self._live.discard(fid)
         self._free.append(fid)
+        if self.backend == "numba":
+            self._used -= int(self.flow_last[fid] - self.flow_first[fid])
         if self.backend == "numba":
             self._active = np.array(sorted(self._live), dtype=np.int64)
             self.fc_next[fid] = self.fc_end[fid]
@@ -240,12 +260,11 @@ class Controller:
             self.ref.run(stop)
             return 0
         r = self.req
-        n = self.n
         run = K.run_until_complete if until_complete else K.run_channels
         return run(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
                        self.rank_bg_f, self.chan_f, self.chan_i, self.rq, self.rq_arr, self.wq, self.wq_arr,
-                       self.stats_i, self.stats_f, r["bank"][:n], r["row"][:n], r["rank"][:n], r["bg"][:n],
-                       r["flow"][:n], self.req_end[:n], self._active, self.flow_write, self.flow_prio,
+                       self.stats_i, self.stats_f, r["bank"], r["row"], r["rank"], r["bg"],
+                       r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
                        self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end)
 
     def commands_before_end(self, flows: list[int]) -> int:
@@ -362,10 +381,10 @@ class Controller:
 
     def _compact_if_needed(self, incoming: int) -> None:
         """Drop released flows' accesses when they are most of the pool."""
-        live = sorted(self._live)
-        used = sum(int(self.flow_last[f] - self.flow_first[f]) for f in live if f < len(self.flow_last))
+        used = self._used  # accesses of the live flows
         if self.n < 65536 or self.n - used < used + incoming:
             return
+        live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
         new_req = {k: np.zeros(max(1024, 2 * (used + incoming)), dtype=np.int64) for k in self.req}
         new_end = np.zeros(len(new_req["bank"]))

@@ -172,6 +172,7 @@ class BankedDram:
         self._cursor: dict[int, int] = {}   # command id -> accesses already issued
         self._moved: dict[int, float] = {}  # command id -> bus bytes asked for so far
         self._addresses: dict[int, np.ndarray] = {}
+        self._prepared: dict[int, tuple] = {}
         self._generation = 0
         self._now_ns = 0.0
         self._snapshots = [(0.0, self.ctrl)]
@@ -211,7 +212,10 @@ class BankedDram:
             return done
         now = self.env.now * self.ns_per_cycle
         self._bring_to(now)
-        fid = self.ctrl.add_flow(addresses[lo:hi], cmd.kind == "store", priority, now)
+        prepared = self._prepared.get(cmd.id)
+        if prepared is None:  # decoded once for the command's bands
+            prepared = self._prepared[cmd.id] = self.ctrl.prepare(addresses)
+        fid = self.ctrl.add_prepared(prepared, lo, hi, cmd.kind == "store", priority, now)
         self._events[fid] = done
         self._flow_cmd[fid] = cmd.id
         self._predict()
@@ -270,6 +274,8 @@ class BankedDram:
         self._now_ns = when
         for fid in [f for f in self._events if self.ctrl.remaining(f) == 0 and self.ctrl.end(f) <= when + 1e-9]:
             cid = self._flow_cmd.pop(fid)
+            if self._cursor.get(cid) == len(self._addresses.get(cid, ())):  # its last band: drop its caches
+                self._prepared.pop(cid, None)
             self.delay_ns[cid] = self.delay_ns.get(cid, 0.0) + self.ctrl.delay(fid)
             self.ctrl.release(fid)
             self._events.pop(fid).succeed()
