@@ -37,14 +37,16 @@ def _run(backend, cfg, flows, stops):
 @pytest.mark.parametrize("trial", range(12))
 def test_kernel_matches_reference(trial):
     """Random flows (sequential, random, row-strided; reads and writes; priorities) on every
-    preset, page policy and scheduler, advanced in random steps: identical results."""
+    preset, page policy, scheduler and queue structure (shared, per-bank), advanced in random
+    steps: identical results."""
     rng = np.random.default_rng(trial)
     name = list(PRESETS)[trial % len(PRESETS)]
     d = PRESETS[name]
     mapping = default_mapping(d) if trial % 2 else ("RoBaRaBgCoCh" if d.bankgroups > 1 else "RoBaRaCoCh")
     cfg = _config(name, channels=2, mapping=mapping, policy=("open", "closed", "adaptive")[trial % 3],
                   scheduler=("frfcfs", "fcfs")[trial % 2], row_hit_cap=4, read_queue=8, write_queue=8,
-                  write_high=6, write_low=2, powerdown_after=100.0 if trial % 4 == 0 else -1.0)
+                  write_high=6, write_low=2, powerdown_after=100.0 if trial % 4 == 0 else -1.0,
+                  bank_queue=(0, 2, 4)[trial % 3 if trial % 2 else (trial // 2) % 3])
     flows, start = [], 0.0
     for _ in range(5):
         n = int(rng.integers(10, 150))

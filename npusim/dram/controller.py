@@ -25,6 +25,7 @@ from npusim.dram.reference import ReferenceController
 
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
 _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "rq", "rq_arr", "wq", "wq_arr",
+          "rtq", "rtq_arr", "wtq", "wtq_arr", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
           "fc_next", "fc_end", "flow_first", "flow_last")
 
@@ -47,6 +48,7 @@ class ControllerConfig:
     write_low: int = 8
     data_rate: float = 0.0          # MT/s per pin; 0: the device's nominal rate
     powerdown_after: float = -1.0   # ns of idleness before power-down; < 0: never
+    bank_queue: int = 0             # > 0: per-bank command queues of this depth behind the read/write queues
 
     @property
     def rate(self) -> float:
@@ -89,9 +91,15 @@ class Controller:
         self.T = np.array([self.t[k] for k in K.TIMING_FIELDS], dtype=np.float64)
         high = min(max(cfg.write_high, 1), cfg.write_queue)
         low = min(max(cfg.write_low, 0), high - 1)
+        # the scheduler's queues: the read/write queues, or with per-bank command queues, those
+        # (every bank's, of a channel), the read/write queues then being transaction queues before them
+        sched_r = sched_w = cfg.ranks * d.banks * cfg.bank_queue
+        if cfg.bank_queue <= 0:
+            sched_r, sched_w = cfg.read_queue, cfg.write_queue
         self.G = np.array([cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group, POLICIES[cfg.policy],
-                           1 if cfg.scheduler == "frfcfs" else 0, cfg.row_hit_cap, cfg.read_queue, cfg.write_queue,
-                           high, low, 1 if cfg.powerdown_after >= 0 else 0], dtype=np.int64)
+                           1 if cfg.scheduler == "frfcfs" else 0, cfg.row_hit_cap, sched_r, sched_w,
+                           high, low, 1 if cfg.powerdown_after >= 0 else 0, max(cfg.bank_queue, 0), cfg.read_queue,
+                           cfg.write_queue], dtype=np.int64)
         self.n_ranks = cfg.channels * cfg.ranks
         self.n_banks = self.n_ranks * d.banks
         self._free: list[int] = []
@@ -101,7 +109,8 @@ class Controller:
         if backend == "reference":
             self.ref = ReferenceController(self.t, cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group,
                                            POLICIES[cfg.policy], cfg.scheduler == "frfcfs", cfg.row_hit_cap,
-                                           cfg.read_queue, cfg.write_queue, high, low, cfg.powerdown_after >= 0)
+                                           cfg.read_queue, cfg.write_queue, high, low, cfg.powerdown_after >= 0,
+                                           max(cfg.bank_queue, 0))
             return
         C, R, BG = cfg.channels, self.n_ranks, d.bankgroups
         self.bank_f = np.zeros((self.n_banks, 4))
@@ -115,13 +124,19 @@ class Controller:
         self.rank_bg_f = np.full((R, BG, 3), K.NEG)
         self.chan_f = np.zeros((C, 5))
         self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS]] = K.NEG
-        self.chan_i = np.zeros((C, 7), dtype=np.int64)
+        self.chan_i = np.zeros((C, 11), dtype=np.int64)
         self.chan_i[:, K.C_LAST_RANK] = -1
         self.chan_i[:, K.C_RR_LAST] = -1
-        self.rq = np.zeros((C, cfg.read_queue), dtype=np.int64)
-        self.rq_arr = np.zeros((C, cfg.read_queue))
-        self.wq = np.zeros((C, cfg.write_queue), dtype=np.int64)
-        self.wq_arr = np.zeros((C, cfg.write_queue))
+        self.rq = np.zeros((C, sched_r), dtype=np.int64)
+        self.rq_arr = np.zeros((C, sched_r))
+        self.wq = np.zeros((C, sched_w), dtype=np.int64)
+        self.wq_arr = np.zeros((C, sched_w))
+        front = cfg.bank_queue > 0
+        self.rtq = np.zeros((C, cfg.read_queue if front else 1), dtype=np.int64)
+        self.rtq_arr = np.zeros((C, cfg.read_queue if front else 1))
+        self.wtq = np.zeros((C, cfg.write_queue if front else 1), dtype=np.int64)
+        self.wtq_arr = np.zeros((C, cfg.write_queue if front else 1))
+        self.bank_n = np.zeros((self.n_banks, 2), dtype=np.int64)  # per bank, reads and writes in its command queue
         self.stats_i = np.zeros(7, dtype=np.int64)
         self.stats_f = np.zeros(3)
         # the pool of accesses
@@ -263,6 +278,7 @@ class Controller:
         run = K.run_until_complete if until_complete else K.run_channels
         return run(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
                        self.rank_bg_f, self.chan_f, self.chan_i, self.rq, self.rq_arr, self.wq, self.wq_arr,
+                       self.rtq, self.rtq_arr, self.wtq, self.wtq_arr, self.bank_n,
                        self.stats_i, self.stats_f, r["bank"], r["row"], r["rank"], r["bg"],
                        r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
                        self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end)
@@ -409,4 +425,7 @@ class Controller:
             self.rq[c, at] = remap[self.rq[c, at]]
             at = (self.chan_i[c, K.C_WQ_HEAD] + np.arange(nw)) % self.wq.shape[1]
             self.wq[c, at] = remap[self.wq[c, at]]
+            for q, n_col, h_col in ((self.rtq, K.C_RT_N, K.C_RT_HEAD), (self.wtq, K.C_WT_N, K.C_WT_HEAD)):
+                at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % q.shape[1]
+                q[c, at] = remap[q[c, at]]
         self.req, self.req_end, self.n = new_req, new_end, pos

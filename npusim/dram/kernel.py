@@ -73,8 +73,10 @@ TIMING_FIELDS = ("tRCD", "tRP", "tRAS", "tRC", "tCL", "tCWL", "tBurst", "tCCD_S"
  T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD) = range(len(TIMING_FIELDS))
 
 #: Integer parameters (``G``): geometry and policies.
+#: G_RQ / G_WQ: the scheduler's queues per channel; with G_BANKQ > 0 (per-bank command queues of
+#: that depth, DRAMsim3's PER_BANK structure) transaction queues of G_RT / G_WT entries come first.
 (G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
- G_POWERDOWN) = range(12)
+ G_POWERDOWN, G_BANKQ, G_RT, G_WT) = range(15)
 OPEN, CLOSED, ADAPTIVE = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
 NOTHING, ACCESS, REFRESH = 0, 1, 2  # what a channel does next (_candidate)
@@ -87,7 +89,8 @@ B_OPEN_ROW, B_STREAK, B_ACTS = range(3)                             # bank_i
 R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
 BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
 C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY = range(5)  # chan_f
-C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD = range(7)  # chan_i
+(C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
+ C_WT_HEAD) = range(11)  # chan_i
 # (the queues are rings: entry i of a queue is at (head + i) mod its depth, oldest first)
 S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
 SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
@@ -213,7 +216,7 @@ def _refresh_start(G, rk, bank_f, bank_i, rank_f):
 
 @njit(cache=True)
 def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
-                 rq, rq_arr, wq, wq_arr, stats_i, stats_f,
+                 rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, stats_i, stats_f,
                  req_bank, req_row, req_rank, req_bg, req_flow, req_end,
                  active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end):
     """Advance every channel to ``stop_time``, channel by channel (module docstring); every
@@ -224,38 +227,84 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
     picks = np.zeros(1, dtype=np.int64)
     for c in range(G[G_CHANNELS]):
         while True:
-            # admission
+            # admission: the most urgent flow's next access enters its queue (the transaction queue
+            # with per-bank command queues), or the front end waits
             while True:
                 f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
                 if f < 0:
                     break
                 arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
                 if flow_write[f]:
-                    n = chan_i[c, C_WQ_N]
-                    if n >= G[G_WQ]:
-                        break
-                    j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
-                    wq[c, j] = fc_next[f, c]
-                    wq_arr[c, j] = arrival
-                    chan_i[c, C_WQ_N] = n + 1
+                    if G[G_BANKQ] > 0:
+                        n = chan_i[c, C_WT_N]
+                        if n >= G[G_WT]:
+                            break
+                        j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
+                        wtq[c, j] = fc_next[f, c]
+                        wtq_arr[c, j] = arrival
+                        chan_i[c, C_WT_N] = n + 1
+                    else:
+                        n = chan_i[c, C_WQ_N]
+                        if n >= G[G_WQ]:
+                            break
+                        j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
+                        wq[c, j] = fc_next[f, c]
+                        wq_arr[c, j] = arrival
+                        chan_i[c, C_WQ_N] = n + 1
                 else:
-                    n = chan_i[c, C_RQ_N]
-                    if n >= G[G_RQ]:
-                        break
-                    j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
-                    rq[c, j] = fc_next[f, c]
-                    rq_arr[c, j] = arrival
-                    chan_i[c, C_RQ_N] = n + 1
+                    if G[G_BANKQ] > 0:
+                        n = chan_i[c, C_RT_N]
+                        if n >= G[G_RT]:
+                            break
+                        j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
+                        rtq[c, j] = fc_next[f, c]
+                        rtq_arr[c, j] = arrival
+                        chan_i[c, C_RT_N] = n + 1
+                    else:
+                        n = chan_i[c, C_RQ_N]
+                        if n >= G[G_RQ]:
+                            break
+                        j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
+                        rq[c, j] = fc_next[f, c]
+                        rq_arr[c, j] = arrival
+                        chan_i[c, C_RQ_N] = n + 1
                 fc_next[f, c] += 1
                 chan_i[c, C_RR_LAST] = f
+            if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
+                for d in range(2):
+                    if d == 0:
+                        tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
+                                                                            C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
+                    else:
+                        tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
+                                                                            C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
+                    i = 0
+                    while i < chan_i[c, tn]:
+                        th0 = chan_i[c, th]
+                        r = tq[c, _at(th0, i, tdepth)]
+                        if bank_n[req_bank[r], d] >= G[G_BANKQ]:
+                            i += 1
+                            continue
+                        ns = chan_i[c, sn]
+                        js = _at(chan_i[c, sh], ns, sdepth)
+                        sq[c, js] = r
+                        sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
+                        chan_i[c, sn] = ns + 1
+                        bank_n[req_bank[r], d] += 1
+                        for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
+                            tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
+                            tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
+                        chan_i[c, th] = _at(th0, 1, tdepth)
+                        chan_i[c, tn] -= 1
             nr = chan_i[c, C_RQ_N]
             nw = chan_i[c, C_WQ_N]
             if nr == 0 and nw == 0:
                 break
+            w_all = nw + chan_i[c, C_WT_N]  # writes pending, in the transaction queue too
             if chan_i[c, C_WRITE_MODE] == 1:
-                if nw == 0 or (nr > 0 and nw <= G[G_LOW]):
+                if nw == 0 or (nr > 0 and w_all <= G[G_LOW]):
                     chan_i[c, C_WRITE_MODE] = 0
-            elif nw > 0 and (nw >= G[G_HIGH] or nr == 0):
+            elif nw > 0 and (w_all >= G[G_HIGH] or nr == 0):
                 chan_i[c, C_WRITE_MODE] = 1
             write = chan_i[c, C_WRITE_MODE] == 1
             if write:
@@ -381,6 +430,8 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
             bank_f[b, B_BUSY] += T[T_BURST] + extra
             stats_f[SF_DELAY] += delay
             req_end[r] = end
+            if G[G_BANKQ] > 0:
+                bank_n[b, 1 if write else 0] -= 1
             f = req_flow[r]
             flow_remaining[f] -= 1
             flow_end[f] = max(flow_end[f], end)
@@ -421,7 +472,7 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
 
 @njit(cache=True)
 def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
-                       rq, rq_arr, wq, wq_arr, stats_i, stats_f,
+                       rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, stats_i, stats_f,
                        req_bank, req_row, req_rank, req_bg, req_flow, req_end,
                        active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next,
                        fc_end):
@@ -449,38 +500,84 @@ def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_
             fresh[c] = False
             st[c] = NOTHING
             while True:  # once: break is the candidate's return
-                    # admission
+                    # admission: the most urgent flow's next access enters its queue (the transaction queue
+                    # with per-bank command queues), or the front end waits
                     while True:
                         f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
                         if f < 0:
                             break
                         arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
                         if flow_write[f]:
-                            n = chan_i[c, C_WQ_N]
-                            if n >= G[G_WQ]:
-                                break
-                            j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
-                            wq[c, j] = fc_next[f, c]
-                            wq_arr[c, j] = arrival
-                            chan_i[c, C_WQ_N] = n + 1
+                            if G[G_BANKQ] > 0:
+                                n = chan_i[c, C_WT_N]
+                                if n >= G[G_WT]:
+                                    break
+                                j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
+                                wtq[c, j] = fc_next[f, c]
+                                wtq_arr[c, j] = arrival
+                                chan_i[c, C_WT_N] = n + 1
+                            else:
+                                n = chan_i[c, C_WQ_N]
+                                if n >= G[G_WQ]:
+                                    break
+                                j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
+                                wq[c, j] = fc_next[f, c]
+                                wq_arr[c, j] = arrival
+                                chan_i[c, C_WQ_N] = n + 1
                         else:
-                            n = chan_i[c, C_RQ_N]
-                            if n >= G[G_RQ]:
-                                break
-                            j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
-                            rq[c, j] = fc_next[f, c]
-                            rq_arr[c, j] = arrival
-                            chan_i[c, C_RQ_N] = n + 1
+                            if G[G_BANKQ] > 0:
+                                n = chan_i[c, C_RT_N]
+                                if n >= G[G_RT]:
+                                    break
+                                j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
+                                rtq[c, j] = fc_next[f, c]
+                                rtq_arr[c, j] = arrival
+                                chan_i[c, C_RT_N] = n + 1
+                            else:
+                                n = chan_i[c, C_RQ_N]
+                                if n >= G[G_RQ]:
+                                    break
+                                j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
+                                rq[c, j] = fc_next[f, c]
+                                rq_arr[c, j] = arrival
+                                chan_i[c, C_RQ_N] = n + 1
                         fc_next[f, c] += 1
                         chan_i[c, C_RR_LAST] = f
+                    if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
+                        for d in range(2):
+                            if d == 0:
+                                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
+                                                                                    C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
+                            else:
+                                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
+                                                                                    C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
+                            i = 0
+                            while i < chan_i[c, tn]:
+                                th0 = chan_i[c, th]
+                                r = tq[c, _at(th0, i, tdepth)]
+                                if bank_n[req_bank[r], d] >= G[G_BANKQ]:
+                                    i += 1
+                                    continue
+                                ns = chan_i[c, sn]
+                                js = _at(chan_i[c, sh], ns, sdepth)
+                                sq[c, js] = r
+                                sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
+                                chan_i[c, sn] = ns + 1
+                                bank_n[req_bank[r], d] += 1
+                                for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
+                                    tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
+                                    tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
+                                chan_i[c, th] = _at(th0, 1, tdepth)
+                                chan_i[c, tn] -= 1
                     nr = chan_i[c, C_RQ_N]
                     nw = chan_i[c, C_WQ_N]
                     if nr == 0 and nw == 0:
                         break
+                    w_all = nw + chan_i[c, C_WT_N]  # writes pending, in the transaction queue too
                     if chan_i[c, C_WRITE_MODE] == 1:
-                        if nw == 0 or (nr > 0 and nw <= G[G_LOW]):
+                        if nw == 0 or (nr > 0 and w_all <= G[G_LOW]):
                             chan_i[c, C_WRITE_MODE] = 0
-                    elif nw > 0 and (nw >= G[G_HIGH] or nr == 0):
+                    elif nw > 0 and (w_all >= G[G_HIGH] or nr == 0):
                         chan_i[c, C_WRITE_MODE] = 1
                     write = chan_i[c, C_WRITE_MODE] == 1
                     if write:
@@ -637,6 +734,8 @@ def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_
         bank_f[b, B_BUSY] += T[T_BURST] + extra
         stats_f[SF_DELAY] += delay
         req_end[r] = end
+        if G[G_BANKQ] > 0:
+            bank_n[b, 1 if write else 0] -= 1
         f = req_flow[r]
         flow_remaining[f] -= 1
         flow_end[f] = max(flow_end[f], end)

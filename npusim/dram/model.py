@@ -76,7 +76,8 @@ def controller_config(hw) -> ControllerConfig:
     return ControllerConfig(device=device, channels=channels, ranks=device.ranks,
                             mapping=d.mapping or default_mapping(device), policy=d.page_policy,
                             scheduler=d.scheduler, row_hit_cap=d.row_hit_cap, read_queue=d.read_queue,
-                            write_queue=wq, write_high=max(1, (3 * wq) // 4), write_low=wq // 4, data_rate=rate)
+                            write_queue=wq, write_high=max(1, (3 * wq) // 4), write_low=wq // 4, data_rate=rate,
+                            bank_queue=d.bank_queue)
 
 
 def check_dram(hw):

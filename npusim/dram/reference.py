@@ -56,6 +56,8 @@ class Channel:
         self.rq: list[tuple[int, float]] = []  # (request, arrival), oldest first
         self.wq: list[tuple[int, float]] = []
         self.rr_last = -1
+        self.rtq: list[tuple[int, float]] = []  # transaction queues, with per-bank command queues
+        self.wtq: list[tuple[int, float]] = []
 
 
 class Flow:
@@ -75,8 +77,10 @@ class ReferenceController:
 
     def __init__(self, t: dict, channels: int, ranks: int, bankgroups: int, banks_per_group: int,
                  policy: int, frfcfs: bool, cap: int, read_queue: int, write_queue: int, high: int, low: int,
-                 powerdown: bool = False):
+                 powerdown: bool = False, bank_queue: int = 0):
         self.t = t
+        self.bank_queue = bank_queue
+        self.in_bank_queue = {}  # (bank, is write) -> accesses in its command queue
         self.C, self.R, self.BG, self.BPG = channels, ranks, bankgroups, banks_per_group
         self.policy, self.frfcfs, self.cap, self.powerdown = policy, frfcfs, cap, powerdown
         self.read_queue, self.write_queue, self.high, self.low = read_queue, write_queue, high, low
@@ -190,16 +194,31 @@ class ReferenceController:
         return self.flows[group[0]]
 
     def _admit(self, ch_index: int, ch: Channel) -> None:
+        """Flows -> the queues (most urgent first, in order, waiting when the next one's queue is
+        full); with per-bank command queues, flows -> transaction queues, then each transaction
+        queue's oldest accesses whose bank's command queue has room move there."""
         while True:
             flow = self._next_flow(ch_index, ch)
             if flow is None:
-                return
-            queue, depth = (ch.wq, self.write_queue) if flow.write else (ch.rq, self.read_queue)
+                break
+            if self.bank_queue:
+                queue, depth = (ch.wtq, self.write_queue) if flow.write else (ch.rtq, self.read_queue)
+            else:
+                queue, depth = (ch.wq, self.write_queue) if flow.write else (ch.rq, self.read_queue)
             if len(queue) >= depth:
-                return
+                break
             rid = flow.pending[ch_index].pop(0)
             queue.append((rid, max(flow.start, ch.last_issue)))
             ch.rr_last = flow.id
+        if not self.bank_queue:
+            return
+        for write, front, queue in ((False, ch.rtq, ch.rq), (True, ch.wtq, ch.wq)):
+            for entry in list(front):
+                key = (self.req[entry[0]]["bank"], write)
+                if self.in_bank_queue.get(key, 0) < self.bank_queue:
+                    front.remove(entry)
+                    queue.append(entry)
+                    self.in_bank_queue[key] = self.in_bank_queue.get(key, 0) + 1
 
     def _pick(self, queue, write: bool, ch: Channel) -> int:
         if not self.frfcfs:
@@ -228,10 +247,11 @@ class ReferenceController:
             self._admit(c, ch)
             if not ch.rq and not ch.wq:
                 return
+            writes = len(ch.wq) + len(ch.wtq)  # pending, in the transaction queue too
             if ch.write_mode:
-                if not ch.wq or (ch.rq and len(ch.wq) <= self.low):
+                if not ch.wq or (ch.rq and writes <= self.low):
                     ch.write_mode = False
-            elif ch.wq and (len(ch.wq) >= self.high or not ch.rq):
+            elif ch.wq and (writes >= self.high or not ch.rq):
                 ch.write_mode = True
             queue, write = (ch.wq, True) if ch.write_mode else (ch.rq, False)
             k = self._pick(queue, write, ch)
@@ -311,6 +331,8 @@ class ReferenceController:
         flow.end = max(flow.end, end)
         flow.delay += delay
         del queue[k]
+        if self.bank_queue:
+            self.in_bank_queue[(r["bank"], write)] -= 1
         if self.policy != OPEN:
             others = [self.req[o] for o, _ in ch.rq + ch.wq]
             hit_waits = any(o["bank"] == r["bank"] and o["row"] == r["row"] for o in others)
