@@ -273,3 +273,15 @@ def test_time_ordered_run_stops_at_each_completion_and_changes_nothing_else():
     assert [straight.end(f) for f in ids] == [stepped.end(f) for f in ids]
     assert straight.counts() == stepped.counts()
     assert straight.latency_sums() == stepped.latency_sums()
+
+
+def test_breakdown_names_bank_bound_transfers():
+    from npusim.sim.critical_path import CommandTiming, _bank_bound
+
+    t = CommandTiming()
+    t.parts = {"load_bandwidth": 300.0, "load_bank_timing": 100.0}
+    assert _bank_bound(t, "load")
+    t.parts = {"load_bandwidth": 400.0, "load_bank_timing": 100.0}
+    assert not _bank_bound(t, "load")
+    t.parts = {"store_bandwidth": 10.0}
+    assert not _bank_bound(t, "store")
