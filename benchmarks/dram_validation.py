@@ -18,6 +18,12 @@ per-bank command queues of 8 behind 32-entry transaction queues (``--bank-queue`
 ``PER_BANK`` structure.
 
     .venv/bin/python benchmarks/dram_validation.py --dramsim3 /tmp/dramsim3
+    .venv/bin/python benchmarks/dram_validation.py --closed-form
+
+``--closed-form`` needs no reference: for every preset (one channel, the simulator's default
+queues), a sequential read stream against the pins' peak and the refresh bound
+1 - tRFC/tREFI, and random 64 B reads against the activation bound max(tRRD_S, tFAW/4,
+tRC/banks) per rank.
 """
 
 from __future__ import annotations
@@ -136,13 +142,42 @@ def dramsim3_run(driver: Path, config: Path, trace, folder: Path) -> dict:
     return {"bandwidth": n * 64 / (last * tck), "latency": stats["average_read_latency"] * tck, "hit_rate": hits / n}
 
 
+def closed_form() -> None:
+    from npusim.dram.controller import timings
+    from npusim.dram.presets import PRESETS, default_mapping
+
+    rng = np.random.default_rng(0)
+    print("| preset | sequential / peak | 1 - tRFC/tREFI | row hits | random 64 B ns/read | activation bound ns |")
+    print("|---|---|---|---|---|---|")
+    for name, d in PRESETS.items():
+        cfg = ControllerConfig(d, 1, d.ranks, default_mapping(d), bank_queue=8)
+        t = timings(cfg)
+        c = Controller(cfg)
+        n = 1 << 16
+        f = c.add_flow(np.arange(n, dtype=np.int64) * d.access_bytes, False, 0.0, 0.0)
+        c.run(1e15)
+        seq = n * d.access_bytes / c.end(f) / (d.channel_bandwidth / 1e9)
+        hits = c.counts()["hits"] / n
+        c = Controller(cfg)
+        m = 20000
+        f = c.add_flow(rng.integers(0, d.capacity // 64, m).astype(np.int64) * 64, False, 0.0, 0.0)
+        c.run(1e15)
+        bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / d.banks, t["tBurst"]) / d.ranks
+        print(f"| {name} | {seq:.1%} | {1 - t['tRFC'] / t['tREFI']:.1%} | {hits:.1%} | {c.end(f) / m:.2f} | "
+              f"{bound:.2f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dramsim3", type=Path, required=True, help="DRAMsim3 source tree")
+    parser.add_argument("--dramsim3", type=Path, help="DRAMsim3 source tree")
+    parser.add_argument("--closed-form", action="store_true", help="the closed-form checks only (no reference)")
     parser.add_argument("--queue", type=int, default=32, help="npusim's read/write queue entries (dram.read_queue)")
     parser.add_argument("--bank-queue", type=int, default=8, help="npusim's per-bank command queues (dram.bank_queue; "
                         "0: one shared queue per direction)")
     args = parser.parse_args()
+    if args.closed_form or args.dramsim3 is None:
+        closed_form()
+        return 0
     driver = dramsim3_build(args.dramsim3)
     rng = np.random.default_rng(31)
     print("| trace | requests | bandwidth GB/s npusim / DRAMsim3 (diff) | service time ns npusim / DRAMsim3 (diff) "
