@@ -3,9 +3,11 @@
 One call (``run_channels``) advances every channel of the device up to ``stop_time``: it
 admits the accesses of the flows in flight into each channel's read and write queues, picks
 one at a time as the scheduler would, works out its commands' times from the bank, rank and
-channel state, and commits it when its column command falls at or before ``stop_time``. The
-simulator (``npusim.dram.model``) calls it when a transfer starts and at the completion it
-predicts, so a descriptor's thousands of accesses cost one call, not one SimPy event each.
+channel state, and commits it when its column command falls at or before ``stop_time``;
+``run_until_complete`` does the same in time order across channels and stops when a flow
+completes. The simulator (``npusim.dram.model``) calls them when a transfer starts and on the
+way to the completion it predicts, so a descriptor's thousands of accesses cost a few calls,
+not one SimPy event each.
 ``npusim.dram.reference`` is the same controller in plain Python; a test holds them equal.
 
 **The controller**, per channel (channels share nothing but the flows feeding them):
@@ -16,10 +18,14 @@ predicts, so a descriptor's thousands of accesses cost one call, not one SimPy e
   first (lowest priority value: the step the data is needed at), round-robin among equally
   urgent ones, one access at a time; when the queue the next access goes to is full, the
   front end waits (head-of-line blocking). An access arrives when admitted: at the column
-  command that freed its slot, or at its flow's start.
+  command that freed its slot, or at its flow's start. With per-bank command queues
+  (``bank_queue`` > 0, DRAMsim3's ``PER_BANK`` structure) the read and write queues are
+  transaction queues: their oldest accesses whose bank's command queue (``bank_queue``
+  deep, reads and writes apart) has room move on to it, and the scheduler sees the command
+  queues; an access's arrival stays its admission to the transaction queue.
 - *Read/write turnaround* with watermarks (DRAMsim3's and most controllers' write drain): the
-  channel serves reads until the write queue holds ``write_high`` accesses (or no read is
-  waiting), then writes until it is down to ``write_low`` (or empty).
+  channel serves reads until ``write_high`` writes are pending (or no read is waiting), then
+  writes until ``write_low`` are (or none is in a command queue).
 - *Scheduling.* ``fcfs``: the oldest access of the queue served. ``frfcfs`` (Rixner et al.,
   ISCA 2000, first-ready first-come-first-served): the access whose column command can go
   first — a row hit usually, since it needs no ACT; a miss to another bank whose ACT went
@@ -52,8 +58,8 @@ predicts, so a descriptor's thousands of accesses cost one call, not one SimPy e
   precharged power-down if not), and the next access's commands wait tXP for it to exit.
 - *Refresh*: all-bank refresh of each rank every tREFI (ranks staggered by tREFI / ranks):
   when an access's column command would fall after a refresh is due, the rank's open rows are
-  precharged, the rank refreshes for tRFC (rows closed, no ACT until it ends), then the access
-  is timed again.
+  precharged, the rank refreshes for tRFC (rows closed, no ACT until it ends), then the
+  scheduler picks again.
 
 Every access adds to the counts (hits, misses, conflicts, activations, precharges, reads,
 writes), to its bank's and channel's busy time, and to its flow's *bank delay*: how much
@@ -356,7 +362,7 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
             r = q[c, _at(head, k, depth)]
             arrival = qa[c, _at(head, k, depth)]
             rk = req_rank[r]
-            # time it; a refresh due first is the candidate instead (the pick is made again after it)
+            # time it; a refresh due first goes first (then the pick is made again)
             if not timed:
                 kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
                                                      rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
