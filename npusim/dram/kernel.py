@@ -30,9 +30,11 @@ not one SimPy event each.
   ISCA 2000, first-ready first-come-first-served): the access whose column command can go
   first — a row hit usually, since it needs no ACT; a miss to another bank whose ACT went
   ahead while the hits streamed, as a command-level scheduler issues it —, ties to the
-  oldest. A hit whose bank has served ``row_hit_cap`` hits in a row while an
-  access to another row of that bank waits is not eligible (the cap keeps a stream from
-  starving others, as DRAMsim3's limit of 4 does) unless nothing else is.
+  oldest. A hit whose bank has served ``row_hit_cap`` hits in a row while an access to
+  another row of that bank waits is not eligible once that bank could precharge (tRAS, tRTP,
+  tWR met) by the channel's next column slot (the cap keeps a stream from starving others;
+  as in DRAMsim3, whose limit of 4 lets the PRE go when it is ready, hits that keep the PRE
+  from being ready — tRTP longer than tCCD — go on) unless nothing else is.
 - *Commands.* A hit needs only its column command (RD/WR); a miss (bank precharged) an
   activation (ACT) tRCD before it; a conflict (another row open) a precharge (PRE), tRP,
   then ACT. The commands of an access go as early as these constraints allow (times in ns;
@@ -345,8 +347,8 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
                                 if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
                                     other_row[req_bank[o]] = tag
                             marked = True
-                        if other_row[b] == tag:
-                            continue  # capped: another row of the bank waits
+                        if other_row[b] == tag and bank_f[b, B_NEXT_PRE] <= floor:
+                            continue  # capped: another row of the bank waits and its PRE could go
                     kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
                                                                    bank_i, rank_f, rank_i, rank_bg_f, chan_f,
                                                                    chan_i, req_bank, req_row, req_rank, req_bg)
@@ -618,8 +620,8 @@ def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_
                                         if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
                                             other_row[req_bank[o]] = tag
                                     marked = True
-                                if other_row[b] == tag:
-                                    continue  # capped: another row of the bank waits
+                                if other_row[b] == tag and bank_f[b, B_NEXT_PRE] <= floor:
+                                    continue  # capped: another row of the bank waits and its PRE could go
                             kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
                                                                            bank_i, rank_f, rank_i, rank_bg_f, chan_f,
                                                                            chan_i, req_bank, req_row, req_rank, req_bg)

@@ -223,14 +223,19 @@ class ReferenceController:
     def _pick(self, queue, write: bool, ch: Channel) -> int:
         if not self.frfcfs:
             return 0
+        t = self.t
+        if write:  # the channel's next column slot for this direction
+            floor = max(ch.last_wr + max(t["tCCD_S"], t["tBurst"]), ch.last_rd + t["tRTW"])
+        else:
+            floor = max(ch.last_rd + max(t["tCCD_S"], t["tBurst"]), ch.last_wr + t["tCWL"] + t["tBurst"] + t["tWTR_S"])
         candidates = []
         for i, (rid, arrival) in enumerate(queue):
             r = self.req[rid]
             bank = self.banks[r["bank"]]
             hit = bank.open_row == r["row"]
-            if hit and bank.streak >= self.cap and any(
+            if hit and bank.streak >= self.cap and bank.next_pre <= floor and any(
                     self.req[o]["bank"] == r["bank"] and self.req[o]["row"] != r["row"] for o, _ in queue):
-                continue  # capped: another row of the bank waits
+                continue  # capped: another row of the bank waits and its PRE could go
             cas = self._timing(ch, rid, arrival, write)[3]
             candidates.append((cas, i))
         return min(candidates)[1] if candidates else 0
