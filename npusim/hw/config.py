@@ -177,6 +177,33 @@ class DramConfig:
     capacity: int = knob(4 * 1024**3, "size", "capacity of the off-chip memory")
     layout: str = knob("nhwc", "choice", "layout of image-like tensors (rank >= 3 with channels in dim 1) in "
                        "DRAM: nhwc (channels last) or nchw (ONNX's order)", choices=("nhwc", "nchw"))
+    model: str = knob("bandwidth", "choice", "bandwidth: a fair-shared bus plus a fixed latency (fast); banks: "
+                      "a device with banks and rows driven by the plan's DRAM addresses (npusim/dram/)",
+                      choices=("bandwidth", "banks"))
+    device: str = knob("lpddr4-3200", "choice", "DRAM part of dram.model: banks (presets and their sources in "
+                       "npusim/dram/presets.py); its pins run at the rate dram.bandwidth needs",
+                       choices=("lpddr4-3200", "lpddr4x-4266", "lpddr5-6400", "ddr4-3200", "ddr5-4800",
+                                "hbm2-2000", "hbm2e-3200", "hbm3-6400"))
+    channels: int = knob(0, "int", "channels of dram.device (a power of two); 0: as many as dram.bandwidth "
+                         "needs at the device's nominal rate", minimum=0, maximum=MAX_UNITS)
+    mapping: str = knob("", "str", "address mapping, most significant field first (Ro row, Ra rank, Bg bank "
+                        "group, Ba bank, Co column, Ch channel), e.g. RoBaRaCoCh; empty: the device's default")
+    page_policy: str = knob("open", "choice", "row buffer after a column command: open, closed (precharge "
+                            "unless a queued access hits it) or adaptive (precharge when another row of the "
+                            "bank waits)", choices=("open", "closed", "adaptive"))
+    scheduler: str = knob("frfcfs", "choice", "controller scheduler: frfcfs (first-ready, then oldest; Rixner "
+                          "2000) or fcfs", choices=("frfcfs", "fcfs"))
+    row_hit_cap: int = knob(4, "int", "row hits a bank serves in a row while another row of it waits "
+                            "(DRAMsim3's limit)", maximum=MAX_WIDTH)
+    placement: str = knob("bump", "choice", "where dram.model: banks puts the buffers of a plan without a DRAM "
+                          "layout: bump (one after another, 64 B aligned) or pages (each on a row boundary of "
+                          "every bank, consecutive buffers starting in different banks)", choices=("bump", "pages"))
+    read_queue: int = knob(32, "int", "read queue entries per channel", maximum=MAX_WIDTH)
+    write_queue: int = knob(32, "int", "write queue entries per channel; writes drain from 3/4 full to 1/4",
+                            maximum=MAX_WIDTH)
+    bank_queue: int = knob(8, "int", "per-bank command queues of this depth behind the read/write queues, "
+                           "which then hold transactions (DRAMsim3's PER_BANK structure); 0: the scheduler sees "
+                           "the read/write queues", minimum=0, maximum=MAX_WIDTH)
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,9 @@ class SharedBandwidth:
         self._generation = 0
         self.busy_cycles = 0.0
 
-    def transfer(self, nbytes: float, priority: float = 0.0) -> simpy.Event:
-        """An event that fires when ``nbytes`` have crossed the bus (lower ``priority`` first)."""
+    def transfer(self, nbytes: float, priority: float = 0.0, cmd=None) -> simpy.Event:
+        """An event that fires when ``nbytes`` have crossed the bus (lower ``priority`` first);
+        ``cmd`` (the DMA command) is for ``npusim.dram.model.BankedDram``, ignored here."""
         done = self.env.event()
         if nbytes <= 0:
             done.succeed()

@@ -29,6 +29,8 @@ load_overhead              descriptor setup of a load, and address generation be
 load_latency               the DRAM latency of a load
 load_bandwidth             a load's bursts moving at the bandwidth DRAM granted it
 store_overhead / _latency / _bandwidth  the same for stores (write-backs, spills)
+load_bank_timing / store_bank_timing  dram.model: banks only: the part of the data phase the
+                           banks' ACT/PRE/refresh timing added beyond the bus (npusim.dram.model)
 dma_channel_wait           a ready transfer waiting for a free DMA channel
 core_wait                  a ready op waiting for a core another stream holds
 idle                       nothing on the path (before the first command can start)
@@ -44,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
-          "store_overhead", "store_latency", "store_bandwidth", "dma_channel_wait", "core_wait", "idle")
+          "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
 
 
 @dataclass
@@ -110,10 +112,18 @@ def _waited_for_space(program, timings: list[CommandTiming], load) -> bool:
     return other.kind == "store" and other.tensor not in (load.tensor,) + tensor.sources
 
 
+def _bank_bound(timing: CommandTiming, kind: str) -> bool:
+    """Whether a transfer's data phase lost at least a quarter of its time to DRAM bank timing
+    (ACT/PRE/refresh beyond the bus; ``dram.model: banks`` only)."""
+    bank = timing.parts.get(f"{kind}_bank_timing", 0.0)
+    return bank > 0 and bank >= 0.25 * (bank + timing.parts.get(f"{kind}_bandwidth", 0.0))
+
+
 def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
     """One row per compute command: when it ran, what bound it, and how long its stream sat
     idle before it and why (the kind of command it waited for last; ``load (space)``: a load
-    that itself waited for its scratchpad region to be released)."""
+    that itself waited for its scratchpad region to be released; ``load (DRAM banks)``: a load
+    whose data phase lost a quarter or more to DRAM bank timing, ``dram.model: banks``)."""
     graph = program.graph
     rows = []
     previous_end: dict[str, float] = {}
@@ -130,6 +140,8 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
                 waited_for = "semaphore"
             elif other.kind == "load" and _waited_for_space(program, timings, other):
                 waited_for = "load (space)"
+            elif other.kind in ("load", "store") and _bank_bound(timings[other.id], other.kind):
+                waited_for = f"{other.kind} (DRAM banks)"
         bound = next(iter(t.parts), "")
         rows.append({
             "op": op.name, "kind": op.kind, "step": cmd.step, "queue": cmd.queue, "lane": t.lane,

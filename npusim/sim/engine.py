@@ -31,6 +31,7 @@ from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
 from npusim.plan.transfer_cost import address_cycles, unloaded_cycles
 from npusim.util.progress import silent
+from npusim.dram.model import BankedDram
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
@@ -93,7 +94,12 @@ class _Machine:
                                        progress)
         self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
         self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
-        self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
+        if hw.dram.model == "banks":  # a device with banks and rows at the DMA's addresses (npusim.dram.model)
+            self.dram = BankedDram(self.env, hw, program)
+            self.dram_latency = self.dram.front_end_cycles
+        else:
+            self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
+            self.dram_latency = hw.dram_latency_cycles
         self.scratchpad = TaggedScratchpad(program.capacity)
         self.done = [self.env.event() for _ in program.commands]
         self.users_left = [len(u) for u in program.residency_users]
@@ -109,6 +115,7 @@ class _Machine:
         self.group = cores_per_stream(hw, program.streams)  # cores each stream drives
         self.core_busy = [0.0] * hw.cores.count
         self.channel_busy = 0.0
+        self.banked = hw.dram.model == "banks"
         self.energy = dict.fromkeys(DYNAMIC_COMPONENTS, 0.0)
         self.scratchpad_read_byte, self.scratchpad_write_byte = scratchpad_byte_energy(hw)
         self.energy_by_op: dict[str, float] = {}
@@ -322,7 +329,7 @@ class _Machine:
         start = self.env.now
         cost = cmd.cost
         setup = cost.descriptors * self.hw.dma.setup_cycles
-        latency = self.hw.dram_latency_cycles
+        latency = self.dram_latency
         if self.schedule is not None:  # delay DMAs too (by their unloaded time x (stretch - 1)): races with loads show
             setup += (self.schedule.stretch(cmd.queue) - 1.0) * unloaded_cycles(cost, self.hw)
         yield self.env.timeout(setup + latency)
@@ -336,25 +343,25 @@ class _Machine:
         if cmd.id in self.band_done or producing:
             # in bands: the first signals a streaming consumer; a store's last waits for the op
             first = cost.bus_bytes / bands
-            yield self.dram.transfer(first, urgency)
+            yield self.dram.transfer(first, urgency, cmd)
             if cmd.id in self.band_done:
                 timing.band = self.env.now
                 timing.band_parts = {overhead: setup, waiting: latency, moving_cause: self.env.now - flowing}
                 self.band_done[cmd.id].succeed()
             if producing:  # all but the last band, then (after the op's last band) the last one
-                yield self.dram.transfer(cost.bus_bytes - 2 * first, urgency)
+                yield self.dram.transfer(cost.bus_bytes - 2 * first, urgency, cmd)
                 self._sample_dram(-1)
                 mark = self.env.now
                 yield from self._stream_tail(cmd, producing, {})
                 self._sample_dram(+1)
                 last_start = self.env.now
-                yield self.dram.transfer(first, urgency)
+                yield self.dram.transfer(first, urgency, cmd)
                 if self.env.now > mark and timing.tail is not None:  # held up by the op's last band
                     timing.tail_parts = {moving_cause: self.env.now - last_start}
             else:
-                yield self.dram.transfer(cost.bus_bytes - first, urgency)
+                yield self.dram.transfer(cost.bus_bytes - first, urgency, cmd)
         else:
-            yield self.dram.transfer(cost.bus_bytes, urgency)
+            yield self.dram.transfer(cost.bus_bytes, urgency, cmd)
         self._sample_dram(-1)
         if producing:
             for a in cmd.reads:
@@ -375,14 +382,22 @@ class _Machine:
         self.channel_busy += self.env.now - start
         timing.end, timing.lane = self.env.now, lane
         timing.parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: moving}
+        if self.banked:  # the data phase's share lost to ACT/PRE/refresh beyond the bus
+            bank = min(moving, self.dram.bank_cycles(cmd))
+            if bank > 0:
+                timing.parts[moving_cause] = moving - bank
+                timing.parts[f"{cmd.kind}_bank_timing"] = bank
         e = self.hw.energy
         # DRAM energy on what crosses the bus (whole bursts), as the timing; a load reads DRAM
         # and writes the scratchpad, a store the reverse
+        # (with dram.model: banks the device's energy is charged at the end, from its commands)
         if cmd.kind == "load":
-            self.energy["dram_read"] += cost.bus_bytes * e.dram_read_byte
+            if not self.banked:
+                self.energy["dram_read"] += cost.bus_bytes * e.dram_read_byte
             self.energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
         else:
-            self.energy["dram_write"] += cost.bus_bytes * e.dram_write_byte
+            if not self.banked:
+                self.energy["dram_write"] += cost.bus_bytes * e.dram_write_byte
             self.energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
         self.energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
         self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
@@ -501,6 +516,10 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                           lambda t: graph.tensors[t].name)
     seconds = cycles / hw.clock
     energy = dict(machine.energy)
+    dram_stats = {}
+    if machine.banked:
+        dram_stats = machine.dram.stats(cycles)
+        energy.update(dram_stats["energy_pj"])
     busy_seconds = tuple(busy / hw.clock for busy in machine.core_busy)
     for part, pj in static_energy_pj(hw, seconds, busy_seconds).items():
         energy[f"static_{part}"] = pj
@@ -531,7 +550,9 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         stalls={k: v for k, v in stalls.items() if v > 0},
         timeline=tuple(sorted(machine.timeline, key=lambda e: (e.start, e.queue, e.name))),
         op_breakdown=tuple(op_breakdown(program, machine.timings)),
-        counters={"scratchpad bytes": tuple(machine.occupancy), "DRAM transfers moving data": tuple(machine.dram_samples)},
+        counters={"scratchpad bytes": tuple(machine.occupancy), "DRAM transfers moving data": tuple(machine.dram_samples),
+                  **({"DRAM row hit rate %": tuple(machine.dram.hit_samples)} if machine.banked else {})},
+        dram_stats=dram_stats,
         semaphores=semaphores,
         core_utilisation=tuple(busy / span for busy in machine.core_busy),
         cores_per_stream=machine.group,

@@ -14,11 +14,14 @@ import io
 
 from npusim.hw.silicon import AREA_PARTS
 from npusim.plan.model import Plan
-from npusim.sim.report import ENERGY_COMPONENTS, Report
+from npusim.sim.report import DRAM_DYNAMIC_COMPONENTS, DRAM_STATIC_COMPONENTS, ENERGY_COMPONENTS, Report
 
 READ_CAUSES = ("compulsory", "retrieve")  # DRAM -> scratchpad
 WRITE_CAUSES = ("writeback", "spill")  # scratchpad -> DRAM
 
+#: Row statistics of dram.model: banks (``npusim.dram.model.BankedDram.stats``), prefixed dram_.
+DRAM_COLUMNS = ("dram_row_hit_rate", "dram_row_hits", "dram_row_misses", "dram_row_conflicts", "dram_activations",
+                "dram_refreshes", "dram_avg_read_latency_ns")
 #: Columns of every row, in order; energies in pJ, latency in cycles and seconds.
 METRIC_COLUMNS = (
     "trace", "hardware", "planner", "budget", "capacity", "status", "plan_status", "reason",
@@ -28,7 +31,10 @@ METRIC_COLUMNS = (
     "edp_js", "energy_per_inference_uj",
     "offchip_bytes", "offchip_read_bytes", "offchip_write_bytes", "offchip_bus_bytes",
     *(f"offchip_{c}_bytes" for c in (*READ_CAUSES, *WRITE_CAUSES)),
-    "onchip_peak_bytes", "offchip_peak_bytes", "solve_seconds",
+    "onchip_peak_bytes", "offchip_peak_bytes",
+    # dram.model: banks only (empty with the bandwidth model): npusim.dram.model
+    *(f"energy_{c}_pj" for c in (*DRAM_DYNAMIC_COMPONENTS, *DRAM_STATIC_COMPONENTS)), *DRAM_COLUMNS,
+    "solve_seconds",
 )
 #: Wall-clock columns: the only values that differ between two runs of the same point.
 WALL_CLOCK_COLUMNS = ("solve_seconds",)
@@ -57,6 +63,11 @@ def metrics_row(plan: Plan, report: Report, *, trace: str, budget: object = None
         row[f"area_{part}_mm2"] = report.area_mm2.get(part, 0.0)
     for cause in (*READ_CAUSES, *WRITE_CAUSES):
         row[f"offchip_{cause}_bytes"] = report.offchip_bytes.get(cause, 0)
+    if report.dram_stats:
+        for c in (*DRAM_DYNAMIC_COMPONENTS, *DRAM_STATIC_COMPONENTS):
+            row[f"energy_{c}_pj"] = report.energy_pj.get(c, 0.0)
+        for column in DRAM_COLUMNS:
+            row[column] = report.dram_stats[column.removeprefix("dram_")]
     return row
 
 

@@ -16,6 +16,11 @@ from npusim.util.units import format_bytes
 DYNAMIC_COMPONENTS = ("mac", "vector", "register_file", "scratchpad_read", "scratchpad_write", "dram_read",
                       "dram_write", "dma_descriptor")
 STATIC_COMPONENTS = ("static_scratchpad", "static_cores", "static_uncore")
+#: With ``dram.model: banks`` the device's energy (``npusim.dram.model``): activations (dynamic;
+#: its reads and writes go to dram_read / dram_write), and refresh and background, which
+#: follow the run's length (counted as static)
+DRAM_DYNAMIC_COMPONENTS = ("dram_activate",)
+DRAM_STATIC_COMPONENTS = ("dram_refresh", "dram_background")
 ENERGY_COMPONENTS = DYNAMIC_COMPONENTS + STATIC_COMPONENTS
 
 
@@ -68,6 +73,7 @@ class Report:
     cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
     area_mm2: dict = field(default_factory=dict)  # part -> mm^2 (npusim.hw.silicon.area_mm2)
     jitter: dict = field(default_factory=dict)  # {"seed", "amount"} of a jittered run (--jitter); {} otherwise
+    dram_stats: dict = field(default_factory=dict)  # dram.model: banks: row statistics (npusim.dram.model)
 
     @property
     def oversize(self) -> bool:
@@ -99,7 +105,7 @@ class Report:
 
     @property
     def static_energy_pj(self) -> float:
-        return sum(v for k, v in self.energy_pj.items() if k in STATIC_COMPONENTS)
+        return sum(v for k, v in self.energy_pj.items() if k in STATIC_COMPONENTS or k in DRAM_STATIC_COMPONENTS)
 
     @property
     def dynamic_energy_pj(self) -> float:
@@ -238,6 +244,12 @@ class Report:
             + self._per_core_text(),
             f"  simulated      {self.commands:,} commands, {self.events:,} events",
         ]
+        d = self.dram_stats
+        if d:
+            lines.insert(-1, f"  DRAM rows      {d['device']} x{d['channels']} {d['mapping']} {d['page_policy']}: row hits "
+                             f"{d['row_hit_rate']:.1%} ({d['row_hits']:,} hits, {d['row_misses']:,} misses, "
+                             f"{d['row_conflicts']:,} conflicts), {d['activations']:,} ACT, {d['refreshes']:,} REF, "
+                             f"read latency {d['avg_read_latency_ns']:.1f} ns")
         if self.idle_cores_note:
             lines.insert(-1, "  note           " + self.idle_cores_note)
         for note in self.plan_notes:

@@ -1,0 +1,431 @@
+"""The DRAM controller of one device, driven by flows of accesses: the kernel's state and its pool.
+
+``Controller`` keeps the bank, rank and channel state of ``npusim.dram.kernel`` and the
+accesses of the flows in flight (one flow per transfer or band: its access addresses, whether
+it writes, its priority and start time). ``add_flow`` decodes a flow's addresses with the
+address mapping and appends them, grouped by channel, to a pool; ``run(stop)`` advances the
+controller to ``stop`` (ns) with the Numba kernel, or with the pure-Python reference
+(``backend="reference"``, ``npusim.dram.reference``) for tests; ``copy`` gives an
+independent controller to look ahead with (``npusim.dram.model`` predicts completions so).
+Flows are slots reused once released; the pool drops released flows' accesses when they
+outnumber the live ones.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from npusim.dram import kernel as K
+from npusim.dram.mapping import Mapping, parse_mapping
+from npusim.dram.presets import DramDevice
+from npusim.dram.reference import ReferenceController
+
+#: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
+_STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "rq", "rq_arr", "wq", "wq_arr",
+          "rtq", "rtq_arr", "wtq", "wtq_arr", "bank_n",
+          "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
+          "fc_next", "fc_end", "flow_first", "flow_last")
+
+POLICIES = {"open": K.OPEN, "closed": K.CLOSED, "adaptive": K.ADAPTIVE}
+SCHEDULERS = ("frfcfs", "fcfs")
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    device: DramDevice
+    channels: int
+    ranks: int
+    mapping: str
+    policy: str = "open"
+    scheduler: str = "frfcfs"
+    row_hit_cap: int = 16
+    read_queue: int = 32
+    write_queue: int = 32
+    write_high: int = 24
+    write_low: int = 8
+    data_rate: float = 0.0          # MT/s per pin; 0: the device's nominal rate
+    powerdown_after: float = -1.0   # ns of idleness before power-down; < 0: never
+    bank_queue: int = 0             # > 0: per-bank command queues of this depth behind the read/write queues
+
+    @property
+    def rate(self) -> float:
+        return self.data_rate if self.data_rate > 0 else self.device.data_rate
+
+
+def timings(cfg: ControllerConfig) -> dict[str, float]:
+    """The kernel's timing parameters (ns) for ``cfg``.
+
+    The device's analogue timings (tRCD, tRP, tRAS, tRC, tCL, tCWL, tRRD, tFAW, tWR, tWTR,
+    tRTP, tREFI, tRFC, tXP) are kept in ns at any data rate (a faster speed bin of a part
+    has about the same ns figures); those counted in clocks of the command bus (tCCD_S,
+    tCCD_L) scale with the clock: ``tCK x nominal rate / rate``. tBurst = BL / rate;
+    tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's rule); tRTRS = 1 tCK (DRAMsim3's
+    tRTRS of 1 nCK)."""
+    d = cfg.device
+    scale = d.data_rate / cfg.rate
+    tck = d.tCK * scale
+    burst = d.burst_length / (cfg.rate * 1e-3)
+    return {
+        "tRCD": d.tRCD, "tRP": d.tRP, "tRAS": d.tRAS, "tRC": d.tRC, "tCL": d.tCL, "tCWL": d.tCWL,
+        "tBurst": burst, "tCCD_S": d.tCCD_S * scale, "tCCD_L": d.tCCD_L * scale, "tRRD_S": d.tRRD_S,
+        "tRRD_L": d.tRRD_L, "tFAW": d.tFAW, "tWR": d.tWR, "tWTR_S": d.tWTR_S, "tWTR_L": d.tWTR_L,
+        "tRTP": d.tRTP, "tRTW": max(d.tCL + burst + 2 * tck - d.tCWL, 0.0), "tREFI": d.tREFI, "tRFC": d.tRFC,
+        "tRTRS": tck, "tXP": d.tXP, "tPD": max(cfg.powerdown_after, 0.0),
+    }
+
+
+class Controller:
+    """One device's controller state and flows (module docstring)."""
+
+    def __init__(self, cfg: ControllerConfig, backend: str = "numba") -> None:
+        if backend not in ("numba", "reference"):
+            raise ValueError(f"backend {backend!r}: expected 'numba' or 'reference'")
+        d = cfg.device
+        self.cfg = cfg
+        self.backend = backend
+        self.mapping: Mapping = parse_mapping(cfg.mapping, d, cfg.channels, cfg.ranks)
+        self.t = timings(cfg)
+        self.T = np.array([self.t[k] for k in K.TIMING_FIELDS], dtype=np.float64)
+        high = min(max(cfg.write_high, 1), cfg.write_queue)
+        low = min(max(cfg.write_low, 0), high - 1)
+        # the scheduler's queues: the read/write queues, or with per-bank command queues, those
+        # (every bank's, of a channel), the read/write queues then being transaction queues before them
+        sched_r = sched_w = cfg.ranks * d.banks * cfg.bank_queue
+        if cfg.bank_queue <= 0:
+            sched_r, sched_w = cfg.read_queue, cfg.write_queue
+        self.G = np.array([cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group, POLICIES[cfg.policy],
+                           1 if cfg.scheduler == "frfcfs" else 0, cfg.row_hit_cap, sched_r, sched_w,
+                           high, low, 1 if cfg.powerdown_after >= 0 else 0, max(cfg.bank_queue, 0), cfg.read_queue,
+                           cfg.write_queue], dtype=np.int64)
+        self.n_ranks = cfg.channels * cfg.ranks
+        self.n_banks = self.n_ranks * d.banks
+        self._free: list[int] = []
+        self._live: set[int] = set()
+        self._used = 0  # accesses in the pool that belong to live flows
+        self._slots = 0
+        if backend == "reference":
+            self.ref = ReferenceController(self.t, cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group,
+                                           POLICIES[cfg.policy], cfg.scheduler == "frfcfs", cfg.row_hit_cap,
+                                           cfg.read_queue, cfg.write_queue, high, low, cfg.powerdown_after >= 0,
+                                           max(cfg.bank_queue, 0))
+            return
+        C, R, BG = cfg.channels, self.n_ranks, d.bankgroups
+        self.bank_f = np.zeros((self.n_banks, 4))
+        self.bank_i = np.zeros((self.n_banks, 3), dtype=np.int64)
+        self.bank_i[:, K.B_OPEN_ROW] = -1
+        self.rank_f = np.zeros((R, K.R_FAW + 4))
+        self.rank_f[:, K.R_LAST_ACT] = K.NEG
+        self.rank_f[:, K.R_FAW:] = K.NEG
+        self.rank_f[:, K.R_NEXT_REF] = self.t["tREFI"] * (1.0 + np.arange(R) / R)
+        self.rank_i = np.zeros((R, 3), dtype=np.int64)
+        self.rank_bg_f = np.full((R, BG, 3), K.NEG)
+        self.chan_f = np.zeros((C, 5))
+        self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS]] = K.NEG
+        self.chan_i = np.zeros((C, 11), dtype=np.int64)
+        self.chan_i[:, K.C_LAST_RANK] = -1
+        self.chan_i[:, K.C_RR_LAST] = -1
+        self.rq = np.zeros((C, sched_r), dtype=np.int64)
+        self.rq_arr = np.zeros((C, sched_r))
+        self.wq = np.zeros((C, sched_w), dtype=np.int64)
+        self.wq_arr = np.zeros((C, sched_w))
+        front = cfg.bank_queue > 0
+        self.rtq = np.zeros((C, cfg.read_queue if front else 1), dtype=np.int64)
+        self.rtq_arr = np.zeros((C, cfg.read_queue if front else 1))
+        self.wtq = np.zeros((C, cfg.write_queue if front else 1), dtype=np.int64)
+        self.wtq_arr = np.zeros((C, cfg.write_queue if front else 1))
+        self.bank_n = np.zeros((self.n_banks, 2), dtype=np.int64)  # per bank, reads and writes in its command queue
+        self.stats_i = np.zeros(7, dtype=np.int64)
+        self.stats_f = np.zeros(3)
+        # the pool of accesses
+        self.n = 0
+        self.req = {k: np.zeros(1024, dtype=np.int64) for k in ("bank", "row", "rank", "bg", "flow")}
+        self.req_end = np.zeros(1024)
+        cap = 16
+        self.flow_write = np.zeros(cap, dtype=np.int64)
+        self.flow_prio = np.zeros(cap)
+        self.flow_start = np.zeros(cap)
+        self.flow_remaining = np.zeros(cap, dtype=np.int64)
+        self.flow_end = np.zeros(cap)
+        self.flow_delay = np.zeros(cap)
+        self.fc_next = np.zeros((cap, C), dtype=np.int64)
+        self.fc_end = np.zeros((cap, C), dtype=np.int64)
+        self.flow_first = np.zeros(cap, dtype=np.int64)  # pool range of each flow's accesses
+        self.flow_last = np.zeros(cap, dtype=np.int64)
+        self._active = np.zeros(0, dtype=np.int64)
+        self._pack()
+
+    def _pack(self) -> None:
+        """Put the state arrays (``_STATE``) in two buffers, one per dtype, each array a view:
+        ``copy`` then copies two buffers instead of two dozen arrays."""
+        layout, sizes = [], {np.dtype(np.float64): 0, np.dtype(np.int64): 0}
+        for name in _STATE:
+            a = getattr(self, name)
+            layout.append((name, a.dtype, sizes[a.dtype], sizes[a.dtype] + a.size, a.shape))
+            sizes[a.dtype] += a.size
+        buffers = {dt: np.empty(n, dtype=dt) for dt, n in sizes.items()}
+        for name, dt, lo, hi, shape in layout:
+            buffers[dt][lo:hi] = getattr(self, name).ravel()
+        self._layout = layout
+        self._buffers = buffers
+        self._views()
+
+    def _views(self) -> None:
+        buffers = self._buffers
+        for name, dt, lo, hi, shape in self._layout:
+            setattr(self, name, buffers[dt][lo:hi].reshape(shape))
+
+    # -- flows -----------------------------------------------------------------------------
+    def _slot(self) -> int:
+        if self._free:
+            return self._free.pop(min(range(len(self._free)), key=self._free.__getitem__))
+        self._slots += 1
+        return self._slots - 1
+
+    def prepare(self, addresses: np.ndarray) -> tuple:
+        """The accesses at byte ``addresses`` (issue order) decoded once, for flows that are
+        ranges of them (``add_prepared``): global bank, row, rank and bank-group arrays, and
+        per channel the indices of its accesses in issue order."""
+        fields = self.mapping.decode(addresses)
+        cfg, d = self.cfg, self.cfg.device
+        ch = fields["Ch"]
+        rank = ch * cfg.ranks + fields["Ra"]
+        bank = (rank * d.bankgroups + fields["Bg"]) * d.banks_per_group + fields["Ba"]
+        per_channel = [np.flatnonzero(ch == c) for c in range(cfg.channels)]
+        return bank, fields["Ro"], rank, fields["Bg"], per_channel, fields
+
+    def add_flow(self, addresses: np.ndarray, write: bool, priority: float, start: float) -> int:
+        """A new flow of accesses at byte ``addresses`` (in issue order) from ``start`` ns; its id."""
+        return self.add_prepared(self.prepare(np.asarray(addresses, dtype=np.int64)), 0, len(addresses), write,
+                                 priority, start)
+
+    def add_prepared(self, prepared: tuple, lo: int, hi: int, write: bool, priority: float, start: float) -> int:
+        """A new flow of the accesses ``lo:hi`` of ``prepared`` (``prepare``); its id."""
+        bank_all, row_all, rank_all, bg_all, per_channel, fields = prepared
+        if self.backend == "reference":
+            fid = self._slot()
+            self._live.add(fid)
+            self.ref.add_flow(fid, {k: v[lo:hi] for k, v in fields.items()}, bool(write), float(priority),
+                              float(start))
+            return fid
+        parts = [idx[np.searchsorted(idx, lo):np.searchsorted(idx, hi)] for idx in per_channel]
+        counts = np.array([len(p) for p in parts], dtype=np.int64)
+        order = np.concatenate(parts)
+        m = len(order)
+        self._compact_if_needed(m)  # before the new flow is live: its slot may hold a released flow's range
+        fid = self._slot()
+        self._live.add(fid)
+        self._ensure_flow(fid)
+        self._ensure_requests(self.n + m)
+        first = self.n
+        sl = slice(first, first + m)
+        self.req["bank"][sl] = bank_all[order]
+        self.req["row"][sl] = row_all[order]
+        self.req["rank"][sl] = rank_all[order]
+        self.req["bg"][sl] = bg_all[order]
+        self.req["flow"][sl] = fid
+        self.req_end[sl] = 0.0
+        starts = first + np.cumsum(counts) - counts
+        self.fc_next[fid] = starts
+        self.fc_end[fid] = starts + counts
+        self.flow_first[fid], self.flow_last[fid] = first, first + m
+        self.flow_write[fid] = 1 if write else 0
+        self.flow_prio[fid] = priority
+        self.flow_start[fid] = start
+        self.flow_remaining[fid] = m
+        self.flow_end[fid] = start
+        self.flow_delay[fid] = 0.0
+        self.n += m
+        self._used += m
+        self._active = np.array(sorted(self._live), dtype=np.int64)
+        return fid
+
+    def release(self, fid: int) -> None:
+        """Forget a finished flow (its id may be given to a new one)."""
+        self._live.discard(fid)
+        self._free.append(fid)
+        if self.backend == "numba":
+            self._used -= int(self.flow_last[fid] - self.flow_first[fid])
+        if self.backend == "numba":
+            self._active = np.array(sorted(self._live), dtype=np.int64)
+            self.fc_next[fid] = self.fc_end[fid]
+
+    def remaining(self, fid: int) -> int:
+        return self.ref.flows[fid].remaining if self.backend == "reference" else int(self.flow_remaining[fid])
+
+    def end(self, fid: int) -> float:
+        return self.ref.flows[fid].end if self.backend == "reference" else float(self.flow_end[fid])
+
+    def delay(self, fid: int) -> float:
+        """ns the flow's column commands waited for bank timing beyond the bus (summed)."""
+        return self.ref.flows[fid].delay if self.backend == "reference" else float(self.flow_delay[fid])
+
+    @property
+    def live(self) -> list[int]:
+        return sorted(self._live)
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, stop: float, until_complete: bool = False) -> int:
+        """Advance every channel to ``stop`` ns (``npusim.dram.kernel``); with
+        ``until_complete`` (Numba only) stop earlier, just after the access that completes a
+        flow (returns 1 then)."""
+        if self.backend == "reference":
+            self.ref.run(stop)
+            return 0
+        r = self.req
+        run = K.run_until_complete if until_complete else K.run_channels
+        return run(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
+                       self.rank_bg_f, self.chan_f, self.chan_i, self.rq, self.rq_arr, self.wq, self.wq_arr,
+                       self.rtq, self.rtq_arr, self.wtq, self.wtq_arr, self.bank_n,
+                       self.stats_i, self.stats_f, r["bank"], r["row"], r["rank"], r["bg"],
+                       r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
+                       self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end)
+
+    def commands_before_end(self, flows: list[int]) -> int:
+        """A lower bound on the column commands one channel issues before the first of
+        ``flows`` ends (``kernel.commands_before_end``)."""
+        return int(K.commands_before_end(np.asarray(flows, dtype=np.int64), self.fc_next, self.fc_end,
+                                         self.flow_prio, min(self.cfg.read_queue, self.cfg.write_queue)))
+
+    def copy(self) -> "Controller":
+        """An independent controller in the same state."""
+        if self.backend == "reference":
+            return copy.deepcopy(self)
+        other = copy.copy(self)
+        other._buffers = {dt: b.copy() for dt, b in self._buffers.items()}
+        other._views()
+        # the accesses themselves are shared: the kernel only reads them (and writes req_end,
+        # the same value in every copy); a copy must not add flows while the original lives on
+        other.req = dict(self.req)
+        other._free = list(self._free)
+        other._live = set(self._live)
+        return other
+
+    # -- statistics --------------------------------------------------------------------------
+    def counts(self) -> dict:
+        """Command and access counts so far."""
+        if self.backend == "reference":
+            s = dict(self.ref.stats)
+            s["refreshes"] = sum(r.refreshes for r in self.ref.ranks)
+            return s
+        names = ("reads", "writes", "hits", "misses", "conflicts", "acts", "pres")
+        s = {k: int(v) for k, v in zip(names, self.stats_i)}
+        s["refreshes"] = int(self.rank_i[:, K.R_REFRESHES].sum())
+        return s
+
+    def latency_sums(self) -> tuple[float, float, float]:
+        """(sum of read latencies, of write latencies, of bank delays), ns."""
+        if self.backend == "reference":
+            return self.ref.read_latency, self.ref.write_latency, self.ref.delay
+        return float(self.stats_f[0]), float(self.stats_f[1]), float(self.stats_f[2])
+
+    def channel_busy(self) -> np.ndarray:
+        """ns each channel's data bus carried data."""
+        if self.backend == "reference":
+            return np.array([c.bus_busy for c in self.ref.channels])
+        return self.chan_f[:, K.C_BUS_BUSY].copy()
+
+    def bank_busy(self) -> np.ndarray:
+        """ns each bank spent moving data, activating or precharging (channel, rank, bank order)."""
+        if self.backend == "reference":
+            return np.array([b.busy for b in self.ref.banks])
+        return self.bank_f[:, K.B_BUSY].copy()
+
+    def rank_times(self, end: float) -> dict[str, np.ndarray]:
+        """Per rank, ns with a row open (standby or power-down), and in each power-down, up to ``end``."""
+        if self.backend == "reference":
+            rows = [(r.open_count, r.active_since, r.active_time, r.last_busy, r.pd_act, r.pd_pre, r.next_ref)
+                    for r in self.ref.ranks]
+        else:
+            f, i = self.rank_f, self.rank_i
+            rows = [(i[k, K.R_OPEN_COUNT], f[k, K.R_ACTIVE_SINCE], f[k, K.R_ACTIVE_TIME], f[k, K.R_LAST_BUSY],
+                     f[k, K.R_PD_ACT], f[k, K.R_PD_PRE], f[k, K.R_NEXT_REF]) for k in range(self.n_ranks)]
+        active, pd_act, pd_pre = [], [], []
+        for open_count, since, act_time, last_busy, pa, pp, next_ref in rows:
+            tail_open = open_count > 0
+            a = act_time + (max(0.0, min(end, next_ref) - since) if tail_open else 0.0)
+            if self.cfg.powerdown_after >= 0:  # idle since the last data: asleep after powerdown_after
+                asleep = max(0.0, end - (last_busy + self.cfg.powerdown_after))
+                if tail_open and end <= next_ref:
+                    pa += asleep
+                else:
+                    pp += asleep
+            active.append(min(a, end))
+            pd_act.append(pa)
+            pd_pre.append(pp)
+        return {"active": np.array(active), "pd_active": np.array(pd_act), "pd_precharged": np.array(pd_pre)}
+
+    def refreshes_until(self, end: float) -> int:
+        """All-bank refreshes every rank owes by ``end`` (done, or due while idle)."""
+        t = self.t["tREFI"]
+        first = t * (1.0 + np.arange(self.n_ranks) / self.n_ranks)
+        return int(np.sum(np.where(end >= first, np.floor((end - first) / t) + 1, 0)))
+
+    # -- pool management ---------------------------------------------------------------------
+    def _ensure_flow(self, fid: int) -> None:
+        cap = len(self.flow_prio)
+        if fid < cap:
+            return
+        new = max(cap * 2, fid + 1)
+        for name in ("flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
+                     "flow_first", "flow_last"):
+            old = getattr(self, name)
+            grown = np.zeros(new, dtype=old.dtype)
+            grown[:cap] = old
+            setattr(self, name, grown)
+        for name in ("fc_next", "fc_end"):
+            old = getattr(self, name)
+            grown = np.zeros((new, old.shape[1]), dtype=old.dtype)
+            grown[:cap] = old
+            setattr(self, name, grown)
+        self._pack()
+
+    def _ensure_requests(self, n: int) -> None:
+        cap = len(self.req_end)
+        if n <= cap:
+            return
+        new = max(cap * 2, n)
+        for k, v in self.req.items():
+            grown = np.zeros(new, dtype=v.dtype)
+            grown[:cap] = v
+            self.req[k] = grown
+        grown = np.zeros(new)
+        grown[:cap] = self.req_end
+        self.req_end = grown
+
+    def _compact_if_needed(self, incoming: int) -> None:
+        """Drop released flows' accesses when they are most of the pool."""
+        used = self._used  # accesses of the live flows
+        if self.n < 65536 or self.n - used < used + incoming:
+            return
+        live = sorted(self._live)
+        remap = np.full(self.n, -1, dtype=np.int64)
+        new_req = {k: np.zeros(max(1024, 2 * (used + incoming)), dtype=np.int64) for k in self.req}
+        new_end = np.zeros(len(new_req["bank"]))
+        pos = 0
+        for f in live:
+            lo, hi = int(self.flow_first[f]), int(self.flow_last[f])
+            if hi <= lo:
+                continue
+            m = hi - lo
+            for k in self.req:
+                new_req[k][pos:pos + m] = self.req[k][lo:hi]
+            new_end[pos:pos + m] = self.req_end[lo:hi]
+            remap[lo:hi] = np.arange(pos, pos + m)
+            shift = pos - lo
+            self.fc_next[f] += shift
+            self.fc_end[f] += shift
+            self.flow_first[f], self.flow_last[f] = pos, pos + m
+            pos += m
+        for c in range(self.cfg.channels):
+            nr, nw = self.chan_i[c, K.C_RQ_N], self.chan_i[c, K.C_WQ_N]
+            at = (self.chan_i[c, K.C_RQ_HEAD] + np.arange(nr)) % self.rq.shape[1]  # ring positions
+            self.rq[c, at] = remap[self.rq[c, at]]
+            at = (self.chan_i[c, K.C_WQ_HEAD] + np.arange(nw)) % self.wq.shape[1]
+            self.wq[c, at] = remap[self.wq[c, at]]
+            for q, n_col, h_col in ((self.rtq, K.C_RT_N, K.C_RT_HEAD), (self.wtq, K.C_WT_N, K.C_WT_HEAD)):
+                at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % q.shape[1]
+                q[c, at] = remap[q[c, at]]
+        self.req, self.req_end, self.n = new_req, new_end, pos

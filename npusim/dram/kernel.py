@@ -1,0 +1,847 @@
+"""The bank-state kernel: a DRAM controller and its banks, run over batches of accesses (Numba).
+
+One call (``run_channels``) advances every channel of the device up to ``stop_time``: it
+admits the accesses of the flows in flight into each channel's read and write queues, picks
+one at a time as the scheduler would, works out its commands' times from the bank, rank and
+channel state, and commits it when its column command falls at or before ``stop_time``;
+``run_until_complete`` does the same in time order across channels and stops when a flow
+completes. The simulator (``npusim.dram.model``) calls them when a transfer starts and on the
+way to the completion it predicts, so a descriptor's thousands of accesses cost a few calls,
+not one SimPy event each.
+``npusim.dram.reference`` is the same controller in plain Python; a test holds them equal.
+
+**The controller**, per channel (channels share nothing but the flows feeding them):
+
+- *Admission.* Each flow (one transfer, or one band of it: all reads or all writes) has its
+  accesses for this channel in issue order. The front end admits them into the read queue
+  (depth ``read_queue``) or the write queue (``write_queue``), taking the most urgent flows
+  first (lowest priority value: the step the data is needed at), round-robin among equally
+  urgent ones, one access at a time; when the queue the next access goes to is full, the
+  front end waits (head-of-line blocking). An access arrives when admitted: at the column
+  command that freed its slot, or at its flow's start. With per-bank command queues
+  (``bank_queue`` > 0, DRAMsim3's ``PER_BANK`` structure) the read and write queues are
+  transaction queues: their oldest accesses whose bank's command queue (``bank_queue``
+  deep, reads and writes apart) has room move on to it, and the scheduler sees the command
+  queues; an access's arrival stays its admission to the transaction queue.
+- *Read/write turnaround* with watermarks (DRAMsim3's and most controllers' write drain): the
+  channel serves reads until ``write_high`` writes are pending (or no read is waiting), then
+  writes until ``write_low`` are (or none is in a command queue).
+- *Scheduling.* ``fcfs``: the oldest access of the queue served. ``frfcfs`` (Rixner et al.,
+  ISCA 2000, first-ready first-come-first-served): the access whose column command can go
+  first — a row hit usually, since it needs no ACT; a miss to another bank whose ACT went
+  ahead while the hits streamed, as a command-level scheduler issues it —, ties to the
+  oldest. A hit whose bank has served ``row_hit_cap`` hits in a row while an access to
+  another row of that bank waits is not eligible once that bank could precharge (tRAS, tRTP,
+  tWR met) by the channel's next column slot (the cap keeps a stream from starving others;
+  as in DRAMsim3, whose limit of 4 lets the PRE go when it is ready, hits that keep the PRE
+  from being ready — tRTP longer than tCCD — go on) unless nothing else is.
+- *Commands.* A hit needs only its column command (RD/WR); a miss (bank precharged) an
+  activation (ACT) tRCD before it; a conflict (another row open) a precharge (PRE), tRP,
+  then ACT. The commands of an access go as early as these constraints allow (times in ns;
+  a bank's ACT may overlap other banks' data, as a controller issues it ahead)::
+
+      PRE  >= arrival, ACT + tRAS, RD + tRTP, WR + tCWL + tBurst + tWR      (same bank)
+      ACT  >= arrival, PRE + tRP, ACT + tRC (same bank), ACT + tRRD_S (rank),
+              ACT + tRRD_L (bank group), 4th-last ACT of the rank + tFAW
+      RD   >= ACT + tRCD, RD + max(tCCD_S, tBurst) (channel), RD + tCCD_L (bank group),
+              WR + tCWL + tBurst + tWTR_S (channel), WR + tCWL + tBurst + tWTR_L (bank group)
+      WR   >= ACT + tRCD, WR + max(tCCD_S, tBurst), WR + tCCD_L (bank group), RD + tRTW
+      any column command after one to another rank: + tBurst + tRTRS
+
+  with tBurst = BL / data rate and tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's LPDDR5
+  read-to-write rule). Data moves tCL (reads) or tCWL (writes) after the column command, for
+  tBurst; an access completes when its data has moved.
+- *Page policy* after each column command: ``open`` keeps the row open; ``closed``
+  precharges it (as soon as tRAS/tRTP/tWR allow) unless a queued access hits it; ``adaptive``
+  precharges only when no queued access hits the row and one waits for another row of the
+  bank (gem5's close-adaptive).
+- *Power-down* (``dram.powerdown_after``, optional): a rank with no access for that long
+  since its last data (or refresh) enters power-down (active power-down if a row is open,
+  precharged power-down if not), and the next access's commands wait tXP for it to exit.
+- *Refresh*: all-bank refresh of each rank every tREFI (ranks staggered by tREFI / ranks):
+  when an access's column command would fall after a refresh is due, the rank's open rows are
+  precharged, the rank refreshes for tRFC (rows closed, no ACT until it ends), then the
+  scheduler picks again.
+
+Every access adds to the counts (hits, misses, conflicts, activations, precharges, reads,
+writes), to its bank's and channel's busy time, and to its flow's *bank delay*: how much
+later its column command went than the channel's bus would have allowed (the ACT/PRE/refresh
+timing the bank imposed), which the simulator reports as DRAM bank timing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: Timing parameters, in this order in the kernel's float array (ns).
+TIMING_FIELDS = ("tRCD", "tRP", "tRAS", "tRC", "tCL", "tCWL", "tBurst", "tCCD_S", "tCCD_L", "tRRD_S",
+                 "tRRD_L", "tFAW", "tWR", "tWTR_S", "tWTR_L", "tRTP", "tRTW", "tREFI", "tRFC", "tRTRS", "tXP", "tPD")
+(T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S, T_RRD_L, T_FAW, T_WR, T_WTR_S,
+ T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD) = range(len(TIMING_FIELDS))
+
+#: Integer parameters (``G``): geometry and policies.
+#: G_RQ / G_WQ: the scheduler's queues per channel; with G_BANKQ > 0 (per-bank command queues of
+#: that depth, DRAMsim3's PER_BANK structure) transaction queues of G_RT / G_WT entries come first.
+(G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
+ G_POWERDOWN, G_BANKQ, G_RT, G_WT) = range(15)
+OPEN, CLOSED, ADAPTIVE = 0, 1, 2
+HIT, MISS, CONFLICT = 0, 1, 2
+NOTHING, ACCESS, REFRESH = 0, 1, 2  # what a channel does next (_candidate)
+
+# Columns of the state arrays.
+B_NEXT_ACT, B_NEXT_PRE, B_NEXT_CAS, B_BUSY = range(4)              # bank_f
+B_OPEN_ROW, B_STREAK, B_ACTS = range(3)                             # bank_i
+(R_LAST_ACT, R_NEXT_REF, R_ACTIVE_SINCE, R_ACTIVE_TIME, R_LAST_BUSY, R_PD_ACT, R_PD_PRE,
+ R_FAW) = range(8)  # rank_f (R_FAW .. R_FAW + 3)
+R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
+BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
+C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY = range(5)  # chan_f
+(C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
+ C_WT_HEAD) = range(11)  # chan_i
+# (the queues are rings: entry i of a queue is at (head + i) mod its depth, oldest first)
+S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
+SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
+
+NEG = -1e300
+
+
+@njit(cache=True, inline="always")
+def _close(bank_i, rank_f, rank_i, b, rk, when):
+    bank_i[b, B_OPEN_ROW] = -1
+    rank_i[rk, R_OPEN_COUNT] -= 1
+    if rank_i[rk, R_OPEN_COUNT] == 0:
+        rank_f[rk, R_ACTIVE_TIME] += max(0.0, when - rank_f[rk, R_ACTIVE_SINCE])
+
+
+@njit(cache=True, inline="always")
+def _act_time(T, rank_f, rank_i, rank_bg_f, rk, g, t0):
+    pos = rank_i[rk, R_FAW_POS]
+    return max(t0, rank_f[rk, R_LAST_ACT] + T[T_RRD_S], rank_bg_f[rk, g, BG_LAST_ACT] + T[T_RRD_L],
+               rank_f[rk, R_FAW + pos] + T[T_FAW])
+
+
+@njit(cache=True, inline="always")
+def _asleep(T, G, rank_f, rk, arrival):
+    """Whether rank ``rk`` went into power-down before an access arriving at ``arrival``."""
+    return G[G_POWERDOWN] == 1 and arrival > rank_f[rk, R_LAST_BUSY] + T[T_PD]
+
+
+@njit(cache=True, inline="always")
+def _timing(T, G, c, rid, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
+            req_bank, req_row, req_rank, req_bg):
+    """(kind, pre, act, cas, bank delay) of access ``rid`` in channel ``c`` (module docstring)."""
+    b = req_bank[rid]
+    rk = req_rank[rid]
+    g = req_bg[rid]
+    wake = arrival + T[T_XP] if _asleep(T, G, rank_f, rk, arrival) else arrival
+    if write:
+        bus = max(arrival, chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]),
+                  rank_bg_f[rk, g, BG_LAST_WR] + T[T_CCD_L], chan_f[c, C_LAST_RD] + T[T_RTW])
+    else:
+        bus = max(arrival, chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
+                  rank_bg_f[rk, g, BG_LAST_RD] + T[T_CCD_L],
+                  chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S],
+                  rank_bg_f[rk, g, BG_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_L])
+    local = rk - c * ranks
+    if chan_i[c, C_LAST_RANK] >= 0 and chan_i[c, C_LAST_RANK] != local:
+        bus = max(bus, chan_f[c, C_LAST_CAS] + T[T_BURST] + T[T_RTRS])
+    pre = NEG
+    act = NEG
+    open_row = bank_i[b, B_OPEN_ROW]
+    if open_row == req_row[rid]:
+        kind = HIT
+        ready = max(wake, bank_f[b, B_NEXT_CAS])
+    elif open_row < 0:
+        kind = MISS
+        act = _act_time(T, rank_f, rank_i, rank_bg_f, rk, g, max(wake, bank_f[b, B_NEXT_ACT]))
+        ready = act + T[T_RCD]
+    else:
+        kind = CONFLICT
+        pre = max(wake, bank_f[b, B_NEXT_PRE])
+        act = _act_time(T, rank_f, rank_i, rank_bg_f, rk, g, max(pre + T[T_RP], bank_f[b, B_NEXT_ACT]))
+        ready = act + T[T_RCD]
+    return kind, pre, act, max(bus, ready), max(0.0, ready - bus)
+
+
+@njit(cache=True, inline="always")
+def _at(head, i, depth):
+    """Position of entry ``i`` of a ring queue starting at ``head``."""
+    j = head + i
+    return j - depth if j >= depth else j
+
+
+@njit(cache=True, inline="always")
+def _next_flow(c, active, flow_prio, fc_next, fc_end, rr_last):
+    """The flow the front end of channel ``c`` admits from next, or -1."""
+    top = 1e300
+    for i in range(active.shape[0]):
+        f = active[i]
+        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] < top:
+            top = flow_prio[f]
+    first = -1
+    after = -1
+    for i in range(active.shape[0]):
+        f = active[i]
+        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] == top:
+            if first < 0 or f < first:
+                first = f
+            if f > rr_last and (after < 0 or f < after):
+                after = f
+    return after if after >= 0 else first
+
+
+@njit(cache=True, inline="always")
+def _refresh(T, G, rk, start, bank_f, bank_i, rank_f, rank_i):
+    nb = G[G_BANKGROUPS] * G[G_BANKS_PER_GROUP]
+    any_open = False
+    for b in range(rk * nb, rk * nb + nb):
+        if bank_i[b, B_OPEN_ROW] >= 0:
+            any_open = True
+    begin = start + (T[T_RP] if any_open else 0.0)
+    done = begin + T[T_RFC]
+    for b in range(rk * nb, rk * nb + nb):
+        bank_i[b, B_OPEN_ROW] = -1
+        bank_i[b, B_STREAK] = 0
+        bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], done)
+    if rank_i[rk, R_OPEN_COUNT] > 0:
+        rank_f[rk, R_ACTIVE_TIME] += max(0.0, start - rank_f[rk, R_ACTIVE_SINCE])
+    rank_i[rk, R_OPEN_COUNT] = 0
+    rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], done)
+    rank_f[rk, R_NEXT_REF] += T[T_REFI]
+    rank_i[rk, R_REFRESHES] += 1
+
+
+@njit(cache=True, inline="always")
+def _refresh_start(G, rk, bank_f, bank_i, rank_f):
+    nb = G[G_BANKGROUPS] * G[G_BANKS_PER_GROUP]
+    start = rank_f[rk, R_NEXT_REF]
+    for b in range(rk * nb, rk * nb + nb):
+        if bank_i[b, B_OPEN_ROW] >= 0:
+            start = max(start, bank_f[b, B_NEXT_PRE])
+    return start
+
+
+@njit(cache=True)
+def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
+                 rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, stats_i, stats_f,
+                 req_bank, req_row, req_rank, req_bg, req_flow, req_end,
+                 active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end):
+    """Advance every channel to ``stop_time``, channel by channel (module docstring); every
+    array is updated in place. Per access: admit what the queues take, pick (FR-FCFS or FCFS),
+    time it (a refresh due first goes first, then the pick is made again), issue it."""
+    ranks = G[G_RANKS]
+    other_row = np.zeros(bank_i.shape[0], dtype=np.int64)
+    picks = np.zeros(1, dtype=np.int64)
+    for c in range(G[G_CHANNELS]):
+        while True:
+            # admission: the most urgent flow's next access enters its queue (the transaction queue
+            # with per-bank command queues), or the front end waits
+            while True:
+                f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
+                if f < 0:
+                    break
+                arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
+                if flow_write[f]:
+                    if G[G_BANKQ] > 0:
+                        n = chan_i[c, C_WT_N]
+                        if n >= G[G_WT]:
+                            break
+                        j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
+                        wtq[c, j] = fc_next[f, c]
+                        wtq_arr[c, j] = arrival
+                        chan_i[c, C_WT_N] = n + 1
+                    else:
+                        n = chan_i[c, C_WQ_N]
+                        if n >= G[G_WQ]:
+                            break
+                        j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
+                        wq[c, j] = fc_next[f, c]
+                        wq_arr[c, j] = arrival
+                        chan_i[c, C_WQ_N] = n + 1
+                else:
+                    if G[G_BANKQ] > 0:
+                        n = chan_i[c, C_RT_N]
+                        if n >= G[G_RT]:
+                            break
+                        j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
+                        rtq[c, j] = fc_next[f, c]
+                        rtq_arr[c, j] = arrival
+                        chan_i[c, C_RT_N] = n + 1
+                    else:
+                        n = chan_i[c, C_RQ_N]
+                        if n >= G[G_RQ]:
+                            break
+                        j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
+                        rq[c, j] = fc_next[f, c]
+                        rq_arr[c, j] = arrival
+                        chan_i[c, C_RQ_N] = n + 1
+                fc_next[f, c] += 1
+                chan_i[c, C_RR_LAST] = f
+            if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
+                for d in range(2):
+                    if d == 0:
+                        tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
+                                                                            C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
+                    else:
+                        tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
+                                                                            C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
+                    i = 0
+                    while i < chan_i[c, tn]:
+                        th0 = chan_i[c, th]
+                        r = tq[c, _at(th0, i, tdepth)]
+                        if bank_n[req_bank[r], d] >= G[G_BANKQ]:
+                            i += 1
+                            continue
+                        ns = chan_i[c, sn]
+                        js = _at(chan_i[c, sh], ns, sdepth)
+                        sq[c, js] = r
+                        sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
+                        chan_i[c, sn] = ns + 1
+                        bank_n[req_bank[r], d] += 1
+                        for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
+                            tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
+                            tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
+                        chan_i[c, th] = _at(th0, 1, tdepth)
+                        chan_i[c, tn] -= 1
+            nr = chan_i[c, C_RQ_N]
+            nw = chan_i[c, C_WQ_N]
+            if nr == 0 and nw == 0:
+                break
+            w_all = nw + chan_i[c, C_WT_N]  # writes pending, in the transaction queue too
+            if chan_i[c, C_WRITE_MODE] == 1:
+                if nw == 0 or (nr > 0 and w_all <= G[G_LOW]):
+                    chan_i[c, C_WRITE_MODE] = 0
+            elif nw > 0 and (w_all >= G[G_HIGH] or nr == 0):
+                chan_i[c, C_WRITE_MODE] = 1
+            write = chan_i[c, C_WRITE_MODE] == 1
+            if write:
+                q, qa, n, head, depth = wq, wq_arr, nw, chan_i[c, C_WQ_HEAD], G[G_WQ]
+            else:
+                q, qa, n, head, depth = rq, rq_arr, nr, chan_i[c, C_RQ_HEAD], G[G_RQ]
+            # pick
+            k = -1
+            kind = HIT
+            pre = act = cas = delay = 0.0
+            if G[G_FRFCFS] == 1:
+                # other_row[b] == picks: an access to another row than bank b's open one waits
+                # (the cap applies); marked when first needed in this pick
+                picks[0] += 1
+                tag = picks[0]
+                marked = False
+                # no column command can go before the channel's own bus constraints: the oldest
+                # access that meets them is the pick, with no need to time the rest
+                if write:
+                    floor = max(chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]), chan_f[c, C_LAST_RD] + T[T_RTW])
+                else:
+                    floor = max(chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
+                                chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
+                best = 1e300
+                for i in range(n):
+                    r = q[c, _at(head, i, depth)]
+                    b = req_bank[r]
+                    if bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]:
+                        if not marked:
+                            for j in range(n):
+                                o = q[c, _at(head, j, depth)]
+                                if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
+                                    other_row[req_bank[o]] = tag
+                            marked = True
+                        if other_row[b] == tag and bank_f[b, B_NEXT_PRE] <= floor:
+                            continue  # capped: another row of the bank waits and its PRE could go
+                    kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
+                                                                   bank_i, rank_f, rank_i, rank_bg_f, chan_f,
+                                                                   chan_i, req_bank, req_row, req_rank, req_bg)
+                    if cas_i < best:
+                        best = cas_i
+                        k = i
+                        kind, pre, act, cas, delay = kind_i, pre_i, act_i, cas_i, delay_i
+                        if cas_i <= floor:
+                            break
+            timed = k >= 0  # the pick's timing is at hand
+            if k < 0:
+                k = 0
+            r = q[c, _at(head, k, depth)]
+            arrival = qa[c, _at(head, k, depth)]
+            rk = req_rank[r]
+            # time it; a refresh due first goes first (then the pick is made again)
+            if not timed:
+                kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
+                                                     rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
+            if cas >= rank_f[rk, R_NEXT_REF]:  # a refresh first, then the pick again
+                start = _refresh_start(G, rk, bank_f, bank_i, rank_f)
+                if start > stop_time:
+                    break
+                _refresh(T, G, rk, start, bank_f, bank_i, rank_f, rank_i)
+                continue
+            if cas > stop_time:
+                break
+            b = req_bank[r]
+            g = req_bg[r]
+            if _asleep(T, G, rank_f, rk, arrival):
+                slept = arrival - (rank_f[rk, R_LAST_BUSY] + T[T_PD])
+                if rank_i[rk, R_OPEN_COUNT] > 0:
+                    rank_f[rk, R_PD_ACT] += slept
+                else:
+                    rank_f[rk, R_PD_PRE] += slept
+            if kind == CONFLICT:
+                _close(bank_i, rank_f, rank_i, b, rk, pre)
+                stats_i[S_PRES] += 1
+                bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], pre + T[T_RP])
+            if kind != HIT:
+                bank_i[b, B_OPEN_ROW] = req_row[r]
+                bank_f[b, B_NEXT_CAS] = act + T[T_RCD]
+                bank_f[b, B_NEXT_PRE] = act + T[T_RAS]
+                bank_f[b, B_NEXT_ACT] = act + T[T_RC]
+                bank_i[b, B_STREAK] = 0
+                bank_i[b, B_ACTS] += 1
+                stats_i[S_ACTS] += 1
+                rank_f[rk, R_LAST_ACT] = act
+                rank_bg_f[rk, g, BG_LAST_ACT] = act
+                pos = rank_i[rk, R_FAW_POS]
+                rank_f[rk, R_FAW + pos] = act
+                rank_i[rk, R_FAW_POS] = (pos + 1) % 4
+                if rank_i[rk, R_OPEN_COUNT] == 0:
+                    rank_f[rk, R_ACTIVE_SINCE] = act
+                rank_i[rk, R_OPEN_COUNT] += 1
+            if kind == HIT:
+                stats_i[S_HITS] += 1
+                bank_i[b, B_STREAK] += 1
+            elif kind == MISS:
+                stats_i[S_MISSES] += 1
+            else:
+                stats_i[S_CONFLICTS] += 1
+            if write:
+                bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_CWL] + T[T_BURST] + T[T_WR])
+                end = cas + T[T_CWL] + T[T_BURST]
+                chan_f[c, C_LAST_WR] = cas
+                rank_bg_f[rk, g, BG_LAST_WR] = cas
+                stats_i[S_WRITES] += 1
+                stats_f[SF_WRITE_LATENCY] += end - arrival
+            else:
+                bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_RTP])
+                end = cas + T[T_CL] + T[T_BURST]
+                chan_f[c, C_LAST_RD] = cas
+                rank_bg_f[rk, g, BG_LAST_RD] = cas
+                stats_i[S_READS] += 1
+                stats_f[SF_READ_LATENCY] += end - arrival
+            rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], end)
+            chan_f[c, C_LAST_CAS] = cas
+            chan_i[c, C_LAST_RANK] = rk - c * ranks
+            chan_f[c, C_LAST_ISSUE] = cas
+            chan_f[c, C_BUS_BUSY] += T[T_BURST]
+            extra = 0.0
+            if kind == MISS:
+                extra = T[T_RCD]
+            elif kind == CONFLICT:
+                extra = T[T_RP] + T[T_RCD]
+            bank_f[b, B_BUSY] += T[T_BURST] + extra
+            stats_f[SF_DELAY] += delay
+            req_end[r] = end
+            if G[G_BANKQ] > 0:
+                bank_n[b, 1 if write else 0] -= 1
+            f = req_flow[r]
+            flow_remaining[f] -= 1
+            flow_end[f] = max(flow_end[f], end)
+            flow_delay[f] += delay
+            for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
+                q[c, _at(head, i, depth)] = q[c, _at(head, i - 1, depth)]
+                qa[c, _at(head, i, depth)] = qa[c, _at(head, i - 1, depth)]
+            if write:
+                chan_i[c, C_WQ_N] = n - 1
+                chan_i[c, C_WQ_HEAD] = _at(head, 1, depth)
+            else:
+                chan_i[c, C_RQ_N] = n - 1
+                chan_i[c, C_RQ_HEAD] = _at(head, 1, depth)
+            # page policy
+            if G[G_POLICY] != OPEN:
+                hit_waits = False
+                miss_waits = False
+                for i in range(chan_i[c, C_RQ_N]):
+                    o = rq[c, _at(chan_i[c, C_RQ_HEAD], i, G[G_RQ])]
+                    if req_bank[o] == b:
+                        if req_row[o] == req_row[r]:
+                            hit_waits = True
+                        else:
+                            miss_waits = True
+                for i in range(chan_i[c, C_WQ_N]):
+                    o = wq[c, _at(chan_i[c, C_WQ_HEAD], i, G[G_WQ])]
+                    if req_bank[o] == b:
+                        if req_row[o] == req_row[r]:
+                            hit_waits = True
+                        else:
+                            miss_waits = True
+                if not hit_waits and (G[G_POLICY] == CLOSED or miss_waits):
+                    when = bank_f[b, B_NEXT_PRE]
+                    _close(bank_i, rank_f, rank_i, b, rk, when)
+                    stats_i[S_PRES] += 1
+                    bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
+
+
+@njit(cache=True)
+def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
+                       rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, stats_i, stats_f,
+                       req_bank, req_row, req_rank, req_bg, req_flow, req_end,
+                       active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next,
+                       fc_end):
+    """``run_channels`` with the channels' commands issued in time order across channels:
+    returns 1 just after the access that completes a flow (the state then being that at its
+    column command), or 0 with every command up to ``stop_time`` issued. Channels share no
+    state, so the order between them changes nothing but where the call stops. Its body is
+    ``run_channels``'s, split where the command is known: each channel's next command waits
+    (``st``, ``ks``, ``fs``) until it is the earliest."""
+    ranks = G[G_RANKS]
+    C = G[G_CHANNELS]
+    other_row = np.zeros(bank_i.shape[0], dtype=np.int64)
+    picks = np.zeros(1, dtype=np.int64)
+    st = np.zeros(C, dtype=np.int64)
+    ks = np.zeros(C, dtype=np.int64)
+    kinds = np.zeros(C, dtype=np.int64)
+    ranks_of = np.zeros(C, dtype=np.int64)
+    fs = np.zeros((C, 4))  # pre, act, time, delay
+    ws = np.zeros(C, dtype=np.bool_)
+    fresh = np.ones(C, dtype=np.bool_)  # the candidate of channel c is to be found
+    while True:
+        for c in range(C):
+            if not fresh[c]:
+                continue
+            fresh[c] = False
+            st[c] = NOTHING
+            while True:  # once: break is the candidate's return
+                    # admission: the most urgent flow's next access enters its queue (the transaction queue
+                    # with per-bank command queues), or the front end waits
+                    while True:
+                        f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
+                        if f < 0:
+                            break
+                        arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
+                        if flow_write[f]:
+                            if G[G_BANKQ] > 0:
+                                n = chan_i[c, C_WT_N]
+                                if n >= G[G_WT]:
+                                    break
+                                j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
+                                wtq[c, j] = fc_next[f, c]
+                                wtq_arr[c, j] = arrival
+                                chan_i[c, C_WT_N] = n + 1
+                            else:
+                                n = chan_i[c, C_WQ_N]
+                                if n >= G[G_WQ]:
+                                    break
+                                j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
+                                wq[c, j] = fc_next[f, c]
+                                wq_arr[c, j] = arrival
+                                chan_i[c, C_WQ_N] = n + 1
+                        else:
+                            if G[G_BANKQ] > 0:
+                                n = chan_i[c, C_RT_N]
+                                if n >= G[G_RT]:
+                                    break
+                                j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
+                                rtq[c, j] = fc_next[f, c]
+                                rtq_arr[c, j] = arrival
+                                chan_i[c, C_RT_N] = n + 1
+                            else:
+                                n = chan_i[c, C_RQ_N]
+                                if n >= G[G_RQ]:
+                                    break
+                                j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
+                                rq[c, j] = fc_next[f, c]
+                                rq_arr[c, j] = arrival
+                                chan_i[c, C_RQ_N] = n + 1
+                        fc_next[f, c] += 1
+                        chan_i[c, C_RR_LAST] = f
+                    if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
+                        for d in range(2):
+                            if d == 0:
+                                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
+                                                                                    C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
+                            else:
+                                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
+                                                                                    C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
+                            i = 0
+                            while i < chan_i[c, tn]:
+                                th0 = chan_i[c, th]
+                                r = tq[c, _at(th0, i, tdepth)]
+                                if bank_n[req_bank[r], d] >= G[G_BANKQ]:
+                                    i += 1
+                                    continue
+                                ns = chan_i[c, sn]
+                                js = _at(chan_i[c, sh], ns, sdepth)
+                                sq[c, js] = r
+                                sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
+                                chan_i[c, sn] = ns + 1
+                                bank_n[req_bank[r], d] += 1
+                                for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
+                                    tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
+                                    tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
+                                chan_i[c, th] = _at(th0, 1, tdepth)
+                                chan_i[c, tn] -= 1
+                    nr = chan_i[c, C_RQ_N]
+                    nw = chan_i[c, C_WQ_N]
+                    if nr == 0 and nw == 0:
+                        break
+                    w_all = nw + chan_i[c, C_WT_N]  # writes pending, in the transaction queue too
+                    if chan_i[c, C_WRITE_MODE] == 1:
+                        if nw == 0 or (nr > 0 and w_all <= G[G_LOW]):
+                            chan_i[c, C_WRITE_MODE] = 0
+                    elif nw > 0 and (w_all >= G[G_HIGH] or nr == 0):
+                        chan_i[c, C_WRITE_MODE] = 1
+                    write = chan_i[c, C_WRITE_MODE] == 1
+                    if write:
+                        q, qa, n, head, depth = wq, wq_arr, nw, chan_i[c, C_WQ_HEAD], G[G_WQ]
+                    else:
+                        q, qa, n, head, depth = rq, rq_arr, nr, chan_i[c, C_RQ_HEAD], G[G_RQ]
+                    # pick
+                    k = -1
+                    kind = HIT
+                    pre = act = cas = delay = 0.0
+                    if G[G_FRFCFS] == 1:
+                        # other_row[b] == picks: an access to another row than bank b's open one waits
+                        # (the cap applies); marked when first needed in this pick
+                        picks[0] += 1
+                        tag = picks[0]
+                        marked = False
+                        # no column command can go before the channel's own bus constraints: the oldest
+                        # access that meets them is the pick, with no need to time the rest
+                        if write:
+                            floor = max(chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]), chan_f[c, C_LAST_RD] + T[T_RTW])
+                        else:
+                            floor = max(chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
+                                        chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
+                        best = 1e300
+                        for i in range(n):
+                            r = q[c, _at(head, i, depth)]
+                            b = req_bank[r]
+                            if bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]:
+                                if not marked:
+                                    for j in range(n):
+                                        o = q[c, _at(head, j, depth)]
+                                        if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
+                                            other_row[req_bank[o]] = tag
+                                    marked = True
+                                if other_row[b] == tag and bank_f[b, B_NEXT_PRE] <= floor:
+                                    continue  # capped: another row of the bank waits and its PRE could go
+                            kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
+                                                                           bank_i, rank_f, rank_i, rank_bg_f, chan_f,
+                                                                           chan_i, req_bank, req_row, req_rank, req_bg)
+                            if cas_i < best:
+                                best = cas_i
+                                k = i
+                                kind, pre, act, cas, delay = kind_i, pre_i, act_i, cas_i, delay_i
+                                if cas_i <= floor:
+                                    break
+                    timed = k >= 0  # the pick's timing is at hand
+                    if k < 0:
+                        k = 0
+                    r = q[c, _at(head, k, depth)]
+                    arrival = qa[c, _at(head, k, depth)]
+                    rk = req_rank[r]
+                    # time it; a refresh due first is the candidate instead (the pick is made again after it)
+                    if not timed:
+                        kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
+                                                             rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
+                    ks[c] = k
+                    ws[c] = write
+                    if cas >= rank_f[rk, R_NEXT_REF]:
+                        st[c] = REFRESH
+                        ranks_of[c] = rk
+                        fs[c, 2] = _refresh_start(G, rk, bank_f, bank_i, rank_f)
+                        break
+                    st[c] = ACCESS
+                    kinds[c] = kind
+                    fs[c, 0] = pre
+                    fs[c, 1] = act
+                    fs[c, 2] = cas
+                    fs[c, 3] = delay
+                    break
+        c = -1  # the earliest command of all channels
+        for j in range(C):
+            if st[j] != NOTHING and fs[j, 2] <= stop_time and (c < 0 or fs[j, 2] < fs[c, 2]):
+                c = j
+        if c < 0:
+            return 0
+        fresh[c] = True
+        if st[c] == REFRESH:
+            _refresh(T, G, ranks_of[c], fs[c, 2], bank_f, bank_i, rank_f, rank_i)
+            continue
+        k, kind, pre, act, cas, delay, write = ks[c], kinds[c], fs[c, 0], fs[c, 1], fs[c, 2], fs[c, 3], ws[c]
+        if write:
+            q, qa, n, head, depth = wq, wq_arr, chan_i[c, C_WQ_N], chan_i[c, C_WQ_HEAD], G[G_WQ]
+        else:
+            q, qa, n, head, depth = rq, rq_arr, chan_i[c, C_RQ_N], chan_i[c, C_RQ_HEAD], G[G_RQ]
+        r = q[c, _at(head, k, depth)]
+        arrival = qa[c, _at(head, k, depth)]
+        rk = req_rank[r]
+        if write:
+            q, qa, n, head, depth = wq, wq_arr, chan_i[c, C_WQ_N], chan_i[c, C_WQ_HEAD], G[G_WQ]
+        else:
+            q, qa, n, head, depth = rq, rq_arr, chan_i[c, C_RQ_N], chan_i[c, C_RQ_HEAD], G[G_RQ]
+        r = q[c, _at(head, k, depth)]
+        arrival = qa[c, _at(head, k, depth)]
+        rk = req_rank[r]
+        b = req_bank[r]
+        g = req_bg[r]
+        if _asleep(T, G, rank_f, rk, arrival):
+            slept = arrival - (rank_f[rk, R_LAST_BUSY] + T[T_PD])
+            if rank_i[rk, R_OPEN_COUNT] > 0:
+                rank_f[rk, R_PD_ACT] += slept
+            else:
+                rank_f[rk, R_PD_PRE] += slept
+        if kind == CONFLICT:
+            _close(bank_i, rank_f, rank_i, b, rk, pre)
+            stats_i[S_PRES] += 1
+            bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], pre + T[T_RP])
+        if kind != HIT:
+            bank_i[b, B_OPEN_ROW] = req_row[r]
+            bank_f[b, B_NEXT_CAS] = act + T[T_RCD]
+            bank_f[b, B_NEXT_PRE] = act + T[T_RAS]
+            bank_f[b, B_NEXT_ACT] = act + T[T_RC]
+            bank_i[b, B_STREAK] = 0
+            bank_i[b, B_ACTS] += 1
+            stats_i[S_ACTS] += 1
+            rank_f[rk, R_LAST_ACT] = act
+            rank_bg_f[rk, g, BG_LAST_ACT] = act
+            pos = rank_i[rk, R_FAW_POS]
+            rank_f[rk, R_FAW + pos] = act
+            rank_i[rk, R_FAW_POS] = (pos + 1) % 4
+            if rank_i[rk, R_OPEN_COUNT] == 0:
+                rank_f[rk, R_ACTIVE_SINCE] = act
+            rank_i[rk, R_OPEN_COUNT] += 1
+        if kind == HIT:
+            stats_i[S_HITS] += 1
+            bank_i[b, B_STREAK] += 1
+        elif kind == MISS:
+            stats_i[S_MISSES] += 1
+        else:
+            stats_i[S_CONFLICTS] += 1
+        if write:
+            bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_CWL] + T[T_BURST] + T[T_WR])
+            end = cas + T[T_CWL] + T[T_BURST]
+            chan_f[c, C_LAST_WR] = cas
+            rank_bg_f[rk, g, BG_LAST_WR] = cas
+            stats_i[S_WRITES] += 1
+            stats_f[SF_WRITE_LATENCY] += end - arrival
+        else:
+            bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_RTP])
+            end = cas + T[T_CL] + T[T_BURST]
+            chan_f[c, C_LAST_RD] = cas
+            rank_bg_f[rk, g, BG_LAST_RD] = cas
+            stats_i[S_READS] += 1
+            stats_f[SF_READ_LATENCY] += end - arrival
+        rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], end)
+        chan_f[c, C_LAST_CAS] = cas
+        chan_i[c, C_LAST_RANK] = rk - c * ranks
+        chan_f[c, C_LAST_ISSUE] = cas
+        chan_f[c, C_BUS_BUSY] += T[T_BURST]
+        extra = 0.0
+        if kind == MISS:
+            extra = T[T_RCD]
+        elif kind == CONFLICT:
+            extra = T[T_RP] + T[T_RCD]
+        bank_f[b, B_BUSY] += T[T_BURST] + extra
+        stats_f[SF_DELAY] += delay
+        req_end[r] = end
+        if G[G_BANKQ] > 0:
+            bank_n[b, 1 if write else 0] -= 1
+        f = req_flow[r]
+        flow_remaining[f] -= 1
+        flow_end[f] = max(flow_end[f], end)
+        flow_delay[f] += delay
+        for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
+            q[c, _at(head, i, depth)] = q[c, _at(head, i - 1, depth)]
+            qa[c, _at(head, i, depth)] = qa[c, _at(head, i - 1, depth)]
+        if write:
+            chan_i[c, C_WQ_N] = n - 1
+            chan_i[c, C_WQ_HEAD] = _at(head, 1, depth)
+        else:
+            chan_i[c, C_RQ_N] = n - 1
+            chan_i[c, C_RQ_HEAD] = _at(head, 1, depth)
+        # page policy
+        if G[G_POLICY] != OPEN:
+            hit_waits = False
+            miss_waits = False
+            for i in range(chan_i[c, C_RQ_N]):
+                o = rq[c, _at(chan_i[c, C_RQ_HEAD], i, G[G_RQ])]
+                if req_bank[o] == b:
+                    if req_row[o] == req_row[r]:
+                        hit_waits = True
+                    else:
+                        miss_waits = True
+            for i in range(chan_i[c, C_WQ_N]):
+                o = wq[c, _at(chan_i[c, C_WQ_HEAD], i, G[G_WQ])]
+                if req_bank[o] == b:
+                    if req_row[o] == req_row[r]:
+                        hit_waits = True
+                    else:
+                        miss_waits = True
+            if not hit_waits and (G[G_POLICY] == CLOSED or miss_waits):
+                when = bank_f[b, B_NEXT_PRE]
+                _close(bank_i, rank_f, rank_i, b, rk, when)
+                stats_i[S_PRES] += 1
+                bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
+        if flow_remaining[f] == 0:
+            return 1
+
+
+@njit(cache=True)
+def commands_before_end(flows, fc_next, fc_end, flow_prio, depth):
+    """The fewest column commands one channel issues before any of ``flows`` ends: per flow
+    and channel, its accesses not yet admitted, after the more urgent flows' not yet admitted
+    there beyond a queue's depth (the front end admits the most urgent first); per flow the
+    largest over the channels; the smallest over the flows."""
+    fewest = 1 << 62
+    for a in range(flows.shape[0]):
+        f = flows[a]
+        worst = 0
+        for c in range(fc_next.shape[1]):
+            ahead = 0
+            for b in range(flows.shape[0]):
+                g = flows[b]
+                if flow_prio[g] < flow_prio[f]:
+                    ahead += fc_end[g, c] - fc_next[g, c]
+            worst = max(worst, fc_end[f, c] - fc_next[f, c] + max(ahead - depth, 0))
+        fewest = min(fewest, worst)
+    return fewest
+
+
+@njit(cache=True)
+def access_addresses(offsets, sizes, burst, access):
+    """Addresses of the device accesses a transfer's chunks make, in issue order.
+
+    The DMA moves every burst of ``burst`` bytes its chunks touch, a burst shared by adjacent
+    chunks once (``npusim.plan.transfer_cost``); each burst is ``burst / access`` accesses of
+    the device when its access is smaller, else the access holding it (an access shared by
+    consecutive bursts once)."""
+    n = 0
+    last = -1
+    for i in range(offsets.shape[0]):
+        first_b = offsets[i] // burst
+        last_b = (offsets[i] + sizes[i] - 1) // burst
+        n += last_b - first_b + 1
+        if first_b == last:
+            n -= 1
+        last = last_b
+    per = burst // access if burst > access else 1
+    out = np.empty(n * per, dtype=np.int64)
+    m = 0
+    last = -1
+    prev_access = -1
+    for i in range(offsets.shape[0]):
+        first_b = offsets[i] // burst
+        last_b = (offsets[i] + sizes[i] - 1) // burst
+        for bb in range(first_b, last_b + 1):
+            if bb == last:
+                continue
+            last = bb
+            if burst >= access:
+                for j in range(per):
+                    out[m] = bb * burst + j * access
+                    m += 1
+            else:
+                a = (bb * burst) // access * access
+                if a != prev_access:
+                    out[m] = a
+                    m += 1
+                    prev_access = a
+    return out[:m]

@@ -1,0 +1,86 @@
+"""Physical address -> (channel, rank, bank group, bank, row, column) of a DRAM device.
+
+A mapping is written as Ramulator's address mappers name them, most significant field
+first: ``RoBaRaCoCh`` (row | bank | rank | column | channel), ``ChRaBaRoCo``,
+``RoRaBaCoBgCh`` (bank groups just above the channel bits: consecutive accesses of a channel
+alternate between groups). Fields: ``Ro`` row, ``Ra`` rank, ``Bg`` bank group, ``Ba`` bank
+within its group, ``Co`` column (one access of ``bus bytes x BL`` per column), ``Ch``
+channel. Every field appears once; ``Bg`` may be left out of a device without bank groups.
+
+Below the fields are the bits of one access (``log2(access bytes)``). Each field takes
+``log2(count)`` bits (counts must be powers of two, checked by ``parse_mapping``); the row
+takes what is left above the others, modulo the rows of a bank. This is DRAMsim3's and
+Ramulator's bit-slicing scheme (DRAMsim3 ``Config::AddressMapping``; Ramulator 2
+``RoBaRaCoCh`` address mapper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npusim.dram.presets import DramDevice
+
+FIELDS = ("Ro", "Ra", "Bg", "Ba", "Co", "Ch")
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """Bit positions (shift, bits) of each field above the access offset."""
+
+    text: str
+    offset_bits: int
+    shift: dict
+    bits: dict
+    rows: int
+
+    def decode(self, addresses: np.ndarray) -> dict[str, np.ndarray]:
+        """Field arrays (int64) of byte addresses."""
+        a = np.asarray(addresses, dtype=np.int64) >> self.offset_bits
+        out = {}
+        for name in FIELDS:
+            if name == "Ro":
+                out[name] = (a >> self.shift[name]) % self.rows
+            else:
+                out[name] = (a >> self.shift[name]) & ((1 << self.bits[name]) - 1)
+        return out
+
+
+def _log2(n: int) -> int | None:
+    n = int(n)
+    return n.bit_length() - 1 if n > 0 and n & (n - 1) == 0 else None
+
+
+def parse_mapping(text: str, device: DramDevice, channels: int, ranks: int) -> Mapping:
+    """The mapping ``text`` for ``channels`` channels of ``device`` with ``ranks`` ranks each.
+
+    Raises ValueError with what was expected (the loader turns it into a one-line error)."""
+    s = str(text).strip()
+    tokens = [s[i:i + 2] for i in range(0, len(s), 2)]
+    if len(s) % 2 or any(t not in FIELDS for t in tokens):
+        raise ValueError(f"expected two-letter fields from {', '.join(FIELDS)}, most significant first, "
+                         "e.g. 'RoBaRaCoCh'")
+    if len(set(tokens)) != len(tokens):
+        raise ValueError("a field appears twice; each of " + ", ".join(FIELDS) + " at most once")
+    missing = [f for f in FIELDS if f not in tokens and not (f == "Bg" and device.bankgroups == 1)]
+    if missing:
+        raise ValueError(f"missing field(s) {', '.join(missing)}; expected each of {', '.join(FIELDS)} once")
+    counts = {"Ra": ranks, "Bg": device.bankgroups, "Ba": device.banks_per_group, "Co": device.columns,
+              "Ch": channels}
+    bits = {}
+    for name, count in counts.items():
+        b = _log2(count)
+        if b is None:
+            raise ValueError(f"{name} count {count} is not a power of two: the bit-sliced mapping needs one")
+        bits[name] = b
+    offset = _log2(device.access_bytes)
+    if offset is None:
+        raise ValueError(f"access of {device.access_bytes} B is not a power of two")
+    bits["Ro"] = max(_log2(device.rows) or 0, 0)
+    shift, pos = {}, 0
+    for name in reversed(tokens):
+        shift[name] = pos
+        pos += bits[name]
+    shift.setdefault("Bg", 0)
+    return Mapping(s, offset, shift, bits, device.rows)

@@ -1,0 +1,326 @@
+"""The DRAM the simulator drives with ``dram.model: banks``: DMA bursts at their planned addresses.
+
+``BankedDram`` has the interface of ``npusim.sim.bandwidth.SharedBandwidth`` (``transfer``
+returns a SimPy event that fires when the bytes have moved; ``busy_cycles``), but a transfer
+is the device accesses of its DMA command's chunks (``access_addresses``: every DMA burst its
+chunks touch, at its physical address), and the controller of ``npusim.dram.controller``
+times them on the banks, ranks and channels of ``dram.device``.
+
+How a run is advanced: every transfer is one *flow* of the controller. When a transfer
+starts, the controller is brought to the present (``run(now)``: every access whose column
+command falls before now is committed) and the flow is added; then a copy of the controller
+runs ahead until the first flow in flight would complete, and one SimPy timeout is set for
+that moment. A transfer starting before then invalidates the prediction (the new flow
+competes for the banks from its start); otherwise, at that moment, the controller is brought
+there and the finished flows' events fire. So a descriptor's thousands of accesses cost a few
+kernel calls and one SimPy event, and the flows of several DMA channels interleave in the
+banks as the controller issues them. Controller time is in ns, SimPy's in core cycles.
+
+Addresses: with a DRAM layout (``plan.dram``, an off-chip planner) a DMA's chunks are where
+the plan put them. Without one, every buffer starts at 0 in the plan, so the model places
+the buffers itself, as a bump allocator that never reuses memory would (the DRAM of SCALE-Sim
+and ONNXim): in the order the program first moves them, each aligned to the DMA burst
+(``bump_layout``).
+
+Latency: the device's own latency (tRCD, tCL, the burst) is in the controller's timing, so
+of ``dram.latency`` (what one isolated read costs end to end) only the part beyond an
+isolated read of the device — interconnect, controller front end, PHY — is added as a fixed
+latency (``front_end_ns``), and an isolated read costs ``dram.latency`` in both models.
+
+Energy (``energy_pj``), from the controller's counts and the device's per-operation energies
+(``npusim.dram.presets.device_energy``, Micron TN-41-01 / DRAMPower):
+``activate`` = activations x E_act, ``read``/``write`` = accesses x E_rd/E_wr, ``refresh`` =
+refreshes owed over the run x E_ref per rank, ``background`` = per rank, time with a row open
+x P(IDD3N) + the rest x P(IDD2N) (power-down at IDD3P/IDD2P when ``powerdown_after`` is set),
+for every rank of every channel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from npusim.dram.controller import Controller, ControllerConfig, timings
+from npusim.dram.kernel import access_addresses
+from npusim.dram.mapping import parse_mapping
+from npusim.dram.presets import PRESETS, default_mapping, device_energy
+from npusim.plan.dram import buffer_of, buffer_size
+
+#: Accesses per channel a flow has left when the model starts looking for its exact end
+#: (``BankedDram._predict``).
+TAIL = 16
+
+STAT_KEYS = ("row_hits", "row_misses", "row_conflicts", "row_hit_rate", "activations", "refreshes",
+             "reads", "writes", "avg_read_latency_ns", "bank_delay_ns")
+
+
+def channels_for(hw) -> int:
+    """``dram.channels``, or (0) the power of two of channels ``dram.bandwidth`` needs at the
+    device's nominal rate (at least 1)."""
+    d = hw.dram
+    if d.channels:
+        return d.channels
+    device = PRESETS[d.device]
+    need = max(1.0, d.bandwidth / device.channel_bandwidth)
+    return 1 << int(np.ceil(np.log2(need) - 1e-9))
+
+
+def controller_config(hw) -> ControllerConfig:
+    """The controller of ``hw.dram``: pins at the rate that gives ``dram.bandwidth``."""
+    d = hw.dram
+    device = PRESETS[d.device]
+    channels = channels_for(hw)
+    rate = d.bandwidth / (channels * device.bus_bits / 8) / 1e6  # MT/s per pin
+    wq = d.write_queue
+    return ControllerConfig(device=device, channels=channels, ranks=device.ranks,
+                            mapping=d.mapping or default_mapping(device), policy=d.page_policy,
+                            scheduler=d.scheduler, row_hit_cap=d.row_hit_cap, read_queue=d.read_queue,
+                            write_queue=wq, write_high=max(1, (3 * wq) // 4), write_low=wq // 4, data_rate=rate,
+                            bank_queue=d.bank_queue)
+
+
+def check_dram(hw):
+    """None, or (dotted field, value, what was expected) for the loader's one-line error."""
+    d = hw.dram
+    if d.channels and d.channels & (d.channels - 1):
+        return "dram.channels", d.channels, "expected a power of two (the address mapping slices bits), or 0"
+    device = PRESETS[d.device]
+    try:
+        parse_mapping(d.mapping or default_mapping(device), device, channels_for(hw), device.ranks)
+    except ValueError as error:
+        return "dram.mapping", d.mapping, str(error)
+    rate = controller_config(hw).rate
+    if not 0.25 * device.data_rate <= rate <= 2.0 * device.data_rate:
+        return ("dram.bandwidth", d.bandwidth,
+                f"needs {rate:.0f} MT/s per pin on {channels_for(hw)} channel(s) of {d.device} (nominal "
+                f"{device.data_rate:.0f}); set dram.channels so the rate is within 0.25x-2x of nominal")
+    return None
+
+
+def front_end_ns(hw, cfg: ControllerConfig | None = None) -> float:
+    """The fixed latency outside the device: ``dram.latency`` minus an isolated read's
+    tRCD + tCL + tBurst (module docstring), at least 0."""
+    t = timings(cfg or controller_config(hw))
+    return max(0.0, hw.dram.latency * 1e9 - (t["tRCD"] + t["tCL"] + t["tBurst"]))
+
+
+def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:
+    """Buffer name -> base address when the plan has no DRAM layout: buffers in the order the
+    program first moves them, each after the previous one.
+
+    ``stripe`` = 64 (``dram.placement: bump``): 64 B aligned, as a bump allocator. With
+    ``pages``, ``stripe`` is the bytes one row of a bank covers across the channels (page x
+    channels under a mapping with the bank above the columns) and ``banks`` the banks: each
+    buffer starts on a row boundary, in the bank after the previous buffer's first bank, so
+    the tensors an op streams together (its inputs, weights and outputs, moved one after the
+    other) start their rows in different banks instead of fighting over one."""
+    base: dict[str, int] = {}
+    top = 0
+    graph = program.graph
+    for cmd in program.commands:
+        if cmd.kind not in ("load", "store"):
+            continue
+        tensor = graph.tensors[cmd.tensor]
+        name = buffer_of(tensor)
+        if name in base:
+            continue
+        if banks > 1:  # next row boundary whose bank is the one after the previous buffer's
+            want = (len(base) % banks)
+            top = (top + stripe - 1) // stripe * stripe
+            while (top // stripe) % banks != want:
+                top += stripe
+        base[name] = top
+        extent = _view_end(cmd.dram) if tensor.view is None else _base_extent(tensor, graph)
+        top = (top + max(extent, 1) + stripe - 1) // stripe * stripe if banks > 1 else \
+            (top + max(extent, 1) + 63) // 64 * 64
+    return base
+
+
+def _view_end(view) -> int:
+    last = sum((n - 1) * s for n, s in zip(view.shape, view.strides))
+    return (last + 1) * view.itemsize
+
+
+def _base_extent(tensor, graph) -> int:
+    return buffer_size(tensor.view.base, graph)
+
+
+class BankedDram:
+    """DRAM with banks and rows for the SimPy model (module docstring)."""
+
+    def __init__(self, env, hw, program=None, backend: str = "numba") -> None:
+        self.env = env
+        self.hw = hw
+        self.cfg = controller_config(hw)
+        self.ctrl = Controller(self.cfg, backend)
+        self.ns_per_cycle = 1e9 / hw.clock
+        self.front_end_cycles = front_end_ns(hw, self.cfg) / self.ns_per_cycle
+        self.burst = hw.dma.burst_bytes
+        self.access = self.cfg.device.access_bytes
+        self.program = program
+        self.bump = None
+        if program is not None and not program.dram_planned:
+            if hw.dram.placement == "pages":
+                m = self.ctrl.mapping
+                stripe = self.cfg.device.page_bytes * self.cfg.channels  # a row of one bank, every channel
+                self.bump = bump_layout(program, stripe, self.cfg.device.banks)
+                if m.shift["Ba"] < m.shift["Co"]:  # banks below the columns: a row boundary is per access
+                    self.bump = bump_layout(program)
+            else:
+                self.bump = bump_layout(program)
+        self._events: dict[int, object] = {}
+        self._cursor: dict[int, int] = {}   # command id -> accesses already issued
+        self._moved: dict[int, float] = {}  # command id -> bus bytes asked for so far
+        self._addresses: dict[int, np.ndarray] = {}
+        self._prepared: dict[int, tuple] = {}
+        self._generation = 0
+        self._now_ns = 0.0
+        self._snapshots = [(0.0, self.ctrl)]
+        self._ahead = None
+        self.delay_ns: dict[int, float] = {}  # command id -> bank delay of its flows (ns, summed)
+        self._flow_cmd: dict[int, int] = {}
+        self.busy_cycles = 0.0
+        self.hit_samples: list[tuple[float, float]] = []  # (cycle, row hit rate % so far): a Perfetto counter
+
+    # -- addresses ---------------------------------------------------------------------------
+    def addresses(self, cmd) -> np.ndarray:
+        """Device access addresses of a DMA command, in issue order (``kernel.access_addresses``)."""
+        found = self._addresses.get(cmd.id)
+        if found is None:
+            chunks = np.array(cmd.dram.chunks(), dtype=np.int64).reshape(-1, 2)
+            shift = 0
+            if self.bump is not None:
+                shift = self.bump[buffer_of(self.program.graph.tensors[cmd.tensor])]
+            found = access_addresses(chunks[:, 0] + shift, chunks[:, 1].copy(), self.burst, self.access)
+            self._addresses[cmd.id] = found
+        return found
+
+    # -- the SharedBandwidth interface -------------------------------------------------------
+    def transfer(self, nbytes: float, priority: float = 0.0, cmd=None):
+        """An event that fires when the next ``nbytes`` of ``cmd``'s bus bytes have moved (its
+        accesses in proportion: a band of a banded transfer is a share of its accesses)."""
+        done = self.env.event()
+        addresses = self.addresses(cmd)
+        total = max(cmd.cost.bus_bytes, 1)
+        lo = self._cursor.get(cmd.id, 0)
+        moved = self._moved.get(cmd.id, 0.0) + max(nbytes, 0.0)
+        self._moved[cmd.id] = moved
+        hi = len(addresses) if moved >= total - 1e-6 else min(len(addresses), int(round(moved / total * len(addresses))))
+        self._cursor[cmd.id] = hi
+        if hi <= lo:
+            done.succeed()
+            return done
+        now = self.env.now * self.ns_per_cycle
+        self._bring_to(now)
+        prepared = self._prepared.get(cmd.id)
+        if prepared is None:  # decoded once for the command's bands
+            prepared = self._prepared[cmd.id] = self.ctrl.prepare(addresses)
+        fid = self.ctrl.add_prepared(prepared, lo, hi, cmd.kind == "store", priority, now)
+        self._events[fid] = done
+        self._flow_cmd[fid] = cmd.id
+        self._predict()
+        return done
+
+    def _predict(self) -> None:
+        """Set the next SimPy timeout of the DRAM: the completion of the first flow in flight.
+
+        While every flow has more than ``TAIL`` accesses per channel left, no flow can end
+        before the time the one with the fewest left needs at the full bus of every channel;
+        the controller is advanced to that moment (``_advance``: it only ever moves forward,
+        nothing is redone) and asked again. Once a flow is in its tail, a copy of the
+        controller runs ahead to the first completion (the exact end, data included), kept
+        for the timeout to adopt (``_wake``); a transfer starting before then resumes from
+        the latest copy taken before its start (``_snapshots``) and discards the rest."""
+        self._generation += 1
+        self._snapshots = [(self._now_ns, self.ctrl)]
+        if not self._events:
+            return
+        now = self._now_ns
+        live = list(self._events)
+        t = self.ctrl.t
+        channels = self.cfg.channels
+        fewest = self.ctrl.commands_before_end(live)
+        generation = self._generation
+        if fewest > TAIL:
+            when = now + (fewest - TAIL) * max(t["tBurst"], t["tCCD_S"])
+            delay = max(0.0, when / self.ns_per_cycle - self.env.now)
+            self.env.timeout(delay).callbacks.append(lambda _e: self._advance(generation, when))
+            return
+        state = self.ctrl.copy()
+        when = min((state.end(f) for f in live if state.remaining(f) == 0), default=math.inf)
+        while state.run(when if when < math.inf else 1e300, until_complete=True):
+            when = min(when, min(state.end(f) for f in live if state.remaining(f) == 0))
+        self._ahead = (when, state)
+        delay = max(0.0, when / self.ns_per_cycle - self.env.now)
+        self.env.timeout(delay).callbacks.append(lambda _e: self._wake(generation))
+
+    def _advance(self, generation: int, when: float) -> None:
+        if generation != self._generation:
+            return
+        self._bring_to(when)
+        self._predict()
+
+    def _bring_to(self, now: float) -> None:
+        """The controller at ``now`` ns (before the predicted completion): from the latest snapshot."""
+        start, state = max((s for s in self._snapshots if s[0] <= now), key=lambda s: s[0])
+        state.run(now)  # a snapshot is used once: the next prediction takes new ones
+        self.ctrl = state
+        self._now_ns = now
+
+    def _wake(self, generation: int) -> None:
+        if generation != self._generation:
+            return
+        when, self.ctrl = self._ahead
+        self._now_ns = when
+        for fid in [f for f in self._events if self.ctrl.remaining(f) == 0 and self.ctrl.end(f) <= when + 1e-9]:
+            cid = self._flow_cmd.pop(fid)
+            if self._cursor.get(cid) == len(self._addresses.get(cid, ())):  # its last band: drop its caches
+                self._prepared.pop(cid, None)
+            self.delay_ns[cid] = self.delay_ns.get(cid, 0.0) + self.ctrl.delay(fid)
+            self.ctrl.release(fid)
+            self._events.pop(fid).succeed()
+        self.busy_cycles = float(self.ctrl.channel_busy().sum()) / self.cfg.channels / self.ns_per_cycle
+        c = self.ctrl.counts()
+        n = c["hits"] + c["misses"] + c["conflicts"]
+        if n:
+            self.hit_samples.append((self.env.now, round(100.0 * c["hits"] / n, 2)))
+        self._predict()
+
+    # -- statistics ----------------------------------------------------------------------------
+    def bank_cycles(self, cmd) -> float:
+        """Cycles of ``cmd``'s data phase lost to bank timing (ACT/PRE/refresh beyond the bus),
+        its flows' bank delays spread over the channels."""
+        return self.delay_ns.get(cmd.id, 0.0) / self.cfg.channels / self.ns_per_cycle
+
+    def stats(self, end_cycles: float) -> dict:
+        """Row statistics, utilisation and the energy split at the end of a run of ``end_cycles``."""
+        end = end_cycles * self.ns_per_cycle
+        c = self.ctrl.counts()
+        hits, misses, conflicts = c["hits"], c["misses"], c["conflicts"]
+        accesses = max(hits + misses + conflicts, 1)
+        read_lat, write_lat, delay = self.ctrl.latency_sums()
+        chan = self.ctrl.channel_busy() / max(end, 1e-9)
+        bank = self.ctrl.bank_busy() / max(end, 1e-9)
+        e = device_energy(self.cfg.device)
+        ranks = self.ctrl.rank_times(end)
+        refreshes = self.ctrl.refreshes_until(end)
+        active = ranks["active"]
+        pd_act, pd_pre = ranks["pd_active"], ranks["pd_precharged"]
+        precharged = np.maximum(end - active - pd_act - pd_pre, 0.0)
+        background = float(np.sum(active * e.active_standby + precharged * e.precharged_standby
+                                  + pd_act * e.active_powerdown + pd_pre * e.precharged_powerdown)) * 1e3  # W x ns = nJ
+        energy = {"dram_activate": c["acts"] * e.activate, "dram_read": c["reads"] * e.read,
+                  "dram_write": c["writes"] * e.write, "dram_refresh": refreshes * e.refresh,
+                  "dram_background": background}
+        return {
+            "device": self.cfg.device.name, "channels": self.cfg.channels, "mapping": self.cfg.mapping,
+            "page_policy": self.cfg.policy, "row_hits": hits, "row_misses": misses, "row_conflicts": conflicts,
+            "row_hit_rate": hits / accesses, "activations": c["acts"], "precharges": c["pres"],
+            "refreshes": refreshes, "reads": c["reads"], "writes": c["writes"],
+            "avg_read_latency_ns": read_lat / max(c["reads"], 1),
+            "avg_write_latency_ns": write_lat / max(c["writes"], 1), "bank_delay_ns": delay,
+            "channel_utilisation": [round(float(x), 4) for x in chan],
+            "bank_utilisation": [round(float(x), 4) for x in bank],
+            "energy_pj": energy,
+        }

@@ -1,0 +1,349 @@
+"""Pure-Python reference of the bank-state kernel (``npusim.dram.kernel``), written for clarity.
+
+It implements the controller of ``npusim.dram.kernel``'s docstring with objects (a ``Bank``,
+a ``Rank``, a ``Channel`` with its read and write queues) instead of arrays, and shares no
+code with the kernel: ``tests/test_dram.py`` drives both with the same flows and stop times
+and requires identical completion times and counts. Times in ns.
+"""
+
+from __future__ import annotations
+
+import math
+
+NEG = -math.inf
+HIT, MISS, CONFLICT = 0, 1, 2
+OPEN, CLOSED, ADAPTIVE = 0, 1, 2
+
+
+class Bank:
+    def __init__(self):
+        self.open_row = -1
+        self.next_act = 0.0
+        self.next_pre = 0.0
+        self.next_cas = 0.0
+        self.busy = 0.0
+        self.streak = 0
+        self.acts = 0
+
+
+class Rank:
+    def __init__(self, bankgroups: int, first_refresh: float):
+        self.last_act = NEG
+        self.faw = [NEG, NEG, NEG, NEG]
+        self.faw_pos = 0
+        self.bg_last_act = [NEG] * bankgroups
+        self.bg_last_rd = [NEG] * bankgroups
+        self.bg_last_wr = [NEG] * bankgroups
+        self.next_ref = first_refresh
+        self.refreshes = 0
+        self.open_count = 0
+        self.active_since = 0.0
+        self.active_time = 0.0
+        self.last_busy = 0.0
+        self.pd_act = 0.0
+        self.pd_pre = 0.0
+
+
+class Channel:
+    def __init__(self):
+        self.last_rd = NEG
+        self.last_wr = NEG
+        self.last_cas = NEG
+        self.last_rank = -1
+        self.last_issue = 0.0
+        self.bus_busy = 0.0
+        self.write_mode = False
+        self.rq: list[tuple[int, float]] = []  # (request, arrival), oldest first
+        self.wq: list[tuple[int, float]] = []
+        self.rr_last = -1
+        self.rtq: list[tuple[int, float]] = []  # transaction queues, with per-bank command queues
+        self.wtq: list[tuple[int, float]] = []
+
+
+class Flow:
+    def __init__(self, fid, requests_by_channel, write, priority, start):
+        self.id = fid
+        self.pending = requests_by_channel  # channel -> list of requests not yet admitted
+        self.write = write
+        self.priority = priority
+        self.start = start
+        self.remaining = sum(len(v) for v in requests_by_channel)
+        self.end = start
+        self.delay = 0.0
+
+
+class ReferenceController:
+    """The same controller as ``npusim.dram.kernel``; ``t`` holds the timings (``TIMING_FIELDS``)."""
+
+    def __init__(self, t: dict, channels: int, ranks: int, bankgroups: int, banks_per_group: int,
+                 policy: int, frfcfs: bool, cap: int, read_queue: int, write_queue: int, high: int, low: int,
+                 powerdown: bool = False, bank_queue: int = 0):
+        self.t = t
+        self.bank_queue = bank_queue
+        self.in_bank_queue = {}  # (bank, is write) -> accesses in its command queue
+        self.C, self.R, self.BG, self.BPG = channels, ranks, bankgroups, banks_per_group
+        self.policy, self.frfcfs, self.cap, self.powerdown = policy, frfcfs, cap, powerdown
+        self.read_queue, self.write_queue, self.high, self.low = read_queue, write_queue, high, low
+        total_ranks = channels * ranks
+        self.banks = [Bank() for _ in range(total_ranks * bankgroups * banks_per_group)]
+        self.ranks = [Rank(bankgroups, t["tREFI"] * (1.0 + k / total_ranks)) for k in range(total_ranks)]
+        self.channels = [Channel() for _ in range(channels)]
+        self.flows: dict[int, Flow] = {}
+        self.req: dict[int, dict] = {}  # request id -> fields
+        self.stats = dict(reads=0, writes=0, hits=0, misses=0, conflicts=0, acts=0, pres=0)
+        self.read_latency = 0.0
+        self.write_latency = 0.0
+        self.delay = 0.0
+        self._next_req = 0
+
+    # -- flows -----------------------------------------------------------------------------
+    def add_flow(self, fid: int, fields: dict, write: bool, priority: float, start: float) -> None:
+        """``fields``: arrays Ch, Ra, Bg, Ba, Ro of the flow's accesses, in issue order."""
+        by_channel = [[] for _ in range(self.C)]
+        for i in range(len(fields["Ch"])):
+            rid = self._next_req
+            self._next_req += 1
+            c = int(fields["Ch"][i])
+            rank = c * self.R + int(fields["Ra"][i])
+            bg = int(fields["Bg"][i])
+            bank = (rank * self.BG + bg) * self.BPG + int(fields["Ba"][i])
+            self.req[rid] = dict(flow=fid, rank=rank, rank_local=int(fields["Ra"][i]), bg=bg, bank=bank,
+                                 row=int(fields["Ro"][i]), end=None)
+            by_channel[c].append(rid)
+        self.flows[fid] = Flow(fid, by_channel, write, priority, start)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _close(self, bank: Bank, rank: Rank, when: float) -> None:
+        bank.open_row = -1
+        rank.open_count -= 1
+        if rank.open_count == 0:
+            rank.active_time += max(0.0, when - rank.active_since)
+
+    def _act_time(self, rank: Rank, bg: int, t0: float) -> float:
+        t = self.t
+        return max(t0, rank.last_act + t["tRRD_S"], rank.bg_last_act[bg] + t["tRRD_L"], rank.faw[rank.faw_pos] + t["tFAW"])
+
+    def _asleep(self, rank: Rank, arrival: float) -> bool:
+        return self.powerdown and arrival > rank.last_busy + self.t["tPD"]
+
+    def _timing(self, ch: Channel, rid: int, arrival: float, write: bool):
+        t = self.t
+        r = self.req[rid]
+        bank, rank, bg = self.banks[r["bank"]], self.ranks[r["rank"]], r["bg"]
+        wake = arrival + t["tXP"] if self._asleep(rank, arrival) else arrival
+        ccd_s = max(t["tCCD_S"], t["tBurst"])
+        if write:
+            bus = max(arrival, ch.last_wr + ccd_s, rank.bg_last_wr[bg] + t["tCCD_L"], ch.last_rd + t["tRTW"])
+        else:
+            bus = max(arrival, ch.last_rd + ccd_s, rank.bg_last_rd[bg] + t["tCCD_L"],
+                      ch.last_wr + t["tCWL"] + t["tBurst"] + t["tWTR_S"],
+                      rank.bg_last_wr[bg] + t["tCWL"] + t["tBurst"] + t["tWTR_L"])
+        if ch.last_rank >= 0 and ch.last_rank != r["rank_local"]:
+            bus = max(bus, ch.last_cas + t["tBurst"] + t["tRTRS"])
+        pre = act = NEG
+        if bank.open_row == r["row"]:
+            kind, ready = HIT, max(wake, bank.next_cas)
+        elif bank.open_row < 0:
+            kind = MISS
+            act = self._act_time(rank, bg, max(wake, bank.next_act))
+            ready = act + t["tRCD"]
+        else:
+            kind = CONFLICT
+            pre = max(wake, bank.next_pre)
+            act = self._act_time(rank, bg, max(pre + t["tRP"], bank.next_act))
+            ready = act + t["tRCD"]
+        return kind, pre, act, max(bus, ready), max(0.0, ready - bus)
+
+    def _refresh(self, rank_index: int, start: float) -> None:
+        t = self.t
+        rank = self.ranks[rank_index]
+        first = rank_index * self.BG * self.BPG
+        any_open = any(self.banks[b].open_row >= 0 for b in range(first, first + self.BG * self.BPG))
+        begin = start + (t["tRP"] if any_open else 0.0)
+        done = begin + t["tRFC"]
+        for b in range(first, first + self.BG * self.BPG):
+            bank = self.banks[b]
+            bank.open_row = -1
+            bank.streak = 0
+            bank.next_act = max(bank.next_act, done)
+        if rank.open_count > 0:
+            rank.active_time += max(0.0, start - rank.active_since)
+        rank.open_count = 0
+        rank.last_busy = max(rank.last_busy, done)
+        rank.next_ref += t["tREFI"]
+        rank.refreshes += 1
+
+    def _refresh_start(self, rank_index: int) -> float:
+        rank = self.ranks[rank_index]
+        first = rank_index * self.BG * self.BPG
+        start = rank.next_ref
+        for b in range(first, first + self.BG * self.BPG):
+            if self.banks[b].open_row >= 0:
+                start = max(start, self.banks[b].next_pre)
+        return start
+
+    def _next_flow(self, ch_index: int, ch: Channel):
+        live = [f for f in self.flows.values() if f.pending[ch_index]]
+        if not live:
+            return None
+        top = min(f.priority for f in live)
+        group = sorted(f.id for f in live if f.priority == top)
+        for fid in group:
+            if fid > ch.rr_last:
+                return self.flows[fid]
+        return self.flows[group[0]]
+
+    def _admit(self, ch_index: int, ch: Channel) -> None:
+        """Flows -> the queues (most urgent first, in order, waiting when the next one's queue is
+        full); with per-bank command queues, flows -> transaction queues, then each transaction
+        queue's oldest accesses whose bank's command queue has room move there."""
+        while True:
+            flow = self._next_flow(ch_index, ch)
+            if flow is None:
+                break
+            if self.bank_queue:
+                queue, depth = (ch.wtq, self.write_queue) if flow.write else (ch.rtq, self.read_queue)
+            else:
+                queue, depth = (ch.wq, self.write_queue) if flow.write else (ch.rq, self.read_queue)
+            if len(queue) >= depth:
+                break
+            rid = flow.pending[ch_index].pop(0)
+            queue.append((rid, max(flow.start, ch.last_issue)))
+            ch.rr_last = flow.id
+        if not self.bank_queue:
+            return
+        for write, front, queue in ((False, ch.rtq, ch.rq), (True, ch.wtq, ch.wq)):
+            for entry in list(front):
+                key = (self.req[entry[0]]["bank"], write)
+                if self.in_bank_queue.get(key, 0) < self.bank_queue:
+                    front.remove(entry)
+                    queue.append(entry)
+                    self.in_bank_queue[key] = self.in_bank_queue.get(key, 0) + 1
+
+    def _pick(self, queue, write: bool, ch: Channel) -> int:
+        if not self.frfcfs:
+            return 0
+        t = self.t
+        if write:  # the channel's next column slot for this direction
+            floor = max(ch.last_wr + max(t["tCCD_S"], t["tBurst"]), ch.last_rd + t["tRTW"])
+        else:
+            floor = max(ch.last_rd + max(t["tCCD_S"], t["tBurst"]), ch.last_wr + t["tCWL"] + t["tBurst"] + t["tWTR_S"])
+        candidates = []
+        for i, (rid, arrival) in enumerate(queue):
+            r = self.req[rid]
+            bank = self.banks[r["bank"]]
+            hit = bank.open_row == r["row"]
+            if hit and bank.streak >= self.cap and bank.next_pre <= floor and any(
+                    self.req[o]["bank"] == r["bank"] and self.req[o]["row"] != r["row"] for o, _ in queue):
+                continue  # capped: another row of the bank waits and its PRE could go
+            cas = self._timing(ch, rid, arrival, write)[3]
+            candidates.append((cas, i))
+        return min(candidates)[1] if candidates else 0
+
+    # -- the controller ----------------------------------------------------------------------
+    def run(self, stop_time: float) -> None:
+        """Issue every request whose column command falls at or before ``stop_time``."""
+        for c, ch in enumerate(self.channels):
+            self._run_channel(c, ch, stop_time)
+
+    def _run_channel(self, c: int, ch: Channel, stop: float) -> None:
+        t = self.t
+        while True:
+            self._admit(c, ch)
+            if not ch.rq and not ch.wq:
+                return
+            writes = len(ch.wq) + len(ch.wtq)  # pending, in the transaction queue too
+            if ch.write_mode:
+                if not ch.wq or (ch.rq and writes <= self.low):
+                    ch.write_mode = False
+            elif ch.wq and (writes >= self.high or not ch.rq):
+                ch.write_mode = True
+            queue, write = (ch.wq, True) if ch.write_mode else (ch.rq, False)
+            k = self._pick(queue, write, ch)
+            rid, arrival = queue[k]
+            r = self.req[rid]
+            kind, pre, act, cas, delay = self._timing(ch, rid, arrival, write)
+            if cas >= self.ranks[r["rank"]].next_ref:  # a refresh first, then the pick again
+                start = self._refresh_start(r["rank"])
+                if start > stop:
+                    return
+                self._refresh(r["rank"], start)
+                continue
+            if cas > stop:
+                return
+            self._commit(ch, queue, k, rid, arrival, write, kind, pre, act, cas, delay)
+
+    def _commit(self, ch, queue, k, rid, arrival, write, kind, pre, act, cas, delay) -> None:
+        t = self.t
+        r = self.req[rid]
+        bank, rank, bg = self.banks[r["bank"]], self.ranks[r["rank"]], r["bg"]
+        if self._asleep(rank, arrival):
+            slept = arrival - (rank.last_busy + t["tPD"])
+            if rank.open_count > 0:
+                rank.pd_act += slept
+            else:
+                rank.pd_pre += slept
+        if kind == CONFLICT:
+            self._close(bank, rank, pre)
+            self.stats["pres"] += 1
+            bank.next_act = max(bank.next_act, pre + t["tRP"])
+        if kind != HIT:
+            bank.open_row = r["row"]
+            bank.next_cas = act + t["tRCD"]
+            bank.next_pre = act + t["tRAS"]
+            bank.next_act = act + t["tRC"]
+            bank.streak = 0
+            bank.acts += 1
+            self.stats["acts"] += 1
+            rank.last_act = act
+            rank.bg_last_act[bg] = act
+            rank.faw[rank.faw_pos] = act
+            rank.faw_pos = (rank.faw_pos + 1) % 4
+            if rank.open_count == 0:
+                rank.active_since = act
+            rank.open_count += 1
+        if kind == HIT:
+            self.stats["hits"] += 1
+            bank.streak += 1
+        elif kind == MISS:
+            self.stats["misses"] += 1
+        else:
+            self.stats["conflicts"] += 1
+        if write:
+            bank.next_pre = max(bank.next_pre, cas + t["tCWL"] + t["tBurst"] + t["tWR"])
+            end = cas + t["tCWL"] + t["tBurst"]
+            ch.last_wr = cas
+            rank.bg_last_wr[bg] = cas
+            self.stats["writes"] += 1
+            self.write_latency += end - arrival
+        else:
+            bank.next_pre = max(bank.next_pre, cas + t["tRTP"])
+            end = cas + t["tCL"] + t["tBurst"]
+            ch.last_rd = cas
+            rank.bg_last_rd[bg] = cas
+            self.stats["reads"] += 1
+            self.read_latency += end - arrival
+        rank.last_busy = max(rank.last_busy, end)
+        ch.last_cas = cas
+        ch.last_rank = r["rank_local"]
+        ch.last_issue = cas
+        ch.bus_busy += t["tBurst"]
+        bank.busy += t["tBurst"] + (t["tRCD"] if kind == MISS else 0.0) + (t["tRP"] + t["tRCD"] if kind == CONFLICT else 0.0)
+        self.delay += delay
+        r["end"] = end
+        flow = self.flows[r["flow"]]
+        flow.remaining -= 1
+        flow.end = max(flow.end, end)
+        flow.delay += delay
+        del queue[k]
+        if self.bank_queue:
+            self.in_bank_queue[(r["bank"], write)] -= 1
+        if self.policy != OPEN:
+            others = [self.req[o] for o, _ in ch.rq + ch.wq]
+            hit_waits = any(o["bank"] == r["bank"] and o["row"] == r["row"] for o in others)
+            miss_waits = any(o["bank"] == r["bank"] and o["row"] != r["row"] for o in others)
+            if not hit_waits and (self.policy == CLOSED or miss_waits):
+                when = bank.next_pre
+                self._close(bank, rank, when)
+                self.stats["pres"] += 1
+                bank.next_act = max(bank.next_act, when + t["tRP"])

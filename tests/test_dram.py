@@ -1,0 +1,287 @@
+"""The DRAM device model (``dram.model: banks``, npusim/dram/): the Numba kernel against its
+pure-Python reference, timing cases from the datasheets' closed forms, the config errors, and
+the simulator driven by planned addresses."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from npusim.dram.controller import Controller, ControllerConfig, timings
+from npusim.dram.kernel import access_addresses
+from npusim.dram.presets import PRESETS, default_mapping, device_energy
+from npusim.errors import ConfigError
+
+
+def _config(name, channels=1, **kw):
+    d = PRESETS[name]
+    return ControllerConfig(d, channels, d.ranks, kw.pop("mapping", default_mapping(d)), **kw)
+
+
+def _run(backend, cfg, flows, stops):
+    """Per stop: (remaining, end, delay) of every flow added so far; then counts and sums."""
+    c = Controller(cfg, backend)
+    ids, seen, i = [], [], 0
+    for stop in stops:
+        while i < len(flows) and flows[i][3] <= stop:
+            addresses, write, priority, start = flows[i]
+            ids.append(c.add_flow(addresses, write, priority, start))
+            i += 1
+        c.run(stop)
+        seen.append([(c.remaining(f), c.end(f), c.delay(f)) for f in ids])
+    return seen, c.counts(), c.latency_sums(), c.channel_busy().tolist(), c.bank_busy().tolist()
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_kernel_matches_reference(trial):
+    """Random flows (sequential, random, row-strided; reads and writes; priorities) on every
+    preset, page policy, scheduler and queue structure (shared, per-bank), advanced in random
+    steps: identical results."""
+    rng = np.random.default_rng(trial)
+    name = list(PRESETS)[trial % len(PRESETS)]
+    d = PRESETS[name]
+    mapping = default_mapping(d) if trial % 2 else ("RoBaRaBgCoCh" if d.bankgroups > 1 else "RoBaRaCoCh")
+    cfg = _config(name, channels=2, mapping=mapping, policy=("open", "closed", "adaptive")[trial % 3],
+                  scheduler=("frfcfs", "fcfs")[trial % 2], row_hit_cap=4, read_queue=8, write_queue=8,
+                  write_high=6, write_low=2, powerdown_after=100.0 if trial % 4 == 0 else -1.0,
+                  bank_queue=(0, 2, 4)[trial % 3 if trial % 2 else (trial // 2) % 3])
+    flows, start = [], 0.0
+    for _ in range(5):
+        n = int(rng.integers(10, 150))
+        kind = rng.integers(3)
+        if kind == 0:
+            a = rng.integers(0, 1 << 20) // 64 * 64 + 64 * np.arange(n)
+        elif kind == 1:
+            a = rng.integers(0, 1 << 28, n) // 64 * 64
+        else:
+            a = rng.integers(0, 1 << 20) // 64 * 64 + 8192 * np.arange(n)
+        flows.append((a.astype(np.int64), bool(rng.integers(2)), float(rng.integers(3)), start))
+        start += float(rng.integers(0, 500))
+    stops = sorted(rng.uniform(0, 20000, 6).tolist()) + [1e9]
+    fast = _run("numba", cfg, flows, stops)
+    slow = _run("reference", cfg, flows, stops)
+    assert fast == slow
+    assert fast[1]["reads"] + fast[1]["writes"] == sum(len(f[0]) for f in flows)
+
+
+def _stream(name, addresses, write=False, channels=1, **kw):
+    c = Controller(_config(name, channels, **kw))
+    f = c.add_flow(np.asarray(addresses, dtype=np.int64), write, 0.0, 0.0)
+    c.run(1e15)
+    return c, f
+
+
+def test_isolated_read_costs_trcd_tcl_burst():
+    """JEDEC: a read to a closed bank is ACT, tRCD, RD, tCL, then the burst."""
+    for name in PRESETS:
+        c, f = _stream(name, [0])
+        t = c.t
+        assert c.end(f) == pytest.approx(t["tRCD"] + t["tCL"] + t["tBurst"])
+        assert c.counts()["misses"] == 1
+
+
+def test_row_conflict_costs_precharge_and_activate():
+    """Two reads to two rows of one bank: the second waits tRAS from the first ACT (or tRTP
+    from its RD), tRP, tRCD, tCL and its burst."""
+    d = PRESETS["ddr4-3200"]
+    c, f = _stream("ddr4-3200", [0, 1 << (6 + 7 + 2 + 2)], mapping="RoChRaBaBgCo")
+    t = c.t
+    first_rd = t["tRCD"]
+    pre = max(t["tRAS"], first_rd + t["tRTP"])
+    assert c.end(f) == pytest.approx(pre + t["tRP"] + t["tRCD"] + t["tCL"] + t["tBurst"])
+    assert c.counts()["conflicts"] == 1 and d.bankgroups == 4
+
+
+@pytest.mark.parametrize("name", ["lpddr4-3200", "lpddr5-6400", "ddr4-3200", "hbm2-2000", "hbm3-6400"])
+def test_sequential_stream_reaches_peak(name):
+    """A sequential read stream reaches >= 90 % of the pins' peak (the rest: refresh, row
+    switches) and no more than peak x (1 - tRFC / tREFI) plus a switch-free margin."""
+    d = PRESETS[name]
+    n = 1 << 15
+    c, f = _stream(name, np.arange(n) * d.access_bytes)
+    share = n * d.access_bytes / c.end(f) / (d.channel_bandwidth / 1e9)
+    assert 0.90 <= share <= 1.0
+    assert c.counts()["hits"] / n > 0.9
+
+
+def test_refresh_overhead_matches_trfc_over_trefi():
+    """With rows that never change bank state, the loss of a stream is the refresh: tRFC
+    every tREFI (LPDDR4X's 380 ns every 3.9 us caps it near 90 %)."""
+    d = PRESETS["lpddr4x-4266"]
+    t = timings(_config("lpddr4x-4266"))
+    n = 1 << 16
+    c, f = _stream("lpddr4x-4266", np.arange(n) * d.access_bytes)
+    no_refresh = dataclasses.replace(d, tREFI=1e12)
+    c2 = Controller(ControllerConfig(no_refresh, 1, 1, default_mapping(d)))
+    f2 = c2.add_flow(np.arange(n, dtype=np.int64) * d.access_bytes, False, 0.0, 0.0)
+    c2.run(1e15)
+    overhead = c.end(f) / c2.end(f2) - 1
+    expected = t["tRFC"] / (t["tREFI"] - t["tRFC"])
+    assert overhead == pytest.approx(expected, rel=0.25)
+    assert c.counts()["refreshes"] == pytest.approx(c.end(f) / t["tREFI"], abs=2)
+
+
+@pytest.mark.parametrize("name", ["ddr4-3200", "lpddr4-3200", "hbm2-2000"])
+def test_random_reads_bound_by_activation_rate(name):
+    """Random 64 B reads (nearly every one a row miss or conflict) go no faster than the
+    activations allow: one per max(tRRD_S, tFAW / 4) per rank and tRC per bank, and within
+    25 % of that bound (the queue's bank-level parallelism)."""
+    d = PRESETS[name]
+    rng = np.random.default_rng(5)
+    n = 4000
+    c, f = _stream(name, rng.integers(0, d.capacity // 64, n) * 64)
+    t = c.t
+    bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / d.banks, t["tBurst"]) / d.ranks
+    per = c.end(f) / n
+    assert c.counts()["hits"] / n < 0.05
+    assert bound * 0.999 <= per <= bound * 1.25
+
+
+def test_frfcfs_serves_row_hits_before_an_older_conflict():
+    """FR-FCFS vs FCFS on two streams alternating between two rows of one bank: FR-FCFS
+    batches each row's hits (up to the cap) and gets more hits and a shorter run."""
+    row = 1 << (6 + 7 + 2 + 2)
+    a = [x for i in range(64) for x in (64 * i, row + 64 * i)]
+    fr, f1 = _stream("ddr4-3200", a, mapping="RoChRaBaBgCo", scheduler="frfcfs")
+    fc, f2 = _stream("ddr4-3200", a, mapping="RoChRaBaBgCo", scheduler="fcfs")
+    assert fr.counts()["hits"] > fc.counts()["hits"] + 50
+    assert fr.end(f1) < fc.end(f2)
+
+
+def test_access_addresses_cover_every_burst_once():
+    offsets = np.array([0, 100, 4096], dtype=np.int64)
+    sizes = np.array([100, 30, 64], dtype=np.int64)
+    got = access_addresses(offsets, sizes, 64, 32).tolist()
+    assert got == [0, 32, 64, 96, 128, 160, 4096, 4128]  # bursts 0, 1 (shared by both chunks), 2, 64
+    assert access_addresses(offsets, sizes, 64, 128).tolist() == [0, 128, 4096]  # bursts 0+1 in one access
+
+
+def test_device_energy_from_currents():
+    """DDR4 x8 (DRAMsim3's figures): E_act = V (IDD0 tRC - IDD3N tRAS - IDD2N (tRC - tRAS)) x 8 devices."""
+    d = PRESETS["ddr4-3200"]
+    e = device_energy(d)
+    act = 1.2 * (57e-3 * d.tRC - 52e-3 * d.tRAS - 37e-3 * (d.tRC - d.tRAS)) * 8 * 1e3
+    assert e.activate == pytest.approx(act)
+    assert e.read == pytest.approx(1.2 * (168e-3 - 52e-3) * (8 / 3.2) * 8 * 1e3)
+
+
+# -- config ---------------------------------------------------------------------------------
+
+def test_bad_dram_config_names_field_and_value():
+    from npusim import workflow as W
+
+    with pytest.raises(ConfigError, match=r"dram\.mapping = 'RoRoBaCoCh': a field appears twice"):
+        W.load_hw("edge-npu", {"dram.model": "banks", "dram.mapping": "RoRoBaCoCh"})
+    with pytest.raises(ConfigError, match=r"dram\.channels = 3: expected a power of two"):
+        W.load_hw("edge-npu", {"dram.model": "banks", "dram.channels": 3})
+    with pytest.raises(ConfigError, match=r"dram\.device = 'lpddr9': expected one of"):
+        W.load_hw("edge-npu", {"dram.device": "lpddr9"})
+    with pytest.raises(ConfigError, match=r"dram\.bandwidth = .*MT/s per pin"):
+        W.load_hw("edge-npu", {"dram.model": "banks", "dram.channels": 64})
+    hw = W.load_hw("edge-npu", {"dram.model": "banks"})
+    from npusim.dram.model import controller_config
+    cfg = controller_config(hw)
+    assert (cfg.channels, round(cfg.rate)) == (2, 3200)  # 12.8 GB/s = two x16 LPDDR4-3200 channels
+
+
+# -- the simulator --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_program():
+    from npusim import workflow as W
+    from npusim.plan.lower import lower
+
+    graph = W.load_graph("bert_tiny")
+    hw = W.load_hw("edge-npu", {"scratchpad.size": "256KiB"})
+    plan = W.plan_graph(graph, hw)
+    return lower(plan, hw), hw
+
+
+def _sim(program, hw, **over):
+    from dataclasses import replace
+
+    from npusim.sim.engine import simulate
+    return simulate(program, replace(hw, dram=replace(hw.dram, **over)))
+
+
+def test_simulation_reports_rows_and_energy(small_program):
+    program, hw = small_program
+    base = _sim(program, hw)
+    banks = _sim(program, hw, model="banks")
+    s = banks.dram_stats
+    assert s["row_hits"] + s["row_misses"] + s["row_conflicts"] == s["reads"] + s["writes"] > 0
+    assert 0.5 < s["row_hit_rate"] <= 1.0
+    assert {"dram_activate", "dram_refresh", "dram_background"} <= set(banks.energy_pj)
+    assert banks.energy_pj["dram_activate"] > 0 and not base.dram_stats
+    assert s["reads"] * PRESETS["lpddr4-3200"].access_bytes >= base.offchip_read_bytes
+    # the same bursts, so the latency moves by bank timing only, a few per cent
+    assert banks.cycles == pytest.approx(base.cycles, rel=0.05)
+    assert "DRAM rows" in banks.summary()
+    assert "DRAM row hit rate %" in banks.counters
+
+
+def test_addresses_change_the_result_only_through_the_device(small_program, monkeypatch):
+    """Shifting every buffer by a whole number of address-space periods of the mapping leaves
+    every access on the same bank, row and column: the run is identical. The bandwidth model
+    ignores addresses. A shift by one column (another channel / bank interleave) may move the
+    row statistics, and only those figures the device model produces."""
+    import npusim.dram.model as M
+
+    program, hw = small_program
+    original = M.bump_layout
+
+    def shifted(delta):
+        def layout(*a, **k):
+            return {name: base + delta for name, base in original(*a, **k).items()}
+        return layout
+
+    ref = _sim(program, hw, model="banks")
+    period = PRESETS["lpddr4-3200"].capacity * 2  # rows wrap: the mapping repeats every capacity x channels
+    monkeypatch.setattr(M, "bump_layout", shifted(period))
+    same = _sim(program, hw, model="banks")
+    assert same.cycles == ref.cycles and same.dram_stats == ref.dram_stats
+    monkeypatch.setattr(M, "bump_layout", shifted(1024 + 32))
+    moved = _sim(program, hw, model="banks")
+    assert moved.offchip_bytes == ref.offchip_bytes and moved.energy_pj["mac"] == ref.energy_pj["mac"]
+    assert (moved.dram_stats["row_hits"], moved.cycles) != (ref.dram_stats["row_hits"], ref.cycles)
+    b1 = _sim(program, hw)
+    monkeypatch.setattr(M, "bump_layout", shifted(0))
+    assert _sim(program, hw).cycles == b1.cycles
+
+
+def test_time_ordered_run_stops_at_each_completion_and_changes_nothing_else():
+    """``run(until_complete=True)`` (the kernel's time-ordered mode) returns just after each
+    flow completes — its last column command is then the latest issued — and, run to the
+    end, leaves exactly the state a straight run does."""
+    rng = np.random.default_rng(3)
+    cfg = _config("lpddr4-3200", channels=2, read_queue=8, write_queue=8, write_high=6, write_low=2)
+    flows = [(rng.integers(0, 1 << 22, 300) // 64 * 64, False, 1.0, 0.0),
+             (np.arange(400, dtype=np.int64) * 32, True, 0.0, 50.0),
+             ((1 << 20) + np.arange(120, dtype=np.int64) * 32, False, 0.0, 80.0)]
+    straight, stepped = Controller(cfg), Controller(cfg)
+    for c in (straight, stepped):
+        ids = [c.add_flow(a.astype(np.int64), w, p, s) for a, w, p, s in flows]
+    straight.run(1e15)
+    done = []
+    while stepped.run(1e15, until_complete=True):
+        finished = [f for f in ids if stepped.remaining(f) == 0 and f not in done]
+        assert len(finished) == 1
+        done += finished
+    assert sorted(done) == sorted(ids)
+    assert [straight.end(f) for f in ids] == [stepped.end(f) for f in ids]
+    assert straight.counts() == stepped.counts()
+    assert straight.latency_sums() == stepped.latency_sums()
+
+
+def test_breakdown_names_bank_bound_transfers():
+    from npusim.sim.critical_path import CommandTiming, _bank_bound
+
+    t = CommandTiming()
+    t.parts = {"load_bandwidth": 300.0, "load_bank_timing": 100.0}
+    assert _bank_bound(t, "load")
+    t.parts = {"load_bandwidth": 400.0, "load_bank_timing": 100.0}
+    assert not _bank_bound(t, "load")
+    t.parts = {"store_bandwidth": 10.0}
+    assert not _bank_bound(t, "store")
