@@ -282,9 +282,11 @@ def test_unknown_tile_objective_is_refused():
 def test_critical_path_causes_add_up_to_the_latency_and_breakdown_lists_every_op(tmp_path):
     from npusim.cli import main
 
-    breakdown, timeline, report_path = tmp_path / "ops.csv", tmp_path / "t.json", tmp_path / "r.json"
-    assert main(["simulate", "squeezenet1_0", "--hw", "edge-npu", "--budget", "256KiB", "--breakdown",
-                 str(breakdown), "--timeline", str(timeline), "--report", str(report_path)]) == 0
+    breakdown, timeline, report_path = tmp_path / "tiles.csv", tmp_path / "t.json", tmp_path / "r.json"
+    per_op = tmp_path / "ops.csv"
+    assert main(["simulate", "squeezenet1_0", "--hw", "edge-npu", "--budget", "256KiB", "--breakdown-tiles",
+                 str(breakdown), "--timeline", str(timeline), "--report", str(report_path),
+                 "--breakdown", str(per_op)]) == 0
     report = json.loads(report_path.read_text())
     assert set(report["stalls"]) <= set(CAUSES)
     assert sum(report["stalls"].values()) == pytest.approx(report["cycles"])
@@ -295,6 +297,14 @@ def test_critical_path_causes_add_up_to_the_latency_and_breakdown_lists_every_op
         assert float(row["end"]) - float(row["start"]) == pytest.approx(float(row["cycles"]), abs=2e-3)  # each rounded to 1e-3
         assert row["bound"] in ("array", "vector", "scratchpad_bandwidth")
         assert float(row["stall_cycles"]) == 0 or row["stalled_on"]
+    # one row per op of the graph as given, its tiles folded in
+    ops = list(csv.DictReader(open(per_op)))
+    assert len(ops) == len({row["of"] for row in rows}) < len(rows)
+    assert sum(int(op["tiles"]) for op in ops) == len({row["op"] for row in rows})
+    for op in ops:
+        assert float(op["end"]) - float(op["start"]) == pytest.approx(float(op["cycles"]), abs=2e-3)
+        assert float(op["busy_cycles"]) <= float(op["cycles"]) + 1e-3 or "," in op["lane"]
+    assert sum(float(op["bytes_in"]) for op in ops) == pytest.approx(sum(float(r["bytes_in"]) for r in rows))
 
 
 def test_timeline_has_one_track_per_core_and_channel_without_overlaps_and_counters():

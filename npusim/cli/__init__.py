@@ -191,7 +191,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown))
+    _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown),
+                    ("--breakdown-tiles", args.breakdown_tiles))
     if args.prefill is not None or args.decode is not None:
         return _simulate_llm(args)
     if args.kv_on_chip is not None:
@@ -211,6 +212,8 @@ def cmd_simulate(args) -> int:
         report.save_chrome_trace(args.timeline)
     if args.breakdown:
         report.save_breakdown_csv(args.breakdown)
+    if args.breakdown_tiles:
+        report.save_breakdown_csv(args.breakdown_tiles, tiles=True)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, sort_keys=True))
     else:
@@ -245,7 +248,8 @@ def _simulate_llm(args) -> int:
     if args.prefill is None or args.decode is None:
         raise NpusimError("--prefill and --decode go together: the prompt's tokens and the tokens to generate")
     unused = [flag for flag, value in (("--plan", args.plan), ("--timeline", args.timeline),
-                                       ("--breakdown", args.breakdown), ("--jitter", args.jitter)) if value]
+                                       ("--breakdown", args.breakdown), ("--breakdown-tiles", args.breakdown_tiles),
+                                       ("--jitter", args.jitter)) if value]
     if unused:
         raise NpusimError(f"{', '.join(unused)}: not available for a multi-step LLM run (simulate one step, "
                           f"e.g. {args.trace}:decode={args.prefill}, for those)")

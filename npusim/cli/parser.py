@@ -125,8 +125,9 @@ def _add_simulate(sub, handler: Callable) -> None:
     p.add_argument("--plan", help="simulate this plan JSON instead of planning (it is validated first)")
     p.add_argument("--report", help="write the report as JSON here")
     p.add_argument("--timeline", help="write a Chrome-trace / Perfetto timeline here")
-    p.add_argument("--breakdown", help="write one CSV row per op here: start, end, cycles, bound, stall cycles "
-                                       "and what it waited for, bytes in/out")
+    p.add_argument("--breakdown", help="write one CSV row per op here (its tiles folded in): start, end, cycles, "
+                                       "busy cycles, bound, stall cycles and what it waited for, bytes in/out")
+    p.add_argument("--breakdown-tiles", metavar="CSV", help="as --breakdown, one row per tile and core part as run")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--jitter", type=non_negative_int, metavar="SEED",
                    help="a race test: stretch compute and DMA times randomly and let the seed pick an adversarial "

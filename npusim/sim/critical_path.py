@@ -144,7 +144,8 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
                 waited_for = f"{other.kind} (DRAM banks)"
         bound = next(iter(t.parts), "")
         rows.append({
-            "op": op.name, "kind": op.kind, "step": cmd.step, "queue": cmd.queue, "lane": t.lane,
+            "op": op.name, "of": op.attrs.get("tile_of", op.name) if op.attrs else op.name, "kind": op.kind,
+            "step": cmd.step, "queue": cmd.queue, "lane": t.lane,
             "start": t.start, "end": t.end, "cycles": t.end - t.start, "bound": bound,
             "stall_cycles": idle, "stalled_on": waited_for,
             "bytes_in": sum(graph.tensors[i].size for i in dict.fromkeys(op.inputs)),

@@ -163,15 +163,17 @@ class Report:
             data.pop("timeline")
         return data
 
-    def save_breakdown_csv(self, path: str | Path) -> None:
-        """One row per op run: start, end, cycles, bound, stall cycles before it and what it
-        waited for, bytes in and out (``npusim.sim.critical_path.op_breakdown``)."""
-        columns = ("op", "kind", "step", "queue", "lane", "start", "end", "cycles", "bound", "stall_cycles",
-                   "stalled_on", "bytes_in", "bytes_out")
+    def save_breakdown_csv(self, path: str | Path, tiles: bool = False) -> None:
+        """One row per op of the graph as given (``tiles``: per tile and per core part, as
+        run): start, end, cycles, what bound it, stall cycles before it and what it waited
+        for, bytes in and out (``npusim.sim.critical_path.op_breakdown``)."""
+        columns = ("op", "of", "kind", "step", "queue", "lane", "start", "end", "cycles", "bound", "stall_cycles",
+                   "stalled_on", "bytes_in", "bytes_out") if tiles else PER_OP_COLUMNS
+        rows = self.op_breakdown if tiles else per_op_breakdown(self.op_breakdown)
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
-        for row in self.op_breakdown:
+        for row in rows:
             writer.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
         atomic_write_text(path, out.getvalue())
 
@@ -259,3 +261,38 @@ class Report:
             span = max(self.cycles, 1e-9)
             lines.insert(2, "  critical path  " + ", ".join(f"{k} {v / span:.1%}" for k, v in top))
         return "\n".join(lines)
+
+
+#: Columns of the per-op breakdown: ``cycles`` is its span (first start to last end),
+#: ``busy_cycles`` the compute its tiles and core parts took in all.
+PER_OP_COLUMNS = ("op", "kind", "tiles", "step", "queue", "lane", "start", "end", "cycles", "busy_cycles", "bound",
+                  "stall_cycles", "stalled_on", "bytes_in", "bytes_out")
+
+
+def per_op_breakdown(rows) -> list[dict]:
+    """The breakdown's rows (one per tile and core part) folded into one per op of the graph
+    as given, in the order ops started: what bound it and what it waited for are those of most
+    of its cycles."""
+    groups: dict[str, list[dict]] = {}
+    for row in sorted(rows, key=lambda r: (r["start"], r["step"])):
+        groups.setdefault(row.get("of", row["op"]), []).append(row)
+    folded = []
+    for name, parts in groups.items():
+        bound: dict[str, float] = {}
+        stalled: dict[str, float] = {}
+        for r in parts:
+            bound[r["bound"]] = bound.get(r["bound"], 0.0) + r["cycles"]
+            if r["stalled_on"]:
+                stalled[r["stalled_on"]] = stalled.get(r["stalled_on"], 0.0) + r["stall_cycles"]
+        start, end = min(r["start"] for r in parts), max(r["end"] for r in parts)
+        folded.append({
+            "op": name, "kind": parts[0]["kind"], "tiles": len({r["op"] for r in parts}),
+            "step": min(r["step"] for r in parts), "queue": ",".join(dict.fromkeys(str(r["queue"]) for r in parts)),
+            "lane": ",".join(dict.fromkeys(str(r["lane"]) for r in parts)), "start": start, "end": end,
+            "cycles": end - start, "busy_cycles": sum(r["cycles"] for r in parts),
+            "bound": max(bound, key=bound.get), "stall_cycles": sum(r["stall_cycles"] for r in parts),
+            "stalled_on": max(stalled, key=stalled.get) if stalled else "",
+            "bytes_in": sum(r["bytes_in"] for r in parts), "bytes_out": sum(r["bytes_out"] for r in parts),
+        })
+    return folded
+
