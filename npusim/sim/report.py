@@ -71,6 +71,7 @@ class Report:
     scratchpad_size: int = 0  # the hardware's scratchpad.size (a plan may be over it: --allow-oversize)
     core_utilisation: tuple = ()  # per core: fraction of the run it computed
     cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
+    streams: int = 1  # command queues of compute the program used
     area_mm2: dict = field(default_factory=dict)  # part -> mm^2 (npusim.hw.silicon.area_mm2)
     jitter: dict = field(default_factory=dict)  # {"seed", "amount"} of a jittered run (--jitter); {} otherwise
     dram_stats: dict = field(default_factory=dict)  # dram.model: banks: row statistics (npusim.dram.model)
@@ -143,6 +144,18 @@ class Report:
         return (f"{len(idle)} of {len(self.core_utilisation)} cores idle ({names}): the program's streams "
                 f"drive {len(self.core_utilisation) - len(idle)}; set cores.split_ops=true or add streams "
                 "(e.g. a streams-rr stage)")
+
+    @property
+    def streams_note(self) -> str:
+        """One line when several streams share the cores: each runs its ops on its own cores
+        only, so a stream's op never uses the others' (a user comparing pipelines should know)."""
+        cores = len(self.core_utilisation)
+        if self.streams < 2 or cores < 2:
+            return ""
+        each = "each on 1 core" if self.cores_per_stream == 1 else f"each on {self.cores_per_stream} cores"
+        share = " (they share the cores in turn)" if self.streams > cores else ""
+        return (f"{self.streams} streams, {each} of {cores}{share}: an op runs on its stream's cores only, "
+                "never split over the others'")
 
     def to_dict(self, timeline: bool = False) -> dict:
         data = asdict(self)
@@ -254,6 +267,8 @@ class Report:
                              f"read latency {d['avg_read_latency_ns']:.1f} ns")
         if self.idle_cores_note:
             lines.insert(-1, "  note           " + self.idle_cores_note)
+        if self.streams_note:
+            lines.insert(-1, "  note           " + self.streams_note)
         for note in self.plan_notes:
             lines.insert(-1, "  plan note      " + note)
         if self.stalls:
