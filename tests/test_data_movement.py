@@ -311,8 +311,10 @@ def test_timeline_has_one_track_per_core_and_channel_without_overlaps_and_counte
     graph = load_graph("resnet50")
     _, report = run(graph, EDGE)
     trace = report.chrome_trace()["traceEvents"]
-    names = {e["args"]["name"] for e in trace if e.get("ph") == "M"}
+    names = {e["args"]["name"] for e in trace if e.get("name") == "thread_name"}
     assert names == {"core0", "dma0", "dma1"}
+    (process,) = [e["args"]["name"] for e in trace if e.get("name") == "process_name"]
+    assert process.startswith("npusim: resnet50") and "edge-npu" in process
     by_track: dict[int, list] = {}
     for e in trace:
         if e.get("ph") == "X":

@@ -94,4 +94,11 @@ def test_two_streams_on_four_cores_each_drive_two():
     assert report.cores_per_stream == 2
     lanes = {e.lane for e in report.timeline if e.kind not in ("load", "store")}
     assert lanes <= {"core0-1", "core2-3"} and len(lanes) == 2
+    # the timeline shows a split op on each of its cores' tracks, never on a "core0-1" track
+    trace = report.chrome_trace()["traceEvents"]
+    tracks = {e["args"]["name"] for e in trace if e.get("name") == "thread_name"}
+    assert {"core0", "core1", "core2", "core3"} <= tracks and not any("-" in t for t in tracks)
+    split = [e for e in trace if e.get("ph") == "X" and e["args"].get("cores") == "core0-1"]
+    assert split and {e["tid"] for e in split} == {t["tid"] for t in trace if t.get("name") == "thread_name"
+                                                   and t["args"]["name"] in ("core0", "core1")}
     assert all(u > 0 for u in report.core_utilisation)

@@ -174,5 +174,5 @@ def test_chrome_trace_export(tmp_path):
     spans = [e for e in events if e["ph"] == "X"]
     assert len(spans) == report.commands
     assert {e["cat"] for e in spans} >= {"Conv", "load", "store"}
-    names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     assert names == {"core0", "dma0", "dma1"}  # one track per core and per DMA channel

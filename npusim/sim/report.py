@@ -198,19 +198,24 @@ class Report:
         DMA channel (slices never overlap within a track), counter tracks for scratchpad bytes
         in use and DRAM transfers moving data, and an arrow per cross-queue semaphore."""
         us = 1e6 / self.clock_hz
-        lanes = sorted({e.lane or e.queue for e in self.timeline})
-        tid = {q: i for i, q in enumerate(lanes)}
-        events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid[q], "args": {"name": q}} for q in lanes]
+        tracks = {q: _tracks_of(q) for q in {e.lane or e.queue for e in self.timeline}}
+        names = sorted({t for ts in tracks.values() for t in ts}, key=_track_order)
+        tid = {q: i for i, q in enumerate(names)}
+        events = [{"name": "process_name", "ph": "M", "pid": 0,
+                   "args": {"name": f"npusim: {self.graph} on {self.hardware} ({self.planner})"}}]
+        events += [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid[q], "args": {"name": q}} for q in names]
         where = {}
         for e in self.timeline:
-            lane = tid[e.lane or e.queue]
-            events.append({
-                "name": e.name, "cat": e.kind, "ph": "X", "pid": 0, "tid": lane,
-                "ts": e.start * us, "dur": max(e.end - e.start, 0.0) * us,
-                "args": {"step": e.step, "queue": e.queue, "cause": e.cause, "bytes": e.nbytes},
-            })
+            mine = tracks[e.lane or e.queue]  # an op split over cores appears on each core's track
+            for track in mine:
+                events.append({
+                    "name": e.name, "cat": e.kind, "ph": "X", "pid": 0, "tid": tid[track],
+                    "ts": e.start * us, "dur": max(e.end - e.start, 0.0) * us,
+                    "args": {"step": e.step, "queue": e.queue, "cause": e.cause, "bytes": e.nbytes,
+                             **({"cores": e.lane} if len(mine) > 1 else {})},
+                })
             if e.command >= 0:
-                where[e.command] = (lane, e.start * us, e.end * us)
+                where[e.command] = (tid[mine[0]], e.start * us, e.end * us)
         for name, samples in self.counters.items():
             for cycle, value in samples:
                 events.append({"name": name, "ph": "C", "pid": 0, "ts": cycle * us, "args": {"value": value}})
@@ -310,4 +315,21 @@ def per_op_breakdown(rows) -> list[dict]:
             "bytes_in": sum(r["bytes_in"] for r in parts), "bytes_out": sum(r["bytes_out"] for r in parts),
         })
     return folded
+
+
+def _tracks_of(lane: str) -> list[str]:
+    """The timeline tracks of a lane: ``core2-3`` (an op split over cores 2 and 3) is on
+    ``core2`` and ``core3``; every other lane is its own track."""
+    if lane.startswith("core") and "-" in lane:
+        first, _, last = lane[4:].partition("-")
+        if first.isdigit() and last.isdigit():
+            return [f"core{i}" for i in range(int(first), int(last) + 1)]
+    return [lane]
+
+
+def _track_order(name: str) -> tuple:
+    """core0, core1, ..., core10 before dma0, ...: by prefix, then number."""
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return (head, int(tail) if tail else -1, name)
 
