@@ -40,6 +40,7 @@ from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_byte
 from npusim.hw.config import Hardware
 from npusim.plan.bound import as_bound
 from npusim.sim.report import Report
+from npusim.util.progress import silent
 from npusim.workflow import DEFAULT_PIPELINE, plan_graph, resolve_budget, simulate_plan
 
 DEFAULT_SAMPLES = 5
@@ -157,12 +158,15 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
     spec = model if isinstance(model, DecoderSpec) else preset(model)
     lengths = sample_lengths(prefill, decode, samples)
 
-    def one(graph, kv_length: int) -> StepResult:
-        if progress is not None:
-            progress(f"simulating {graph.name}")
+    def one(graph, kv_length: int, label: str) -> StepResult:
+        inner = silent
+        if progress is not None:  # where the run is (which step, of how many), then where that step is
+            progress(label, detail=graph.name)
+            inner = lambda what, done=None, total=None, detail="": progress(  # noqa: E731
+                f"{label}: {what}", done, total, detail)
         capacity = resolve_budget(budget, graph, hw)
-        plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}))
-        report: Report = simulate_plan(plan, hw, validated=True)
+        plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}), progress=inner)
+        report: Report = simulate_plan(plan, hw, validated=True, progress=inner)
         return StepResult(kv_length, report.cycles, report.seconds, report.total_energy_pj,
                           kv_bytes_moved(plan, graph), dict(report.offchip_bytes))
 
@@ -171,12 +175,17 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
     def decode_step(kv_length: int, layers_on_chip: int) -> StepResult:
         key = (kv_length, layers_on_chip)
         if key not in steps:
-            steps[key] = one(decode_graph(spec, kv_length, batch, layers_on_chip), kv_length)
+            label = (f"decode step {lengths.index(kv_length) + 1} of {len(lengths)} simulated (KV length {kv_length})"
+                     if layers_on_chip == on_chip_chosen[0] else
+                     f"choosing the KV layers on chip: {layers_on_chip} at KV length {kv_length}")
+            steps[key] = one(decode_graph(spec, kv_length, batch, layers_on_chip), kv_length, label)
         return steps[key]
 
+    on_chip_chosen = [None]  # set once the count is chosen: the steps after it are the sampled ones
     on_chip, choice = kv_layers_on_chip(kv_on_chip, spec, hw, lengths[-1], batch, budget,
                                         lambda n: decode_step(lengths[-1], n))
-    first = one(prefill_graph(spec, prefill, batch, on_chip), 0)
+    on_chip_chosen[0] = on_chip
+    first = one(prefill_graph(spec, prefill, batch, on_chip), 0, f"prefill of {prefill} tokens")
     sampled = tuple(decode_step(L, on_chip) for L in lengths)
     seconds = [(s.kv_length, s.seconds) for s in sampled]
     energy = [(s.kv_length, s.energy_pj) for s in sampled]

@@ -218,3 +218,17 @@ def test_no_decode_step_is_simulated_twice(monkeypatch):
     assert len(planned) == len(set(planned)), planned
     tried = report.kv_choice.count(" M")  # the counts auto tried, each "n: c M"
     assert len(planned) == tried + 1 + len(report.sampled) - 1  # the last sampled step was one of the trials
+
+
+def test_progress_says_which_step_of_how_many():
+    """A long LLM run says where it is: choosing the layers on chip, the prefill, decode step k
+    of N with its KV length, and inside each what the step is doing."""
+    heard = []
+    run_llm(TINY, load_hw("edge-npu"), prefill=16, decode=3, samples=3,
+            progress=lambda what, done=None, total=None, detail="": heard.append(what))
+    steps = [w for w in heard if ":" not in w]
+    # the step at the last KV length was one of auto's trials: simulated once, then reused
+    assert steps[-3:] == ["prefill of 16 tokens", "decode step 1 of 3 simulated (KV length 16)",
+                          "decode step 2 of 3 simulated (KV length 17)"]
+    assert any(w.startswith("choosing the KV layers on chip") for w in heard)
+    assert any(w.startswith("decode step 1 of 3 simulated (KV length 16): ") for w in heard)  # the step's own stages
