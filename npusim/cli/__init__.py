@@ -192,7 +192,7 @@ def cmd_validate(args) -> int:
 
 def cmd_simulate(args) -> int:
     _check_writable(("--report", args.report), ("--timeline", args.timeline), ("--breakdown", args.breakdown),
-                    ("--breakdown-tiles", args.breakdown_tiles))
+                    ("--breakdown-tiles", args.breakdown_tiles), ("--html", args.html))
     if args.prefill is not None or args.decode is not None:
         return _simulate_llm(args)
     if args.kv_on_chip is not None:
@@ -214,6 +214,8 @@ def cmd_simulate(args) -> int:
         report.save_breakdown_csv(args.breakdown)
     if args.breakdown_tiles:
         report.save_breakdown_csv(args.breakdown_tiles, tiles=True)
+    if args.html:
+        report.save_html(args.html)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, sort_keys=True))
     else:
@@ -249,6 +251,7 @@ def _simulate_llm(args) -> int:
         raise NpusimError("--prefill and --decode go together: the prompt's tokens and the tokens to generate")
     unused = [flag for flag, value in (("--plan", args.plan), ("--timeline", args.timeline),
                                        ("--breakdown", args.breakdown), ("--breakdown-tiles", args.breakdown_tiles),
+                                       ("--html", args.html),
                                        ("--jitter", args.jitter)) if value]
     if unused:
         raise NpusimError(f"{', '.join(unused)}: not available for a multi-step LLM run (simulate one step, "

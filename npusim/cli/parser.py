@@ -125,6 +125,8 @@ def _add_simulate(sub, handler: Callable) -> None:
     p.add_argument("--plan", help="simulate this plan JSON instead of planning (it is validated first)")
     p.add_argument("--report", help="write the report as JSON here")
     p.add_argument("--timeline", help="write a Chrome-trace / Perfetto timeline here")
+    p.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page here (summary, "
+                                                  "critical path, energy, memory over time, sortable ops)")
     p.add_argument("--breakdown", help="write one CSV row per op here (its tiles folded in): start, end, cycles, "
                                        "busy cycles, bound, stall cycles and what it waited for, bytes in/out")
     p.add_argument("--breakdown-tiles", metavar="CSV", help="as --breakdown, one row per tile and core part as run")

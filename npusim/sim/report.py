@@ -190,6 +190,12 @@ class Report:
             writer.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
         atomic_write_text(path, out.getvalue())
 
+    def save_html(self, path: str | Path) -> None:
+        """One self-contained page: summary, critical path, energy, counters, ops (``html_report``)."""
+        from npusim.sim.html_report import report_html  # lazy: html_report imports this module
+
+        atomic_write_text(path, report_html(self))
+
     def save_json(self, path: str | Path, timeline: bool = False) -> None:
         atomic_write_text(path, json.dumps(self.to_dict(timeline), indent=1, sort_keys=True) + "\n")
 
