@@ -232,3 +232,15 @@ def test_progress_says_which_step_of_how_many():
                           "decode step 2 of 3 simulated (KV length 17)"]
     assert any(w.startswith("choosing the KV layers on chip") for w in heard)
     assert any(w.startswith("decode step 1 of 3 simulated (KV length 16): ") for w in heard)  # the step's own stages
+
+
+def test_a_run_of_gemvs_on_a_large_array_says_the_array_sets_its_latency():
+    """A batch-1 decode step with its GEMVs forced onto datacenter-npu's 128x128 arrays spends
+    most of the run below 1 % of their peak, and the report says so; the same step on the vector
+    lanes (cores.gemv: fastest, the shipped setting) does not."""
+    graph = decode_graph(preset("gpt2-small"), 64)
+    forced = load_hw("datacenter-npu", {"cores.gemv": "array"})
+    report = simulate_plan(plan_graph(graph, forced), forced, validated=True)
+    assert "of the array's peak" in report.low_array_note and report.low_array_note in report.summary()
+    shipped = load_hw("datacenter-npu")
+    assert simulate_plan(plan_graph(graph, shipped), shipped, validated=True).low_array_note == ""

@@ -82,3 +82,15 @@ def test_the_readme_python_example_runs(capsys):
 @pytest.mark.parametrize("limit", [250])
 def test_the_readme_is_a_guide_not_a_manual(limit):
     assert len(README.splitlines()) <= limit, "move reference material to docs/"
+
+
+def test_the_quick_start_prints_what_the_readme_shows(capsys):
+    """The README's quick-start output, digit for digit (the wall-time line aside: it is the
+    machine's)."""
+    (shown,) = [b for b in blocks("") if b.startswith("resnet50@fused@tiled on edge-npu")]
+    argv = next(a for a in commands() if a[:2] == ["simulate", "resnet50"])
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    keep = lambda text: [line.rstrip() for line in text.splitlines() if not line.lstrip().startswith("wall time")]  # noqa: E731
+    assert keep(printed) == keep(shown)
+

@@ -150,5 +150,6 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
             "stall_cycles": idle, "stalled_on": waited_for,
             "bytes_in": sum(graph.tensors[i].size for i in dict.fromkeys(op.inputs)),
             "bytes_out": sum(graph.tensors[o].size for o in op.outputs),
+            "macs": op.macs if op.gemm is not None else 0,
         })
     return rows

@@ -555,7 +555,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         dram_stats=dram_stats,
         semaphores=semaphores,
         core_utilisation=tuple(busy / span for busy in machine.core_busy),
-        cores_per_stream=machine.group, streams=program.streams,
+        cores_per_stream=machine.group, streams=program.streams, core_pes=hw.cores.pes,
         area_mm2=area_mm2(hw),
         jitter={"seed": seed, "amount": jitter} if jitter > 0 else {},
     )

@@ -72,6 +72,7 @@ class Report:
     core_utilisation: tuple = ()  # per core: fraction of the run it computed
     cores_per_stream: int = 1  # cores each stream's ops were split across (npusim.hw.costs.core_parts)
     streams: int = 1  # command queues of compute the program used
+    core_pes: int = 0  # PEs of one core's array (MACs per cycle at its peak)
     area_mm2: dict = field(default_factory=dict)  # part -> mm^2 (npusim.hw.silicon.area_mm2)
     jitter: dict = field(default_factory=dict)  # {"seed", "amount"} of a jittered run (--jitter); {} otherwise
     dram_stats: dict = field(default_factory=dict)  # dram.model: banks: row statistics (npusim.dram.model)
@@ -146,6 +147,31 @@ class Report:
                 "(e.g. a streams-rr stage)")
 
     @property
+    def low_array_note(self) -> str:
+        """One line when most of the run is ops that use under 1 % of the array's peak (a
+        batch-1 GEMV or a depthwise conv on a large array): the latency is then the array's
+        shape, not the planner's doing."""
+        if not self.core_pes or self.cycles <= 0:
+            return ""
+        low, worst = 0.0, None
+        for row in self.op_breakdown:
+            if not row.get("macs") or row["cycles"] <= 0 or row["bound"] != "array":  # ran on the array
+                continue
+            lane = str(row["lane"])
+            first, _, last = lane[4:].partition("-") if lane.startswith("core") else ("0", "", "")
+            cores = int(last) - int(first) + 1 if last.isdigit() and first.isdigit() else 1
+            used = row["macs"] / (row["cycles"] * self.core_pes * cores)
+            if used < LOW_ARRAY_USE:
+                low += row["cycles"]
+                if worst is None or row["cycles"] > worst[1]:
+                    worst = (row.get("of", row["op"]), row["cycles"], used)
+        if low <= 0.5 * self.cycles * max(self.streams, 1) or worst is None:
+            return ""
+        return (f"{low / (self.cycles * max(self.streams, 1)):.0%} of the run is ops using under {LOW_ARRAY_USE:.0%} of "
+                f"the array's peak (longest: {worst[0]} at {worst[2]:.2%}): the array's size or shape, not the plan, "
+                "sets this latency")
+
+    @property
     def streams_note(self) -> str:
         """One line when several streams share the cores: each runs its ops on its own cores
         only, so a stream's op never uses the others' (a user comparing pipelines should know)."""
@@ -181,7 +207,7 @@ class Report:
         run): start, end, cycles, what bound it, stall cycles before it and what it waited
         for, bytes in and out (``npusim.sim.critical_path.op_breakdown``)."""
         columns = ("op", "of", "kind", "step", "queue", "lane", "start", "end", "cycles", "bound", "stall_cycles",
-                   "stalled_on", "bytes_in", "bytes_out") if tiles else PER_OP_COLUMNS
+                   "stalled_on", "bytes_in", "bytes_out", "macs") if tiles else PER_OP_COLUMNS
         rows = self.op_breakdown if tiles else per_op_breakdown(self.op_breakdown)
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
@@ -280,6 +306,8 @@ class Report:
             lines.insert(-1, "  note           " + self.idle_cores_note)
         if self.streams_note:
             lines.insert(-1, "  note           " + self.streams_note)
+        if self.low_array_note:
+            lines.insert(-1, "  note           " + self.low_array_note)
         for note in self.plan_notes:
             lines.insert(-1, "  plan note      " + note)
         if self.stalls:
@@ -289,10 +317,13 @@ class Report:
         return "\n".join(lines)
 
 
+#: An op below this share of its array's peak MACs per cycle counts as barely using it.
+LOW_ARRAY_USE = 0.01
+
 #: Columns of the per-op breakdown: ``cycles`` is its span (first start to last end),
 #: ``busy_cycles`` the compute its tiles and core parts took in all.
 PER_OP_COLUMNS = ("op", "kind", "tiles", "step", "queue", "lane", "start", "end", "cycles", "busy_cycles", "bound",
-                  "stall_cycles", "stalled_on", "bytes_in", "bytes_out")
+                  "stall_cycles", "stalled_on", "bytes_in", "bytes_out", "macs")
 
 
 def per_op_breakdown(rows) -> list[dict]:
@@ -319,6 +350,7 @@ def per_op_breakdown(rows) -> list[dict]:
             "bound": max(bound, key=bound.get), "stall_cycles": sum(r["stall_cycles"] for r in parts),
             "stalled_on": max(stalled, key=stalled.get) if stalled else "",
             "bytes_in": sum(r["bytes_in"] for r in parts), "bytes_out": sum(r["bytes_out"] for r in parts),
+            "macs": sum(r.get("macs", 0) for r in parts),
         })
     return folded
 
