@@ -56,6 +56,19 @@ def parse_formats(spec: str | None) -> tuple[str, ...]:
     return formats
 
 
+def figure_svg(fig) -> str:
+    """``fig`` as SVG text (for a page that embeds it), the figure then closed."""
+    import io
+
+    import matplotlib.pyplot as plt  # lazy: matplotlib is optional
+
+    out = io.StringIO()
+    fig.savefig(out, format="svg")
+    plt.close(fig)
+    text = out.getvalue()
+    return text[text.index("<svg"):]  # the inline element, without the XML prolog
+
+
 def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Write ``stem.png`` / ``stem.svg`` (no date in the SVG, so reruns are identical)."""
     plt = require_matplotlib()
@@ -372,6 +385,11 @@ def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = F
     """Latency and energy vs silicon area (``npusim.hw.silicon.area_mm2``): every feasible point
     and the Pareto front of each (``pareto-METRIC-TRACE``), a row of two panels per trace (an
     LLM sweep's points are one trace; the other swept keys name the point series)."""
+    return save_figure(pareto_figure(rows, swept), stem, formats)
+
+
+def pareto_figure(rows: list[dict], swept: list[str] = ()):
+    """The figure of ``plot_pareto``."""
     plt = require_matplotlib()
     from matplotlib.ticker import FuncFormatter, NullFormatter  # lazy: matplotlib is optional
 
@@ -394,7 +412,9 @@ def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = F
             (line,) = ax.step([r["area_mm2"] for r in front], [r[column] * scale for r in front], where="post",
                               color="black", linewidth=1.2, label="Pareto front")
             line.set_gid(f"pareto-{column}-{trace}")
-            ax.set_xscale("log")
+            areas = [r["area_mm2"] for r in mine]
+            if min(areas) > 0 and max(areas) >= 8 * min(areas):
+                ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap into a band
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
             ax.tick_params(axis="x", labelrotation=30)
@@ -404,7 +424,7 @@ def plot_pareto(rows: list[dict], stem: str | Path, formats: tuple[str, ...] = F
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
     fig.tight_layout()
-    return save_figure(fig, stem, formats)
+    return fig
 
 
 def _pareto_series(row: dict, swept: list[str]) -> str:

@@ -193,3 +193,14 @@ def test_dse_user_errors_are_one_line(capsys, chain_trace, tmp_path, argv, expec
     code = main(["dse", chain_trace, "--hw", "edge-npu", "--no-cache", "-o", str(tmp_path / "r.csv"), *argv])
     err = capsys.readouterr().err
     assert code == 2 and expected in err and err.startswith("npusim: error: ") and err.count("\n") == 1
+
+
+def test_the_summary_shows_values_in_their_units_and_lines_up(chain_trace):
+    """12.8GB/s, not 12800000000.0; the metrics start in one column whatever the names."""
+    points = dse.make_points([chain_trace], "edge-npu", [dse.parse_sweep("dram.bandwidth=6.4GB/s,12.8GB/s")],
+                             ["default+arena+belady", "default+streams-rr+mindspore-mo:size,best-fit"],
+                             budget="3KiB")
+    text = dse.summary(dse.run_sweep(points, jobs=1, cache_dir=None))
+    lines = text.splitlines()[:-1]
+    assert "dram.bandwidth=12.8GB/s" in text and "12800000000" not in text
+    assert len({line.index(" cyc") for line in lines if " cyc" in line}) == 1

@@ -98,3 +98,30 @@ def test_clicking_a_column_sorts_the_ops(page, tmp_path):
     busiest = max(per_op_breakdown(report.op_breakdown), key=lambda r: r["busy_cycles"])["op"]
     title = re.search(r"<title>(.*?)</title>", run.stdout).group(1)
     assert title == busiest
+
+
+def _render(path: Path) -> tuple[str, list[str]]:
+    run = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+                          "--virtual-time-budget=3000", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0
+    return run.stdout, [line for line in run.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+def test_an_llm_run_and_a_20_point_sweep_have_pages(tmp_path, capsys, chain_trace):
+    llm, sweep = tmp_path / "llm.html", tmp_path / "dse.html"
+    assert main(["simulate", "llm:gpt2-small", "--hw", "datacenter-npu", "--prefill", "16", "--decode", "4",
+                 "--samples", "2", "--kv-on-chip", "none", "--html", str(llm)]) == 0
+    text = llm.read_text(encoding="utf-8")
+    assert "per-token latency" in text and text.count("<tr>") == 1 + 2 and "<svg" in text
+    assert main(["dse", chain_trace, "--sweep", "scratchpad.size=4KiB..80KiB:+4KiB", "--no-cache",
+                 "-o", str(tmp_path / "d.csv"), "--html", str(sweep)]) == 0
+    text = sweep.read_text(encoding="utf-8")
+    assert text.count("<tr>") == 1 + 20 and text.count("<svg") >= 2  # the curves and the Pareto figure
+    for page in (llm, sweep):
+        parser = _Collect()
+        parser.feed(page.read_text(encoding="utf-8"))
+        assert [u for u in parser.urls if not u.startswith("#")] == []  # nothing fetched at view time
+        if BROWSER is not None:
+            dom, console = _render(page)
+            assert "<table" in dom and console == []

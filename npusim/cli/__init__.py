@@ -31,7 +31,9 @@ from npusim.hw.silicon import budget_text
 from npusim.llm_run import run_llm
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.validate import validate
-from npusim.plot import parse_formats, plot_dse_curves, plot_pareto, plot_plan, require_matplotlib, varies_area
+from npusim.plot import (dse_figure, figure_svg, pareto_figure, parse_formats, plot_dse_curves, plot_pareto, plot_plan,
+                         require_matplotlib, varies_area)
+from npusim.sim.html_report import dse_html, llm_html
 from npusim.util.progress import Progress, silent
 from npusim.registry import ALIASES, default_registry, describe_planner
 from npusim.util.resources import list_resources
@@ -251,7 +253,7 @@ def _simulate_llm(args) -> int:
         raise NpusimError("--prefill and --decode go together: the prompt's tokens and the tokens to generate")
     unused = [flag for flag, value in (("--plan", args.plan), ("--timeline", args.timeline),
                                        ("--breakdown", args.breakdown), ("--breakdown-tiles", args.breakdown_tiles),
-                                       ("--html", args.html),
+
                                        ("--jitter", args.jitter)) if value]
     if unused:
         raise NpusimError(f"{', '.join(unused)}: not available for a multi-step LLM run (simulate one step, "
@@ -264,6 +266,8 @@ def _simulate_llm(args) -> int:
                          kv_on_chip=_kv_on_chip(args.kv_on_chip or "auto"), progress=progress)
     if args.report:
         atomic_write_text(args.report, json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
+    if args.html:
+        atomic_write_text(args.html, llm_html(report))
     print(json.dumps(report.to_dict(), indent=1, sort_keys=True) if args.json else report.summary())
     return 0
 
@@ -286,7 +290,9 @@ def cmd_dse(args) -> int:
                              options=_planner_options(args.option))
     if args.plot:
         formats = parse_formats(args.format)
+    if args.plot or args.html:
         require_matplotlib()  # fail before the sweep, not after it
+    _check_writable(("--html", args.html))
     result = dse.run_sweep(points, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
                            cache_dir=None if args.no_cache else args.cache_dir,
                            progress=True if args.progress else None)
@@ -302,6 +308,13 @@ def cmd_dse(args) -> int:
         else:
             print("no Pareto figure: no swept key changes the silicon area (sweep scratchpad.size or the cores)")
         print("wrote " + ", ".join(str(p) for p in written))
+    if args.html:
+        swept = [s.key for s in sweeps]
+        figures = [figure_svg(dse_figure(result.rows, swept))]
+        if varies_area(result.rows):
+            figures.append(figure_svg(pareto_figure(result.rows, swept)))
+        atomic_write_text(args.html, dse_html(result.rows, swept, figures, dse.summary(result)))
+        print(f"wrote {args.html}")
     return 0
 
 

@@ -204,6 +204,8 @@ def _add_dse(sub, handler: Callable) -> None:
     p.add_argument("--cache-dir", default=".npusim-cache", help="cache of finished points (resumable)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--plot", action="store_true", help="also draw OUT-curves and OUT-pareto figures")
+    p.add_argument("--html", metavar="FILE", help="also write one self-contained page: the figures and a sortable "
+                                                  "row per point")
     p.add_argument("--format", default="png,svg", help="figure formats with --plot: png, svg or png,svg")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
     p.add_argument("--timings", action="store_true", help="also write the solve_seconds column (wall clock: not reproducible)")

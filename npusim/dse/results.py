@@ -80,7 +80,7 @@ def _csv_value(text: str):
 
 def summary(result: SweepResult) -> str:
     """A short text table: one line per point (trace, settings, planner, status, key metrics)."""
-    lines = []
+    lines, cells = [], []
     for point, row in zip(result.points, result.rows):
         settings = " ".join(f"{k}={_show(k, v)}" for k, v in point.settings)
         if row["status"] == "ok":
@@ -88,13 +88,27 @@ def summary(result: SweepResult) -> str:
                        f"{row['offchip_bytes']:>13,} B off-chip")
         else:
             metrics = "infeasible: " + row["reason"][:90]
-        lines.append(f"{point.trace_name:<14} {settings:<28} {point.pipeline:<22} {metrics}")
+        cells.append((point.trace_name, settings, point.pipeline, metrics))
+    widths = [max((len(c[i]) for c in cells), default=0) for i in range(3)]  # columns line up whatever the names
+    for trace, settings, pipeline, metrics in cells:
+        lines.append(f"{trace:<{widths[0]}}  {settings:<{widths[1]}}  {pipeline:<{widths[2]}}  {metrics}")
     lines.append(f"{len(result.rows)} points ({result.cached} cached, {result.computed} computed, "
                  f"{result.infeasible} infeasible) in {result.seconds:.1f} s")
     return "\n".join(lines)
 
 
+#: How a swept value of a quantity reads in the summary: its base unit with an SI prefix.
+_SHOWN_UNITS = {"bandwidth": "B/s", "frequency": "Hz", "power": "W", "time": "s"}
+
+
 def _show(key: str, value) -> str:
-    if isinstance(value, int) and (key == BUDGET_KEY or knob_quantities().get(key) == "size"):
+    """A swept value as a person writes it: 12.8GB/s, 1GHz, 512KiB (not 12800000000.0)."""
+    quantity = "size" if key == BUDGET_KEY else knob_quantities().get(key)
+    if isinstance(value, int) and quantity == "size":
         return units.format_bytes(value).replace(" ", "")
+    if quantity in _SHOWN_UNITS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"),
+                               (1e-9, "n")):
+            if abs(value) >= factor:
+                return f"{value / factor:g}{prefix}{_SHOWN_UNITS[quantity]}"
     return str(value)

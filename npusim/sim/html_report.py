@@ -1,10 +1,12 @@
-"""A simulation report as one self-contained HTML page (``npusim simulate --html``).
+"""Reports as self-contained HTML pages (``--html``): a simulation, an LLM run, a DSE sweep.
 
 Everything is inline — styles, the small sorting script, the memory-over-time picture as SVG —
 so the file opens offline and can be attached to a design review. Sections: the summary (the
 text report, first line included: a jittered or oversized run says so there), where the time
 went (the critical path by cause), energy by component, scratchpad and DRAM traffic over
 time, and one row per op of the graph as given (its tiles folded in; click a column to sort).
+An LLM run's page has its summary, per-token latency over the KV length and a row per
+simulated step; a sweep's page its figures (inline SVG) and a row per point.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #eee; cursor: pointer; position: sticky; top: 0; }
 td:first-child, th:first-child, td:nth-child(2) { text-align: left; }
 .note { color: #a00; font-weight: bold; }
+.figure svg { max-width: 100%; height: auto; }
 """
 
 _SORT_SCRIPT = """
@@ -54,13 +57,19 @@ document.querySelectorAll('table.sortable th').forEach(function (th, column) {
 """
 
 
+def page(title: str, body: list[str]) -> str:
+    """A whole page around ``body`` (HTML fragments): styles inline, the sorting script last."""
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>", *body,
+             f"<script>{_SORT_SCRIPT}</script>", "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
 def report_html(report: Report) -> str:
-    """The page (a ``str``, UTF-8)."""
+    """The page of one simulation (a ``str``, UTF-8)."""
     title = f"npusim: {report.graph} on {report.hardware}"
     notes = [n for n in (report.oversize_note, report.jitter_note) if n]
-    parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+    return page(title, [
         f"<h1>{html.escape(title)} with {html.escape(report.planner)}</h1>",
         *(f'<p class="note">{html.escape(n.strip(" -"))}</p>' for n in notes),
         f'<pre id="summary">{html.escape(report.summary())}</pre>',
@@ -69,9 +78,80 @@ def report_html(report: Report) -> str:
                                              report.total_energy_pj, "pJ"),
         "<h2>Scratchpad and DRAM over time</h2>", _counters(report),
         "<h2>Ops</h2>", _op_table(report),
-        f"<script>{_SORT_SCRIPT}</script>", "</body></html>",
-    ]
-    return "\n".join(parts) + "\n"
+    ])
+
+
+def llm_html(report) -> str:
+    """The page of an LLM run (``npusim.llm_run.LlmReport``): its summary, per-token latency
+    over the KV length (simulated steps marked) and a row per simulated step."""
+    title = f"npusim: {report.model} on {report.hardware}"
+    first = report.prefill_tokens
+    curve = [(first + i, seconds * 1e3) for i, seconds in enumerate(report.step_seconds)]
+    marks = [(s.kv_length, s.seconds * 1e3) for s in report.sampled]
+    rows = [{"KV length": s.kv_length, "latency (ms)": s.seconds * 1e3, "cycles": s.cycles,
+             "energy (uJ)": s.energy_pj / 1e6, "KV bytes": s.kv_bytes,
+             **{f"{cause} (B)": b for cause, b in s.offchip_bytes.items()}} for s in report.sampled]
+    return page(title, [
+        f"<h1>{html.escape(title)} with {html.escape(report.pipeline)}</h1>",
+        f'<pre id="summary">{html.escape(report.summary())}</pre>',
+        "<h2>Per-token latency over the KV length</h2>",
+        _line_svg(curve, marks, "KV length (tokens)", "ms per decode step"),
+        "<h2>Simulated steps</h2>", table(rows),
+    ])
+
+
+def dse_html(rows: list[dict], swept: list[str], figures: list[str], summary: str) -> str:
+    """The page of a sweep: its summary, its figures (SVG text, inline) and a row per point."""
+    keep = [k for k in ("trace", "planner", *swept, "status", "cycles", "energy_pj", "offchip_bytes", "area_mm2",
+                        "onchip_peak_bytes", "reason") if any(k in r for r in rows)]
+    return page("npusim: design-space exploration", [
+        "<h1>npusim: design-space exploration</h1>",
+        f'<pre id="summary">{html.escape(summary)}</pre>',
+        "<h2>Figures</h2>", *(f'<div class="figure">{svg}</div>' for svg in figures),
+        f"<h2>Points ({len(rows)})</h2>", table([{k: r.get(k) for k in keep} for r in rows]),
+    ])
+
+
+def table(rows: list[dict]) -> str:
+    """A sortable table of ``rows`` (the first row's keys as columns)."""
+    if not rows:
+        return "<p>(none)</p>"
+    columns = list(rows[0])
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(_cell(row.get(c)) for c in columns) + "</tr>" for row in rows)
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _cell(value) -> str:
+    if value is None:
+        return '<td data-value="">-</td>'
+    if isinstance(value, float):
+        shown = f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    elif isinstance(value, int) and not isinstance(value, bool):
+        shown = f"{value:,}"
+    else:
+        shown = str(value)
+    raw = json.dumps(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    return f'<td data-value="{html.escape(raw)}">{html.escape(shown)}</td>'
+
+
+def _line_svg(points: list[tuple[float, float]], marks: list[tuple[float, float]], x_label: str,
+              y_label: str) -> str:
+    """A line over ``points`` with dots at ``marks``, axes labelled at their ends."""
+    if not points:
+        return "<p>(no steps)</p>"
+    width, height, pad = 1000, 220, 40
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    x0, x1 = min(xs), max(max(xs), min(xs) + 1)
+    y1 = max(ys) * 1.05 or 1.0
+    at = lambda x, y: (pad + (width - 2 * pad) * (x - x0) / (x1 - x0), height - pad - (height - 2 * pad) * y / y1)  # noqa: E731
+    line = " ".join("{:.1f},{:.1f}".format(*at(x, y)) for x, y in points)
+    dots = "".join('<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="#EE6677"/>'.format(*at(x, y)) for x, y in marks)
+    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="border:1px solid #ccc" '
+            f'role="img" aria-label="{html.escape(y_label)}"><polyline fill="none" stroke="#4477AA" points="{line}"/>'
+            f'{dots}<text x="{pad}" y="{height - 8}" font-size="12">{html.escape(x_label)}: {x0:,.0f}</text>'
+            f'<text x="{width - pad}" y="{height - 8}" font-size="12" text-anchor="end">{x1:,.0f}</text>'
+            f'<text x="4" y="14" font-size="12">{html.escape(y_label)} (top {y1:,.3f})</text></svg>')
 
 
 def _bar(parts: dict, total: float, unit: str) -> str:
@@ -131,15 +211,6 @@ _OP_COLUMNS = (("op", "op"), ("kind", "kind"), ("tiles", "tiles"), ("start", "st
 
 def _op_table(report: Report) -> str:
     rows = per_op_breakdown(report.op_breakdown)
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in _OP_COLUMNS)
-    body = []
-    for row in rows:
-        cells = []
-        for key, _ in _OP_COLUMNS:
-            value = row[key]
-            shown = f"{value:,.0f}" if isinstance(value, float) else (f"{value:,}" if isinstance(value, int) else value)
-            cells.append(f'<td data-value="{html.escape(json.dumps(value) if not isinstance(value, str) else value)}">'
-                         f"{html.escape(str(shown))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<p>{len(rows)} ops; click a column to sort.</p><table class="sortable"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+    shown = [{label: (round(row[key]) if isinstance(row[key], float) else row[key]) for key, label in _OP_COLUMNS}
+             for row in rows]
+    return f"<p>{len(rows)} ops; click a column to sort.</p>" + table(shown)
