@@ -113,3 +113,20 @@ def test_solver_reports_incumbent_and_bound_to_the_run_s_progress():
     assert any(f"incumbent {int(solver.ObjectiveValue())}" in detail for _, detail in heard)
     quiet = make_solver(SolverOptions.from_options({"time_limit": 5}))  # outside a run: no search log
     assert not quiet.parameters.log_search_progress
+
+
+def test_a_negative_solver_bound_reads_as_none_yet():
+    """CP-SAT logs a negative bound before it has one; every model here minimises a size."""
+    from npusim.util.progress import reporting, solver_progress
+
+    class Solver:
+        class parameters:
+            pass
+
+    heard = []
+    with reporting(lambda what, done=None, total=None, detail="": heard.append(detail)):
+        solver = Solver()
+        solver_progress(solver)
+        solver.log_callback("#1       0.12s best:765056 next:[-765056,765055] fixed_bools:0/20")
+        solver.log_callback("#Bound   0.50s best:765056 next:[700000,765055] fixed_bools:0/20")
+    assert heard == ["incumbent 765056, no bound yet, 0 s", "incumbent 765056, bound 700000, 0 s"]

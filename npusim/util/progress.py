@@ -62,7 +62,13 @@ def solver_progress(solver, what: str = "solving (CP-SAT)") -> None:
         found = _SEARCH_LINE.match(text)
         if found:
             seconds, best, bound = found.groups()
-            progress(what, detail=f"incumbent {best}, bound {bound or best}, {float(seconds):.0f} s")
+            bound = bound or best
+            try:  # every model here minimises bytes or a peak: a negative bound is CP-SAT's "none yet"
+                known = float(bound) >= 0
+            except ValueError:
+                known = True
+            shown = f"bound {bound}" if known else "no bound yet"
+            progress(what, detail=f"incumbent {best}, {shown}, {float(seconds):.0f} s")
 
     solver.parameters.log_search_progress = True
     solver.parameters.log_to_stdout = False
