@@ -73,3 +73,22 @@ def test_the_import_command_binds_dims(tmp_path, capsys):
         assert main(["import", str(model), "--dim", "batch=1", "--dim", bad, "-o", str(out)]) == 2
         err = capsys.readouterr().err
         assert "--dim" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_shape_only_known_at_run_time_names_the_op_not_inference_names(tmp_path):
+    """Every symbolic dim bound, but a Reshape whose target is computed from data: the error names
+    that op, not the unk__N names shape inference makes up."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])
+    k = helper.make_tensor_value_info("k", TensorProto.INT64, [2])  # a target shape given at run time
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="act"),
+             helper.make_node("Reshape", ["h", "k"], ["r"], name="data_reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="after")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x, k], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    with pytest.raises(TraceError) as error:
+        import_onnx(path, dims={"batch": 2})
+    message = str(error.value)
+    assert "unk__" not in message
+    assert "shape inference cannot give op 'data_reshape' (Reshape) a static output shape for 'r'" in message

@@ -129,11 +129,25 @@ def _with_static_shapes(model, path: Path, dims: dict[str, int]):
             for d in value.type.tensor_type.shape.dim:
                 if not d.HasField("dim_value") and d.dim_param:
                     first_use.setdefault(d.dim_param, value.name)
-    if first_use:
-        unbound = sorted(first_use)
+    declared = {d.dim_param for value in list(model.graph.input) + list(model.graph.value_info)
+                + list(model.graph.output) if value.type.HasField("tensor_type")
+                for d in value.type.tensor_type.shape.dim if d.dim_param}
+    unbound = sorted(name for name in first_use if name in declared)  # the model's own names, the user's to bind
+    if unbound:
         where = ", ".join(f"{name} (tensor {first_use[name]!r})" for name in unbound)
         raise TraceError(f"{path}: symbolic dimensions not bound: {where}; bind each with "
                          + " ".join(f"--dim {name}=N" for name in unbound))
+    if first_use:  # only names inference made up (unk__N): say which op it could not follow
+        producer = {out: node for node in inferred.graph.node for out in node.output}
+        order = {node.name or id(node): k for k, node in enumerate(inferred.graph.node)}
+        tensors = [t for t in first_use.values() if t in producer]
+        first = min(tensors, key=lambda t: order[producer[t].name or id(producer[t])], default=None)
+        if first is not None:
+            node = producer[first]
+            raise TraceError(f"{path}: shape inference cannot give op {node.name or '(unnamed)'!r} "
+                             f"({node.op_type}) a static output shape for {first!r} (and {len(first_use) - 1} more "
+                             "dims follow from it): its shape depends on values known only at run time; bind the "
+                             "model's symbolic dims with --dim, or export it with static shapes")
     return inferred
 
 
