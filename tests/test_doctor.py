@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+
+import pytest
 from pathlib import Path
 
 from npusim.cli import main
@@ -60,3 +62,22 @@ def test_shipped_names_are_diagnosed_like_files(capsys):
     assert main(["doctor", "edge-npu", "no-such-config"]) == 1
     out = capsys.readouterr().out
     assert "no-such-config: no such file, shipped trace or hardware config" in out and "edge-npu:" not in out
+
+
+def test_every_problem_of_a_trace_is_listed(tmp_path):
+    """Two convolutions with attributes of the wrong type in one trace: doctor lists both, each
+    with the fix (loading stops at the first)."""
+    from npusim.graph.trace_io import graph_to_dict, load_trace
+    from npusim.workflow import load_graph
+
+    data = graph_to_dict(load_graph("squeezenet1_0"))
+    convs = [op for op in data["ops"] if op["kind"] == "Conv"]
+    convs[0]["attrs"]["strides"] = "one"
+    convs[3]["attrs"]["pads"] = [[0, 0]]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    problems = diagnose([str(path)])
+    assert len(problems) == 2 and all(p.fix.startswith("fix the field") for p in problems)
+    assert "attrs.strides is 'one'" in problems[0].message and "attrs.pads is [[0, 0]]" in problems[1].message
+    with pytest.raises(Exception, match="attrs.strides is 'one'"):
+        load_trace(path)  # the loader's one-line error is the first of them

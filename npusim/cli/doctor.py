@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npusim.errors import ConfigError, NpusimError, SimulationError
+from npusim.graph.contract import trace_problems
+from npusim.graph.trace_io import read_trace_document
 from npusim.hw import loader
 from npusim.plan.io import load_plan
 from npusim.plan.validate import validate
@@ -130,14 +132,25 @@ def _drop(data: dict, dotted: str) -> bool:
     return target.pop(leaf, None) is not None or leaf in target
 
 
+TRACE_FIX = "fix the field or record named above, or re-import the model (npusim import model.onnx -o trace.json)"
+
+
 def diagnose_trace(path: Path) -> tuple[list[Problem], object]:
+    """Every problem of a trace: each tensor and op checked on its own (a trace file), or the
+    import's one error (an ONNX model)."""
     from npusim.workflow import load_graph  # lazy: SimPy, Numba (a hardware check needs neither)
 
+    if path.suffix != ".onnx":
+        try:
+            found = trace_problems(read_trace_document(path), str(path))
+        except NpusimError as error:  # unreadable, not JSON
+            found = [str(error)]
+        if found:
+            return [Problem(str(path), message, TRACE_FIX) for message in found], None
     try:
         return [], load_graph(path)
     except NpusimError as error:
-        return [Problem(str(path), str(error), "fix the field or record named above, or re-import the model "
-                                               "(npusim import model.onnx -o trace.json)")], None
+        return [Problem(str(path), str(error), TRACE_FIX)], None
 
 
 def diagnose_plan(path: Path, trace: str | None, hw: str | None, seeds: int = 8) -> list[Problem]:

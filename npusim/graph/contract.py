@@ -58,9 +58,39 @@ def check_trace(data, source: str = "<trace>", warn=None) -> Graph:
         try:
             _check_op(graph, op)
         except Bad as bad:
-            raise TraceError(f"{source}: op {short(op.name, 60)} ({_clip(op.kind)}): {bad.field} is {short(bad.value)}, "
-                             f"expected {bad.expected}") from None
+            raise TraceError(_op_problem(op, bad, source)) from None
     return graph
+
+
+def _op_problem(op, bad: Bad, source: str) -> str:
+    return f"{source}: op {short(op.name, 60)} ({_clip(op.kind)}): {bad.field} is {short(bad.value)}, expected {bad.expected}"
+
+
+def trace_problems(data, source: str = "<trace>") -> list[str]:
+    """Every problem of a trace document, one line each (``npusim doctor``): the fields first
+    (a document whose fields are wrong stops there: nothing else can be read), then every
+    tensor and every op, each on its own."""
+    try:
+        _check_schema(data, source)
+        _check_unique_ops(data["ops"], source)
+        graph = _build(data, data["ops"], source)
+    except TraceError as exc:
+        return [str(exc)]
+    order = _topological_order(graph)
+    if order != list(range(graph.n_ops)):
+        graph = _reordered(data, graph, order, source, None)
+    problems = []
+    for t in graph.tensors:
+        try:
+            _check_tensor(graph, t, source)
+        except TraceError as exc:
+            problems.append(str(exc))
+    for op in graph.ops:
+        try:
+            _check_op(graph, op)
+        except Bad as bad:
+            problems.append(_op_problem(op, bad, source))
+    return problems
 
 
 def _check_schema(data, source: str) -> None:

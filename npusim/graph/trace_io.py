@@ -93,6 +93,17 @@ def _no_constants(name: str):
 def load_trace(path: str | Path) -> Graph:
     """Read a trace file (``.json`` or ``.json.gz``); every problem is a TraceError naming it."""
     path = Path(path)
+    data = read_trace_document(path)
+    try:
+        return graph_from_dict(data, str(path))
+    except TraceError as exc:
+        msg = str(exc)
+        raise TraceError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
+
+
+def read_trace_document(path: Path):
+    """A trace file's JSON document, unchecked (bounded read, gunzipped; TraceError naming the
+    file when it cannot be read or parsed)."""
     try:
         raw = _read_capped(path)
         data = json.loads(raw, parse_constant=_no_constants)
@@ -104,11 +115,7 @@ def load_trace(path: str | Path) -> Graph:
         raise TraceError(f"{path}: not valid JSON: {exc}") from None
     except RecursionError:
         raise TraceError(f"{path}: not valid JSON: nested too deeply") from None
-    try:
-        return graph_from_dict(data, str(path))
-    except TraceError as exc:
-        msg = str(exc)
-        raise TraceError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
+    return data
 
 
 def _read_capped(path: Path) -> bytes:
