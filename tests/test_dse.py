@@ -204,3 +204,14 @@ def test_the_summary_shows_values_in_their_units_and_lines_up(chain_trace):
     lines = text.splitlines()[:-1]
     assert "dram.bandwidth=12.8GB/s" in text and "12800000000" not in text
     assert len({line.index(" cyc") for line in lines if " cyc" in line}) == 1
+
+
+def test_a_sweep_off_a_terminal_says_how_far_it_got(chain_trace, monkeypatch, capfd):
+    """Off a terminal (CI logs, pipes) a sweep prints a line with the point reached and the time
+    left, every NPUSIM_PROGRESS_SECONDS, as the other long commands do."""
+    monkeypatch.setenv("NPUSIM_PROGRESS_SECONDS", "0.000001")
+    points = sweep_points(chain_trace, "budget=3KiB,4KiB,5KiB")
+    dse.run_sweep(points, jobs=1, cache_dir=None)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("npusim dse: point")]
+    assert lines and lines[-1].startswith(f"npusim dse: point {len(points)} of {len(points)},")
+    assert all("s left" in line for line in lines)

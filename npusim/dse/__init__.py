@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 import npusim
 from npusim.dse.fingerprint import code_fingerprint
-from npusim.util.env_knobs import memory_limit
+from npusim.util.env_knobs import memory_limit, progress_seconds
 from npusim.util.units import format_bytes
 from npusim.registry import check_pipelines
 from npusim.sim.metrics import METRIC_COLUMNS, infeasible_row, metrics_row
@@ -297,11 +297,21 @@ def run_sweep(points: list[Point], *, jobs: int = 1, backend: str = "local", sch
     bar = tqdm(total=len(points), initial=len(rows), desc="npusim dse", unit="pt", disable=disable,
                file=sys.stderr, dynamic_ncols=True)
 
+    quiet_lines = disable and progress is None  # off a terminal: a line now and then, as other commands do
+    every, last = progress_seconds(), [time.perf_counter()]
+
     def done(point: Point, row: dict) -> None:
         cache.put(point.cache_key(), row, cache_about(point))
         rows[point.index] = with_settings(point, row)
         bar.set_postfix_str(f"{point.trace} {point.pipeline}", refresh=False)
         bar.update(1)
+        now = time.perf_counter()
+        if quiet_lines and now - last[0] >= every:
+            last[0] = now
+            finished, spent = len(rows), now - start
+            left = spent / max(finished - (len(points) - len(todo)), 1) * (len(points) - finished)
+            print(f"npusim dse: point {finished} of {len(points)}, {spent:.0f} s, about {left:.0f} s left",
+                  file=sys.stderr, flush=True)
 
     try:
         if backend == "dask" and todo:  # nothing to compute: do not start a cluster
