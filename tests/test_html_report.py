@@ -41,8 +41,8 @@ class _Collect(HTMLParser):
 def page(tmp_path_factory):
     folder = tmp_path_factory.mktemp("html")
     path = folder / "r.html"
-    graph, hw = load_graph("squeezenet1_0"), load_hw("edge-npu")
-    report = simulate_plan(plan_graph(graph, hw, budget=256 * 1024), hw, validated=True)
+    graph, hw = load_graph("resnet50"), load_hw("edge-npu")  # the README's quick start
+    report = simulate_plan(plan_graph(graph, hw), hw, validated=True)
     report.save_html(path)
     return path, report
 
@@ -117,7 +117,8 @@ def test_an_llm_run_and_a_20_point_sweep_have_pages(tmp_path, capsys, chain_trac
     assert main(["dse", chain_trace, "--sweep", "scratchpad.size=4KiB..80KiB:+4KiB", "--no-cache",
                  "-o", str(tmp_path / "d.csv"), "--html", str(sweep)]) == 0
     text = sweep.read_text(encoding="utf-8")
-    assert text.count("<tr>") == 1 + 20 and text.count("<svg") >= 2  # the curves and the Pareto figure
+    assert text.count("<tr>") == 1 + 20 and text.count("<svg") >= 2 + 3  # 3 charts, the curves and Pareto figures
+    assert text.count("<circle") == 20 * 3 and text.count("<title>") >= 1 + 20 * 3  # every point has its tooltip
     for page in (llm, sweep):
         parser = _Collect()
         parser.feed(page.read_text(encoding="utf-8"))

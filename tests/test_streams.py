@@ -1,6 +1,7 @@
 """Multi-stream plans: stream assignment, and races caught by the jittered simulator."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -101,5 +102,8 @@ def test_a_multi_stream_run_says_each_stream_drives_its_own_cores(capsys):
     assert main(["simulate", "squeezenet1_0", "--hw", "mid-npu", "--set", "scratchpad.size=8MiB",
                  "--planner", "default+streams-rr+mindspore-mo:size,first-fit"]) == 0
     assert "note           2 streams, each on 1 core of 2: an op runs on its stream's cores only" in capsys.readouterr().out
+    assert main(["simulate", "squeezenet1_0", "--hw", "mid-npu", "--set", "scratchpad.size=8MiB",
+                 "--planner", "default+streams-rr+mindspore-mo:size,first-fit", "--json"]) == 0
+    assert any("2 streams, each on 1 core of 2" in n for n in json.loads(capsys.readouterr().out)["notes"])
     assert main(["simulate", "squeezenet1_0", "--hw", "mid-npu"]) == 0
     assert "streams, each on" not in capsys.readouterr().out

@@ -198,6 +198,9 @@ class Report:
             data.pop("plan_notes")
         if not self.jitter:
             data.pop("jitter")
+        notes = [n for n in (self.idle_cores_note, self.streams_note, self.low_array_note) if n]
+        if notes:  # what the text report's note lines say, for a script reading the JSON
+            data["notes"] = notes
         if not timeline:
             data.pop("timeline")
         return data
