@@ -215,3 +215,9 @@ def test_a_sweep_off_a_terminal_says_how_far_it_got(chain_trace, monkeypatch, ca
     lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("npusim dse: point")]
     assert lines and lines[-1].startswith(f"npusim dse: point {len(points)} of {len(points)},")
     assert all("s left" in line for line in lines)
+
+
+def test_a_huge_range_says_how_many_values_it_has():
+    """327,680 values is what the range holds, not where counting stopped."""
+    with pytest.raises(dse.DseError, match=r"327,680 values, more than 10,000"):
+        dse.parse_sweep("scratchpad.size=64KiB..20GiB:+64KiB")

@@ -110,15 +110,15 @@ def _range_values(spec: str, quantity: str, text: str) -> list:
         if low <= 0:
             raise DseError(f"--sweep {text!r}: a geometric range must start above 0")
         count = math.floor(math.log(high / low) / math.log(factor) + 1e-9) + 1
-        values = [low * factor**i for i in range(count)]
+        values = [low * factor**i for i in range(min(count, MAX_POINTS_PER_SWEEP + 1))]
     else:
         stride = parse_value(step[1:].strip(), quantity if quantity != "budget" else "size", text)
         if stride <= 0:
             raise DseError(f"--sweep {text!r}: a linear step must be > 0")
         count = math.floor((high - low) / stride + 1e-9) + 1
         values = [low + stride * i for i in range(min(count, MAX_POINTS_PER_SWEEP + 1))]
-    if len(values) > MAX_POINTS_PER_SWEEP:
-        raise DseError(f"--sweep {text!r}: {len(values)} values, more than {MAX_POINTS_PER_SWEEP}")
+    if count > MAX_POINTS_PER_SWEEP:  # the range's own count, not where the listing stopped
+        raise DseError(f"--sweep {text!r}: {count:,} values, more than {MAX_POINTS_PER_SWEEP:,}: a larger step?")
     if whole:
         return list(dict.fromkeys(int(round(v)) for v in values))
     return [int(v) if v == int(v) else v for v in values]
