@@ -222,6 +222,85 @@ def _refresh_start(G, rk, bank_f, bank_i, rank_f):
     return start
 
 
+@njit(cache=True, inline="always")
+def _admit(c, G, chan_f, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, active, flow_write, flow_prio,
+           flow_start, fc_next, fc_end):
+    """Admission: the most urgent flow's next access enters its queue (the transaction queue with
+    per-bank command queues), until a queue is full or no flow has one left (the front end waits)."""
+    while True:
+        f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
+        if f < 0:
+            break
+        arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
+        if flow_write[f]:
+            if G[G_BANKQ] > 0:
+                n = chan_i[c, C_WT_N]
+                if n >= G[G_WT]:
+                    break
+                j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
+                wtq[c, j] = fc_next[f, c]
+                wtq_arr[c, j] = arrival
+                chan_i[c, C_WT_N] = n + 1
+            else:
+                n = chan_i[c, C_WQ_N]
+                if n >= G[G_WQ]:
+                    break
+                j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
+                wq[c, j] = fc_next[f, c]
+                wq_arr[c, j] = arrival
+                chan_i[c, C_WQ_N] = n + 1
+        else:
+            if G[G_BANKQ] > 0:
+                n = chan_i[c, C_RT_N]
+                if n >= G[G_RT]:
+                    break
+                j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
+                rtq[c, j] = fc_next[f, c]
+                rtq_arr[c, j] = arrival
+                chan_i[c, C_RT_N] = n + 1
+            else:
+                n = chan_i[c, C_RQ_N]
+                if n >= G[G_RQ]:
+                    break
+                j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
+                rq[c, j] = fc_next[f, c]
+                rq_arr[c, j] = arrival
+                chan_i[c, C_RQ_N] = n + 1
+        fc_next[f, c] += 1
+        chan_i[c, C_RR_LAST] = f
+
+
+@njit(cache=True, inline="always")
+def _to_command_queues(c, G, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, req_bank):
+    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room."""
+    if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
+        for d in range(2):
+            if d == 0:
+                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
+                                                                    C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
+            else:
+                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
+                                                                    C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
+            i = 0
+            while i < chan_i[c, tn]:
+                th0 = chan_i[c, th]
+                r = tq[c, _at(th0, i, tdepth)]
+                if bank_n[req_bank[r], d] >= G[G_BANKQ]:
+                    i += 1
+                    continue
+                ns = chan_i[c, sn]
+                js = _at(chan_i[c, sh], ns, sdepth)
+                sq[c, js] = r
+                sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
+                chan_i[c, sn] = ns + 1
+                bank_n[req_bank[r], d] += 1
+                for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
+                    tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
+                    tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
+                chan_i[c, th] = _at(th0, 1, tdepth)
+                chan_i[c, tn] -= 1
+
+
 @njit(cache=True)
 def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
                  rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, stats_i, stats_f,
@@ -235,75 +314,9 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
     picks = np.zeros(1, dtype=np.int64)
     for c in range(G[G_CHANNELS]):
         while True:
-            # admission: the most urgent flow's next access enters its queue (the transaction queue
-            # with per-bank command queues), or the front end waits
-            while True:
-                f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
-                if f < 0:
-                    break
-                arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
-                if flow_write[f]:
-                    if G[G_BANKQ] > 0:
-                        n = chan_i[c, C_WT_N]
-                        if n >= G[G_WT]:
-                            break
-                        j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
-                        wtq[c, j] = fc_next[f, c]
-                        wtq_arr[c, j] = arrival
-                        chan_i[c, C_WT_N] = n + 1
-                    else:
-                        n = chan_i[c, C_WQ_N]
-                        if n >= G[G_WQ]:
-                            break
-                        j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
-                        wq[c, j] = fc_next[f, c]
-                        wq_arr[c, j] = arrival
-                        chan_i[c, C_WQ_N] = n + 1
-                else:
-                    if G[G_BANKQ] > 0:
-                        n = chan_i[c, C_RT_N]
-                        if n >= G[G_RT]:
-                            break
-                        j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
-                        rtq[c, j] = fc_next[f, c]
-                        rtq_arr[c, j] = arrival
-                        chan_i[c, C_RT_N] = n + 1
-                    else:
-                        n = chan_i[c, C_RQ_N]
-                        if n >= G[G_RQ]:
-                            break
-                        j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
-                        rq[c, j] = fc_next[f, c]
-                        rq_arr[c, j] = arrival
-                        chan_i[c, C_RQ_N] = n + 1
-                fc_next[f, c] += 1
-                chan_i[c, C_RR_LAST] = f
-            if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
-                for d in range(2):
-                    if d == 0:
-                        tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
-                                                                            C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
-                    else:
-                        tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
-                                                                            C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
-                    i = 0
-                    while i < chan_i[c, tn]:
-                        th0 = chan_i[c, th]
-                        r = tq[c, _at(th0, i, tdepth)]
-                        if bank_n[req_bank[r], d] >= G[G_BANKQ]:
-                            i += 1
-                            continue
-                        ns = chan_i[c, sn]
-                        js = _at(chan_i[c, sh], ns, sdepth)
-                        sq[c, js] = r
-                        sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
-                        chan_i[c, sn] = ns + 1
-                        bank_n[req_bank[r], d] += 1
-                        for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
-                            tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
-                            tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
-                        chan_i[c, th] = _at(th0, 1, tdepth)
-                        chan_i[c, tn] -= 1
+            _admit(c, G, chan_f, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, active, flow_write, flow_prio,
+                   flow_start, fc_next, fc_end)
+            _to_command_queues(c, G, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, req_bank)
             nr = chan_i[c, C_RQ_N]
             nw = chan_i[c, C_WQ_N]
             if nr == 0 and nw == 0:
@@ -508,75 +521,9 @@ def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_
             fresh[c] = False
             st[c] = NOTHING
             while True:  # once: break is the candidate's return
-                    # admission: the most urgent flow's next access enters its queue (the transaction queue
-                    # with per-bank command queues), or the front end waits
-                    while True:
-                        f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
-                        if f < 0:
-                            break
-                        arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
-                        if flow_write[f]:
-                            if G[G_BANKQ] > 0:
-                                n = chan_i[c, C_WT_N]
-                                if n >= G[G_WT]:
-                                    break
-                                j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
-                                wtq[c, j] = fc_next[f, c]
-                                wtq_arr[c, j] = arrival
-                                chan_i[c, C_WT_N] = n + 1
-                            else:
-                                n = chan_i[c, C_WQ_N]
-                                if n >= G[G_WQ]:
-                                    break
-                                j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
-                                wq[c, j] = fc_next[f, c]
-                                wq_arr[c, j] = arrival
-                                chan_i[c, C_WQ_N] = n + 1
-                        else:
-                            if G[G_BANKQ] > 0:
-                                n = chan_i[c, C_RT_N]
-                                if n >= G[G_RT]:
-                                    break
-                                j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
-                                rtq[c, j] = fc_next[f, c]
-                                rtq_arr[c, j] = arrival
-                                chan_i[c, C_RT_N] = n + 1
-                            else:
-                                n = chan_i[c, C_RQ_N]
-                                if n >= G[G_RQ]:
-                                    break
-                                j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
-                                rq[c, j] = fc_next[f, c]
-                                rq_arr[c, j] = arrival
-                                chan_i[c, C_RQ_N] = n + 1
-                        fc_next[f, c] += 1
-                        chan_i[c, C_RR_LAST] = f
-                    if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
-                        for d in range(2):
-                            if d == 0:
-                                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
-                                                                                    C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
-                            else:
-                                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
-                                                                                    C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
-                            i = 0
-                            while i < chan_i[c, tn]:
-                                th0 = chan_i[c, th]
-                                r = tq[c, _at(th0, i, tdepth)]
-                                if bank_n[req_bank[r], d] >= G[G_BANKQ]:
-                                    i += 1
-                                    continue
-                                ns = chan_i[c, sn]
-                                js = _at(chan_i[c, sh], ns, sdepth)
-                                sq[c, js] = r
-                                sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
-                                chan_i[c, sn] = ns + 1
-                                bank_n[req_bank[r], d] += 1
-                                for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
-                                    tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
-                                    tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
-                                chan_i[c, th] = _at(th0, 1, tdepth)
-                                chan_i[c, tn] -= 1
+                    _admit(c, G, chan_f, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, active, flow_write, flow_prio,
+                           flow_start, fc_next, fc_end)
+                    _to_command_queues(c, G, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, req_bank)
                     nr = chan_i[c, C_RQ_N]
                     nw = chan_i[c, C_WQ_N]
                     if nr == 0 and nw == 0:
