@@ -19,6 +19,7 @@ id (``set_gid``) so tests can count rectangles and lines in the SVG instead of l
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from pathlib import Path
 
@@ -58,8 +59,6 @@ def parse_formats(spec: str | None) -> tuple[str, ...]:
 
 def figure_svg(fig) -> str:
     """``fig`` as SVG text (for a page that embeds it), the figure then closed."""
-    import io
-
     import matplotlib.pyplot as plt  # lazy: matplotlib is optional
 
     out = io.StringIO()

@@ -33,7 +33,7 @@ from npusim.plan.io import load_plan, save_plan
 from npusim.plan.validate import validate
 from npusim.plot import (dse_figure, figure_svg, pareto_figure, parse_formats, plot_dse_curves, plot_pareto, plot_plan,
                          require_matplotlib, varies_area)
-from npusim.sim.html_report import dse_html, llm_html
+from npusim.sim.html_report import llm_html
 from npusim.util.progress import Progress, silent
 from npusim.registry import ALIASES, default_registry, describe_planner
 from npusim.util.resources import list_resources
@@ -309,11 +309,13 @@ def cmd_dse(args) -> int:
             print("no Pareto figure: no swept key changes the silicon area (sweep scratchpad.size or the cores)")
         print("wrote " + ", ".join(str(p) for p in written))
     if args.html:
+        from npusim.dse.page import dse_html as dse_page  # lazy: with npusim.dse, which cmd_dse loads lazily
+
         swept = [s.key for s in sweeps]
         figures = [figure_svg(dse_figure(result.rows, swept))]
         if varies_area(result.rows):
             figures.append(figure_svg(pareto_figure(result.rows, swept)))
-        atomic_write_text(args.html, dse_html(result.rows, swept, figures, dse.summary(result)))
+        atomic_write_text(args.html, dse_page(result.rows, swept, figures, dse.summary(result)))
         print(f"wrote {args.html}")
     return 0
 
