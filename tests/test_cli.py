@@ -175,3 +175,21 @@ def test_compare_and_dse_take_planner_options(tmp_path, capsys, chain_trace):
     assert main(["dse", chain_trace, "--sweep", "budget=3KiB", "--no-cache", "--option", "tile_objective=speed",
                  "-o", str(tmp_path / "r.csv")]) == 2
     assert "tile_objective='speed', expected one of time, bytes" in capsys.readouterr().err
+
+
+def test_a_command_leaves_the_callers_gc_setting_as_it_was(capsys):
+    import gc
+
+    from npusim.cli import GC_THRESHOLD
+
+    before = gc.get_threshold()
+    seen = []
+    import npusim.cli as cli
+
+    real = cli._run
+    cli._run = lambda argv: (seen.append(gc.get_threshold()[0]), real(argv))[1]
+    try:
+        assert main(["list"]) == 0
+    finally:
+        cli._run = real
+    assert seen == [GC_THRESHOLD] and gc.get_threshold() == before

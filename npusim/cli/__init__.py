@@ -6,6 +6,7 @@ that fails validation exits 1. Set NPUSIM_DEBUG=1 to see tracebacks of internal 
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -411,6 +412,9 @@ def cmd_list(args) -> int:
     return 0
 
 
+#: Allocations between collections of the youngest generation in a command (default 700).
+GC_THRESHOLD = 100_000
+
 #: The function that runs each subcommand (``npusim.cli.parser`` builds their arguments).
 HANDLERS = {
     "simulate": cmd_simulate,
@@ -429,6 +433,20 @@ HANDLERS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``npusim ARGS``: ``_run`` (below) with the garbage collector set for a command's
+    allocations, the caller's setting restored after. Planning and lowering allocate millions
+    of small, long-lived objects (tiles, residencies, commands): the default generation-0
+    threshold (700) sends the collector through them again and again. Measured with farm-bench
+    on resnet50 at 256 KiB: 5 % less CPU (median of 6 pairs)."""
+    before = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, 50, 100)
+    try:
+        return _run(argv)
+    finally:
+        gc.set_threshold(*before)
+
+
+def _run(argv: list[str] | None = None) -> int:
     """Run one command; map every outcome to one line on stderr and an exit status:
     0 done, 1 a plan or golden check failed, 2 a user error (bad input, a file that cannot be
     read or written, a full disk), 3 an internal error (a bug), 130 interrupted. A closed
