@@ -85,7 +85,7 @@ def run_flow(folder: Path, doc, run: tuple, label: str) -> int:
 @given(case=mutated(SEEDS), run=st.sampled_from(RUNS))
 def test_structural_mutations(folder, case, run):
     label, doc = case
-    run_flow(folder, doc, run, label)
+    assert run_flow(folder, doc, run, label) in (0, 2)  # the oracle itself is asserted inside
 
 
 @settings(max_examples=cases(15, 1_000))
@@ -105,7 +105,7 @@ def test_generated_from_the_contract_are_accepted(folder, doc, run):
 def test_almost_well_formed(folder, doc, data, run):
     """A generated trace with one structural mutation."""
     label, mutated_doc = data.draw(mutated({"generated": doc}))
-    run_flow(folder, mutated_doc, run, f"gen+{label}")
+    assert run_flow(folder, mutated_doc, run, f"gen+{label}") in (0, 2)
 
 
 def test_every_mutation_class_runs():

@@ -105,7 +105,7 @@ def test_the_schema_is_valid_and_agrees_with_the_reference_validator():
 def test_a_trace_without_ops(capsys, tmp_path):
     doc = small_cnn()
     doc["ops"] = []
-    _refused(capsys, tmp_path, doc, "field ops is []", "at least one op", command=("info",))
+    assert _refused(capsys, tmp_path, doc, "field ops is []", "at least one op", command=("info",))
 
 
 def test_ops_out_of_topological_order_are_reordered_with_a_note(capsys, tmp_path):
@@ -122,23 +122,23 @@ def test_ops_out_of_topological_order_are_reordered_with_a_note(capsys, tmp_path
 def test_a_matmul_with_three_inputs(capsys, tmp_path):
     doc = small_attention()
     doc["ops"][2]["inputs"].append("g")
-    _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "inputs is 3 tensors", "exactly 2")
+    assert _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "inputs is 3 tensors", "exactly 2")
 
 
 def test_a_matmul_whose_shapes_disagree_with_its_gemm(capsys, tmp_path):
     doc = small_attention()
     doc["ops"][2]["gemm"]["k"] = 16
     doc["ops"][2]["macs"] = math.prod(doc["ops"][2]["gemm"].values())
-    _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "gemm is", "what its shapes give")
+    assert _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "gemm is", "what its shapes give")
     doc = small_attention()
     doc["tensors"][5]["shape"] = [16, 8]  # wq: K = 16 against n's 8
-    _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "inputs[1] shape is [16, 8]", "inner dimension of 8")
+    assert _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "inputs[1] shape is [16, 8]", "inner dimension of 8")
 
 
 def test_macs_that_are_not_the_gemms(capsys, tmp_path):
     doc = small_attention()
     doc["ops"][2]["macs"] += 1
-    _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "macs is", "batch x m x n x k")
+    assert _refused(capsys, tmp_path, doc, "op 'proj' (MatMul)", "macs is", "batch x m x n x k")
 
 
 @pytest.mark.parametrize("pads, phrase", [([[1, 1], [1, 1]], "expected a list of integers"),
@@ -146,47 +146,47 @@ def test_macs_that_are_not_the_gemms(capsys, tmp_path):
 def test_conv_attributes_of_the_wrong_type(capsys, tmp_path, pads, phrase):
     doc = small_cnn()
     doc["ops"][0]["attrs"]["pads"] = pads
-    _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "attrs.pads", phrase)
+    assert _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "attrs.pads", phrase)
 
 
 def test_a_dict_where_an_int_belongs(capsys, tmp_path):
     doc = small_cnn()
     doc["ops"][0]["attrs"]["group"] = {"value": 1}
-    _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "attrs.group", "expected")
+    assert _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "attrs.group", "expected")
 
 
 def test_conv_shapes_that_no_convolution_has(capsys, tmp_path):
     doc = small_cnn()
     doc["tensors"][3]["shape"] = doc["tensors"][4]["shape"] = [1, 4, 9, 8]
-    _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "outputs[0] shape[2] is 9", "expected 8")
+    assert _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "outputs[0] shape[2] is 9", "expected 8")
     doc = small_cnn()
     doc["ops"][0]["attrs"]["strides"] = [2, 2]
-    _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "expected 4")
+    assert _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "expected 4")
 
 
 def test_a_tile_of_naming_an_op_that_does_not_exist(capsys, tmp_path):
     doc = small_cnn()
     doc["ops"][1]["attrs"]["tile_of"] = "nowhere"
-    _refused(capsys, tmp_path, doc, "op 'relu' (Relu)", "attrs.tile_of is 'nowhere'", "tile stage")
+    assert _refused(capsys, tmp_path, doc, "op 'relu' (Relu)", "attrs.tile_of is 'nowhere'", "tile stage")
 
 
 def test_a_5001_digit_integer(capsys, tmp_path):
     text = json.dumps(small_cnn()).replace('"macs": 0', '"macs": ' + "9" * 5001, 1)
-    _refused(capsys, tmp_path, text, "not valid JSON", command=("info",))
+    assert _refused(capsys, tmp_path, text, "not valid JSON", command=("info",))
     doc = small_cnn()
     doc["ops"][1]["vector_ops"] = 10 ** 40
-    _refused(capsys, tmp_path, doc, "op 'relu' (Relu): field ops[1].vector_ops is an integer of 41 digits",
+    assert _refused(capsys, tmp_path, doc, "op 'relu' (Relu): field ops[1].vector_ops is an integer of 41 digits",
              command=("info",))
 
 
 def test_broadcasting_views_and_references(capsys, tmp_path):
     doc = small_cnn()
     doc["tensors"][6]["shape"] = [1, 4, 4, 3]  # s = p + p cannot be [.., 3]
-    _refused(capsys, tmp_path, doc, "op 'add' (Add)", "outputs[0] shape is [1, 4, 4, 3]", "broadcast")
+    assert _refused(capsys, tmp_path, doc, "op 'add' (Add)", "outputs[0] shape is [1, 4, 4, 3]", "broadcast")
     doc = small_cnn()
     doc["tensors"].append(dict(name="v", shape=[4], dtype="int8", itemsize=1, kind="weight",
                                view=dict(base="ghost", offset=0, shape=[4], strides=[1])))
-    _refused(capsys, tmp_path, doc, "tensor 'v'", "view.base is 'ghost'")
+    assert _refused(capsys, tmp_path, doc, "tensor 'v'", "view.base is 'ghost'")
 
 
 def test_unknown_kinds_stay_accepted(capsys, tmp_path):
