@@ -285,6 +285,28 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
                 macs=macs, vector_ops=math.ceil(op.vector_ops * share) if last else 0, gemm=gemm,
             ))
             index += 1
+    if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1 and not flat:
+        _mark_runs(b.ops[len(b.ops) - index:])
+
+
+#: The operands a run of tiles may share, by input position (``runs`` attribute of a tile).
+RUN_OPERANDS = (("a", 0), ("b", 1))
+
+
+def _mark_runs(tiles: list[dict]) -> None:
+    """Mark the tiles of one GEMM-like op that read the same view of an operand as the tile
+    before or after them (attribute ``runs``: operand -> ``"first"``, ``"middle"`` or
+    ``"last"``): an array that holds that operand still keeps it between them
+    (``npusim.hw.costs.stationary_run``). The loop order decides the runs: weights stay the
+    same across consecutive row blocks when the rows are the innermost tiled loop."""
+    for operand, i in RUN_OPERANDS:
+        names = [t["inputs"][i] if len(t["inputs"]) > i else None for t in tiles]
+        for j, tile in enumerate(tiles):
+            same_before = j > 0 and names[j] is not None and names[j] == names[j - 1]
+            same_after = j + 1 < len(tiles) and names[j] is not None and names[j] == names[j + 1]
+            if same_before or same_after:
+                position = "middle" if same_before and same_after else ("last" if same_before else "first")
+                tile["attrs"] = {**tile["attrs"], "runs": {**tile["attrs"].get("runs", {}), operand: position}}
 
 
 def _tile_compute(op: Op, graph: Graph, box: Box, k_range):

@@ -110,9 +110,14 @@ def systolic_cycles(gemm: Gemm, rows: int, cols: int, dataflow: str, fold_overla
     """Stall-free cycles of a (batched) GEMM on a rows × cols array (SCALE-Sim's count + 1;
     with ``fold_overlap`` the folds pipeline). ``chained``: the GEMM is a reduction slice of
     an output block whose partial sums stay in the core, ``"first"`` (or any slice but the
-    last) or ``"last"`` (module docstring)."""
+    last) or ``"last"`` (module docstring); or a tile of a run that keeps the stationary operand
+    in the array, ``"run-first"``, ``"run-middle"`` or ``"run-last"`` (``stationary_run``)."""
     folds, stream, preload = fold_shape(gemm, rows, cols, dataflow)
     skew = rows + cols - 2
+    if chained in RUN_POSITIONS:
+        if gemm.batch * folds == 1 and dataflow in STATIONARY_OPERAND:
+            return stationary_run(stream, preload, skew, chained)
+        chained = None  # the array cannot keep it: the tile pays its folds in full
     if fold_overlap:
         if chained and chained != "last":
             return gemm.batch * folds * max(stream, rows)
@@ -120,6 +125,25 @@ def systolic_cycles(gemm: Gemm, rows: int, cols: int, dataflow: str, fold_overla
     if chained and dataflow == "os" and folds == 1 and chained != "last":
         return gemm.batch * stream
     return gemm.batch * folds * (preload + stream + skew)
+
+
+#: Which operand a weight- or input-stationary array holds still (``"b"``: the second input, a
+#: GEMM's weights; ``"a"``: the first), hence which operand a run of tiles must share.
+STATIONARY_OPERAND = {"ws": "b", "is": "a"}
+#: Positions of a tile in a run of tiles sharing the stationary operand (``npusim.graph.tiling``).
+RUN_POSITIONS = ("run-first", "run-middle", "run-last")
+
+
+def stationary_run(stream: int, preload: int, skew: int, position: str) -> int:
+    """Cycles of a one-fold tile in a run of consecutive tiles that share the operand a ws
+    (weights) or is (inputs) array holds still: the array keeps it and the next tile's
+    moving operand streams in behind this one's, so the run costs what one fold streaming all
+    of it costs (preload + Σ stream + skew, SCALE-Sim's fold with M, resp. N, the run's
+    length): the first tile pays the preload, the last one the fill/drain skew, the ones
+    between only their stream. The counterpart of the os reduction chain above, where the
+    partial sums are what stays (Jouppi et al., ISCA 2017, §2: a weight tile stays in the
+    matrix unit while up to 4,096 input rows stream through it)."""
+    return stream + (preload if position == "run-first" else 0) + (skew if position == "run-last" else 0)
 
 
 # -- unrolled arrays (cores.unroll) -----------------------------------------------------------------
@@ -219,7 +243,7 @@ def array_cycles(gemm: Gemm, hw: Hardware, chained: str | None = None, bits: tup
     if found is None:
         found = memo[key] = mapping.core_cycles(core_model(hw), loop_nest(gemm, hw, bits, kind))
     cycles, drain = found
-    return cycles - drain if chained and chained != "last" else cycles
+    return cycles - drain if chained == "first" else cycles
 
 
 def array_folds(gemm: Gemm, hw: Hardware, kind: str = "MatMul") -> int:
@@ -515,12 +539,21 @@ def band_count(kind: str, gemm: Gemm | None, out_elements: int, hw: Hardware, co
     return max(1, min(limit, units))
 
 
-def chain_position(op: Op) -> str | None:
+def chain_position(op: Op, hw: Hardware | None = None) -> str | None:
     """``"first"``/``"last"`` for a tile whose reduction slice is chained in the core's
-    accumulators (``npusim.graph.tiling``, spec ``acc: core``), else None."""
-    if not op.attrs or op.attrs.get("acc") != "core":
+    accumulators (``npusim.graph.tiling``, spec ``acc: core``); for a tile in a run of tiles
+    sharing the operand ``hw``'s dataflow holds still (tile attribute ``runs``), its position
+    there (``"run-first"``, ``"run-middle"``, ``"run-last"``); else None."""
+    if not op.attrs:
         return None
-    return "last" if op.attrs.get("k_last") else "first"
+    if op.attrs.get("acc") == "core":
+        return "last" if op.attrs.get("k_last") else "first"
+    runs = op.attrs.get("runs")
+    if runs and hw is not None and not hw.cores.unroll:
+        operand = STATIONARY_OPERAND.get(hw.cores.dataflow)
+        if operand in runs:
+            return "run-" + runs[operand]
+    return None
 
 
 def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float, str]:
@@ -534,7 +567,7 @@ def op_core_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[
     """((cycles, bound) as ``op_cycles``, how long each core computes within them)."""
     bits = operand_bits(op, graph) if hw.cores.unroll and len(op.inputs) > 1 else None
     parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores, "epilogue" in op.attrs,
-                               chain_position(op), bits)
+                               chain_position(op, hw), bits)
     compute = max(parts)
     read, written = scratchpad_bytes(op, graph, hw, cores)
     memory = (read + written) / hw.scratchpad.bytes_per_cycle

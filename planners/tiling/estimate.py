@@ -56,7 +56,7 @@ from npusim.graph.regions import box_volume, input_boxes
 from npusim.graph.tiling import k_slices, tile_compute
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
-from npusim.hw.costs import band_count, compute_cycles, cores_per_stream
+from npusim.hw.costs import STATIONARY_OPERAND, band_count, compute_cycles, cores_per_stream
 
 #: Exponent of the p-norm that combines compute and transfer time (module docstring).
 PIPELINE_NORM = 3.0
@@ -114,15 +114,17 @@ def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int, boo
     return unloaded_cycles(cost, hw), cost.bus_bytes, short
 
 
-def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str = "scratchpad") -> tuple[float, int]:
+def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str = "scratchpad",
+                  run: str | None = None) -> tuple[float, int]:
     """(cycles, stream bands) of one tile's compute (``acc`` = ``"core"``: a reduction slice
-    chained in the core's accumulators)."""
+    chained in the core's accumulators; ``run``: its position in a run of tiles sharing the
+    operand the array holds still, ``"run-first"``, ``"run-middle"`` or ``"run-last"``)."""
     macs, gemm = tile_compute(op, graph, box, k_range)
     out = graph.tensors[op.outputs[0]]
     share = box_volume(box) / max(out.elements, 1)
     # on every core of a single-stream program (the tile stage runs before any stream stage)
     cores = cores_per_stream(hw, 1)
-    chained = ("last" if last else "first") if acc == "core" and k_range is not None else None
+    chained = ("last" if last else "first") if acc == "core" and k_range is not None else run
     compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
                                 cores, "epilogue" in op.attrs, chained)
     moved = out.itemsize * box_volume(box) if last or chained is None else 0
@@ -131,6 +133,51 @@ def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str =
             moved += graph.tensors[t].itemsize * box_volume(region)
     bands = band_count(op.kind, gemm, box_volume(box), hw, cores)
     return max(compute, moved / hw.scratchpad.bytes_per_cycle, 1.0), bands
+
+
+def run_length(op: Op, graph: Graph, spec: dict, hw) -> int:
+    """How many consecutive tiles of ``spec`` share the operand ``hw``'s array holds still
+    (weights on ws, inputs on is; ``npusim.graph.tiling._mark_runs``): the tiles of the
+    innermost tiled loops whose blocks read the same view of it. 1 when the array keeps
+    nothing between tiles (os, an unrolled array, a split reduction)."""
+    operand = STATIONARY_OPERAND.get(hw.cores.dataflow)
+    if operand is None or hw.cores.unroll or op.gemm is None or len(k_slices(op, graph, spec)) > 1:
+        return 1
+    index = 0 if operand == "a" else 1
+    shape, block = graph.tensors[op.outputs[0]].shape, spec["block"]
+    if index >= len(op.inputs):
+        return 1
+    run = 1
+    for d in reversed(spec.get("order") or range(len(shape))):
+        count = -(-shape[d] // block[d])
+        if count == 1:
+            continue
+        if operand_moves(op, graph, block, index, d):
+            break
+        run *= count
+    return run
+
+
+def operand_moves(op: Op, graph: Graph, block, index: int, d: int) -> bool:
+    """Whether input ``index`` of ``op`` reads another region when a tile of ``block`` moves
+    one block along output dimension ``d``."""
+    shape = graph.tensors[op.outputs[0]].shape
+    box = tuple((0, min(b, n)) for b, n in zip(block, shape))
+    moved = list(box)
+    moved[d] = (min(block[d], shape[d]), min(2 * block[d], shape[d]))
+    return input_boxes(op, graph, box)[index] != input_boxes(op, graph, tuple(moved))[index]
+
+
+def _tile_cycles(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str, run: int) -> tuple[float, int]:
+    """(cycles, stream bands) of an average tile of its shape: in a run of ``run`` tiles
+    sharing the stationary operand, the run's first tile pays the preload and its last one
+    the skew (``npusim.hw.costs.stationary_run``)."""
+    if run <= 1:
+        return _tile_compute(op, graph, box, k_range, last, hw, acc)
+    first, bands = _tile_compute(op, graph, box, k_range, last, hw, acc, "run-first")
+    middle = _tile_compute(op, graph, box, k_range, last, hw, acc, "run-middle")[0]
+    final = _tile_compute(op, graph, box, k_range, last, hw, acc, "run-last")[0]
+    return (first + final + middle * (run - 2)) / run, bands
 
 
 def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_like: frozenset[str],
@@ -146,10 +193,11 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     first_tile = None
     short = False
     load_cost = [None] * len(op.inputs)
+    run = run_length(op, graph, spec, hw)
     for box, count in _box_classes(out.shape, spec["block"]):
         per_tile, bands = 0.0, 1
         for k_range, n, last in classes:
-            cycles, bands = _tile_compute(op, graph, box, k_range, last, hw, spec.get("acc", "scratchpad"))
+            cycles, bands = _tile_cycles(op, graph, box, k_range, last, hw, spec.get("acc", "scratchpad"), run)
             per_tile += cycles * n
             for i, region in enumerate(input_boxes(op, graph, box, k_range, last)):
                 if region is not None and load_cost[i] is None:
@@ -216,14 +264,15 @@ def lower_bound(op: Op, graph: Graph, spec: dict, traffic: float, hw) -> float:
     compute part of ``estimate``) and its ``traffic`` (DRAM bytes read) at peak bandwidth. The
     tiler estimates its candidates in this order and stops early."""
     acc = spec.get("acc", "scratchpad")
-    key = (id(graph), op.id, tuple(spec["block"]), spec.get("k", 0), acc)
+    run = run_length(op, graph, spec, hw)
+    key = (id(graph), op.id, tuple(spec["block"]), spec.get("k", 0), acc, run)
     compute = _COMPUTE.get(key)
     if compute is None:
         out = graph.tensors[op.outputs[0]]
         classes = _slice_classes(k_slices(op, graph, spec))
         compute = 0.0
         for box, count in _box_classes(out.shape, spec["block"]):
-            compute += count * sum(n * _tile_compute(op, graph, box, k_range, last, hw, acc)[0]
+            compute += count * sum(n * _tile_cycles(op, graph, box, k_range, last, hw, acc, run)[0]
                                    for k_range, n, last in classes)
         _COMPUTE[key] = compute
     return max(compute, traffic / hw.dram_bytes_per_cycle)

@@ -56,9 +56,10 @@ from npusim.graph.regions import (
     box_volume, input_boxes, reduction_size, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
+from npusim.hw.costs import STATIONARY_OPERAND
 from npusim.plan.layout import image_like_tensors, storage_order
 from npusim.planner_options import Option
-from planners.tiling.estimate import clear_memo, estimate, estimate_untiled, lower_bound, store_cycles
+from planners.tiling.estimate import clear_memo, estimate, estimate_untiled, lower_bound, operand_moves, store_cycles
 
 PREFERENCES = ("spatial", "channels", "reduction", "outer", "contiguous")
 OBJECTIVES = ("time", "bytes")
@@ -270,6 +271,10 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
         spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
         tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
         ranked.append((spec, reads, traffic, tiles, i))
+        still = _stationary_order(op, graph, list(blocks), order, hw) if objective == "time" and not (fixed or k) else None
+        if still is not None:  # the same blocks in the order that keeps the array's operand still
+            order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, still, acc)
+            ranked.append(({**spec, "order": order}, reads, traffic, tiles, i))
     if hw is None or objective != "time":
         return min(ranked, key=lambda c: c[2:])[0]
     # Estimate the candidates in the order of a cheap lower bound of their time (their compute,
@@ -298,6 +303,23 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
         near = [(key[1:], spec) for key, spec, _ in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
         return min(near, key=lambda c: c[0])[1]
     raise InternalError(f"op {op.name!r}: no tile candidate was estimated")
+
+
+def _stationary_order(op: Op, graph: Graph, blocks: list[int], order: list[int], hw) -> list[int] | None:
+    """``order`` with the loops the operand a ws/is array holds still does not depend on
+    moved innermost, so consecutive tiles share it (``estimate.run_length``); None when the
+    array keeps nothing between tiles or ``order`` already does so."""
+    if hw is None or hw.cores.unroll or op.gemm is None:
+        return None
+    operand = STATIONARY_OPERAND.get(hw.cores.dataflow)
+    index = {"a": 0, "b": 1}.get(operand)
+    if index is None or index >= len(op.inputs):
+        return None
+    shape = graph.tensors[op.outputs[0]].shape
+    tiled = [d for d in order if blocks[d] < shape[d]]
+    moves = {d: operand_moves(op, graph, blocks, index, d) for d in tiled}
+    still = [d for d in order if d not in moves or moves[d]] + [d for d in order if d in moves and not moves[d]]
+    return None if still == list(order) else still
 
 
 def _aligned_to_producers(op: Op, graph: Graph, chosen: dict, capacity: int, align: int) -> dict:
