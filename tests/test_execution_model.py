@@ -259,3 +259,46 @@ def test_vector_ops_still_take_their_elements_over_the_lanes():
     graph = add_graph([1, 64, 56, 56])
     hw = load_hw("edge-npu")
     assert op_cycles(graph.ops[0], graph, hw)[0] >= graph.ops[0].vector_ops / hw.cores.vector_lanes
+
+
+# -- strided windows load only what they read ----------------------------------------------------
+
+def test_a_strided_1x1_conv_loads_only_the_rows_and_columns_it_reads():
+    """A ResNet downsample conv (1×1, stride 2, 64→128 channels on 56×56) tiled at 64 KiB on
+    edge-npu: each tile loads every other row and column of its input box, so the DRAM bytes
+    read are the quarter of the input the conv reads plus its weights, read once (before: the
+    whole box, 177,536 B = 3.0× that)."""
+    graph = conv_graph(64, 128, 56, kernel=1, stride=2)
+    hw = load_hw("edge-npu", {"scratchpad.size": "64KiB"})
+    plan, report = simulate(graph, hw)
+    x, w = graph.tensors[0], graph.tensors[1]
+    assert len(plan.bound_graph.ops) > 1
+    assert report.offchip_read_bytes <= 1.02 * (x.size // 4 + w.size)
+    strided = [t for t in plan.bound_graph.tensors if t.view is not None and t.view.base == "x"]
+    assert strided and all(t.view.strides[-1] == 2 for t in strided)
+
+
+def test_a_3x3_strided_conv_still_reads_every_row_of_its_window():
+    """Stride 2 with 3 taps reads every row (the windows overlap): no steps."""
+    from npusim.graph.regions import input_steps
+    assert input_steps(conv_graph(64, 64, 56, kernel=3, stride=2).ops[0], conv_graph(64, 64, 56, kernel=3, stride=2)) \
+        == [None, None]
+    one = conv_graph(64, 64, 56, kernel=1, stride=2)
+    assert input_steps(one.ops[0], one) == [(1, 1, 2, 2), None]
+
+
+def test_the_validator_refuses_a_strided_view_that_misses_what_the_tile_reads():
+    """The validator's coverage check on the strided views of a real tiled plan: a tile's
+    view covers the rows its conv reads, not every row of the box, nor rows one off."""
+    from npusim.graph.regions import input_boxes
+    from npusim.plan.validate import _covered
+    graph = conv_graph(64, 128, 56, kernel=1, stride=2)
+    plan = plan_graph(graph, load_hw("edge-npu", {"scratchpad.size": "64KiB"}), PIPELINE)
+    tiled, x = plan.bound_graph, graph.tensors[0]
+    tile = tiled.ops[1]
+    box = tuple(tuple(r) for r in tile.attrs["box"])
+    region = input_boxes(graph.ops[0], graph, box)[0]
+    assert _covered(tiled, tile, x, region, (1, 1, 2, 2))
+    assert not _covered(tiled, tile, x, region, None)
+    shifted = region[:2] + ((region[2][0] + 1, region[2][1] + 1),) + region[3:]
+    assert not _covered(tiled, tile, x, shifted, (1, 1, 2, 2))

@@ -33,6 +33,10 @@ everything else      NumPy broadcasting (right-aligned): an input dim of 1 reads
 
 ``reshape_like`` ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) are tiled on the flat
 element index instead; see ``npusim.graph.tiling``.
+
+A strided window that skips rows (a 1×1 convolution of stride 2, a dilated kernel whose taps
+and stride share a factor) reads only every ``step``-th row and column of its box:
+``input_steps`` gives those steps, and a tile loads that strided view, not the whole box.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import bisect
 import dataclasses
 import functools
 import itertools
+import math
 
 from npusim.graph.model import Graph, Op
 from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE, WINDOW_KINDS
@@ -77,6 +82,41 @@ def _spatial(op: Op, rank: int) -> tuple[list[int], list[int], list[int], list[i
     dilations = list(op.attrs.get("dilations") or [1] * n)
     pads = list(op.attrs.get("pads") or [0] * (2 * n))
     return kernel, strides, dilations, pads[:n]
+
+
+def input_steps(op: Op, graph: Graph) -> list[tuple[int, ...] | None]:
+    """Per input, the step between the elements the op reads along each dimension of its box,
+    or None where it reads every one. A window of ``k`` taps ``d`` apart moved by stride ``s``
+    reads input rows ``o·s − pad + j·d``: all of them on a grid of ``s`` when k = 1, of
+    gcd(s, d) otherwise. Only the data input of a Conv or pooling op has steps, and only along
+    spatial dimensions whose padding lies on that grid (so every tile's first row does too)."""
+    steps: list[tuple[int, ...] | None] = [None] * len(op.inputs)
+    if op.kind != "Conv" and op.kind not in WINDOW_KINDS or not op.inputs or "epilogue_from" in op.attrs:
+        return steps
+    x = graph.tensors[op.inputs[0]].shape
+    if len(x) < 3:
+        return steps
+    kernel, strides, dilations, pads = _spatial(op, len(x))
+    if op.kind == "Conv" and len(op.inputs) > 1:
+        kernel = list(graph.tensors[op.inputs[1]].shape[2:])
+    grid = [1, 1]
+    for i in range(len(x) - 2):
+        step = strides[i] if kernel[i] == 1 else math.gcd(strides[i], dilations[i])
+        grid.append(step if step > 1 and pads[i] % step == 0 else 1)
+    if any(g > 1 for g in grid):
+        steps[0] = tuple(grid)
+    return steps
+
+
+def stepped_shape(box: Box, steps: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Elements along each dimension of ``box`` read every ``steps``-th (all when None)."""
+    if steps is None:
+        return box_shape(box)
+    return tuple(-(-(b - a) // g) for (a, b), g in zip(box, steps))
+
+
+def stepped_volume(box: Box, steps: tuple[int, ...] | None) -> int:
+    return math.prod(stepped_shape(box, steps))
 
 
 def reduction_size(op: Op, graph: Graph) -> int:

@@ -40,7 +40,7 @@ from npusim.errors import PlanError
 from npusim.graph.model import Gemm, Graph, Op, View, build_graph, row_major_strides
 from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    Box, box_shape, box_volume, full_box, input_boxes, reduction_size,
+    Box, box_shape, box_volume, full_box, input_boxes, input_steps, reduction_size, stepped_shape,
 )
 
 PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
@@ -109,10 +109,24 @@ def k_slices(op: Op, graph: Graph, spec: dict) -> list[tuple[int, int] | None]:
     return [(a, min(a + k, total)) for a in range(0, total, k)]
 
 
-def box_view(tensor, box: Box) -> View:
+def box_view(tensor, box: Box, steps: tuple[int, ...] | None = None) -> View:
+    """The view of ``box`` of ``tensor`` (every ``steps``-th element along each dimension)."""
     strides = row_major_strides(tensor.shape)
     offset = sum(a * s for (a, _), s in zip(box, strides))
-    return View(base=tensor.name, offset=offset, shape=box_shape(box), strides=strides)
+    if steps is None:
+        return View(base=tensor.name, offset=offset, shape=box_shape(box), strides=strides)
+    return View(base=tensor.name, offset=offset, shape=stepped_shape(box, steps),
+                strides=tuple(s * g for s, g in zip(strides, steps)))
+
+
+def view_region(view: View, base_shape) -> list[tuple[int, int, int]]:
+    """(start, count, step) per dimension of a box view, strided or not, of a tensor of
+    ``base_shape`` (its offset and strides decoded against the base's row-major strides)."""
+    rest, region = view.offset, []
+    for n, s, r in zip(view.shape, view.strides, row_major_strides(tuple(base_shape))):
+        region.append((rest // r, n, max(s // r, 1)))
+        rest %= r
+    return region
 
 
 def flat_view(tensor, rng: tuple[int, int]) -> View:
@@ -168,20 +182,22 @@ class _Builder:
                                  view=view, sources=list(sources)))
         return name
 
-    def read(self, t: int, region, flat: bool = False) -> str:
-        """The tensor a tile reads for ``region`` (a box, or a flat range) of original tensor t."""
+    def read(self, t: int, region, flat: bool = False, steps: tuple[int, ...] | None = None) -> str:
+        """The tensor a tile reads for ``region`` (a box, or a flat range) of original tensor t,
+        every ``steps``-th element of it along each dimension (``regions.input_steps``)."""
         tensor = self.graph.tensors[t]
         produced_by_tiles = t in self.written
-        if not flat and region == full_box(tensor.shape) and not produced_by_tiles:
-            return self.keep(t)
-        view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
+        whole = not flat and region == full_box(tensor.shape)
+        if whole and not produced_by_tiles and (steps is None or not tensor.in_dram_initially):
+            return self.keep(t)  # read on chip as is (a tensor an untiled op made stays whole)
+        view = flat_view(tensor, region[0]) if flat else box_view(tensor, region, steps)
         if produced_by_tiles and view in self.written_index[t]:
             return self.written_index[t][view]  # exactly one tile's output: read it on chip
         key = (t, view)
         if key in self.read_views:
             return self.read_views[key]
         if produced_by_tiles:
-            sources = self._overlapping_written(t, view)
+            sources = self._overlapping_written(t, view, region if not flat else None)
             kind = "activation"
         elif tensor.in_dram_initially:
             sources, kind = [], tensor.kind
@@ -192,9 +208,10 @@ class _Builder:
         self.read_views[key] = name
         return name
 
-    def _overlapping_written(self, t: int, view: View) -> list[str]:
+    def _overlapping_written(self, t: int, view: View, box=None) -> list[str]:
         """Names of the written views of t that overlap ``view`` (vectorised over tiles):
-        flat spans must meet, and views of the same layout must meet along every dimension."""
+        flat spans must meet, and views of the same layout must meet along every dimension
+        (a strided view by its bounding ``box``)."""
         written = self.written[t]
         cache = self._spans.get(t)
         if cache is None or cache[0] != len(written):
@@ -209,10 +226,11 @@ class _Builder:
         _, spans, layouts = cache
         lo, hi = view_span(view)
         meets = (spans[:, 0] < hi) & (lo < spans[:, 1])
-        same = layouts.get(view.strides)
+        dense = box_view(self.graph.tensors[t], box) if box is not None else view
+        same = layouts.get(dense.strides)
         if same is not None and same[1].shape[1] == len(view.shape):
             rows, starts, ends = same
-            mine = np.array(_box_of(view), dtype=np.int64)
+            mine = np.array(_box_of(dense), dtype=np.int64)
             apart = ((starts >= mine[:, 0] + mine[:, 1]) | (mine[:, 0] >= ends)).any(axis=1)
             meets[rows[apart]] = False  # same layout and disjoint along some dimension
         return [written[c][1] for c in np.flatnonzero(meets).tolist()]
@@ -254,6 +272,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
     flat = "flat" in spec
     slices = k_slices(op, graph, spec)
     in_core = spec.get("acc") == "core" and len(slices) > 1
+    steps = input_steps(op, graph)
     index = 0
     for box in tile_boxes(out.shape, spec):
         share = box_volume(box) / total
@@ -266,7 +285,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
                 inputs += [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs[1:]]
             else:
                 in_regions = input_boxes(op, graph, box, k_range, last)
-                inputs = [b.read(t, r) for t, r in zip(op.inputs, in_regions) if r is not None]
+                inputs = [b.read(t, r, steps=g) for t, r, g in zip(op.inputs, in_regions, steps) if r is not None]
             if psum is not None:
                 inputs.append(psum)
             name = f"{op.name}#{index}"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from npusim.graph.model import Graph
 from npusim.graph.ops.kinds import CHANNEL_OPS, REORDERING_OPS
+from npusim.graph.tiling import view_region
 
 LAYOUTS = ("nhwc", "nchw")
 
@@ -70,12 +71,16 @@ def storage_strides(shape: tuple[int, ...], order: tuple[int, ...]) -> tuple[int
     return tuple(strides)
 
 
-def storage_view(base_shape: tuple[int, ...], box: list[tuple[int, int]], order: tuple[int, ...]):
-    """(element offset, shape, strides) of a box of a tensor stored in ``order``, with shape and
-    strides listed in storage order (outermost first)."""
+def storage_view(base_shape: tuple[int, ...], box: list[tuple[int, int]], order: tuple[int, ...],
+                 steps: tuple[int, ...] | None = None):
+    """(element offset, shape, strides) of a box of a tensor stored in ``order`` (every
+    ``steps``-th element along each dimension), with shape and strides listed in storage
+    order (outermost first)."""
     strides = storage_strides(base_shape, order)
     offset = sum(a * s for (a, _), s in zip(box, strides))
-    return offset, tuple(box[d][1] - box[d][0] for d in order), tuple(strides[d] for d in order)
+    steps = steps or (1,) * len(box)
+    return (offset, tuple(-(-(box[d][1] - box[d][0]) // steps[d]) for d in order),
+            tuple(strides[d] * steps[d] for d in order))
 
 
 class DramLayout:
@@ -111,8 +116,6 @@ class DramLayout:
         order = self.order_of(v.base, len(base_shape))
         if order == tuple(range(len(base_shape))):
             return v.offset, tuple(v.shape), tuple(v.strides)
-        box, rest = [], v.offset  # the box from the row-major offset (npusim.graph.tiling)
-        for n, s in zip(v.shape, v.strides):
-            box.append((rest // s, rest // s + n))
-            rest %= s
-        return storage_view(base_shape, box, order)
+        region = view_region(v, base_shape)  # the box from the row-major offset (npusim.graph.tiling)
+        box = [(a, a + (n - 1) * g + 1) for a, n, g in region]
+        return storage_view(base_shape, box, order, tuple(g for _, _, g in region))

@@ -53,7 +53,7 @@ import numpy as np
 from npusim.errors import InternalError, PlanError
 from npusim.graph.analysis import check_order, step_of
 from npusim.graph.model import Graph
-from npusim.graph.regions import RESHAPE_LIKE, input_boxes
+from npusim.graph.regions import RESHAPE_LIKE, input_boxes, input_steps
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
 from npusim.plan.bound import BindError, as_bound
@@ -349,10 +349,11 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
             box = tuple(tuple(r) for r in op.attrs["box"])
             needed = [] if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE \
                 else input_boxes(original, untiled, box, tuple(k) if k else None, True)
-            for t, region in zip(original.inputs, needed):
+            steps = input_steps(original, untiled)
+            for t, region, step in zip(original.inputs, needed, steps):
                 if region is None:
                     continue
-                if not _covered(tiled, op, untiled.tensors[t], region):
+                if not _covered(tiled, op, untiled.tensors[t], region, step):
                     report("tiling", f"tile {op.name!r} of {name!r} reads {untiled.tensors[t].name!r} over "
                                      f"{[list(r) for r in region]} but none of its inputs covers that region")
         if count.min(initial=1) != 1 or count.max(initial=1) != 1:
@@ -368,7 +369,19 @@ def _elements_of(view) -> np.ndarray:
     return index
 
 
-def _covered(tiled: Graph, op, base, region) -> bool:
+def _read_elements(shape, region, steps) -> np.ndarray:
+    """Row-major indices of the elements of ``region`` of a ``shape`` tensor read every
+    ``steps``-th along each dimension."""
+    index = np.zeros((1,), dtype=np.int64)
+    for n, (a, b), g in zip(shape, region, steps):
+        index = (index[:, None] * n + np.arange(a, b, g, dtype=np.int64)).ravel()
+    return index
+
+
+def _covered(tiled: Graph, op, base, region, steps=None) -> bool:
+    """Whether an input of tile ``op`` holds every element of ``base`` the tile reads in
+    ``region`` (every ``steps``-th along each dimension): a box view containing the box, or
+    a strided view holding each element read."""
     strides = base.strides
     for t in op.inputs:
         tensor = tiled.tensors[t]
@@ -377,7 +390,11 @@ def _covered(tiled: Graph, op, base, region) -> bool:
                 return True
             continue
         v = tensor.view
-        if v.base != base.name or v.strides != strides:
+        if v.base != base.name:
+            continue
+        if v.strides != strides:
+            if steps is not None and np.isin(_read_elements(base.shape, region, steps), _elements_of(v)).all():
+                return True
             continue
         starts, rest = [], v.offset
         for s in strides:

@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass
 
 from npusim.graph.model import Graph, Op
-from npusim.graph.regions import box_volume, input_boxes
+from npusim.graph.regions import box_volume, input_boxes, input_steps, stepped_volume
 from npusim.graph.tiling import k_slices, tile_compute
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
@@ -99,15 +99,15 @@ def _slice_classes(slices: list) -> list[tuple[object, int, bool]]:
     return [(r, n, False) for r, n in classes.values()] + [(slices[-1], 1, True)]
 
 
-def _transfer_cycles(tensor, box, hw, image_like: bool) -> tuple[float, int, bool]:
+def _transfer_cycles(tensor, box, hw, image_like: bool, steps=None) -> tuple[float, int, bool]:
     """(unloaded cycles, bus bytes, whether its runs are shorter than a burst) of moving
-    ``box`` of ``tensor``: in its storage order, or one run for a weight (stored pre-tiled,
-    ``npusim.plan.layout``)."""
+    ``box`` of ``tensor`` (every ``steps``-th element: ``regions.input_steps``): in its storage
+    order, or one run for a weight (stored pre-tiled, ``npusim.plan.layout``)."""
     if tensor.kind == "weight":
-        shape, strides, offset = (box_volume(box),), (1,), 0
+        shape, strides, offset = (stepped_volume(box, steps),), (1,), 0
     else:
         order = storage_order(len(tensor.shape), hw.dram.layout, image_like)
-        offset, shape, strides = storage_view(tensor.shape, list(box), order)
+        offset, shape, strides = storage_view(tensor.shape, list(box), order, steps)
     cost = transfer_cost(shape, strides, tensor.itemsize, offset * tensor.itemsize, hw.dma.burst_bytes,
                          hw.dma.max_dims)
     short = cost.chunks > 1 and cost.logical_bytes < cost.chunks * hw.dma.burst_bytes
@@ -128,9 +128,9 @@ def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str =
     compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
                                 cores, "epilogue" in op.attrs, chained)
     moved = out.itemsize * box_volume(box) if last or chained is None else 0
-    for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
+    for t, region, steps in zip(op.inputs, input_boxes(op, graph, box, k_range, last), input_steps(op, graph)):
         if region is not None:
-            moved += graph.tensors[t].itemsize * box_volume(region)
+            moved += graph.tensors[t].itemsize * stepped_volume(region, steps)
     bands = band_count(op.kind, gemm, box_volume(box), hw, cores)
     return max(compute, moved / hw.scratchpad.bytes_per_cycle, 1.0), bands
 
@@ -194,6 +194,7 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     short = False
     load_cost = [None] * len(op.inputs)
     run = run_length(op, graph, spec, hw)
+    steps = input_steps(op, graph)
     for box, count in _box_classes(out.shape, spec["block"]):
         per_tile, bands = 0.0, 1
         for k_range, n, last in classes:
@@ -202,7 +203,7 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
             for i, region in enumerate(input_boxes(op, graph, box, k_range, last)):
                 if region is not None and load_cost[i] is None:
                     t = graph.tensors[op.inputs[i]]
-                    load_cost[i] = _transfer_cycles(t, region, hw, t.name in image_like)
+                    load_cost[i] = _transfer_cycles(t, region, hw, t.name in image_like, steps[i])
         compute += per_tile * count
         store_cycles, store_bus, store_short = _transfer_cycles(out, box, hw, out.name in image_like)
         short = short or store_short

@@ -53,7 +53,7 @@ from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
 from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    box_volume, input_boxes, reduction_size, untileable_dims,
+    box_volume, input_boxes, input_steps, reduction_size, stepped_volume, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.hw.costs import STATIONARY_OPERAND
@@ -365,7 +365,8 @@ def _view_sizes(op: Op, graph: Graph, blocks: list[int], k: int) -> list[int]:
     box = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
     slices = k_slices(op, graph, {"block": blocks, "k": k})
     views = input_boxes(op, graph, box, slices[0], len(slices) == 1)
-    return [0 if r is None else graph.tensors[t].itemsize * box_volume(r) for t, r in zip(op.inputs, views)]
+    return [0 if r is None else graph.tensors[t].itemsize * stepped_volume(r, g)
+            for t, r, g in zip(op.inputs, views, input_steps(op, graph))]
 
 
 def _tiles_ahead(op: Op, graph: Graph, spec: dict, align: int, capacity: int, reads=None) -> int:
@@ -532,9 +533,9 @@ def _tile_bytes(op, graph, box, k_range, last, align, acc="scratchpad") -> int:
     reads the one this one writes, so they are not doubled) unless they stay in the core's
     accumulators (``acc`` = ``"core"``)."""
     seen = {}
-    for t, region in zip(op.inputs, input_boxes(op, graph, box, k_range, last)):
+    for t, region, steps in zip(op.inputs, input_boxes(op, graph, box, k_range, last), input_steps(op, graph)):
         if region is not None:
-            seen[(t, region)] = graph.tensors[t].itemsize * box_volume(region)
+            seen[(t, region)] = graph.tensors[t].itemsize * stepped_volume(region, steps)
     streamed = sum(aligned(b, align) for b in seen.values())
     out = graph.tensors[op.outputs[0]]
     streamed += aligned(out.itemsize * box_volume(box), align)
@@ -637,7 +638,8 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
     slices = k_slices(op, graph, {"block": blocks, "k": k})
     first_k = slices[0]
     regions = input_boxes(op, graph, base, first_k, len(slices) == 1)
-    sizes = [0 if r is None else graph.tensors[t].itemsize * box_volume(r) for t, r in zip(op.inputs, regions)]
+    sizes = [0 if r is None else graph.tensors[t].itemsize * stepped_volume(r, g)
+             for t, r, g in zip(op.inputs, regions, input_steps(op, graph))]
     k_moved = (input_boxes(op, graph, base, slices[1], len(slices) == 2) if len(slices) > 1 else regions)
     on_k = [len(slices) > 1 and k_moved[i] != regions[i] for i in range(len(op.inputs))]
     # the inputs' boxes once per tiled dimension moved one block (not once per input: a Concat
