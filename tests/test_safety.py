@@ -82,12 +82,12 @@ def test_numba_kernels_match_their_python_functions():
     graph, order, streams = random_multistream(3, n_ops=25, n_streams=3)
     inputs = prepare(graph, order, streams)
     assert np.array_equal(safety.run_algorithm2(inputs),
-                          safety.run_algorithm2(inputs, kernel=safety.stream_graph_unsafe.py_func))
+                          safety.run_algorithm2(inputs, kernel=safety.kernels.stream_graph_unsafe.py_func))
     for optimized in (False, True):
         assert np.array_equal(safety.run_algorithm1(inputs, optimized),
-                              safety.run_algorithm1(inputs, optimized, kernel=safety.ancestor_tensors_unsafe.py_func))
+                              safety.run_algorithm1(inputs, optimized, kernel=safety.kernels.ancestor_tensors_unsafe.py_func))
     args = (inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.node_stream, inputs.local, inputs.n_streams)
-    assert np.array_equal(safety.max_ancestor_ids(*args), safety.max_ancestor_ids.py_func(*args))
+    assert np.array_equal(safety.kernels.max_ancestor_ids(*args), safety.kernels.max_ancestor_ids.py_func(*args))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -95,7 +95,7 @@ def test_stream_tables_kernel_matches_the_python_reference(seed):
     graph, order, streams = random_multistream(seed, n_ops=30 + 5 * seed, n_streams=1 + seed % 4)
     inputs = prepare(graph, order, streams)
     ref = safety_reference.stream_tables_reference(inputs)
-    for kernel in (None, safety.stream_tables_kernel.py_func):
+    for kernel in (None, safety.kernels.stream_tables_kernel.py_func):
         got = safety.stream_tables(inputs, kernel=kernel)
         assert got.keys() == ref.keys()
         for key in ref:

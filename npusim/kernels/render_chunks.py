@@ -4,11 +4,13 @@ A tile is a strided view of its tensor; a DMA moves it as one descriptor per con
 chunk. ``render_chunks(shape, strides, offset, itemsize)`` returns (offsets, sizes) in bytes,
 in increasing address order, with abutting chunks merged.
 
-``render_chunks_reference`` follows the paper's recursive pseudo-code line by line; the
-Numba kernel ``_render_chunks_kernel`` computes the same thing iteratively: the trailing
-dimensions that are contiguous (each stride equals the product of the sizes after it, the
-last stride is 1) form one block, and the leading dimensions are walked like an odometer,
-one block per index, merging a block into the previous chunk when they abut.
+``render_chunks_reference`` follows the paper's recursive pseudo-code line by line;
+``_render_chunks_vectorised`` computes the same thing without recursion or a loop per chunk:
+the trailing dimensions that are contiguous (each stride equals the product of the sizes
+after it, the last stride is 1) form one block, the leading dimensions' offsets are
+enumerated at once with NumPy, and a block is merged into the previous chunk when they
+abut. (It was a Numba kernel; NumPy is as fast on the views npusim moves and spares every
+run that needs no other kernel Numba's import and cache load, ~0.7 s.)
 ``chunks_of`` memoises per (shape, strides) and shifts by the offset; ``burst_count`` gives
 just the number of chunks and of distinct DRAM bursts they touch (what a transfer moves on the
 bus: a burst two adjacent chunks share is moved once), memoised too.
@@ -19,7 +21,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import njit
 
 
 def _contiguous_from(shape, strides, axis: int) -> bool:
@@ -58,54 +59,41 @@ def render_chunks_reference(shape, strides, offset: int = 0, itemsize: int = 1, 
     return offsets, sizes
 
 
-@njit(cache=True)
-def _render_chunks_kernel(shape, strides, offset, itemsize):
-    rank = shape.shape[0]
-    # First axis from which the view is contiguous.
-    first = rank
-    expected = 1
-    for k in range(rank - 1, -1, -1):
+def _leading_offsets(shape, strides, first: int) -> np.ndarray:
+    """Element offsets of the contiguous blocks of a view, one per index of its leading
+    ``first`` axes, in row-major (issue) order."""
+    offsets = np.zeros(1, dtype=np.int64)
+    for k in range(first):
+        offsets = (offsets[:, None] + np.arange(shape[k], dtype=np.int64) * strides[k]).ravel()
+    return offsets
+
+
+def _render_chunks_vectorised(shape, strides, offset: int, itemsize: int) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 3 without recursion: the trailing contiguous axes form one block; the
+    leading axes' offsets are enumerated at once (NumPy) and a block that starts where the
+    previous one ends is merged into it."""
+    rank = len(shape)
+    first, expected = rank, 1
+    for k in range(rank - 1, -1, -1):  # first axis from which the view is contiguous
         if shape[k] != 1 and strides[k] != expected:
             break
         expected *= shape[k]
         first = k
-    block = 1
-    for k in range(first, rank):
-        block *= shape[k]
-    outer = 1
-    for k in range(first):
-        outer *= shape[k]
-    offsets = np.empty(max(outer, 1), dtype=np.int64)
-    sizes = np.empty(max(outer, 1), dtype=np.int64)
-    index = np.zeros(max(first, 1), dtype=np.int64)
-    n = 0
-    position = offset
-    for _ in range(outer):
-        start = position * itemsize
-        size = block * itemsize
-        if n > 0 and offsets[n - 1] + sizes[n - 1] == start:
-            sizes[n - 1] += size
-        else:
-            offsets[n] = start
-            sizes[n] = size
-            n += 1
-        # Odometer step over the leading (non-contiguous) axes.
-        k = first - 1
-        while k >= 0:
-            index[k] += 1
-            position += strides[k]
-            if index[k] < shape[k]:
-                break
-            position -= strides[k] * shape[k]
-            index[k] = 0
-            k -= 1
-    return offsets[:n], sizes[:n]
+    block = int(np.prod(shape[first:], dtype=np.int64)) * itemsize
+    if block == 0 or any(shape[k] == 0 for k in range(first)):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = (_leading_offsets(shape, strides, first) + offset) * itemsize
+    new = np.ones(starts.shape[0], dtype=bool)
+    new[1:] = starts[1:] != starts[:-1] + block  # abuts the previous block: same chunk
+    heads = np.flatnonzero(new)
+    ends = np.append(heads[1:], starts.shape[0]) - 1  # last block of each chunk
+    return starts[heads], starts[ends] + block - starts[heads]
 
 
 def render_chunks(shape, strides, offset: int = 0, itemsize: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Byte offsets and sizes of the contiguous chunks of a view (Numba)."""
-    return _render_chunks_kernel(np.asarray(shape, dtype=np.int64), np.asarray(strides, dtype=np.int64),
-                                 int(offset), int(itemsize))
+    """Byte offsets and sizes of the contiguous chunks of a view."""
+    return _render_chunks_vectorised(tuple(int(d) for d in shape), tuple(int(d) for d in strides),
+                                     int(offset), int(itemsize))
 
 
 @lru_cache(maxsize=65536)
@@ -138,27 +126,17 @@ def burst_count_reference(shape, strides, itemsize: int, start: int, burst: int)
     return len(offsets), bursts
 
 
-@njit(cache=True)
-def _burst_count_kernel(shape, strides, itemsize, start, burst):
-    offsets, sizes = _render_chunks_kernel(shape, strides, 0, itemsize)
-    bursts = 0
-    previous_last = -1
-    for i in range(offsets.shape[0]):
-        a = start + offsets[i]
-        first = a // burst
-        last = (a + sizes[i] - 1) // burst
-        bursts += last - first + 1
-        if first == previous_last:
-            bursts -= 1
-        previous_last = last
-    return offsets.shape[0], bursts
+def _burst_count_vectorised(shape, strides, itemsize: int, start: int, burst: int) -> tuple[int, int]:
+    offsets, sizes = _render_chunks_vectorised(shape, strides, 0, itemsize)
+    first = (start + offsets) // burst
+    last = (start + offsets + sizes - 1) // burst
+    shared = int(np.count_nonzero(first[1:] == last[:-1]))  # a burst the previous chunk moved
+    return offsets.shape[0], int((last - first + 1).sum()) - shared
 
 
 @lru_cache(maxsize=65536)
 def _burst_count_memo(shape: tuple, strides: tuple, itemsize: int, phase: int, burst: int) -> tuple[int, int]:
-    n, b = _burst_count_kernel(np.asarray(shape, dtype=np.int64), np.asarray(strides, dtype=np.int64),
-                               itemsize, phase, burst)
-    return int(n), int(b)
+    return _burst_count_vectorised(shape, strides, itemsize, phase, burst)
 
 
 def burst_count(shape, strides, itemsize: int, start: int, burst: int) -> tuple[int, int]:

@@ -31,7 +31,6 @@ from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
 from npusim.plan.transfer_cost import address_cycles, unloaded_cycles
 from npusim.util.progress import silent
-from npusim.dram.model import BankedDram
 from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
@@ -43,7 +42,6 @@ from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
-from npusim.sim.dram_memory import DramContents
 
 
 #: The critical-path cause of each bound ``op_cycles`` reports.
@@ -95,6 +93,8 @@ class _Machine:
         self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
         self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
         if hw.dram.model == "banks":  # a device with banks and rows at the DMA's addresses (npusim.dram.model)
+            from npusim.dram.model import BankedDram  # lazy: its Numba kernel loads only when used
+
             self.dram = BankedDram(self.env, hw, program)
             self.dram_latency = self.dram.front_end_cycles
         else:
@@ -110,7 +110,7 @@ class _Machine:
         self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data)
         self.dram_flows = 0
         self.schedule = JitterSchedule(list(program.queues), jitter, seed) if jitter > 0 else None
-        self.dram_memory: DramContents | None = None  # set by simulate() for a plan with a DRAM layout
+        self.dram_memory = None  # a DramContents, set by simulate() for a plan with a DRAM layout
         self.jitter = jitter
         self.group = cores_per_stream(hw, program.streams)  # cores each stream drives
         self.core_busy = [0.0] * hw.cores.count
@@ -509,6 +509,8 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                               f"{hw.dram.capacity:,} B of {hw.name!r}")
     machine = _Machine(program, hw, jitter, seed, progress)
     if program.dram_planned:
+        from npusim.sim.dram_memory import DramContents  # lazy: its Numba kernels load only when used
+
         machine.dram_memory = DramContents(program, graph)
     cycles = machine.run()
     if check_races:

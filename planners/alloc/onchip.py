@@ -20,12 +20,14 @@ from npusim.graph.analysis import aligned, default_order, lifetimes
 from npusim.plan.model import Residency, Transfer
 from npusim.plan.safety import METHODS, safety_relation
 from planners.alloc import naive, shared_objects, tflite
-from planners.alloc.mindspore import kernels as mindspore_kernels
+from npusim.util.lazy_import import lazy_import
 from planners.alloc.exact import exact_offsets
 from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
 from planners.schedule.solver import SolverOptions, solver_options
 from npusim.planner_options import Option
+
+mindspore_kernels = lazy_import("planners.alloc.mindspore.kernels")  # Numba: loaded when a MindSpore allocator runs
 
 
 def graph_problem(graph, order, streams=None, alignment: int = 1, safety_method: str = "alg2"):

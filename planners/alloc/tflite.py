@@ -12,8 +12,10 @@ run on the same kernel and honour contiguous blocks and pinned items the same wa
 
 from __future__ import annotations
 
-from planners.alloc.mindspore import kernels as mindspore_kernels
+from npusim.util.lazy_import import lazy_import
 from planners.alloc.problem import OffsetProblem, OffsetResult
+
+mindspore_kernels = lazy_import("planners.alloc.mindspore.kernels")  # Numba: loaded when first used
 
 
 def _largest_first(problem: OffsetProblem, tie_by_first_use: bool):

@@ -46,9 +46,11 @@ import numpy as np
 from npusim.errors import PlanError
 from npusim.graph.analysis import check_order
 from npusim.graph.model import Graph
-from npusim.plan.safety.kernels import (ancestor_tensors_unsafe, max_ancestor_ids, stream_graph_unsafe,
-                                         stream_tables_kernel)
-from npusim.kernels.bitsets import ancestor_bitsets, n_words
+from npusim.util.lazy_import import lazy_import
+
+# Numba kernels, loaded when a multi-stream plan first needs them
+kernels = lazy_import("npusim.plan.safety.kernels")
+bitsets = lazy_import("npusim.kernels.bitsets")
 
 METHODS = ("alg1", "alg1_opt", "alg2")
 
@@ -137,10 +139,10 @@ def prepare(graph: Graph, order, streams) -> SafetyInputs:
 
 def stream_tables(inputs: SafetyInputs, kernel=None) -> dict:
     """The per-tensor and per-stream tables Algorithm 2 works on (paper Section 3.2)."""
-    max_anc = max_ancestor_ids(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.node_stream,
+    max_anc = kernels.max_ancestor_ids(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.node_stream,
                                inputs.local, inputs.n_streams)
     (anc_streams, t_stream, t_start, t_between, t_end, ds_ptr, ds_stream, ds_end, st_ptr,
-     st_idx) = (kernel or stream_tables_kernel)(inputs.node_stream, inputs.local, inputs.prod, inputs.dest_ptr,
+     st_idx) = (kernel or kernels.stream_tables_kernel)(inputs.node_stream, inputs.local, inputs.prod, inputs.dest_ptr,
                                                  inputs.dest_idx, max_anc, inputs.n_streams)
     return dict(t_prod=inputs.prod, t_stream=t_stream, t_start=t_start, t_between=t_between, t_end=t_end,
                 ds_ptr=ds_ptr, ds_stream=ds_stream, ds_end=ds_end, st_ptr=st_ptr, st_idx=st_idx,
@@ -149,16 +151,16 @@ def stream_tables(inputs: SafetyInputs, kernel=None) -> dict:
 
 def run_algorithm2(inputs: SafetyInputs, kernel=None) -> np.ndarray:
     tb = stream_tables(inputs)
-    kernel = kernel or stream_graph_unsafe
+    kernel = kernel or kernels.stream_graph_unsafe
     return kernel(inputs.n_tensors, tb["t_prod"], tb["t_stream"], tb["t_start"], tb["t_between"], tb["t_end"],
                   tb["ds_ptr"], tb["ds_stream"], tb["ds_end"], tb["st_ptr"], tb["st_idx"],
                   tb["anc_streams"], tb["max_anc"])
 
 
 def run_algorithm1(inputs: SafetyInputs, optimized: bool, kernel=None) -> np.ndarray:
-    anc = ancestor_bitsets(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.n_nodes)
+    anc = bitsets.ancestor_bitsets(inputs.parent_ptr, inputs.parent_idx, inputs.topo, inputs.n_nodes)
     ptr, idx = (inputs.max_ptr, inputs.max_idx) if optimized else (inputs.dest_ptr, inputs.dest_idx)
-    return (kernel or ancestor_tensors_unsafe)(inputs.prod, ptr, idx, anc)
+    return (kernel or kernels.ancestor_tensors_unsafe)(inputs.prod, ptr, idx, anc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,7 +196,7 @@ class SafetyRelation:
         """The bit matrix over ``items`` only (row/column k = tensor items[k])."""
         items = np.asarray(items, dtype=np.int64)
         m = len(items)
-        out = np.zeros((m, n_words(m)), dtype=np.uint64)
+        out = np.zeros((m, bitsets.n_words(m)), dtype=np.uint64)
         for lo in range(0, m, 1024):
             rows = np.unpackbits(self.bits[items[lo:lo + 1024]].view(np.uint8), axis=1,
                                  bitorder="little")[:, : self.n]
