@@ -10,9 +10,10 @@ import pytest
 
 from npusim.errors import PlanningError
 from planners.offchip.collision import (
-    SEARCH_NODES, Tile, collision_size, collision_size_reference, collision_skip, collision_skips_reference, lattice_of,
+    SEARCH_NODES, Tile, collision_size, collision_size_reference, collision_skip, collision_skips_reference,
     tensor_allocate, tensor_allocate_reference,
 )
+from planners.offchip.collision.kernels import lattice_of
 from npusim.kernels.render_chunks import render_chunks, render_chunks_reference
 from npusim.sim.dram_memory import first_overlap, first_overlap_reference
 from planners.offchip.baselines import naive, offsets, shared_objects_best

@@ -27,15 +27,20 @@ import time
 from dataclasses import replace
 
 import numpy as np
+
+from npusim.util.lazy_import import lazy_import
+from planners.alloc import mindspore
 from planners.schedule.cp import cp_model
 
 from planners.alloc import tflite
-from planners.alloc.mindspore import kernels as mindspore_kernels
 from planners.alloc.bounds import best_bound
-from planners.alloc.canonical.search import search_offsets
 from planners.alloc.problem import OffsetProblem, OffsetResult, check_assignment, make_result
 from planners.schedule.solver import (DEFAULT_MAX_CONSTRAINTS, DEFAULT_MAX_VARIABLES, WALL_GUARD, SolverOptions,
                                       check_model_size, make_solver, wall_deadline)
+
+# Numba kernels, loaded when an exact allocation first runs
+mindspore_kernels = lazy_import("planners.alloc.mindspore.kernels")
+canonical_search = lazy_import("planners.alloc.canonical.search")
 
 
 def best_heuristic(problem: OffsetProblem, deadline: float | None = None) -> OffsetResult:
@@ -47,10 +52,10 @@ def best_heuristic(problem: OffsetProblem, deadline: float | None = None) -> Off
     caller's time limit (issue 21)."""
     results = [tflite.tflite_arena(problem)]
     for algo in (mindspore_kernels.single_object, mindspore_kernels.many_objects):
-        for sort in mindspore_kernels.SORTS:
+        for sort in mindspore.SORTS:
             if sort in ("breadth", "source") and not problem.has_lifetimes:
                 continue
-            for fitter in mindspore_kernels.FITS:
+            for fitter in mindspore.FITS:
                 if deadline is not None and time.perf_counter() > deadline:
                     break
                 results.append(algo(problem, sort, fitter))
@@ -106,13 +111,13 @@ def _search_capacities(problem: OffsetProblem, lower: int, upper: int, seconds: 
         if allowance <= 0:
             return None, "timed_out"
         if opts.deterministic:
-            offsets, status, nodes = search_offsets(problem.first, problem.last, problem.sizes, capacity,
+            offsets, status, nodes = canonical_search.search_offsets(problem.first, problem.last, problem.sizes, capacity,
                                                     node_limit=max(int(allowance), 1),
                                                     time_limit=opts.wall_seconds(seconds), workers=opts.workers)
             spent += nodes
         else:
             started = time.perf_counter()
-            offsets, status, _ = search_offsets(problem.first, problem.last, problem.sizes, capacity,
+            offsets, status, _ = canonical_search.search_offsets(problem.first, problem.last, problem.sizes, capacity,
                                                 time_limit=allowance, workers=opts.workers)
             spent += time.perf_counter() - started
         return offsets, status

@@ -21,6 +21,7 @@ from npusim.plan.model import Residency, Transfer
 from npusim.plan.safety import METHODS, safety_relation
 from planners.alloc import naive, shared_objects, tflite
 from npusim.util.lazy_import import lazy_import
+from planners.alloc import mindspore
 from planners.alloc.exact import exact_offsets
 from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
 from planners.alloc.problem import MatrixConflicts, OffsetProblem, OffsetResult
@@ -65,8 +66,8 @@ def _solver(name: str):
     family, _, opts = name.partition(":")
     if family in ("mindspore-so", "mindspore-mo") and opts:
         sort, _, fitter = opts.partition(",")
-        algo = mindspore_kernels.single_object if family == "mindspore-so" else mindspore_kernels.many_objects
-        return lambda problem: algo(problem, sort, fitter)
+        algo = "single_object" if family == "mindspore-so" else "many_objects"  # looked up when it runs
+        return lambda problem: getattr(mindspore_kernels, algo)(problem, sort, fitter)
     if name == "exact-offsets":
         return exact_offsets
     raise PlanningError(f"no offset algorithm is named {name!r}")
@@ -170,8 +171,8 @@ def planners() -> list[OnChipAllocator]:
     order = {"breadth": "by breadth", "size": "by size", "source": "by first use",
              "unsafe": "by unsafe-pair count"}  # the MindSpore paper's sort keys
     for family, label in (("mindspore-so", "Single Object"), ("mindspore-mo", "Many Objects")):
-        for sort in mindspore_kernels.SORTS:
-            for fitter in mindspore_kernels.FITS:
+        for sort in mindspore.SORTS:
+            for fitter in mindspore.FITS:
                 found.append(OnChipAllocator(f"{family}:{sort},{fitter}",
                                              f"MindSpore {label}, greedy {order[sort]}, {fitter} (multi-stream safe)"))
     return found

@@ -33,11 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 from planners.schedule.cp import cp_model
 
-from planners.alloc.canonical.search import search_offsets
+from npusim.util.lazy_import import lazy_import
+
 from planners.alloc.exact import NODES_PER_SECOND, best_heuristic
 from planners.alloc.problem import OffsetProblem
 from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver,
                                       note_guard, status_name, wall_deadline)
+
+canonical_search = lazy_import("planners.alloc.canonical.search")  # Numba: loaded when first used
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def solve_addresses(blocks: Blocks, align: int, opts: SolverOptions, preplace: b
     if result.arena > result.max_live and left > 0.2:
         # deterministic runs count placements (the wall clock only guards), as exact offsets do
         nodes = int(left * NODES_PER_SECOND) if opts.deterministic else None
-        offsets, found, _ = search_offsets(blocks.first, blocks.last, blocks.size, result.max_live,
+        offsets, found, _ = canonical_search.search_offsets(blocks.first, blocks.last, blocks.size, result.max_live,
                                            time_limit=opts.wall_seconds(left) if nodes else left,
                                            node_limit=nodes,
                                            workers=opts.workers)

@@ -29,10 +29,10 @@ from functools import lru_cache
 import numpy as np
 
 from npusim.kernels.render_chunks import render_chunks, render_chunks_reference
-from planners.offchip.collision.kernels import (
-    LATTICE_LEVELS, SEARCH_NODES, collision_size_kernel, collision_skip_kernel, lattice_of, lattice_work,
-    tensor_allocate_kernel,
-)
+from npusim.util.lazy_import import lazy_import
+from planners.offchip.collision.limits import LATTICE_LEVELS, SEARCH_NODES
+
+kernels = lazy_import("planners.offchip.collision.kernels")  # Numba: loaded when a collision is first checked
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class ChunkPatterns:
             p = self._index[key] = len(self._offsets)
             self._offsets.append(offsets)
             self._sizes.append(sizes)
-            self._lattices.append(lattice_of(key[0], key[1], key[2], offsets, sizes))
+            self._lattices.append(kernels.lattice_of(key[0], key[1], key[2], offsets, sizes))
             self._arrays = self._lattice_arrays = None
         return p
 
@@ -191,7 +191,7 @@ def collision_size(t1: Tile, t1base: int, t2: Tile, t2base: int) -> int:
     p1 = patterns.pattern(t1.shape, t1.strides, t1.itemsize)
     p2 = patterns.pattern(t2.shape, t2.strides, t2.itemsize)
     ptr, off, size = patterns.arrays()
-    return int(collision_size_kernel(ptr, off, size, p1, t1base + t1.start, t1.span,
+    return int(kernels.collision_size_kernel(ptr, off, size, p1, t1base + t1.start, t1.span,
                                      p2, t2base + t2.start, t2.span))
 
 
@@ -201,8 +201,8 @@ def collision_skip(t1: Tile, t1base: int, t2: Tile, t2base: int, budget: int = S
     patterns = ChunkPatterns()
     p1 = patterns.pattern(t1.shape, t1.strides, t1.itemsize)
     p2 = patterns.pattern(t2.shape, t2.strides, t2.itemsize)
-    return int(collision_skip_kernel(*patterns.kernel_arrays(), p1, t1base + t1.start, t1.span,
-                                    p2, t2base + t2.start, t2.span, int(budget), lattice_work()))
+    return int(kernels.collision_skip_kernel(*patterns.kernel_arrays(), p1, t1base + t1.start, t1.span,
+                                    p2, t2base + t2.start, t2.span, int(budget), kernels.lattice_work()))
 
 
 def tensor_allocate(tiles: list[Tile], peers: list[tuple[Tile, int]], addr: int, alignment: int = 1,
@@ -239,6 +239,6 @@ class TileArrays:
 
     def allocate(self, patterns: ChunkPatterns, cand: np.ndarray, peers: np.ndarray, addr: int,
                  alignment: int, budget: int = SEARCH_NODES) -> int:
-        return int(tensor_allocate_kernel(*patterns.kernel_arrays(), self.pattern, self.shift, self.span,
+        return int(kernels.tensor_allocate_kernel(*patterns.kernel_arrays(), self.pattern, self.shift, self.span,
                                           self.first, self.last, self.base, cand, peers, int(addr), int(alignment),
                                           int(budget)))

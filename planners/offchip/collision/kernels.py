@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from planners.offchip.collision.limits import LATTICE_LEVELS, SEARCH_NODES  # noqa: F401 (re-exported)
+
 
 # --------------------------------------------------------------------------------------------
 # Numba kernels on chunk patterns
@@ -61,8 +63,6 @@ def collision_size_kernel(pat_ptr, pat_off, pat_size, p1, a1, span1, p2, a2, spa
 # that are not lattices, or a search that exceeds its node budget (no collision is proved
 # by exhausting it), take the chunk sweep, which returns the largest skip.
 
-LATTICE_LEVELS = 8  # at most this many strided levels per pattern (more: the chunk sweep)
-SEARCH_NODES = 2048  # search nodes before falling back to the chunk sweep (measured: bench_taa)
 _NONE = -(1 << 62)
 
 
