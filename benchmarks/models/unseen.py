@@ -38,6 +38,8 @@ OPSET = 17
 
 #: Published multiply-accumulate counts at batch 1, 224x224 (sources in the module docstring).
 PUBLISHED_GMACS = {"efficientnet_b0": 0.39, "swin_t": 4.49, "mobilenet_v3_large": 0.22}
+#: Parameter counts of the torchvision models (``num_params`` of their weights' metadata).
+TORCHVISION_PARAMS = {"efficientnet_b0": 5_288_548, "swin_t": 28_288_354, "mobilenet_v3_large": 5_483_032}
 
 
 class _Builder:
@@ -76,11 +78,13 @@ class _Builder:
 
     # Layers, as the exporter writes them.
     def conv(self, x: str, c_in: int, c_out: int, k: int, stride: int = 1, group: int = 1,
-             pad: int | None = None) -> str:
-        """Conv with bias: the BatchNorm that follows it in the model is folded in."""
+             pad: int | None = None, bn: bool = True) -> str:
+        """Conv with bias: with ``bn`` the bias is the BatchNorm that follows it in the model,
+        folded in (named ``bn_b_*``: the model's Conv has no bias, its BatchNorm a scale and
+        a shift per channel); else the Conv's own bias (``conv_b_*``)."""
         pad = (k - 1) // 2 if pad is None else pad
         w = self.weight("conv_w", [c_out, c_in // group, k, k])
-        b = self.weight("conv_b", [c_out])
+        b = self.weight("bn_b" if bn else "conv_b", [c_out])
         return self.op("Conv", [x, w, b], kernel_shape=[k, k], strides=[stride, stride],
                        pads=[pad] * 4, group=group, dilations=[1, 1])
 
@@ -149,8 +153,8 @@ def _image_input(size: int = 224) -> onnx.ValueInfoProto:
 def _squeeze_excite(b: _Builder, x: str, c: int, c_squeeze: int, act, gate) -> str:
     """Squeeze-excitation: GlobalAveragePool -> 1x1 Conv -> act -> 1x1 Conv -> gate -> Mul."""
     s = b.op("GlobalAveragePool", [x])
-    s = act(b.conv(s, c, c_squeeze, 1))
-    return b.op("Mul", [gate(b.conv(s, c_squeeze, c, 1)), x])
+    s = act(b.conv(s, c, c_squeeze, 1, bn=False))
+    return b.op("Mul", [gate(b.conv(s, c_squeeze, c, 1, bn=False)), x])
 
 
 # EfficientNet-B0 stages: expand ratio, kernel, stride, input channels, output channels, layers.
@@ -268,7 +272,7 @@ def swin_t() -> onnx.ModelProto:
     strided Slices + Concat + LayerNorm + MatMul, final LayerNorm, pool, Gemm."""
     b = _Builder("swin_t")
     c, window, res = SWIN_T["embed"], SWIN_T["window"], 56
-    x = b.conv("input", 3, c, 4, stride=4, pad=0)
+    x = b.conv("input", 3, c, 4, stride=4, pad=0, bn=False)
     x = b.layer_norm(b.op("Transpose", [x], perm=[0, 2, 3, 1]), c)
     for stage, (depth, heads) in enumerate(zip(SWIN_T["depths"], SWIN_T["heads"])):
         if stage:
