@@ -10,7 +10,7 @@ the next (the target of issue 27: no rise above 1 %).
 to a temporary directory and imported like any ONNX file.
 
     python benchmarks/bench_budget_doubling.py [--hw mid-npu] [--sizes 1MiB,2MiB,...]
-        [--traces resnet18,path/to/model.onnx] [--models unseen]
+        [--traces resnet18,path/to/model.onnx] [--models unseen] [--option placement_lookahead=0]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from npusim.util.resources import list_resources
 from npusim.util.units import parse_size
-from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, run
+from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, plan_graph, simulate_plan
 
 SIZES = "512KiB,1MiB,2MiB,4MiB,8MiB,16MiB"
 
@@ -42,12 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces", default="", help="comma-separated trace names or .json/.onnx files")
     parser.add_argument("--models", choices=["unseen"], help="add the models of benchmarks/models/unseen.py")
     parser.add_argument("--pipeline", default=DEFAULT_PIPELINE)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="planner option, e.g. placement_lookahead=0 (the arena before issue 27's fix)")
     args = parser.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
+    bad = [o for o in args.option if "=" not in o]
+    if bad:
+        parser.error(f"--option {bad[0]!r}: expected KEY=VALUE")
+    options = dict(o.split("=", 1) for o in args.option)
     traces = args.traces.split(",") if args.traces else ([] if args.models else list_resources("traces"))
     if args.models == "unseen":
         traces += unseen_model_paths(tempfile.mkdtemp(prefix="npusim-unseen-"))
-    print(f"{args.hw}, {args.pipeline}; sizes " + ", ".join(f"{s // 1024} KiB" for s in sizes))
+    print(f"{args.hw}, {' '.join([args.pipeline, *args.option])}; sizes " + ", ".join(f"{s // 1024} KiB" for s in sizes))
     worst_overall = 0.0
     for name in traces:
         graph = load_graph(name)
@@ -55,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:
             hw = load_hw(args.hw, {"scratchpad.size": str(size)})
             try:
-                _, report = run(graph, hw, args.pipeline)
+                report = simulate_plan(plan_graph(graph, hw, args.pipeline, options=options), hw, validated=True)
             except Exception as exc:  # noqa: BLE001 — report the point and go on
                 cycles.append(None)
                 print(f"{name} at {size // 1024} KiB: {type(exc).__name__}: {str(exc)[:100]}")

@@ -67,7 +67,9 @@ def test_structure(graphs):
     """The blocks the papers list: EfficientNet-B0's 16 MBConv blocks each with an SE pool
     (plus the head's pool), MobileNetV3-Large's 8 SE blocks, Swin-T's 12 attention blocks of
     which the 5 odd ones whose window is smaller than the map are shifted (a roll: 2 Slices +
-    1 Concat per axis, forth and back), and its 3 patch mergings (4 strided Slices each)."""
+    1 Concat per axis, forth and back), and its 3 patch mergings (4 strided Slices each);
+    ConvNeXt-T's 18 blocks (a depthwise 7x7 Conv and a LayerNorm each) beside the stem, 3
+    downsamplings and the head (a LayerNorm each)."""
     def count(name, kind):
         return sum(op.kind == kind for op in graphs[name].ops)
 
@@ -77,6 +79,9 @@ def test_structure(graphs):
     shifted = 5
     assert count("swin_t", "Slice") == shifted * 2 * 2 * 2 + 3 * 4
     assert count("swin_t", "Concat") == shifted * 2 * 2 + 3
+    blocks = 3 + 3 + 9 + 3
+    assert count("convnext_tiny", "LayerNormalization") == blocks + 1 + 3 + 1
+    assert sum(op.kind == "Conv" and op.attrs.get("group", 1) > 1 for op in graphs["convnext_tiny"].ops) == blocks
 
 
 def _cycles(graph, hw, size):

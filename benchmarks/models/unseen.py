@@ -18,6 +18,9 @@ Models (geometry from the torchvision source, published MACs at 224x224):
                        4.49 GFLOPS (multiply-adds), the paper's 4.5G.
     mobilenet_v3_large Howard et al., "Searching for MobileNetV3", ICCV 2019, Table 1;
                        torchvision ``mobilenet_v3_large``: 0.22 GMACs (paper: 219 M MAdds).
+    convnext_tiny      Liu et al., "A ConvNet for the 2020s", CVPR 2022, Table 1 (ConvNeXt-T:
+                       C=96, blocks 3/3/9/3); torchvision ``convnext_tiny``: 4.46 GFLOPS
+                       (multiply-adds; the paper's 4.5G).
 
     python benchmarks/models/unseen.py -o DIR [efficientnet_b0 swin_t ...]
 
@@ -37,9 +40,10 @@ from onnx import TensorProto, helper
 OPSET = 17
 
 #: Published multiply-accumulate counts at batch 1, 224x224 (sources in the module docstring).
-PUBLISHED_GMACS = {"efficientnet_b0": 0.39, "swin_t": 4.49, "mobilenet_v3_large": 0.22}
+PUBLISHED_GMACS = {"efficientnet_b0": 0.39, "swin_t": 4.49, "mobilenet_v3_large": 0.22, "convnext_tiny": 4.46}
 #: Parameter counts of the torchvision models (``num_params`` of their weights' metadata).
-TORCHVISION_PARAMS = {"efficientnet_b0": 5_288_548, "swin_t": 28_288_354, "mobilenet_v3_large": 5_483_032}
+TORCHVISION_PARAMS = {"efficientnet_b0": 5_288_548, "swin_t": 28_288_354, "mobilenet_v3_large": 5_483_032,
+                      "convnext_tiny": 28_589_128}
 
 
 class _Builder:
@@ -289,7 +293,36 @@ def swin_t() -> onnx.ModelProto:
     return b.model([_image_input()], b.classifier(b.op("GlobalAveragePool", [x]), c))
 
 
-MODELS = {"efficientnet_b0": efficientnet_b0, "swin_t": swin_t, "mobilenet_v3_large": mobilenet_v3_large}
+CONVNEXT_T = {"dims": [96, 192, 384, 768], "depths": [3, 3, 9, 3]}
+
+
+def _layer_norm_2d(b: _Builder, x: str, c: int) -> str:
+    """torchvision ``LayerNorm2d``: NCHW to NHWC, LayerNorm over channels, back."""
+    x = b.layer_norm(b.op("Transpose", [x], perm=[0, 2, 3, 1]), c)
+    return b.op("Transpose", [x], perm=[0, 3, 1, 2])
+
+
+def convnext_tiny() -> onnx.ModelProto:
+    """torchvision ``convnext_tiny``: stem Conv 4x4 s4 to 96 + LayerNorm2d, stages of 3/3/9/3
+    blocks (depthwise 7x7 Conv, NHWC LayerNorm, Linear 4x, GELU, Linear, per-channel layer
+    scale, residual Add), downsampling by LayerNorm2d + Conv 2x2 s2, pool, LayerNorm2d, Gemm."""
+    b = _Builder("convnext_tiny")
+    dims = CONVNEXT_T["dims"]
+    x = _layer_norm_2d(b, b.conv("input", 3, dims[0], 4, stride=4, pad=0, bn=False), dims[0])
+    for stage, (c, depth) in enumerate(zip(dims, CONVNEXT_T["depths"])):
+        if stage:
+            x = b.conv(_layer_norm_2d(b, x, dims[stage - 1]), dims[stage - 1], c, 2, stride=2, pad=0, bn=False)
+        for _ in range(depth):
+            h = b.op("Transpose", [b.conv(x, c, c, 7, group=c, bn=False)], perm=[0, 2, 3, 1])
+            h = b.linear(b.gelu(b.linear(b.layer_norm(h, c), c, 4 * c)), 4 * c, c)
+            h = b.op("Transpose", [h], perm=[0, 3, 1, 2])
+            x = b.op("Add", [b.op("Mul", [b.weight("layer_scale", [c, 1, 1]), h]), x])
+    x = _layer_norm_2d(b, b.op("GlobalAveragePool", [x]), dims[-1])
+    return b.model([_image_input()], b.classifier(x, dims[-1]))
+
+
+MODELS = {"efficientnet_b0": efficientnet_b0, "swin_t": swin_t, "mobilenet_v3_large": mobilenet_v3_large,
+          "convnext_tiny": convnext_tiny}
 
 
 def write_models(out_dir: str | Path, names: list[str] | None = None) -> list[Path]:
