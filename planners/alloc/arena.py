@@ -86,7 +86,8 @@ class ArenaAllocator:
     name = "arena"
     stage = "alloc"
     evicts = True  # it asks the pipeline's spill stage what to evict (npusim.registry)
-    description = "online best-fit arena (TFLite style) that evicts by the pipeline's spill policy"
+    description = ("online best-fit arena (TFLite style), each block placed so the next ops' blocks fit, "
+                   "that evicts by the pipeline's spill policy")
     reads = ("graph", "order", "streams", "capacity", "alignment", "spill_policy", "options", "prefetch_depth",
              "progress", "status")
     writes = ("residencies", "transfers", "objective", "notes")
