@@ -212,22 +212,23 @@ def _latencies(trace, sizes):
 
 
 @pytest.mark.parametrize("trace", ["resnet18", "squeezenet1_0", "bert_tiny"])
-def test_doubling_the_scratchpad_never_costs_more_than_2_percent(trace):
+def test_doubling_the_scratchpad_never_costs_more_than_1_percent(trace):
     """Untiled ops used to load their weights only at their own step, so a scratchpad big
     enough to leave a conv untiled could be slower (resnet18: 8.76 M cycles at 2 MiB, 8.98 M
-    at 4 MiB). A fast subset; every shipped trace with --slow (and
-    benchmarks/bench_budget_doubling.py)."""
+    at 4 MiB). The target of issue 27 is 1 %. A fast subset; every shipped trace with --slow
+    (and benchmarks/bench_budget_doubling.py; models outside the shipped set:
+    tests/test_unseen_models.py)."""
     cycles = _latencies(trace, ["512KiB", "1MiB", "2MiB", "4MiB", "8MiB"])
-    assert all(b <= 1.02 * a for a, b in zip(cycles, cycles[1:])), cycles
+    assert all(b <= 1.01 * a for a, b in zip(cycles, cycles[1:])), cycles
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("trace", ["densenet121", "fcn_resnet50", "googlenet", "hrnet_w18_small", "inception_v3",
                                    "mnasnet1_0", "mobilenet_v2", "nasnetalarge", "r2plus1d_18", "resnet50",
                                    "transformer", "vit_b_16"])
-def test_doubling_the_scratchpad_never_costs_more_than_2_percent_on_every_trace(trace):
+def test_doubling_the_scratchpad_never_costs_more_than_1_percent_on_every_trace(trace):
     cycles = _latencies(trace, ["512KiB", "1MiB", "2MiB", "4MiB", "8MiB", "16MiB"])
-    assert all(b <= 1.02 * a for a, b in zip(cycles, cycles[1:])), cycles
+    assert all(b <= 1.01 * a for a, b in zip(cycles, cycles[1:])), cycles
 
 
 # -- tiles chosen by time ----------------------------------------------------------------------

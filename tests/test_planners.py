@@ -3,12 +3,13 @@
 import pytest
 
 from npusim.errors import PlanningError, RegistryError
+from npusim.graph.model import build_graph
 from npusim.hw.config import Hardware
 from npusim.plan.validate import validate
 from npusim.registry import default_registry, make_plan
 from npusim.workflow import load_graph, load_hw, memory_bounds, run
 
-from helpers import TRACE_NAMES, chain_with_skip
+from helpers import TRACE_NAMES, chain_with_skip, tensor
 
 EDGE = load_hw("edge-npu")
 
@@ -47,6 +48,35 @@ def test_belady_spills_no_more_than_lru_on_a_chain():
     belady = make_plan(graph, EDGE, "default+arena+belady", budget=budget).offchip_bytes()
     lru = make_plan(graph, EDGE, "default+arena+lru", budget=budget).offchip_bytes()
     assert belady["spill"] + belady["retrieve"] <= lru["spill"] + lru["retrieve"]
+
+
+def _stranding_chain():
+    """x -P-> a -Q-> c -R-> big -S-> sig -M(big, sig)-> y, sizes in 64-B units 2, 6, 3, 19,
+    19, 19 (EfficientNet-B0's expand conv, then SiLU as Sigmoid and Mul, scaled down).
+
+    At a 60-unit budget best fit puts c above a, big above c, and sig above big: when M needs
+    19 contiguous units for y, 11 are free below big and 11 above sig, and two 19-unit
+    tensors go out and back although M's working set (57) fits."""
+    u = 64
+    sizes = {"x": 2, "a": 6, "c": 3, "big": 19, "sig": 19, "y": 19}
+    kinds = {"x": "input", "y": "output"}
+    tensors = [tensor(n, k * u, kinds.get(n, "activation")) for n, k in sizes.items()]
+    ops = [dict(name=name, kind=kind, inputs=ins, outputs=[out], vector_ops=sizes[out] * u)
+           for name, kind, ins, out in [("P", "Relu", ["x"], "a"), ("Q", "Relu", ["a"], "c"),
+                                        ("R", "Relu", ["c"], "big"), ("S", "Sigmoid", ["big"], "sig"),
+                                        ("M", "Mul", ["big", "sig"], "y")]]
+    return build_graph("stranding_chain", tensors, ops), 60 * u
+
+
+def test_arena_places_for_the_next_ops_instead_of_spilling():
+    """Placement lookahead (planners/alloc/arena.py): R's output goes to the top of its gap,
+    so S's fills the bottom and M finds room; plain best fit (placement_lookahead=0) spills."""
+    graph, budget = _stranding_chain()
+    ahead = make_plan(graph, Hardware(), "default+arena+belady", budget=budget)
+    plain = make_plan(graph, Hardware(), "default+arena+belady", budget=budget, options={"placement_lookahead": 0})
+    assert validate(ahead) == [] and validate(plain) == []
+    assert ahead.offchip_bytes()["spill"] == 0
+    assert plain.offchip_bytes()["spill"] == 2 * 19 * 64
 
 
 def test_below_mr_is_a_clear_error():

@@ -36,6 +36,25 @@ class BestFitArena:
                 cursor = max(cursor, off + self._blocks[off][0])
         return best
 
+    def gaps(self) -> list[tuple[int, int]]:
+        """The free ranges ``(start, end)`` between live blocks, lowest first, starts aligned."""
+        found, cursor = [], 0
+        for off in self._offsets + [self.capacity]:
+            start = self._align(cursor)
+            if off > start:
+                found.append((start, off))
+            if off < self.capacity:
+                cursor = max(cursor, off + self._blocks[off][0])
+        return found
+
+    def copy(self) -> "BestFitArena":
+        other = BestFitArena(self.capacity, self.alignment)
+        other._offsets = list(self._offsets)
+        other._blocks = dict(self._blocks)
+        other._offset_of = dict(self._offset_of)
+        other._empty = dict(self._empty)
+        return other
+
     def fits_without(self, size: int, removable: set[int]) -> bool:
         """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
         cursor = 0
