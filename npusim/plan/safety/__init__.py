@@ -46,8 +46,8 @@ import numpy as np
 from npusim.errors import PlanError
 from npusim.graph.analysis import check_order
 from npusim.graph.model import Graph
-from npusim.plan.safety.kernels import (ancestor_tensors_unsafe, max_ancestor_ids, stream_graph_unsafe,
-                                         stream_tables_kernel)
+from npusim.plan.safety.kernels import (ancestor_tensors_unsafe, max_ancestor_ids, restrict_bits,
+                                         stream_graph_unsafe, stream_tables_kernel)
 from npusim.kernels.bitsets import ancestor_bitsets, n_words
 
 METHODS = ("alg1", "alg1_opt", "alg2")
@@ -191,20 +191,12 @@ class SafetyRelation:
         return out
 
     def restrict(self, items) -> np.ndarray:
-        """The bit matrix over ``items`` only (row/column k = tensor items[k])."""
+        """The bit matrix over ``items`` only (row/column k = tensor items[k]); ``items``
+        distinct. A kernel walks the set bits of the items' rows (``restrict_bits``; its
+        reference, unpacking every row, is ``npusim.plan.safety.reference.restrict_reference``)."""
         items = np.asarray(items, dtype=np.int64)
-        m = len(items)
-        out = np.zeros((m, n_words(m)), dtype=np.uint64)
-        for lo in range(0, m, 1024):
-            rows = np.unpackbits(self.bits[items[lo:lo + 1024]].view(np.uint8), axis=1,
-                                 bitorder="little")[:, : self.n]
-            sub = rows[:, items]
-            packed = np.packbits(sub, axis=1, bitorder="little")
-            pad = out.shape[1] * 8 - packed.shape[1]
-            if pad:
-                packed = np.pad(packed, ((0, 0), (0, pad)))
-            out[lo:lo + 1024] = np.ascontiguousarray(packed).view(np.uint64)
-        return out
+        out = np.zeros((len(items), n_words(len(items))), dtype=np.uint64)
+        return restrict_bits(self.bits, items, out)
 
 
 def safety_relation(graph: Graph, order, streams, method: str = "alg2") -> SafetyRelation:
