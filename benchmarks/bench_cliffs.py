@@ -18,34 +18,10 @@ import argparse
 import time
 
 from npusim.errors import PlanningError
-from npusim.graph.model import Graph, build_graph
-from npusim.graph.ops.costs import op_cost
 from npusim.plan.bound import as_bound
+from npusim.testing.single_ops import many_input_graph
 from npusim.util.units import parse_size
 from npusim.workflow import load_hw, plan_graph, simulate_plan
-
-
-def many_input_graph(kind: str, n: int, channels: int = 8, size: int = 28) -> Graph:
-    """N 1x1 Convs of one input [1, C, S, S] feeding one ``kind`` op (``Concat`` along axis 1, or
-    ``Sum`` of all N) whose output is the graph's output."""
-    shape = [1, channels, size, size]
-    weight = [channels, channels, 1, 1]
-    conv = {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0, 0, 0, 0]}
-    tensors = [dict(name="x", shape=shape, dtype="int8", itemsize=1, kind="input")]
-    ops = []
-    for i in range(n):
-        tensors.append(dict(name=f"w{i}", shape=weight, dtype="int8", itemsize=1, kind="weight"))
-        tensors.append(dict(name=f"t{i}", shape=shape, dtype="int8", itemsize=1, kind="activation"))
-        cost = op_cost("Conv", conv, [tuple(shape), tuple(weight)], [tuple(shape)])
-        ops.append(dict(name=f"conv{i}", kind="Conv", inputs=["x", f"w{i}"], outputs=[f"t{i}"], attrs=conv,
-                        macs=cost.macs, vector_ops=cost.vector_ops, gemm=cost.gemm))
-    out = [1, channels * n, size, size] if kind == "Concat" else shape
-    attrs = {"axis": 1} if kind == "Concat" else {}
-    tensors.append(dict(name="y", shape=out, dtype="int8", itemsize=1, kind="output"))
-    cost = op_cost(kind, attrs, [tuple(shape)] * n, [tuple(out)])
-    ops.append(dict(name="many", kind=kind, inputs=[f"t{i}" for i in range(n)], outputs=["y"], attrs=attrs,
-                    macs=cost.macs, vector_ops=cost.vector_ops, gemm=cost.gemm))
-    return build_graph(f"{kind.lower()}{n}", tensors, ops)
 
 
 def run_case(kind: str, n: int, hw, budget: int, channels: int, size: int) -> dict:
