@@ -229,3 +229,31 @@ def test_kernels_stay_in_bounds_with_pinned_items(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lifetime_index_finds_exactly_the_placed_items_a_lifetime_meets(seed):
+    """The MindSpore kernels' lifetime index (segment tree + start bitset) against the
+    definition: the placed items whose inclusive lifetime meets [f, l], each once."""
+    import numpy as np
+
+    k = mindspore_kernels
+    rng = np.random.default_rng(seed)
+    n = 300
+    first = rng.integers(3, 200, size=n).astype(np.int64)
+    last = first + rng.integers(0, 40 if seed % 2 else 150, size=n)
+    index = k._live_index(first, last, n)
+    base, leaves, node_head, pool_item, pool_next, start_head, start_next, start_bits, used = index
+    placed = []
+    out = np.empty(n, dtype=np.int64)
+    for t in rng.permutation(n)[: n * 2 // 3]:
+        k._live_insert(int(t), first, last, base, leaves, node_head, pool_item, pool_next, start_head,
+                       start_next, start_bits, used)
+        placed.append(int(t))
+        f = int(rng.integers(0, 260))
+        l = f + int(rng.integers(0, 60))
+        cnt = k._live_query(f, l, base, leaves, node_head, pool_item, pool_next, start_head, start_next,
+                            start_bits, out)
+        got = out[:cnt].tolist()
+        assert len(got) == len(set(got))
+        assert set(got) == {p for p in placed if first[p] <= l and f <= last[p]}
