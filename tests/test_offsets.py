@@ -257,3 +257,32 @@ def test_lifetime_index_finds_exactly_the_placed_items_a_lifetime_meets(seed):
         got = out[:cnt].tolist()
         assert len(got) == len(set(got))
         assert set(got) == {p for p in placed if first[p] <= l and f <= last[p]}
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_check_assignment_finds_every_conflicting_pair_that_shares_addresses(explicit):
+    """The checker's sweep (a bisection per item, the relation asked about those pairs only)
+    against the definition: every conflicting pair of items whose address ranges meet."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = 120
+    first = rng.integers(0, 60, size=n)
+    last = first + rng.integers(0, 8, size=n)
+    sizes = rng.integers(0, 4, size=n) * 16
+    offsets = rng.integers(0, 12, size=n) * 16
+    conflicts = None
+    if explicit:
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.1]
+        conflicts = MatrixConflicts.from_pairs(n, pairs)
+    problem = OffsetProblem(sizes=sizes.astype(np.int64), first=first, last=last, conflicts=conflicts, alignment=16)
+    relation = problem.relation
+    expected = {(i, j) for i in range(n) for j in range(i + 1, n)
+                if sizes[i] and sizes[j] and relation.has(i, j)
+                and offsets[i] < offsets[j] + sizes[j] and offsets[j] < offsets[i] + sizes[i]}
+    found = check_assignment(problem, offsets, limit=10 ** 6)
+    names = {(problem.name(i), problem.name(j)) for i, j in expected}
+    assert expected and len(found) == len(expected)
+    for message in found:
+        a, b = message.split("'")[1], message.split("'")[3]
+        assert (a, b) in names or (b, a) in names
