@@ -23,6 +23,11 @@ Choosing a spec:
    dimension) at multiples of the array's columns and halve the rest, so a tile does not
    leave columns of the array idle; and, for ``ws``/``is``, the reduction at multiples of
    the array's rows.
+   When the chosen tiles move runs shorter than a burst or load input views of less than a
+   burst on average, an op whose inputs lie side by side along one dimension (a Concat) is
+   offered tiles of 1, 2, 4, ... whole inputs along it, the other dimensions halved to fit
+   (``_operand_blocks``), and the choice is made again: halving the whole output keeps every
+   input in each tile, down to one-pixel tiles loading a few bytes of hundreds of inputs.
 2. *Loop order* for each candidate: an input is re-read every time a loop it depends on
    moves, together with all loops outside it, so its reads = the product of the block
    counts of the loops from the outermost to the innermost one it depends on. Every order
