@@ -9,7 +9,9 @@ schedule / streams / spill / allocation / off-chip planner of the registry (exac
 excluded: they refuse or partition large graphs by design), validation, lowering and
 simulation of the default pipeline at M_H (so the arena spills).
 
-Each stage is timed once without and once with ``tracemalloc`` (peak Python + numpy bytes).
+Each stage is timed once without and once with ``tracemalloc`` (peak Python + numpy bytes),
+in CPU seconds of this process, after one warm-up run of every stage on a 200-op graph (so
+Numba's compilation is not counted against the smallest size).
 The growth exponent is the least-squares slope of log(time) over log(ops); n log n between
 1k and 50k ops has a slope of about 1.1, so a slope above ``--flag`` (1.3) is flagged. A stage
 whose extrapolated time at the next size exceeds ``--stage-limit`` seconds is skipped there.
@@ -45,10 +47,11 @@ SIZES = (256, 1024, 4096, 16384, 65536)  # bytes: tensors as large as a small CN
 
 
 def measure(fn):
-    """(seconds, peak MiB, result): one plain run for the time, one traced run for the memory."""
-    start = time.perf_counter()
+    """(CPU seconds, peak MiB, result): one plain run for the time (``time.process_time``: this
+    process's CPU, whatever else loads the machine), one traced run for the memory."""
+    start = time.process_time()
     result = fn()
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     tracemalloc.start()
     fn()
     _, peak = tracemalloc.get_traced_memory()
@@ -75,7 +78,7 @@ def heuristic_stages(registry) -> list[tuple[str, str]]:
     return stages
 
 
-def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> None:
+def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict, quiet: bool = False) -> None:
     registry = default_registry()
     graph = random_dag(n, seed=1, sizes=SIZES)
     row = results.setdefault(n, {})
@@ -86,7 +89,8 @@ def run_size(n: int, hw: Hardware, stages, skip: set[str], results: dict) -> Non
             return None
         seconds, mib, value = measure(fn)
         row[label] = (seconds, mib)
-        print(f"  {n:>6} ops  {label:<42} {seconds:9.3f} s {mib:9.1f} MiB", flush=True)
+        if not quiet:
+            print(f"  {n:>6} ops  {label:<42} {seconds:9.3f} s {mib:9.1f} MiB", flush=True)
         return value
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,6 +149,7 @@ def main() -> None:
     stages = heuristic_stages(default_registry())
     results: dict[int, dict] = {}
     skip: set[str] = set()
+    run_size(200, hw, stages, set(), {}, quiet=True)  # warm-up: compile the Numba kernels
     for i, n in enumerate(sizes):
         run_size(n, hw, stages, skip, results)
         if i + 1 < len(sizes):  # skip what would take too long at the next size (quadratic guess)

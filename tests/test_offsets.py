@@ -229,3 +229,60 @@ def test_kernels_stay_in_bounds_with_pinned_items(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lifetime_index_finds_exactly_the_placed_items_a_lifetime_meets(seed):
+    """The MindSpore kernels' lifetime index (segment tree + start bitset) against the
+    definition: the placed items whose inclusive lifetime meets [f, l], each once."""
+    import numpy as np
+
+    k = mindspore_kernels
+    rng = np.random.default_rng(seed)
+    n = 300
+    first = rng.integers(3, 200, size=n).astype(np.int64)
+    last = first + rng.integers(0, 40 if seed % 2 else 150, size=n)
+    index = k._live_index(first, last, n)
+    base, leaves, node_head, pool_item, pool_next, start_head, start_next, start_bits, used = index
+    placed = []
+    out = np.empty(n, dtype=np.int64)
+    for t in rng.permutation(n)[: n * 2 // 3]:
+        k._live_insert(int(t), first, last, base, leaves, node_head, pool_item, pool_next, start_head,
+                       start_next, start_bits, used)
+        placed.append(int(t))
+        f = int(rng.integers(0, 260))
+        l = f + int(rng.integers(0, 60))
+        cnt = k._live_query(f, l, base, leaves, node_head, pool_item, pool_next, start_head, start_next,
+                            start_bits, out)
+        got = out[:cnt].tolist()
+        assert len(got) == len(set(got))
+        assert set(got) == {p for p in placed if first[p] <= l and f <= last[p]}
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_check_assignment_finds_every_conflicting_pair_that_shares_addresses(explicit):
+    """The checker's sweep (a bisection per item, the relation asked about those pairs only)
+    against the definition: every conflicting pair of items whose address ranges meet."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = 120
+    first = rng.integers(0, 60, size=n)
+    last = first + rng.integers(0, 8, size=n)
+    sizes = rng.integers(0, 4, size=n) * 16
+    offsets = rng.integers(0, 12, size=n) * 16
+    conflicts = None
+    if explicit:
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.1]
+        conflicts = MatrixConflicts.from_pairs(n, pairs)
+    problem = OffsetProblem(sizes=sizes.astype(np.int64), first=first, last=last, conflicts=conflicts, alignment=16)
+    relation = problem.relation
+    expected = {(i, j) for i in range(n) for j in range(i + 1, n)
+                if sizes[i] and sizes[j] and relation.has(i, j)
+                and offsets[i] < offsets[j] + sizes[j] and offsets[j] < offsets[i] + sizes[i]}
+    found = check_assignment(problem, offsets, limit=10 ** 6)
+    names = {(problem.name(i), problem.name(j)) for i, j in expected}
+    assert expected and len(found) == len(expected)
+    for message in found:
+        a, b = message.split("'")[1], message.split("'")[3]
+        assert (a, b) in names or (b, a) in names

@@ -127,3 +127,79 @@ def test_bad_streams_are_named():
         safety_relation(graph, order, [0, 1, 0])
     with pytest.raises(PlanError, match="safety method"):
         safety_relation(graph, order, [0] * 8, "alg9")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_restrict_kernel_matches_its_reference(seed):
+    graph, order, streams = random_multistream(seed, n_ops=60 + 20 * seed, n_streams=2 + seed % 3)
+    rel = safety_relation(graph, order, streams)
+    rng = np.random.default_rng(seed)
+    items = np.sort(rng.choice(graph.n_tensors, size=max(1, graph.n_tensors * 2 // 3), replace=False))
+    assert np.array_equal(rel.restrict(items), safety_reference.restrict_reference(rel, items))
+
+
+def _random_residencies(rng, n_tensors, n):
+    """(tensor, offset, size) of ``n`` residencies packed into few addresses (many share them)."""
+    tensor = rng.integers(0, n_tensors, size=n)
+    offset = rng.integers(0, 8, size=n) * 16
+    size = rng.integers(0, 5, size=n) * 16  # some of size 0
+    return tensor.astype(np.int64), offset.astype(np.int64), size.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unsafe_shared_addresses_kernel_matches_its_reference(seed):
+    graph, order, streams = random_multistream(seed, n_ops=40 + 10 * seed, n_streams=2 + seed % 3)
+    rel = safety_relation(graph, order, streams)
+    rng = np.random.default_rng(seed)
+    tensor, offset, size = _random_residencies(rng, graph.n_tensors, 80)
+    by_tensor = np.argsort(tensor, kind="stable")
+    ptr = np.zeros(graph.n_tensors + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tensor, minlength=graph.n_tensors), out=ptr[1:])
+    a, b = safety_kernels.unsafe_shared_addresses(rel.bits, tensor, offset, size, ptr, by_tensor)
+    found = list(zip(a.tolist(), b.tolist()))
+    assert len(found) == len(set(found))
+    assert set(found) == safety_reference.unsafe_shared_addresses_reference(rel.unsafe, tensor, offset, size)
+    assert found  # the case exercises the check
+
+
+def _overlaps_by_address_sweep(residencies, unsafe, name):
+    """The validator's multi-stream overlap check as it was written (a sweep by address over
+    every pair sharing addresses): the reference for its faster form."""
+    out = []
+    active = []
+    for r in sorted((r for r in residencies if r.first <= r.last), key=lambda r: (r.offset, r.first, r.tensor)):
+        active = [a for a in active if a.offset + a.size > r.offset]
+        if r.size <= 0:
+            continue
+        for a in active:
+            steps_overlap = a.first <= r.last and r.first <= a.last
+            if steps_overlap or (a.tensor != r.tensor and unsafe(a.tensor, r.tensor)):
+                why = "" if steps_overlap else " (an unsafe pair: they may coexist on different streams)"
+                out.append(f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
+                           f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps "
+                           f"{r.first}..{r.last}{why}")
+        active.append(r)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_multistream_overlap_check_reports_what_the_address_sweep_reports(seed):
+    from npusim.plan.model import Plan, Residency
+    from npusim.plan.validate import _check_overlaps
+
+    graph, order, streams = random_multistream(seed, n_ops=40 + 10 * seed, n_streams=2 + seed % 3)
+    rel = safety_relation(graph, order, streams)
+    rng = np.random.default_rng(100 + seed)
+    tensor, offset, size = _random_residencies(rng, graph.n_tensors, 60)
+    first = rng.integers(0, graph.n_ops, size=len(tensor))
+    last = first + rng.integers(-1, 6, size=len(tensor))  # some empty (first > last)
+    residencies = [Residency(int(f), int(la), int(o), int(t), int(s))
+                   for f, la, o, t, s in zip(first, last, offset, tensor, size)]
+    plan = Plan(graph=graph.name, capacity=1 << 20, alignment=16, order=tuple(order), streams=tuple(streams),
+                residencies=tuple(residencies), transfers=())
+    name = lambda t: graph.tensors[t].name  # noqa: E731
+    got = []
+    _check_overlaps(residencies, name, lambda kind, text: got.append(text), plan, graph)
+    expected = _overlaps_by_address_sweep(residencies, rel.unsafe, name)
+    assert got == expected
+    assert any("unsafe pair" in e for e in expected) and any("unsafe pair" not in e for e in expected)

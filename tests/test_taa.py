@@ -282,3 +282,18 @@ def test_taa_offsets_do_not_depend_on_the_lattice_search():
         swept = taa(buffers, 64, sort, search_nodes=0)
         assert taa(buffers, 64, sort).offsets == swept.offsets
         assert swept.total < sum(b.size for b in buffers)  # some reuse happens
+
+
+def test_first_fit_matches_the_plain_walk():
+    import random
+
+    from planners.offchip.taa import first_fit, first_fit_reference
+
+    rng = random.Random(5)
+    for _ in range(400):
+        taken = []
+        for _ in range(rng.randrange(0, 60)):
+            lo = rng.randrange(0, 4000)
+            taken.append((lo, lo + rng.randrange(1, 300)))
+        size, alignment = rng.randrange(1, 400), rng.choice([1, 16, 64])
+        assert first_fit(size, taken, alignment) == first_fit_reference(size, taken, alignment)

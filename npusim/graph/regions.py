@@ -270,6 +270,21 @@ def _concat_boxes(op, shapes, out_shape, out_box):
     return boxes
 
 
+def operand_axis(op: Op, graph: Graph) -> tuple[int, tuple[int, ...]] | None:
+    """(output dimension, each input's extent along it) of an op whose inputs lie side by side
+    along one output dimension, each read only by the tiles that cover its own range (a
+    Concat: its axis); None for any other op. A tile whose block along that dimension is a
+    whole number of inputs reads each input it covers as one view."""
+    if op.kind != "Concat" or len(op.inputs) < 2 or not op.outputs:
+        return None
+    out_shape = graph.tensors[op.outputs[0]].shape
+    if not out_shape:
+        return None
+    axis = op.attrs.get("axis", 0) % len(out_shape)
+    extents = tuple(graph.tensors[t].shape[axis] if len(graph.tensors[t].shape) > axis else 0 for t in op.inputs)
+    return axis, extents
+
+
 @functools.lru_cache(maxsize=64)
 def _prefix_sums(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return (0,) + tuple(itertools.accumulate(sizes))

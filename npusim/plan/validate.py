@@ -437,21 +437,45 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
             active.append(r)
         return
     from npusim.plan.safety import safety_relation  # lazy: Numba, for multi-stream plans only
+    from npusim.plan.safety.kernels import unsafe_shared_addresses  # lazy: Numba, as above
 
-    unsafe = safety_relation(graph, list(plan.order), streams).unsafe
-    active = []
-    for r in sorted((r for r in residencies if r.first <= r.last), key=lambda r: (r.offset, r.first, r.tensor)):
-        active = [a for a in active if a.offset + a.size > r.offset]
+    relation = safety_relation(graph, list(plan.order), streams)
+    # In the order of a sweep by address, (offset, first, tensor): a pair is reported when its
+    # later residency is reached, against the earlier ones in that order. The pairs are found
+    # without the sweep, which would visit every pair sharing addresses (quadratic in the
+    # residencies when the allocator reuses addresses well): those whose steps overlap by a
+    # sweep by first step (the live ones), the unsafe ones from the relation's rows.
+    ranked = sorted((r for r in residencies if r.first <= r.last), key=lambda r: (r.offset, r.first, r.tensor))
+    found: dict[tuple[int, int], bool] = {}
+    active: list = []
+    for k in sorted(range(len(ranked)), key=lambda k: (ranked[k].first, k)):
+        r = ranked[k]
+        active = [a for a in active if ranked[a].last >= r.first]
         if r.size <= 0:
             continue
         for a in active:
-            steps_overlap = a.first <= r.last and r.first <= a.last
-            if steps_overlap or (a.tensor != r.tensor and unsafe(a.tensor, r.tensor)):
-                why = "" if steps_overlap else " (an unsafe pair: they may coexist on different streams)"
-                report("overlap",
-                       f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
-                       f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
-        active.append(r)
+            other = ranked[a]
+            if other.offset < r.offset + r.size and r.offset < other.offset + other.size:
+                found[(min(a, k), max(a, k))] = True
+        active.append(k)
+    n_tensors = relation.bits.shape[0]
+    tensor = np.array([r.tensor for r in ranked], dtype=np.int64)
+    offset = np.array([r.offset for r in ranked], dtype=np.int64)
+    size = np.array([r.size for r in ranked], dtype=np.int64)
+    known = (tensor >= 0) & (tensor < n_tensors)
+    by_tensor = np.argsort(np.where(known, tensor, n_tensors), kind="stable")
+    by_tensor = by_tensor[known[by_tensor]]
+    res_ptr = np.zeros(n_tensors + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tensor[known], minlength=n_tensors), out=res_ptr[1:])
+    for r, q in zip(*unsafe_shared_addresses(relation.bits, tensor, offset, size, res_ptr, by_tensor)):
+        pair = (min(int(r), int(q)), max(int(r), int(q)))
+        found.setdefault(pair, False)
+    for (a, k), steps_overlap in sorted(found.items(), key=lambda item: (item[0][1], item[0][0])):
+        a_, r = ranked[a], ranked[k]
+        why = "" if steps_overlap else " (an unsafe pair: they may coexist on different streams)"
+        report("overlap",
+               f"{name(a_.tensor)!r} [{a_.offset}, {a_.offset + a_.size}) steps {a_.first}..{a_.last} "
+               f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
 
 
 def require_valid(plan: Plan, graph: Graph | None = None, source: str = "plan", *, planned: bool = False) -> None:

@@ -50,6 +50,10 @@ class IntervalConflicts:
     def has(self, i: int, j: int) -> bool:
         return i != j and self.first[i] <= self.last[j] and self.first[j] <= self.last[i]
 
+    def has_many(self, i: int, js: np.ndarray) -> np.ndarray:
+        """``has(i, j)`` for each j of ``js`` (a boolean array), in O(len(js))."""
+        return (self.first[js] <= self.last[i]) & (self.first[i] <= self.last[js]) & (js != i)
+
     def degrees(self) -> np.ndarray:
         # #items with first <= last[i]  minus  #items with last < first[i], minus i itself
         sf, sl = np.sort(self.first), np.sort(self.last)
@@ -100,6 +104,11 @@ class MatrixConflicts:
 
     def has(self, i: int, j: int) -> bool:
         return bool((int(self.bits[i, j >> 6]) >> (j & 63)) & 1)
+
+    def has_many(self, i: int, js: np.ndarray) -> np.ndarray:
+        """``has(i, j)`` for each j of ``js`` (a boolean array), in O(len(js))."""
+        js = np.asarray(js, dtype=np.int64)
+        return ((self.bits[i, js >> 6] >> (js & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
 
     def degrees(self) -> np.ndarray:
         counts = np.unpackbits(self.bits.view(np.uint8), axis=1, bitorder="little")
@@ -290,18 +299,21 @@ def check_assignment(problem: OffsetProblem, offsets, limit: int = 20) -> list[s
                              f"{offsets[a] + sizes[a]} (right after {name(a)!r})")
     relation = problem.relation
     ends = offsets + sizes
-    # Sweep by address: compare each item with the items that started below its end.
+    # Sweep by address: compare each item with the items that started below its end (those
+    # after it in address order up to the first that starts at or past its end: a bisection),
+    # asking the relation about those pairs only.
     order = np.lexsort((np.arange(n), offsets))
+    sorted_offsets = offsets[order]
     for k, i in enumerate(order):
         if len(found) >= limit:
             break
         if sizes[i] == 0:
             continue
-        later = order[k + 1:]
-        later = later[(offsets[later] < ends[i]) & (sizes[later] > 0)]
+        later = order[k + 1:int(np.searchsorted(sorted_offsets, ends[i], side="left"))]
+        later = later[sizes[later] > 0]
         if later.size == 0:
             continue
-        clash = later[relation.row(int(i))[later]]
+        clash = later[relation.has_many(int(i), later)]
         for j in clash[: limit - len(found)]:
             found.append(f"items {name(int(i))!r} [{offsets[i]}, {ends[i]}) and {name(int(j))!r} "
                          f"[{offsets[j]}, {ends[j]}) conflict but share addresses")

@@ -104,7 +104,24 @@ def sort_order(index: TileIndex, sort: str) -> list[int]:
 
 
 def first_fit(size: int, taken: list[tuple[int, int]], alignment: int) -> int:
-    """The lowest aligned address whose [addr, addr + size) misses every taken range."""
+    """The lowest aligned address whose [addr, addr + size) misses every taken range: walking
+    the ranges by (lo, hi), the candidate is the highest aligned end so far (0 before any), and
+    the first range starting ``size`` or more above it ends the walk (``first_fit_reference``;
+    here as a running maximum over arrays)."""
+    if len(taken) < 16:
+        return first_fit_reference(size, taken, alignment)
+    ranges = np.array(taken, dtype=np.int64)
+    ranges = ranges[np.lexsort((ranges[:, 1], ranges[:, 0]))]
+    ends = -(-ranges[:, 1] // alignment) * alignment
+    before = np.zeros(len(ranges) + 1, dtype=np.int64)
+    np.maximum.accumulate(ends, out=before[1:])
+    np.maximum(before, 0, out=before)
+    fits = np.flatnonzero(ranges[:, 0] - before[:-1] >= size)
+    return int(before[fits[0]] if fits.size else before[-1])
+
+
+def first_fit_reference(size: int, taken: list[tuple[int, int]], alignment: int) -> int:
+    """``first_fit`` as a plain walk over the sorted ranges."""
     addr = 0
     for lo, hi in sorted(taken):
         if lo - addr >= size:
@@ -120,11 +137,18 @@ def taa_with(index: TileIndex, sort: str, alignment: int, search_nodes: int = SE
     arrays.base[:] = 0
     placed = np.zeros(len(buffers), dtype=bool)
     offsets: dict[str, int] = {}
-    whole: list[tuple[int, int, int, int]] = []  # placed tensor lifetimes: (first, last, lo, hi)
+    # placed tensor lifetimes and addresses (first, last, lo, hi), as arrays: the ranges a buffer
+    # must miss are a mask over them, not a Python scan of every placed buffer
+    whole = np.zeros((4, len(buffers)), dtype=np.int64)
+    n_whole = 0
     for b in sort_order(index, sort):
         buf = buffers[b]
         life = buf.tensor_lifetime
-        taken = [] if life is None else [(lo, hi) for f, l, lo, hi in whole if f <= life[1] and life[0] <= l]
+        taken = []
+        if life is not None and n_whole:
+            f, l, lo, hi = whole[:, :n_whole]
+            meets = (f <= life[1]) & (life[0] <= l)
+            taken = list(zip(lo[meets].tolist(), hi[meets].tolist()))
         addr = first_fit(buf.size, taken, alignment)
         peers = index.placed_peers(buf.first, buf.last, placed)
         cand = index.tiles_of(b)
@@ -134,7 +158,8 @@ def taa_with(index: TileIndex, sort: str, alignment: int, search_nodes: int = SE
         placed[b] = True
         offsets[buf.name] = addr
         if life is not None:
-            whole.append((life[0], life[1], addr, addr + buf.size))
+            whole[:, n_whole] = (life[0], life[1], addr, addr + buf.size)
+            n_whole += 1
     total = max((offsets[b.name] + b.size for b in buffers), default=0)
     return ArenaResult(offsets, total, f"taa:{sort}", time.perf_counter() - start)
 

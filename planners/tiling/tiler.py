@@ -23,6 +23,11 @@ Choosing a spec:
    dimension) at multiples of the array's columns and halve the rest, so a tile does not
    leave columns of the array idle; and, for ``ws``/``is``, the reduction at multiples of
    the array's rows.
+   When the chosen tiles move runs shorter than a burst or load input views of less than a
+   burst on average, an op whose inputs lie side by side along one dimension (a Concat) is
+   offered tiles of 1, 2, 4, ... whole inputs along it, the other dimensions halved to fit
+   (``_operand_blocks``), and the choice is made again: halving the whole output keeps every
+   input in each tile, down to one-pixel tiles loading a few bytes of hundreds of inputs.
 2. *Loop order* for each candidate: an input is re-read every time a loop it depends on
    moves, together with all loops outside it, so its reads = the product of the block
    counts of the loops from the outermost to the innermost one it depends on. Every order
@@ -53,7 +58,7 @@ from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
 from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    box_volume, input_boxes, input_steps, reduction_size, stepped_volume, untileable_dims,
+    box_volume, input_boxes, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.hw.costs import STATIONARY_OPERAND
@@ -261,6 +266,30 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
     aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
     for blocks, (order, _) in aligned.items():
         found.setdefault((blocks, 0, "scratchpad"), len(found) + len(PREFERENCES))
+    spec, short = _rank(op, graph, found, aligned, align, capacity, hw, objective, image_like)
+    if hw is not None and objective == "time" and (short or _short_views(op, graph, spec, hw)):
+        # The chosen tiles move runs shorter than a burst, or load views of less than a burst
+        # on average: on an op whose inputs lie side by side (a Concat of many), offer tiles
+        # of whole inputs too (``_operand_blocks``) and choose again.
+        extra = 0
+        for fixed in _operand_blocks(op, graph):
+            try:
+                blocks, k = _halve_to_fit(op, graph, capacity, align, "outer", outer_first, fixed)
+            except PlanningError:
+                continue  # that many inputs do not fit at any cut of the other dimensions
+            if (tuple(blocks), k, "scratchpad") not in found:
+                found[(tuple(blocks), k, "scratchpad")] = len(found) + len(PREFERENCES)
+                extra += 1
+        if extra:
+            spec, _ = _rank(op, graph, found, aligned, align, capacity, hw, objective, image_like)
+    return spec
+
+
+def _rank(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity: int, hw, objective: str,
+          image_like) -> tuple[dict, bool]:
+    """The best of the candidate blocks ``found`` ({(blocks, k, acc): preference index}) by the
+    objective (module docstring), and whether its transfers move runs shorter than a burst."""
+    out = graph.tensors[op.outputs[0]]
     ranked = []
     for (blocks, k, acc), i in found.items():
         fixed, on_chip = aligned.get(blocks, (None, frozenset())) if not k else (None, frozenset())
@@ -276,7 +305,7 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
             order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, still, acc)
             ranked.append(({**spec, "order": order}, reads, traffic, tiles, i))
     if hw is None or objective != "time":
-        return min(ranked, key=lambda c: c[2:])[0]
+        return min(ranked, key=lambda c: c[2:])[0], False
     # Estimate the candidates in the order of a cheap lower bound of their time (their compute,
     # and their DRAM bytes at peak bandwidth), and stop once the bound is past what could still
     # be chosen: the rest are slower than the fastest by more than either tolerance below.
@@ -300,8 +329,9 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
         # Within TIME_TOLERANCE of the fastest, the fewest bytes on the bus: a DMA hidden under
         # compute is still bus time and energy taken from everything else running.
         fastest = min(key[0] for key, *_ in candidates)
-        near = [(key[1:], spec) for key, spec, _ in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
-        return min(near, key=lambda c: c[0])[1]
+        near = [(key[1:], spec, short) for key, spec, short in candidates if key[0] <= fastest * (1 + TIME_TOLERANCE)]
+        _, spec, short = min(near, key=lambda c: c[0])
+        return spec, short
     raise InternalError(f"op {op.name!r}: no tile candidate was estimated")
 
 
@@ -357,6 +387,15 @@ def _aligned_to_producers(op: Op, graph: Graph, chosen: dict, capacity: int, ali
             d = max(halvable, key=lambda d: blocks[d])
             blocks[d] = -(-blocks[d] // 2)
     return found
+
+
+def _short_views(op: Op, graph: Graph, spec: dict, hw) -> bool:
+    """Whether the first tile of ``spec`` loads input views of less than a DRAM burst on
+    average (each still costs a whole burst and a descriptor)."""
+    if "flat" in spec:
+        return False
+    views = [v for v in _view_sizes(op, graph, spec["block"], spec.get("k", 0)) if v > 0]
+    return bool(views) and sum(views) < len(views) * hw.dma.burst_bytes
 
 
 def _view_sizes(op: Op, graph: Graph, blocks: list[int], k: int) -> list[int]:
@@ -495,6 +534,33 @@ def _aligned_blocks(op: Op, graph: Graph, hw) -> list[dict]:
         chosen = dict(c for c in combo if c is not None)
         if chosen:
             fixed.append(chosen)
+    return fixed
+
+
+def _operand_blocks(op: Op, graph: Graph) -> list[dict]:
+    """Fixed blocks ({dimension: size}, for ``_halve_to_fit``) along the dimension an op's
+    inputs lie side by side on (``npusim.graph.regions.operand_axis``: a Concat's axis) that
+    cover 1, 2, 4, ... whole inputs, up to all of them.
+
+    Halving the whole output keeps every input in each tile for as long as cutting another
+    dimension shrinks the working set as much (it does until the views reach the alignment),
+    so a Concat of many inputs ended in one-pixel tiles that each load a short run of every
+    input (3,136 tiles of 250 loads of 8 B for 1,000 inputs of [1, 8, 28, 28] at 64 KiB).
+    Tiles of k whole inputs load k views, each a band of one input (contiguous in the input's
+    layout), and the other dimensions are halved until they fit; the estimate picks k (a
+    larger k means longer runs in the output, a smaller one longer bands)."""
+    found = operand_axis(op, graph)
+    if found is None:
+        return []
+    axis, extents = found
+    total = graph.tensors[op.outputs[0]].shape[axis]
+    extent = max(extents)
+    if axis in untileable_dims(op, graph) or extent <= 0:
+        return []
+    fixed, k = [], 1
+    while k * extent < total:
+        fixed.append({axis: k * extent})
+        k *= 2
     return fixed
 
 

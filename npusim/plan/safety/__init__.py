@@ -39,6 +39,7 @@ The result is a ``SafetyRelation``: a symmetric uint64 bit matrix over the graph
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,29 +194,33 @@ class SafetyRelation:
         return out
 
     def restrict(self, items) -> np.ndarray:
-        """The bit matrix over ``items`` only (row/column k = tensor items[k])."""
+        """The bit matrix over ``items`` only (row/column k = tensor items[k]); ``items``
+        distinct. A kernel walks the set bits of the items' rows (``restrict_bits``; its
+        reference, unpacking every row, is ``npusim.plan.safety.reference.restrict_reference``)."""
         items = np.asarray(items, dtype=np.int64)
-        m = len(items)
-        out = np.zeros((m, bitsets.n_words(m)), dtype=np.uint64)
-        for lo in range(0, m, 1024):
-            rows = np.unpackbits(self.bits[items[lo:lo + 1024]].view(np.uint8), axis=1,
-                                 bitorder="little")[:, : self.n]
-            sub = rows[:, items]
-            packed = np.packbits(sub, axis=1, bitorder="little")
-            pad = out.shape[1] * 8 - packed.shape[1]
-            if pad:
-                packed = np.pad(packed, ((0, 0), (0, pad)))
-            out[lo:lo + 1024] = np.ascontiguousarray(packed).view(np.uint64)
-        return out
+        out = np.zeros((len(items), bitsets.n_words(len(items))), dtype=np.uint64)
+        return kernels.restrict_bits(self.bits, items, out)
+
+
+#: The last relation computed: (graph weakref, order, streams, method) -> relation. A plan's
+#: allocator and then the validator ask for the same one (n²/64 words for n tensors).
+_LAST: list = []
 
 
 def safety_relation(graph: Graph, order, streams, method: str = "alg2") -> SafetyRelation:
-    """The unsafe pairs of ``graph`` run in ``order`` with op -> stream map ``streams``."""
+    """The unsafe pairs of ``graph`` run in ``order`` with op -> stream map ``streams``; the
+    last one is kept and returned again for the same graph object, order, streams and method."""
     if method not in METHODS:
         raise PlanError(f"safety method {method!r}: expected one of {METHODS}")
+    key = (tuple(int(o) for o in order), tuple(int(s) for s in streams), method)
+    if _LAST and _LAST[0][0]() is graph and _LAST[0][1] == key:
+        return _LAST[0][2]
     inputs = prepare(graph, order, streams)
     if method == "alg2":
         bits = run_algorithm2(inputs)
     else:
         bits = run_algorithm1(inputs, optimized=(method == "alg1_opt"))
-    return SafetyRelation(bits=bits, method=method)
+    bits.flags.writeable = False  # shared by whoever asks for it again
+    relation = SafetyRelation(bits=bits, method=method)
+    _LAST[:] = [(weakref.ref(graph), key, relation)]
+    return relation

@@ -467,3 +467,86 @@ def stream_tables_kernel(node_stream, local, prod, dest_ptr, dest_idx, max_anc, 
             fill[t_stream[t]] += 1
     return (anc_streams, t_stream, t_start, t_between, t_end, ds_ptr, ds_stream[:m].copy(),
             ds_end[:m].copy(), st_ptr, st_idx)
+
+
+# --------------------------------------------------------------------------------------------
+# The validator's check: unsafe pairs that share addresses
+# --------------------------------------------------------------------------------------------
+
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, dtype=np.int64)
+for _i in range(64):
+    _DEBRUIJN_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58] = _i
+
+
+@numba.njit(cache=True)
+def unsafe_shared_addresses(bits, tensor, offset, size, res_ptr, res_idx):
+    """Pairs (r, q) of residencies (indices into ``tensor``/``offset``/``size``) of two
+    different tensors that the relation ``bits`` calls unsafe and whose address ranges
+    ``[offset, offset + size)`` meet; ``res_idx[res_ptr[t]:res_ptr[t + 1]]`` are the
+    residencies of tensor t. Each pair once, with tensor[r] < tensor[q].
+
+    Walks the set bits of each residency's row above its own tensor, a word at a time: the
+    work is the rows' words (n²/64 for n tensors) plus the unsafe pairs, where a sweep over the
+    pairs sharing addresses is quadratic in the residencies whenever the allocator reuses
+    addresses well (``unsafe_shared_addresses_reference`` is that definition in Python)."""
+    n_t, words = bits.shape[0], bits.shape[1]
+    cap = 64
+    pa = np.empty(cap, dtype=np.int64)
+    pb = np.empty(cap, dtype=np.int64)
+    cnt = 0
+    one = np.uint64(1)
+    for r in range(len(tensor)):
+        t = tensor[r]
+        if size[r] <= 0 or t < 0 or t >= n_t:
+            continue
+        lo_r, hi_r = offset[r], offset[r] + size[r]
+        for w in range(t >> 6, words):
+            x = bits[t, w]
+            if w == t >> 6:  # only tensors above t: each pair once
+                b = t & 63
+                x = np.uint64(0) if b == 63 else x & ~((one << np.uint64(b + 1)) - one)
+            while x != np.uint64(0):
+                low = x & (~x + one)
+                j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+                x ^= low
+                if j >= n_t:
+                    continue
+                for e in range(res_ptr[j], res_ptr[j + 1]):
+                    q = res_idx[e]
+                    if size[q] > 0 and offset[q] < hi_r and lo_r < offset[q] + size[q]:
+                        if cnt == cap:
+                            cap *= 2
+                            grown_a = np.empty(cap, dtype=np.int64)
+                            grown_b = np.empty(cap, dtype=np.int64)
+                            grown_a[:cnt] = pa[:cnt]
+                            grown_b[:cnt] = pb[:cnt]
+                            pa, pb = grown_a, grown_b
+                        pa[cnt] = r
+                        pb[cnt] = q
+                        cnt += 1
+    return pa[:cnt], pb[:cnt]
+
+
+@numba.njit(cache=True)
+def restrict_bits(bits, items, out):
+    """Fill ``out`` (zeros, len(items) rows) with the relation ``bits`` over ``items`` only
+    (row/column k = tensor items[k]): the set bits of each item's row, a word at a time,
+    mapped to their positions (``restrict_reference`` unpacks the rows instead: the same bits)."""
+    n_t = bits.shape[0]
+    pos = np.full(n_t, -1, dtype=np.int64)
+    for k in range(len(items)):
+        pos[items[k]] = k
+    one = np.uint64(1)
+    for k in range(len(items)):
+        t = items[k]
+        for w in range(bits.shape[1]):
+            x = bits[t, w]
+            while x != np.uint64(0):
+                low = x & (~x + one)
+                j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+                x ^= low
+                if j < n_t and pos[j] >= 0:
+                    p = pos[j]
+                    out[k, p >> 6] |= one << np.uint64(p & 63)
+    return out

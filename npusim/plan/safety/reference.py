@@ -87,3 +87,32 @@ def lifetime_overlap_pairs(graph: Graph, order) -> set[tuple[int, int]]:
     used = [t for t in range(graph.n_tensors) if life.first[t] >= 0]
     return {(a, b) for i, a in enumerate(used) for b in used[i + 1:]
             if life.first[a] <= life.last[b] and life.first[b] <= life.last[a]}
+
+
+def unsafe_shared_addresses_reference(unsafe, tensor, offset, size) -> set[tuple[int, int]]:
+    """``unsafe_shared_addresses`` by its definition: every pair of residencies of two
+    different tensors, unsafe by ``unsafe(t1, t2)``, whose address ranges meet (sizes > 0);
+    (r, q) with tensor[r] < tensor[q]."""
+    found = set()
+    for r in range(len(tensor)):
+        for q in range(len(tensor)):
+            if tensor[r] < tensor[q] and size[r] > 0 and size[q] > 0 and unsafe(int(tensor[r]), int(tensor[q])) \
+                    and offset[r] < offset[q] + size[q] and offset[q] < offset[r] + size[r]:
+                found.add((r, q))
+    return found
+
+
+def restrict_reference(relation, items) -> np.ndarray:
+    """``SafetyRelation.restrict`` by unpacking the items' rows and packing their columns."""
+    items = np.asarray(items, dtype=np.int64)
+    m = len(items)
+    out = np.zeros((m, max(1, -(-m // 64))), dtype=np.uint64)
+    for lo in range(0, m, 1024):
+        rows = np.unpackbits(relation.bits[items[lo:lo + 1024]].view(np.uint8), axis=1,
+                             bitorder="little")[:, : relation.n]
+        packed = np.packbits(rows[:, items], axis=1, bitorder="little")
+        pad = out.shape[1] * 8 - packed.shape[1]
+        if pad:
+            packed = np.pad(packed, ((0, 0), (0, pad)))
+        out[lo:lo + 1024] = np.ascontiguousarray(packed).view(np.uint64)
+    return out

@@ -131,6 +131,106 @@ def _add_member(members, t):
 
 
 @numba.njit(cache=True)
+def _live_index(first, last, n):
+    """An empty index of placed items by lifetime (``_live_insert``, ``_live_query``): a
+    segment tree over the steps whose nodes list the items whose lifetime covers them (each
+    item in at most 2 log T canonical nodes), and per step the items starting there with a
+    bitset of the steps where some do. Returns (base, leaves, node_head, pool_item, pool_next,
+    start_head, start_next, start_bits, used): ``base`` is the first step, ``used`` a
+    one-element counter of the pool."""
+    base = np.int64(0)
+    top = np.int64(0)
+    if n > 0:
+        base = first[:n].min()
+        top = last[:n].max()
+    steps = max(top - base + 1, 1)
+    leaves = np.int64(1)
+    depth = 1
+    while leaves < steps:
+        leaves *= 2
+        depth += 1
+    node_head = np.full(2 * leaves, -1, dtype=np.int64)
+    pool = max(n, 1) * 2 * depth
+    pool_item = np.empty(pool, dtype=np.int64)
+    pool_next = np.empty(pool, dtype=np.int64)
+    start_head = np.full(steps, -1, dtype=np.int64)
+    start_next = np.full(max(n, 1), -1, dtype=np.int64)
+    start_bits = np.zeros((steps + 63) // 64, dtype=np.uint64)
+    used = np.zeros(1, dtype=np.int64)
+    return base, leaves, node_head, pool_item, pool_next, start_head, start_next, start_bits, used
+
+
+@numba.njit(cache=True, inline="always")
+def _live_insert(t, first, last, base, leaves, node_head, pool_item, pool_next, start_head, start_next,
+                 start_bits, used):
+    """Add placed item ``t`` to the lifetime index (``_live_index``)."""
+    lo = first[t] - base + leaves
+    hi = last[t] - base + leaves + 1
+    k = used[0]
+    while lo < hi:
+        if lo & 1:
+            pool_item[k] = t
+            pool_next[k] = node_head[lo]
+            node_head[lo] = k
+            k += 1
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            pool_item[k] = t
+            pool_next[k] = node_head[hi]
+            node_head[hi] = k
+            k += 1
+        lo >>= 1
+        hi >>= 1
+    used[0] = k
+    s = first[t] - base
+    start_next[t] = start_head[s]
+    start_head[s] = t
+    start_bits[s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+
+
+@numba.njit(cache=True, inline="always")
+def _live_query(f, l, base, leaves, node_head, pool_item, pool_next, start_head, start_next, start_bits, out):
+    """The placed items whose lifetime meets steps ``[f, l]``, each once, into ``out``: those
+    alive at ``f`` (the nodes on the path from leaf ``f`` to the root) and those starting in
+    ``(f, l]`` (the set bits of the start bitset). Returns the count."""
+    cnt = 0
+    steps = start_head.shape[0]
+    a = f - base
+    if a < 0:
+        a = np.int64(-1)
+    elif a < leaves:
+        node = a + leaves
+        while node >= 1:
+            k = node_head[node]
+            while k >= 0:
+                out[cnt] = pool_item[k]
+                cnt += 1
+                k = pool_next[k]
+            node >>= 1
+    b = min(l - base, steps - 1)
+    s = a + 1
+    one = np.uint64(1)
+    while s <= b:
+        w = s >> 6
+        x = start_bits[w] >> np.uint64(s & 63)
+        if x == np.uint64(0):
+            s = (w + 1) * 64
+            continue
+        low = x & (~x + one)
+        s += _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+        if s > b:
+            break
+        j = start_head[s]
+        while j >= 0:
+            out[cnt] = j
+            cnt += 1
+            j = start_next[j]
+        s += 1
+    return cnt
+
+
+@numba.njit(cache=True)
 def _merge_fit(lo, hi, cnt, head_size, block_size, obj_offset, obj_right, fitter, mlo, mhi, presorted):
     """Algorithms 9 and 10: merge the avoid intervals, scan the gaps, pick by the fitter.
     Returns the chosen offset or -1. Sorts ``lo/hi[:cnt]`` in place unless ``presorted``."""
@@ -209,10 +309,28 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
     if use_bits:  # (without a bit matrix placed_bits has one word: ids >= 64 would overflow it)
         for k in range(n_placed):
             _add_member(placed_bits, placed[k])
+    else:  # lifetimes: the placed items met by a block's lifetime come from an index
+        (base, leaves, node_head, pool_item, pool_next, start_head, start_next, start_bits,
+         used) = _live_index(first, last, n)
+        for k in range(n_placed):
+            _live_insert(placed[k], first, last, base, leaves, node_head, pool_item, pool_next, start_head,
+                         start_next, start_bits, used)
+        conf = np.empty(n, dtype=np.int64)
     for b in range(len(blk_ptr) - 1):
         single = blk_ptr[b + 1] - blk_ptr[b] == 1
         if single and use_bits:
             cnt = _avoid_bits(blk_items[blk_ptr[b]], placed_bits, sizes, offsets, bits, lo, hi, conf)
+        elif not use_bits:
+            f, l = first[blk_items[blk_ptr[b]]], last[blk_items[blk_ptr[b]]]
+            for k in range(blk_ptr[b], blk_ptr[b + 1]):
+                f = min(f, first[blk_items[k]])
+                l = max(l, last[blk_items[k]])
+            n_conf = _live_query(f, l, base, leaves, node_head, pool_item, pool_next, start_head, start_next,
+                                 start_bits, conf)
+            cnt = 0
+            for q in range(n_conf):
+                cnt = _avoid_item(conf[q], blk_ptr, blk_items, b, sizes, offsets, use_bits, bits,
+                                  first, last, 0, lo, hi, cnt)
         else:
             cnt = 0
             for p in range(n_placed):
@@ -221,7 +339,7 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
         block_size = 0
         for k in range(blk_ptr[b], blk_ptr[b + 1]):
             block_size += sizes[blk_items[k]]
-        presorted = single and (not use_bits or _sorted_small(lo, hi, cnt))
+        presorted = single and _sorted_small(lo, hi, cnt)
         start = _merge_fit(lo, hi, cnt, sizes[blk_items[blk_ptr[b]]], block_size, 0, INFINITY,
                            fitter, mlo, mhi, presorted)
         for k in range(blk_ptr[b], blk_ptr[b + 1]):
@@ -233,7 +351,8 @@ def single_object_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last,
                 placed[n_placed] = t
                 n_placed += 1
             else:
-                n_placed = _insert_placed(placed, n_placed, t, offsets)
+                _live_insert(t, first, last, base, leaves, node_head, pool_item, pool_next, start_head,
+                             start_next, start_bits, used)
     return offsets
 
 
@@ -288,6 +407,14 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
                 _add_member(placed_bits, t)
         obj_right[0] = mem_end
         n_obj = 1
+    if not use_bits:  # lifetimes: the placed items met by a block's lifetime come from an index
+        (base, leaves, node_head, pool_item, pool_next, start_head, start_next, start_bits,
+         used) = _live_index(first, last, n)
+        for k in range(len(pinned_items)):
+            _live_insert(pinned_items[k], first, last, base, leaves, node_head, pool_item, pool_next,
+                         start_head, start_next, start_bits, used)
+        conf = np.empty(n, dtype=np.int64)
+    owner = np.empty(n, dtype=np.int64)  # the object of each met item, grouped
     max_len = 1
     for b in range(n_blocks):
         max_len = max(max_len, blk_ptr[b + 1] - blk_ptr[b])
@@ -303,8 +430,34 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
             block_size += sizes[blk_items[k]]
         by_bits = length == 1 and use_bits
         n_conf = _conflicting(head_item, placed_bits, bits, conf) if by_bits else 0
+        if not use_bits:  # the placed items the block's lifetime meets, grouped by object
+            f, l = first[head_item], last[head_item]
+            for k in range(blk_ptr[b], blk_ptr[b + 1]):
+                f = min(f, first[blk_items[k]])
+                l = max(l, last[blk_items[k]])
+            n_conf = _live_query(f, l, base, leaves, node_head, pool_item, pool_next, start_head, start_next,
+                                 start_bits, conf)
+            if n_conf > 1:
+                for q in range(n_conf):
+                    owner[q] = obj_of[conf[q]]
+                grouped = np.argsort(owner[:n_conf], kind="mergesort")
+                for q in range(n_conf):
+                    lo[q] = conf[grouped[q]]  # lo as scratch
+                for q in range(n_conf):
+                    conf[q] = lo[q]
+                    owner[q] = obj_of[conf[q]]
+            elif n_conf == 1:
+                owner[0] = obj_of[conf[0]]
+        gp = 0
         chosen, start = -1, np.int64(-1)
         for o in range(n_obj):
+            ge = gp
+            if not use_bits:  # this object's met items: conf[gp:ge]
+                while gp < n_conf and owner[gp] < o:
+                    gp += 1
+                ge = gp
+                while ge < n_conf and owner[ge] == o:
+                    ge += 1
             if block_size > obj_right[o] - obj_off[o]:  # cannot fit whatever the object holds
                 continue
             h = obj_head[o]
@@ -319,6 +472,10 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
                         lo[cnt] = offsets[j]
                         hi[cnt] = offsets[j] + sizes[j]
                         cnt += 1
+            elif not use_bits:
+                for q in range(gp, ge):
+                    cnt = _avoid_item(conf[q], blk_ptr, blk_items, b, sizes, offsets, use_bits, bits,
+                                      first, last, obj_off[o], lo, hi, cnt)
             else:
                 j = obj_first[o]
                 while j >= 0:
@@ -328,7 +485,7 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
             if cnt == 0:  # nothing unsafe here: the object's start (it is large enough)
                 chosen, start = o, obj_off[o]
                 break
-            presorted = length == 1 and (not by_bits or _sorted_small(lo, hi, cnt))
+            presorted = length == 1 and _sorted_small(lo, hi, cnt)
             start = _merge_fit(lo, hi, cnt, sizes[head_item], block_size, obj_off[o], obj_right[o],
                                fitter, mlo, mhi, presorted)
             if start >= 0:
@@ -352,7 +509,8 @@ def many_objects_kernel(blk_ptr, blk_items, sizes, use_bits, bits, first, last, 
                 next_item[t] = obj_first[chosen]
                 obj_first[chosen] = t
             else:
-                _insert_by_offset(t, chosen, obj_first, obj_last, next_item, offsets)
+                _live_insert(t, first, last, base, leaves, node_head, pool_item, pool_next, start_head,
+                             start_next, start_bits, used)
     return offsets
 
 
