@@ -24,8 +24,7 @@ from npusim.dram.presets import DramDevice
 from npusim.dram.reference import ReferenceController
 
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
-_STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "rq", "rq_arr", "wq", "wq_arr",
-          "rtq", "rtq_arr", "wtq", "wtq_arr", "bank_n",
+_STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "sq", "sqa", "tq", "tqa", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
           "fc_next", "fc_end", "flow_first", "flow_last")
 
@@ -127,15 +126,13 @@ class Controller:
         self.chan_i = np.zeros((C, 11), dtype=np.int64)
         self.chan_i[:, K.C_LAST_RANK] = -1
         self.chan_i[:, K.C_RR_LAST] = -1
-        self.rq = np.zeros((C, sched_r), dtype=np.int64)
-        self.rq_arr = np.zeros((C, sched_r))
-        self.wq = np.zeros((C, sched_w), dtype=np.int64)
-        self.wq_arr = np.zeros((C, sched_w))
-        front = cfg.bank_queue > 0
-        self.rtq = np.zeros((C, cfg.read_queue if front else 1), dtype=np.int64)
-        self.rtq_arr = np.zeros((C, cfg.read_queue if front else 1))
-        self.wtq = np.zeros((C, cfg.write_queue if front else 1), dtype=np.int64)
-        self.wtq_arr = np.zeros((C, cfg.write_queue if front else 1))
+        # queue d (0 reads, 1 writes) of channel c is sq[d, c] (a ring of G[G_RQ + d] entries), the
+        # transaction queue before it tq[d, c] (G[G_RT + d]); arrivals in sqa, tqa
+        self.sq = np.zeros((2, C, max(sched_r, sched_w)), dtype=np.int64)
+        self.sqa = np.zeros((2, C, max(sched_r, sched_w)))
+        front = max(cfg.read_queue, cfg.write_queue) if cfg.bank_queue > 0 else 1
+        self.tq = np.zeros((2, C, front), dtype=np.int64)
+        self.tqa = np.zeros((2, C, front))
         self.bank_n = np.zeros((self.n_banks, 2), dtype=np.int64)  # per bank, reads and writes in its command queue
         self.stats_i = np.zeros(7, dtype=np.int64)
         self.stats_f = np.zeros(3)
@@ -155,6 +152,9 @@ class Controller:
         self.flow_first = np.zeros(cap, dtype=np.int64)  # pool range of each flow's accesses
         self.flow_last = np.zeros(cap, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)
+        # the kernel's scratch (it allocates nothing): shared by copies, never run at once
+        self._scratch = (np.zeros(self.n_banks, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                         np.zeros(C, dtype=np.int64), np.zeros((C, 4), dtype=np.int64), np.zeros((C, 4)))
         self._pack()
 
     def _pack(self) -> None:
@@ -277,11 +277,11 @@ class Controller:
         r = self.req
         run = K.run_until_complete if until_complete else K.run_channels
         return run(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
-                       self.rank_bg_f, self.chan_f, self.chan_i, self.rq, self.rq_arr, self.wq, self.wq_arr,
-                       self.rtq, self.rtq_arr, self.wtq, self.wtq_arr, self.bank_n,
+                       self.rank_bg_f, self.chan_f, self.chan_i, self.sq, self.sqa, self.tq, self.tqa, self.bank_n,
                        self.stats_i, self.stats_f, r["bank"], r["row"], r["rank"], r["bg"],
                        r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
-                       self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end)
+                       self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end,
+                       *self._scratch)
 
     def commands_before_end(self, flows: list[int]) -> int:
         """A lower bound on the column commands one channel issues before the first of
@@ -419,13 +419,11 @@ class Controller:
             self.fc_end[f] += shift
             self.flow_first[f], self.flow_last[f] = pos, pos + m
             pos += m
+        G = self.G
         for c in range(self.cfg.channels):
-            nr, nw = self.chan_i[c, K.C_RQ_N], self.chan_i[c, K.C_WQ_N]
-            at = (self.chan_i[c, K.C_RQ_HEAD] + np.arange(nr)) % self.rq.shape[1]  # ring positions
-            self.rq[c, at] = remap[self.rq[c, at]]
-            at = (self.chan_i[c, K.C_WQ_HEAD] + np.arange(nw)) % self.wq.shape[1]
-            self.wq[c, at] = remap[self.wq[c, at]]
-            for q, n_col, h_col in ((self.rtq, K.C_RT_N, K.C_RT_HEAD), (self.wtq, K.C_WT_N, K.C_WT_HEAD)):
-                at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % q.shape[1]
-                q[c, at] = remap[q[c, at]]
+            for d in range(2):  # ring positions of every queue's entries
+                for q, n_col, h_col, depth in ((self.sq, K.C_RQ_N + d, K.C_RQ_HEAD + d, G[K.G_RQ + d]),
+                                               (self.tq, K.C_RT_N + 2 * d, K.C_RT_HEAD + 2 * d, G[K.G_RT + d])):
+                    at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % depth
+                    q[d, c, at] = remap[q[d, c, at]]
         self.req, self.req_end, self.n = new_req, new_end, pos
