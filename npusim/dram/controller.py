@@ -123,8 +123,9 @@ class Controller:
         self.rank_bg_f = np.full((R, BG, 3), K.NEG)
         self.chan_f = np.zeros((C, 5))
         self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS]] = K.NEG
-        self.chan_i = np.zeros((C, 11), dtype=np.int64)
+        self.chan_i = np.zeros((C, 15), dtype=np.int64)
         self.chan_i[:, K.C_LAST_RANK] = -1
+        self.chan_i[:, [K.C_T_FREED, K.C_T_FREED_W]] = -1
         self.chan_i[:, K.C_RR_LAST] = -1
         # queue d (0 reads, 1 writes) of channel c is sq[d, c] (a ring of G[G_RQ + d] entries), the
         # transaction queue before it tq[d, c] (G[G_RT + d]); arrivals in sqa, tqa
@@ -133,7 +134,8 @@ class Controller:
         front = max(cfg.read_queue, cfg.write_queue) if cfg.bank_queue > 0 else 1
         self.tq = np.zeros((2, C, front), dtype=np.int64)
         self.tqa = np.zeros((2, C, front))
-        self.bank_n = np.zeros((self.n_banks, 2), dtype=np.int64)  # per bank, reads and writes in its command queue
+        # per bank, reads and writes in its command queue, then in the transaction queues
+        self.bank_n = np.zeros((self.n_banks, 4), dtype=np.int64)
         self.stats_i = np.zeros(7, dtype=np.int64)
         self.stats_f = np.zeros(3)
         # the pool of accesses

@@ -98,7 +98,11 @@ R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
 BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
 C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY = range(5)  # chan_f
 (C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
- C_WT_HEAD) = range(11)  # chan_i
+ C_WT_HEAD, C_T_BLOCKED, C_T_BLOCKED_W, C_T_FREED, C_T_FREED_W) = range(15)  # chan_i
+# C_T_BLOCKED + d: the oldest entries of transaction queue d known to wait for a full bank queue
+# (all that were left by the last move to the command queues), C_T_FREED + d: the bank whose
+# command queue lost an entry since (-1: none); bank_n[b, 2 + d]: entries of bank b in
+# transaction queue d. They only spare _to_command_queues looking at entries that cannot move.
 # (the queues are rings: entry i of a queue is at (head + i) mod its depth, oldest first)
 S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
 SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
@@ -223,7 +227,8 @@ def _refresh_start(G, rk, bank_f, bank_i, rank_f):
 
 
 @njit(cache=True, inline="always")
-def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end):
+def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end,
+           bank_n, req_bank):
     """Admission: the most urgent flow's next access enters its queue (the transaction queue with
     per-bank command queues), until a queue is full or no flow has one left (the front end waits).
     Queue ``d`` (0 reads, 1 writes) of channel ``c`` is ``sq[d, c]`` (``tq[d, c]`` in front)."""
@@ -243,6 +248,7 @@ def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio
             tq[d, c, j] = fc_next[f, c]
             tqa[d, c, j] = arrival
             chan_i[c, C_RT_N + 2 * d] = n + 1
+            bank_n[req_bank[fc_next[f, c]], 2 + d] += 1
         else:
             n = chan_i[c, C_RQ_N + d]
             depth = G[G_RQ + d]
@@ -258,19 +264,30 @@ def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio
 
 @njit(cache=True, inline="always")
 def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
-    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room."""
+    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room.
+
+    After a pass every entry left waits for a full bank queue, and bank queues only fill up
+    until one of them loses an entry (``_issue``, noted in C_T_FREED). So of the entries left
+    by the last pass only those of the bank noted can move, and only while that bank has room;
+    the entries admitted since are looked at one by one. The moves are those of a pass over
+    every entry."""
     cap = G[G_BANKQ]
     for d in range(2):
         tn = C_RT_N + 2 * d
         th = C_RT_HEAD + 2 * d
         tdepth = G[G_RT + d]
         sdepth = G[G_RQ + d]
+        old = chan_i[c, C_T_BLOCKED + d]  # entries 0 .. old-1 wait, but for those of bank fb
+        fb = chan_i[c, C_T_FREED + d]
         i = 0
         while i < chan_i[c, tn]:
             th0 = chan_i[c, th]
+            if i < old and (fb < 0 or bank_n[fb, d] >= cap or bank_n[fb, 2 + d] == 0):
+                i = old  # none of the waiting ones can move
+                continue
             r = tq[d, c, _at(th0, i, tdepth)]
             bk = req_bank[r]
-            if bank_n[bk, d] >= cap:
+            if bank_n[bk, d] >= cap or (i < old and bk != fb):
                 i += 1
                 continue
             ns = chan_i[c, C_RQ_N + d]
@@ -279,11 +296,16 @@ def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
             sqa[d, c, js] = tqa[d, c, _at(th0, i, tdepth)]
             chan_i[c, C_RQ_N + d] = ns + 1
             bank_n[bk, d] += 1
+            bank_n[bk, 2 + d] -= 1
             for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
                 tq[d, c, _at(th0, m, tdepth)] = tq[d, c, _at(th0, m - 1, tdepth)]
                 tqa[d, c, _at(th0, m, tdepth)] = tqa[d, c, _at(th0, m - 1, tdepth)]
             chan_i[c, th] = _at(th0, 1, tdepth)
             chan_i[c, tn] -= 1
+            if i < old:
+                old -= 1
+        chan_i[c, C_T_BLOCKED + d] = chan_i[c, tn]
+        chan_i[c, C_T_FREED + d] = -1
 
 
 @njit(cache=True, inline="always")
@@ -295,7 +317,8 @@ def _candidate(c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_
     command times, ``time`` its column command) or REFRESH (of ``rank``, starting at ``time``:
     due before the pick's column command; the pick is made again after it). Admission, the
     command queues, the read/write turnaround and the pick come first (module docstring)."""
-    _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end)
+    _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end,
+           bank_n, req_bank)
     if G[G_BANKQ] > 0:
         _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank)
     nr = chan_i[c, C_RQ_N]
@@ -446,6 +469,10 @@ def _issue(c, pick, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, cha
     req_end[r] = end
     if G[G_BANKQ] > 0:
         bank_n[b, d] -= 1
+        freed = chan_i[c, C_T_FREED + d]
+        if freed >= 0 and freed != b:
+            chan_i[c, C_T_BLOCKED + d] = 0  # two banks freed: the next pass looks at every entry
+        chan_i[c, C_T_FREED + d] = b
     f = req_flow[r]
     flow_remaining[f] -= 1
     flow_end[f] = max(flow_end[f], end)
