@@ -28,6 +28,8 @@ _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
           "fc_next", "fc_end", "flow_first", "flow_last")
 
+_POOL_ROWS = ("bank", "row", "rank", "bg", "flow")
+
 POLICIES = {"open": K.OPEN, "closed": K.CLOSED, "adaptive": K.ADAPTIVE}
 SCHEDULERS = ("frfcfs", "fcfs")
 
@@ -140,8 +142,7 @@ class Controller:
         self.stats_f = np.zeros(3)
         # the pool of accesses
         self.n = 0
-        self.req = {k: np.zeros(1024, dtype=np.int64) for k in ("bank", "row", "rank", "bg", "flow")}
-        self.req_end = np.zeros(1024)
+        self._set_pool(np.zeros((5, 1024), dtype=np.int64), np.zeros(1024))
         cap = 16
         self.flow_write = np.zeros(cap, dtype=np.int64)
         self.flow_prio = np.zeros(cap)
@@ -162,22 +163,30 @@ class Controller:
     def _pack(self) -> None:
         """Put the state arrays (``_STATE``) in two buffers, one per dtype, each array a view:
         ``copy`` then copies two buffers instead of two dozen arrays."""
-        layout, sizes = [], {np.dtype(np.float64): 0, np.dtype(np.int64): 0}
+        layout, sizes = [], [0, 0]  # buffer 0: float64, 1: int64
         for name in _STATE:
             a = getattr(self, name)
-            layout.append((name, a.dtype, sizes[a.dtype], sizes[a.dtype] + a.size, a.shape))
-            sizes[a.dtype] += a.size
-        buffers = {dt: np.empty(n, dtype=dt) for dt, n in sizes.items()}
-        for name, dt, lo, hi, shape in layout:
-            buffers[dt][lo:hi] = getattr(self, name).ravel()
+            k = 0 if a.dtype == np.float64 else 1
+            layout.append((name, k, sizes[k], sizes[k] + a.size, a.shape))
+            sizes[k] += a.size
+        buffers = [np.empty(sizes[0], dtype=np.float64), np.empty(sizes[1], dtype=np.int64)]
+        for name, k, lo, hi, shape in layout:
+            buffers[k][lo:hi] = getattr(self, name).ravel()
         self._layout = layout
         self._buffers = buffers
         self._views()
 
     def _views(self) -> None:
         buffers = self._buffers
-        for name, dt, lo, hi, shape in self._layout:
-            setattr(self, name, buffers[dt][lo:hi].reshape(shape))
+        self._views_of = {name: buffers[k][lo:hi].reshape(shape) for name, k, lo, hi, shape in self._layout}
+        self.__dict__.update(self._views_of)
+
+    def _set_pool(self, pool: np.ndarray, req_end: np.ndarray) -> None:
+        """The accesses' pool: rows bank, row, rank, bank group, flow (``req``: a new dict of the
+        rows, so a copy sharing the old one keeps it) and the end times the kernel writes."""
+        self.pool = pool
+        self.req = dict(zip(_POOL_ROWS, pool))
+        self.req_end = req_end
 
     # -- flows -----------------------------------------------------------------------------
     def _slot(self) -> int:
@@ -188,15 +197,24 @@ class Controller:
 
     def prepare(self, addresses: np.ndarray) -> tuple:
         """The accesses at byte ``addresses`` (issue order) decoded once, for flows that are
-        ranges of them (``add_prepared``): global bank, row, rank and bank-group arrays, and
-        per channel the indices of its accesses in issue order."""
+        ranges of them (``add_prepared``): per channel the indices of its accesses in issue
+        order, and the global bank, row, rank and bank group of every access grouped by channel
+        in that order (a (4, n) array; channel c's from ``offsets[c]``), so that a flow's
+        accesses are one slice per channel."""
         fields = self.mapping.decode(addresses)
         cfg, d = self.cfg, self.cfg.device
         ch = fields["Ch"]
         rank = ch * cfg.ranks + fields["Ra"]
         bank = (rank * d.bankgroups + fields["Bg"]) * d.banks_per_group + fields["Ba"]
-        per_channel = [np.flatnonzero(ch == c) for c in range(cfg.channels)]
-        return bank, fields["Ro"], rank, fields["Bg"], per_channel, fields
+        if cfg.channels == 1:
+            per_channel = [np.arange(len(ch))]
+            grouped = np.stack([bank, fields["Ro"], rank, fields["Bg"]])
+        else:
+            per_channel = [np.flatnonzero(ch == c) for c in range(cfg.channels)]
+            order = np.concatenate(per_channel)
+            grouped = np.stack([bank[order], fields["Ro"][order], rank[order], fields["Bg"][order]])
+        offsets = np.cumsum([0] + [len(p) for p in per_channel])
+        return grouped, per_channel, offsets, fields
 
     def add_flow(self, addresses: np.ndarray, write: bool, priority: float, start: float) -> int:
         """A new flow of accesses at byte ``addresses`` (in issue order) from ``start`` ns; its id."""
@@ -205,30 +223,29 @@ class Controller:
 
     def add_prepared(self, prepared: tuple, lo: int, hi: int, write: bool, priority: float, start: float) -> int:
         """A new flow of the accesses ``lo:hi`` of ``prepared`` (``prepare``); its id."""
-        bank_all, row_all, rank_all, bg_all, per_channel, fields = prepared
+        grouped, per_channel, offsets, fields = prepared
         if self.backend == "reference":
             fid = self._slot()
             self._live.add(fid)
             self.ref.add_flow(fid, {k: v[lo:hi] for k, v in fields.items()}, bool(write), float(priority),
                               float(start))
             return fid
-        parts = [idx[np.searchsorted(idx, lo):np.searchsorted(idx, hi)] for idx in per_channel]
-        counts = np.array([len(p) for p in parts], dtype=np.int64)
-        order = np.concatenate(parts)
-        m = len(order)
+        ranges = [(offsets[c] + int(np.searchsorted(idx, lo)), offsets[c] + int(np.searchsorted(idx, hi)))
+                  for c, idx in enumerate(per_channel)]
+        counts = np.array([b - a for a, b in ranges], dtype=np.int64)
+        m = int(counts.sum())
         self._compact_if_needed(m)  # before the new flow is live: its slot may hold a released flow's range
         fid = self._slot()
         self._live.add(fid)
         self._ensure_flow(fid)
         self._ensure_requests(self.n + m)
         first = self.n
-        sl = slice(first, first + m)
-        self.req["bank"][sl] = bank_all[order]
-        self.req["row"][sl] = row_all[order]
-        self.req["rank"][sl] = rank_all[order]
-        self.req["bg"][sl] = bg_all[order]
-        self.req["flow"][sl] = fid
-        self.req_end[sl] = 0.0
+        pos = first
+        for a, b in ranges:
+            self.pool[:4, pos:pos + b - a] = grouped[:, a:b]
+            pos += b - a
+        self.pool[4, first:first + m] = fid
+        self.req_end[first:first + m] = 0.0
         starts = first + np.cumsum(counts) - counts
         self.fc_next[fid] = starts
         self.fc_end[fid] = starts + counts
@@ -291,16 +308,28 @@ class Controller:
         return int(K.commands_before_end(np.asarray(flows, dtype=np.int64), self.fc_next, self.fc_end,
                                          self.flow_prio, min(self.cfg.read_queue, self.cfg.write_queue)))
 
-    def copy(self) -> "Controller":
-        """An independent controller in the same state."""
+    def copy(self, reuse: bool = False) -> "Controller":
+        """An independent controller in the same state. With ``reuse``, the copy may be the
+        controller this one was last copied from or to with ``reuse`` (its buffers written over:
+        the caller no longer uses it), which spares allocating state and views."""
         if self.backend == "reference":
             return copy.deepcopy(self)
-        other = copy.copy(self)
-        other._buffers = {dt: b.copy() for dt, b in self._buffers.items()}
-        other._views()
+        other = getattr(self, "_twin", None) if reuse else None
+        if other is not None and other._twin is self and other._layout is self._layout:
+            buffers, views = other._buffers, other._views_of
+            other.__dict__.update(self.__dict__)
+            for mine, theirs in zip(buffers, self._buffers):
+                np.copyto(mine, theirs)
+            other._buffers, other._views_of = buffers, views
+            other.__dict__.update(views)
+        else:
+            other = copy.copy(self)
+            other._buffers = [b.copy() for b in self._buffers]
+            other._views()
+        if reuse:
+            self._twin, other._twin = other, self
         # the accesses themselves are shared: the kernel only reads them (and writes req_end,
         # the same value in every copy); a copy must not add flows while the original lives on
-        other.req = dict(self.req)
         other._free = list(self._free)
         other._live = set(self._live)
         return other
@@ -389,13 +418,11 @@ class Controller:
         if n <= cap:
             return
         new = max(cap * 2, n)
-        for k, v in self.req.items():
-            grown = np.zeros(new, dtype=v.dtype)
-            grown[:cap] = v
-            self.req[k] = grown
-        grown = np.zeros(new)
-        grown[:cap] = self.req_end
-        self.req_end = grown
+        pool = np.zeros((5, new), dtype=np.int64)
+        pool[:, :cap] = self.pool
+        req_end = np.zeros(new)
+        req_end[:cap] = self.req_end
+        self._set_pool(pool, req_end)
 
     def _compact_if_needed(self, incoming: int) -> None:
         """Drop released flows' accesses when they are most of the pool."""
@@ -404,16 +431,15 @@ class Controller:
             return
         live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
-        new_req = {k: np.zeros(max(1024, 2 * (used + incoming)), dtype=np.int64) for k in self.req}
-        new_end = np.zeros(len(new_req["bank"]))
+        new_pool = np.zeros((5, max(1024, 2 * (used + incoming))), dtype=np.int64)
+        new_end = np.zeros(new_pool.shape[1])
         pos = 0
         for f in live:
             lo, hi = int(self.flow_first[f]), int(self.flow_last[f])
             if hi <= lo:
                 continue
             m = hi - lo
-            for k in self.req:
-                new_req[k][pos:pos + m] = self.req[k][lo:hi]
+            new_pool[:, pos:pos + m] = self.pool[:, lo:hi]
             new_end[pos:pos + m] = self.req_end[lo:hi]
             remap[lo:hi] = np.arange(pos, pos + m)
             shift = pos - lo
@@ -428,4 +454,5 @@ class Controller:
                                                (self.tq, K.C_RT_N + 2 * d, K.C_RT_HEAD + 2 * d, G[K.G_RT + d])):
                     at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % depth
                     q[d, c, at] = remap[q[d, c, at]]
-        self.req, self.req_end, self.n = new_req, new_end, pos
+        self._set_pool(new_pool, new_end)
+        self.n = pos

@@ -247,7 +247,7 @@ class BankedDram:
             delay = max(0.0, when / self.ns_per_cycle - self.env.now)
             self.env.timeout(delay).callbacks.append(lambda _e: self._advance(generation, when))
             return
-        state = self.ctrl.copy()
+        state = self.ctrl.copy(reuse=True)
         when = min((state.end(f) for f in live if state.remaining(f) == 0), default=math.inf)
         while state.run(when if when < math.inf else 1e300, until_complete=True):
             when = min(when, min(state.end(f) for f in live if state.remaining(f) == 0))
