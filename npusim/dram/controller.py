@@ -180,11 +180,13 @@ class Controller:
         buffers = self._buffers
         self._views_of = {name: buffers[k][lo:hi].reshape(shape) for name, k, lo, hi, shape in self._layout}
         self.__dict__.update(self._views_of)
+        self._args = None
 
     def _set_pool(self, pool: np.ndarray, req_end: np.ndarray) -> None:
         """The accesses' pool: rows bank, row, rank, bank group, flow (``req``: a new dict of the
         rows, so a copy sharing the old one keeps it) and the end times the kernel writes."""
         self.pool = pool
+        self._args = None
         self.req = dict(zip(_POOL_ROWS, pool))
         self.req_end = req_end
 
@@ -259,6 +261,7 @@ class Controller:
         self.n += m
         self._used += m
         self._active = np.array(sorted(self._live), dtype=np.int64)
+        self._args = None
         return fid
 
     def release(self, fid: int) -> None:
@@ -269,6 +272,7 @@ class Controller:
             self._used -= int(self.flow_last[fid] - self.flow_first[fid])
         if self.backend == "numba":
             self._active = np.array(sorted(self._live), dtype=np.int64)
+            self._args = None
             self.fc_next[fid] = self.fc_end[fid]
 
     def remaining(self, fid: int) -> int:
@@ -293,19 +297,23 @@ class Controller:
         if self.backend == "reference":
             self.ref.run(stop)
             return 0
-        r = self.req
+        args = self._args
+        if args is None:  # the kernel's arrays after the state's views, the pool or the live flows changed
+            r = self.req
+            args = self._args = (
+                self.bank_f, self.bank_i, self.rank_f, self.rank_i, self.rank_bg_f, self.chan_f, self.chan_i,
+                self.sq, self.sqa, self.tq, self.tqa, self.bank_n, self.stats_i, self.stats_f, r["bank"], r["row"],
+                r["rank"], r["bg"], r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
+                self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end,
+                *self._scratch)
         run = K.run_until_complete if until_complete else K.run_channels
-        return run(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
-                       self.rank_bg_f, self.chan_f, self.chan_i, self.sq, self.sqa, self.tq, self.tqa, self.bank_n,
-                       self.stats_i, self.stats_f, r["bank"], r["row"], r["rank"], r["bg"],
-                       r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
-                       self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end,
-                       *self._scratch)
+        return run(self.T, self.G, float(stop), *args)
 
-    def commands_before_end(self, flows: list[int]) -> int:
+    def commands_before_end(self, flows: list[int] | None = None) -> int:
         """A lower bound on the column commands one channel issues before the first of
-        ``flows`` ends (``kernel.commands_before_end``)."""
-        return int(K.commands_before_end(np.asarray(flows, dtype=np.int64), self.fc_next, self.fc_end,
+        ``flows`` (default: every live flow) ends (``kernel.commands_before_end``)."""
+        flows = self._active if flows is None else np.asarray(flows, dtype=np.int64)
+        return int(K.commands_before_end(flows, self.fc_next, self.fc_end,
                                          self.flow_prio, min(self.cfg.read_queue, self.cfg.write_queue)))
 
     def copy(self, reuse: bool = False) -> "Controller":
@@ -322,6 +330,7 @@ class Controller:
                 np.copyto(mine, theirs)
             other._buffers, other._views_of = buffers, views
             other.__dict__.update(views)
+            other._args = None
         else:
             other = copy.copy(self)
             other._buffers = [b.copy() for b in self._buffers]
@@ -431,7 +440,7 @@ class Controller:
             return
         live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
-        new_pool = np.zeros((5, max(1024, 2 * (used + incoming))), dtype=np.int64)
+        new_pool = np.zeros((5, max(len(self.req_end), 2 * (used + incoming))), dtype=np.int64)  # no smaller
         new_end = np.zeros(new_pool.shape[1])
         pos = 0
         for f in live:

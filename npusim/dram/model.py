@@ -240,7 +240,7 @@ class BankedDram:
         live = list(self._events)
         t = self.ctrl.t
         channels = self.cfg.channels
-        fewest = self.ctrl.commands_before_end(live)
+        fewest = self.ctrl.commands_before_end()  # every live flow: those of self._events
         generation = self._generation
         if fewest > TAIL:
             when = now + (fewest - TAIL) * max(t["tBurst"], t["tCCD_S"])
