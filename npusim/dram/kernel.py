@@ -357,14 +357,15 @@ def _candidate(c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_
             j = _at(head, i, depth)
             r = sq[d, c, j]
             b = req_bank[r]
-            if bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]:
+            if (bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]
+                    and bank_f[b, B_NEXT_PRE] <= floor):
                 if not marked:
                     for m in range(n):
                         o = sq[d, c, _at(head, m, depth)]
                         if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
                             other_row[req_bank[o]] = tag
                     marked = True
-                if other_row[b] == tag and bank_f[b, B_NEXT_PRE] <= floor:
+                if other_row[b] == tag:
                     continue  # capped: another row of the bank waits and its PRE could go
             kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, sqa[d, c, j], write, G[G_RANKS], bank_f,
                                                            bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
