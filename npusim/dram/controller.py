@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.dram import kernel as K
-from npusim.dram.mapping import Mapping, parse_mapping
+from npusim.dram.mapping import FIELDS, Mapping, parse_mapping
 from npusim.dram.presets import DramDevice
 from npusim.dram.reference import ReferenceController
 
@@ -107,6 +107,7 @@ class Controller:
         self._live: set[int] = set()
         self._used = 0  # accesses in the pool that belong to live flows
         self._slots = 0
+        self._decode = None  # (shifts, masks) of the mapping's fields, for kernel.decode_grouped
         if backend == "reference":
             self.ref = ReferenceController(self.t, cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group,
                                            POLICIES[cfg.policy], cfg.scheduler == "frfcfs", cfg.row_hit_cap,
@@ -156,7 +157,8 @@ class Controller:
         self.flow_last = np.zeros(cap, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)
         # the kernel's scratch (it allocates nothing): shared by copies, never run at once
-        self._scratch = (np.zeros(self.n_banks, dtype=np.int64), np.zeros(1, dtype=np.int64),
+        self._scratch = (np.zeros((self.n_banks, 3), dtype=np.int64), np.zeros((self.n_banks, 2)),
+                         np.zeros(1, dtype=np.int64),
                          np.zeros(C, dtype=np.int64), np.zeros((C, 4), dtype=np.int64), np.zeros((C, 4)))
         self._pack()
 
@@ -199,24 +201,18 @@ class Controller:
 
     def prepare(self, addresses: np.ndarray) -> tuple:
         """The accesses at byte ``addresses`` (issue order) decoded once, for flows that are
-        ranges of them (``add_prepared``): per channel the indices of its accesses in issue
-        order, and the global bank, row, rank and bank group of every access grouped by channel
-        in that order (a (4, n) array; channel c's from ``offsets[c]``), so that a flow's
-        accesses are one slice per channel."""
-        fields = self.mapping.decode(addresses)
-        cfg, d = self.cfg, self.cfg.device
-        ch = fields["Ch"]
-        rank = ch * cfg.ranks + fields["Ra"]
-        bank = (rank * d.bankgroups + fields["Bg"]) * d.banks_per_group + fields["Ba"]
-        if cfg.channels == 1:
-            per_channel = [np.arange(len(ch))]
-            grouped = np.stack([bank, fields["Ro"], rank, fields["Bg"]])
-        else:
-            per_channel = [np.flatnonzero(ch == c) for c in range(cfg.channels)]
-            order = np.concatenate(per_channel)
-            grouped = np.stack([bank[order], fields["Ro"][order], rank[order], fields["Bg"][order]])
-        offsets = np.cumsum([0] + [len(p) for p in per_channel])
-        return grouped, per_channel, offsets, fields
+        ranges of them (``add_prepared``): ``kernel.decode_grouped``'s global bank, row, rank
+        and bank group of every access grouped by channel, so that a flow's accesses are one
+        slice per channel (the reference takes the mapping's fields)."""
+        if self.backend == "reference":
+            return (self.mapping.decode(addresses),)
+        m, cfg, d = self.mapping, self.cfg, self.cfg.device
+        if self._decode is None:
+            self._decode = (np.array([m.shift[f] for f in FIELDS], dtype=np.int64),
+                            np.array([(1 << m.bits[f]) - 1 if f != "Ro" else -1 for f in FIELDS], dtype=np.int64))
+        shifts, masks = self._decode
+        return K.decode_grouped(np.asarray(addresses, dtype=np.int64), m.offset_bits, shifts, masks, m.rows,
+                                cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group)
 
     def add_flow(self, addresses: np.ndarray, write: bool, priority: float, start: float) -> int:
         """A new flow of accesses at byte ``addresses`` (in issue order) from ``start`` ns; its id."""
@@ -225,15 +221,14 @@ class Controller:
 
     def add_prepared(self, prepared: tuple, lo: int, hi: int, write: bool, priority: float, start: float) -> int:
         """A new flow of the accesses ``lo:hi`` of ``prepared`` (``prepare``); its id."""
-        grouped, per_channel, offsets, fields = prepared
         if self.backend == "reference":
             fid = self._slot()
             self._live.add(fid)
-            self.ref.add_flow(fid, {k: v[lo:hi] for k, v in fields.items()}, bool(write), float(priority),
+            self.ref.add_flow(fid, {k: v[lo:hi] for k, v in prepared[0].items()}, bool(write), float(priority),
                               float(start))
             return fid
-        ranges = [(offsets[c] + int(np.searchsorted(idx, lo)), offsets[c] + int(np.searchsorted(idx, hi)))
-                  for c, idx in enumerate(per_channel)]
+        grouped, prefix, offsets = prepared
+        ranges = [(int(offsets[c] + prefix[c, lo]), int(offsets[c] + prefix[c, hi])) for c in range(len(prefix))]
         counts = np.array([b - a for a, b in ranges], dtype=np.int64)
         m = int(counts.sum())
         self._compact_if_needed(m)  # before the new flow is live: its slot may hold a released flow's range

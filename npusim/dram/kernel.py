@@ -310,7 +310,7 @@ def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
 
 @njit(cache=True, inline="always")
 def _candidate(c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
-               other_row, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+               btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
                fc_next, fc_end):
     """Channel ``c``'s next command: (what, k, d, kind, pre, act, time, delay, rank). ``what`` is
     NOTHING (no access queued), ACCESS (entry ``k`` of scheduler queue ``d``, its kind and
@@ -340,8 +340,12 @@ def _candidate(c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_
     kind = HIT
     pre = act = cas = delay = 0.0
     if G[G_FRFCFS] == 1:
-        # other_row[b] == picks: an access to another row than bank b's open one waits
-        # (the cap applies); marked when first needed in this pick
+        # btag[b, 0] == tag: an access to another row than bank b's open one waits (the cap
+        # applies); marked when first needed in this pick. btag[b, 1 + miss] == tag: an access
+        # to bank b that hits its open row (or misses it) was timed in this pick, arrived at
+        # barr[b, miss]: the timing of an access is that of every access of its bank and kind,
+        # but for the arrival, and no earlier for a later arrival, so a later one that arrived
+        # no earlier cannot go first (ties go to the older) and is not timed
         picks[0] += 1
         tag = picks[0]
         marked = False
@@ -357,17 +361,22 @@ def _candidate(c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_
             j = _at(head, i, depth)
             r = sq[d, c, j]
             b = req_bank[r]
-            if (bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]
-                    and bank_f[b, B_NEXT_PRE] <= floor):
+            miss = 0 if bank_i[b, B_OPEN_ROW] == req_row[r] else 1
+            if miss == 0 and bank_i[b, B_STREAK] >= G[G_CAP] and bank_f[b, B_NEXT_PRE] <= floor:
                 if not marked:
                     for m in range(n):
                         o = sq[d, c, _at(head, m, depth)]
                         if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
-                            other_row[req_bank[o]] = tag
+                            btag[req_bank[o], 0] = tag
                     marked = True
-                if other_row[b] == tag:
+                if btag[b, 0] == tag:
                     continue  # capped: another row of the bank waits and its PRE could go
-            kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, sqa[d, c, j], write, G[G_RANKS], bank_f,
+            arrival = sqa[d, c, j]
+            if btag[b, 1 + miss] == tag and barr[b, miss] <= arrival:
+                continue  # an older access of this bank and kind, arrived no later, was timed
+            btag[b, 1 + miss] = tag
+            barr[b, miss] = arrival
+            kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, arrival, write, G[G_RANKS], bank_f,
                                                            bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
                                                            req_bank, req_row, req_rank, req_bg)
             if cas_i < best:
@@ -507,20 +516,20 @@ def _issue(c, pick, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, cha
 def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa,
                  bank_n, stats_i, stats_f, req_bank, req_row, req_rank, req_bg, req_flow, req_end,
                  active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end,
-                 other_row, picks, whats, ki, kf):
+                 btag, barr, picks, whats, ki, kf):
     """Advance every channel to ``stop_time``, channel by channel (module docstring); every
     array is updated in place. Per access: admit what the queues take, pick (FR-FCFS or FCFS),
     time it (a refresh due first goes first, then the pick is made again), issue it.
 
     Compiled without Numba's reference counting (``_nrt=False``): its atomic increments on
     every array handed to an inlined helper cost more than the controller's own work. So the
-    kernel allocates nothing; its scratch (``other_row``: a tag per bank, ``picks``: the tag
-    counter, and ``whats``, ``ki``, ``kf``: each channel's next command) comes from the caller."""
+    kernel allocates nothing; its scratch (``btag``, ``barr``: tags and arrivals per bank, ``picks``:
+    the tag counter, and ``whats``, ``ki``, ``kf``: each channel's next command) comes from the caller."""
     for c in range(G[G_CHANNELS]):
         while True:
             what, k, d, kind, pre, act, cas, delay, rk = _candidate(
                 c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
-                other_row, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+                btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
                 fc_next, fc_end)
             if what == NOTHING or cas > stop_time:
                 break
@@ -537,7 +546,7 @@ def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, cha
 def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq,
                        tqa, bank_n, stats_i, stats_f, req_bank, req_row, req_rank, req_bg, req_flow, req_end,
                        active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next,
-                       fc_end, other_row, picks, whats, ki, kf):
+                       fc_end, btag, barr, picks, whats, ki, kf):
     """``run_channels`` with the channels' commands issued in time order across channels:
     returns 1 just after the access that completes a flow (the state then being that at its
     column command), or 0 with every command up to ``stop_time`` issued. Channels share no
@@ -549,7 +558,7 @@ def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_
     for c in range(C):
         whats[c], ki[c, 0], ki[c, 1], ki[c, 2], kf[c, 0], kf[c, 1], kf[c, 2], kf[c, 3], ki[c, 3] = _candidate(
             c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
-            other_row, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+            btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
             fc_next, fc_end)
     while True:
         c = -1  # the earliest command of all channels
@@ -571,7 +580,7 @@ def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_
             return 1
         whats[c], ki[c, 0], ki[c, 1], ki[c, 2], kf[c, 0], kf[c, 1], kf[c, 2], kf[c, 3], ki[c, 3] = _candidate(
             c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
-            other_row, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+            btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
             fc_next, fc_end)
 
 
@@ -636,3 +645,41 @@ def access_addresses(offsets, sizes, burst, access):
                     m += 1
                     prev_access = a
     return out[:m]
+
+
+@njit(cache=True)
+def decode_grouped(addresses, offset_bits, shifts, masks, rows, channels, ranks, bankgroups, banks_per_group):
+    """The accesses at byte ``addresses`` (issue order) decoded (``npusim.dram.mapping``: field
+    f is ``(address >> offset_bits >> shifts[f]) & masks[f]``, the row ``% rows``; fields in
+    ``mapping.FIELDS`` order) and grouped by channel: ``grouped`` (4, n) holds each access's
+    global bank, row, global rank and bank group, channel 0's accesses first, each channel's
+    in issue order, channel c's from ``offsets[c]``; ``prefix[c, i]`` counts channel c's
+    accesses among the first i, so the accesses lo:hi of channel c are
+    ``grouped[:, offsets[c] + prefix[c, lo]:offsets[c] + prefix[c, hi]]``."""
+    m = addresses.shape[0]
+    prefix = np.zeros((channels, m + 1), dtype=np.int64)
+    chs = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        c = ((addresses[i] >> offset_bits) >> shifts[5]) & masks[5]
+        chs[i] = c
+        for cc in range(channels):
+            prefix[cc, i + 1] = prefix[cc, i]
+        prefix[c, i + 1] += 1
+    offsets = np.zeros(channels + 1, dtype=np.int64)
+    for c in range(channels):
+        offsets[c + 1] = offsets[c] + prefix[c, m]
+    pos = offsets[:channels].copy()
+    grouped = np.empty((4, m), dtype=np.int64)
+    for i in range(m):
+        a = addresses[i] >> offset_bits
+        c = chs[i]
+        rank = c * ranks + ((a >> shifts[1]) & masks[1])
+        bg = (a >> shifts[2]) & masks[2]
+        j = pos[c]
+        pos[c] += 1
+        grouped[0, j] = (rank * bankgroups + bg) * banks_per_group + ((a >> shifts[3]) & masks[3])
+        grouped[1, j] = (a >> shifts[0]) % rows
+        grouped[2, j] = rank
+        grouped[3, j] = bg
+    return grouped, prefix, offsets
+
