@@ -228,24 +228,15 @@ class Controller:
                               float(start))
             return fid
         grouped, prefix, offsets = prepared
-        ranges = [(int(offsets[c] + prefix[c, lo]), int(offsets[c] + prefix[c, hi])) for c in range(len(prefix))]
-        counts = np.array([b - a for a, b in ranges], dtype=np.int64)
-        m = int(counts.sum())
+        m = int((prefix[:, hi] - prefix[:, lo]).sum())
         self._compact_if_needed(m)  # before the new flow is live: its slot may hold a released flow's range
         fid = self._slot()
         self._live.add(fid)
         self._ensure_flow(fid)
         self._ensure_requests(self.n + m)
         first = self.n
-        pos = first
-        for a, b in ranges:
-            self.pool[:4, pos:pos + b - a] = grouped[:, a:b]
-            pos += b - a
-        self.pool[4, first:first + m] = fid
-        self.req_end[first:first + m] = 0.0
-        starts = first + np.cumsum(counts) - counts
-        self.fc_next[fid] = starts
-        self.fc_end[fid] = starts + counts
+        K.add_accesses(self.pool, self.req_end, grouped, prefix, offsets, lo, hi, fid, first, self.fc_next,
+                       self.fc_end)
         self.flow_first[fid], self.flow_last[fid] = first, first + m
         self.flow_write[fid] = 1 if write else 0
         self.flow_prio[fid] = priority

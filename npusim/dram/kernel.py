@@ -683,3 +683,23 @@ def decode_grouped(addresses, offset_bits, shifts, masks, rows, channels, ranks,
         grouped[3, j] = bg
     return grouped, prefix, offsets
 
+
+@njit(cache=True)
+def add_accesses(pool, req_end, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end):
+    """Append the accesses ``lo:hi`` of a command (``decode_grouped``) to the pool from
+    ``first`` as flow ``fid``: channel by channel, each in issue order (``fc_next[fid, c]`` ..
+    ``fc_end[fid, c]``); returns how many."""
+    pos = first
+    for c in range(prefix.shape[0]):
+        fc_next[fid, c] = pos
+        for j in range(offsets[c] + prefix[c, lo], offsets[c] + prefix[c, hi]):
+            pool[0, pos] = grouped[0, j]
+            pool[1, pos] = grouped[1, j]
+            pool[2, pos] = grouped[2, j]
+            pool[3, pos] = grouped[3, j]
+            pool[4, pos] = fid
+            req_end[pos] = 0.0
+            pos += 1
+        fc_end[fid, c] = pos
+    return pos - first
+

@@ -45,6 +45,7 @@ from npusim.dram.controller import Controller, ControllerConfig, timings
 from npusim.dram.kernel import access_addresses
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
+from npusim.kernels.render_chunks import render_chunks
 from npusim.plan.dram import buffer_of, buffer_size
 
 #: Accesses per channel a flow has left when the model starts looking for its exact end
@@ -188,11 +189,12 @@ class BankedDram:
         """Device access addresses of a DMA command, in issue order (``kernel.access_addresses``)."""
         found = self._addresses.get(cmd.id)
         if found is None:
-            chunks = np.array(cmd.dram.chunks(), dtype=np.int64).reshape(-1, 2)
-            shift = 0
+            view = cmd.dram  # its chunks (view.chunks(), without building the tuples)
+            offsets, sizes = render_chunks(view.shape, view.strides, 0, view.itemsize)
+            shift = view.address
             if self.bump is not None:
-                shift = self.bump[buffer_of(self.program.graph.tensors[cmd.tensor])]
-            found = access_addresses(chunks[:, 0] + shift, chunks[:, 1].copy(), self.burst, self.access)
+                shift += self.bump[buffer_of(self.program.graph.tensors[cmd.tensor])]
+            found = access_addresses(offsets + shift, sizes, self.burst, self.access)
             self._addresses[cmd.id] = found
         return found
 
