@@ -264,7 +264,8 @@ def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio
 
 @njit(cache=True, inline="always")
 def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
-    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room.
+    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room;
+    whether any moved.
 
     After a pass every entry left waits for a full bank queue, and bank queues only fill up
     until one of them loses an entry (``_issue``, noted in C_T_FREED). So of the entries left
@@ -272,6 +273,7 @@ def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
     the entries admitted since are looked at one by one. The moves are those of a pass over
     every entry."""
     cap = G[G_BANKQ]
+    moved = False
     for d in range(2):
         tn = C_RT_N + 2 * d
         th = C_RT_HEAD + 2 * d
@@ -302,10 +304,12 @@ def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
                 tqa[d, c, _at(th0, m, tdepth)] = tqa[d, c, _at(th0, m - 1, tdepth)]
             chan_i[c, th] = _at(th0, 1, tdepth)
             chan_i[c, tn] -= 1
+            moved = True
             if i < old:
                 old -= 1
         chan_i[c, C_T_BLOCKED + d] = chan_i[c, tn]
         chan_i[c, C_T_FREED + d] = -1
+    return moved
 
 
 @njit(cache=True, inline="always")
@@ -317,10 +321,11 @@ def _candidate(c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_
     command times, ``time`` its column command) or REFRESH (of ``rank``, starting at ``time``:
     due before the pick's column command; the pick is made again after it). Admission, the
     command queues, the read/write turnaround and the pick come first (module docstring)."""
-    _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end,
-           bank_n, req_bank)
-    if G[G_BANKQ] > 0:
-        _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank)
+    while True:  # a transaction queue slot freed by a move is filled again at once (reference._admit)
+        _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end,
+               bank_n, req_bank)
+        if G[G_BANKQ] == 0 or not _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
+            break
     nr = chan_i[c, C_RQ_N]
     nw = chan_i[c, C_WQ_N]
     if nr == 0 and nw == 0:
