@@ -21,8 +21,9 @@ not one SimPy event each.
   command that freed its slot, or at its flow's start. With per-bank command queues
   (``bank_queue`` > 0, DRAMsim3's ``PER_BANK`` structure) the read and write queues are
   transaction queues: their oldest accesses whose bank's command queue (``bank_queue``
-  deep, reads and writes apart) has room move on to it, and the scheduler sees the command
-  queues; an access's arrival stays its admission to the transaction queue.
+  deep, reads and writes apart) has room move on to it, the slots they free are filled again
+  at once (so pausing the controller anywhere changes nothing), and the scheduler sees the
+  command queues; an access's arrival stays its admission to the transaction queue.
 - *Read/write turnaround* with watermarks (DRAMsim3's and most controllers' write drain): the
   channel serves reads until ``write_high`` writes are pending (or no read is waiting), then
   writes until ``write_low`` are (or none is in a command queue).
