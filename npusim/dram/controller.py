@@ -19,15 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.dram import kernel as K
-from npusim.dram.mapping import Mapping, parse_mapping
+from npusim.dram.mapping import FIELDS, Mapping, parse_mapping
 from npusim.dram.presets import DramDevice
 from npusim.dram.reference import ReferenceController
 
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
-_STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "rq", "rq_arr", "wq", "wq_arr",
-          "rtq", "rtq_arr", "wtq", "wtq_arr", "bank_n",
+_STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "sq", "sqa", "tq", "tqa", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
           "fc_next", "fc_end", "flow_first", "flow_last")
+
+_POOL_ROWS = ("bank", "row", "rank", "bg", "flow")
 
 POLICIES = {"open": K.OPEN, "closed": K.CLOSED, "adaptive": K.ADAPTIVE}
 SCHEDULERS = ("frfcfs", "fcfs")
@@ -106,6 +107,7 @@ class Controller:
         self._live: set[int] = set()
         self._used = 0  # accesses in the pool that belong to live flows
         self._slots = 0
+        self._decode = None  # (shifts, masks) of the mapping's fields, for kernel.decode_grouped
         if backend == "reference":
             self.ref = ReferenceController(self.t, cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group,
                                            POLICIES[cfg.policy], cfg.scheduler == "frfcfs", cfg.row_hit_cap,
@@ -124,25 +126,24 @@ class Controller:
         self.rank_bg_f = np.full((R, BG, 3), K.NEG)
         self.chan_f = np.zeros((C, 5))
         self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS]] = K.NEG
-        self.chan_i = np.zeros((C, 11), dtype=np.int64)
+        self.chan_i = np.zeros((C, 15), dtype=np.int64)
         self.chan_i[:, K.C_LAST_RANK] = -1
+        self.chan_i[:, [K.C_T_FREED, K.C_T_FREED_W]] = -1
         self.chan_i[:, K.C_RR_LAST] = -1
-        self.rq = np.zeros((C, sched_r), dtype=np.int64)
-        self.rq_arr = np.zeros((C, sched_r))
-        self.wq = np.zeros((C, sched_w), dtype=np.int64)
-        self.wq_arr = np.zeros((C, sched_w))
-        front = cfg.bank_queue > 0
-        self.rtq = np.zeros((C, cfg.read_queue if front else 1), dtype=np.int64)
-        self.rtq_arr = np.zeros((C, cfg.read_queue if front else 1))
-        self.wtq = np.zeros((C, cfg.write_queue if front else 1), dtype=np.int64)
-        self.wtq_arr = np.zeros((C, cfg.write_queue if front else 1))
-        self.bank_n = np.zeros((self.n_banks, 2), dtype=np.int64)  # per bank, reads and writes in its command queue
+        # queue d (0 reads, 1 writes) of channel c is sq[d, c] (a ring of G[G_RQ + d] entries), the
+        # transaction queue before it tq[d, c] (G[G_RT + d]); arrivals in sqa, tqa
+        self.sq = np.zeros((2, C, max(sched_r, sched_w)), dtype=np.int64)
+        self.sqa = np.zeros((2, C, max(sched_r, sched_w)))
+        front = max(cfg.read_queue, cfg.write_queue) if cfg.bank_queue > 0 else 1
+        self.tq = np.zeros((2, C, front), dtype=np.int64)
+        self.tqa = np.zeros((2, C, front))
+        # per bank, reads and writes in its command queue, then in the transaction queues
+        self.bank_n = np.zeros((self.n_banks, 4), dtype=np.int64)
         self.stats_i = np.zeros(7, dtype=np.int64)
         self.stats_f = np.zeros(3)
         # the pool of accesses
         self.n = 0
-        self.req = {k: np.zeros(1024, dtype=np.int64) for k in ("bank", "row", "rank", "bg", "flow")}
-        self.req_end = np.zeros(1024)
+        self._set_pool(np.zeros((5, 1024), dtype=np.int64), np.zeros(1024))
         cap = 16
         self.flow_write = np.zeros(cap, dtype=np.int64)
         self.flow_prio = np.zeros(cap)
@@ -155,27 +156,41 @@ class Controller:
         self.flow_first = np.zeros(cap, dtype=np.int64)  # pool range of each flow's accesses
         self.flow_last = np.zeros(cap, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)
+        # the kernel's scratch (it allocates nothing): shared by copies, never run at once
+        self._scratch = (np.zeros((self.n_banks, 3), dtype=np.int64), np.zeros((self.n_banks, 2)),
+                         np.zeros(1, dtype=np.int64),
+                         np.zeros(C, dtype=np.int64), np.zeros((C, 4), dtype=np.int64), np.zeros((C, 4)))
         self._pack()
 
     def _pack(self) -> None:
         """Put the state arrays (``_STATE``) in two buffers, one per dtype, each array a view:
         ``copy`` then copies two buffers instead of two dozen arrays."""
-        layout, sizes = [], {np.dtype(np.float64): 0, np.dtype(np.int64): 0}
+        layout, sizes = [], [0, 0]  # buffer 0: float64, 1: int64
         for name in _STATE:
             a = getattr(self, name)
-            layout.append((name, a.dtype, sizes[a.dtype], sizes[a.dtype] + a.size, a.shape))
-            sizes[a.dtype] += a.size
-        buffers = {dt: np.empty(n, dtype=dt) for dt, n in sizes.items()}
-        for name, dt, lo, hi, shape in layout:
-            buffers[dt][lo:hi] = getattr(self, name).ravel()
+            k = 0 if a.dtype == np.float64 else 1
+            layout.append((name, k, sizes[k], sizes[k] + a.size, a.shape))
+            sizes[k] += a.size
+        buffers = [np.empty(sizes[0], dtype=np.float64), np.empty(sizes[1], dtype=np.int64)]
+        for name, k, lo, hi, shape in layout:
+            buffers[k][lo:hi] = getattr(self, name).ravel()
         self._layout = layout
         self._buffers = buffers
         self._views()
 
     def _views(self) -> None:
         buffers = self._buffers
-        for name, dt, lo, hi, shape in self._layout:
-            setattr(self, name, buffers[dt][lo:hi].reshape(shape))
+        self._views_of = {name: buffers[k][lo:hi].reshape(shape) for name, k, lo, hi, shape in self._layout}
+        self.__dict__.update(self._views_of)
+        self._args = None
+
+    def _set_pool(self, pool: np.ndarray, req_end: np.ndarray) -> None:
+        """The accesses' pool: rows bank, row, rank, bank group, flow (``req``: a new dict of the
+        rows, so a copy sharing the old one keeps it) and the end times the kernel writes."""
+        self.pool = pool
+        self._args = None
+        self.req = dict(zip(_POOL_ROWS, pool))
+        self.req_end = req_end
 
     # -- flows -----------------------------------------------------------------------------
     def _slot(self) -> int:
@@ -186,15 +201,18 @@ class Controller:
 
     def prepare(self, addresses: np.ndarray) -> tuple:
         """The accesses at byte ``addresses`` (issue order) decoded once, for flows that are
-        ranges of them (``add_prepared``): global bank, row, rank and bank-group arrays, and
-        per channel the indices of its accesses in issue order."""
-        fields = self.mapping.decode(addresses)
-        cfg, d = self.cfg, self.cfg.device
-        ch = fields["Ch"]
-        rank = ch * cfg.ranks + fields["Ra"]
-        bank = (rank * d.bankgroups + fields["Bg"]) * d.banks_per_group + fields["Ba"]
-        per_channel = [np.flatnonzero(ch == c) for c in range(cfg.channels)]
-        return bank, fields["Ro"], rank, fields["Bg"], per_channel, fields
+        ranges of them (``add_prepared``): ``kernel.decode_grouped``'s global bank, row, rank
+        and bank group of every access grouped by channel, so that a flow's accesses are one
+        slice per channel (the reference takes the mapping's fields)."""
+        if self.backend == "reference":
+            return (self.mapping.decode(addresses),)
+        m, cfg, d = self.mapping, self.cfg, self.cfg.device
+        if self._decode is None:
+            self._decode = (np.array([m.shift[f] for f in FIELDS], dtype=np.int64),
+                            np.array([(1 << m.bits[f]) - 1 if f != "Ro" else -1 for f in FIELDS], dtype=np.int64))
+        shifts, masks = self._decode
+        return K.decode_grouped(np.asarray(addresses, dtype=np.int64), m.offset_bits, shifts, masks, m.rows,
+                                cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group)
 
     def add_flow(self, addresses: np.ndarray, write: bool, priority: float, start: float) -> int:
         """A new flow of accesses at byte ``addresses`` (in issue order) from ``start`` ns; its id."""
@@ -203,33 +221,22 @@ class Controller:
 
     def add_prepared(self, prepared: tuple, lo: int, hi: int, write: bool, priority: float, start: float) -> int:
         """A new flow of the accesses ``lo:hi`` of ``prepared`` (``prepare``); its id."""
-        bank_all, row_all, rank_all, bg_all, per_channel, fields = prepared
         if self.backend == "reference":
             fid = self._slot()
             self._live.add(fid)
-            self.ref.add_flow(fid, {k: v[lo:hi] for k, v in fields.items()}, bool(write), float(priority),
+            self.ref.add_flow(fid, {k: v[lo:hi] for k, v in prepared[0].items()}, bool(write), float(priority),
                               float(start))
             return fid
-        parts = [idx[np.searchsorted(idx, lo):np.searchsorted(idx, hi)] for idx in per_channel]
-        counts = np.array([len(p) for p in parts], dtype=np.int64)
-        order = np.concatenate(parts)
-        m = len(order)
+        grouped, prefix, offsets = prepared
+        m = int((prefix[:, hi] - prefix[:, lo]).sum())
         self._compact_if_needed(m)  # before the new flow is live: its slot may hold a released flow's range
         fid = self._slot()
         self._live.add(fid)
         self._ensure_flow(fid)
         self._ensure_requests(self.n + m)
         first = self.n
-        sl = slice(first, first + m)
-        self.req["bank"][sl] = bank_all[order]
-        self.req["row"][sl] = row_all[order]
-        self.req["rank"][sl] = rank_all[order]
-        self.req["bg"][sl] = bg_all[order]
-        self.req["flow"][sl] = fid
-        self.req_end[sl] = 0.0
-        starts = first + np.cumsum(counts) - counts
-        self.fc_next[fid] = starts
-        self.fc_end[fid] = starts + counts
+        K.add_accesses(self.pool, self.req_end, grouped, prefix, offsets, lo, hi, fid, first, self.fc_next,
+                       self.fc_end)
         self.flow_first[fid], self.flow_last[fid] = first, first + m
         self.flow_write[fid] = 1 if write else 0
         self.flow_prio[fid] = priority
@@ -240,6 +247,7 @@ class Controller:
         self.n += m
         self._used += m
         self._active = np.array(sorted(self._live), dtype=np.int64)
+        self._args = None
         return fid
 
     def release(self, fid: int) -> None:
@@ -250,6 +258,7 @@ class Controller:
             self._used -= int(self.flow_last[fid] - self.flow_first[fid])
         if self.backend == "numba":
             self._active = np.array(sorted(self._live), dtype=np.int64)
+            self._args = None
             self.fc_next[fid] = self.fc_end[fid]
 
     def remaining(self, fid: int) -> int:
@@ -274,31 +283,48 @@ class Controller:
         if self.backend == "reference":
             self.ref.run(stop)
             return 0
-        r = self.req
+        args = self._args
+        if args is None:  # the kernel's arrays after the state's views, the pool or the live flows changed
+            r = self.req
+            args = self._args = (
+                self.bank_f, self.bank_i, self.rank_f, self.rank_i, self.rank_bg_f, self.chan_f, self.chan_i,
+                self.sq, self.sqa, self.tq, self.tqa, self.bank_n, self.stats_i, self.stats_f, r["bank"], r["row"],
+                r["rank"], r["bg"], r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
+                self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end,
+                *self._scratch)
         run = K.run_until_complete if until_complete else K.run_channels
-        return run(self.T, self.G, float(stop), self.bank_f, self.bank_i, self.rank_f, self.rank_i,
-                       self.rank_bg_f, self.chan_f, self.chan_i, self.rq, self.rq_arr, self.wq, self.wq_arr,
-                       self.rtq, self.rtq_arr, self.wtq, self.wtq_arr, self.bank_n,
-                       self.stats_i, self.stats_f, r["bank"], r["row"], r["rank"], r["bg"],
-                       r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
-                       self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end)
+        return run(self.T, self.G, float(stop), *args)
 
-    def commands_before_end(self, flows: list[int]) -> int:
+    def commands_before_end(self, flows: list[int] | None = None) -> int:
         """A lower bound on the column commands one channel issues before the first of
-        ``flows`` ends (``kernel.commands_before_end``)."""
-        return int(K.commands_before_end(np.asarray(flows, dtype=np.int64), self.fc_next, self.fc_end,
+        ``flows`` (default: every live flow) ends (``kernel.commands_before_end``)."""
+        flows = self._active if flows is None else np.asarray(flows, dtype=np.int64)
+        return int(K.commands_before_end(flows, self.fc_next, self.fc_end,
                                          self.flow_prio, min(self.cfg.read_queue, self.cfg.write_queue)))
 
-    def copy(self) -> "Controller":
-        """An independent controller in the same state."""
+    def copy(self, reuse: bool = False) -> "Controller":
+        """An independent controller in the same state. With ``reuse``, the copy may be the
+        controller this one was last copied from or to with ``reuse`` (its buffers written over:
+        the caller no longer uses it), which spares allocating state and views."""
         if self.backend == "reference":
             return copy.deepcopy(self)
-        other = copy.copy(self)
-        other._buffers = {dt: b.copy() for dt, b in self._buffers.items()}
-        other._views()
+        other = getattr(self, "_twin", None) if reuse else None
+        if other is not None and other._twin is self and other._layout is self._layout:
+            buffers, views = other._buffers, other._views_of
+            other.__dict__.update(self.__dict__)
+            for mine, theirs in zip(buffers, self._buffers):
+                np.copyto(mine, theirs)
+            other._buffers, other._views_of = buffers, views
+            other.__dict__.update(views)
+            other._args = None
+        else:
+            other = copy.copy(self)
+            other._buffers = [b.copy() for b in self._buffers]
+            other._views()
+        if reuse:
+            self._twin, other._twin = other, self
         # the accesses themselves are shared: the kernel only reads them (and writes req_end,
         # the same value in every copy); a copy must not add flows while the original lives on
-        other.req = dict(self.req)
         other._free = list(self._free)
         other._live = set(self._live)
         return other
@@ -387,13 +413,11 @@ class Controller:
         if n <= cap:
             return
         new = max(cap * 2, n)
-        for k, v in self.req.items():
-            grown = np.zeros(new, dtype=v.dtype)
-            grown[:cap] = v
-            self.req[k] = grown
-        grown = np.zeros(new)
-        grown[:cap] = self.req_end
-        self.req_end = grown
+        pool = np.zeros((5, new), dtype=np.int64)
+        pool[:, :cap] = self.pool
+        req_end = np.zeros(new)
+        req_end[:cap] = self.req_end
+        self._set_pool(pool, req_end)
 
     def _compact_if_needed(self, incoming: int) -> None:
         """Drop released flows' accesses when they are most of the pool."""
@@ -402,16 +426,15 @@ class Controller:
             return
         live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
-        new_req = {k: np.zeros(max(1024, 2 * (used + incoming)), dtype=np.int64) for k in self.req}
-        new_end = np.zeros(len(new_req["bank"]))
+        new_pool = np.zeros((5, max(len(self.req_end), 2 * (used + incoming))), dtype=np.int64)  # no smaller
+        new_end = np.zeros(new_pool.shape[1])
         pos = 0
         for f in live:
             lo, hi = int(self.flow_first[f]), int(self.flow_last[f])
             if hi <= lo:
                 continue
             m = hi - lo
-            for k in self.req:
-                new_req[k][pos:pos + m] = self.req[k][lo:hi]
+            new_pool[:, pos:pos + m] = self.pool[:, lo:hi]
             new_end[pos:pos + m] = self.req_end[lo:hi]
             remap[lo:hi] = np.arange(pos, pos + m)
             shift = pos - lo
@@ -419,13 +442,12 @@ class Controller:
             self.fc_end[f] += shift
             self.flow_first[f], self.flow_last[f] = pos, pos + m
             pos += m
+        G = self.G
         for c in range(self.cfg.channels):
-            nr, nw = self.chan_i[c, K.C_RQ_N], self.chan_i[c, K.C_WQ_N]
-            at = (self.chan_i[c, K.C_RQ_HEAD] + np.arange(nr)) % self.rq.shape[1]  # ring positions
-            self.rq[c, at] = remap[self.rq[c, at]]
-            at = (self.chan_i[c, K.C_WQ_HEAD] + np.arange(nw)) % self.wq.shape[1]
-            self.wq[c, at] = remap[self.wq[c, at]]
-            for q, n_col, h_col in ((self.rtq, K.C_RT_N, K.C_RT_HEAD), (self.wtq, K.C_WT_N, K.C_WT_HEAD)):
-                at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % q.shape[1]
-                q[c, at] = remap[q[c, at]]
-        self.req, self.req_end, self.n = new_req, new_end, pos
+            for d in range(2):  # ring positions of every queue's entries
+                for q, n_col, h_col, depth in ((self.sq, K.C_RQ_N + d, K.C_RQ_HEAD + d, G[K.G_RQ + d]),
+                                               (self.tq, K.C_RT_N + 2 * d, K.C_RT_HEAD + 2 * d, G[K.G_RT + d])):
+                    at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % depth
+                    q[d, c, at] = remap[q[d, c, at]]
+        self._set_pool(new_pool, new_end)
+        self.n = pos

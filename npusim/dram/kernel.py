@@ -21,8 +21,9 @@ not one SimPy event each.
   command that freed its slot, or at its flow's start. With per-bank command queues
   (``bank_queue`` > 0, DRAMsim3's ``PER_BANK`` structure) the read and write queues are
   transaction queues: their oldest accesses whose bank's command queue (``bank_queue``
-  deep, reads and writes apart) has room move on to it, and the scheduler sees the command
-  queues; an access's arrival stays its admission to the transaction queue.
+  deep, reads and writes apart) has room move on to it, the slots they free are filled again
+  at once (so pausing the controller anywhere changes nothing), and the scheduler sees the
+  command queues; an access's arrival stays its admission to the transaction queue.
 - *Read/write turnaround* with watermarks (DRAMsim3's and most controllers' write drain): the
   channel serves reads until ``write_high`` writes are pending (or no read is waiting), then
   writes until ``write_low`` are (or none is in a command queue).
@@ -98,7 +99,11 @@ R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
 BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
 C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY = range(5)  # chan_f
 (C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
- C_WT_HEAD) = range(11)  # chan_i
+ C_WT_HEAD, C_T_BLOCKED, C_T_BLOCKED_W, C_T_FREED, C_T_FREED_W) = range(15)  # chan_i
+# C_T_BLOCKED + d: the oldest entries of transaction queue d known to wait for a full bank queue
+# (all that were left by the last move to the command queues), C_T_FREED + d: the bank whose
+# command queue lost an entry since (-1: none); bank_n[b, 2 + d]: entries of bank b in
+# transaction queue d. They only spare _to_command_queues looking at entries that cannot move.
 # (the queues are rings: entry i of a queue is at (head + i) mod its depth, oldest first)
 S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
 SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
@@ -223,512 +228,366 @@ def _refresh_start(G, rk, bank_f, bank_i, rank_f):
 
 
 @njit(cache=True, inline="always")
-def _admit(c, G, chan_f, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, active, flow_write, flow_prio,
-           flow_start, fc_next, fc_end):
+def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end,
+           bank_n, req_bank):
     """Admission: the most urgent flow's next access enters its queue (the transaction queue with
-    per-bank command queues), until a queue is full or no flow has one left (the front end waits)."""
+    per-bank command queues), until a queue is full or no flow has one left (the front end waits).
+    Queue ``d`` (0 reads, 1 writes) of channel ``c`` is ``sq[d, c]`` (``tq[d, c]`` in front)."""
+    front = G[G_BANKQ] > 0
     while True:
         f = _next_flow(c, active, flow_prio, fc_next, fc_end, chan_i[c, C_RR_LAST])
         if f < 0:
             break
         arrival = max(flow_start[f], chan_f[c, C_LAST_ISSUE])
-        if flow_write[f]:
-            if G[G_BANKQ] > 0:
-                n = chan_i[c, C_WT_N]
-                if n >= G[G_WT]:
-                    break
-                j = _at(chan_i[c, C_WT_HEAD], n, G[G_WT])
-                wtq[c, j] = fc_next[f, c]
-                wtq_arr[c, j] = arrival
-                chan_i[c, C_WT_N] = n + 1
-            else:
-                n = chan_i[c, C_WQ_N]
-                if n >= G[G_WQ]:
-                    break
-                j = _at(chan_i[c, C_WQ_HEAD], n, G[G_WQ])
-                wq[c, j] = fc_next[f, c]
-                wq_arr[c, j] = arrival
-                chan_i[c, C_WQ_N] = n + 1
+        d = flow_write[f]
+        if front:
+            n = chan_i[c, C_RT_N + 2 * d]
+            depth = G[G_RT + d]
+            if n >= depth:
+                break
+            j = _at(chan_i[c, C_RT_HEAD + 2 * d], n, depth)
+            tq[d, c, j] = fc_next[f, c]
+            tqa[d, c, j] = arrival
+            chan_i[c, C_RT_N + 2 * d] = n + 1
+            bank_n[req_bank[fc_next[f, c]], 2 + d] += 1
         else:
-            if G[G_BANKQ] > 0:
-                n = chan_i[c, C_RT_N]
-                if n >= G[G_RT]:
-                    break
-                j = _at(chan_i[c, C_RT_HEAD], n, G[G_RT])
-                rtq[c, j] = fc_next[f, c]
-                rtq_arr[c, j] = arrival
-                chan_i[c, C_RT_N] = n + 1
-            else:
-                n = chan_i[c, C_RQ_N]
-                if n >= G[G_RQ]:
-                    break
-                j = _at(chan_i[c, C_RQ_HEAD], n, G[G_RQ])
-                rq[c, j] = fc_next[f, c]
-                rq_arr[c, j] = arrival
-                chan_i[c, C_RQ_N] = n + 1
+            n = chan_i[c, C_RQ_N + d]
+            depth = G[G_RQ + d]
+            if n >= depth:
+                break
+            j = _at(chan_i[c, C_RQ_HEAD + d], n, depth)
+            sq[d, c, j] = fc_next[f, c]
+            sqa[d, c, j] = arrival
+            chan_i[c, C_RQ_N + d] = n + 1
         fc_next[f, c] += 1
         chan_i[c, C_RR_LAST] = f
 
 
 @njit(cache=True, inline="always")
-def _to_command_queues(c, G, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, req_bank):
-    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room."""
-    if G[G_BANKQ] > 0:  # transaction queues -> command queues: the oldest whose bank queue has room
-        for d in range(2):
-            if d == 0:
-                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (rtq, rtq_arr, rq, rq_arr, C_RT_N, C_RT_HEAD,
-                                                                    C_RQ_N, C_RQ_HEAD, G[G_RT], G[G_RQ])
-            else:
-                tq, tqa, sq, sqa, tn, th, sn, sh, tdepth, sdepth = (wtq, wtq_arr, wq, wq_arr, C_WT_N, C_WT_HEAD,
-                                                                    C_WQ_N, C_WQ_HEAD, G[G_WT], G[G_WQ])
-            i = 0
-            while i < chan_i[c, tn]:
-                th0 = chan_i[c, th]
-                r = tq[c, _at(th0, i, tdepth)]
-                if bank_n[req_bank[r], d] >= G[G_BANKQ]:
-                    i += 1
-                    continue
-                ns = chan_i[c, sn]
-                js = _at(chan_i[c, sh], ns, sdepth)
-                sq[c, js] = r
-                sqa[c, js] = tqa[c, _at(th0, i, tdepth)]
-                chan_i[c, sn] = ns + 1
-                bank_n[req_bank[r], d] += 1
-                for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
-                    tq[c, _at(th0, m, tdepth)] = tq[c, _at(th0, m - 1, tdepth)]
-                    tqa[c, _at(th0, m, tdepth)] = tqa[c, _at(th0, m - 1, tdepth)]
-                chan_i[c, th] = _at(th0, 1, tdepth)
-                chan_i[c, tn] -= 1
+def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
+    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room;
+    whether any moved.
+
+    After a pass every entry left waits for a full bank queue, and bank queues only fill up
+    until one of them loses an entry (``_issue``, noted in C_T_FREED). So of the entries left
+    by the last pass only those of the bank noted can move, and only while that bank has room;
+    the entries admitted since are looked at one by one. The moves are those of a pass over
+    every entry."""
+    cap = G[G_BANKQ]
+    moved = False
+    for d in range(2):
+        tn = C_RT_N + 2 * d
+        th = C_RT_HEAD + 2 * d
+        tdepth = G[G_RT + d]
+        sdepth = G[G_RQ + d]
+        old = chan_i[c, C_T_BLOCKED + d]  # entries 0 .. old-1 wait, but for those of bank fb
+        fb = chan_i[c, C_T_FREED + d]
+        i = 0
+        while i < chan_i[c, tn]:
+            th0 = chan_i[c, th]
+            if i < old and (fb < 0 or bank_n[fb, d] >= cap or bank_n[fb, 2 + d] == 0):
+                i = old  # none of the waiting ones can move
+                continue
+            r = tq[d, c, _at(th0, i, tdepth)]
+            bk = req_bank[r]
+            if bank_n[bk, d] >= cap or (i < old and bk != fb):
+                i += 1
+                continue
+            ns = chan_i[c, C_RQ_N + d]
+            js = _at(chan_i[c, C_RQ_HEAD + d], ns, sdepth)
+            sq[d, c, js] = r
+            sqa[d, c, js] = tqa[d, c, _at(th0, i, tdepth)]
+            chan_i[c, C_RQ_N + d] = ns + 1
+            bank_n[bk, d] += 1
+            bank_n[bk, 2 + d] -= 1
+            for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
+                tq[d, c, _at(th0, m, tdepth)] = tq[d, c, _at(th0, m - 1, tdepth)]
+                tqa[d, c, _at(th0, m, tdepth)] = tqa[d, c, _at(th0, m - 1, tdepth)]
+            chan_i[c, th] = _at(th0, 1, tdepth)
+            chan_i[c, tn] -= 1
+            moved = True
+            if i < old:
+                old -= 1
+        chan_i[c, C_T_BLOCKED + d] = chan_i[c, tn]
+        chan_i[c, C_T_FREED + d] = -1
+    return moved
 
 
-@njit(cache=True)
-def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
-                 rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, stats_i, stats_f,
-                 req_bank, req_row, req_rank, req_bg, req_flow, req_end,
-                 active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end):
+@njit(cache=True, inline="always")
+def _candidate(c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
+               btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+               fc_next, fc_end):
+    """Channel ``c``'s next command: (what, k, d, kind, pre, act, time, delay, rank). ``what`` is
+    NOTHING (no access queued), ACCESS (entry ``k`` of scheduler queue ``d``, its kind and
+    command times, ``time`` its column command) or REFRESH (of ``rank``, starting at ``time``:
+    due before the pick's column command; the pick is made again after it). Admission, the
+    command queues, the read/write turnaround and the pick come first (module docstring)."""
+    while True:  # a transaction queue slot freed by a move is filled again at once (reference._admit)
+        _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end,
+               bank_n, req_bank)
+        if G[G_BANKQ] == 0 or not _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
+            break
+    nr = chan_i[c, C_RQ_N]
+    nw = chan_i[c, C_WQ_N]
+    if nr == 0 and nw == 0:
+        return NOTHING, 0, 0, HIT, 0.0, 0.0, 0.0, 0.0, 0
+    w_all = nw + chan_i[c, C_WT_N]  # writes pending, in the transaction queue too
+    if chan_i[c, C_WRITE_MODE] == 1:
+        if nw == 0 or (nr > 0 and w_all <= G[G_LOW]):
+            chan_i[c, C_WRITE_MODE] = 0
+    elif nw > 0 and (w_all >= G[G_HIGH] or nr == 0):
+        chan_i[c, C_WRITE_MODE] = 1
+    d = chan_i[c, C_WRITE_MODE]
+    write = d == 1
+    n = chan_i[c, C_RQ_N + d]
+    head = chan_i[c, C_RQ_HEAD + d]
+    depth = G[G_RQ + d]
+    k = -1
+    kind = HIT
+    pre = act = cas = delay = 0.0
+    if G[G_FRFCFS] == 1:
+        # btag[b, 0] == tag: an access to another row than bank b's open one waits (the cap
+        # applies); marked when first needed in this pick. btag[b, 1 + miss] == tag: an access
+        # to bank b that hits its open row (or misses it) was timed in this pick, arrived at
+        # barr[b, miss]: the timing of an access is that of every access of its bank and kind,
+        # but for the arrival, and no earlier for a later arrival, so a later one that arrived
+        # no earlier cannot go first (ties go to the older) and is not timed
+        picks[0] += 1
+        tag = picks[0]
+        marked = False
+        # no column command can go before the channel's own bus constraints: the oldest
+        # access that meets them is the pick, with no need to time the rest
+        if write:
+            floor = max(chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]), chan_f[c, C_LAST_RD] + T[T_RTW])
+        else:
+            floor = max(chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
+                        chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
+        best = 1e300
+        for i in range(n):
+            j = _at(head, i, depth)
+            r = sq[d, c, j]
+            b = req_bank[r]
+            miss = 0 if bank_i[b, B_OPEN_ROW] == req_row[r] else 1
+            if miss == 0 and bank_i[b, B_STREAK] >= G[G_CAP] and bank_f[b, B_NEXT_PRE] <= floor:
+                if not marked:
+                    for m in range(n):
+                        o = sq[d, c, _at(head, m, depth)]
+                        if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
+                            btag[req_bank[o], 0] = tag
+                    marked = True
+                if btag[b, 0] == tag:
+                    continue  # capped: another row of the bank waits and its PRE could go
+            arrival = sqa[d, c, j]
+            if btag[b, 1 + miss] == tag and barr[b, miss] <= arrival:
+                continue  # an older access of this bank and kind, arrived no later, was timed
+            btag[b, 1 + miss] = tag
+            barr[b, miss] = arrival
+            kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, arrival, write, G[G_RANKS], bank_f,
+                                                           bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
+                                                           req_bank, req_row, req_rank, req_bg)
+            if cas_i < best:
+                best = cas_i
+                k = i
+                kind, pre, act, cas, delay = kind_i, pre_i, act_i, cas_i, delay_i
+                if cas_i <= floor:
+                    break
+    timed = k >= 0  # the pick's timing is at hand
+    if k < 0:
+        k = 0
+    j = _at(head, k, depth)
+    r = sq[d, c, j]
+    rk = req_rank[r]
+    if not timed:
+        kind, pre, act, cas, delay = _timing(T, G, c, r, sqa[d, c, j], write, G[G_RANKS], bank_f, bank_i, rank_f,
+                                             rank_i, rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
+    if cas >= rank_f[rk, R_NEXT_REF]:  # a refresh first, then the pick again
+        return REFRESH, k, d, kind, pre, act, _refresh_start(G, rk, bank_f, bank_i, rank_f), delay, rk
+    return ACCESS, k, d, kind, pre, act, cas, delay, rk
+
+
+@njit(cache=True, inline="always")
+def _issue(c, pick, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, bank_n, stats_i,
+           stats_f, req_bank, req_row, req_rank, req_bg, req_flow, req_end, flow_remaining, flow_end, flow_delay):
+    """Commit the access ``_candidate`` picked (``pick`` = (k, d, kind, pre, act, cas, delay):
+    entry ``k`` of queue ``d`` of channel ``c``): its commands' effect on the bank, rank and
+    channel, the counts, its flow, the queue, the page policy. Returns its flow. (At most 30
+    arguments: CPython passes more as a tuple, which Numba cannot inline.)"""
+    k, d, kind, pre, act, cas, delay = pick
+    write = d == 1
+    n = chan_i[c, C_RQ_N + d]
+    head = chan_i[c, C_RQ_HEAD + d]
+    depth = G[G_RQ + d]
+    j = _at(head, k, depth)
+    r = sq[d, c, j]
+    arrival = sqa[d, c, j]
+    rk = req_rank[r]
+    b = req_bank[r]
+    g = req_bg[r]
+    if _asleep(T, G, rank_f, rk, arrival):
+        slept = arrival - (rank_f[rk, R_LAST_BUSY] + T[T_PD])
+        if rank_i[rk, R_OPEN_COUNT] > 0:
+            rank_f[rk, R_PD_ACT] += slept
+        else:
+            rank_f[rk, R_PD_PRE] += slept
+    if kind == CONFLICT:
+        _close(bank_i, rank_f, rank_i, b, rk, pre)
+        stats_i[S_PRES] += 1
+        bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], pre + T[T_RP])
+    if kind != HIT:
+        bank_i[b, B_OPEN_ROW] = req_row[r]
+        bank_f[b, B_NEXT_CAS] = act + T[T_RCD]
+        bank_f[b, B_NEXT_PRE] = act + T[T_RAS]
+        bank_f[b, B_NEXT_ACT] = act + T[T_RC]
+        bank_i[b, B_STREAK] = 0
+        bank_i[b, B_ACTS] += 1
+        stats_i[S_ACTS] += 1
+        rank_f[rk, R_LAST_ACT] = act
+        rank_bg_f[rk, g, BG_LAST_ACT] = act
+        pos = rank_i[rk, R_FAW_POS]
+        rank_f[rk, R_FAW + pos] = act
+        rank_i[rk, R_FAW_POS] = (pos + 1) % 4
+        if rank_i[rk, R_OPEN_COUNT] == 0:
+            rank_f[rk, R_ACTIVE_SINCE] = act
+        rank_i[rk, R_OPEN_COUNT] += 1
+    if kind == HIT:
+        stats_i[S_HITS] += 1
+        bank_i[b, B_STREAK] += 1
+    elif kind == MISS:
+        stats_i[S_MISSES] += 1
+    else:
+        stats_i[S_CONFLICTS] += 1
+    if write:
+        bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_CWL] + T[T_BURST] + T[T_WR])
+        end = cas + T[T_CWL] + T[T_BURST]
+        chan_f[c, C_LAST_WR] = cas
+        rank_bg_f[rk, g, BG_LAST_WR] = cas
+        stats_i[S_WRITES] += 1
+        stats_f[SF_WRITE_LATENCY] += end - arrival
+    else:
+        bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_RTP])
+        end = cas + T[T_CL] + T[T_BURST]
+        chan_f[c, C_LAST_RD] = cas
+        rank_bg_f[rk, g, BG_LAST_RD] = cas
+        stats_i[S_READS] += 1
+        stats_f[SF_READ_LATENCY] += end - arrival
+    rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], end)
+    chan_f[c, C_LAST_CAS] = cas
+    chan_i[c, C_LAST_RANK] = rk - c * G[G_RANKS]
+    chan_f[c, C_LAST_ISSUE] = cas
+    chan_f[c, C_BUS_BUSY] += T[T_BURST]
+    extra = 0.0
+    if kind == MISS:
+        extra = T[T_RCD]
+    elif kind == CONFLICT:
+        extra = T[T_RP] + T[T_RCD]
+    bank_f[b, B_BUSY] += T[T_BURST] + extra
+    stats_f[SF_DELAY] += delay
+    req_end[r] = end
+    if G[G_BANKQ] > 0:
+        bank_n[b, d] -= 1
+        freed = chan_i[c, C_T_FREED + d]
+        if freed >= 0 and freed != b:
+            chan_i[c, C_T_BLOCKED + d] = 0  # two banks freed: the next pass looks at every entry
+        chan_i[c, C_T_FREED + d] = b
+    f = req_flow[r]
+    flow_remaining[f] -= 1
+    flow_end[f] = max(flow_end[f], end)
+    flow_delay[f] += delay
+    for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
+        sq[d, c, _at(head, i, depth)] = sq[d, c, _at(head, i - 1, depth)]
+        sqa[d, c, _at(head, i, depth)] = sqa[d, c, _at(head, i - 1, depth)]
+    chan_i[c, C_RQ_N + d] = n - 1
+    chan_i[c, C_RQ_HEAD + d] = _at(head, 1, depth)
+    # page policy
+    if G[G_POLICY] != OPEN:
+        hit_waits = False
+        miss_waits = False
+        for e in range(2):
+            for i in range(chan_i[c, C_RQ_N + e]):
+                o = sq[e, c, _at(chan_i[c, C_RQ_HEAD + e], i, G[G_RQ + e])]
+                if req_bank[o] == b:
+                    if req_row[o] == req_row[r]:
+                        hit_waits = True
+                    else:
+                        miss_waits = True
+        if not hit_waits and (G[G_POLICY] == CLOSED or miss_waits):
+            when = bank_f[b, B_NEXT_PRE]
+            _close(bank_i, rank_f, rank_i, b, rk, when)
+            stats_i[S_PRES] += 1
+            bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
+    return f
+
+
+@njit(cache=True, _nrt=False)
+def run_channels(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa,
+                 bank_n, stats_i, stats_f, req_bank, req_row, req_rank, req_bg, req_flow, req_end,
+                 active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next, fc_end,
+                 btag, barr, picks, whats, ki, kf):
     """Advance every channel to ``stop_time``, channel by channel (module docstring); every
     array is updated in place. Per access: admit what the queues take, pick (FR-FCFS or FCFS),
-    time it (a refresh due first goes first, then the pick is made again), issue it."""
-    ranks = G[G_RANKS]
-    other_row = np.zeros(bank_i.shape[0], dtype=np.int64)
-    picks = np.zeros(1, dtype=np.int64)
+    time it (a refresh due first goes first, then the pick is made again), issue it.
+
+    Compiled without Numba's reference counting (``_nrt=False``): its atomic increments on
+    every array handed to an inlined helper cost more than the controller's own work. So the
+    kernel allocates nothing; its scratch (``btag``, ``barr``: tags and arrivals per bank, ``picks``:
+    the tag counter, and ``whats``, ``ki``, ``kf``: each channel's next command) comes from the caller."""
     for c in range(G[G_CHANNELS]):
         while True:
-            _admit(c, G, chan_f, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, active, flow_write, flow_prio,
-                   flow_start, fc_next, fc_end)
-            _to_command_queues(c, G, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, req_bank)
-            nr = chan_i[c, C_RQ_N]
-            nw = chan_i[c, C_WQ_N]
-            if nr == 0 and nw == 0:
+            what, k, d, kind, pre, act, cas, delay, rk = _candidate(
+                c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
+                btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+                fc_next, fc_end)
+            if what == NOTHING or cas > stop_time:
                 break
-            w_all = nw + chan_i[c, C_WT_N]  # writes pending, in the transaction queue too
-            if chan_i[c, C_WRITE_MODE] == 1:
-                if nw == 0 or (nr > 0 and w_all <= G[G_LOW]):
-                    chan_i[c, C_WRITE_MODE] = 0
-            elif nw > 0 and (w_all >= G[G_HIGH] or nr == 0):
-                chan_i[c, C_WRITE_MODE] = 1
-            write = chan_i[c, C_WRITE_MODE] == 1
-            if write:
-                q, qa, n, head, depth = wq, wq_arr, nw, chan_i[c, C_WQ_HEAD], G[G_WQ]
-            else:
-                q, qa, n, head, depth = rq, rq_arr, nr, chan_i[c, C_RQ_HEAD], G[G_RQ]
-            # pick
-            k = -1
-            kind = HIT
-            pre = act = cas = delay = 0.0
-            if G[G_FRFCFS] == 1:
-                # other_row[b] == picks: an access to another row than bank b's open one waits
-                # (the cap applies); marked when first needed in this pick
-                picks[0] += 1
-                tag = picks[0]
-                marked = False
-                # no column command can go before the channel's own bus constraints: the oldest
-                # access that meets them is the pick, with no need to time the rest
-                if write:
-                    floor = max(chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]), chan_f[c, C_LAST_RD] + T[T_RTW])
-                else:
-                    floor = max(chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
-                                chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
-                best = 1e300
-                for i in range(n):
-                    r = q[c, _at(head, i, depth)]
-                    b = req_bank[r]
-                    if bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]:
-                        if not marked:
-                            for j in range(n):
-                                o = q[c, _at(head, j, depth)]
-                                if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
-                                    other_row[req_bank[o]] = tag
-                            marked = True
-                        if other_row[b] == tag and bank_f[b, B_NEXT_PRE] <= floor:
-                            continue  # capped: another row of the bank waits and its PRE could go
-                    kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
-                                                                   bank_i, rank_f, rank_i, rank_bg_f, chan_f,
-                                                                   chan_i, req_bank, req_row, req_rank, req_bg)
-                    if cas_i < best:
-                        best = cas_i
-                        k = i
-                        kind, pre, act, cas, delay = kind_i, pre_i, act_i, cas_i, delay_i
-                        if cas_i <= floor:
-                            break
-            timed = k >= 0  # the pick's timing is at hand
-            if k < 0:
-                k = 0
-            r = q[c, _at(head, k, depth)]
-            arrival = qa[c, _at(head, k, depth)]
-            rk = req_rank[r]
-            # time it; a refresh due first goes first (then the pick is made again)
-            if not timed:
-                kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
-                                                     rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
-            if cas >= rank_f[rk, R_NEXT_REF]:  # a refresh first, then the pick again
-                start = _refresh_start(G, rk, bank_f, bank_i, rank_f)
-                if start > stop_time:
-                    break
-                _refresh(T, G, rk, start, bank_f, bank_i, rank_f, rank_i)
+            if what == REFRESH:
+                _refresh(T, G, rk, cas, bank_f, bank_i, rank_f, rank_i)
                 continue
-            if cas > stop_time:
-                break
-            b = req_bank[r]
-            g = req_bg[r]
-            if _asleep(T, G, rank_f, rk, arrival):
-                slept = arrival - (rank_f[rk, R_LAST_BUSY] + T[T_PD])
-                if rank_i[rk, R_OPEN_COUNT] > 0:
-                    rank_f[rk, R_PD_ACT] += slept
-                else:
-                    rank_f[rk, R_PD_PRE] += slept
-            if kind == CONFLICT:
-                _close(bank_i, rank_f, rank_i, b, rk, pre)
-                stats_i[S_PRES] += 1
-                bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], pre + T[T_RP])
-            if kind != HIT:
-                bank_i[b, B_OPEN_ROW] = req_row[r]
-                bank_f[b, B_NEXT_CAS] = act + T[T_RCD]
-                bank_f[b, B_NEXT_PRE] = act + T[T_RAS]
-                bank_f[b, B_NEXT_ACT] = act + T[T_RC]
-                bank_i[b, B_STREAK] = 0
-                bank_i[b, B_ACTS] += 1
-                stats_i[S_ACTS] += 1
-                rank_f[rk, R_LAST_ACT] = act
-                rank_bg_f[rk, g, BG_LAST_ACT] = act
-                pos = rank_i[rk, R_FAW_POS]
-                rank_f[rk, R_FAW + pos] = act
-                rank_i[rk, R_FAW_POS] = (pos + 1) % 4
-                if rank_i[rk, R_OPEN_COUNT] == 0:
-                    rank_f[rk, R_ACTIVE_SINCE] = act
-                rank_i[rk, R_OPEN_COUNT] += 1
-            if kind == HIT:
-                stats_i[S_HITS] += 1
-                bank_i[b, B_STREAK] += 1
-            elif kind == MISS:
-                stats_i[S_MISSES] += 1
-            else:
-                stats_i[S_CONFLICTS] += 1
-            if write:
-                bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_CWL] + T[T_BURST] + T[T_WR])
-                end = cas + T[T_CWL] + T[T_BURST]
-                chan_f[c, C_LAST_WR] = cas
-                rank_bg_f[rk, g, BG_LAST_WR] = cas
-                stats_i[S_WRITES] += 1
-                stats_f[SF_WRITE_LATENCY] += end - arrival
-            else:
-                bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_RTP])
-                end = cas + T[T_CL] + T[T_BURST]
-                chan_f[c, C_LAST_RD] = cas
-                rank_bg_f[rk, g, BG_LAST_RD] = cas
-                stats_i[S_READS] += 1
-                stats_f[SF_READ_LATENCY] += end - arrival
-            rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], end)
-            chan_f[c, C_LAST_CAS] = cas
-            chan_i[c, C_LAST_RANK] = rk - c * ranks
-            chan_f[c, C_LAST_ISSUE] = cas
-            chan_f[c, C_BUS_BUSY] += T[T_BURST]
-            extra = 0.0
-            if kind == MISS:
-                extra = T[T_RCD]
-            elif kind == CONFLICT:
-                extra = T[T_RP] + T[T_RCD]
-            bank_f[b, B_BUSY] += T[T_BURST] + extra
-            stats_f[SF_DELAY] += delay
-            req_end[r] = end
-            if G[G_BANKQ] > 0:
-                bank_n[b, 1 if write else 0] -= 1
-            f = req_flow[r]
-            flow_remaining[f] -= 1
-            flow_end[f] = max(flow_end[f], end)
-            flow_delay[f] += delay
-            for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
-                q[c, _at(head, i, depth)] = q[c, _at(head, i - 1, depth)]
-                qa[c, _at(head, i, depth)] = qa[c, _at(head, i - 1, depth)]
-            if write:
-                chan_i[c, C_WQ_N] = n - 1
-                chan_i[c, C_WQ_HEAD] = _at(head, 1, depth)
-            else:
-                chan_i[c, C_RQ_N] = n - 1
-                chan_i[c, C_RQ_HEAD] = _at(head, 1, depth)
-            # page policy
-            if G[G_POLICY] != OPEN:
-                hit_waits = False
-                miss_waits = False
-                for i in range(chan_i[c, C_RQ_N]):
-                    o = rq[c, _at(chan_i[c, C_RQ_HEAD], i, G[G_RQ])]
-                    if req_bank[o] == b:
-                        if req_row[o] == req_row[r]:
-                            hit_waits = True
-                        else:
-                            miss_waits = True
-                for i in range(chan_i[c, C_WQ_N]):
-                    o = wq[c, _at(chan_i[c, C_WQ_HEAD], i, G[G_WQ])]
-                    if req_bank[o] == b:
-                        if req_row[o] == req_row[r]:
-                            hit_waits = True
-                        else:
-                            miss_waits = True
-                if not hit_waits and (G[G_POLICY] == CLOSED or miss_waits):
-                    when = bank_f[b, B_NEXT_PRE]
-                    _close(bank_i, rank_f, rank_i, b, rk, when)
-                    stats_i[S_PRES] += 1
-                    bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
+            _issue(c, (k, d, kind, pre, act, cas, delay), T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f,
+                   chan_i, sq, sqa, bank_n, stats_i, stats_f, req_bank, req_row, req_rank, req_bg, req_flow, req_end,
+                   flow_remaining, flow_end, flow_delay)
+    return 0
 
 
-@njit(cache=True)
-def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i,
-                       rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, stats_i, stats_f,
-                       req_bank, req_row, req_rank, req_bg, req_flow, req_end,
+@njit(cache=True, _nrt=False)
+def run_until_complete(T, G, stop_time, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq,
+                       tqa, bank_n, stats_i, stats_f, req_bank, req_row, req_rank, req_bg, req_flow, req_end,
                        active, flow_write, flow_prio, flow_start, flow_remaining, flow_end, flow_delay, fc_next,
-                       fc_end):
+                       fc_end, btag, barr, picks, whats, ki, kf):
     """``run_channels`` with the channels' commands issued in time order across channels:
     returns 1 just after the access that completes a flow (the state then being that at its
     column command), or 0 with every command up to ``stop_time`` issued. Channels share no
-    state, so the order between them changes nothing but where the call stops. Its body is
-    ``run_channels``'s, split where the command is known: each channel's next command waits
-    (``st``, ``ks``, ``fs``) until it is the earliest."""
-    ranks = G[G_RANKS]
+    state, so the order between them changes nothing but where the call stops. Each channel's
+    next command (``_candidate``) waits until it is the earliest; only the channel that
+    issued looks for its next one: ``whats[c]``, ``ki[c]`` = (k, d, kind, rank), ``kf[c]`` =
+    (pre, act, time, delay)."""
     C = G[G_CHANNELS]
-    other_row = np.zeros(bank_i.shape[0], dtype=np.int64)
-    picks = np.zeros(1, dtype=np.int64)
-    st = np.zeros(C, dtype=np.int64)
-    ks = np.zeros(C, dtype=np.int64)
-    kinds = np.zeros(C, dtype=np.int64)
-    ranks_of = np.zeros(C, dtype=np.int64)
-    fs = np.zeros((C, 4))  # pre, act, time, delay
-    ws = np.zeros(C, dtype=np.bool_)
-    fresh = np.ones(C, dtype=np.bool_)  # the candidate of channel c is to be found
+    for c in range(C):
+        whats[c], ki[c, 0], ki[c, 1], ki[c, 2], kf[c, 0], kf[c, 1], kf[c, 2], kf[c, 3], ki[c, 3] = _candidate(
+            c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
+            btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+            fc_next, fc_end)
     while True:
-        for c in range(C):
-            if not fresh[c]:
-                continue
-            fresh[c] = False
-            st[c] = NOTHING
-            while True:  # once: break is the candidate's return
-                    _admit(c, G, chan_f, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, active, flow_write, flow_prio,
-                           flow_start, fc_next, fc_end)
-                    _to_command_queues(c, G, chan_i, rq, rq_arr, wq, wq_arr, rtq, rtq_arr, wtq, wtq_arr, bank_n, req_bank)
-                    nr = chan_i[c, C_RQ_N]
-                    nw = chan_i[c, C_WQ_N]
-                    if nr == 0 and nw == 0:
-                        break
-                    w_all = nw + chan_i[c, C_WT_N]  # writes pending, in the transaction queue too
-                    if chan_i[c, C_WRITE_MODE] == 1:
-                        if nw == 0 or (nr > 0 and w_all <= G[G_LOW]):
-                            chan_i[c, C_WRITE_MODE] = 0
-                    elif nw > 0 and (w_all >= G[G_HIGH] or nr == 0):
-                        chan_i[c, C_WRITE_MODE] = 1
-                    write = chan_i[c, C_WRITE_MODE] == 1
-                    if write:
-                        q, qa, n, head, depth = wq, wq_arr, nw, chan_i[c, C_WQ_HEAD], G[G_WQ]
-                    else:
-                        q, qa, n, head, depth = rq, rq_arr, nr, chan_i[c, C_RQ_HEAD], G[G_RQ]
-                    # pick
-                    k = -1
-                    kind = HIT
-                    pre = act = cas = delay = 0.0
-                    if G[G_FRFCFS] == 1:
-                        # other_row[b] == picks: an access to another row than bank b's open one waits
-                        # (the cap applies); marked when first needed in this pick
-                        picks[0] += 1
-                        tag = picks[0]
-                        marked = False
-                        # no column command can go before the channel's own bus constraints: the oldest
-                        # access that meets them is the pick, with no need to time the rest
-                        if write:
-                            floor = max(chan_f[c, C_LAST_WR] + max(T[T_CCD_S], T[T_BURST]), chan_f[c, C_LAST_RD] + T[T_RTW])
-                        else:
-                            floor = max(chan_f[c, C_LAST_RD] + max(T[T_CCD_S], T[T_BURST]),
-                                        chan_f[c, C_LAST_WR] + T[T_CWL] + T[T_BURST] + T[T_WTR_S])
-                        best = 1e300
-                        for i in range(n):
-                            r = q[c, _at(head, i, depth)]
-                            b = req_bank[r]
-                            if bank_i[b, B_OPEN_ROW] == req_row[r] and bank_i[b, B_STREAK] >= G[G_CAP]:
-                                if not marked:
-                                    for j in range(n):
-                                        o = q[c, _at(head, j, depth)]
-                                        if bank_i[req_bank[o], B_OPEN_ROW] != req_row[o]:
-                                            other_row[req_bank[o]] = tag
-                                    marked = True
-                                if other_row[b] == tag and bank_f[b, B_NEXT_PRE] <= floor:
-                                    continue  # capped: another row of the bank waits and its PRE could go
-                            kind_i, pre_i, act_i, cas_i, delay_i = _timing(T, G, c, r, qa[c, _at(head, i, depth)], write, ranks, bank_f,
-                                                                           bank_i, rank_f, rank_i, rank_bg_f, chan_f,
-                                                                           chan_i, req_bank, req_row, req_rank, req_bg)
-                            if cas_i < best:
-                                best = cas_i
-                                k = i
-                                kind, pre, act, cas, delay = kind_i, pre_i, act_i, cas_i, delay_i
-                                if cas_i <= floor:
-                                    break
-                    timed = k >= 0  # the pick's timing is at hand
-                    if k < 0:
-                        k = 0
-                    r = q[c, _at(head, k, depth)]
-                    arrival = qa[c, _at(head, k, depth)]
-                    rk = req_rank[r]
-                    # time it; a refresh due first is the candidate instead (the pick is made again after it)
-                    if not timed:
-                        kind, pre, act, cas, delay = _timing(T, G, c, r, arrival, write, ranks, bank_f, bank_i, rank_f, rank_i,
-                                                             rank_bg_f, chan_f, chan_i, req_bank, req_row, req_rank, req_bg)
-                    ks[c] = k
-                    ws[c] = write
-                    if cas >= rank_f[rk, R_NEXT_REF]:
-                        st[c] = REFRESH
-                        ranks_of[c] = rk
-                        fs[c, 2] = _refresh_start(G, rk, bank_f, bank_i, rank_f)
-                        break
-                    st[c] = ACCESS
-                    kinds[c] = kind
-                    fs[c, 0] = pre
-                    fs[c, 1] = act
-                    fs[c, 2] = cas
-                    fs[c, 3] = delay
-                    break
         c = -1  # the earliest command of all channels
         for j in range(C):
-            if st[j] != NOTHING and fs[j, 2] <= stop_time and (c < 0 or fs[j, 2] < fs[c, 2]):
+            if whats[j] != NOTHING and kf[j, 2] <= stop_time and (c < 0 or kf[j, 2] < kf[c, 2]):
                 c = j
         if c < 0:
             return 0
-        fresh[c] = True
-        if st[c] == REFRESH:
-            _refresh(T, G, ranks_of[c], fs[c, 2], bank_f, bank_i, rank_f, rank_i)
-            continue
-        k, kind, pre, act, cas, delay, write = ks[c], kinds[c], fs[c, 0], fs[c, 1], fs[c, 2], fs[c, 3], ws[c]
-        if write:
-            q, qa, n, head, depth = wq, wq_arr, chan_i[c, C_WQ_N], chan_i[c, C_WQ_HEAD], G[G_WQ]
+        done = False
+        if whats[c] == REFRESH:
+            _refresh(T, G, ki[c, 3], kf[c, 2], bank_f, bank_i, rank_f, rank_i)
         else:
-            q, qa, n, head, depth = rq, rq_arr, chan_i[c, C_RQ_N], chan_i[c, C_RQ_HEAD], G[G_RQ]
-        r = q[c, _at(head, k, depth)]
-        arrival = qa[c, _at(head, k, depth)]
-        rk = req_rank[r]
-        if write:
-            q, qa, n, head, depth = wq, wq_arr, chan_i[c, C_WQ_N], chan_i[c, C_WQ_HEAD], G[G_WQ]
-        else:
-            q, qa, n, head, depth = rq, rq_arr, chan_i[c, C_RQ_N], chan_i[c, C_RQ_HEAD], G[G_RQ]
-        r = q[c, _at(head, k, depth)]
-        arrival = qa[c, _at(head, k, depth)]
-        rk = req_rank[r]
-        b = req_bank[r]
-        g = req_bg[r]
-        if _asleep(T, G, rank_f, rk, arrival):
-            slept = arrival - (rank_f[rk, R_LAST_BUSY] + T[T_PD])
-            if rank_i[rk, R_OPEN_COUNT] > 0:
-                rank_f[rk, R_PD_ACT] += slept
-            else:
-                rank_f[rk, R_PD_PRE] += slept
-        if kind == CONFLICT:
-            _close(bank_i, rank_f, rank_i, b, rk, pre)
-            stats_i[S_PRES] += 1
-            bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], pre + T[T_RP])
-        if kind != HIT:
-            bank_i[b, B_OPEN_ROW] = req_row[r]
-            bank_f[b, B_NEXT_CAS] = act + T[T_RCD]
-            bank_f[b, B_NEXT_PRE] = act + T[T_RAS]
-            bank_f[b, B_NEXT_ACT] = act + T[T_RC]
-            bank_i[b, B_STREAK] = 0
-            bank_i[b, B_ACTS] += 1
-            stats_i[S_ACTS] += 1
-            rank_f[rk, R_LAST_ACT] = act
-            rank_bg_f[rk, g, BG_LAST_ACT] = act
-            pos = rank_i[rk, R_FAW_POS]
-            rank_f[rk, R_FAW + pos] = act
-            rank_i[rk, R_FAW_POS] = (pos + 1) % 4
-            if rank_i[rk, R_OPEN_COUNT] == 0:
-                rank_f[rk, R_ACTIVE_SINCE] = act
-            rank_i[rk, R_OPEN_COUNT] += 1
-        if kind == HIT:
-            stats_i[S_HITS] += 1
-            bank_i[b, B_STREAK] += 1
-        elif kind == MISS:
-            stats_i[S_MISSES] += 1
-        else:
-            stats_i[S_CONFLICTS] += 1
-        if write:
-            bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_CWL] + T[T_BURST] + T[T_WR])
-            end = cas + T[T_CWL] + T[T_BURST]
-            chan_f[c, C_LAST_WR] = cas
-            rank_bg_f[rk, g, BG_LAST_WR] = cas
-            stats_i[S_WRITES] += 1
-            stats_f[SF_WRITE_LATENCY] += end - arrival
-        else:
-            bank_f[b, B_NEXT_PRE] = max(bank_f[b, B_NEXT_PRE], cas + T[T_RTP])
-            end = cas + T[T_CL] + T[T_BURST]
-            chan_f[c, C_LAST_RD] = cas
-            rank_bg_f[rk, g, BG_LAST_RD] = cas
-            stats_i[S_READS] += 1
-            stats_f[SF_READ_LATENCY] += end - arrival
-        rank_f[rk, R_LAST_BUSY] = max(rank_f[rk, R_LAST_BUSY], end)
-        chan_f[c, C_LAST_CAS] = cas
-        chan_i[c, C_LAST_RANK] = rk - c * ranks
-        chan_f[c, C_LAST_ISSUE] = cas
-        chan_f[c, C_BUS_BUSY] += T[T_BURST]
-        extra = 0.0
-        if kind == MISS:
-            extra = T[T_RCD]
-        elif kind == CONFLICT:
-            extra = T[T_RP] + T[T_RCD]
-        bank_f[b, B_BUSY] += T[T_BURST] + extra
-        stats_f[SF_DELAY] += delay
-        req_end[r] = end
-        if G[G_BANKQ] > 0:
-            bank_n[b, 1 if write else 0] -= 1
-        f = req_flow[r]
-        flow_remaining[f] -= 1
-        flow_end[f] = max(flow_end[f], end)
-        flow_delay[f] += delay
-        for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
-            q[c, _at(head, i, depth)] = q[c, _at(head, i - 1, depth)]
-            qa[c, _at(head, i, depth)] = qa[c, _at(head, i - 1, depth)]
-        if write:
-            chan_i[c, C_WQ_N] = n - 1
-            chan_i[c, C_WQ_HEAD] = _at(head, 1, depth)
-        else:
-            chan_i[c, C_RQ_N] = n - 1
-            chan_i[c, C_RQ_HEAD] = _at(head, 1, depth)
-        # page policy
-        if G[G_POLICY] != OPEN:
-            hit_waits = False
-            miss_waits = False
-            for i in range(chan_i[c, C_RQ_N]):
-                o = rq[c, _at(chan_i[c, C_RQ_HEAD], i, G[G_RQ])]
-                if req_bank[o] == b:
-                    if req_row[o] == req_row[r]:
-                        hit_waits = True
-                    else:
-                        miss_waits = True
-            for i in range(chan_i[c, C_WQ_N]):
-                o = wq[c, _at(chan_i[c, C_WQ_HEAD], i, G[G_WQ])]
-                if req_bank[o] == b:
-                    if req_row[o] == req_row[r]:
-                        hit_waits = True
-                    else:
-                        miss_waits = True
-            if not hit_waits and (G[G_POLICY] == CLOSED or miss_waits):
-                when = bank_f[b, B_NEXT_PRE]
-                _close(bank_i, rank_f, rank_i, b, rk, when)
-                stats_i[S_PRES] += 1
-                bank_f[b, B_NEXT_ACT] = max(bank_f[b, B_NEXT_ACT], when + T[T_RP])
-        if flow_remaining[f] == 0:
+            f = _issue(c, (ki[c, 0], ki[c, 1], ki[c, 2], kf[c, 0], kf[c, 1], kf[c, 2], kf[c, 3]), T, G, bank_f,
+                       bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, bank_n, stats_i, stats_f,
+                       req_bank, req_row, req_rank, req_bg, req_flow, req_end, flow_remaining, flow_end,
+                       flow_delay)
+            done = flow_remaining[f] == 0
+        if done:
             return 1
+        whats[c], ki[c, 0], ki[c, 1], ki[c, 2], kf[c, 0], kf[c, 1], kf[c, 2], kf[c, 3], ki[c, 3] = _candidate(
+            c, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, chan_i, sq, sqa, tq, tqa, bank_n,
+            btag, barr, picks, req_bank, req_row, req_rank, req_bg, active, flow_write, flow_prio, flow_start,
+            fc_next, fc_end)
 
 
 @njit(cache=True)
@@ -792,3 +651,61 @@ def access_addresses(offsets, sizes, burst, access):
                     m += 1
                     prev_access = a
     return out[:m]
+
+
+@njit(cache=True)
+def decode_grouped(addresses, offset_bits, shifts, masks, rows, channels, ranks, bankgroups, banks_per_group):
+    """The accesses at byte ``addresses`` (issue order) decoded (``npusim.dram.mapping``: field
+    f is ``(address >> offset_bits >> shifts[f]) & masks[f]``, the row ``% rows``; fields in
+    ``mapping.FIELDS`` order) and grouped by channel: ``grouped`` (4, n) holds each access's
+    global bank, row, global rank and bank group, channel 0's accesses first, each channel's
+    in issue order, channel c's from ``offsets[c]``; ``prefix[c, i]`` counts channel c's
+    accesses among the first i, so the accesses lo:hi of channel c are
+    ``grouped[:, offsets[c] + prefix[c, lo]:offsets[c] + prefix[c, hi]]``."""
+    m = addresses.shape[0]
+    prefix = np.zeros((channels, m + 1), dtype=np.int64)
+    chs = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        c = ((addresses[i] >> offset_bits) >> shifts[5]) & masks[5]
+        chs[i] = c
+        for cc in range(channels):
+            prefix[cc, i + 1] = prefix[cc, i]
+        prefix[c, i + 1] += 1
+    offsets = np.zeros(channels + 1, dtype=np.int64)
+    for c in range(channels):
+        offsets[c + 1] = offsets[c] + prefix[c, m]
+    pos = offsets[:channels].copy()
+    grouped = np.empty((4, m), dtype=np.int64)
+    for i in range(m):
+        a = addresses[i] >> offset_bits
+        c = chs[i]
+        rank = c * ranks + ((a >> shifts[1]) & masks[1])
+        bg = (a >> shifts[2]) & masks[2]
+        j = pos[c]
+        pos[c] += 1
+        grouped[0, j] = (rank * bankgroups + bg) * banks_per_group + ((a >> shifts[3]) & masks[3])
+        grouped[1, j] = (a >> shifts[0]) % rows
+        grouped[2, j] = rank
+        grouped[3, j] = bg
+    return grouped, prefix, offsets
+
+
+@njit(cache=True)
+def add_accesses(pool, req_end, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end):
+    """Append the accesses ``lo:hi`` of a command (``decode_grouped``) to the pool from
+    ``first`` as flow ``fid``: channel by channel, each in issue order (``fc_next[fid, c]`` ..
+    ``fc_end[fid, c]``); returns how many."""
+    pos = first
+    for c in range(prefix.shape[0]):
+        fc_next[fid, c] = pos
+        for j in range(offsets[c] + prefix[c, lo], offsets[c] + prefix[c, hi]):
+            pool[0, pos] = grouped[0, j]
+            pool[1, pos] = grouped[1, j]
+            pool[2, pos] = grouped[2, j]
+            pool[3, pos] = grouped[3, j]
+            pool[4, pos] = fid
+            req_end[pos] = 0.0
+            pos += 1
+        fc_end[fid, c] = pos
+    return pos - first
+

@@ -45,6 +45,7 @@ from npusim.dram.controller import Controller, ControllerConfig, timings
 from npusim.dram.kernel import access_addresses
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
+from npusim.kernels.render_chunks import render_chunks
 from npusim.plan.dram import buffer_of, buffer_size
 
 #: Accesses per channel a flow has left when the model starts looking for its exact end
@@ -188,11 +189,12 @@ class BankedDram:
         """Device access addresses of a DMA command, in issue order (``kernel.access_addresses``)."""
         found = self._addresses.get(cmd.id)
         if found is None:
-            chunks = np.array(cmd.dram.chunks(), dtype=np.int64).reshape(-1, 2)
-            shift = 0
+            view = cmd.dram  # its chunks (view.chunks(), without building the tuples)
+            offsets, sizes = render_chunks(view.shape, view.strides, 0, view.itemsize)
+            shift = view.address
             if self.bump is not None:
-                shift = self.bump[buffer_of(self.program.graph.tensors[cmd.tensor])]
-            found = access_addresses(chunks[:, 0] + shift, chunks[:, 1].copy(), self.burst, self.access)
+                shift += self.bump[buffer_of(self.program.graph.tensors[cmd.tensor])]
+            found = access_addresses(offsets + shift, sizes, self.burst, self.access)
             self._addresses[cmd.id] = found
         return found
 
@@ -240,14 +242,14 @@ class BankedDram:
         live = list(self._events)
         t = self.ctrl.t
         channels = self.cfg.channels
-        fewest = self.ctrl.commands_before_end(live)
+        fewest = self.ctrl.commands_before_end()  # every live flow: those of self._events
         generation = self._generation
         if fewest > TAIL:
             when = now + (fewest - TAIL) * max(t["tBurst"], t["tCCD_S"])
             delay = max(0.0, when / self.ns_per_cycle - self.env.now)
             self.env.timeout(delay).callbacks.append(lambda _e: self._advance(generation, when))
             return
-        state = self.ctrl.copy()
+        state = self.ctrl.copy(reuse=True)
         when = min((state.end(f) for f in live if state.remaining(f) == 0), default=math.inf)
         while state.run(when if when < math.inf else 1e300, until_complete=True):
             when = min(when, min(state.end(f) for f in live if state.remaining(f) == 0))

@@ -196,29 +196,37 @@ class ReferenceController:
     def _admit(self, ch_index: int, ch: Channel) -> None:
         """Flows -> the queues (most urgent first, in order, waiting when the next one's queue is
         full); with per-bank command queues, flows -> transaction queues, then each transaction
-        queue's oldest accesses whose bank's command queue has room move there."""
+        queue's oldest accesses whose bank's command queue has room move there, and the slots
+        they free are filled again at once, until nothing moves (so that working this out twice
+        before the next command changes nothing: where the simulator pauses the controller
+        cannot change what it does)."""
         while True:
-            flow = self._next_flow(ch_index, ch)
-            if flow is None:
-                break
-            if self.bank_queue:
-                queue, depth = (ch.wtq, self.write_queue) if flow.write else (ch.rtq, self.read_queue)
-            else:
-                queue, depth = (ch.wq, self.write_queue) if flow.write else (ch.rq, self.read_queue)
-            if len(queue) >= depth:
-                break
-            rid = flow.pending[ch_index].pop(0)
-            queue.append((rid, max(flow.start, ch.last_issue)))
-            ch.rr_last = flow.id
-        if not self.bank_queue:
-            return
-        for write, front, queue in ((False, ch.rtq, ch.rq), (True, ch.wtq, ch.wq)):
-            for entry in list(front):
-                key = (self.req[entry[0]]["bank"], write)
-                if self.in_bank_queue.get(key, 0) < self.bank_queue:
-                    front.remove(entry)
-                    queue.append(entry)
-                    self.in_bank_queue[key] = self.in_bank_queue.get(key, 0) + 1
+            while True:
+                flow = self._next_flow(ch_index, ch)
+                if flow is None:
+                    break
+                if self.bank_queue:
+                    queue, depth = (ch.wtq, self.write_queue) if flow.write else (ch.rtq, self.read_queue)
+                else:
+                    queue, depth = (ch.wq, self.write_queue) if flow.write else (ch.rq, self.read_queue)
+                if len(queue) >= depth:
+                    break
+                rid = flow.pending[ch_index].pop(0)
+                queue.append((rid, max(flow.start, ch.last_issue)))
+                ch.rr_last = flow.id
+            if not self.bank_queue:
+                return
+            moved = False
+            for write, front, queue in ((False, ch.rtq, ch.rq), (True, ch.wtq, ch.wq)):
+                for entry in list(front):
+                    key = (self.req[entry[0]]["bank"], write)
+                    if self.in_bank_queue.get(key, 0) < self.bank_queue:
+                        front.remove(entry)
+                        queue.append(entry)
+                        self.in_bank_queue[key] = self.in_bank_queue.get(key, 0) + 1
+                        moved = True
+            if not moved:
+                return
 
     def _pick(self, queue, write: bool, ch: Channel) -> int:
         if not self.frfcfs:
