@@ -17,8 +17,15 @@ import argparse
 import csv
 import sys
 
+from npusim.graph.generators import matmul_graph
+from npusim.hw.costs import op_cycles, systolic_cycles
 from npusim.util.resources import list_resources
 from npusim.workflow import DEFAULT_PIPELINE, load_graph, load_hw, run
+
+
+#: Issue 27's single-GEMM cases: (M, N, K), config, scratchpad bytes (about ¼ of the working set)
+GEMMS = [((2048, 2048, 2048), "edge-npu", 256 << 10), ((64, 4096, 4096), "edge-npu", 256 << 10),
+         ((2048, 2048, 2048), "mid-npu", 1 << 20)]
 
 
 def _union(intervals):
@@ -70,6 +77,23 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{row['hw']:15s} {row['trace']:18s} {row['cycles']:14,d} {row['over_bound']:7.3f} "
               f"{row['bus_bytes']:14,d} {row['dma_overlap']:11.1%}", flush=True)
+    print()
+    for shape, hw_name, budget in GEMMS:
+        graph = matmul_graph(*shape)
+        hw = load_hw(hw_name, {"scratchpad.size": str(budget)})
+        _, report = run(graph, hw, DEFAULT_PIPELINE)
+        bound = max(report.lower_bounds["compute_cycles"], report.lower_bounds["dram_cycles"])
+        print(f"GEMM {'x'.join(map(str, shape)):15s} {hw_name:9s} {budget >> 10:5d} KiB  latency "
+              f"{report.cycles:14,.0f} = {report.cycles / bound:.3f} x max(compute, bus bytes / bandwidth)")
+    graph = matmul_graph(512, 768, 768)
+    untiled = systolic_cycles(graph.ops[0].gemm, 128, 128, "os")
+    for size in ("192KiB", "64KiB"):
+        sized = load_hw("edge-npu", {"cores.pe_rows": "128", "cores.pe_cols": "128", "scratchpad.size": size,
+                                     "scratchpad.bytes_per_cycle": "512", "cores.accumulator_size": "64KiB"})
+        plan, _ = run(graph, sized, DEFAULT_PIPELINE)
+        tiled = sum(op_cycles(op, plan.bound_graph, sized)[0] for op in plan.bound_graph.ops if op.gemm is not None)
+        print(f"GEMM 512x768x768 on a 128x128 os array at {size}: tiled array cycles {tiled:,.0f} = "
+              f"{tiled / untiled:.3f} x untiled")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
