@@ -302,3 +302,15 @@ def test_the_validator_refuses_a_strided_view_that_misses_what_the_tile_reads():
     assert not _covered(tiled, tile, x, region, None)
     shifted = region[:2] + ((region[2][0] + 1, region[2][1] + 1),) + region[3:]
     assert not _covered(tiled, tile, x, shifted, (1, 1, 2, 2))
+
+
+def test_a_tile_whose_window_reads_only_padding_still_has_an_input_box():
+    """A 1×1 conv of stride 3 with pads 1: output row 0 reads only the padding row. Tiled
+    small, that tile's input box was empty (a zero-size view, refused as a malformed graph);
+    it now reads one edge row, and the plan validates and simulates."""
+    from npusim.testing.single_ops import _graph
+    attrs = {"kernel_shape": [1, 1], "strides": [3, 3], "pads": [1, 1, 1, 1]}
+    graph = _graph("pad_only", "Conv", attrs, [("x", [1, 32, 61, 61], "input"), ("w", [64, 32, 1, 1], "weight")],
+                   [1, 64, 21, 21])
+    plan, report = simulate(graph, load_hw("mid-npu", {"scratchpad.size": "32KiB"}))
+    assert len(plan.bound_graph.ops) > 1 and report.cycles > 0

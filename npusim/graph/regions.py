@@ -72,7 +72,11 @@ def box_volume(box: Box) -> int:
 def _halo(a: int, b: int, stride: int, pad: int, kernel: int, dilation: int, size: int) -> tuple[int, int]:
     lo = a * stride - pad
     hi = (b - 1) * stride - pad + (kernel - 1) * dilation + 1
-    return max(lo, 0), min(hi, size)
+    lo, hi = max(lo, 0), min(hi, size)
+    if hi <= lo:  # the window reads only padding (a 1×1 conv with pads): one edge row keeps the box real
+        lo = min(lo, size - 1)
+        hi = lo + 1
+    return lo, hi
 
 
 def _spatial(op: Op, rank: int) -> tuple[list[int], list[int], list[int], list[int]]:
