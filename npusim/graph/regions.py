@@ -42,7 +42,6 @@ and stride share a factor) reads only every ``step``-th row and column of its bo
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import functools
 import itertools
 import math
@@ -54,8 +53,14 @@ Box = tuple[tuple[int, int], ...]
 
 
 
-def full_box(shape) -> Box:
+@functools.lru_cache(maxsize=4096)
+def _full_box(shape: tuple[int, ...]) -> Box:
     return tuple((0, d) for d in shape)
+
+
+def full_box(shape) -> Box:
+    """The box of a whole tensor (memoised: a weight's box is asked for by every tile)."""
+    return _full_box(shape) if type(shape) is tuple else tuple((0, d) for d in shape)
 
 
 def box_shape(box: Box) -> tuple[int, ...]:
@@ -120,7 +125,7 @@ def stepped_shape(box: Box, steps: tuple[int, ...] | None) -> tuple[int, ...]:
 
 
 def stepped_volume(box: Box, steps: tuple[int, ...] | None) -> int:
-    return math.prod(stepped_shape(box, steps))
+    return box_volume(box) if steps is None else math.prod(stepped_shape(box, steps))
 
 
 def reduction_size(op: Op, graph: Graph) -> int:
@@ -157,16 +162,19 @@ def input_boxes(op: Op, graph: Graph, out_box: Box, k_range: tuple[int, int] | N
                 last_k: bool = True) -> list[Box | None]:
     """Box of each input (in ``op.inputs`` order) read by the tile ``out_box`` × ``k_range``."""
     start = op.attrs.get("epilogue_from")
+    out_shape = graph.tensors[op.outputs[0]].shape
     if start is not None and len(op.inputs) > start:  # a fused op (npusim.graph.fusion)
-        core = dataclasses.replace(op, inputs=op.inputs[:start])
-        boxes = input_boxes(core, graph, out_box, k_range, last_k)
-        out_shape = graph.tensors[op.outputs[0]].shape
+        boxes = _core_boxes(op, [graph.tensors[t].shape for t in op.inputs[:start]], out_shape, out_box,
+                            k_range, last_k)
         kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
         for t, kind in zip(op.inputs[start:], kinds):
             boxes.append(_epilogue_box(graph.tensors[t].shape, out_shape, out_box, kind) if last_k else None)
         return boxes
-    shapes = [graph.tensors[t].shape for t in op.inputs]
-    out_shape = graph.tensors[op.outputs[0]].shape
+    return _core_boxes(op, [graph.tensors[t].shape for t in op.inputs], out_shape, out_box, k_range, last_k)
+
+
+def _core_boxes(op: Op, shapes: list, out_shape, out_box: Box, k_range, last_k: bool) -> list[Box | None]:
+    """``input_boxes`` of the op's own inputs of ``shapes`` (a fused op's first ones)."""
     kind = op.kind
     if kind == "Conv":
         return _conv_boxes(op, shapes, out_box, k_range, last_k)

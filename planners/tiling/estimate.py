@@ -57,9 +57,37 @@ from npusim.graph.tiling import k_slices, tile_compute
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
 from npusim.hw.costs import STATIONARY_OPERAND, band_count, compute_cycles, cores_per_stream
+from planners.tiling import memo
 
 #: Exponent of the p-norm that combines compute and transfer time (module docstring).
 PIPELINE_NORM = 3.0
+
+
+def op_input_steps(op: Op, graph: Graph) -> list:
+    """``npusim.graph.regions.input_steps``, memoised for the op being tiled (``memo``)."""
+    steps = memo.table("steps", graph, op)
+    if None not in steps:
+        steps[None] = input_steps(op, graph)
+    return steps[None]
+
+
+def op_k_slices(op: Op, graph: Graph, k: int) -> list:
+    """``npusim.graph.tiling.k_slices`` of reduction slices of ``k``, memoised (``memo``)."""
+    slices = memo.table("k_slices", graph, op)
+    found = slices.get(k)
+    if found is None:
+        found = slices[k] = k_slices(op, graph, {"k": k})
+    return found
+
+
+def op_input_boxes(op: Op, graph: Graph, box, k_range=None, last: bool = True) -> tuple:
+    """``npusim.graph.regions.input_boxes`` as a tuple, memoised for the op being tiled (``memo``)."""
+    boxes = memo.table("boxes", graph, op)
+    key = (box, k_range, last)
+    found = boxes.get(key)
+    if found is None:
+        found = boxes[key] = tuple(input_boxes(op, graph, box, k_range, last))
+    return found
 
 
 @dataclass(frozen=True)
@@ -99,10 +127,23 @@ def _slice_classes(slices: list) -> list[tuple[object, int, bool]]:
     return [(r, n, False) for r, n in classes.values()] + [(slices[-1], 1, True)]
 
 
-def _transfer_cycles(tensor, box, hw, image_like: bool, steps=None) -> tuple[float, int, bool]:
+def _transfer_cycles(tensor, box, hw, image_like: bool, steps=None, op: Op | None = None,
+                     graph: Graph | None = None) -> tuple[float, int, bool]:
     """(unloaded cycles, bus bytes, whether its runs are shorter than a burst) of moving
     ``box`` of ``tensor`` (every ``steps``-th element: ``regions.input_steps``): in its storage
-    order, or one run for a weight (stored pre-tiled, ``npusim.plan.layout``)."""
+    order, or one run for a weight (stored pre-tiled, ``npusim.plan.layout``). Memoised for
+    ``op`` of ``graph`` when given (``memo``)."""
+    if op is None:
+        return _transfer_cycles_of(tensor, box, hw, image_like, steps)
+    costs = memo.table("transfers", graph, op, hw)
+    key = (tensor.id, box, steps, image_like)
+    found = costs.get(key)
+    if found is None:
+        found = costs[key] = _transfer_cycles_of(tensor, box, hw, image_like, steps)
+    return found
+
+
+def _transfer_cycles_of(tensor, box, hw, image_like: bool, steps=None) -> tuple[float, int, bool]:
     if tensor.kind == "weight":
         shape, strides, offset = (stepped_volume(box, steps),), (1,), 0
     else:
@@ -118,7 +159,17 @@ def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str =
                   run: str | None = None) -> tuple[float, int]:
     """(cycles, stream bands) of one tile's compute (``acc`` = ``"core"``: a reduction slice
     chained in the core's accumulators; ``run``: its position in a run of tiles sharing the
-    operand the array holds still, ``"run-first"``, ``"run-middle"`` or ``"run-last"``)."""
+    operand the array holds still, ``"run-first"``, ``"run-middle"`` or ``"run-last"``).
+    Memoised for the op being tiled (``memo``)."""
+    costs = memo.table("tile_compute", graph, op, hw)
+    key = (box, k_range, last, acc, run)
+    found = costs.get(key)
+    if found is None:
+        found = costs[key] = _tile_compute_of(op, graph, box, k_range, last, hw, acc, run)
+    return found
+
+
+def _tile_compute_of(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str, run: str | None) -> tuple[float, int]:
     macs, gemm = tile_compute(op, graph, box, k_range)
     out = graph.tensors[op.outputs[0]]
     share = box_volume(box) / max(out.elements, 1)
@@ -128,7 +179,7 @@ def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str =
     compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
                                 cores, "epilogue" in op.attrs, chained)
     moved = out.itemsize * box_volume(box) if last or chained is None else 0
-    for t, region, steps in zip(op.inputs, input_boxes(op, graph, box, k_range, last), input_steps(op, graph)):
+    for t, region, steps in zip(op.inputs, op_input_boxes(op, graph, box, k_range, last), op_input_steps(op, graph)):
         if region is not None:
             moved += graph.tensors[t].itemsize * stepped_volume(region, steps)
     bands = band_count(op.kind, gemm, box_volume(box), hw, cores)
@@ -141,7 +192,7 @@ def run_length(op: Op, graph: Graph, spec: dict, hw) -> int:
     innermost tiled loops whose blocks read the same view of it. 1 when the array keeps
     nothing between tiles (os, an unrolled array, a split reduction)."""
     operand = STATIONARY_OPERAND.get(hw.cores.dataflow)
-    if operand is None or hw.cores.unroll or op.gemm is None or len(k_slices(op, graph, spec)) > 1:
+    if operand is None or hw.cores.unroll or op.gemm is None or len(op_k_slices(op, graph, spec.get("k", 0))) > 1:
         return 1
     index = 0 if operand == "a" else 1
     shape, block = graph.tensors[op.outputs[0]].shape, spec["block"]
@@ -165,7 +216,7 @@ def operand_moves(op: Op, graph: Graph, block, index: int, d: int) -> bool:
     box = tuple((0, min(b, n)) for b, n in zip(block, shape))
     moved = list(box)
     moved[d] = (min(block[d], shape[d]), min(2 * block[d], shape[d]))
-    return input_boxes(op, graph, box)[index] != input_boxes(op, graph, tuple(moved))[index]
+    return op_input_boxes(op, graph, box)[index] != op_input_boxes(op, graph, tuple(moved))[index]
 
 
 def _tile_cycles(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str, run: int) -> tuple[float, int]:
@@ -186,7 +237,7 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     many times input i is loaded in the spec's loop order; ``ahead``: how many tiles' loads
     can be in flight at once (the next tile's, and more where the scratchpad has room)."""
     out = graph.tensors[op.outputs[0]]
-    slices = k_slices(op, graph, spec)
+    slices = op_k_slices(op, graph, spec.get("k", 0))
     classes = _slice_classes(slices)
     compute = dma = 0.0
     bus = 0.0
@@ -194,18 +245,18 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     short = False
     load_cost = [None] * len(op.inputs)
     run = run_length(op, graph, spec, hw)
-    steps = input_steps(op, graph)
+    steps = op_input_steps(op, graph)
     for box, count in _box_classes(out.shape, spec["block"]):
         per_tile, bands = 0.0, 1
         for k_range, n, last in classes:
             cycles, bands = _tile_cycles(op, graph, box, k_range, last, hw, spec.get("acc", "scratchpad"), run)
             per_tile += cycles * n
-            for i, region in enumerate(input_boxes(op, graph, box, k_range, last)):
+            for i, region in enumerate(op_input_boxes(op, graph, box, k_range, last)):
                 if region is not None and load_cost[i] is None:
                     t = graph.tensors[op.inputs[i]]
-                    load_cost[i] = _transfer_cycles(t, region, hw, t.name in image_like, steps[i])
+                    load_cost[i] = _transfer_cycles(t, region, hw, t.name in image_like, steps[i], op, graph)
         compute += per_tile * count
-        store_cycles, store_bus, store_short = _transfer_cycles(out, box, hw, out.name in image_like)
+        store_cycles, store_bus, store_short = _transfer_cycles(out, box, hw, out.name in image_like, None, op, graph)
         short = short or store_short
         dma += store_cycles * count
         bus += store_bus * count
@@ -250,14 +301,9 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     return Estimate(bound + fill, compute, dma, int(bus), short)
 
 
-#: Compute cycles of the specs of the op being tiled (``lower_bound``); cleared per op.
-_COMPUTE: dict[tuple, float] = {}
-
-
 def clear_memo() -> None:
-    """Forget the memoised compute of the previous op's candidates (the tiler calls it per op,
-    so a graph's id cannot be reused meanwhile)."""
-    _COMPUTE.clear()
+    """Forget what was memoised for the previous op's candidates (``memo.forget``)."""
+    memo.forget()
 
 
 def lower_bound(op: Op, graph: Graph, spec: dict, traffic: float, hw) -> float:
@@ -266,16 +312,17 @@ def lower_bound(op: Op, graph: Graph, spec: dict, traffic: float, hw) -> float:
     tiler estimates its candidates in this order and stops early."""
     acc = spec.get("acc", "scratchpad")
     run = run_length(op, graph, spec, hw)
-    key = (id(graph), op.id, tuple(spec["block"]), spec.get("k", 0), acc, run)
-    compute = _COMPUTE.get(key)
+    computed = memo.table("spec_compute", graph, op, hw)
+    key = (tuple(spec["block"]), spec.get("k", 0), acc, run)
+    compute = computed.get(key)
     if compute is None:
         out = graph.tensors[op.outputs[0]]
-        classes = _slice_classes(k_slices(op, graph, spec))
+        classes = _slice_classes(op_k_slices(op, graph, spec.get("k", 0)))
         compute = 0.0
         for box, count in _box_classes(out.shape, spec["block"]):
             compute += count * sum(n * _tile_cycles(op, graph, box, k_range, last, hw, acc, run)[0]
                                    for k_range, n, last in classes)
-        _COMPUTE[key] = compute
+        computed[key] = compute
     return max(compute, traffic / hw.dram_bytes_per_cycle)
 
 

@@ -48,6 +48,7 @@ is no plan: the error names the op and that minimum.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -58,13 +59,17 @@ from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
 from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    box_volume, input_boxes, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
+    box_volume, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.hw.costs import STATIONARY_OPERAND
 from npusim.plan.layout import image_like_tensors, storage_order
 from npusim.planner_options import Option
-from planners.tiling.estimate import clear_memo, estimate, estimate_untiled, lower_bound, operand_moves, store_cycles
+from planners.tiling import memo
+from planners.tiling.estimate import (
+    clear_memo, estimate, estimate_untiled, lower_bound, op_input_boxes, op_input_steps, op_k_slices, operand_moves,
+    store_cycles,
+)
 
 PREFERENCES = ("spatial", "channels", "reduction", "outer", "contiguous")
 OBJECTIVES = ("time", "bytes")
@@ -133,6 +138,7 @@ class Tiler:
                         f"at a budget of {ctx.capacity} B the tiled graph would have more than {max_tiles:,} tiles "
                         f"(op {op.name!r} alone: {count_tiles(op, graph, specs[op.name]):,}); raise the budget, "
                         "or the limit with the planner option max_tiles")
+        memo.forget()  # let the last op's graph go
         ctx.tiling = specs
         if specs:
             ctx.graph = expand(graph, specs)
@@ -229,7 +235,6 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
 
 def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like,
                  chosen: dict | None) -> dict:
-    _WORKING_SETS.clear()
     clear_memo()
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
@@ -375,7 +380,7 @@ def _aligned_to_producers(op: Op, graph: Graph, chosen: dict, capacity: int, ali
         free = [d for d, (n, m) in enumerate(zip(tensor.shape, out_shape)) if n != m]
         for _ in range(8):
             box = tuple((0, min(b, n)) for n, b in zip(out_shape, blocks))
-            if input_boxes(op, graph, box)[i] != written:
+            if op_input_boxes(op, graph, box)[i] != written:
                 break  # this op does not read the producer's tiles one for one
             if tensor.size + _working_set(op, graph, blocks, 0, align) <= capacity:
                 order, inputs = found.get(tuple(blocks), (spec.get("order"), frozenset()))
@@ -402,10 +407,10 @@ def _view_sizes(op: Op, graph: Graph, blocks: list[int], k: int) -> list[int]:
     """Bytes of each input's view in the first tile."""
     shape = graph.tensors[op.outputs[0]].shape
     box = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
-    slices = k_slices(op, graph, {"block": blocks, "k": k})
-    views = input_boxes(op, graph, box, slices[0], len(slices) == 1)
+    slices = op_k_slices(op, graph, k)
+    views = op_input_boxes(op, graph, box, slices[0], len(slices) == 1)
     return [0 if r is None else graph.tensors[t].itemsize * stepped_volume(r, g)
-            for t, r, g in zip(op.inputs, views, input_steps(op, graph))]
+            for t, r, g in zip(op.inputs, views, op_input_steps(op, graph))]
 
 
 def _tiles_ahead(op: Op, graph: Graph, spec: dict, align: int, capacity: int, reads=None) -> int:
@@ -415,8 +420,8 @@ def _tiles_ahead(op: Op, graph: Graph, spec: dict, align: int, capacity: int, re
     blocks, k = spec["block"], spec.get("k", 0)
     shape = graph.tensors[op.outputs[0]].shape
     box = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
-    slices = k_slices(op, graph, spec)
-    views = input_boxes(op, graph, box, slices[0], len(slices) == 1)
+    slices = op_k_slices(op, graph, spec.get("k", 0))
+    views = op_input_boxes(op, graph, box, slices[0], len(slices) == 1)
     inputs = sum(aligned(graph.tensors[t].itemsize * box_volume(r), align) for t, r in zip(op.inputs, views) if r is not None)
     spare = capacity - _working_set(op, graph, blocks, k, align, spec.get("acc", "scratchpad")) - getattr(reads, "kept", 0)
     return 1 + min(PREFETCH_DEPTH - 1, max(spare, 0) // max(inputs, 1))
@@ -599,9 +604,10 @@ def _tile_bytes(op, graph, box, k_range, last, align, acc="scratchpad") -> int:
     reads the one this one writes, so they are not doubled) unless they stay in the core's
     accumulators (``acc`` = ``"core"``)."""
     seen = {}
-    for t, region, steps in zip(op.inputs, input_boxes(op, graph, box, k_range, last), input_steps(op, graph)):
-        if region is not None:
-            seen[(t, region)] = graph.tensors[t].itemsize * stepped_volume(region, steps)
+    tensors = graph.tensors
+    for t, region, steps in zip(op.inputs, op_input_boxes(op, graph, box, k_range, last), op_input_steps(op, graph)):
+        if region is not None and (t, region) not in seen:
+            seen[(t, region)] = tensors[t].itemsize * stepped_volume(region, steps)
     streamed = sum(aligned(b, align) for b in seen.values())
     out = graph.tensors[op.outputs[0]]
     streamed += aligned(out.itemsize * box_volume(box), align)
@@ -612,6 +618,11 @@ def _tile_bytes(op, graph, box, k_range, last, align, acc="scratchpad") -> int:
 
 def _sample_boxes(shape, blocks):
     """The first, an interior and the last tile: halos make interior tiles the largest."""
+    return _sample_boxes_of(tuple(shape), tuple(blocks))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sample_boxes_of(shape: tuple, blocks: tuple) -> dict:
     picks = []
     for which in ("first", "interior", "last"):
         box = []
@@ -623,27 +634,22 @@ def _sample_boxes(shape, blocks):
     return dict.fromkeys(picks)
 
 
-#: Working sets computed for the op being tiled ((graph, op, blocks, k, align, acc) -> bytes): its
-#: candidates ask for the same blocks again and again. Cleared for every op (``choose_spec``),
-#: so the graph's id cannot be reused meanwhile.
-_WORKING_SETS: dict[tuple, int] = {}
-
-
 def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
     """The double-buffered bytes of the largest tile of a spec (``_tile_bytes`` on the first,
     an interior and the last tile, and the first and last reduction slice)."""
-    key = (id(graph), op.id, tuple(blocks), k, align, acc)
-    found = _WORKING_SETS.get(key)
+    working_sets = memo.table("working_sets", graph, op)  # the candidates ask for the same blocks again and again
+    key = (tuple(blocks), k, align, acc)
+    found = working_sets.get(key)
     if found is not None:
         return found
     shape = graph.tensors[op.outputs[0]].shape
     spec = {"block": blocks, "k": k}
-    slices = k_slices(op, graph, spec)
+    slices = op_k_slices(op, graph, spec.get("k", 0))
     worst = 0
     for box in _sample_boxes(shape, blocks):
         for j in {0, len(slices) - 1}:
             worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align, acc))
-    _WORKING_SETS[key] = worst
+    working_sets[key] = worst
     return worst
 
 
@@ -701,12 +707,12 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
     counts = [-(-n // b) for n, b in zip(shape, blocks)]
     tiled = [d for d in range(len(shape)) if counts[d] > 1]
     base = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
-    slices = k_slices(op, graph, {"block": blocks, "k": k})
+    slices = op_k_slices(op, graph, k)
     first_k = slices[0]
-    regions = input_boxes(op, graph, base, first_k, len(slices) == 1)
+    regions = op_input_boxes(op, graph, base, first_k, len(slices) == 1)
     sizes = [0 if r is None else graph.tensors[t].itemsize * stepped_volume(r, g)
-             for t, r, g in zip(op.inputs, regions, input_steps(op, graph))]
-    k_moved = (input_boxes(op, graph, base, slices[1], len(slices) == 2) if len(slices) > 1 else regions)
+             for t, r, g in zip(op.inputs, regions, op_input_steps(op, graph))]
+    k_moved = (op_input_boxes(op, graph, base, slices[1], len(slices) == 2) if len(slices) > 1 else regions)
     on_k = [len(slices) > 1 and k_moved[i] != regions[i] for i in range(len(op.inputs))]
     # the inputs' boxes once per tiled dimension moved one block (not once per input: a Concat
     # of 10,000 inputs would be quadratic), then which dimensions move each input
@@ -714,7 +720,7 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
     for d in tiled:
         moved = list(base)
         moved[d] = (blocks[d], min(2 * blocks[d], shape[d]))
-        moved_regions[d] = input_boxes(op, graph, tuple(moved), first_k, len(slices) == 1)
+        moved_regions[d] = op_input_boxes(op, graph, tuple(moved), first_k, len(slices) == 1)
     depends = [{d for d in tiled if moved_regions[d][i] != regions[i]} for i in range(len(op.inputs))]
     cache = float("inf") if capacity is None else max(capacity - _working_set(op, graph, blocks, k, align, acc), 0)
     best = None
