@@ -411,3 +411,28 @@ def test_unknown_tensor_ids_and_transfer_kinds_are_violations():
     assert kinds == ["cause", "range"], found
     assert any("tensor id 99" in v.message for v in found)
     assert any("kind 'copy'" in v.message for v in found)
+
+
+def test_the_residency_index_finds_what_a_scan_in_plan_order_finds():
+    """``ResidencyIndex`` bisects a tensor's residencies when they are disjoint in steps and
+    scans them otherwise; on random residencies, overlapping ones included, it must answer
+    every (tensor, step) as the first residency in plan order holding that step."""
+    import random
+
+    from npusim.plan.model import Residency
+    from npusim.plan.validate import ResidencyIndex
+
+    rng = random.Random(7)
+    for _ in range(200):
+        by_tensor = {}
+        for t in range(3):
+            rs = []
+            for _ in range(rng.randint(0, 6)):
+                first = rng.randint(0, 30)
+                rs.append(Residency(first, first + rng.randint(0, 5), rng.randint(0, 9) * 64, t, 64))
+            by_tensor[t] = rs
+        index = ResidencyIndex(by_tensor)
+        for t in range(4):
+            for s in range(-1, 38):
+                scan = next((r for r in by_tensor.get(t, ()) if r.first <= s <= r.last), None)
+                assert index(t, s) is scan, (t, s, by_tensor.get(t))

@@ -45,6 +45,7 @@ the same violations in the same order.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -92,11 +93,12 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     by_tensor = _check_residencies(plan, graph, residencies, name, report)
     _check_overlaps(residencies, name, report, plan, graph)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
-    residency_at = lambda t, s: next((r for r in by_tensor.get(t, ()) if r.first <= s <= r.last), None)  # noqa: E731
+    residency_at = ResidencyIndex(by_tensor)
     fill = _check_filled(plan, graph, by_tensor, loads, name, report)
     _check_operands(plan, graph, residency_at, fill, name, report)
+    first_store = {t: min(tr.step for tr in trs) for t, trs in stores.items() if trs}
     for t, trs in loads.items():
-        _check_loads(graph.tensors[t], trs, stores, residency_at, name, report)
+        _check_loads(graph.tensors[t], trs, first_store, residency_at, name, report)
     for t, trs in stores.items():
         _check_stores(graph.tensors[t], trs, residency_at, fill, name, report)
     _check_written_back(graph, stores, report)
@@ -192,6 +194,29 @@ def _transfers_by_tensor(plan: Plan, graph: Graph, name, report) -> tuple[dict, 
     return loads, stores
 
 
+class ResidencyIndex:
+    """``index(t, s)``: the residency of tensor ``t`` that holds step ``s`` (the first such in
+    plan order), or None. A tensor whose residencies are disjoint in steps (every valid plan's)
+    is searched by bisection, so a weight loaded by thousands of tiles costs no scan per read;
+    overlapping ones (an invalid plan) are scanned in plan order."""
+
+    def __init__(self, by_tensor: dict[int, list]):
+        self.by_tensor = by_tensor
+        self.sorted: dict[int, tuple[list[int], list]] = {}
+        for t, rs in by_tensor.items():
+            ordered = sorted(rs, key=lambda r: r.first)
+            if all(a.last < b.first for a, b in zip(ordered, ordered[1:])):
+                self.sorted[t] = ([r.first for r in ordered], ordered)
+
+    def __call__(self, t: int, s: int):
+        found = self.sorted.get(t)
+        if found is None:
+            return next((r for r in self.by_tensor.get(t, ()) if r.first <= s <= r.last), None)
+        firsts, ordered = found
+        i = bisect.bisect_right(firsts, s) - 1
+        return ordered[i] if i >= 0 and ordered[i].last >= s else None
+
+
 def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> dict:
     """empty_residency: every residency is filled, by its producer or a load within it.
     Returns residency -> the step its data is valid from."""
@@ -200,8 +225,10 @@ def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> d
     for t, rs in by_tensor.items():
         tensor = graph.tensors[t]
         p = None if tensor.producer is None else int(step[tensor.producer])
+        load_steps = sorted(tr.step for tr in loads.get(t, ()))
         for r in rs:
-            candidates = [tr.step for tr in loads.get(t, ()) if r.first <= tr.step <= r.last]
+            i = bisect.bisect_left(load_steps, r.first)  # the first load within the residency, if any
+            candidates = [load_steps[i]] if i < len(load_steps) and load_steps[i] <= r.last else []
             if p is not None and r.first <= p <= r.last:
                 candidates.append(p)
             if candidates:
@@ -235,7 +262,7 @@ def _check_ready(r, fill, s: int, what: str, report) -> None:
         report("not_ready", f"{what} arrives only at step {fill[r]}")
 
 
-def _check_loads(tensor, trs, stores, residency_at, name, report) -> None:
+def _check_loads(tensor, trs, first_store, residency_at, name, report) -> None:
     """duplicate_transfer (one load per residency), then for each load: transfer_residency,
     load_without_copy and cause."""
     if not trs:
@@ -246,7 +273,7 @@ def _check_loads(tensor, trs, stores, residency_at, name, report) -> None:
         where = f"load of {name(tensor.id)!r} at step {tr.step}"
         if residency_at(tensor.id, tr.step) is None:
             report("transfer_residency", f"{where}: the tensor has no residency to load into")
-        _check_cause(tr, _load_cause(tensor, tr, first_load, stores, where, name, report), where, report)
+        _check_cause(tr, _load_cause(tensor, tr, first_load, first_store, where, name, report), where, report)
 
 
 def _check_one_load_per_residency(tensor, trs, residency_at, name, report) -> None:
@@ -262,17 +289,17 @@ def _check_one_load_per_residency(tensor, trs, residency_at, name, report) -> No
                                          f"{r.offset}, steps {r.first}..{r.last}; expected one load per residency")
 
 
-def _load_cause(tensor, tr, first_load: int, stores, where: str, name, report) -> str:
+def _load_cause(tensor, tr, first_load: int, first_store: dict, where: str, name, report) -> str:
     """load_without_copy: a load reads data that is in DRAM (an input or weight, or stored
-    before; a tile read from DRAM: every tile it is read from stored before). Returns the
-    cause the load should give."""
+    before; a tile read from DRAM: every tile it is read from stored before; ``first_store``:
+    tensor -> the step of its first store). Returns the cause the load should give."""
     if tensor.in_dram_initially:
         return "compulsory" if tr.step == first_load else "retrieve"
     if tensor.sources:
         for src in tensor.sources:
-            if not any(st.step < tr.step for st in stores.get(src, ())):
+            if not first_store.get(src, tr.step) < tr.step:
                 report("load_without_copy", f"{where}: its source {name(src)!r} was not stored to DRAM before")
-    elif not any(st.step < tr.step for st in stores.get(tensor.id, ())):
+    elif not first_store.get(tensor.id, tr.step) < tr.step:
         report("load_without_copy", f"{where}: {name(tensor.id)!r} was never stored to DRAM before")
     return "retrieve"
 
