@@ -11,6 +11,7 @@ op inputs/outputs), not the Python objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import functools
 from functools import cached_property
 
 import numpy as np
@@ -25,7 +26,13 @@ TILED_KINDS = ("accumulator",)
 
 
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a contiguous row-major tensor."""
+    """Element strides of a contiguous row-major tensor (memoised by shape: every tile's view
+    asks for its base's)."""
+    return _row_major_strides(shape) if type(shape) is tuple else _row_major_strides.__wrapped__(shape)
+
+
+@functools.lru_cache(maxsize=65536)
+def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = []
     acc = 1
     for dim in reversed(shape):

@@ -34,10 +34,9 @@ import itertools
 import math
 
 import numpy as np
-from dataclasses import replace
 
 from npusim.errors import PlanError
-from npusim.graph.model import Gemm, Graph, Op, View, build_graph, row_major_strides
+from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, build_graph, row_major_strides
 from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
     Box, box_shape, box_volume, full_box, input_boxes, input_steps, reduction_size, stepped_shape,
@@ -372,10 +371,11 @@ def _with_tile_loops(gemm: Gemm, whole: Gemm | None, box: Box, c: int) -> Gemm:
     oy, ox = (extent[2], extent[3]) if len(box) == 4 else (1, extent[2])
     iy = min(loops.sy * (oy - 1) + loops.dy * (loops.fy - 1) + 1, loops.iy or oy)
     ix = min(loops.sx * (ox - 1) + loops.dx * (loops.fx - 1) + 1, loops.ix or ox)
-    tile = replace(loops, b=extent[0], g=gemm.batch, k=gemm.n, c=c, oy=oy, ox=ox, iy=iy, ix=ix)
-    if tile.b * tile.oy * tile.ox != gemm.m or tile.c * tile.fy * tile.fx != gemm.k:
+    if extent[0] * oy * ox != gemm.m or c * loops.fy * loops.fx != gemm.k:
         return gemm
-    return replace(gemm, loops=tile)
+    tile = ConvLoops(b=extent[0], g=gemm.batch, k=gemm.n, c=c, oy=oy, ox=ox, fy=loops.fy, fx=loops.fx,
+                     sy=loops.sy, sx=loops.sx, dy=loops.dy, dx=loops.dx, iy=iy, ix=ix)
+    return Gemm(m=gemm.m, n=gemm.n, k=gemm.k, batch=gemm.batch, loops=tile)
 
 
 #: (MACs, Gemm) of one tile: public for the tiler's time estimate (planners.tiling.estimate).
