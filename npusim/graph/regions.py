@@ -47,7 +47,7 @@ import itertools
 import math
 
 from npusim.graph.model import Graph, Op
-from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE, WINDOW_KINDS
+from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE, WINDOW_KINDS
 
 Box = tuple[tuple[int, int], ...]
 
@@ -129,7 +129,10 @@ def stepped_volume(box: Box, steps: tuple[int, ...] | None) -> int:
 
 
 def reduction_size(op: Op, graph: Graph) -> int:
-    """Length of the reduction dimension a GEMM-like op may be split along (1 if none)."""
+    """Length of the reduction dimension a GEMM-like op may be split along, the number of
+    inputs of an op reduced along its inputs (a Sum of N), 1 if none."""
+    if op.kind in INPUT_REDUCED_KINDS:
+        return len(op.inputs)
     shapes = [graph.tensors[t].shape for t in op.inputs]
     if op.kind == "Conv":
         return shapes[1][1]  # input channels per group
@@ -206,6 +209,9 @@ def _core_boxes(op: Op, shapes: list, out_shape, out_box: Box, k_range, last_k: 
         return [tuple(box)] + [full_box(s) for s in shapes[1:]]
     if kind == "Gather":
         return _gather_boxes(op, shapes, out_box)
+    if kind in INPUT_REDUCED_KINDS and k_range is not None:  # a slice of the inputs reduced (``k``)
+        return [broadcast_box(s, out_shape, out_box) if k_range[0] <= i < k_range[1] else None
+                for i, s in enumerate(shapes)]
     return [broadcast_box(s, out_shape, out_box) for s in shapes]
 
 

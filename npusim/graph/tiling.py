@@ -37,7 +37,7 @@ import numpy as np
 
 from npusim.errors import PlanError
 from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, build_graph, row_major_strides
-from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
+from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
     Box, box_shape, box_volume, full_box, input_boxes, input_steps, reduction_size, stepped_shape,
 )
@@ -69,8 +69,9 @@ def check_spec(op: Op, graph: Graph, spec: dict, where: str = "tiling") -> None:
             or any(not isinstance(b, int) or isinstance(b, bool) or b <= 0 for b in block)):
         raise PlanError(f"{where}[{op.name!r}]: 'block' is {block!r}, expected {len(out_shape)} positive integers "
                         f"(output shape {list(out_shape)})")
-    if not isinstance(k, int) or k < 0 or (k and op.kind not in REDUCTION_TILED_KINDS):
-        raise PlanError(f"{where}[{op.name!r}]: 'k' is {k!r}, expected 0, or a positive slice of the reduction of a GEMM-like op")
+    if not isinstance(k, int) or k < 0 or (k and op.kind not in K_SLICED_KINDS):
+        raise PlanError(f"{where}[{op.name!r}]: 'k' is {k!r}, expected 0, or a positive slice of the reduction of a "
+                        "GEMM-like op or of the inputs of a Sum, Mean, Max or Min")
     acc = spec.get("acc", "scratchpad")
     if acc not in ACCUMULATE or (acc == "core" and not k):
         raise PlanError(f"{where}[{op.name!r}]: 'acc' is {acc!r}, expected 'scratchpad', or 'core' with a reduction "
@@ -102,7 +103,7 @@ def tile_boxes(out_shape, spec: dict):
 
 def k_slices(op: Op, graph: Graph, spec: dict) -> list[tuple[int, int] | None]:
     k = spec.get("k", 0)
-    total = reduction_size(op, graph) if op.kind in REDUCTION_TILED_KINDS else 1
+    total = reduction_size(op, graph) if op.kind in K_SLICED_KINDS else 1
     if not k or k >= total:
         return [None]
     return [(a, min(a + k, total)) for a in range(0, total, k)]
@@ -267,14 +268,12 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
 
 def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
     out = graph.tensors[op.outputs[0]]
-    total = out.elements
     flat = "flat" in spec
     slices = k_slices(op, graph, spec)
     in_core = spec.get("acc") == "core" and len(slices) > 1
     steps = input_steps(op, graph)
     index = 0
     for box in tile_boxes(out.shape, spec):
-        share = box_volume(box) / total
         psum = None
         for j, k_range in enumerate(slices):
             last = j == len(slices) - 1
@@ -300,7 +299,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
                 name=name, kind=op.kind, inputs=inputs, outputs=[output],
                 attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None,
                        **chain, **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
-                macs=macs, vector_ops=math.ceil(op.vector_ops * share) if last else 0, gemm=gemm,
+                macs=macs, vector_ops=math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm=gemm,
             ))
             index += 1
     if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1 and not flat:
@@ -325,6 +324,16 @@ def _mark_runs(tiles: list[dict]) -> None:
             if same_before or same_after:
                 position = "middle" if same_before and same_after else ("last" if same_before else "first")
                 tile["attrs"] = {**tile["attrs"], "runs": {**tile["attrs"].get("runs", {}), operand: position}}
+
+
+def tile_vector_ops(op: Op, graph: Graph, box: Box, k_range, last: bool) -> float:
+    """Vector-unit operations of one tile: its box's share of the op's, all on the last
+    reduction slice (a GEMM's epilogue), or, for an op reduced along its inputs (a Sum of N),
+    on every slice in proportion to the inputs it reads."""
+    share = box_volume(box) / max(graph.tensors[op.outputs[0]].elements, 1)
+    if op.kind in INPUT_REDUCED_KINDS and k_range is not None:
+        return op.vector_ops * share * (k_range[1] - k_range[0]) / max(len(op.inputs), 1)
+    return op.vector_ops * share if last else 0.0
 
 
 def _tile_compute(op: Op, graph: Graph, box: Box, k_range):

@@ -53,7 +53,8 @@ from dataclasses import dataclass
 
 from npusim.graph.model import Graph, Op
 from npusim.graph.regions import box_volume, input_boxes, input_steps, stepped_volume
-from npusim.graph.tiling import k_slices, tile_compute
+from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS
+from npusim.graph.tiling import k_slices, tile_compute, tile_vector_ops
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
 from npusim.hw.costs import STATIONARY_OPERAND, band_count, compute_cycles, cores_per_stream
@@ -172,11 +173,10 @@ def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str =
 def _tile_compute_of(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str, run: str | None) -> tuple[float, int]:
     macs, gemm = tile_compute(op, graph, box, k_range)
     out = graph.tensors[op.outputs[0]]
-    share = box_volume(box) / max(out.elements, 1)
     # on every core of a single-stream program (the tile stage runs before any stream stage)
     cores = cores_per_stream(hw, 1)
     chained = ("last" if last else "first") if acc == "core" and k_range is not None else run
-    compute, _ = compute_cycles(op.kind, gemm, macs, op.vector_ops * share if last else 0, hw,
+    compute, _ = compute_cycles(op.kind, gemm, macs, tile_vector_ops(op, graph, box, k_range, last), hw,
                                 cores, "epilogue" in op.attrs, chained)
     moved = out.itemsize * box_volume(box) if last or chained is None else 0
     for t, region, steps in zip(op.inputs, op_input_boxes(op, graph, box, k_range, last), op_input_steps(op, graph)):
@@ -251,6 +251,10 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
         for k_range, n, last in classes:
             cycles, bands = _tile_cycles(op, graph, box, k_range, last, hw, spec.get("acc", "scratchpad"), run)
             per_tile += cycles * n
+        # each input's view, from the first slice class reading it; an op reduced along its
+        # inputs reads each input in one slice, so all of them count
+        reading = [(None, 1, True)] if op.kind in INPUT_REDUCED_KINDS else classes
+        for k_range, _, last in reading:
             for i, region in enumerate(op_input_boxes(op, graph, box, k_range, last)):
                 if region is not None and load_cost[i] is None:
                     t = graph.tensors[op.inputs[i]]

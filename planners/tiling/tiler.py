@@ -42,6 +42,11 @@ Choosing a spec:
    the fewest bytes on the bus (whole bursts), then DRAM bytes read, then fewer tiles;
    ``bytes`` picks the fewest DRAM bytes read, ties to fewer tiles.
 
+An op reduced along its inputs (a Sum, Mean, Max or Min of N tensors) is split along them as
+a GEMM along K: the greedy halving may halve its inputs per slice, each slice reading ``k``
+of them and the previous slice's partial result, so a Sum of 1,000 inputs does not need a
+piece of every input in each tile.
+
 Below the smallest tile of an op (one output element, the smallest reduction slice) there
 is no plan: the error names the op and that minimum.
 """
@@ -57,7 +62,7 @@ from collections import OrderedDict
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
-from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS, RESHAPE_LIKE
+from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
     box_volume, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
 )
@@ -662,7 +667,7 @@ def _halve_to_fit(op, graph, capacity, align, preference, outer_first=None, fixe
     fixed = fixed or {}
     frozen = set(untileable_dims(op, graph)) | {d for d in fixed if d != "k"}
     blocks = [fixed.get(d, n) for d, n in enumerate(shape)]
-    splittable_k = (op.kind in REDUCTION_TILED_KINDS and not (op.kind == "Conv" and op.attrs.get("group", 1) != 1)
+    splittable_k = (op.kind in K_SLICED_KINDS and not (op.kind == "Conv" and op.attrs.get("group", 1) != 1)
                     and "k" not in fixed)
     k_total = reduction_size(op, graph) if splittable_k else 0
     k = fixed.get("k", 0)
@@ -708,11 +713,15 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
     tiled = [d for d in range(len(shape)) if counts[d] > 1]
     base = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
     slices = op_k_slices(op, graph, k)
-    first_k = slices[0]
+    # An op reduced along its inputs (a Sum of N) reads each input in one slice: every input's
+    # view counts, loaded once per output tile, none of them moving with the slices.
+    by_input = op.kind in INPUT_REDUCED_KINDS
+    first_k = None if by_input else slices[0]
     regions = op_input_boxes(op, graph, base, first_k, len(slices) == 1)
     sizes = [0 if r is None else graph.tensors[t].itemsize * stepped_volume(r, g)
              for t, r, g in zip(op.inputs, regions, op_input_steps(op, graph))]
-    k_moved = (op_input_boxes(op, graph, base, slices[1], len(slices) == 2) if len(slices) > 1 else regions)
+    k_moved = (op_input_boxes(op, graph, base, slices[1], len(slices) == 2) if len(slices) > 1 and not by_input
+               else regions)
     on_k = [len(slices) > 1 and k_moved[i] != regions[i] for i in range(len(op.inputs))]
     # the inputs' boxes once per tiled dimension moved one block (not once per input: a Concat
     # of 10,000 inputs would be quadratic), then which dimensions move each input

@@ -189,6 +189,17 @@ def elementwise(attrs: dict, inputs: Sequence[Shape | None], outputs: Sequence[S
     return OpCost(vector_ops=sum(elements(y) for y in outputs))
 
 
+def variadic(attrs: dict, inputs: Sequence[Shape | None], outputs: Sequence[Shape]) -> OpCost:
+    """A Sum, Max or Min of N inputs: N - 1 two-input operations per output element (one for a
+    single input, a copy); ONNX ``Sum``/``Max``/``Min`` semantics."""
+    return OpCost(vector_ops=elements(outputs[0]) * max(len(inputs) - 1, 1))
+
+
+def mean(attrs: dict, inputs: Sequence[Shape | None], outputs: Sequence[Shape]) -> OpCost:
+    """A Mean of N inputs: N - 1 additions and one scaling per output element."""
+    return OpCost(vector_ops=elements(outputs[0]) * max(len(inputs), 1))
+
+
 def pool(attrs: dict, inputs: Sequence[Shape | None], outputs: Sequence[Shape]) -> OpCost:
     window = _product(attrs.get("kernel_shape", ()))
     return OpCost(vector_ops=elements(outputs[0]) * window)
@@ -228,6 +239,10 @@ def _register() -> dict[str, CostFunction]:
         "MatMul": matmul,
         "BatchNormalization": batch_norm,
         "Resize": resize,
+        "Sum": variadic,
+        "Max": variadic,
+        "Min": variadic,
+        "Mean": mean,
     }
     for op_type in ("MaxPool", "AveragePool", "LpPool"):
         table[op_type] = pool

@@ -25,6 +25,14 @@ GEMM_KINDS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 #: (by blocks of its output, never by K).
 REDUCTION_TILED_KINDS = frozenset({"Conv", "MatMul", "Gemm"})
 
+#: Variadic element-wise reductions (ONNX Sum, Mean, Max, Min of N inputs). The tiler splits
+#: them along their inputs as along a reduction: a tile reads ``k`` of the inputs and a running
+#: partial result, so no tile needs a piece of each of a thousand inputs.
+INPUT_REDUCED_KINDS = frozenset({"Sum", "Mean", "Max", "Min"})
+
+#: Kinds whose tiles may be reduction slices (tile spec ``k``, partial results chained).
+K_SLICED_KINDS = REDUCTION_TILED_KINDS | INPUT_REDUCED_KINDS
+
 #: Kinds that can be grouped (depthwise and grouped convolutions: ``group`` attribute).
 GROUPED_KINDS = frozenset({"Conv", "ConvTranspose"})
 
