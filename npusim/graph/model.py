@@ -41,7 +41,7 @@ def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class View:
     """A strided view of a base tensor (in elements): what a tile is.
 
@@ -55,7 +55,7 @@ class View:
     strides: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tensor:
     """A tensor: a contiguous row-major buffer of ``elements * itemsize`` bytes.
 
@@ -100,7 +100,7 @@ class Tensor:
         return self.kind in ("input", "weight")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConvLoops:
     """A 1-D or 2-D convolution's loop nest, as an unrolled array maps it (``npusim.hw.mapping``;
     ZigZag's layer dimensions): batch ``b``, groups ``g``, output channels ``k`` and input
@@ -141,7 +141,7 @@ def conv_loops(attrs: dict, x: tuple, w: tuple, y: tuple) -> ConvLoops | None:
                      iy=x[2], ix=x[3])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gemm:
     """The (batched) GEMM an op maps to on a PE array: ``batch`` independent M×K·K×N products.
 
@@ -162,7 +162,7 @@ class Gemm:
         return self.batch * self.m * self.n * self.k
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
     """An operator. ``inputs``/``outputs`` are tensor ids in ONNX argument order."""
 

@@ -20,7 +20,7 @@ CAUSES = ("compulsory", "writeback", "spill", "retrieve")
 STATUSES = ("optimal", "feasible", "heuristic", "timed_out", "hand_written")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Residency:
     first: int
     last: int
@@ -29,7 +29,7 @@ class Residency:
     size: int
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Transfer:
     step: int
     kind: str
