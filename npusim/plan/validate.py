@@ -367,6 +367,7 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
         original = untiled.op_by_name[name]
         out = untiled.tensors[original.outputs[0]]
         count = np.zeros(out.elements, dtype=np.uint16)
+        steps = input_steps(original, untiled)
         for op in ops:
             written = tiled.tensors[op.outputs[0]]
             if written.view is None:
@@ -376,7 +377,6 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
             box = tuple(tuple(r) for r in op.attrs["box"])
             needed = [] if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE \
                 else input_boxes(original, untiled, box, tuple(k) if k else None, True)
-            steps = input_steps(original, untiled)
             for t, region, step in zip(original.inputs, needed, steps):
                 if region is None:
                     continue
