@@ -24,12 +24,18 @@ import simpy
 
 
 class SharedBandwidth:
+    """The bus: flows in flight (id -> bytes left, priority), the most urgent ones moving.
+
+    ``_moving`` (the ids of the flows of the most urgent priority, in the order they started)
+    is kept up to date as flows start and end, rather than searched for at every update."""
+
     def __init__(self, env: simpy.Environment, bytes_per_cycle: float) -> None:
         self.env = env
         self.rate = bytes_per_cycle
         self._remaining: dict[int, float] = {}
         self._priority: dict[int, float] = {}
         self._done: dict[int, simpy.Event] = {}
+        self._moving: list[int] = []  # the flows holding the bus: those of the most urgent priority
         self._next_id = 0
         self._last = 0.0
         self._generation = 0
@@ -48,34 +54,34 @@ class SharedBandwidth:
         self._remaining[flow] = float(nbytes)
         self._priority[flow] = priority
         self._done[flow] = done
+        moving = self._moving
+        if not moving or priority == self._priority[moving[0]]:
+            moving.append(flow)  # flow ids grow: the list stays in start order
+        elif priority < self._priority[moving[0]]:
+            self._moving = [flow]
         self._schedule()
         return done
-
-    def _moving(self) -> list[int]:
-        """The flows holding the bus: those of the most urgent priority."""
-        if not self._remaining:
-            return []
-        top = min(self._priority[f] for f in self._remaining)
-        return [f for f in self._remaining if self._priority[f] == top]
 
     def _advance(self) -> None:
         now = self.env.now
         dt = now - self._last
         if self._remaining and dt > 0:
-            moving = self._moving()
+            moving = self._moving
             share = self.rate * dt / len(moving)
+            remaining = self._remaining
             for flow in moving:
-                self._remaining[flow] -= share
+                remaining[flow] -= share
             self.busy_cycles += dt
         self._last = now
 
     def _schedule(self) -> None:
         self._generation += 1
-        moving = self._moving()
+        moving = self._moving
         if not moving:
             return
         generation = self._generation
-        soonest = min(self._remaining[f] for f in moving)
+        remaining = self._remaining
+        soonest = min(remaining[f] for f in moving)
         delay = max(soonest, 0.0) * len(moving) / self.rate
         self.env.timeout(delay).callbacks.append(lambda _event: self._wake(generation))
 
@@ -83,13 +89,22 @@ class SharedBandwidth:
         if generation != self._generation:
             return  # a start or end since then rescheduled the next completion
         self._advance()
-        moving = self._moving()
+        moving, remaining = self._moving, self._remaining
         # Relative tolerance: remaining bytes are floats accumulated over many updates.
-        finished = [f for f in moving if self._remaining[f] <= 1e-6 * max(1.0, self.rate)]
+        limit = 1e-6 * max(1.0, self.rate)
+        finished = [f for f in moving if remaining[f] <= limit]
         if not finished:
-            finished = [min(moving, key=self._remaining.get)]
+            finished = [min(moving, key=remaining.get)]
         for flow in finished:
-            del self._remaining[flow]
+            del remaining[flow]
             del self._priority[flow]
             self._done.pop(flow).succeed()
+        self._moving = [f for f in moving if f in remaining] or self._most_urgent()
         self._schedule()
+
+    def _most_urgent(self) -> list[int]:
+        """The flows of the most urgent priority among those in flight, in start order."""
+        if not self._remaining:
+            return []
+        top = min(self._priority[f] for f in self._remaining)
+        return [f for f in self._remaining if self._priority[f] == top]

@@ -19,8 +19,9 @@ Time is counted in core clock cycles.
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import replace
+from heapq import heappop
 
 import simpy
 
@@ -43,6 +44,11 @@ from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 
+
+#: The critical-path causes of a DMA command's parts, by kind: overhead, latency, bandwidth,
+#: bank timing (``npusim.sim.critical_path``).
+DMA_CAUSES = {kind: (f"{kind}_overhead", f"{kind}_latency", f"{kind}_bandwidth", f"{kind}_bank_timing")
+              for kind in ("load", "store")}
 
 #: The critical-path cause of each bound ``op_cycles`` reports.
 BOUND_CAUSE = {"array": "array", "vector": "vector", "scratchpad": "scratchpad_bandwidth"}
@@ -69,8 +75,8 @@ class CountingEnvironment(simpy.Environment):
         self.max_seconds = max_seconds
         self.deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
-    def step(self) -> None:
-        self.processed += 1
+    def _check_guards(self) -> None:
+        """The per-event guards (event budget, progress report, wall clock), run on every event."""
         if self.max_events is not None and self.processed > self.max_events:
             raise SimulationError(f"simulation stopped at cycle {self.now:,.0f}: more than {self.max_events:,} "
                                   f"events (MAX_EVENTS_PER_COMMAND = {MAX_EVENTS_PER_COMMAND} per command); "
@@ -81,7 +87,52 @@ class CountingEnvironment(simpy.Environment):
             raise SimulationError(f"simulation stopped at cycle {self.now:,.0f} after {self.processed:,} events: "
                                   f"over the wall-clock guard of {self.max_seconds:g} s; raise it with "
                                   "NPUSIM_SIM_MAX_SECONDS or simulate a smaller budget/graph")
+
+    def step(self) -> None:
+        self.processed += 1
+        self._check_guards()
         super().step()
+
+    def run(self, until=None):
+        """Process every event, as ``simpy.Environment.run()`` with no ``until`` does.
+
+        The loop is SimPy's ``step`` inlined (pop the earliest (time, priority, id), run its
+        callbacks, crash on a failed event nobody defused), so the events run in exactly
+        SimPy's order; only the events a guard can act on (every 256th, the one past the
+        budget) go through ``step`` and its guards: a method call per event is most of what
+        the wrapper cost."""
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        every = math.gcd(256, PROGRESS_EVERY)  # the guards act only on multiples of this count ...
+        budget = self.max_events if self.max_events is not None else math.inf  # ... or past the budget
+        processed = self.processed
+        try:
+            while True:
+                guarded = min(processed - processed % every + every, budget + 1)
+                while processed + 1 < guarded and queue:
+                    self._now, _, _, event = heappop(queue)
+                    processed += 1
+                    callbacks, event.callbacks = event.callbacks, None
+                    for callback in callbacks:
+                        callback(event)
+                    if not event._ok and not hasattr(event, "_defused"):
+                        self.processed = processed
+                        _crash(event)
+                # the event a guard may act on, or the empty queue: through step(), which
+                # counts and checks it first (the empty queue's step too, as SimPy's run does)
+                self.processed = processed
+                self.step()
+                processed = self.processed
+        except simpy.core.EmptySchedule:
+            return None
+
+
+def _crash(event) -> None:
+    """Raise a failed event's exception, as ``simpy.Environment.step`` does."""
+    exc = type(event._value)(*event._value.args)
+    exc.__cause__ = event._value
+    raise exc
 
 
 class _Machine:
@@ -106,6 +157,7 @@ class _Machine:
         self.timeline: list[TimelineEntry] = []
         self.timings = [CommandTiming() for _ in program.commands]
         self.free_channels = list(range(hw.dma.channels))
+        self.dma_lanes = [f"dma{channel}" for channel in range(hw.dma.channels)]
         self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed)
         self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data)
         self.dram_flows = 0
@@ -124,6 +176,7 @@ class _Machine:
         self._cycles: dict[int, float] = {}
         self._energy: dict[int, dict] = {}
         self._streaming(program)
+        self._accesses(program)
         for r, users in enumerate(program.residency_users):
             if not users:
                 self.scratchpad.release(r)
@@ -141,24 +194,38 @@ class _Machine:
         self.streams_from: list[tuple[int, ...]] = [()] * len(commands)
         self.band_done: dict[int, simpy.Event] = {}
         for c in commands:
+            if not c.streamed:
+                continue
             streamed = tuple(w for w in c.streamed if w in c.waits)  # a streamed wait is still a wait
             if not streamed:
                 continue
-            c = replace(c, streamed=streamed)
             if c.kind == "compute":
                 if self.bands[c.id] < 2:
                     continue
-                for w in c.streamed:
+                for w in streamed:
                     if w not in self.band_done:
                         self.bands[w] = self.bands[c.id]
                         self.band_done[w] = self.env.event()
-                self.streams_from[c.id] = c.streamed
+                self.streams_from[c.id] = streamed
             else:  # a store streams from the op that produced what it stores
-                producer = c.streamed[0]
+                producer = streamed[0]
                 if self.bands[producer] >= 2:
                     self.bands[c.id] = self.bands[producer]
                     self.band_done.setdefault(producer, self.env.event())
-                    self.streams_from[c.id] = c.streamed
+                    self.streams_from[c.id] = streamed
+
+    def _accesses(self, program: Program) -> None:
+        """Each command's scratchpad accesses as the tuples the scratchpad checks take
+        (residency, tensor name, offset, size), and the residencies it touches (released
+        when their last user completes): built once, not on every run of the command."""
+        names = [t.name for t in self.graph.tensors]
+
+        def args(accesses):
+            return tuple((a.residency, names[a.tensor], a.offset, a.size) for a in accesses)
+
+        self.reads_of = [args(c.reads) for c in program.commands]
+        self.writes_of = [args(c.writes) for c in program.commands]
+        self.touched = [tuple(a.residency for a in c.reads + c.writes) for c in program.commands]
 
     # -- helpers -----------------------------------------------------------------------------
     def _who(self, cmd: Command) -> str:
@@ -166,17 +233,13 @@ class _Machine:
             return f"op {self.graph.ops[cmd.op].name!r} at step {cmd.step} ({cmd.queue})"
         return f"{cmd.kind} of {self.graph.tensors[cmd.tensor].name!r} at step {cmd.step} ({cmd.queue})"
 
-    def _pending(self, cmd: Command):
-        """Semaphores of ``cmd`` not yet signalled (waited for one by one: no condition events)."""
-        done = self.done
-        return [done[w] for w in cmd.waits if not done[w].processed]
-
     def _complete(self, cmd: Command) -> None:
         self.done[cmd.id].succeed()
-        for a in cmd.reads + cmd.writes:
-            self.users_left[a.residency] -= 1
-            if self.users_left[a.residency] == 0:
-                self.scratchpad.release(a.residency)
+        users_left = self.users_left
+        for r in self.touched[cmd.id]:
+            users_left[r] -= 1
+            if users_left[r] == 0:
+                self.scratchpad.release(r)
         self._sample_occupancy()
 
     def _tensor(self, t: int) -> str:
@@ -188,27 +251,23 @@ class _Machine:
         the queue's previous command (at its end, or at its start for an in-order DMA queue)
         or the semaphore signalled last (at its first band for a streamed wait); ties go to
         the queue."""
-        timing = self.timings[cmd.id]
+        timings, done = self.timings, self.done
+        timing = timings[cmd.id]
         timing.ready = self.env.now
         best, best_time, at = None, -1.0, "end"
         if previous is not None:
-            p = self.timings[previous]
+            p = timings[previous]
             at = "start" if previous_at_start else "end"
             best, best_time = previous, (p.start if previous_at_start else p.end)
         for w in cmd.waits:
-            t = self.timings[w]
-            when, how = (t.end, "end") if self.done[w].processed else (t.band, "band")  # a streamed wait: its band
+            t = timings[w]
+            if done[w].callbacks is None:  # processed (Event.processed, without the property call)
+                when, how = t.end, "end"
+            else:  # a streamed wait: its band
+                when, how = t.band, "band"
             if when > best_time:
                 best, best_time, at = w, when, how
         timing.binding, timing.binding_at = best, at
-
-    def _wait_ready(self, cmd: Command):
-        """Wait for ``cmd``'s semaphores: a streamed one only until its first band is done."""
-        streamed = self.streams_from[cmd.id]
-        for w in cmd.waits:
-            if self.done[w].processed:
-                continue
-            yield self.band_done[w] if w in streamed else self.done[w]
 
     def _stream_tail(self, cmd: Command, late: list[int], own_last_band: dict):
         """After ``cmd`` did all but its last band: wait for the streamed commands in ``late``
@@ -243,24 +302,29 @@ class _Machine:
         core = self.cores[mine[0]]
         # A core that serves only this stream needs no arbitration (saves two events per op).
         shared = self.program.streams > len(self.cores)
+        env, done, scratchpad, ops = self.env, self.done, self.scratchpad, self.graph.ops
+        reads_of, writes_of = self.reads_of, self.writes_of
         previous = None
         for cmd in commands:
-            yield from self._wait_ready(cmd)
+            streamed = self.streams_from[cmd.id]
+            for w in cmd.waits:  # _wait_ready, inlined: one generator less per op
+                if done[w].callbacks is not None:  # not processed yet
+                    yield self.band_done[w] if w in streamed else done[w]
             self._bind(cmd, previous, False)
             if shared:
                 req = core.request()
                 yield req
             timing = self.timings[cmd.id]
-            timing.start, timing.lane = self.env.now, lane
-            op = self.graph.ops[cmd.op]
+            timing.start, timing.lane = env.now, lane
+            op = ops[cmd.op]
             who = lambda cmd=cmd: self._who(cmd)  # noqa: E731  (formatted only for an error)
-            arriving = [w for w in self.streams_from[cmd.id] if not self.done[w].processed]
-            streaming = {a.residency for w in arriving for a in self.program.commands[w].writes}
-            for a in cmd.reads:
-                if a.residency not in streaming:  # a band-streamed input is checked when it has all arrived
-                    self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-            for a in cmd.writes:
-                self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+            arriving = [w for w in streamed if done[w].callbacks is not None]  # streamed, not processed
+            streaming = {a[0] for w in arriving for a in writes_of[w]}
+            for r, name, offset, size in reads_of[cmd.id]:
+                if r not in streaming:  # a band-streamed input is checked when it has all arrived
+                    scratchpad.check_read(r, name, offset, size, who)
+            for r, name, offset, size in writes_of[cmd.id]:
+                scratchpad.claim(r, name, offset, size, who)
             self._sample_occupancy()
             (cycles, bound), per_core = self._op_cycles(op)
             if self.schedule is not None:
@@ -275,14 +339,14 @@ class _Machine:
             if arriving:  # inputs still arriving: all bands but the last, then wait for them
                 yield self.env.timeout(cycles * (bands - 1) / bands)
                 yield from self._stream_tail(cmd, arriving, {cause: cycles / bands})
-                for a in cmd.reads:
-                    if a.residency in streaming:
-                        self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+                for r, name, offset, size in reads_of[cmd.id]:
+                    if r in streaming:
+                        scratchpad.check_read(r, name, offset, size, who)
                 yield self.env.timeout(cycles / bands)
             else:
                 yield self.env.timeout(cycles)
-            for a in cmd.writes:
-                self.scratchpad.fill(a.residency)
+            for a in writes_of[cmd.id]:
+                scratchpad.fill(a[0])
             slowest = max(per_core)  # a core computes its slice, stretched as the whole op is
             for c, busy in zip(mine, per_core):
                 self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
@@ -304,8 +368,12 @@ class _Machine:
 
     def dma_queue(self, commands: list[Command]):
         previous = None
+        done = self.done
         for cmd in commands:
-            yield from self._wait_ready(cmd)
+            streamed = self.streams_from[cmd.id]
+            for w in cmd.waits:  # _wait_ready, inlined: one generator less per transfer
+                if done[w].callbacks is not None:  # not processed yet
+                    yield self.band_done[w] if w in streamed else done[w]
             self._bind(cmd, previous, True)
             req = self.channels.request()
             yield req
@@ -315,32 +383,33 @@ class _Machine:
 
     def _dma(self, cmd: Command, req):
         who = lambda: self._who(cmd)  # noqa: E731  (formatted only for an error)
-        producing = [w for w in self.streams_from[cmd.id] if not self.done[w].processed]  # results still being computed
-        for a in cmd.writes:
-            self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+        done, scratchpad, env = self.done, self.scratchpad, self.env
+        streamed = self.streams_from[cmd.id]
+        producing = [w for w in streamed if done[w].callbacks is not None] if streamed else streamed  # results still being computed
+        for access in self.writes_of[cmd.id]:
+            scratchpad.claim(*access, who)
         if not producing:
-            for a in cmd.reads:
-                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+            for access in self.reads_of[cmd.id]:
+                scratchpad.check_read(*access, who)
         self._sample_occupancy()
         if self.dram_memory is not None:  # plans with a DRAM layout: live DRAM data is checked too
             self.dram_memory.start(cmd, who)
         channel = self.free_channels.pop(0)
-        lane = f"dma{channel}"
-        start = self.env.now
+        lane = self.dma_lanes[channel]
+        start = env.now
         cost = cmd.cost
         setup = cost.descriptors * self.hw.dma.setup_cycles
         latency = self.dram_latency
         if self.schedule is not None:  # delay DMAs too (by their unloaded time x (stretch - 1)): races with loads show
             setup += (self.schedule.stretch(cmd.queue) - 1.0) * unloaded_cycles(cost, self.hw)
-        yield self.env.timeout(setup + latency)
-        flowing = self.env.now
+        yield env.timeout(setup + latency)
+        flowing = env.now
         self._sample_dram(+1)
         urgency = cmd.step + (0.5 if cmd.kind == "store" else 0.0)  # the bus serves earlier steps first
         timing = self.timings[cmd.id]
         bands = self.bands[cmd.id]
-        overhead, waiting = f"{cmd.kind}_overhead", f"{cmd.kind}_latency"
-        moving_cause = f"{cmd.kind}_bandwidth"
-        if cmd.id in self.band_done or producing:
+        overhead, waiting, moving_cause, bank_cause = DMA_CAUSES[cmd.kind]
+        if producing or cmd.id in self.band_done:
             # in bands: the first signals a streaming consumer; a store's last waits for the op
             first = cost.bus_bytes / bands
             yield self.dram.transfer(first, urgency, cmd)
@@ -364,9 +433,9 @@ class _Machine:
             yield self.dram.transfer(cost.bus_bytes, urgency, cmd)
         self._sample_dram(-1)
         if producing:
-            for a in cmd.reads:
-                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-        moving = self.env.now - flowing
+            for access in self.reads_of[cmd.id]:
+                scratchpad.check_read(*access, who)
+        moving = env.now - flowing
         addresses_left = flowing + address_cycles(cost, self.hw) - self.env.now
         if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
             yield self.env.timeout(addresses_left)
@@ -374,8 +443,8 @@ class _Machine:
                 timing.tail_parts[overhead] = addresses_left
         if self.dram_memory is not None:
             self.dram_memory.finish(cmd)
-        for a in cmd.writes:
-            self.scratchpad.fill(a.residency)
+        for access in self.writes_of[cmd.id]:
+            scratchpad.fill(access[0])
         self.channels.release(req)
         self.free_channels.append(channel)
         self.free_channels.sort()
@@ -386,7 +455,7 @@ class _Machine:
             bank = min(moving, self.dram.bank_cycles(cmd))
             if bank > 0:
                 timing.parts[moving_cause] = moving - bank
-                timing.parts[f"{cmd.kind}_bank_timing"] = bank
+                timing.parts[bank_cause] = bank
         e = self.hw.energy
         # DRAM energy on what crosses the bus (whole bursts), as the timing; a load reads DRAM
         # and writes the scratchpad, a store the reverse
