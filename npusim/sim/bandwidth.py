@@ -21,6 +21,7 @@ SimPy events per transfer, not one per burst.
 from __future__ import annotations
 
 import simpy
+from simpy.events import Event, Timeout  # built directly: env.event() and env.timeout() go through a descriptor
 
 
 class SharedBandwidth:
@@ -44,7 +45,7 @@ class SharedBandwidth:
     def transfer(self, nbytes: float, priority: float = 0.0, cmd=None) -> simpy.Event:
         """An event that fires when ``nbytes`` have crossed the bus (lower ``priority`` first);
         ``cmd`` (the DMA command) is for ``npusim.dram.model.BankedDram``, ignored here."""
-        done = self.env.event()
+        done = Event(self.env)
         if nbytes <= 0:
             done.succeed()
             return done
@@ -83,7 +84,7 @@ class SharedBandwidth:
         remaining = self._remaining
         soonest = min(remaining[f] for f in moving)
         delay = max(soonest, 0.0) * len(moving) / self.rate
-        self.env.timeout(delay).callbacks.append(lambda _event: self._wake(generation))
+        Timeout(self.env, delay).callbacks.append(lambda _event: self._wake(generation))
 
     def _wake(self, generation: int) -> None:
         if generation != self._generation:

@@ -24,6 +24,7 @@ import time
 from heapq import heappop
 
 import simpy
+from simpy.events import Event, Timeout  # built directly: env.event() and env.timeout() go through a descriptor
 
 from npusim.errors import SimulationError
 from npusim.util.env_knobs import sim_max_seconds
@@ -36,7 +37,7 @@ from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.hw.costs import (
-    array_macs, array_pes, cores_per_stream, level_energy, op_core_cycles, op_cycles, register_accesses,
+    array_macs, array_pes, cores_per_stream, level_energy, op_core_cycles, register_accesses,
     scratchpad_bytes, stream_bands,
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
@@ -135,6 +136,37 @@ def _crash(event) -> None:
     raise exc
 
 
+class _Task:
+    """A SimPy process nobody waits for (a DMA transfer), driven without ``simpy.Process``.
+
+    It starts as a Process does (an URGENT event scheduled now, so it runs at the same point
+    of the event order), resumes its generator on each event it yields, and simply stops at
+    the end: a Process would also schedule its own end, an event with no callbacks, one per
+    transfer. Every event the generator yields succeeds (no failure to throw in); an error in
+    it propagates from the event loop at once, where a Process would raise it when its
+    failed end event came up."""
+
+    __slots__ = ("generator",)
+
+    def __init__(self, env: simpy.Environment, generator) -> None:
+        self.generator = generator
+        start = simpy.Event(env)
+        start._ok, start._value = True, None
+        start.callbacks.append(self._resume)
+        env.schedule(start, simpy.events.URGENT)
+
+    def _resume(self, event) -> None:
+        send = self.generator.send
+        while True:
+            try:
+                event = send(event._value)
+            except StopIteration:
+                return
+            if event.callbacks is not None:  # not processed yet: resume when it is
+                event.callbacks.append(self._resume)
+                return
+
+
 class _Machine:
     def __init__(self, program: Program, hw: Hardware, jitter: float, seed: int | None, progress=silent):
         self.program, self.graph, self.hw = program, program.graph, hw
@@ -152,12 +184,13 @@ class _Machine:
             self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
             self.dram_latency = hw.dram_latency_cycles
         self.scratchpad = TaggedScratchpad(program.capacity)
-        self.done = [self.env.event() for _ in program.commands]
+        self.done = [Event(self.env) for _ in program.commands]
         self.users_left = [len(u) for u in program.residency_users]
         self.timeline: list[TimelineEntry] = []
         self.timings = [CommandTiming() for _ in program.commands]
         self.free_channels = list(range(hw.dma.channels))
         self.dma_lanes = [f"dma{channel}" for channel in range(hw.dma.channels)]
+        self.dma_setup_cycles = hw.dma.setup_cycles
         self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed)
         self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data)
         self.dram_flows = 0
@@ -253,7 +286,7 @@ class _Machine:
         the queue."""
         timings, done = self.timings, self.done
         timing = timings[cmd.id]
-        timing.ready = self.env.now
+        timing.ready = self.env._now
         best, best_time, at = None, -1.0, "end"
         if previous is not None:
             p = timings[previous]
@@ -282,11 +315,11 @@ class _Machine:
             timing.tail_parts = own_last_band
 
     def _sample_occupancy(self) -> None:
-        samples = self.occupancy
-        if samples and samples[-1][0] == self.env.now:
-            samples[-1] = (self.env.now, self.scratchpad.used)
+        samples, now = self.occupancy, self.env._now  # Environment.now without the property call
+        if samples and samples[-1][0] == now:
+            samples[-1] = (now, self.scratchpad.used)
         else:
-            samples.append((self.env.now, self.scratchpad.used))
+            samples.append((now, self.scratchpad.used))
 
     def compute_queue(self, commands: list[Command]):
         if not commands:
@@ -344,7 +377,7 @@ class _Machine:
                         scratchpad.check_read(r, name, offset, size, who)
                 yield self.env.timeout(cycles / bands)
             else:
-                yield self.env.timeout(cycles)
+                yield Timeout(env, cycles)
             for a in writes_of[cmd.id]:
                 scratchpad.fill(a[0])
             slowest = max(per_core)  # a core computes its slice, stretched as the whole op is
@@ -377,8 +410,8 @@ class _Machine:
             self._bind(cmd, previous, True)
             req = self.channels.request()
             yield req
-            self.timings[cmd.id].start = self.env.now
-            self.env.process(self._dma(cmd, req))
+            self.timings[cmd.id].start = self.env._now
+            _Task(self.env, self._dma(cmd, req))
             previous = cmd.id
 
     def _dma(self, cmd: Command, req):
@@ -396,49 +429,53 @@ class _Machine:
             self.dram_memory.start(cmd, who)
         channel = self.free_channels.pop(0)
         lane = self.dma_lanes[channel]
-        start = env.now
+        start = env._now  # Environment.now without the property call (here and below)
         cost = cmd.cost
-        setup = cost.descriptors * self.hw.dma.setup_cycles
+        bus = cost.bus_bytes
+        setup = cost.descriptors * self.dma_setup_cycles
         latency = self.dram_latency
         if self.schedule is not None:  # delay DMAs too (by their unloaded time x (stretch - 1)): races with loads show
             setup += (self.schedule.stretch(cmd.queue) - 1.0) * unloaded_cycles(cost, self.hw)
-        yield env.timeout(setup + latency)
-        flowing = env.now
+        yield Timeout(env, setup + latency)
+        flowing = env._now
         self._sample_dram(+1)
         urgency = cmd.step + (0.5 if cmd.kind == "store" else 0.0)  # the bus serves earlier steps first
         timing = self.timings[cmd.id]
-        bands = self.bands[cmd.id]
         overhead, waiting, moving_cause, bank_cause = DMA_CAUSES[cmd.kind]
-        if producing or cmd.id in self.band_done:
+        transfer = self.dram.transfer
+        banded = self.band_done.get(cmd.id)  # a consumer streams from this transfer's first band
+        if producing or banded is not None:
             # in bands: the first signals a streaming consumer; a store's last waits for the op
-            first = cost.bus_bytes / bands
-            yield self.dram.transfer(first, urgency, cmd)
-            if cmd.id in self.band_done:
-                timing.band = self.env.now
-                timing.band_parts = {overhead: setup, waiting: latency, moving_cause: self.env.now - flowing}
-                self.band_done[cmd.id].succeed()
+            first = bus / self.bands[cmd.id]
+            yield transfer(first, urgency, cmd)
+            if banded is not None:
+                timing.band = env._now
+                timing.band_parts = {overhead: setup, waiting: latency, moving_cause: env._now - flowing}
+                banded.succeed()
             if producing:  # all but the last band, then (after the op's last band) the last one
-                yield self.dram.transfer(cost.bus_bytes - 2 * first, urgency, cmd)
+                yield transfer(bus - 2 * first, urgency, cmd)
                 self._sample_dram(-1)
-                mark = self.env.now
+                mark = env._now
                 yield from self._stream_tail(cmd, producing, {})
                 self._sample_dram(+1)
-                last_start = self.env.now
-                yield self.dram.transfer(first, urgency, cmd)
-                if self.env.now > mark and timing.tail is not None:  # held up by the op's last band
-                    timing.tail_parts = {moving_cause: self.env.now - last_start}
+                last_start = env._now
+                yield transfer(first, urgency, cmd)
+                if env._now > mark and timing.tail is not None:  # held up by the op's last band
+                    timing.tail_parts = {moving_cause: env._now - last_start}
             else:
-                yield self.dram.transfer(cost.bus_bytes - first, urgency, cmd)
+                yield transfer(bus - first, urgency, cmd)
         else:
-            yield self.dram.transfer(cost.bus_bytes, urgency, cmd)
+            yield transfer(bus, urgency, cmd)
         self._sample_dram(-1)
         if producing:
             for access in self.reads_of[cmd.id]:
                 scratchpad.check_read(*access, who)
-        moving = env.now - flowing
-        addresses_left = flowing + address_cycles(cost, self.hw) - self.env.now
+        now = env._now
+        moving = now - flowing
+        addresses_left = flowing + address_cycles(cost, self.hw) - now
         if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
-            yield self.env.timeout(addresses_left)
+            yield Timeout(env, addresses_left)
+            now = env._now
             if timing.tail is not None:
                 timing.tail_parts[overhead] = addresses_left
         if self.dram_memory is not None:
@@ -448,38 +485,38 @@ class _Machine:
         self.channels.release(req)
         self.free_channels.append(channel)
         self.free_channels.sort()
-        self.channel_busy += self.env.now - start
-        timing.end, timing.lane = self.env.now, lane
+        self.channel_busy += now - start
+        timing.end, timing.lane = now, lane
         timing.parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: moving}
         if self.banked:  # the data phase's share lost to ACT/PRE/refresh beyond the bus
             bank = min(moving, self.dram.bank_cycles(cmd))
             if bank > 0:
                 timing.parts[moving_cause] = moving - bank
                 timing.parts[bank_cause] = bank
-        e = self.hw.energy
+        e, energy = self.hw.energy, self.energy
         # DRAM energy on what crosses the bus (whole bursts), as the timing; a load reads DRAM
         # and writes the scratchpad, a store the reverse
         # (with dram.model: banks the device's energy is charged at the end, from its commands)
         if cmd.kind == "load":
             if not self.banked:
-                self.energy["dram_read"] += cost.bus_bytes * e.dram_read_byte
-            self.energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
+                energy["dram_read"] += bus * e.dram_read_byte
+            energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
         else:
             if not self.banked:
-                self.energy["dram_write"] += cost.bus_bytes * e.dram_write_byte
-            self.energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
-        self.energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
+                energy["dram_write"] += bus * e.dram_write_byte
+            energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
+        energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
         self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
-                                           self.env.now, cmd.cause, cmd.nbytes, lane=lane, command=cmd.id))
+                                           now, cmd.cause, cmd.nbytes, lane=lane, command=cmd.id))
         self._complete(cmd)
 
     def _sample_dram(self, change: int) -> None:
         self.dram_flows += change
-        samples = self.dram_samples
-        if samples and samples[-1][0] == self.env.now:
-            samples[-1] = (self.env.now, self.dram_flows)
+        samples, now = self.dram_samples, self.env._now  # Environment.now without the property call
+        if samples and samples[-1][0] == now:
+            samples[-1] = (now, self.dram_flows)
         else:
-            samples.append((self.env.now, self.dram_flows))
+            samples.append((now, self.dram_flows))
 
     def _account_op(self, op) -> None:
         parts = self._op_energy(op)
@@ -595,7 +632,8 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     for part, pj in static_energy_pj(hw, seconds, busy_seconds).items():
         energy[f"static_{part}"] = pj
     offchip, read, write, bus, dma_work = _transfer_totals(program, hw)
-    compute_bound = (sum(op_cycles(o, graph, hw, machine.group)[0] for o in graph.ops)
+    # op_cycles of every op: the run's own (cached per op, op_core_cycles) for the ops it ran
+    compute_bound = (sum(machine._op_cycles(o)[0][0] for o in graph.ops)
                      / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
     semaphores = tuple((w, c.id) for c in program.commands for w in c.waits

@@ -64,13 +64,17 @@ class HappensBefore:
             for w in c.waits:
                 self.followers[w].append(c.id)
         # Every edge goes from a lower command id to a higher one: ids are a topological order.
+        # A wait at or before a position the clock already holds on its queue adds nothing: the
+        # clock of the command there (merged whole) already covers every earlier one's.
         self.clock: list[list[int]] = []
+        queue, position, clocks = self.queue, self.position, self.clock
         for c in commands:
-            clock = list(self.clock[previous[c.id]]) if previous[c.id] >= 0 else [-1] * len(names)
+            clock = list(clocks[previous[c.id]]) if previous[c.id] >= 0 else [-1] * len(names)
             for w in c.waits:
-                clock = [a if a >= b else b for a, b in zip(clock, self.clock[w])]
-            clock[self.queue[c.id]] = self.position[c.id]
-            self.clock.append(clock)
+                if position[w] > clock[queue[w]]:
+                    clock = list(map(max, clock, clocks[w]))
+            clock[queue[c.id]] = position[c.id]
+            clocks.append(clock)
 
     def ends_before(self, a: int, b: int) -> bool:
         """Does ``a`` complete before ``b`` starts, in every timing?"""
