@@ -165,13 +165,20 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[tu
         raise ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
 
     dram_side = {}  # tensor -> (view, cost): a tensor moved again is moved from the same place
+    # A view's counts depend on its start only through the start's phase in a burst (shifting
+    # every chunk by whole bursts moves as many bursts): tiles of one shape share their cost.
+    costs = {}  # (shape, strides, itemsize, address mod burst) -> TransferCost
+    burst, max_dims = hw.dma.burst_bytes, hw.dma.max_dims
 
     def view_and_cost(t: int) -> tuple[DramView, TransferCost]:
         found = dram_side.get(t)
         if found is None:
             view = dram_view(graph.tensors[t], plan.dram, layout)
-            found = dram_side[t] = (view, transfer_cost(view.shape, view.strides, view.itemsize, view.address,
-                                                        hw.dma.burst_bytes, hw.dma.max_dims))
+            key = (view.shape, view.strides, view.itemsize, view.address % burst)
+            cost = costs.get(key)
+            if cost is None:
+                cost = costs[key] = transfer_cost(view.shape, view.strides, view.itemsize, view.address, burst, max_dims)
+            found = dram_side[t] = (view, cost)
         return found
 
     drafts = []  # (priority, dict)

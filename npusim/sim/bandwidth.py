@@ -82,7 +82,7 @@ class SharedBandwidth:
             return
         generation = self._generation
         remaining = self._remaining
-        soonest = min(remaining[f] for f in moving)
+        soonest = min(map(remaining.__getitem__, moving))
         delay = max(soonest, 0.0) * len(moving) / self.rate
         Timeout(self.env, delay).callbacks.append(lambda _event: self._wake(generation))
 

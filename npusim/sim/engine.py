@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from heapq import heappop
 
 import simpy
@@ -167,14 +168,46 @@ class _Task:
                 return
 
 
+class _Units:
+    """``simpy.Resource(env, capacity)`` as the engine uses it (``request()``, yield it,
+    ``release(request)``), with SimPy's event order and none of its bookkeeping:
+
+    - a request joins the queue and the head of the queue is granted if a unit is free (SimPy's
+      ``_trigger_put`` looks at the head only), its event succeeding now;
+    - a release frees the unit at once and schedules a release event (now, as SimPy's
+      ``Release`` succeeds), which grants the head of the queue when it is processed."""
+
+    __slots__ = ("env", "capacity", "in_use", "queue")
+
+    def __init__(self, env: simpy.Environment, capacity: int) -> None:
+        self.env, self.capacity, self.in_use, self.queue = env, capacity, 0, deque()
+
+    def request(self) -> Event:
+        request = Event(self.env)
+        self.queue.append(request)
+        self._grant()
+        return request
+
+    def release(self, request: Event) -> None:
+        self.in_use -= 1
+        released = Event(self.env)
+        released.callbacks.append(self._grant)
+        released.succeed()
+
+    def _grant(self, _event=None) -> None:
+        if self.queue and self.in_use < self.capacity:
+            self.in_use += 1
+            self.queue.popleft().succeed()
+
+
 class _Machine:
     def __init__(self, program: Program, hw: Hardware, jitter: float, seed: int | None, progress=silent):
         self.program, self.graph, self.hw = program, program.graph, hw
         self.env = CountingEnvironment(MAX_EVENTS_PER_COMMAND * len(program.commands) + MIN_EVENT_BUDGET,
                                        MAX_WALL_SECONDS if MAX_WALL_SECONDS is not None else sim_max_seconds(),
                                        progress)
-        self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
-        self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
+        self.cores = [_Units(self.env, 1) for _ in range(hw.cores.count)]
+        self.channels = _Units(self.env, hw.dma.channels)
         if hw.dram.model == "banks":  # a device with banks and rows at the DMA's addresses (npusim.dram.model)
             from npusim.dram.model import BankedDram  # lazy: its Numba kernel loads only when used
 
@@ -251,14 +284,21 @@ class _Machine:
         """Each command's scratchpad accesses as the tuples the scratchpad checks take
         (residency, tensor name, offset, size), and the residencies it touches (released
         when their last user completes): built once, not on every run of the command."""
-        names = [t.name for t in self.graph.tensors]
+        tensors = self.graph.tensors
+        built = {}  # id(Access) -> its tuple: lowering shares one Access per residency
 
         def args(accesses):
-            return tuple((a.residency, names[a.tensor], a.offset, a.size) for a in accesses)
+            found = []
+            for a in accesses:
+                one = built.get(id(a))
+                if one is None:
+                    one = built[id(a)] = (a.residency, tensors[a.tensor].name, a.offset, a.size)
+                found.append(one)
+            return tuple(found)
 
-        self.reads_of = [args(c.reads) for c in program.commands]
-        self.writes_of = [args(c.writes) for c in program.commands]
-        self.touched = [tuple(a.residency for a in c.reads + c.writes) for c in program.commands]
+        self.reads_of = [args(c.reads) if c.reads else () for c in program.commands]
+        self.writes_of = [args(c.writes) if c.writes else () for c in program.commands]
+        self.touched = [tuple(a[0] for a in r + w) for r, w in zip(self.reads_of, self.writes_of)]
 
     # -- helpers -----------------------------------------------------------------------------
     def _who(self, cmd: Command) -> str:
