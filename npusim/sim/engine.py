@@ -240,6 +240,7 @@ class _Machine:
         self.energy_by_level = {lv.name: 0.0 for lv in hw.cores.levels}  # cores.levels (register_file's parts)
         self._levels: dict[int, dict] = {}
         self._cycles: dict[int, float] = {}
+        self._bytes: dict[int, tuple[int, int]] = {}
         self._energy: dict[int, dict] = {}
         self._streaming(program)
         self._accesses(program)
@@ -436,7 +437,15 @@ class _Machine:
         """((cycles, bound), cycles of each of the stream's cores), computed once per op."""
         found = self._cycles.get(op.id)
         if found is None:
-            found = self._cycles[op.id] = op_core_cycles(op, self.graph, self.hw, self.group)
+            found = self._cycles[op.id] = op_core_cycles(op, self.graph, self.hw, self.group,
+                                                         self._scratchpad_bytes(op))
+        return found
+
+    def _scratchpad_bytes(self, op) -> tuple[int, int]:
+        """``scratchpad_bytes`` of ``op``, computed once for its cycles and its energy."""
+        found = self._bytes.get(op.id)
+        if found is None:
+            found = self._bytes[op.id] = scratchpad_bytes(op, self.graph, self.hw, self.group)
         return found
 
     def dma_queue(self, commands: list[Command]):
@@ -571,7 +580,7 @@ class _Machine:
         parts = self._energy.get(op.id)
         if parts is None:
             e = self.hw.energy
-            read, written = scratchpad_bytes(op, self.graph, self.hw, self.group)
+            read, written = self._scratchpad_bytes(op)
             stationary, accumulator = register_accesses(op, self.hw, self.group)
             levels = self._levels[op.id] = level_energy(op, self.graph, self.hw, self.group)
             dtype = self.graph.tensors[op.outputs[0]].dtype
