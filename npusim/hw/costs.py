@@ -426,10 +426,10 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     ``npusim.graph.decoder``) reads and writes nothing."""
     if op.attrs.get("marker"):  # a liveness marker (npusim.graph.decoder): touches no data
         return 0, 0
-    read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs))
-    written = sum(graph.tensors[t].size for t in op.outputs)
     gemm = array_gemm(op.kind, op.gemm, hw)
-    if gemm is None or len(op.inputs) < 2:
+    if gemm is None or len(op.inputs) < 2:  # every input read once, every output written once
+        read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs))
+        written = sum(graph.tensors[t].size for t in op.outputs)
         return read, written
     if hw.cores.unroll:
         return _unrolled_scratchpad_bytes(op, graph, hw, gemm, cores)

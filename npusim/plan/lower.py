@@ -299,8 +299,11 @@ def _previous_occupants(residencies) -> list[list[int]]:
     """
     painter = AddressPainter()
     previous: list[list[int]] = [[] for _ in residencies]
-    for i in sorted(range(len(residencies)), key=lambda i: (residencies[i].first, residencies[i].offset)):
+    first = [r.first for r in residencies]
+    last = [r.last for r in residencies]
+    for i in sorted(range(len(residencies)), key=lambda i: (first[i], residencies[i].offset)):
         lo = residencies[i].offset
         found = painter.paint(lo, lo + residencies[i].size, i)
-        previous[i] = sorted(q for q in found if residencies[q].last < residencies[i].first)
+        begins = first[i]
+        previous[i] = sorted(q for q in found if last[q] < begins)
     return previous

@@ -39,7 +39,7 @@ class SharedBandwidth:
         self._moving: list[int] = []  # the flows holding the bus: those of the most urgent priority
         self._next_id = 0
         self._last = 0.0
-        self._generation = 0
+        self._pending = None  # the timeout of the next completion; earlier ones are stale
         self.busy_cycles = 0.0
 
     def transfer(self, nbytes: float, priority: float = 0.0, cmd=None) -> simpy.Event:
@@ -76,18 +76,17 @@ class SharedBandwidth:
         self._last = now
 
     def _schedule(self) -> None:
-        self._generation += 1
         moving = self._moving
         if not moving:
+            self._pending = None
             return
-        generation = self._generation
-        remaining = self._remaining
-        soonest = min(map(remaining.__getitem__, moving))
+        soonest = min(map(self._remaining.__getitem__, moving))
         delay = max(soonest, 0.0) * len(moving) / self.rate
-        Timeout(self.env, delay).callbacks.append(lambda _event: self._wake(generation))
+        self._pending = Timeout(self.env, delay)
+        self._pending.callbacks.append(self._wake)
 
-    def _wake(self, generation: int) -> None:
-        if generation != self._generation:
+    def _wake(self, timeout: Timeout) -> None:
+        if timeout is not self._pending:
             return  # a start or end since then rescheduled the next completion
         self._advance()
         moving, remaining = self._moving, self._remaining

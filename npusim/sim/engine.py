@@ -138,12 +138,13 @@ def _crash(event) -> None:
 
 
 class _Task:
-    """A SimPy process nobody waits for (a DMA transfer), driven without ``simpy.Process``.
+    """A SimPy process nobody waits for (a command queue, a DMA transfer), driven without
+    ``simpy.Process``.
 
     It starts as a Process does (an URGENT event scheduled now, so it runs at the same point
     of the event order), resumes its generator on each event it yields, and simply stops at
     the end: a Process would also schedule its own end, an event with no callbacks, one per
-    transfer. Every event the generator yields succeeds (no failure to throw in); an error in
+    queue and per transfer. Every event the generator yields succeeds (no failure to throw in); an error in
     it propagates from the event loop at once, where a Process would raise it when its
     failed end event came up."""
 
@@ -598,7 +599,7 @@ class _Machine:
         commands = self.program.commands
         for queue, ids in self.program.queues.items():
             cmds = [commands[i] for i in ids]
-            self.env.process(self.compute_queue(cmds) if queue.startswith("stream") else self.dma_queue(cmds))
+            _Task(self.env, self.compute_queue(cmds) if queue.startswith("stream") else self.dma_queue(cmds))
         self.env.run()
         unfinished = [c for c in commands if not self.done[c.id].triggered]
         if unfinished:
@@ -685,8 +686,8 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     compute_bound = (sum(machine._op_cycles(o)[0][0] for o in graph.ops)
                      / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
-    semaphores = tuple((w, c.id) for c in program.commands for w in c.waits
-                       if program.commands[w].queue != c.queue)
+    queue_of = [c.queue for c in program.commands]
+    semaphores = tuple((w, c.id) for c in program.commands for w in c.waits if queue_of[w] != c.queue)
     span = max(cycles, 1e-9)
     return Report(
         graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,
