@@ -2,9 +2,10 @@
 scratchpad; it executes a Program and returns a Report.
 
 - Each compute queue (one per stream) runs its commands in order on core ``stream mod
-  cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.hw.costs``); with fewer
-  streams than cores (and ``cores.split_ops``) stream s drives cores s·g … s·g + g − 1,
-  g = ``cores_per_stream``, and every op of it is split across them (``core_parts``).
+  cores.count`` (a resource, ``_Units``, when streams share a core), for ``op_cycles``
+  (``npusim.hw.costs``); with fewer streams than cores (and ``cores.split_ops``) stream s
+  drives cores s·g … s·g + g − 1, g = ``cores_per_stream``, and every op of it is split
+  across them (``core_parts``).
 - Each DMA queue issues in order; a command takes one of ``dma.channels`` channels, pays
   descriptor setup and the DRAM latency, then moves its bytes on the bus (the bursts its
   chunks touch, counted in lowering: ``npusim.plan.transfer_cost``) at the share of DRAM
@@ -15,6 +16,15 @@ scratchpad; it executes a Program and returns a Report.
   with a DRAM layout (``plan.dram``) DRAM contents are checked too (``npusim.sim.dram_memory``).
 
 Time is counted in core clock cycles.
+
+Cost: the run is SimPy's event order exactly (time, then priority, then the order events were
+scheduled in), kept with less Python per event: the loop inlines SimPy's ``step``
+(``CountingEnvironment.run``), queues and transfers are generators driven without
+``simpy.Process`` (``_Task``: no end event nobody waits for), DMA channels and shared cores
+are ``_Units`` (``simpy.Resource``'s grant order without its bookkeeping), and what a
+command needs that does not depend on time (its scratchpad accesses, an op's cycles,
+scratchpad bytes and energy) is computed once. ``tests/test_simulator.py`` holds ``_Task``
+and ``_Units`` to SimPy's order.
 """
 
 from __future__ import annotations
@@ -144,9 +154,9 @@ class _Task:
     It starts as a Process does (an URGENT event scheduled now, so it runs at the same point
     of the event order), resumes its generator on each event it yields, and simply stops at
     the end: a Process would also schedule its own end, an event with no callbacks, one per
-    queue and per transfer. Every event the generator yields succeeds (no failure to throw in); an error in
-    it propagates from the event loop at once, where a Process would raise it when its
-    failed end event came up."""
+    queue and per transfer. Every event the generator yields succeeds (no failure to throw
+    in); an error in it propagates from the event loop at once, where a Process would raise
+    it when its failed end event came up."""
 
     __slots__ = ("generator",)
 
@@ -178,7 +188,7 @@ class _Units:
     - a release frees the unit at once and schedules a release event (now, as SimPy's
       ``Release`` succeeds), which grants the head of the queue when it is processed."""
 
-    __slots__ = ("env", "capacity", "in_use", "queue")
+    __slots__ = ("capacity", "env", "in_use", "queue")
 
     def __init__(self, env: simpy.Environment, capacity: int) -> None:
         self.env, self.capacity, self.in_use, self.queue = env, capacity, 0, deque()
