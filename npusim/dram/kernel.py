@@ -177,18 +177,40 @@ def _at(head, i, depth):
 
 
 @njit(cache=True, inline="always")
+def _remove(q, qa, d, c, head, n, i, depth):
+    """Remove entry ``i`` of the ring queue ``q[d, c]`` (arrivals in ``qa``; ``n`` entries from
+    ``head``), keeping the others in order; returns the new head. The shorter side moves: the
+    older entries up one (the ring then starts one later) or the younger ones down one (an
+    entry admitted last, moved on at once, costs nothing instead of a pass over the queue)."""
+    if i < n - 1 - i:
+        for m in range(i, 0, -1):
+            q[d, c, _at(head, m, depth)] = q[d, c, _at(head, m - 1, depth)]
+            qa[d, c, _at(head, m, depth)] = qa[d, c, _at(head, m - 1, depth)]
+        return _at(head, 1, depth)
+    for m in range(i, n - 1):
+        q[d, c, _at(head, m, depth)] = q[d, c, _at(head, m + 1, depth)]
+        qa[d, c, _at(head, m, depth)] = qa[d, c, _at(head, m + 1, depth)]
+    return head
+
+
+@njit(cache=True, inline="always")
 def _next_flow(c, active, flow_prio, fc_next, fc_end, rr_last):
-    """The flow the front end of channel ``c`` admits from next, or -1."""
+    """The flow the front end of channel ``c`` admits from next, or -1: of the most urgent
+    flows with accesses left there, the first after ``rr_last`` (round robin), else the first
+    (one pass: a more urgent flow found starts the choice again)."""
     top = 1e300
-    for i in range(active.shape[0]):
-        f = active[i]
-        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] < top:
-            top = flow_prio[f]
     first = -1
     after = -1
     for i in range(active.shape[0]):
         f = active[i]
-        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] == top:
+        if fc_next[f, c] >= fc_end[f, c]:
+            continue
+        p = flow_prio[f]
+        if p < top:
+            top = p
+            first = -1
+            after = -1
+        if p == top:
             if first < 0 or f < first:
                 first = f
             if f > rr_last and (after < 0 or f < after):
@@ -280,6 +302,10 @@ def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
         th = C_RT_HEAD + 2 * d
         tdepth = G[G_RT + d]
         sdepth = G[G_RQ + d]
+        if chan_i[c, tn] == 0:  # nothing to move (what the pass below leaves for an empty queue)
+            chan_i[c, C_T_BLOCKED + d] = 0
+            chan_i[c, C_T_FREED + d] = -1
+            continue
         old = chan_i[c, C_T_BLOCKED + d]  # entries 0 .. old-1 wait, but for those of bank fb
         fb = chan_i[c, C_T_FREED + d]
         i = 0
@@ -300,10 +326,7 @@ def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
             chan_i[c, C_RQ_N + d] = ns + 1
             bank_n[bk, d] += 1
             bank_n[bk, 2 + d] -= 1
-            for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
-                tq[d, c, _at(th0, m, tdepth)] = tq[d, c, _at(th0, m - 1, tdepth)]
-                tqa[d, c, _at(th0, m, tdepth)] = tqa[d, c, _at(th0, m - 1, tdepth)]
-            chan_i[c, th] = _at(th0, 1, tdepth)
+            chan_i[c, th] = _remove(tq, tqa, d, c, th0, chan_i[c, tn], i, tdepth)
             chan_i[c, tn] -= 1
             moved = True
             if i < old:
@@ -493,11 +516,8 @@ def _issue(c, pick, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, cha
     flow_remaining[f] -= 1
     flow_end[f] = max(flow_end[f], end)
     flow_delay[f] += delay
-    for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
-        sq[d, c, _at(head, i, depth)] = sq[d, c, _at(head, i - 1, depth)]
-        sqa[d, c, _at(head, i, depth)] = sqa[d, c, _at(head, i - 1, depth)]
+    chan_i[c, C_RQ_HEAD + d] = _remove(sq, sqa, d, c, head, n, k, depth)
     chan_i[c, C_RQ_N + d] = n - 1
-    chan_i[c, C_RQ_HEAD + d] = _at(head, 1, depth)
     # page policy
     if G[G_POLICY] != OPEN:
         hit_waits = False
