@@ -89,7 +89,8 @@ def _compiled(kernel, args):
     number of dimensions (``__init__``, ``_pack``, ``_set_pool``)."""
     entry = _ENTRY.get(kernel)
     if entry is None:
-        entry = _ENTRY[kernel] = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+        compile_ = getattr(kernel, "compile", None)  # none with NUMBA_DISABLE_JIT: the Python function
+        entry = _ENTRY[kernel] = compile_(tuple(kernel.typeof_pyval(a) for a in args)) if compile_ else kernel
     return entry
 
 
