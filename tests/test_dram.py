@@ -318,3 +318,29 @@ def test_breakdown_names_bank_bound_transfers():
     assert not _bank_bound(t, "load")
     t.parts = {"store_bandwidth": 10.0}
     assert not _bank_bound(t, "store")
+
+
+@pytest.mark.parametrize("bank_queue", [0, 4])
+def test_pool_compaction_keeps_queued_accesses(bank_queue, monkeypatch):
+    """Dropping released flows' accesses from the pool (when they are most of it) renumbers the
+    accesses waiting in the scheduler's and transaction queues: the result is the reference's,
+    which keeps every access."""
+    cfg = _config("lpddr4-3200", channels=2, bank_queue=bank_queue, read_queue=16, write_queue=16)
+    monkeypatch.setattr(Controller, "compact_from", 3500)  # at the third flow
+
+    def run(backend):
+        c = Controller(cfg, backend)
+        big = c.add_flow(np.arange(3000, dtype=np.int64) * 32, False, 0.0, 0.0)
+        c.run(20000.0)  # done by then
+        c.release(big)
+        rng = np.random.default_rng(3)
+        live = [c.add_flow(rng.integers(0, 1 << 26, 400) // 32 * 32, False, 1.0, 20000.0),
+                c.add_flow((1 << 25) + 32 * np.arange(400, dtype=np.int64), True, 0.0, 20000.0)]
+        c.run(20500.0)  # queues full of the live flows' accesses
+        live.append(c.add_flow((1 << 24) + 4096 * np.arange(300, dtype=np.int64), False, 0.0, 20500.0))
+        if backend == "numba":
+            assert c.n < 3000  # the released flow's accesses were dropped, queues full
+        c.run(1e6)
+        return [(c.end(f), c.delay(f)) for f in live], c.counts(), c.latency_sums()
+
+    assert run("numba") == run("reference")

@@ -97,6 +97,9 @@ def _compiled(kernel, args):
 class Controller:
     """One device's controller state and flows (module docstring)."""
 
+    #: Pool size (accesses) from which released flows' accesses are dropped (``_compact_if_needed``).
+    compact_from = 65536
+
     def __init__(self, cfg: ControllerConfig, backend: str = "numba") -> None:
         if backend not in ("numba", "reference"):
             raise ValueError(f"backend {backend!r}: expected 'numba' or 'reference'")
@@ -446,7 +449,7 @@ class Controller:
     def _compact_if_needed(self, incoming: int) -> None:
         """Drop released flows' accesses when they are most of the pool."""
         used = self._used  # accesses of the live flows
-        if self.n < 65536 or self.n - used < used + incoming:
+        if self.n < self.compact_from or self.n - used < used + incoming:
             return
         live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
