@@ -158,6 +158,27 @@ def test_access_addresses_cover_every_burst_once():
     assert access_addresses(offsets, sizes, 64, 128).tolist() == [0, 128, 4096]  # bursts 0+1 in one access
 
 
+def test_view_chunks_match_render_chunks_reference():
+    """The compiled chunks of a strided view (what the banks model turns into addresses) are
+    RenderChunks' (npusim.kernels.render_chunks_reference): random views, contiguous tails,
+    abutting and overlapping rows, unit and empty axes."""
+    from npusim.dram.kernel import view_chunks
+    from npusim.kernels.render_chunks import render_chunks_reference
+
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        rank = int(rng.integers(0, 5))
+        shape = [int(rng.integers(0 if rng.random() < 0.05 else 1, 6)) for _ in range(rank)]
+        strides, expected = [], 1
+        for d in reversed(shape):  # row-major, then some axes made strided
+            strides.insert(0, expected if rng.random() < 0.5 else int(rng.integers(0, 40)))
+            expected *= max(d, 1)
+        itemsize = int(rng.choice([1, 2, 4]))
+        got = view_chunks(np.array(shape, dtype=np.int64), np.array(strides, dtype=np.int64), itemsize)
+        want = render_chunks_reference(tuple(shape), tuple(strides), 0, itemsize) if all(shape) else ([], [])
+        assert (got[0].tolist(), got[1].tolist()) == (list(want[0]), list(want[1])), (shape, strides, itemsize)
+
+
 def test_device_energy_from_currents():
     """DDR4 x8 (DRAMsim3's figures): E_act = V (IDD0 tRC - IDD3N tRAS - IDD2N (tRC - tRAS)) x 8 devices."""
     d = PRESETS["ddr4-3200"]

@@ -683,6 +683,55 @@ def commands_before_end(flows, fc_next, fc_end, flow_prio, depth):
 
 
 @njit(cache=True)
+def view_chunks(shape, strides, itemsize):
+    """Byte offsets and sizes of the contiguous chunks of a strided view (from offset 0), in
+    issue order, abutting chunks merged: ``npusim.kernels.render_chunks`` (RenderChunks, whose
+    ``render_chunks_reference`` a test holds this equal to) compiled, as the banks model needs
+    it for every DMA command and has Numba loaded anyway. The trailing contiguous axes form one
+    block; the leading axes are walked in row-major order, each block joining the chunk it
+    starts at the end of."""
+    rank = shape.shape[0]
+    first = rank
+    expected = 1
+    for k in range(rank - 1, -1, -1):  # first axis from which the view is contiguous
+        if shape[k] != 1 and strides[k] != expected:
+            break
+        expected *= shape[k]
+        first = k
+    block = itemsize
+    for k in range(first, rank):
+        block *= shape[k]
+    count = 1
+    for k in range(first):
+        count *= shape[k]
+    if block == 0 or count == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    offsets = np.empty(count, dtype=np.int64)
+    sizes = np.empty(count, dtype=np.int64)
+    index = np.zeros(max(first, 1), dtype=np.int64)
+    element = 0
+    m = 0
+    for _ in range(count):
+        start = element * itemsize
+        if m > 0 and offsets[m - 1] + sizes[m - 1] == start:
+            sizes[m - 1] += block
+        else:
+            offsets[m] = start
+            sizes[m] = block
+            m += 1
+        k = first - 1  # the next block: the last leading axis steps, carrying into earlier ones
+        while k >= 0:
+            index[k] += 1
+            element += strides[k]
+            if index[k] < shape[k]:
+                break
+            element -= strides[k] * shape[k]
+            index[k] = 0
+            k -= 1
+    return offsets[:m], sizes[:m]
+
+
+@njit(cache=True)
 def access_addresses(offsets, sizes, burst, access):
     """Addresses of the device accesses a transfer's chunks make, in issue order.
 
