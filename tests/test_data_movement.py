@@ -91,6 +91,21 @@ def test_dram_layout_reexpresses_tile_views_and_keeps_weights_contiguous():
     assert seen_weight and seen_activation
 
 
+def test_each_transfer_costs_what_its_own_view_costs_though_lowering_counts_a_shape_once():
+    """Lowering counts a view's cost once per (shape, strides, itemsize, start's phase in a
+    burst); every command must still carry exactly the cost of its own view."""
+    graph = load_graph("resnet18")
+    hw = load_hw("edge-npu", {"scratchpad.size": "128KiB", "dram.layout": "nchw"})
+    plan = plan_graph(graph, hw, DEFAULT_PIPELINE + "+taa", 128 << 10)
+    dma = [c for c in lower(plan, hw, graph).commands if c.cost is not None]
+    burst = hw.dma.burst_bytes
+    for c in dma:
+        v = c.dram
+        assert c.cost == transfer_cost(v.shape, v.strides, v.itemsize, v.address, burst, hw.dma.max_dims)
+    assert len({c.dram.address % burst for c in dma}) > 1  # starts in several phases of a burst
+    assert len({id(c.cost) for c in dma}) < len({c.tensor for c in dma})  # and shared costs
+
+
 # -- descriptors and bursts --------------------------------------------------------------------
 
 def test_contiguous_dimensions_merge_and_extra_dimensions_cost_descriptors():

@@ -158,6 +158,27 @@ def test_access_addresses_cover_every_burst_once():
     assert access_addresses(offsets, sizes, 64, 128).tolist() == [0, 128, 4096]  # bursts 0+1 in one access
 
 
+def test_view_chunks_match_render_chunks_reference():
+    """The compiled chunks of a strided view (what the banks model turns into addresses) are
+    RenderChunks' (npusim.kernels.render_chunks_reference): random views, contiguous tails,
+    abutting and overlapping rows, unit and empty axes."""
+    from npusim.dram.kernel import view_chunks
+    from npusim.kernels.render_chunks import render_chunks_reference
+
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        rank = int(rng.integers(0, 5))
+        shape = [int(rng.integers(0 if rng.random() < 0.05 else 1, 6)) for _ in range(rank)]
+        strides, expected = [], 1
+        for d in reversed(shape):  # row-major, then some axes made strided
+            strides.insert(0, expected if rng.random() < 0.5 else int(rng.integers(0, 40)))
+            expected *= max(d, 1)
+        itemsize = int(rng.choice([1, 2, 4]))
+        got = view_chunks(np.array(shape, dtype=np.int64), np.array(strides, dtype=np.int64), itemsize)
+        want = render_chunks_reference(tuple(shape), tuple(strides), 0, itemsize) if all(shape) else ([], [])
+        assert (got[0].tolist(), got[1].tolist()) == (list(want[0]), list(want[1])), (shape, strides, itemsize)
+
+
 def test_device_energy_from_currents():
     """DDR4 x8 (DRAMsim3's figures): E_act = V (IDD0 tRC - IDD3N tRAS - IDD2N (tRC - tRAS)) x 8 devices."""
     d = PRESETS["ddr4-3200"]
@@ -318,3 +339,29 @@ def test_breakdown_names_bank_bound_transfers():
     assert not _bank_bound(t, "load")
     t.parts = {"store_bandwidth": 10.0}
     assert not _bank_bound(t, "store")
+
+
+@pytest.mark.parametrize("bank_queue", [0, 4])
+def test_pool_compaction_keeps_queued_accesses(bank_queue, monkeypatch):
+    """Dropping released flows' accesses from the pool (when they are most of it) renumbers the
+    accesses waiting in the scheduler's and transaction queues: the result is the reference's,
+    which keeps every access."""
+    cfg = _config("lpddr4-3200", channels=2, bank_queue=bank_queue, read_queue=16, write_queue=16)
+    monkeypatch.setattr(Controller, "compact_from", 3500)  # at the third flow
+
+    def run(backend):
+        c = Controller(cfg, backend)
+        big = c.add_flow(np.arange(3000, dtype=np.int64) * 32, False, 0.0, 0.0)
+        c.run(20000.0)  # done by then
+        c.release(big)
+        rng = np.random.default_rng(3)
+        live = [c.add_flow(rng.integers(0, 1 << 26, 400) // 32 * 32, False, 1.0, 20000.0),
+                c.add_flow((1 << 25) + 32 * np.arange(400, dtype=np.int64), True, 0.0, 20000.0)]
+        c.run(20500.0)  # queues full of the live flows' accesses
+        live.append(c.add_flow((1 << 24) + 4096 * np.arange(300, dtype=np.int64), False, 0.0, 20500.0))
+        if backend == "numba":
+            assert c.n < 3000  # the released flow's accesses were dropped, queues full
+        c.run(1e6)
+        return [(c.end(f), c.delay(f)) for f in live], c.counts(), c.latency_sums()
+
+    assert run("numba") == run("reference")

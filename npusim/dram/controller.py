@@ -78,8 +78,27 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
     }
 
 
+_ENTRY: dict = {}
+
+
+def _compiled(kernel, args):
+    """The compiled entry point of a Numba ``kernel`` for ``args``, found on the first call:
+    calling it skips Numba's dispatch (working out the types of the 40 arguments on every one
+    of the thousands of calls a run makes, most of a short call's cost). Valid because the
+    controller's arrays never change type: each is created C-contiguous with a fixed dtype and
+    number of dimensions (``__init__``, ``_pack``, ``_set_pool``)."""
+    entry = _ENTRY.get(kernel)
+    if entry is None:
+        compile_ = getattr(kernel, "compile", None)  # none with NUMBA_DISABLE_JIT: the Python function
+        entry = _ENTRY[kernel] = compile_(tuple(kernel.typeof_pyval(a) for a in args)) if compile_ else kernel
+    return entry
+
+
 class Controller:
     """One device's controller state and flows (module docstring)."""
+
+    #: Pool size (accesses) from which released flows' accesses are dropped (``_compact_if_needed``).
+    compact_from = 65536
 
     def __init__(self, cfg: ControllerConfig, backend: str = "numba") -> None:
         if backend not in ("numba", "reference"):
@@ -126,19 +145,26 @@ class Controller:
         self.rank_bg_f = np.full((R, BG, 3), K.NEG)
         self.chan_f = np.zeros((C, 5))
         self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS]] = K.NEG
-        self.chan_i = np.zeros((C, 15), dtype=np.int64)
+        self.chan_i = np.zeros((C, K.CHAN_I_COLUMNS), dtype=np.int64)
         self.chan_i[:, K.C_LAST_RANK] = -1
-        self.chan_i[:, [K.C_T_FREED, K.C_T_FREED_W]] = -1
         self.chan_i[:, K.C_RR_LAST] = -1
         # queue d (0 reads, 1 writes) of channel c is sq[d, c] (a ring of G[G_RQ + d] entries), the
-        # transaction queue before it tq[d, c] (G[G_RT + d]); arrivals in sqa, tqa
+        # transaction queue before it tq[d, c] (G[G_RT + d] slots, empty, every slot free: the
+        # layout is in npusim.dram.kernel); arrivals in sqa, tqa
         self.sq = np.zeros((2, C, max(sched_r, sched_w)), dtype=np.int64)
         self.sqa = np.zeros((2, C, max(sched_r, sched_w)))
         front = max(cfg.read_queue, cfg.write_queue) if cfg.bank_queue > 0 else 1
-        self.tq = np.zeros((2, C, front), dtype=np.int64)
+        self.tq = np.full((2, C, front, 5), -1, dtype=np.int64)
+        for d, depth in enumerate((cfg.read_queue, cfg.write_queue)):
+            if cfg.bank_queue > 0:
+                self.tq[d, :, :depth - 1, K.T_NEXT] = np.arange(1, depth)
+        self.chan_i[:, [K.C_RT_HEAD, K.C_WT_HEAD, K.C_T_NEW, K.C_T_NEW_W, K.C_T_FREED, K.C_T_FREED_W, K.C_T_TAIL,
+                        K.C_T_TAIL_W]] = -1
         self.tqa = np.zeros((2, C, front))
-        # per bank, reads and writes in its command queue, then in the transaction queues
-        self.bank_n = np.zeros((self.n_banks, 4), dtype=np.int64)
+        # per bank, reads and writes in its command queue, then in the transaction queues, then
+        # the first and last slot of its entries there (-1: none)
+        self.bank_n = np.zeros((self.n_banks, 8), dtype=np.int64)
+        self.bank_n[:, 4:] = -1
         self.stats_i = np.zeros(7, dtype=np.int64)
         self.stats_f = np.zeros(3)
         # the pool of accesses
@@ -292,7 +318,8 @@ class Controller:
                 r["rank"], r["bg"], r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
                 self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end,
                 *self._scratch)
-        run = K.run_until_complete if until_complete else K.run_channels
+        kernel = K.run_until_complete if until_complete else K.run_channels
+        run = _ENTRY.get(kernel) or _compiled(kernel, (self.T, self.G, 0.0) + args)
         return run(self.T, self.G, float(stop), *args)
 
     def commands_before_end(self, flows: list[int] | None = None) -> int:
@@ -422,7 +449,7 @@ class Controller:
     def _compact_if_needed(self, incoming: int) -> None:
         """Drop released flows' accesses when they are most of the pool."""
         used = self._used  # accesses of the live flows
-        if self.n < 65536 or self.n - used < used + incoming:
+        if self.n < self.compact_from or self.n - used < used + incoming:
             return
         live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
@@ -444,10 +471,10 @@ class Controller:
             pos += m
         G = self.G
         for c in range(self.cfg.channels):
-            for d in range(2):  # ring positions of every queue's entries
-                for q, n_col, h_col, depth in ((self.sq, K.C_RQ_N + d, K.C_RQ_HEAD + d, G[K.G_RQ + d]),
-                                               (self.tq, K.C_RT_N + 2 * d, K.C_RT_HEAD + 2 * d, G[K.G_RT + d])):
-                    at = (self.chan_i[c, h_col] + np.arange(self.chan_i[c, n_col])) % depth
-                    q[d, c, at] = remap[q[d, c, at]]
+            for d in range(2):  # ring positions of the scheduler's queues' entries
+                at = (self.chan_i[c, K.C_RQ_HEAD + d] + np.arange(self.chan_i[c, K.C_RQ_N + d])) % G[K.G_RQ + d]
+                self.sq[d, c, at] = remap[self.sq[d, c, at]]
+        used = self.tq[..., K.T_ACCESS] >= 0  # the transaction queues' slots in use
+        self.tq[..., K.T_ACCESS][used] = remap[self.tq[..., K.T_ACCESS][used]]
         self._set_pool(new_pool, new_end)
         self.n = pos

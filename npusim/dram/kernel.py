@@ -99,12 +99,19 @@ R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
 BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
 C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY = range(5)  # chan_f
 (C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
- C_WT_HEAD, C_T_BLOCKED, C_T_BLOCKED_W, C_T_FREED, C_T_FREED_W) = range(15)  # chan_i
-# C_T_BLOCKED + d: the oldest entries of transaction queue d known to wait for a full bank queue
-# (all that were left by the last move to the command queues), C_T_FREED + d: the bank whose
-# command queue lost an entry since (-1: none); bank_n[b, 2 + d]: entries of bank b in
-# transaction queue d. They only spare _to_command_queues looking at entries that cannot move.
-# (the queues are rings: entry i of a queue is at (head + i) mod its depth, oldest first)
+ C_WT_HEAD, C_T_NEW, C_T_NEW_W, C_T_FREED, C_T_FREED_W, C_T_TAIL, C_T_TAIL_W, C_T_FREE, C_T_FREE_W, C_T_SEQ,
+ C_T_SEQ_W) = range(21)  # chan_i
+CHAN_I_COLUMNS = 21
+# The scheduler's queues are rings: entry i of a queue is at (head + i) mod its depth, oldest first.
+# A transaction queue (per-bank command queues) is a list of slots tq[d, c, slot] = (access,
+# next, previous, next of the same bank, admission number), oldest first from slot
+# chan_i[C_RT_HEAD + 2d] to C_T_TAIL + d, free slots chained from C_T_FREE + d; each bank's
+# entries in it are chained too, from bank_n[b, 4 + d] to bank_n[b, 6 + d] (bank_n[b, 2 + d]
+# of them): an entry leaves from anywhere, and a bank's oldest is found, without a pass over
+# the queue. C_T_NEW + d: the first entry admitted since the last move to the command queues
+# (-1: none; every older one then waited for a full bank queue), C_T_FREED + d: the bank
+# whose command queue lost an entry since (-1: none, -2: two or more banks).
+T_ACCESS, T_NEXT, T_PREV, T_BANK_NEXT, T_SEQ = range(5)  # tq[d, c, slot]
 S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
 SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
 
@@ -177,18 +184,40 @@ def _at(head, i, depth):
 
 
 @njit(cache=True, inline="always")
+def _remove(q, qa, d, c, head, n, i, depth):
+    """Remove entry ``i`` of the ring queue ``q[d, c]`` (arrivals in ``qa``; ``n`` entries from
+    ``head``), keeping the others in order; returns the new head. The shorter side moves: the
+    older entries up one (the ring then starts one later) or the younger ones down one (an
+    entry admitted last, moved on at once, costs nothing instead of a pass over the queue)."""
+    if i < n - 1 - i:
+        for m in range(i, 0, -1):
+            q[d, c, _at(head, m, depth)] = q[d, c, _at(head, m - 1, depth)]
+            qa[d, c, _at(head, m, depth)] = qa[d, c, _at(head, m - 1, depth)]
+        return _at(head, 1, depth)
+    for m in range(i, n - 1):
+        q[d, c, _at(head, m, depth)] = q[d, c, _at(head, m + 1, depth)]
+        qa[d, c, _at(head, m, depth)] = qa[d, c, _at(head, m + 1, depth)]
+    return head
+
+
+@njit(cache=True, inline="always")
 def _next_flow(c, active, flow_prio, fc_next, fc_end, rr_last):
-    """The flow the front end of channel ``c`` admits from next, or -1."""
+    """The flow the front end of channel ``c`` admits from next, or -1: of the most urgent
+    flows with accesses left there, the first after ``rr_last`` (round robin), else the first
+    (one pass: a more urgent flow found starts the choice again)."""
     top = 1e300
-    for i in range(active.shape[0]):
-        f = active[i]
-        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] < top:
-            top = flow_prio[f]
     first = -1
     after = -1
     for i in range(active.shape[0]):
         f = active[i]
-        if fc_next[f, c] < fc_end[f, c] and flow_prio[f] == top:
+        if fc_next[f, c] >= fc_end[f, c]:
+            continue
+        p = flow_prio[f]
+        if p < top:
+            top = p
+            first = -1
+            after = -1
+        if p == top:
             if first < 0 or f < first:
                 first = f
             if f > rr_last and (after < 0 or f < after):
@@ -228,6 +257,69 @@ def _refresh_start(G, rk, bank_f, bank_i, rank_f):
 
 
 @njit(cache=True, inline="always")
+def _tq_append(c, d, r, arrival, chan_i, tq, tqa, bank_n, req_bank):
+    """Access ``r`` into a free slot at the end of transaction queue ``d`` of channel ``c`` and
+    at the end of its bank's chain (the layout is at the top of this module)."""
+    s = chan_i[c, C_T_FREE + d]
+    chan_i[c, C_T_FREE + d] = tq[d, c, s, T_NEXT]
+    tail = chan_i[c, C_T_TAIL + d]
+    tq[d, c, s, T_ACCESS] = r
+    tq[d, c, s, T_NEXT] = -1
+    tq[d, c, s, T_PREV] = tail
+    tq[d, c, s, T_BANK_NEXT] = -1
+    tq[d, c, s, T_SEQ] = chan_i[c, C_T_SEQ + d]
+    tqa[d, c, s] = arrival
+    chan_i[c, C_T_SEQ + d] += 1
+    if tail >= 0:
+        tq[d, c, tail, T_NEXT] = s
+    else:
+        chan_i[c, C_RT_HEAD + 2 * d] = s
+    chan_i[c, C_T_TAIL + d] = s
+    b = req_bank[r]
+    last = bank_n[b, 6 + d]
+    if last >= 0:
+        tq[d, c, last, T_BANK_NEXT] = s
+    else:
+        bank_n[b, 4 + d] = s
+    bank_n[b, 6 + d] = s
+    bank_n[b, 2 + d] += 1
+    if chan_i[c, C_T_NEW + d] < 0:
+        chan_i[c, C_T_NEW + d] = s
+
+
+@njit(cache=True, inline="always")
+def _tq_to_bank_queue(c, d, s, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
+    """The entry in slot ``s`` of transaction queue ``d`` (its bank's oldest there) moves to the
+    end of the scheduler's queue (its bank's command queue); its slot is freed."""
+    r = tq[d, c, s, T_ACCESS]
+    b = req_bank[r]
+    ns = chan_i[c, C_RQ_N + d]
+    js = _at(chan_i[c, C_RQ_HEAD + d], ns, G[G_RQ + d])
+    sq[d, c, js] = r
+    sqa[d, c, js] = tqa[d, c, s]
+    chan_i[c, C_RQ_N + d] = ns + 1
+    bank_n[b, d] += 1
+    prev = tq[d, c, s, T_PREV]
+    nxt = tq[d, c, s, T_NEXT]
+    if prev >= 0:
+        tq[d, c, prev, T_NEXT] = nxt
+    else:
+        chan_i[c, C_RT_HEAD + 2 * d] = nxt
+    if nxt >= 0:
+        tq[d, c, nxt, T_PREV] = prev
+    else:
+        chan_i[c, C_T_TAIL + d] = prev
+    bank_n[b, 4 + d] = tq[d, c, s, T_BANK_NEXT]
+    if bank_n[b, 4 + d] < 0:
+        bank_n[b, 6 + d] = -1
+    bank_n[b, 2 + d] -= 1
+    tq[d, c, s, T_ACCESS] = -1
+    tq[d, c, s, T_NEXT] = chan_i[c, C_T_FREE + d]
+    chan_i[c, C_T_FREE + d] = s
+    chan_i[c, C_RT_N + 2 * d] -= 1
+
+
+@njit(cache=True, inline="always")
 def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio, flow_start, fc_next, fc_end,
            bank_n, req_bank):
     """Admission: the most urgent flow's next access enters its queue (the transaction queue with
@@ -242,14 +334,10 @@ def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio
         d = flow_write[f]
         if front:
             n = chan_i[c, C_RT_N + 2 * d]
-            depth = G[G_RT + d]
-            if n >= depth:
+            if n >= G[G_RT + d]:
                 break
-            j = _at(chan_i[c, C_RT_HEAD + 2 * d], n, depth)
-            tq[d, c, j] = fc_next[f, c]
-            tqa[d, c, j] = arrival
+            _tq_append(c, d, fc_next[f, c], arrival, chan_i, tq, tqa, bank_n, req_bank)
             chan_i[c, C_RT_N + 2 * d] = n + 1
-            bank_n[req_bank[fc_next[f, c]], 2 + d] += 1
         else:
             n = chan_i[c, C_RQ_N + d]
             depth = G[G_RQ + d]
@@ -265,50 +353,38 @@ def _admit(c, G, chan_f, chan_i, sq, sqa, tq, tqa, active, flow_write, flow_prio
 
 @njit(cache=True, inline="always")
 def _to_command_queues(c, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank):
-    """Transaction queues -> per-bank command queues: the oldest whose bank queue has room;
-    whether any moved.
+    """Transaction queues -> per-bank command queues: in queue order, every entry whose bank
+    queue has room moves; whether any moved.
 
     After a pass every entry left waits for a full bank queue, and bank queues only fill up
     until one of them loses an entry (``_issue``, noted in C_T_FREED). So of the entries left
-    by the last pass only those of the bank noted can move, and only while that bank has room;
-    the entries admitted since are looked at one by one. The moves are those of a pass over
-    every entry."""
+    by the last pass only the oldest of the bank noted can move, while that bank has room
+    (older than every entry admitted since, they go first); then the entries admitted since
+    (from C_T_NEW) are looked at in order. With two banks freed every entry is looked at. The
+    moves are those of a pass over every entry."""
     cap = G[G_BANKQ]
     moved = False
     for d in range(2):
-        tn = C_RT_N + 2 * d
-        th = C_RT_HEAD + 2 * d
-        tdepth = G[G_RT + d]
-        sdepth = G[G_RQ + d]
-        old = chan_i[c, C_T_BLOCKED + d]  # entries 0 .. old-1 wait, but for those of bank fb
+        new = chan_i[c, C_T_NEW + d]
         fb = chan_i[c, C_T_FREED + d]
-        i = 0
-        while i < chan_i[c, tn]:
-            th0 = chan_i[c, th]
-            if i < old and (fb < 0 or bank_n[fb, d] >= cap or bank_n[fb, 2 + d] == 0):
-                i = old  # none of the waiting ones can move
-                continue
-            r = tq[d, c, _at(th0, i, tdepth)]
-            bk = req_bank[r]
-            if bank_n[bk, d] >= cap or (i < old and bk != fb):
-                i += 1
-                continue
-            ns = chan_i[c, C_RQ_N + d]
-            js = _at(chan_i[c, C_RQ_HEAD + d], ns, sdepth)
-            sq[d, c, js] = r
-            sqa[d, c, js] = tqa[d, c, _at(th0, i, tdepth)]
-            chan_i[c, C_RQ_N + d] = ns + 1
-            bank_n[bk, d] += 1
-            bank_n[bk, 2 + d] -= 1
-            for m in range(i, 0, -1):  # the older entries move up one; the ring starts one later
-                tq[d, c, _at(th0, m, tdepth)] = tq[d, c, _at(th0, m - 1, tdepth)]
-                tqa[d, c, _at(th0, m, tdepth)] = tqa[d, c, _at(th0, m - 1, tdepth)]
-            chan_i[c, th] = _at(th0, 1, tdepth)
-            chan_i[c, tn] -= 1
-            moved = True
-            if i < old:
-                old -= 1
-        chan_i[c, C_T_BLOCKED + d] = chan_i[c, tn]
+        if fb == -2:
+            new = chan_i[c, C_RT_HEAD + 2 * d]  # every entry
+        elif fb >= 0:
+            newest_old = tq[d, c, new, T_SEQ] if new >= 0 else chan_i[c, C_T_SEQ + d]
+            while bank_n[fb, d] < cap:
+                s = bank_n[fb, 4 + d]
+                if s < 0 or tq[d, c, s, T_SEQ] >= newest_old:
+                    break
+                _tq_to_bank_queue(c, d, s, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank)
+                moved = True
+        s = new
+        while s >= 0:
+            nxt = tq[d, c, s, T_NEXT]
+            if bank_n[req_bank[tq[d, c, s, T_ACCESS]], d] < cap:
+                _tq_to_bank_queue(c, d, s, G, chan_i, sq, sqa, tq, tqa, bank_n, req_bank)
+                moved = True
+            s = nxt
+        chan_i[c, C_T_NEW + d] = -1
         chan_i[c, C_T_FREED + d] = -1
     return moved
 
@@ -486,18 +562,13 @@ def _issue(c, pick, T, G, bank_f, bank_i, rank_f, rank_i, rank_bg_f, chan_f, cha
     if G[G_BANKQ] > 0:
         bank_n[b, d] -= 1
         freed = chan_i[c, C_T_FREED + d]
-        if freed >= 0 and freed != b:
-            chan_i[c, C_T_BLOCKED + d] = 0  # two banks freed: the next pass looks at every entry
-        chan_i[c, C_T_FREED + d] = b
+        chan_i[c, C_T_FREED + d] = b if freed == -1 or freed == b else -2  # two banks: every entry looked at
     f = req_flow[r]
     flow_remaining[f] -= 1
     flow_end[f] = max(flow_end[f], end)
     flow_delay[f] += delay
-    for i in range(k, 0, -1):  # the older entries move up one; the ring starts one later
-        sq[d, c, _at(head, i, depth)] = sq[d, c, _at(head, i - 1, depth)]
-        sqa[d, c, _at(head, i, depth)] = sqa[d, c, _at(head, i - 1, depth)]
+    chan_i[c, C_RQ_HEAD + d] = _remove(sq, sqa, d, c, head, n, k, depth)
     chan_i[c, C_RQ_N + d] = n - 1
-    chan_i[c, C_RQ_HEAD + d] = _at(head, 1, depth)
     # page policy
     if G[G_POLICY] != OPEN:
         hit_waits = False
@@ -609,6 +680,55 @@ def commands_before_end(flows, fc_next, fc_end, flow_prio, depth):
             worst = max(worst, fc_end[f, c] - fc_next[f, c] + max(ahead - depth, 0))
         fewest = min(fewest, worst)
     return fewest
+
+
+@njit(cache=True)
+def view_chunks(shape, strides, itemsize):
+    """Byte offsets and sizes of the contiguous chunks of a strided view (from offset 0), in
+    issue order, abutting chunks merged: ``npusim.kernels.render_chunks`` (RenderChunks, whose
+    ``render_chunks_reference`` a test holds this equal to) compiled, as the banks model needs
+    it for every DMA command and has Numba loaded anyway. The trailing contiguous axes form one
+    block; the leading axes are walked in row-major order, each block joining the chunk it
+    starts at the end of."""
+    rank = shape.shape[0]
+    first = rank
+    expected = 1
+    for k in range(rank - 1, -1, -1):  # first axis from which the view is contiguous
+        if shape[k] != 1 and strides[k] != expected:
+            break
+        expected *= shape[k]
+        first = k
+    block = itemsize
+    for k in range(first, rank):
+        block *= shape[k]
+    count = 1
+    for k in range(first):
+        count *= shape[k]
+    if block == 0 or count == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    offsets = np.empty(count, dtype=np.int64)
+    sizes = np.empty(count, dtype=np.int64)
+    index = np.zeros(max(first, 1), dtype=np.int64)
+    element = 0
+    m = 0
+    for _ in range(count):
+        start = element * itemsize
+        if m > 0 and offsets[m - 1] + sizes[m - 1] == start:
+            sizes[m - 1] += block
+        else:
+            offsets[m] = start
+            sizes[m] = block
+            m += 1
+        k = first - 1  # the next block: the last leading axis steps, carrying into earlier ones
+        while k >= 0:
+            index[k] += 1
+            element += strides[k]
+            if index[k] < shape[k]:
+                break
+            element -= strides[k] * shape[k]
+            index[k] = 0
+            k -= 1
+    return offsets[:m], sizes[:m]
 
 
 @njit(cache=True)

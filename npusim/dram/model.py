@@ -42,10 +42,9 @@ import math
 import numpy as np
 
 from npusim.dram.controller import Controller, ControllerConfig, timings
-from npusim.dram.kernel import access_addresses
+from npusim.dram.kernel import access_addresses, view_chunks
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
-from npusim.kernels.render_chunks import render_chunks
 from npusim.plan.dram import buffer_of, buffer_size
 
 #: Accesses per channel a flow has left when the model starts looking for its exact end
@@ -190,7 +189,8 @@ class BankedDram:
         found = self._addresses.get(cmd.id)
         if found is None:
             view = cmd.dram  # its chunks (view.chunks(), without building the tuples)
-            offsets, sizes = render_chunks(view.shape, view.strides, 0, view.itemsize)
+            offsets, sizes = view_chunks(np.array(view.shape, dtype=np.int64), np.array(view.strides, dtype=np.int64),
+                                         view.itemsize)
             shift = view.address
             if self.bump is not None:
                 shift += self.bump[buffer_of(self.program.graph.tensors[cmd.tensor])]

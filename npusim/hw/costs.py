@@ -426,10 +426,10 @@ def scratchpad_bytes(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tupl
     ``npusim.graph.decoder``) reads and writes nothing."""
     if op.attrs.get("marker"):  # a liveness marker (npusim.graph.decoder): touches no data
         return 0, 0
-    read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs))
-    written = sum(graph.tensors[t].size for t in op.outputs)
     gemm = array_gemm(op.kind, op.gemm, hw)
-    if gemm is None or len(op.inputs) < 2:
+    if gemm is None or len(op.inputs) < 2:  # every input read once, every output written once
+        read = sum(graph.tensors[t].size for t in dict.fromkeys(op.inputs))
+        written = sum(graph.tensors[t].size for t in op.outputs)
         return read, written
     if hw.cores.unroll:
         return _unrolled_scratchpad_bytes(op, graph, hw, gemm, cores)
@@ -563,13 +563,15 @@ def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float
     return timing
 
 
-def op_core_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[tuple[float, str], list[float]]:
-    """((cycles, bound) as ``op_cycles``, how long each core computes within them)."""
+def op_core_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1,
+                   scratchpad: tuple[int, int] | None = None) -> tuple[tuple[float, str], list[float]]:
+    """((cycles, bound) as ``op_cycles``, how long each core computes within them);
+    ``scratchpad``: the op's ``scratchpad_bytes`` when the caller has them already."""
     bits = operand_bits(op, graph) if hw.cores.unroll and len(op.inputs) > 1 else None
     parts, bound = core_cycles(op.kind, op.gemm, op.macs, op.vector_ops, hw, cores, "epilogue" in op.attrs,
                                chain_position(op, hw), bits)
     compute = max(parts)
-    read, written = scratchpad_bytes(op, graph, hw, cores)
+    read, written = scratchpad if scratchpad is not None else scratchpad_bytes(op, graph, hw, cores)
     memory = (read + written) / hw.scratchpad.bytes_per_cycle
     if memory > compute:
         return (memory, "scratchpad"), parts

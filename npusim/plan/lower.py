@@ -154,24 +154,39 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[tu
     """Every transfer and op as a command's fields without waits, keyed and sorted by
     (step, phase, tensor or op)."""
     residencies = plan.residencies
-    by_tensor = defaultdict(list)
+    by_tensor = defaultdict(list)  # tensor -> (first step, last step, its Access) of each residency
     for i, r in enumerate(residencies):
-        by_tensor[r.tensor].append(i)
+        by_tensor[r.tensor].append((r.first, r.last, Access(i, r.tensor, r.offset, r.size)))
 
     def access_at(t: int, s: int) -> Access:
-        for i in by_tensor[t]:
-            r = residencies[i]
-            if r.first <= s <= r.last:
-                return Access(i, r.tensor, r.offset, r.size)
+        for first, last, access in by_tensor[t]:
+            if first <= s <= last:
+                return access
         raise ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
+
+    dram_side = {}  # tensor -> (view, cost): a tensor moved again is moved from the same place
+    # A view's counts depend on its start only through the start's phase in a burst (shifting
+    # every chunk by whole bursts moves as many bursts): tiles of one shape share their cost.
+    costs = {}  # (shape, strides, itemsize, address mod burst) -> TransferCost
+    burst, max_dims = hw.dma.burst_bytes, hw.dma.max_dims
+
+    def view_and_cost(t: int) -> tuple[DramView, TransferCost]:
+        found = dram_side.get(t)
+        if found is None:
+            view = dram_view(graph.tensors[t], plan.dram, layout)
+            key = (view.shape, view.strides, view.itemsize, view.address % burst)
+            cost = costs.get(key)
+            if cost is None:
+                cost = costs[key] = transfer_cost(view.shape, view.strides, view.itemsize, view.address, burst, max_dims)
+            found = dram_side[t] = (view, cost)
+        return found
 
     drafts = []  # (priority, dict)
     for tr in plan.transfers:
         a = access_at(tr.tensor, tr.step)
-        view = dram_view(graph.tensors[tr.tensor], plan.dram, layout)
+        view, cost = view_and_cost(tr.tensor)
         d = dict(queue=f"dma.{tr.kind}", kind=tr.kind, step=tr.step, tensor=tr.tensor, cause=tr.cause,
-                 nbytes=tr.size, dram=view, cost=transfer_cost(view.shape, view.strides, view.itemsize, view.address,
-                                                               hw.dma.burst_bytes, hw.dma.max_dims),
+                 nbytes=tr.size, dram=view, cost=cost,
                  reads=(a,) if tr.kind == "store" else (),
                  writes=(a,) if tr.kind == "load" else ())
         drafts.append(((tr.step, PHASE[tr.kind], tr.tensor), d))
@@ -199,27 +214,40 @@ def _users_and_fillers(drafts, n_residencies: int) -> tuple[list[list[int]], dic
 
 def _with_waits(drafts, users, filler, previous, plan: Plan, graph: Graph) -> list[Command]:
     """The commands with the waits of the module docstring (only on earlier commands)."""
+    fields = [d for _, d in drafts]
+    kinds = [d["kind"] for d in fields]
+    queues = [d["queue"] for d in fields]
+    steps = [d["step"] for d in fields]
     last_store_of = {}  # tensor -> latest store command issued so far
-    compute_at = {d["step"]: cid for cid, (_, d) in enumerate(drafts) if d["kind"] == "compute"}
+    compute_at = {steps[cid]: cid for cid, kind in enumerate(kinds) if kind == "compute"}
     loads_at = defaultdict(list)  # step -> its load commands
-    for cid, (_, d) in enumerate(drafts):
-        if d["kind"] == "load":
-            loads_at[d["step"]].append(cid)
+    for cid, kind in enumerate(kinds):
+        if kind == "load":
+            loads_at[steps[cid]].append(cid)
+    dma_users = {}  # residency -> its users that are not computes (memoised: shared by many waiters)
+
+    def dma_users_of(q: int) -> list[int]:
+        found = dma_users.get(q)
+        if found is None:
+            found = dma_users[q] = [u for u in users[q] if kinds[u] != "compute"]
+        return found
+
     commands = []
-    for cid, (_, d) in enumerate(drafts):
+    for cid, d in enumerate(fields):
         waits, streamed = set(), set()
-        queue = d["queue"]
-        if d["kind"] == "compute":
+        kind = kinds[cid]
+        if kind == "compute":
+            queue = queues[cid]
             for a in d["reads"]:
                 f = filler.get(a.residency)
-                if f is not None and drafts[f][1]["queue"] != queue:
+                if f is not None and queues[f] != queue:
                     waits.add(f)
-                    if drafts[f][1]["kind"] == "load":
+                    if kinds[f] == "load":
                         streamed.add(f)
             for a in d["writes"]:
                 for q in previous[a.residency]:
-                    waits.update(u for u in users[q] if drafts[u][1]["kind"] != "compute")
-        elif d["kind"] == "load":
+                    waits.update(dma_users_of(q))
+        elif kind == "load":
             for a in d["writes"]:
                 for q in previous[a.residency]:
                     waits.update(users[q])
@@ -232,14 +260,15 @@ def _with_waits(drafts, users, filler, previous, plan: Plan, graph: Graph) -> li
                 f = filler.get(a.residency)
                 if f is not None:
                     waits.add(f)
-                    if drafts[f][1]["kind"] == "compute" and drafts[f][1]["step"] == d["step"]:
+                    if kinds[f] == "compute" and steps[f] == steps[cid]:
                         streamed.add(f)
             if plan.dram:  # DRAM is reused: no store before the op of its step (see above)
-                waits.add(compute_at[d["step"]])
-                waits.update(loads_at[d["step"]])
+                waits.add(compute_at[steps[cid]])
+                waits.update(loads_at[steps[cid]])
             last_store_of[d["tensor"]] = cid
-        waits = {w for w in waits if w < cid}
-        commands.append(Command(id=cid, waits=tuple(sorted(waits)), streamed=tuple(sorted(streamed & waits)), **d))
+        waits = sorted(w for w in waits if w < cid)
+        streamed = tuple(sorted(w for w in streamed if w < cid)) if streamed else ()
+        commands.append(Command(id=cid, waits=tuple(waits), streamed=streamed, **d))
     return commands
 
 
@@ -270,8 +299,11 @@ def _previous_occupants(residencies) -> list[list[int]]:
     """
     painter = AddressPainter()
     previous: list[list[int]] = [[] for _ in residencies]
-    for i in sorted(range(len(residencies)), key=lambda i: (residencies[i].first, residencies[i].offset)):
+    first = [r.first for r in residencies]
+    last = [r.last for r in residencies]
+    for i in sorted(range(len(residencies)), key=lambda i: (first[i], residencies[i].offset)):
         lo = residencies[i].offset
         found = painter.paint(lo, lo + residencies[i].size, i)
-        previous[i] = sorted(q for q in found if residencies[q].last < residencies[i].first)
+        begins = first[i]
+        previous[i] = sorted(q for q in found if last[q] < begins)
     return previous

@@ -20,76 +20,97 @@ SimPy events per transfer, not one per burst.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import simpy
+from simpy.events import Event, Timeout  # built directly: env.event() and env.timeout() go through a descriptor
+
+
+#: Where a flow's fields sit in its record (a list, updated in place).
+LEFT, PRIORITY, DONE, ID = range(4)
 
 
 class SharedBandwidth:
+    """The bus: the flows in flight, as records [bytes left, priority, done event, id] by id
+    (in start order), and the most urgent of them, moving.
+
+    ``_moving`` (the records of the flows of the most urgent priority, in the order they
+    started) is kept up to date as flows start and end, rather than searched for at every
+    update."""
+
     def __init__(self, env: simpy.Environment, bytes_per_cycle: float) -> None:
         self.env = env
         self.rate = bytes_per_cycle
-        self._remaining: dict[int, float] = {}
-        self._priority: dict[int, float] = {}
-        self._done: dict[int, simpy.Event] = {}
+        self._flows: dict[int, list] = {}
+        self._moving: list[list] = []  # the flows holding the bus: those of the most urgent priority
         self._next_id = 0
         self._last = 0.0
-        self._generation = 0
+        self._pending = None  # the timeout of the next completion; earlier ones are stale
         self.busy_cycles = 0.0
 
     def transfer(self, nbytes: float, priority: float = 0.0, cmd=None) -> simpy.Event:
         """An event that fires when ``nbytes`` have crossed the bus (lower ``priority`` first);
         ``cmd`` (the DMA command) is for ``npusim.dram.model.BankedDram``, ignored here."""
-        done = self.env.event()
+        done = Event(self.env)
         if nbytes <= 0:
             done.succeed()
             return done
         self._advance()
-        flow = self._next_id
+        flow = [float(nbytes), priority, done, self._next_id]
+        self._flows[self._next_id] = flow
         self._next_id += 1
-        self._remaining[flow] = float(nbytes)
-        self._priority[flow] = priority
-        self._done[flow] = done
+        moving = self._moving
+        if not moving or priority == moving[0][PRIORITY]:
+            moving.append(flow)  # flows start in id order: the list stays in start order
+        elif priority < moving[0][PRIORITY]:
+            self._moving = [flow]
         self._schedule()
         return done
 
-    def _moving(self) -> list[int]:
-        """The flows holding the bus: those of the most urgent priority."""
-        if not self._remaining:
-            return []
-        top = min(self._priority[f] for f in self._remaining)
-        return [f for f in self._remaining if self._priority[f] == top]
-
     def _advance(self) -> None:
-        now = self.env.now
+        """Move the moving flows' bytes on to now, the bus shared equally among them."""
+        now = self.env._now  # Environment.now without the property call
         dt = now - self._last
-        if self._remaining and dt > 0:
-            moving = self._moving()
+        moving = self._moving  # empty exactly when no flow is in flight
+        if moving and dt > 0:
             share = self.rate * dt / len(moving)
             for flow in moving:
-                self._remaining[flow] -= share
+                flow[LEFT] -= share
             self.busy_cycles += dt
         self._last = now
 
     def _schedule(self) -> None:
-        self._generation += 1
-        moving = self._moving()
+        moving = self._moving
         if not moving:
+            self._pending = None
             return
-        generation = self._generation
-        soonest = min(self._remaining[f] for f in moving)
+        soonest = min([flow[LEFT] for flow in moving])
         delay = max(soonest, 0.0) * len(moving) / self.rate
-        self.env.timeout(delay).callbacks.append(lambda _event: self._wake(generation))
+        self._pending = Timeout(self.env, delay)
+        self._pending.callbacks.append(self._wake)
 
-    def _wake(self, generation: int) -> None:
-        if generation != self._generation:
+    def _wake(self, timeout: Timeout) -> None:
+        if timeout is not self._pending:
             return  # a start or end since then rescheduled the next completion
         self._advance()
-        moving = self._moving()
+        moving = self._moving
         # Relative tolerance: remaining bytes are floats accumulated over many updates.
-        finished = [f for f in moving if self._remaining[f] <= 1e-6 * max(1.0, self.rate)]
-        if not finished:
-            finished = [min(moving, key=self._remaining.get)]
+        limit = 1e-6 * max(1.0, self.rate)
+        finished = [flow for flow in moving if flow[LEFT] <= limit]
+        if finished:
+            still = [flow for flow in moving if not flow[LEFT] <= limit]
+        else:  # the nearest one (the first of them on a tie), despite rounding
+            nearest = min(moving, key=itemgetter(LEFT))
+            finished, still = [nearest], [flow for flow in moving if flow is not nearest]
         for flow in finished:
-            del self._remaining[flow]
-            del self._priority[flow]
-            self._done.pop(flow).succeed()
+            del self._flows[flow[ID]]
+            flow[DONE].succeed()
+        self._moving = still or self._most_urgent()
         self._schedule()
+
+    def _most_urgent(self) -> list[list]:
+        """The flows of the most urgent priority among those in flight, in start order."""
+        if not self._flows:
+            return []
+        top = min(flow[PRIORITY] for flow in self._flows.values())
+        return [flow for flow in self._flows.values() if flow[PRIORITY] == top]

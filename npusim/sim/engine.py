@@ -2,9 +2,10 @@
 scratchpad; it executes a Program and returns a Report.
 
 - Each compute queue (one per stream) runs its commands in order on core ``stream mod
-  cores.count`` (a SimPy resource), for ``op_cycles`` (``npusim.hw.costs``); with fewer
-  streams than cores (and ``cores.split_ops``) stream s drives cores s·g … s·g + g − 1,
-  g = ``cores_per_stream``, and every op of it is split across them (``core_parts``).
+  cores.count`` (a resource, ``_Units``, when streams share a core), for ``op_cycles``
+  (``npusim.hw.costs``); with fewer streams than cores (and ``cores.split_ops``) stream s
+  drives cores s·g … s·g + g − 1, g = ``cores_per_stream``, and every op of it is split
+  across them (``core_parts``).
 - Each DMA queue issues in order; a command takes one of ``dma.channels`` channels, pays
   descriptor setup and the DRAM latency, then moves its bytes on the bus (the bursts its
   chunks touch, counted in lowering: ``npusim.plan.transfer_cost``) at the share of DRAM
@@ -15,14 +16,26 @@ scratchpad; it executes a Program and returns a Report.
   with a DRAM layout (``plan.dram``) DRAM contents are checked too (``npusim.sim.dram_memory``).
 
 Time is counted in core clock cycles.
+
+Cost: the run is SimPy's event order exactly (time, then priority, then the order events were
+scheduled in), kept with less Python per event: the loop inlines SimPy's ``step``
+(``CountingEnvironment.run``), queues and transfers are generators driven without
+``simpy.Process`` (``_Task``: no end event nobody waits for), DMA channels and shared cores
+are ``_Units`` (``simpy.Resource``'s grant order without its bookkeeping), and what a
+command needs that does not depend on time (its scratchpad accesses, an op's cycles,
+scratchpad bytes and energy) is computed once. ``tests/test_simulator.py`` holds ``_Task``
+and ``_Units`` to SimPy's order.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import replace
+from collections import deque
+from heapq import heappop
 
 import simpy
+from simpy.events import Event, Timeout  # built directly: env.event() and env.timeout() go through a descriptor
 
 from npusim.errors import SimulationError
 from npusim.util.env_knobs import sim_max_seconds
@@ -35,7 +48,7 @@ from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.hw.costs import (
-    array_macs, array_pes, cores_per_stream, level_energy, op_core_cycles, op_cycles, register_accesses,
+    array_macs, array_pes, cores_per_stream, level_energy, op_core_cycles, register_accesses,
     scratchpad_bytes, stream_bands,
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
@@ -43,6 +56,11 @@ from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
 from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 
+
+#: The critical-path causes of a DMA command's parts, by kind: overhead, latency, bandwidth,
+#: bank timing (``npusim.sim.critical_path``).
+DMA_CAUSES = {kind: (f"{kind}_overhead", f"{kind}_latency", f"{kind}_bandwidth", f"{kind}_bank_timing")
+              for kind in ("load", "store")}
 
 #: The critical-path cause of each bound ``op_cycles`` reports.
 BOUND_CAUSE = {"array": "array", "vector": "vector", "scratchpad": "scratchpad_bandwidth"}
@@ -69,8 +87,8 @@ class CountingEnvironment(simpy.Environment):
         self.max_seconds = max_seconds
         self.deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
-    def step(self) -> None:
-        self.processed += 1
+    def _check_guards(self) -> None:
+        """The per-event guards (event budget, progress report, wall clock), run on every event."""
         if self.max_events is not None and self.processed > self.max_events:
             raise SimulationError(f"simulation stopped at cycle {self.now:,.0f}: more than {self.max_events:,} "
                                   f"events (MAX_EVENTS_PER_COMMAND = {MAX_EVENTS_PER_COMMAND} per command); "
@@ -81,7 +99,116 @@ class CountingEnvironment(simpy.Environment):
             raise SimulationError(f"simulation stopped at cycle {self.now:,.0f} after {self.processed:,} events: "
                                   f"over the wall-clock guard of {self.max_seconds:g} s; raise it with "
                                   "NPUSIM_SIM_MAX_SECONDS or simulate a smaller budget/graph")
+
+    def step(self) -> None:
+        self.processed += 1
+        self._check_guards()
         super().step()
+
+    def run(self, until=None):
+        """Process every event, as ``simpy.Environment.run()`` with no ``until`` does.
+
+        The loop is SimPy's ``step`` inlined (pop the earliest (time, priority, id), run its
+        callbacks, crash on a failed event nobody defused), so the events run in exactly
+        SimPy's order; only the events a guard can act on (every 256th, the one past the
+        budget) go through ``step`` and its guards: a method call per event is most of what
+        the wrapper cost."""
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        every = math.gcd(256, PROGRESS_EVERY)  # the guards act only on multiples of this count ...
+        budget = self.max_events if self.max_events is not None else math.inf  # ... or past the budget
+        processed = self.processed
+        try:
+            while True:
+                guarded = min(processed - processed % every + every, budget + 1)
+                while processed + 1 < guarded and queue:
+                    self._now, _, _, event = heappop(queue)
+                    processed += 1
+                    callbacks, event.callbacks = event.callbacks, None
+                    for callback in callbacks:
+                        callback(event)
+                    if not event._ok and not hasattr(event, "_defused"):
+                        self.processed = processed
+                        _crash(event)
+                # the event a guard may act on, or the empty queue: through step(), which
+                # counts and checks it first (the empty queue's step too, as SimPy's run does)
+                self.processed = processed
+                self.step()
+                processed = self.processed
+        except simpy.core.EmptySchedule:
+            return None
+
+
+def _crash(event) -> None:
+    """Raise a failed event's exception, as ``simpy.Environment.step`` does."""
+    exc = type(event._value)(*event._value.args)
+    exc.__cause__ = event._value
+    raise exc
+
+
+class _Task:
+    """A SimPy process nobody waits for (a command queue, a DMA transfer), driven without
+    ``simpy.Process``.
+
+    It starts as a Process does (an URGENT event scheduled now, so it runs at the same point
+    of the event order), resumes its generator on each event it yields, and simply stops at
+    the end: a Process would also schedule its own end, an event with no callbacks, one per
+    queue and per transfer. Every event the generator yields succeeds (no failure to throw
+    in); an error in it propagates from the event loop at once, where a Process would raise
+    it when its failed end event came up."""
+
+    __slots__ = ("generator",)
+
+    def __init__(self, env: simpy.Environment, generator) -> None:
+        self.generator = generator
+        start = simpy.Event(env)
+        start._ok, start._value = True, None
+        start.callbacks.append(self._resume)
+        env.schedule(start, simpy.events.URGENT)
+
+    def _resume(self, event) -> None:
+        send = self.generator.send
+        while True:
+            try:
+                event = send(event._value)
+            except StopIteration:
+                return
+            if event.callbacks is not None:  # not processed yet: resume when it is
+                event.callbacks.append(self._resume)
+                return
+
+
+class _Units:
+    """``simpy.Resource(env, capacity)`` as the engine uses it (``request()``, yield it,
+    ``release(request)``), with SimPy's event order and none of its bookkeeping:
+
+    - a request joins the queue and the head of the queue is granted if a unit is free (SimPy's
+      ``_trigger_put`` looks at the head only), its event succeeding now;
+    - a release frees the unit at once and schedules a release event (now, as SimPy's
+      ``Release`` succeeds), which grants the head of the queue when it is processed."""
+
+    __slots__ = ("capacity", "env", "in_use", "queue")
+
+    def __init__(self, env: simpy.Environment, capacity: int) -> None:
+        self.env, self.capacity, self.in_use, self.queue = env, capacity, 0, deque()
+
+    def request(self) -> Event:
+        request = Event(self.env)
+        self.queue.append(request)
+        self._grant()
+        return request
+
+    def release(self, request: Event) -> None:
+        self.in_use -= 1
+        released = Event(self.env)
+        released.callbacks.append(self._grant)
+        released.succeed()
+
+    def _grant(self, _event=None) -> None:
+        if self.queue and self.in_use < self.capacity:
+            self.in_use += 1
+            self.queue.popleft().succeed()
 
 
 class _Machine:
@@ -90,8 +217,8 @@ class _Machine:
         self.env = CountingEnvironment(MAX_EVENTS_PER_COMMAND * len(program.commands) + MIN_EVENT_BUDGET,
                                        MAX_WALL_SECONDS if MAX_WALL_SECONDS is not None else sim_max_seconds(),
                                        progress)
-        self.cores = [simpy.Resource(self.env, capacity=1) for _ in range(hw.cores.count)]
-        self.channels = simpy.Resource(self.env, capacity=hw.dma.channels)
+        self.cores = [_Units(self.env, 1) for _ in range(hw.cores.count)]
+        self.channels = _Units(self.env, hw.dma.channels)
         if hw.dram.model == "banks":  # a device with banks and rows at the DMA's addresses (npusim.dram.model)
             from npusim.dram.model import BankedDram  # lazy: its Numba kernel loads only when used
 
@@ -101,11 +228,13 @@ class _Machine:
             self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
             self.dram_latency = hw.dram_latency_cycles
         self.scratchpad = TaggedScratchpad(program.capacity)
-        self.done = [self.env.event() for _ in program.commands]
+        self.done = [Event(self.env) for _ in program.commands]
         self.users_left = [len(u) for u in program.residency_users]
         self.timeline: list[TimelineEntry] = []
         self.timings = [CommandTiming() for _ in program.commands]
         self.free_channels = list(range(hw.dma.channels))
+        self.dma_lanes = [f"dma{channel}" for channel in range(hw.dma.channels)]
+        self.dma_setup_cycles = hw.dma.setup_cycles
         self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed)
         self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data)
         self.dram_flows = 0
@@ -122,8 +251,10 @@ class _Machine:
         self.energy_by_level = {lv.name: 0.0 for lv in hw.cores.levels}  # cores.levels (register_file's parts)
         self._levels: dict[int, dict] = {}
         self._cycles: dict[int, float] = {}
+        self._bytes: dict[int, tuple[int, int]] = {}
         self._energy: dict[int, dict] = {}
         self._streaming(program)
+        self._accesses(program)
         for r, users in enumerate(program.residency_users):
             if not users:
                 self.scratchpad.release(r)
@@ -141,24 +272,45 @@ class _Machine:
         self.streams_from: list[tuple[int, ...]] = [()] * len(commands)
         self.band_done: dict[int, simpy.Event] = {}
         for c in commands:
+            if not c.streamed:
+                continue
             streamed = tuple(w for w in c.streamed if w in c.waits)  # a streamed wait is still a wait
             if not streamed:
                 continue
-            c = replace(c, streamed=streamed)
             if c.kind == "compute":
                 if self.bands[c.id] < 2:
                     continue
-                for w in c.streamed:
+                for w in streamed:
                     if w not in self.band_done:
                         self.bands[w] = self.bands[c.id]
                         self.band_done[w] = self.env.event()
-                self.streams_from[c.id] = c.streamed
+                self.streams_from[c.id] = streamed
             else:  # a store streams from the op that produced what it stores
-                producer = c.streamed[0]
+                producer = streamed[0]
                 if self.bands[producer] >= 2:
                     self.bands[c.id] = self.bands[producer]
                     self.band_done.setdefault(producer, self.env.event())
-                    self.streams_from[c.id] = c.streamed
+                    self.streams_from[c.id] = streamed
+
+    def _accesses(self, program: Program) -> None:
+        """Each command's scratchpad accesses as the tuples the scratchpad checks take
+        (residency, tensor name, offset, size), and the residencies it touches (released
+        when their last user completes): built once, not on every run of the command."""
+        tensors = self.graph.tensors
+        built = {}  # id(Access) -> its tuple: lowering shares one Access per residency
+
+        def args(accesses):
+            found = []
+            for a in accesses:
+                one = built.get(id(a))
+                if one is None:
+                    one = built[id(a)] = (a.residency, tensors[a.tensor].name, a.offset, a.size)
+                found.append(one)
+            return tuple(found)
+
+        self.reads_of = [args(c.reads) if c.reads else () for c in program.commands]
+        self.writes_of = [args(c.writes) if c.writes else () for c in program.commands]
+        self.touched = [tuple(a[0] for a in r + w) for r, w in zip(self.reads_of, self.writes_of)]
 
     # -- helpers -----------------------------------------------------------------------------
     def _who(self, cmd: Command) -> str:
@@ -166,17 +318,13 @@ class _Machine:
             return f"op {self.graph.ops[cmd.op].name!r} at step {cmd.step} ({cmd.queue})"
         return f"{cmd.kind} of {self.graph.tensors[cmd.tensor].name!r} at step {cmd.step} ({cmd.queue})"
 
-    def _pending(self, cmd: Command):
-        """Semaphores of ``cmd`` not yet signalled (waited for one by one: no condition events)."""
-        done = self.done
-        return [done[w] for w in cmd.waits if not done[w].processed]
-
     def _complete(self, cmd: Command) -> None:
         self.done[cmd.id].succeed()
-        for a in cmd.reads + cmd.writes:
-            self.users_left[a.residency] -= 1
-            if self.users_left[a.residency] == 0:
-                self.scratchpad.release(a.residency)
+        users_left = self.users_left
+        for r in self.touched[cmd.id]:
+            users_left[r] -= 1
+            if users_left[r] == 0:
+                self.scratchpad.release(r)
         self._sample_occupancy()
 
     def _tensor(self, t: int) -> str:
@@ -188,27 +336,23 @@ class _Machine:
         the queue's previous command (at its end, or at its start for an in-order DMA queue)
         or the semaphore signalled last (at its first band for a streamed wait); ties go to
         the queue."""
-        timing = self.timings[cmd.id]
-        timing.ready = self.env.now
+        timings, done = self.timings, self.done
+        timing = timings[cmd.id]
+        timing.ready = self.env._now
         best, best_time, at = None, -1.0, "end"
         if previous is not None:
-            p = self.timings[previous]
+            p = timings[previous]
             at = "start" if previous_at_start else "end"
             best, best_time = previous, (p.start if previous_at_start else p.end)
         for w in cmd.waits:
-            t = self.timings[w]
-            when, how = (t.end, "end") if self.done[w].processed else (t.band, "band")  # a streamed wait: its band
+            t = timings[w]
+            if done[w].callbacks is None:  # processed (Event.processed, without the property call)
+                when, how = t.end, "end"
+            else:  # a streamed wait: its band
+                when, how = t.band, "band"
             if when > best_time:
                 best, best_time, at = w, when, how
         timing.binding, timing.binding_at = best, at
-
-    def _wait_ready(self, cmd: Command):
-        """Wait for ``cmd``'s semaphores: a streamed one only until its first band is done."""
-        streamed = self.streams_from[cmd.id]
-        for w in cmd.waits:
-            if self.done[w].processed:
-                continue
-            yield self.band_done[w] if w in streamed else self.done[w]
 
     def _stream_tail(self, cmd: Command, late: list[int], own_last_band: dict):
         """After ``cmd`` did all but its last band: wait for the streamed commands in ``late``
@@ -223,11 +367,11 @@ class _Machine:
             timing.tail_parts = own_last_band
 
     def _sample_occupancy(self) -> None:
-        samples = self.occupancy
-        if samples and samples[-1][0] == self.env.now:
-            samples[-1] = (self.env.now, self.scratchpad.used)
+        samples, now = self.occupancy, self.env._now  # Environment.now without the property call
+        if samples and samples[-1][0] == now:
+            samples[-1] = (now, self.scratchpad.used)
         else:
-            samples.append((self.env.now, self.scratchpad.used))
+            samples.append((now, self.scratchpad.used))
 
     def compute_queue(self, commands: list[Command]):
         if not commands:
@@ -243,24 +387,29 @@ class _Machine:
         core = self.cores[mine[0]]
         # A core that serves only this stream needs no arbitration (saves two events per op).
         shared = self.program.streams > len(self.cores)
+        env, done, scratchpad, ops = self.env, self.done, self.scratchpad, self.graph.ops
+        reads_of, writes_of = self.reads_of, self.writes_of
         previous = None
         for cmd in commands:
-            yield from self._wait_ready(cmd)
+            streamed = self.streams_from[cmd.id]
+            for w in cmd.waits:  # _wait_ready, inlined: one generator less per op
+                if done[w].callbacks is not None:  # not processed yet
+                    yield self.band_done[w] if w in streamed else done[w]
             self._bind(cmd, previous, False)
             if shared:
                 req = core.request()
                 yield req
             timing = self.timings[cmd.id]
-            timing.start, timing.lane = self.env.now, lane
-            op = self.graph.ops[cmd.op]
+            timing.start, timing.lane = env.now, lane
+            op = ops[cmd.op]
             who = lambda cmd=cmd: self._who(cmd)  # noqa: E731  (formatted only for an error)
-            arriving = [w for w in self.streams_from[cmd.id] if not self.done[w].processed]
-            streaming = {a.residency for w in arriving for a in self.program.commands[w].writes}
-            for a in cmd.reads:
-                if a.residency not in streaming:  # a band-streamed input is checked when it has all arrived
-                    self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-            for a in cmd.writes:
-                self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+            arriving = [w for w in streamed if done[w].callbacks is not None]  # streamed, not processed
+            streaming = {a[0] for w in arriving for a in writes_of[w]}
+            for r, name, offset, size in reads_of[cmd.id]:
+                if r not in streaming:  # a band-streamed input is checked when it has all arrived
+                    scratchpad.check_read(r, name, offset, size, who)
+            for r, name, offset, size in writes_of[cmd.id]:
+                scratchpad.claim(r, name, offset, size, who)
             self._sample_occupancy()
             (cycles, bound), per_core = self._op_cycles(op)
             if self.schedule is not None:
@@ -275,14 +424,14 @@ class _Machine:
             if arriving:  # inputs still arriving: all bands but the last, then wait for them
                 yield self.env.timeout(cycles * (bands - 1) / bands)
                 yield from self._stream_tail(cmd, arriving, {cause: cycles / bands})
-                for a in cmd.reads:
-                    if a.residency in streaming:
-                        self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+                for r, name, offset, size in reads_of[cmd.id]:
+                    if r in streaming:
+                        scratchpad.check_read(r, name, offset, size, who)
                 yield self.env.timeout(cycles / bands)
             else:
-                yield self.env.timeout(cycles)
-            for a in cmd.writes:
-                self.scratchpad.fill(a.residency)
+                yield Timeout(env, cycles)
+            for a in writes_of[cmd.id]:
+                scratchpad.fill(a[0])
             slowest = max(per_core)  # a core computes its slice, stretched as the whole op is
             for c, busy in zip(mine, per_core):
                 self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
@@ -299,118 +448,135 @@ class _Machine:
         """((cycles, bound), cycles of each of the stream's cores), computed once per op."""
         found = self._cycles.get(op.id)
         if found is None:
-            found = self._cycles[op.id] = op_core_cycles(op, self.graph, self.hw, self.group)
+            found = self._cycles[op.id] = op_core_cycles(op, self.graph, self.hw, self.group,
+                                                         self._scratchpad_bytes(op))
+        return found
+
+    def _scratchpad_bytes(self, op) -> tuple[int, int]:
+        """``scratchpad_bytes`` of ``op``, computed once for its cycles and its energy."""
+        found = self._bytes.get(op.id)
+        if found is None:
+            found = self._bytes[op.id] = scratchpad_bytes(op, self.graph, self.hw, self.group)
         return found
 
     def dma_queue(self, commands: list[Command]):
         previous = None
+        done = self.done
         for cmd in commands:
-            yield from self._wait_ready(cmd)
+            streamed = self.streams_from[cmd.id]
+            for w in cmd.waits:  # _wait_ready, inlined: one generator less per transfer
+                if done[w].callbacks is not None:  # not processed yet
+                    yield self.band_done[w] if w in streamed else done[w]
             self._bind(cmd, previous, True)
             req = self.channels.request()
             yield req
-            self.timings[cmd.id].start = self.env.now
-            self.env.process(self._dma(cmd, req))
+            self.timings[cmd.id].start = self.env._now
+            _Task(self.env, self._dma(cmd, req))
             previous = cmd.id
 
     def _dma(self, cmd: Command, req):
         who = lambda: self._who(cmd)  # noqa: E731  (formatted only for an error)
-        producing = [w for w in self.streams_from[cmd.id] if not self.done[w].processed]  # results still being computed
-        for a in cmd.writes:
-            self.scratchpad.claim(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+        done, scratchpad, env = self.done, self.scratchpad, self.env
+        streamed = self.streams_from[cmd.id]
+        producing = [w for w in streamed if done[w].callbacks is not None] if streamed else streamed  # results still being computed
+        for access in self.writes_of[cmd.id]:
+            scratchpad.claim(*access, who)
         if not producing:
-            for a in cmd.reads:
-                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
+            for access in self.reads_of[cmd.id]:
+                scratchpad.check_read(*access, who)
         self._sample_occupancy()
         if self.dram_memory is not None:  # plans with a DRAM layout: live DRAM data is checked too
             self.dram_memory.start(cmd, who)
         channel = self.free_channels.pop(0)
-        lane = f"dma{channel}"
-        start = self.env.now
+        lane = self.dma_lanes[channel]
+        start = env._now  # Environment.now without the property call (here and below)
         cost = cmd.cost
-        setup = cost.descriptors * self.hw.dma.setup_cycles
+        bus = cost.bus_bytes
+        setup = cost.descriptors * self.dma_setup_cycles
         latency = self.dram_latency
         if self.schedule is not None:  # delay DMAs too (by their unloaded time x (stretch - 1)): races with loads show
             setup += (self.schedule.stretch(cmd.queue) - 1.0) * unloaded_cycles(cost, self.hw)
-        yield self.env.timeout(setup + latency)
-        flowing = self.env.now
+        yield Timeout(env, setup + latency)
+        flowing = env._now
         self._sample_dram(+1)
         urgency = cmd.step + (0.5 if cmd.kind == "store" else 0.0)  # the bus serves earlier steps first
         timing = self.timings[cmd.id]
-        bands = self.bands[cmd.id]
-        overhead, waiting = f"{cmd.kind}_overhead", f"{cmd.kind}_latency"
-        moving_cause = f"{cmd.kind}_bandwidth"
-        if cmd.id in self.band_done or producing:
+        overhead, waiting, moving_cause, bank_cause = DMA_CAUSES[cmd.kind]
+        transfer = self.dram.transfer
+        banded = self.band_done.get(cmd.id)  # a consumer streams from this transfer's first band
+        if producing or banded is not None:
             # in bands: the first signals a streaming consumer; a store's last waits for the op
-            first = cost.bus_bytes / bands
-            yield self.dram.transfer(first, urgency, cmd)
-            if cmd.id in self.band_done:
-                timing.band = self.env.now
-                timing.band_parts = {overhead: setup, waiting: latency, moving_cause: self.env.now - flowing}
-                self.band_done[cmd.id].succeed()
+            first = bus / self.bands[cmd.id]
+            yield transfer(first, urgency, cmd)
+            if banded is not None:
+                timing.band = env._now
+                timing.band_parts = {overhead: setup, waiting: latency, moving_cause: env._now - flowing}
+                banded.succeed()
             if producing:  # all but the last band, then (after the op's last band) the last one
-                yield self.dram.transfer(cost.bus_bytes - 2 * first, urgency, cmd)
+                yield transfer(bus - 2 * first, urgency, cmd)
                 self._sample_dram(-1)
-                mark = self.env.now
+                mark = env._now
                 yield from self._stream_tail(cmd, producing, {})
                 self._sample_dram(+1)
-                last_start = self.env.now
-                yield self.dram.transfer(first, urgency, cmd)
-                if self.env.now > mark and timing.tail is not None:  # held up by the op's last band
-                    timing.tail_parts = {moving_cause: self.env.now - last_start}
+                last_start = env._now
+                yield transfer(first, urgency, cmd)
+                if env._now > mark and timing.tail is not None:  # held up by the op's last band
+                    timing.tail_parts = {moving_cause: env._now - last_start}
             else:
-                yield self.dram.transfer(cost.bus_bytes - first, urgency, cmd)
+                yield transfer(bus - first, urgency, cmd)
         else:
-            yield self.dram.transfer(cost.bus_bytes, urgency, cmd)
+            yield transfer(bus, urgency, cmd)
         self._sample_dram(-1)
         if producing:
-            for a in cmd.reads:
-                self.scratchpad.check_read(a.residency, self._tensor(a.tensor), a.offset, a.size, who)
-        moving = self.env.now - flowing
-        addresses_left = flowing + address_cycles(cost, self.hw) - self.env.now
+            for access in self.reads_of[cmd.id]:
+                scratchpad.check_read(*access, who)
+        now = env._now
+        moving = now - flowing
+        addresses_left = flowing + address_cycles(cost, self.hw) - now
         if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
-            yield self.env.timeout(addresses_left)
+            yield Timeout(env, addresses_left)
+            now = env._now
             if timing.tail is not None:
                 timing.tail_parts[overhead] = addresses_left
         if self.dram_memory is not None:
             self.dram_memory.finish(cmd)
-        for a in cmd.writes:
-            self.scratchpad.fill(a.residency)
+        for access in self.writes_of[cmd.id]:
+            scratchpad.fill(access[0])
         self.channels.release(req)
         self.free_channels.append(channel)
         self.free_channels.sort()
-        self.channel_busy += self.env.now - start
-        timing.end, timing.lane = self.env.now, lane
+        self.channel_busy += now - start
+        timing.end, timing.lane = now, lane
         timing.parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: moving}
         if self.banked:  # the data phase's share lost to ACT/PRE/refresh beyond the bus
             bank = min(moving, self.dram.bank_cycles(cmd))
             if bank > 0:
                 timing.parts[moving_cause] = moving - bank
-                timing.parts[f"{cmd.kind}_bank_timing"] = bank
-        e = self.hw.energy
+                timing.parts[bank_cause] = bank
+        e, energy = self.hw.energy, self.energy
         # DRAM energy on what crosses the bus (whole bursts), as the timing; a load reads DRAM
         # and writes the scratchpad, a store the reverse
         # (with dram.model: banks the device's energy is charged at the end, from its commands)
         if cmd.kind == "load":
             if not self.banked:
-                self.energy["dram_read"] += cost.bus_bytes * e.dram_read_byte
-            self.energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
+                energy["dram_read"] += bus * e.dram_read_byte
+            energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
         else:
             if not self.banked:
-                self.energy["dram_write"] += cost.bus_bytes * e.dram_write_byte
-            self.energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
-        self.energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
+                energy["dram_write"] += bus * e.dram_write_byte
+            energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
+        energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
         self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
-                                           self.env.now, cmd.cause, cmd.nbytes, lane=lane, command=cmd.id))
+                                           now, cmd.cause, cmd.nbytes, lane=lane, command=cmd.id))
         self._complete(cmd)
 
     def _sample_dram(self, change: int) -> None:
         self.dram_flows += change
-        samples = self.dram_samples
-        if samples and samples[-1][0] == self.env.now:
-            samples[-1] = (self.env.now, self.dram_flows)
+        samples, now = self.dram_samples, self.env._now  # Environment.now without the property call
+        if samples and samples[-1][0] == now:
+            samples[-1] = (now, self.dram_flows)
         else:
-            samples.append((self.env.now, self.dram_flows))
+            samples.append((now, self.dram_flows))
 
     def _account_op(self, op) -> None:
         parts = self._op_energy(op)
@@ -425,7 +591,7 @@ class _Machine:
         parts = self._energy.get(op.id)
         if parts is None:
             e = self.hw.energy
-            read, written = scratchpad_bytes(op, self.graph, self.hw, self.group)
+            read, written = self._scratchpad_bytes(op)
             stationary, accumulator = register_accesses(op, self.hw, self.group)
             levels = self._levels[op.id] = level_energy(op, self.graph, self.hw, self.group)
             dtype = self.graph.tensors[op.outputs[0]].dtype
@@ -443,7 +609,7 @@ class _Machine:
         commands = self.program.commands
         for queue, ids in self.program.queues.items():
             cmds = [commands[i] for i in ids]
-            self.env.process(self.compute_queue(cmds) if queue.startswith("stream") else self.dma_queue(cmds))
+            _Task(self.env, self.compute_queue(cmds) if queue.startswith("stream") else self.dma_queue(cmds))
         self.env.run()
         unfinished = [c for c in commands if not self.done[c.id].triggered]
         if unfinished:
@@ -526,11 +692,12 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     for part, pj in static_energy_pj(hw, seconds, busy_seconds).items():
         energy[f"static_{part}"] = pj
     offchip, read, write, bus, dma_work = _transfer_totals(program, hw)
-    compute_bound = (sum(op_cycles(o, graph, hw, machine.group)[0] for o in graph.ops)
+    # op_cycles of every op: the run's own (cached per op, op_core_cycles) for the ops it ran
+    compute_bound = (sum(machine._op_cycles(o)[0][0] for o in graph.ops)
                      / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
-    semaphores = tuple((w, c.id) for c in program.commands for w in c.waits
-                       if program.commands[w].queue != c.queue)
+    queue_of = [c.queue for c in program.commands]
+    semaphores = tuple((w, c.id) for c in program.commands for w in c.waits if queue_of[w] != c.queue)
     span = max(cycles, 1e-9)
     return Report(
         graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,

@@ -64,13 +64,17 @@ class HappensBefore:
             for w in c.waits:
                 self.followers[w].append(c.id)
         # Every edge goes from a lower command id to a higher one: ids are a topological order.
+        # A wait at or before a position the clock already holds on its queue adds nothing: the
+        # clock of the command there (merged whole) already covers every earlier one's.
         self.clock: list[list[int]] = []
+        queue, position, clocks = self.queue, self.position, self.clock
         for c in commands:
-            clock = list(self.clock[previous[c.id]]) if previous[c.id] >= 0 else [-1] * len(names)
+            clock = list(clocks[previous[c.id]]) if previous[c.id] >= 0 else [-1] * len(names)
             for w in c.waits:
-                clock = [a if a >= b else b for a, b in zip(clock, self.clock[w])]
-            clock[self.queue[c.id]] = self.position[c.id]
-            self.clock.append(clock)
+                if position[w] > clock[queue[w]]:
+                    clock = list(map(max, clock, clocks[w]))
+            clock[queue[c.id]] = position[c.id]
+            clocks.append(clock)
 
     def ends_before(self, a: int, b: int) -> bool:
         """Does ``a`` complete before ``b`` starts, in every timing?"""
@@ -110,10 +114,15 @@ def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
         offset, size, t = region[r]
         return f"{tensor(t)!r} at [{offset}, {offset + size})"
 
+    # ends_before's common case answered inline: two commands of one serial queue are ordered
+    # (the earlier ends first); a command of a non-serial queue gets a line of its own (-1 - id)
+    line = [q if hb.serial[q] else -1 - c for c, q in enumerate(hb.queue)]
     for r, ws in enumerate(writers):
         for w in ws:
             for u in users[r]:
-                if u != w and not hb.ordered(w, u):
+                if u == w or line[u] == line[w]:
+                    continue
+                if not hb.ordered(w, u):
                     if any(a.residency == r for a in commands[u].writes):
                         return f"{who(u)} and {who(w)} both write {where(r)} with no semaphore or queue order"
                     return (f"{who(u)}: reads {where(r)} with no semaphore or queue order after {who(w)}, "
@@ -123,7 +132,7 @@ def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
         for p in previous:
             for u in users[p]:
                 for w in writers[r]:
-                    if not hb.ends_before(u, w):
+                    if not (u < w and line[u] == line[w]) and not hb.ends_before(u, w):
                         return (f"{who(w)}: writes {where(r)}, overlapping {where(p)} which {who(u)} still "
                                 f"uses: no semaphore or queue order makes it finish first, so under some "
                                 f"timing this is an overwrite of live data (reuse across unordered "
