@@ -32,6 +32,7 @@ always succeeds because the budget is at least M_R (checked up front).
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 
 from npusim.errors import InternalError, PlanningError
@@ -53,21 +54,21 @@ class UseTimes:
 
     def __init__(self, graph, order):
         self.size = [t.size for t in graph.tensors]
-        self.steps: dict[int, list[int]] = defaultdict(list)
+        self.steps: dict[int, list[int]] = defaultdict(list)  # ascending, as the order is walked
         for s, op in enumerate(order):
             for t in graph.ops[op].tensors:
                 self.steps[t].append(s)
+        self.last = [uses[-1] if uses else -1 for uses in (self.steps.get(t, ()) for t in range(graph.n_tensors))]
         self.last_access = [-1] * graph.n_tensors
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
-        for s in self.steps[t]:
-            if s > step:
-                return s
-        return float("inf")
+        steps = self.steps[t]
+        i = bisect.bisect_right(steps, step)
+        return steps[i] if i < len(steps) else float("inf")
 
     def last_use(self, t: int) -> int:
-        return self.steps[t][-1]
+        return self.last[t]
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -137,6 +138,9 @@ class _ArenaRun:
         self.arena = BestFitArena(capacity, alignment)
         self.alloc_size = [int(x) for x in aligned(graph.arrays.tensor_size, alignment)]
         self.uses = UseTimes(graph, order)
+        # The tensors of the op at each step, each once (placement look-ahead).
+        self.step_tensors = [list(dict.fromkeys(graph.ops[op].tensors)) for op in order]
+        self.last_used_at = [[x for x in tensors if self.uses.last[x] == u] for u, tensors in enumerate(self.step_tensors)]
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.loaded_once: set[int] = set()
@@ -213,65 +217,83 @@ class _ArenaRun:
     def _place_ahead(self, t: int, best_fit: int, s: int, pending: list[int]) -> int:
         """The offset for ``t`` at step s under which the most of the next ``lookahead`` steps
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
-        op's tensors still to place at this step."""
+        op's tensors still to place at this step.
+
+        Two shortcuts leave the answer unchanged: when the largest gap holds ``t`` and every
+        future block at once, all steps fit wherever ``t`` goes; and no offset can fit more
+        steps than those before the first whose live bytes exceed the budget
+        (``_most_steps_fitting``), so the search stops once an offset reaches that, and does
+        not start when the leading steps that place nothing reach it."""
         size = self.alloc_size[t]
         future = self._future_blocks(s, t, pending)
-        if not future or self._roomy(size, future):
+        if self._roomy(size, future):
             return best_fit
-        steps = len(future)
-        score = self._steps_fitting(t, best_fit, future)
-        if score == steps:
+        most = self._most_steps_fitting(size, future)
+        if most <= self._steps_placing_nothing(future):  # best fit reaches the bound: no need to try
             return best_fit
+        score = self.arena.steps_fitting(t, best_fit, size, future)
+        if score == most:
+            return best_fit
+        alignment = self.arena.alignment
         for start, end in self.arena.gaps():
             if end - start < size:
                 continue
-            top = (end - size) // self.arena.alignment * self.arena.alignment
-            for offset in dict.fromkeys((start, top)):
+            top = (end - size) // alignment * alignment
+            for offset in (start, top) if top != start else (start,):
                 if offset != best_fit:
-                    n = self._steps_fitting(t, offset, future)
+                    n = self.arena.steps_fitting(t, offset, size, future)
                     if n > score:
                         best_fit, score = offset, n
-                        if n == steps:
+                        if n == most:
                             return best_fit
         return best_fit
 
-    def _future_blocks(self, s: int, t: int, pending: list[int]) -> list[tuple[list[int], list[int]]]:
-        """Per step s, s+1, .. s+lookahead: (tensors to place there, tensors freed before it).
-        Step s places ``pending`` (``t`` is placed already); a later step places its op's
-        tensors not yet on chip, after the blocks last used before it are freed (and the
-        stored blocks held through step s)."""
+    def _future_blocks(self, s: int, t: int, pending: list[int]) -> list[tuple[list[tuple[int, int]], list[int]]]:
+        """Per step s, s+1, .. s+lookahead: (blocks ``(tensor, bytes)`` to place there, tensors
+        freed before it). Step s places ``pending`` (``t`` is placed already); a later step
+        places its op's tensors not yet on chip, after the blocks last used before it are freed
+        (and the stored blocks held through step s).
+
+        A tensor freed before step u > s is one last used at u-1, read from ``last_used_at``:
+        every tensor of the ops at s..u-1 is on chip or placed by then, so no on-chip set needs
+        scanning (a tensor of no bytes may be listed as placed or freed; it changes nothing)."""
+        size, resident = self.alloc_size, self.resident_since
         horizon = min(len(self.order), s + 1 + self.lookahead)
-        placed = set(self.arena.owners()) | set(pending) | {t}
-        freed_at: dict[int, list[int]] = defaultdict(list)
-        future = [(list(pending), [])]
+        placing = {t, *pending}
+        future = [([(x, size[x]) for x in pending], [])]
         for u in range(s + 1, horizon):
-            new = [x for x in dict.fromkeys(self.graph.ops[self.order[u]].tensors) if x not in placed]
-            placed.update(new)
-            future.append((new, []))
-        for x in placed:
-            last = max(self.uses.last_use(x), s if x in self.held else -1)
-            if s <= last < horizon - 1:
-                freed_at[last + 1].append(x)
-        for u in range(s + 1, horizon):
-            future[u - s] = (future[u - s][0], sorted(freed_at.get(u, ())))
+            new = [x for x in self.step_tensors[u] if x not in resident and x not in placing]
+            placing.update(new)
+            freed = self.last_used_at[u - 1]
+            if u == s + 1 and self.held:  # held through step s, then freed
+                freed = freed + [x for x in self.held if self.uses.last[x] < s]
+            future.append(([(x, size[x]) for x in new], freed))
         return future
 
     def _roomy(self, size: int, future) -> bool:
         """Whether every future block surely fits: the largest gap left beside ``t`` (placed
         anywhere) holds all of them at once."""
-        need = sum(self.alloc_size[x] for new, _ in future for x in new)
-        return any(end - start >= size + need for start, end in self.arena.gaps())
+        need = sum(nbytes for new, _ in future for _, nbytes in new)
+        return self.arena.largest_gap() >= size + need
 
-    def _steps_fitting(self, t: int, offset: int, future) -> int:
-        """Steps of ``future`` that fit in turn by best fit with ``t`` at ``offset``."""
-        arena = self.arena.copy()
-        arena.place(t, offset, self.alloc_size[t])
+    @staticmethod
+    def _steps_placing_nothing(future) -> int:
+        """Leading steps of ``future`` with no block to place: they fit wherever ``t`` goes."""
+        for n, (new, _) in enumerate(future):
+            if new:
+                return n
+        return len(future)
+
+    def _most_steps_fitting(self, size: int, future) -> int:
+        """An upper bound on the steps of ``future`` that fit wherever ``t`` (``size`` bytes)
+        goes: those before the first step whose live bytes exceed the budget (blocks that fit
+        never overlap, so their bytes add up to at most the budget)."""
+        live = self.arena.used + size
         for n, (new, freed) in enumerate(future):
-            for x in freed:
-                arena.free(x)
-            for x in new:
-                if arena.allocate(x, self.alloc_size[x]) is None:
-                    return n
+            live -= sum(self.alloc_size[x] for x in freed)
+            live += sum(nbytes for _, nbytes in new)
+            if live > self.arena.capacity:
+                return n
         return len(future)
 
     # -- one step ----------------------------------------------------------------------------

@@ -2,6 +2,13 @@
 
 This is TensorFlow Lite's ``SimpleMemoryArena`` policy: a new block goes into the smallest
 gap (between live blocks, or after the last one) that holds it, the lowest such gap on ties.
+
+The live blocks are kept as two parallel lists sorted by offset: their offsets and their ends
+rounded up to the alignment. A gap then starts at the largest rounded end so far (rounding up
+is monotone, so the rounded maximum is the maximum of the rounded ends), and a scan for the
+best gap is one pass over two lists with no arithmetic beyond a subtraction per block.
+``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and best-fit
+placements) on plain copies of those lists, without building a second arena.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ class BestFitArena:
         self.capacity = capacity
         self.alignment = alignment
         self._offsets: list[int] = []  # sorted offsets of live blocks
+        self._ends: list[int] = []  # their ends rounded up to the alignment, in the same order
         self._blocks: dict[int, tuple[int, int]] = {}  # offset -> (size, owner)
-        self._offset_of: dict[int, int] = {}  # owner -> offset
+        self._offset_of: dict[int, int] = {}  # owner -> offset, in placement order
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
+        self.used = 0  # bytes of the live blocks
 
     def _align(self, x: int) -> int:
         return -(-x // self.alignment) * self.alignment
@@ -25,55 +34,62 @@ class BestFitArena:
         """Best-fit offset for ``size`` bytes, or None if no gap holds it (0 for no bytes)."""
         if size <= 0:
             return 0
-        best, best_gap = None, None
-        cursor = 0
-        for off in self._offsets + [self.capacity]:
-            start = self._align(cursor)
-            gap = off - start
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = start, gap
-            if off < self.capacity:
-                cursor = max(cursor, off + self._blocks[off][0])
-        return best
+        return _best_fit(self._offsets, self._ends, self.capacity, size)
+
+    def largest_gap(self) -> int:
+        """Bytes of the largest gap (0 when full)."""
+        largest, cursor = 0, 0
+        for off, end in zip(self._offsets, self._ends):
+            if off - cursor > largest:
+                largest = off - cursor
+            if end > cursor:
+                cursor = end
+        return max(largest, self.capacity - cursor)
 
     def gaps(self) -> list[tuple[int, int]]:
         """The free ranges ``(start, end)`` between live blocks, lowest first, starts aligned."""
         found, cursor = [], 0
-        for off in self._offsets + [self.capacity]:
-            start = self._align(cursor)
-            if off > start:
-                found.append((start, off))
-            if off < self.capacity:
-                cursor = max(cursor, off + self._blocks[off][0])
+        for off, end in zip(self._offsets, self._ends):
+            if off > cursor:
+                found.append((cursor, off))
+            if end > cursor:
+                cursor = end
+        if self.capacity > cursor:
+            found.append((cursor, self.capacity))
         return found
 
     def copy(self) -> "BestFitArena":
         other = BestFitArena(self.capacity, self.alignment)
         other._offsets = list(self._offsets)
+        other._ends = list(self._ends)
         other._blocks = dict(self._blocks)
         other._offset_of = dict(self._offset_of)
         other._empty = dict(self._empty)
+        other.used = self.used
         return other
 
     def fits_without(self, size: int, removable: set[int]) -> bool:
         """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
         cursor = 0
-        for off in self._offsets + [self.capacity]:
-            if off < self.capacity and self._blocks[off][1] in removable:
+        for off, end in zip(self._offsets, self._ends):
+            if self._blocks[off][1] in removable:
                 continue
-            if off - self._align(cursor) >= size:
+            if off - cursor >= size:
                 return True
-            if off < self.capacity:
-                cursor = max(cursor, off + self._blocks[off][0])
-        return False
+            if end > cursor:
+                cursor = end
+        return self.capacity - cursor >= size
 
     def place(self, owner: int, offset: int, size: int) -> None:
         if size <= 0:  # takes no address range: kept apart, so it never shares a key with a block
             self._empty[owner] = offset
             return
-        bisect.insort(self._offsets, offset)
+        i = bisect.bisect_left(self._offsets, offset)
+        self._offsets.insert(i, offset)
+        self._ends.insert(i, self._align(offset + size))
         self._blocks[offset] = (size, owner)
         self._offset_of[owner] = offset
+        self.used += size
 
     def allocate(self, owner: int, size: int) -> int | None:
         offset = self.find(size)
@@ -85,12 +101,72 @@ class BestFitArena:
         if self._empty.pop(owner, None) is not None:
             return
         offset = self._offset_of.pop(owner)
-        del self._blocks[offset]
-        self._offsets.pop(bisect.bisect_left(self._offsets, offset))
+        self.used -= self._blocks.pop(offset)[0]
+        i = bisect.bisect_left(self._offsets, offset)
+        del self._offsets[i]
+        del self._ends[i]
 
     def offset_of(self, owner: int) -> int:
         return self._empty[owner] if owner in self._empty else self._offset_of[owner]
 
+    def size_of(self, owner: int) -> int:
+        """Bytes of ``owner``'s block (0 for an owner of no bytes)."""
+        return 0 if owner in self._empty else self._blocks[self._offset_of[owner]][0]
+
     def owners(self) -> list[int]:
         """Owners of address ranges (not those of no bytes: evicting them frees nothing)."""
         return list(self._offset_of)
+
+    def steps_fitting(self, owner: int, offset: int, size: int, steps) -> int:
+        """How many of ``steps`` fit in turn on a copy of this arena with ``owner`` placed at
+        ``offset`` first; nothing here changes.
+
+        ``steps``: per step, ``(new, freed)``: the owners freed before the step (placed here
+        or earlier in the sequence) and the ``(owner, size)`` blocks then placed by best fit.
+        A step fits when every block of it finds a gap; the count stops at the first that
+        does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
+        plain lists (this is the hot loop of the allocator's placement look-ahead)."""
+        offsets, ends, capacity = list(self._offsets), list(self._ends), self.capacity
+        where = dict(self._offset_of)  # owner -> offset of its block; absent: no bytes
+        align = self.alignment
+
+        def put(who: int, at: int, nbytes: int) -> None:
+            i = bisect.bisect_left(offsets, at)
+            offsets.insert(i, at)
+            ends.insert(i, -(-(at + nbytes) // align) * align)
+            where[who] = at
+
+        if size > 0:
+            put(owner, offset, size)
+        for n, (new, freed) in enumerate(steps):
+            for x in freed:
+                at = where.pop(x, None)
+                if at is not None:
+                    i = bisect.bisect_left(offsets, at)
+                    del offsets[i]
+                    del ends[i]
+            for x, nbytes in new:
+                if nbytes <= 0:
+                    continue
+                at = _best_fit(offsets, ends, capacity, nbytes)
+                if at is None:
+                    return n
+                put(x, at, nbytes)
+        return len(steps)
+
+
+def _best_fit(offsets: list[int], ends: list[int], capacity: int, size: int) -> int | None:
+    """Start of the smallest gap of at least ``size`` bytes (the lowest on ties), or None.
+    ``offsets``/``ends``: the live blocks sorted by offset, ends rounded up to the alignment."""
+    best, best_gap = None, capacity + 1
+    cursor = 0
+    for off, end in zip(offsets, ends):
+        gap = off - cursor
+        if size <= gap < best_gap:
+            best, best_gap = cursor, gap
+        if end > cursor:
+            cursor = end
+    gap = capacity - cursor
+    if size <= gap < best_gap:
+        best = cursor
+    return best
