@@ -83,6 +83,22 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
         )
 
 
+def _first_over(values: list[int], limit: int) -> int:
+    """Index of the first value above ``limit`` (the length if none is)."""
+    for n, value in enumerate(values):
+        if value > limit:
+            return n
+    return len(values)
+
+
+def _steps_placing_nothing(steps) -> int:
+    """Leading look-ahead steps with no block to place: they fit wherever the new block goes."""
+    for n, (new, _) in enumerate(steps):
+        if new:
+            return n
+    return len(steps)
+
+
 class ArenaAllocator:
     name = "arena"
     stage = "alloc"
@@ -135,12 +151,14 @@ class _ArenaRun:
         self.double_buffer = prefetch > 0
         self.prefetched: set[int] = set()  # reserved at the previous step, load still to issue
         self.held: set[int] = set()  # already stored, kept until the end of this step
+        self.load_orders: dict[int, list[int]] = {}  # step -> _load_order, made when first asked
         self.arena = BestFitArena(capacity, alignment)
         self.alloc_size = [int(x) for x in aligned(graph.arrays.tensor_size, alignment)]
         self.uses = UseTimes(graph, order)
         # The tensors of the op at each step, each once (placement look-ahead).
         self.step_tensors = [list(dict.fromkeys(graph.ops[op].tensors)) for op in order]
         self.last_used_at = [[x for x in tensors if self.uses.last[x] == u] for u, tensors in enumerate(self.step_tensors)]
+        self.last_used_bytes = [sum(self.alloc_size[x] for x in tensors) for tensors in self.last_used_at]
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.loaded_once: set[int] = set()
@@ -170,7 +188,7 @@ class _ArenaRun:
         self.held.discard(t)
         if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
             self.transfers.append(Transfer(step=s - 1, kind="store", tensor=t, cause="spill",
-                                           size=self.graph.tensors[t].size))
+                                           size=self.uses.size[t]))
             self.in_dram.add(t)
         self._close(t, s - 1)
 
@@ -219,17 +237,18 @@ class _ArenaRun:
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
         op's tensors still to place at this step.
 
-        Two shortcuts leave the answer unchanged: when the largest gap holds ``t`` and every
-        future block at once, all steps fit wherever ``t`` goes; and no offset can fit more
-        steps than those before the first whose live bytes exceed the budget
-        (``_most_steps_fitting``), so the search stops once an offset reaches that, and does
-        not start when the leading steps that place nothing reach it."""
+        Shortcuts that leave the answer unchanged: when the largest gap holds ``t`` and every
+        future block at once, all steps fit wherever ``t`` goes; no offset fits more steps
+        than those before the first whose live bytes exceed the budget (blocks that fit never
+        overlap, so their bytes add up to at most the budget), so the search stops once an
+        offset reaches that, and does not start when the leading steps that place nothing
+        (which fit anywhere) reach it."""
         size = self.alloc_size[t]
-        future = self._future_blocks(s, t, pending)
-        if self._roomy(size, future):
+        future, placed_bytes, live_bytes = self._future_blocks(s, t, pending)
+        if self.arena.largest_gap() >= size + placed_bytes:
             return best_fit
-        most = self._most_steps_fitting(size, future)
-        if most <= self._steps_placing_nothing(future):  # best fit reaches the bound: no need to try
+        most = _first_over(live_bytes, self.arena.capacity - self.arena.used - size)
+        if most <= _steps_placing_nothing(future):
             return best_fit
         score = self.arena.steps_fitting(t, best_fit, size, future)
         if score == most:
@@ -248,11 +267,14 @@ class _ArenaRun:
                             return best_fit
         return best_fit
 
-    def _future_blocks(self, s: int, t: int, pending: list[int]) -> list[tuple[list[tuple[int, int]], list[int]]]:
-        """Per step s, s+1, .. s+lookahead: (blocks ``(tensor, bytes)`` to place there, tensors
-        freed before it). Step s places ``pending`` (``t`` is placed already); a later step
-        places its op's tensors not yet on chip, after the blocks last used before it are freed
-        (and the stored blocks held through step s).
+    def _future_blocks(self, s: int, t: int, pending: list[int]):
+        """``(steps, placed_bytes, live_bytes)``: per step s, s+1, .. s+lookahead, ``steps``
+        holds (blocks ``(tensor, bytes)`` to place there, tensors freed before it);
+        ``placed_bytes`` is the bytes of all those blocks and ``live_bytes`` the bytes each
+        step adds to the arena as it is now with ``t`` placed (placed minus freed, summed up
+        to that step). Step s places ``pending`` (``t`` is placed already); a later step
+        places its op's tensors not yet on chip, after the blocks last used before it are
+        freed (and the stored blocks held through step s).
 
         A tensor freed before step u > s is one last used at u-1, read from ``last_used_at``:
         every tensor of the ops at s..u-1 is on chip or placed by then, so no on-chip set needs
@@ -260,46 +282,28 @@ class _ArenaRun:
         size, resident = self.alloc_size, self.resident_since
         horizon = min(len(self.order), s + 1 + self.lookahead)
         placing = {t, *pending}
-        future = [([(x, size[x]) for x in pending], [])]
+        blocks = [(x, size[x]) for x in pending]
+        placed_bytes = live = sum(nbytes for _, nbytes in blocks)
+        steps, live_bytes = [(blocks, ())], [live]
         for u in range(s + 1, horizon):
             new = [x for x in self.step_tensors[u] if x not in resident and x not in placing]
             placing.update(new)
-            freed = self.last_used_at[u - 1]
+            blocks = [(x, size[x]) for x in new]
+            added = sum(nbytes for _, nbytes in blocks)
+            freed, freed_bytes = self.last_used_at[u - 1], self.last_used_bytes[u - 1]
             if u == s + 1 and self.held:  # held through step s, then freed
                 freed = freed + [x for x in self.held if self.uses.last[x] < s]
-            future.append(([(x, size[x]) for x in new], freed))
-        return future
-
-    def _roomy(self, size: int, future) -> bool:
-        """Whether every future block surely fits: the largest gap left beside ``t`` (placed
-        anywhere) holds all of them at once."""
-        need = sum(nbytes for new, _ in future for _, nbytes in new)
-        return self.arena.largest_gap() >= size + need
-
-    @staticmethod
-    def _steps_placing_nothing(future) -> int:
-        """Leading steps of ``future`` with no block to place: they fit wherever ``t`` goes."""
-        for n, (new, _) in enumerate(future):
-            if new:
-                return n
-        return len(future)
-
-    def _most_steps_fitting(self, size: int, future) -> int:
-        """An upper bound on the steps of ``future`` that fit wherever ``t`` (``size`` bytes)
-        goes: those before the first step whose live bytes exceed the budget (blocks that fit
-        never overlap, so their bytes add up to at most the budget)."""
-        live = self.arena.used + size
-        for n, (new, freed) in enumerate(future):
-            live -= sum(self.alloc_size[x] for x in freed)
-            live += sum(nbytes for _, nbytes in new)
-            if live > self.arena.capacity:
-                return n
-        return len(future)
+                freed_bytes = sum(size[x] for x in freed)
+            placed_bytes += added
+            live += added - freed_bytes
+            steps.append((blocks, freed))
+            live_bytes.append(live)
+        return steps, placed_bytes, live_bytes
 
     # -- one step ----------------------------------------------------------------------------
     def step(self, s: int, op) -> None:
         self.current_op = op.id
-        needed = list(op.tensors)
+        needed = self.step_tensors[s]
         pinned = set(needed)
         missing = [t for t in needed if t not in self.resident_since]
         placements = {}
@@ -350,7 +354,7 @@ class _ArenaRun:
             raise InternalError(f"{tensor.name!r} must be loaded at step {s} but DRAM has no copy")
         cause = "compulsory" if tensor.in_dram_initially and t not in self.loaded_once else "retrieve"
         self.loaded_once.add(t)
-        self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=tensor.size))
+        self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
         for t in needed:
@@ -362,7 +366,7 @@ class _ArenaRun:
             # written through to DRAM, as soon as they are produced.
             if tensor.kind == "output" or t in self.graph.dram_sources:
                 cause = "writeback" if tensor.kind == "output" else "spill"
-                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=tensor.size))
+                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=self.uses.size[t]))
                 self.in_dram.add(t)
                 stored.add(t)
         # Reserve the next ops' loads while everything live at this step still holds its place.
@@ -386,9 +390,8 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
-        for ahead, later in enumerate(self.order[s + 1:s + 1 + self.prefetch]):
-            inputs = dict.fromkeys(self.graph.ops[later].inputs)
-            for t in sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight"):
+        for ahead, u in enumerate(range(s + 1, min(s + 1 + self.prefetch, len(self.order)))):
+            for t in self._load_order(u):
                 if t in self.resident_since or not self._loadable(t):
                     continue
                 offset = self.arena.find(self.alloc_size[t])
@@ -399,6 +402,13 @@ class _ArenaRun:
                 self.arena.place(t, offset, self.alloc_size[t])
                 self._open(t, offset, s)
                 self.prefetched.add(t)
+
+    def _load_order(self, u: int) -> list[int]:
+        """The inputs of the op at step u, each once, weights first (else in argument order)."""
+        if u not in self.load_orders:
+            inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
+            self.load_orders[u] = sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight")
+        return self.load_orders[u]
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
@@ -412,7 +422,7 @@ class _ArenaRun:
         Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        pinned = set(self.graph.ops[self.order[s]].tensors) | set(self.graph.ops[self.order[s + 1]].tensors)
+        pinned = {*self.step_tensors[s], *self.step_tensors[s + 1]}
         horizon = s + 1 + self.prefetch
         reserved = [x for x in self.arena.owners() if x in self.prefetched and x not in pinned]
         cached = [x for x in self.arena.owners()
@@ -431,7 +441,7 @@ class _ArenaRun:
                 self._drop_new(victim)
             else:
                 self.evicted_for_overlap += 1
-                self.evicted_for_overlap_bytes += self.graph.tensors[victim].size
+                self.evicted_for_overlap_bytes += self.uses.size[victim]
                 self._close(victim, s - 1)  # op s does not use it: its bytes are free while op s runs
             offset = self.arena.find(self.alloc_size[t])
             if offset is not None:
