@@ -173,8 +173,7 @@ class _ArenaRun:
 
     def _close(self, t: int, last: int) -> None:
         first = self.resident_since.pop(t)
-        offset = self.arena.offset_of(t)
-        self.arena.free(t)
+        offset = self.arena.free(t)
         self.residencies.append(Residency(first=first, last=last, offset=offset, tensor=t,
                                           size=self.alloc_size[t]))
 
@@ -242,7 +241,8 @@ class _ArenaRun:
         than those before the first whose live bytes exceed the budget (blocks that fit never
         overlap, so their bytes add up to at most the budget), so the search stops once an
         offset reaches that, and does not start when the leading steps that place nothing
-        (which fit anywhere) reach it."""
+        (which fit anywhere) reach it; nor does it go on when no offset can fit one step more
+        (``_may_fit``)."""
         size = self.alloc_size[t]
         future, placed_bytes, live_bytes = self._future_blocks(s, t, pending)
         if self.arena.largest_gap() >= size + placed_bytes:
@@ -251,7 +251,7 @@ class _ArenaRun:
         if most <= _steps_placing_nothing(future):
             return best_fit
         score = self.arena.steps_fitting(t, best_fit, size, future)
-        if score == most:
+        if score == most or not self._may_fit(t, future, score):
             return best_fit
         alignment = self.arena.alignment
         for start, end in self.arena.gaps():
@@ -263,9 +263,24 @@ class _ArenaRun:
                     n = self.arena.steps_fitting(t, offset, size, future)
                     if n > score:
                         best_fit, score = offset, n
-                        if n == most:
+                        if n == most or not self._may_fit(t, future, n):
                             return best_fit
         return best_fit
+
+    def _may_fit(self, t: int, future, k: int) -> bool:
+        """False when step ``k`` of ``future`` fits wherever ``t`` goes in no case: its largest
+        block and ``t`` (unless freed by then) fit neither in one gap nor in two of the arena
+        with the blocks freed by step k gone. The blocks the look-ahead placed before step k
+        only take room, so leaving them out can only make it say True."""
+        freed = set()
+        for _, tensors in future[1:k + 1]:
+            freed.update(tensors)
+        largest = max((nbytes for _, nbytes in future[k][0]), default=0)
+        first, second = self.arena.largest_gaps_without(freed)
+        if t in freed:
+            return first >= largest
+        size = self.alloc_size[t]
+        return first >= size + largest or (first >= max(size, largest) and second >= min(size, largest))
 
     def _future_blocks(self, s: int, t: int, pending: list[int]):
         """``(steps, placed_bytes, live_bytes)``: per step s, s+1, .. s+lookahead, ``steps``

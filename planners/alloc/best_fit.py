@@ -34,7 +34,8 @@ class BestFitArena:
         """Best-fit offset for ``size`` bytes, or None if no gap holds it (0 for no bytes)."""
         if size <= 0:
             return 0
-        return _best_fit(self._offsets, self._ends, self.capacity, size)
+        found = _best_fit(self._offsets, self._ends, self.capacity, size)
+        return None if found is None else found[1]
 
     def largest_gap(self) -> int:
         """Bytes of the largest gap (0 when full)."""
@@ -80,6 +81,24 @@ class BestFitArena:
                 cursor = end
         return self.capacity - cursor >= size
 
+    def largest_gaps_without(self, removable) -> tuple[int, int]:
+        """Bytes of the largest and second largest gaps (0 if none) if the blocks of
+        ``removable`` were freed."""
+        first = second = cursor = 0
+        blocks = self._blocks
+        for off, end in zip(self._offsets, self._ends):
+            if blocks[off][1] in removable:
+                continue
+            gap = off - cursor
+            if gap > second:
+                first, second = (gap, first) if gap > first else (first, gap)
+            if end > cursor:
+                cursor = end
+        gap = self.capacity - cursor
+        if gap > second:
+            first, second = (gap, first) if gap > first else (first, gap)
+        return first, second
+
     def place(self, owner: int, offset: int, size: int) -> None:
         if size <= 0:  # takes no address range: kept apart, so it never shares a key with a block
             self._empty[owner] = offset
@@ -97,14 +116,17 @@ class BestFitArena:
             self.place(owner, offset, size)
         return offset
 
-    def free(self, owner: int) -> None:
-        if self._empty.pop(owner, None) is not None:
-            return
+    def free(self, owner: int) -> int:
+        """Free ``owner``'s block; returns its offset."""
+        offset = self._empty.pop(owner, None)
+        if offset is not None:
+            return offset
         offset = self._offset_of.pop(owner)
         self.used -= self._blocks.pop(offset)[0]
         i = bisect.bisect_left(self._offsets, offset)
         del self._offsets[i]
         del self._ends[i]
+        return offset
 
     def offset_of(self, owner: int) -> int:
         return self._empty[owner] if owner in self._empty else self._offset_of[owner]
@@ -126,18 +148,13 @@ class BestFitArena:
         A step fits when every block of it finds a gap; the count stops at the first that
         does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
         plain lists (this is the hot loop of the allocator's placement look-ahead)."""
-        offsets, ends, capacity = list(self._offsets), list(self._ends), self.capacity
+        offsets, ends, capacity, align = list(self._offsets), list(self._ends), self.capacity, self.alignment
         where = dict(self._offset_of)  # owner -> offset of its block; absent: no bytes
-        align = self.alignment
-
-        def put(who: int, at: int, nbytes: int) -> None:
-            i = bisect.bisect_left(offsets, at)
-            offsets.insert(i, at)
-            ends.insert(i, -(-(at + nbytes) // align) * align)
-            where[who] = at
-
         if size > 0:
-            put(owner, offset, size)
+            i = bisect.bisect_left(offsets, offset)
+            offsets.insert(i, offset)
+            ends.insert(i, -(-(offset + size) // align) * align)
+            where[owner] = offset
         for n, (new, freed) in enumerate(steps):
             for x in freed:
                 at = where.pop(x, None)
@@ -148,25 +165,30 @@ class BestFitArena:
             for x, nbytes in new:
                 if nbytes <= 0:
                     continue
-                at = _best_fit(offsets, ends, capacity, nbytes)
-                if at is None:
+                found = _best_fit(offsets, ends, capacity, nbytes)
+                if found is None:
                     return n
-                put(x, at, nbytes)
+                i, at = found
+                offsets.insert(i, at)
+                ends.insert(i, -(-(at + nbytes) // align) * align)
+                where[x] = at
         return len(steps)
 
 
-def _best_fit(offsets: list[int], ends: list[int], capacity: int, size: int) -> int | None:
-    """Start of the smallest gap of at least ``size`` bytes (the lowest on ties), or None.
+def _best_fit(offsets: list[int], ends: list[int], capacity: int, size: int) -> tuple[int, int] | None:
+    """``(index, start)`` of the smallest gap of at least ``size`` bytes (the lowest on ties),
+    or None: ``start`` is where the block goes, ``index`` where it goes in the lists.
     ``offsets``/``ends``: the live blocks sorted by offset, ends rounded up to the alignment."""
     best, best_gap = None, capacity + 1
     cursor = 0
-    for off, end in zip(offsets, ends):
+    for i, off in enumerate(offsets):
         gap = off - cursor
         if size <= gap < best_gap:
-            best, best_gap = cursor, gap
+            best, best_gap = (i, cursor), gap
+        end = ends[i]
         if end > cursor:
             cursor = end
     gap = capacity - cursor
     if size <= gap < best_gap:
-        best = cursor
+        best = (len(offsets), cursor)
     return best
