@@ -54,11 +54,14 @@ class UseTimes:
 
     def __init__(self, graph, order):
         self.size = [t.size for t in graph.tensors]
+        self.step_tensors = [graph.ops[op].tensors for op in order]  # each tensor once per step
         self.steps: dict[int, list[int]] = defaultdict(list)  # ascending, as the order is walked
-        for s, op in enumerate(order):
-            for t in graph.ops[op].tensors:
+        for s, tensors in enumerate(self.step_tensors):
+            for t in tensors:
                 self.steps[t].append(s)
-        self.last = [uses[-1] if uses else -1 for uses in (self.steps.get(t, ()) for t in range(graph.n_tensors))]
+        self.last = [-1] * graph.n_tensors  # last use (-1: none)
+        for t, steps in self.steps.items():
+            self.last[t] = steps[-1]
         self.last_access = [-1] * graph.n_tensors
 
     def next_use(self, t: int, step: int) -> float:
@@ -81,14 +84,6 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
             f"({parts}; sizes rounded up to {alignment} B); without tiling no plan fits. "
             f"Use a budget >= {need} B."
         )
-
-
-def _first_over(values: list[int], limit: int) -> int:
-    """Index of the first value above ``limit`` (the length if none is)."""
-    for n, value in enumerate(values):
-        if value > limit:
-            return n
-    return len(values)
 
 
 def _steps_placing_nothing(steps) -> int:
@@ -155,10 +150,13 @@ class _ArenaRun:
         self.arena = BestFitArena(capacity, alignment)
         self.alloc_size = [int(x) for x in aligned(graph.arrays.tensor_size, alignment)]
         self.uses = UseTimes(graph, order)
-        # The tensors of the op at each step, each once (placement look-ahead).
-        self.step_tensors = [list(dict.fromkeys(graph.ops[op].tensors)) for op in order]
-        self.last_used_at = [[x for x in tensors if self.uses.last[x] == u] for u, tensors in enumerate(self.step_tensors)]
-        self.last_used_bytes = [sum(self.alloc_size[x] for x in tensors) for tensors in self.last_used_at]
+        # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
+        self.step_tensors = self.uses.step_tensors
+        self.last_used_at: list[list[int]] = [[] for _ in order]
+        self.last_used_bytes = [0] * len(order)
+        for t, steps in self.uses.steps.items():
+            self.last_used_at[steps[-1]].append(t)
+            self.last_used_bytes[steps[-1]] += self.alloc_size[t]
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.loaded_once: set[int] = set()
@@ -236,36 +234,45 @@ class _ArenaRun:
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
         op's tensors still to place at this step.
 
-        Shortcuts that leave the answer unchanged: when the largest gap holds ``t`` and every
+        Shortcuts that leave the answer unchanged: when no other gap end holds ``t`` there is
+        nothing to compare; when the largest gap holds ``t`` and every
         future block at once, all steps fit wherever ``t`` goes; no offset fits more steps
-        than those before the first whose live bytes exceed the budget (blocks that fit never
-        overlap, so their bytes add up to at most the budget), so the search stops once an
-        offset reaches that, and does not start when the leading steps that place nothing
-        (which fit anywhere) reach it; nor does it go on when no offset can fit one step more
-        (``_may_fit``)."""
+        than ``most``, those before the first whose live bytes exceed the budget
+        (``_future_blocks``), so the search stops once an offset reaches that, and does not
+        start when the leading steps that place nothing (which fit anywhere) reach it; nor
+        does it go on when no offset can fit one step more (``_may_fit``)."""
         size = self.alloc_size[t]
-        future, placed_bytes, live_bytes = self._future_blocks(s, t, pending)
-        if self.arena.largest_gap() >= size + placed_bytes:
+        candidates = self._other_offsets(size, best_fit)
+        if not candidates:
             return best_fit
-        most = _first_over(live_bytes, self.arena.capacity - self.arena.used - size)
+        future, most, placed_bytes = self._future_blocks(s, t, pending)
+        if most == len(future) and self.arena.largest_gap() >= size + placed_bytes:
+            return best_fit
         if most <= _steps_placing_nothing(future):
             return best_fit
         score = self.arena.steps_fitting(t, best_fit, size, future)
         if score == most or not self._may_fit(t, future, score):
             return best_fit
-        alignment = self.arena.alignment
-        for start, end in self.arena.gaps():
-            if end - start < size:
-                continue
-            top = (end - size) // alignment * alignment
-            for offset in (start, top) if top != start else (start,):
-                if offset != best_fit:
-                    n = self.arena.steps_fitting(t, offset, size, future)
-                    if n > score:
-                        best_fit, score = offset, n
-                        if n == most or not self._may_fit(t, future, n):
-                            return best_fit
+        for offset in candidates:
+            n = self.arena.steps_fitting(t, offset, size, future)
+            if n > score:
+                best_fit, score = offset, n
+                if n == most or not self._may_fit(t, future, n):
+                    return best_fit
         return best_fit
+
+    def _other_offsets(self, size: int, best_fit: int) -> list[int]:
+        """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
+        ``best_fit``: the other offsets the look-ahead tries."""
+        alignment, found = self.arena.alignment, []
+        for start, end in self.arena.gaps():
+            if end - start >= size:
+                top = (end - size) // alignment * alignment
+                if start != best_fit:
+                    found.append(start)
+                if top != start and top != best_fit:
+                    found.append(top)
+        return found
 
     def _may_fit(self, t: int, future, k: int) -> bool:
         """False when step ``k`` of ``future`` fits wherever ``t`` goes in no case: its largest
@@ -283,37 +290,44 @@ class _ArenaRun:
         return first >= size + largest or (first >= max(size, largest) and second >= min(size, largest))
 
     def _future_blocks(self, s: int, t: int, pending: list[int]):
-        """``(steps, placed_bytes, live_bytes)``: per step s, s+1, .. s+lookahead, ``steps``
-        holds (blocks ``(tensor, bytes)`` to place there, tensors freed before it);
-        ``placed_bytes`` is the bytes of all those blocks and ``live_bytes`` the bytes each
-        step adds to the arena as it is now with ``t`` placed (placed minus freed, summed up
-        to that step). Step s places ``pending`` (``t`` is placed already); a later step
-        places its op's tensors not yet on chip, after the blocks last used before it are
-        freed (and the stored blocks held through step s).
+        """``(steps, most, placed_bytes)``: per step s, s+1, .. s+lookahead, ``steps`` holds
+        (blocks ``(tensor, bytes)`` to place there, tensors freed before it), up to the first
+        step whose live bytes (the arena's, ``t``'s and the blocks placed minus those freed so
+        far) exceed the budget; ``most`` is that step's index, else the number of steps, and
+        ``placed_bytes`` the bytes of all the blocks. No offset of ``t`` fits step ``most``:
+        blocks that fit never overlap, so their bytes add up to at most the budget; so the
+        look-ahead never reaches a step after it, and they are not made.
 
-        A tensor freed before step u > s is one last used at u-1, read from ``last_used_at``:
-        every tensor of the ops at s..u-1 is on chip or placed by then, so no on-chip set needs
-        scanning (a tensor of no bytes may be listed as placed or freed; it changes nothing)."""
+        Step s places ``pending`` (``t`` is placed already); a later step places its op's
+        tensors not yet on chip, after the blocks last used before it are freed (and the
+        stored blocks held through step s). A tensor freed before step u > s is one last used
+        at u-1, read from ``last_used_at``: every tensor of the ops at s..u-1 is on chip or
+        placed by then, so no on-chip set needs scanning (a tensor of no bytes may be listed
+        as placed or freed; it changes nothing)."""
         size, resident = self.alloc_size, self.resident_since
         horizon = min(len(self.order), s + 1 + self.lookahead)
+        room = self.arena.capacity - self.arena.used - size[t]  # bytes the steps may add
         placing = {t, *pending}
-        blocks = [(x, size[x]) for x in pending]
-        placed_bytes = live = sum(nbytes for _, nbytes in blocks)
-        steps, live_bytes = [(blocks, ())], [live]
+        sizes = [size[x] for x in pending]
+        placed_bytes = live = sum(sizes)
+        steps = [(list(zip(pending, sizes)), ())]
+        if live > room:
+            return steps, 0, placed_bytes
         for u in range(s + 1, horizon):
             new = [x for x in self.step_tensors[u] if x not in resident and x not in placing]
             placing.update(new)
-            blocks = [(x, size[x]) for x in new]
-            added = sum(nbytes for _, nbytes in blocks)
+            sizes = [size[x] for x in new]
+            added = sum(sizes)
             freed, freed_bytes = self.last_used_at[u - 1], self.last_used_bytes[u - 1]
             if u == s + 1 and self.held:  # held through step s, then freed
                 freed = freed + [x for x in self.held if self.uses.last[x] < s]
                 freed_bytes = sum(size[x] for x in freed)
             placed_bytes += added
             live += added - freed_bytes
-            steps.append((blocks, freed))
-            live_bytes.append(live)
-        return steps, placed_bytes, live_bytes
+            steps.append((list(zip(new, sizes)), freed))
+            if live > room:
+                return steps, u - s, placed_bytes
+        return steps, len(steps), placed_bytes
 
     # -- one step ----------------------------------------------------------------------------
     def step(self, s: int, op) -> None:
@@ -321,14 +335,12 @@ class _ArenaRun:
         needed = self.step_tensors[s]
         pinned = set(needed)
         missing = [t for t in needed if t not in self.resident_since]
-        placements = {}
         for k, t in enumerate(missing):
             offset = self._make_room(t, pinned, s, missing[k + 1:])
             if offset is None:  # fragmented by the op's own tensors: start the op afresh
                 return self._restart_op(s, op, needed)
             self.arena.place(t, offset, self.alloc_size[t])
             self._open(t, offset, s)
-            placements[t] = offset
         for t in needed:
             if t in self.prefetched:  # reserved at s-1: the load itself happens now
                 self.prefetched.discard(t)
@@ -390,8 +402,9 @@ class _ArenaRun:
         for t in list(self.held):
             self.held.discard(t)
             self._close(t, s)
+        last_use = self.uses.last
         for t in needed:
-            if self.uses.last_use(t) <= s:
+            if last_use[t] <= s:
                 if self.double_buffer and t in stored and s + 1 < len(self.order):
                     self.held.add(t)
                 else:
@@ -405,9 +418,10 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
+        resident = self.resident_since
         for ahead, u in enumerate(range(s + 1, min(s + 1 + self.prefetch, len(self.order)))):
-            for t in self._load_order(u):
-                if t in self.resident_since or not self._loadable(t):
+            for t in self.load_orders.get(u) or self._load_order(u):
+                if t in resident or not self._loadable(t):
                     continue
                 offset = self.arena.find(self.alloc_size[t])
                 if offset is None and ahead == 0:
@@ -419,10 +433,10 @@ class _ArenaRun:
                 self.prefetched.add(t)
 
     def _load_order(self, u: int) -> list[int]:
-        """The inputs of the op at step u, each once, weights first (else in argument order)."""
-        if u not in self.load_orders:
-            inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
-            self.load_orders[u] = sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight")
+        """The inputs of the op at step u, each once, weights first (else in argument order);
+        kept in ``load_orders``."""
+        inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
+        self.load_orders[u] = sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight")
         return self.load_orders[u]
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
