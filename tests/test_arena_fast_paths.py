@@ -10,7 +10,6 @@ that builds the whole future from the on-chip set and simulates every gap end.
 
 from __future__ import annotations
 
-import bisect
 import random
 from collections import defaultdict
 
@@ -68,7 +67,7 @@ class PlainArena:
         else:
             del self.blocks[owner]
 
-    def copy(self) -> "PlainArena":
+    def copy(self) -> PlainArena:
         other = PlainArena(self.capacity, self.alignment)
         other.blocks, other.empty = dict(self.blocks), set(self.empty)
         return other

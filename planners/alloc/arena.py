@@ -384,8 +384,9 @@ class _ArenaRun:
         self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
+        last_access = self.uses.last_access
         for t in needed:
-            self.uses.last_access[t] = s
+            last_access[t] = s
         stored = set()
         for t in op.outputs:
             tensor = self.graph.tensors[t]
@@ -418,10 +419,10 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
-        resident = self.resident_since
+        resident, in_dram = self.resident_since, self.in_dram
         for ahead, u in enumerate(range(s + 1, min(s + 1 + self.prefetch, len(self.order)))):
             for t in self.load_orders.get(u) or self._load_order(u):
-                if t in resident or not self._loadable(t):
+                if t in resident or (t not in in_dram and not self._loadable(t)):
                     continue
                 offset = self.arena.find(self.alloc_size[t])
                 if offset is None and ahead == 0:
@@ -453,10 +454,11 @@ class _ArenaRun:
             return None
         pinned = {*self.step_tensors[s], *self.step_tensors[s + 1]}
         horizon = s + 1 + self.prefetch
-        reserved = [x for x in self.arena.owners() if x in self.prefetched and x not in pinned]
-        cached = [x for x in self.arena.owners()
-                  if x not in pinned and x not in self.prefetched and x not in self.held and x in self.in_dram
-                  and self.uses.next_use(x, s + 1) > horizon and self.resident_since[x] < s]
+        owners, prefetched = self.arena.owners(), self.prefetched
+        reserved = [x for x in owners if x in prefetched and x not in pinned]
+        cached = [x for x in owners
+                  if x not in pinned and x not in prefetched and x not in self.held and x in self.in_dram
+                  and self.resident_since[x] < s and self.uses.next_use(x, s + 1) > horizon]
         if not reserved and not cached:
             return None
         if not self.arena.fits_without(self.alloc_size[t], set(reserved) | set(cached)):

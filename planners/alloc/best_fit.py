@@ -184,6 +184,8 @@ def _best_fit(offsets: list[int], ends: list[int], capacity: int, size: int) -> 
     for i, off in enumerate(offsets):
         gap = off - cursor
         if size <= gap < best_gap:
+            if gap == size:  # nothing fits tighter, and later gaps are higher
+                return i, cursor
             best, best_gap = (i, cursor), gap
         end = ends[i]
         if end > cursor:
