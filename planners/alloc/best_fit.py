@@ -3,12 +3,15 @@
 This is TensorFlow Lite's ``SimpleMemoryArena`` policy: a new block goes into the smallest
 gap (between live blocks, or after the last one) that holds it, the lowest such gap on ties.
 
-The live blocks are kept as two parallel lists sorted by offset: their offsets and their ends
-rounded up to the alignment. A gap then starts at the largest rounded end so far (rounding up
-is monotone, so the rounded maximum is the maximum of the rounded ends), and a scan for the
-best gap is one pass over two lists with no arithmetic beyond a subtraction per block.
-``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and best-fit
-placements) on plain copies of those lists, without building a second arena.
+The free gaps are kept as two parallel lists sorted by address, their starts and ends, so a
+best-fit search scans the gaps (a few) rather than the live blocks (several per gap); a
+placement splits the gap that holds it, a free merges the block with the gaps beside it. A
+gap starts where the block below it ends, rounded up to the alignment, and ends at the next
+block or at the capacity: a block is placed inside a gap (where ``find`` or ``gaps`` says),
+so blocks never overlap, nor do their rounded ends reach past the next block. The live blocks
+are also kept sorted by offset (with their rounded ends) for the questions about freeing some
+of them. ``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and
+best-fit placements) on plain copies of the gap lists, without building a second arena.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ class BestFitArena:
         self.alignment = alignment
         self._offsets: list[int] = []  # sorted offsets of live blocks
         self._ends: list[int] = []  # their ends rounded up to the alignment, in the same order
+        self._span: dict[int, tuple[int, int]] = {}  # owner -> (offset, rounded end) of its block
+        self._gap_starts: list[int] = [0] if capacity > 0 else []  # the free gaps, sorted
+        self._gap_ends: list[int] = [capacity] if capacity > 0 else []
         self._blocks: dict[int, tuple[int, int]] = {}  # offset -> (size, owner)
         self._offset_of: dict[int, int] = {}  # owner -> offset, in placement order
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
@@ -34,35 +40,23 @@ class BestFitArena:
         """Best-fit offset for ``size`` bytes, or None if no gap holds it (0 for no bytes)."""
         if size <= 0:
             return 0
-        found = _best_fit(self._offsets, self._ends, self.capacity, size)
-        return None if found is None else found[1]
+        j = _best_gap(self._gap_starts, self._gap_ends, size)
+        return None if j < 0 else self._gap_starts[j]
 
     def largest_gap(self) -> int:
         """Bytes of the largest gap (0 when full)."""
-        largest, cursor = 0, 0
-        for off, end in zip(self._offsets, self._ends):
-            if off - cursor > largest:
-                largest = off - cursor
-            if end > cursor:
-                cursor = end
-        return max(largest, self.capacity - cursor)
+        return max(map(int.__sub__, self._gap_ends, self._gap_starts), default=0)
 
     def gaps(self) -> list[tuple[int, int]]:
         """The free ranges ``(start, end)`` between live blocks, lowest first, starts aligned."""
-        found, cursor = [], 0
-        for off, end in zip(self._offsets, self._ends):
-            if off > cursor:
-                found.append((cursor, off))
-            if end > cursor:
-                cursor = end
-        if self.capacity > cursor:
-            found.append((cursor, self.capacity))
-        return found
+        return list(zip(self._gap_starts, self._gap_ends))
 
     def copy(self) -> "BestFitArena":
         other = BestFitArena(self.capacity, self.alignment)
         other._offsets = list(self._offsets)
         other._ends = list(self._ends)
+        other._span = dict(self._span)
+        other._gap_starts, other._gap_ends = list(self._gap_starts), list(self._gap_ends)
         other._blocks = dict(self._blocks)
         other._offset_of = dict(self._offset_of)
         other._empty = dict(self._empty)
@@ -100,12 +94,19 @@ class BestFitArena:
         return first, second
 
     def place(self, owner: int, offset: int, size: int) -> None:
+        """Place ``owner``'s block of ``size`` bytes at ``offset``, inside a gap."""
         if size <= 0:  # takes no address range: kept apart, so it never shares a key with a block
             self._empty[owner] = offset
             return
+        end = self._align(offset + size)
+        j = bisect.bisect_right(self._gap_starts, offset) - 1
+        if j < 0 or offset + size > self._gap_ends[j]:
+            raise ValueError(f"{size} B at {offset} is not inside a gap")
+        _take(self._gap_starts, self._gap_ends, j, offset, end)
         i = bisect.bisect_left(self._offsets, offset)
         self._offsets.insert(i, offset)
-        self._ends.insert(i, self._align(offset + size))
+        self._ends.insert(i, end)
+        self._span[owner] = (offset, end)
         self._blocks[offset] = (size, owner)
         self._offset_of[owner] = offset
         self.used += size
@@ -126,6 +127,7 @@ class BestFitArena:
         i = bisect.bisect_left(self._offsets, offset)
         del self._offsets[i]
         del self._ends[i]
+        _give(self._gap_starts, self._gap_ends, self.capacity, *self._span.pop(owner))
         return offset
 
     def offset_of(self, owner: int) -> int:
@@ -141,56 +143,82 @@ class BestFitArena:
 
     def steps_fitting(self, owner: int, offset: int, size: int, steps) -> int:
         """How many of ``steps`` fit in turn on a copy of this arena with ``owner`` placed at
-        ``offset`` first; nothing here changes.
+        ``offset`` (inside a gap) first; nothing here changes.
 
         ``steps``: per step, ``(new, freed)``: the owners freed before the step (placed here
         or earlier in the sequence) and the ``(owner, size)`` blocks then placed by best fit.
         A step fits when every block of it finds a gap; the count stops at the first that
         does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
-        plain lists (this is the hot loop of the allocator's placement look-ahead)."""
-        offsets, ends, capacity, align = list(self._offsets), list(self._ends), self.capacity, self.alignment
-        where = dict(self._offset_of)  # owner -> offset of its block; absent: no bytes
+        copies of the gap lists (this is the hot loop of the allocator's placement look-ahead)."""
+        starts, ends, capacity, align = list(self._gap_starts), list(self._gap_ends), self.capacity, self.alignment
+        spans, placed = self._span, {}  # owner -> (offset, rounded end): this arena's, and placed here
         if size > 0:
-            i = bisect.bisect_left(offsets, offset)
-            offsets.insert(i, offset)
-            ends.insert(i, -(-(offset + size) // align) * align)
-            where[owner] = offset
-        for n, (new, freed) in enumerate(steps):
+            end = -(-(offset + size) // align) * align
+            _take(starts, ends, bisect.bisect_right(starts, offset) - 1, offset, end)
+            placed[owner] = (offset, end)
+        fitted = 0
+        for new, freed in steps:
             for x in freed:
-                at = where.pop(x, None)
-                if at is not None:
-                    i = bisect.bisect_left(offsets, at)
-                    del offsets[i]
-                    del ends[i]
+                span = placed.pop(x, None) or spans.get(x)
+                if span is not None:  # None: no bytes
+                    _give(starts, ends, capacity, *span)
             for x, nbytes in new:
                 if nbytes <= 0:
                     continue
-                found = _best_fit(offsets, ends, capacity, nbytes)
-                if found is None:
-                    return n
-                i, at = found
-                offsets.insert(i, at)
-                ends.insert(i, -(-(at + nbytes) // align) * align)
-                where[x] = at
-        return len(steps)
+                j = _best_gap(starts, ends, nbytes)
+                if j < 0:
+                    return fitted
+                at, end = starts[j], -(-(starts[j] + nbytes) // align) * align
+                if end < ends[j]:
+                    starts[j] = end
+                else:
+                    del starts[j]
+                    del ends[j]
+                placed[x] = (at, end)
+            fitted += 1
+        return fitted
 
 
-def _best_fit(offsets: list[int], ends: list[int], capacity: int, size: int) -> tuple[int, int] | None:
-    """``(index, start)`` of the smallest gap of at least ``size`` bytes (the lowest on ties),
-    or None: ``start`` is where the block goes, ``index`` where it goes in the lists.
-    ``offsets``/``ends``: the live blocks sorted by offset, ends rounded up to the alignment."""
-    best, best_gap = None, capacity + 1
-    cursor = 0
-    for i, off in enumerate(offsets):
-        gap = off - cursor
-        if size <= gap < best_gap:
+def _best_gap(starts: list[int], ends: list[int], size: int) -> int:
+    """Index of the smallest gap of at least ``size`` bytes (the lowest on ties), or -1."""
+    best, best_gap = -1, -1
+    for j, start in enumerate(starts):
+        gap = ends[j] - start
+        if gap >= size and (best_gap < 0 or gap < best_gap):
             if gap == size:  # nothing fits tighter, and later gaps are higher
-                return i, cursor
-            best, best_gap = (i, cursor), gap
-        end = ends[i]
-        if end > cursor:
-            cursor = end
-    gap = capacity - cursor
-    if size <= gap < best_gap:
-        best = (len(offsets), cursor)
+                return j
+            best, best_gap = j, gap
     return best
+
+
+def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> None:
+    """Take the block ``[offset, end)`` (``end`` rounded up) out of gap j, which holds it."""
+    if offset > starts[j]:
+        if end < ends[j]:  # a gap is left on each side
+            starts.insert(j + 1, end)
+            ends.insert(j + 1, ends[j])
+        ends[j] = offset
+    elif end < ends[j]:
+        starts[j] = end
+    else:
+        del starts[j]
+        del ends[j]
+
+
+def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> None:
+    """Return the block ``[offset, end)`` (``end`` rounded up) to the gaps, merged with a gap
+    ending at its start and one starting at its end; a gap never reaches past the capacity."""
+    i = bisect.bisect_left(starts, offset)
+    below = i > 0 and ends[i - 1] == offset
+    above = i < len(starts) and starts[i] == end
+    if below and above:
+        ends[i - 1] = ends[i]
+        del starts[i]
+        del ends[i]
+    elif below:
+        ends[i - 1] = min(end, capacity)
+    elif above:
+        starts[i] = offset
+    else:
+        starts.insert(i, offset)
+        ends.insert(i, min(end, capacity))
