@@ -53,7 +53,7 @@ class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
 
     def __init__(self, graph, order):
-        self.size = [t.size for t in graph.tensors]
+        self.size = graph.arrays.tensor_size.tolist()  # Tensor.size of each, as Python ints
         self.step_tensors = [graph.ops[op].tensors for op in order]  # each tensor once per step
         self.steps: dict[int, list[int]] = defaultdict(list)  # ascending, as the order is walked
         for s, tensors in enumerate(self.step_tensors):
@@ -148,7 +148,7 @@ class _ArenaRun:
         self.held: set[int] = set()  # already stored, kept until the end of this step
         self.load_orders: dict[int, list[int]] = {}  # step -> _load_order, made when first asked
         self.arena = BestFitArena(capacity, alignment)
-        self.alloc_size = [int(x) for x in aligned(graph.arrays.tensor_size, alignment)]
+        self.alloc_size = aligned(graph.arrays.tensor_size, alignment).tolist()
         self.uses = UseTimes(graph, order)
         # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
         self.step_tensors = self.uses.step_tensors
@@ -313,18 +313,22 @@ class _ArenaRun:
         steps = [(list(zip(pending, sizes)), ())]
         if live > room:
             return steps, 0, placed_bytes
+        step_tensors, last_used_at, last_used_bytes = self.step_tensors, self.last_used_at, self.last_used_bytes
         for u in range(s + 1, horizon):
-            new = [x for x in self.step_tensors[u] if x not in resident and x not in placing]
-            placing.update(new)
-            sizes = [size[x] for x in new]
-            added = sum(sizes)
-            freed, freed_bytes = self.last_used_at[u - 1], self.last_used_bytes[u - 1]
+            new = [x for x in step_tensors[u] if x not in resident and x not in placing]
+            if new:
+                placing.update(new)
+                sizes = [size[x] for x in new]
+                added, blocks = sum(sizes), list(zip(new, sizes))
+            else:
+                added, blocks = 0, []
+            freed, freed_bytes = last_used_at[u - 1], last_used_bytes[u - 1]
             if u == s + 1 and self.held:  # held through step s, then freed
                 freed = freed + [x for x in self.held if self.uses.last[x] < s]
                 freed_bytes = sum(size[x] for x in freed)
             placed_bytes += added
             live += added - freed_bytes
-            steps.append((list(zip(new, sizes)), freed))
+            steps.append((blocks, freed))
             if live > room:
                 return steps, u - s, placed_bytes
         return steps, len(steps), placed_bytes
@@ -437,7 +441,8 @@ class _ArenaRun:
         """The inputs of the op at step u, each once, weights first (else in argument order);
         kept in ``load_orders``."""
         inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
-        self.load_orders[u] = sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight")
+        weights = [t for t in inputs if self.graph.tensors[t].kind == "weight"]
+        self.load_orders[u] = weights + [t for t in inputs if t not in weights]
         return self.load_orders[u]
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
