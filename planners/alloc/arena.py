@@ -147,6 +147,7 @@ class _ArenaRun:
         self.prefetched: set[int] = set()  # reserved at the previous step, load still to issue
         self.held: set[int] = set()  # already stored, kept until the end of this step
         self.load_orders: dict[int, list[int]] = {}  # step -> _load_order, made when first asked
+        self._last_future = None  # (step, pending, what _future_blocks returned) of the last call
         self.arena = BestFitArena(capacity, alignment)
         self.alloc_size = aligned(graph.arrays.tensor_size, alignment).tolist()
         self.uses = UseTimes(graph, order)
@@ -303,7 +304,22 @@ class _ArenaRun:
         stored blocks held through step s). A tensor freed before step u > s is one last used
         at u-1, read from ``last_used_at``: every tensor of the ops at s..u-1 is on chip or
         placed by then, so no on-chip set needs scanning (a tensor of no bytes may be listed
-        as placed or freed; it changes nothing)."""
+        as placed or freed; it changes nothing).
+
+        The op's next tensor at the same step (``t`` was the first of the previous call's
+        ``pending``, the rest are this one's) has the same later steps: the tensors on chip or
+        pending are the same, and ``t``'s bytes moved from the pending ones to the arena
+        leave every step's margin to the budget as it was. Those are taken from that call."""
+        last = self._last_future
+        if last is not None and last[0] == s and last[1] == (t, *pending):
+            steps, most, placed_bytes = last[2]
+            found = [(steps[0][0][1:], ())] + steps[1:], most, placed_bytes - self.alloc_size[t]
+        else:
+            found = self._make_future_blocks(s, t, pending)
+        self._last_future = (s, tuple(pending), found)
+        return found
+
+    def _make_future_blocks(self, s: int, t: int, pending: list[int]):
         size, resident = self.alloc_size, self.resident_since
         horizon = min(len(self.order), s + 1 + self.lookahead)
         room = self.arena.capacity - self.arena.used - size[t]  # bytes the steps may add
