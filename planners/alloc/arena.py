@@ -23,7 +23,9 @@ tried forward: the ops of the next steps are placed by best fit on a copy of the
 low and high end of every gap that holds the block are tried the same way, and the offset
 under which the most steps fit is taken (best fit on ties). It is the placement analogue of
 prefetching: free space is kept where the next ops' blocks can go, instead of discovered
-missing when they arrive.
+missing when they arrive. The search skips the offsets and simulations that cannot change its
+answer (``_place_ahead`` says which); tests/test_arena_fast_paths.py compares it with the
+plain search on every placement of random and tiled graphs.
 
 If the op's own tensors are fragmented so that even with everything else evicted a block
 does not fit, the op's resident inputs are evicted too and everything is placed afresh; this
