@@ -23,7 +23,9 @@ tried forward: the ops of the next steps are placed by best fit on a copy of the
 low and high end of every gap that holds the block are tried the same way, and the offset
 under which the most steps fit is taken (best fit on ties). It is the placement analogue of
 prefetching: free space is kept where the next ops' blocks can go, instead of discovered
-missing when they arrive.
+missing when they arrive. The search skips the offsets and simulations that cannot change its
+answer (``_place_ahead`` says which); tests/test_arena_fast_paths.py compares it with the
+plain search on every placement of random and tiled graphs.
 
 If the op's own tensors are fragmented so that even with everything else evicted a block
 does not fit, the op's resident inputs are evicted too and everything is placed afresh; this
@@ -32,6 +34,7 @@ always succeeds because the budget is at least M_R (checked up front).
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 
 from npusim.errors import InternalError, PlanningError
@@ -52,22 +55,25 @@ class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
 
     def __init__(self, graph, order):
-        self.size = [t.size for t in graph.tensors]
-        self.steps: dict[int, list[int]] = defaultdict(list)
-        for s, op in enumerate(order):
-            for t in graph.ops[op].tensors:
+        self.size = graph.arrays.tensor_size.tolist()  # Tensor.size of each, as Python ints
+        self.step_tensors = [graph.ops[op].tensors for op in order]  # each tensor once per step
+        self.steps: dict[int, list[int]] = defaultdict(list)  # ascending, as the order is walked
+        for s, tensors in enumerate(self.step_tensors):
+            for t in tensors:
                 self.steps[t].append(s)
+        self.last = [-1] * graph.n_tensors  # last use (-1: none)
+        for t, steps in self.steps.items():
+            self.last[t] = steps[-1]
         self.last_access = [-1] * graph.n_tensors
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
-        for s in self.steps[t]:
-            if s > step:
-                return s
-        return float("inf")
+        steps = self.steps[t]
+        i = bisect.bisect_right(steps, step)
+        return steps[i] if i < len(steps) else float("inf")
 
     def last_use(self, t: int) -> int:
-        return self.steps[t][-1]
+        return self.last[t]
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -80,6 +86,14 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
             f"({parts}; sizes rounded up to {alignment} B); without tiling no plan fits. "
             f"Use a budget >= {need} B."
         )
+
+
+def _steps_placing_nothing(steps) -> int:
+    """Leading look-ahead steps with no block to place: they fit wherever the new block goes."""
+    for n, (new, _) in enumerate(steps):
+        if new:
+            return n
+    return len(steps)
 
 
 class ArenaAllocator:
@@ -134,9 +148,18 @@ class _ArenaRun:
         self.double_buffer = prefetch > 0
         self.prefetched: set[int] = set()  # reserved at the previous step, load still to issue
         self.held: set[int] = set()  # already stored, kept until the end of this step
+        self.load_orders: dict[int, list[int]] = {}  # step -> _load_order, made when first asked
+        self._last_future = None  # (step, pending, what _future_blocks returned) of the last call
         self.arena = BestFitArena(capacity, alignment)
-        self.alloc_size = [int(x) for x in aligned(graph.arrays.tensor_size, alignment)]
+        self.alloc_size = aligned(graph.arrays.tensor_size, alignment).tolist()
         self.uses = UseTimes(graph, order)
+        # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
+        self.step_tensors = self.uses.step_tensors
+        self.last_used_at: list[list[int]] = [[] for _ in order]
+        self.last_used_bytes = [0] * len(order)
+        for t, steps in self.uses.steps.items():
+            self.last_used_at[steps[-1]].append(t)
+            self.last_used_bytes[steps[-1]] += self.alloc_size[t]
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.loaded_once: set[int] = set()
@@ -151,8 +174,7 @@ class _ArenaRun:
 
     def _close(self, t: int, last: int) -> None:
         first = self.resident_since.pop(t)
-        offset = self.arena.offset_of(t)
-        self.arena.free(t)
+        offset = self.arena.free(t)
         self.residencies.append(Residency(first=first, last=last, offset=offset, tensor=t,
                                           size=self.alloc_size[t]))
 
@@ -166,7 +188,7 @@ class _ArenaRun:
         self.held.discard(t)
         if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
             self.transfers.append(Transfer(step=s - 1, kind="store", tensor=t, cause="spill",
-                                           size=self.graph.tensors[t].size))
+                                           size=self.uses.size[t]))
             self.in_dram.add(t)
         self._close(t, s - 1)
 
@@ -213,81 +235,134 @@ class _ArenaRun:
     def _place_ahead(self, t: int, best_fit: int, s: int, pending: list[int]) -> int:
         """The offset for ``t`` at step s under which the most of the next ``lookahead`` steps
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
-        op's tensors still to place at this step."""
+        op's tensors still to place at this step.
+
+        Shortcuts that leave the answer unchanged: when no other gap end holds ``t`` there is
+        nothing to compare; when the largest gap holds ``t`` and every
+        future block at once, all steps fit wherever ``t`` goes; no offset fits more steps
+        than ``most``, those before the first whose live bytes exceed the budget
+        (``_future_blocks``), so the search stops once an offset reaches that, and does not
+        start when the leading steps that place nothing (which fit anywhere) reach it; nor
+        does it go on when no offset can fit one step more (``_may_fit``)."""
         size = self.alloc_size[t]
-        future = self._future_blocks(s, t, pending)
-        if not future or self._roomy(size, future):
+        candidates = self._other_offsets(size, best_fit)
+        if not candidates:
             return best_fit
-        steps = len(future)
-        score = self._steps_fitting(t, best_fit, future)
-        if score == steps:
+        future, most, placed_bytes = self._future_blocks(s, t, pending)
+        if most == len(future) and self.arena.largest_gap() >= size + placed_bytes:
             return best_fit
-        for start, end in self.arena.gaps():
-            if end - start < size:
-                continue
-            top = (end - size) // self.arena.alignment * self.arena.alignment
-            for offset in dict.fromkeys((start, top)):
-                if offset != best_fit:
-                    n = self._steps_fitting(t, offset, future)
-                    if n > score:
-                        best_fit, score = offset, n
-                        if n == steps:
-                            return best_fit
+        if most <= _steps_placing_nothing(future):
+            return best_fit
+        score = self.arena.steps_fitting(t, best_fit, size, future)
+        if score == most or not self._may_fit(t, future, score):
+            return best_fit
+        for offset in candidates:
+            n = self.arena.steps_fitting(t, offset, size, future)
+            if n > score:
+                best_fit, score = offset, n
+                if n == most or not self._may_fit(t, future, n):
+                    return best_fit
         return best_fit
 
-    def _future_blocks(self, s: int, t: int, pending: list[int]) -> list[tuple[list[int], list[int]]]:
-        """Per step s, s+1, .. s+lookahead: (tensors to place there, tensors freed before it).
+    def _other_offsets(self, size: int, best_fit: int) -> list[int]:
+        """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
+        ``best_fit``: the other offsets the look-ahead tries."""
+        alignment, found = self.arena.alignment, []
+        for start, end in self.arena.gaps():
+            if end - start >= size:
+                top = (end - size) // alignment * alignment
+                if start != best_fit:
+                    found.append(start)
+                if top != start and top != best_fit:
+                    found.append(top)
+        return found
+
+    def _may_fit(self, t: int, future, k: int) -> bool:
+        """False when step ``k`` of ``future`` fits wherever ``t`` goes in no case: its largest
+        block and ``t`` (unless freed by then) fit neither in one gap nor in two of the arena
+        with the blocks freed by step k gone. The blocks the look-ahead placed before step k
+        only take room, so leaving them out can only make it say True."""
+        freed = set()
+        for _, tensors in future[1:k + 1]:
+            freed.update(tensors)
+        largest = max((nbytes for _, nbytes in future[k][0]), default=0)
+        first, second = self.arena.largest_gaps_without(freed)
+        if t in freed:
+            return first >= largest
+        size = self.alloc_size[t]
+        return first >= size + largest or (first >= max(size, largest) and second >= min(size, largest))
+
+    def _future_blocks(self, s: int, t: int, pending: list[int]):
+        """``(steps, most, placed_bytes)``: per step s, s+1, .. s+lookahead, ``steps`` holds
+        (blocks ``(tensor, bytes)`` to place there, tensors freed before it), up to the first
+        step whose live bytes (the arena's, ``t``'s and the blocks placed minus those freed so
+        far) exceed the budget; ``most`` is that step's index, else the number of steps, and
+        ``placed_bytes`` the bytes of all the blocks. No offset of ``t`` fits step ``most``:
+        blocks that fit never overlap, so their bytes add up to at most the budget; so the
+        look-ahead never reaches a step after it, and they are not made.
+
         Step s places ``pending`` (``t`` is placed already); a later step places its op's
         tensors not yet on chip, after the blocks last used before it are freed (and the
-        stored blocks held through step s)."""
+        stored blocks held through step s). A tensor freed before step u > s is one last used
+        at u-1, read from ``last_used_at``: every tensor of the ops at s..u-1 is on chip or
+        placed by then, so no on-chip set needs scanning (a tensor of no bytes may be listed
+        as placed or freed; it changes nothing).
+
+        The op's next tensor at the same step (``t`` was the first of the previous call's
+        ``pending``, the rest are this one's) has the same later steps: the tensors on chip or
+        pending are the same, and ``t``'s bytes moved from the pending ones to the arena
+        leave every step's margin to the budget as it was. Those are taken from that call."""
+        last = self._last_future
+        if last is not None and last[0] == s and last[1] == (t, *pending):
+            steps, most, placed_bytes = last[2]
+            found = [(steps[0][0][1:], ())] + steps[1:], most, placed_bytes - self.alloc_size[t]
+        else:
+            found = self._make_future_blocks(s, t, pending)
+        self._last_future = (s, tuple(pending), found)
+        return found
+
+    def _make_future_blocks(self, s: int, t: int, pending: list[int]):
+        size, resident = self.alloc_size, self.resident_since
         horizon = min(len(self.order), s + 1 + self.lookahead)
-        placed = set(self.arena.owners()) | set(pending) | {t}
-        freed_at: dict[int, list[int]] = defaultdict(list)
-        future = [(list(pending), [])]
+        room = self.arena.capacity - self.arena.used - size[t]  # bytes the steps may add
+        placing = {t, *pending}
+        sizes = [size[x] for x in pending]
+        placed_bytes = live = sum(sizes)
+        steps = [(list(zip(pending, sizes)), ())]
+        if live > room:
+            return steps, 0, placed_bytes
+        step_tensors, last_used_at, last_used_bytes = self.step_tensors, self.last_used_at, self.last_used_bytes
         for u in range(s + 1, horizon):
-            new = [x for x in dict.fromkeys(self.graph.ops[self.order[u]].tensors) if x not in placed]
-            placed.update(new)
-            future.append((new, []))
-        for x in placed:
-            last = max(self.uses.last_use(x), s if x in self.held else -1)
-            if s <= last < horizon - 1:
-                freed_at[last + 1].append(x)
-        for u in range(s + 1, horizon):
-            future[u - s] = (future[u - s][0], sorted(freed_at.get(u, ())))
-        return future
-
-    def _roomy(self, size: int, future) -> bool:
-        """Whether every future block surely fits: the largest gap left beside ``t`` (placed
-        anywhere) holds all of them at once."""
-        need = sum(self.alloc_size[x] for new, _ in future for x in new)
-        return any(end - start >= size + need for start, end in self.arena.gaps())
-
-    def _steps_fitting(self, t: int, offset: int, future) -> int:
-        """Steps of ``future`` that fit in turn by best fit with ``t`` at ``offset``."""
-        arena = self.arena.copy()
-        arena.place(t, offset, self.alloc_size[t])
-        for n, (new, freed) in enumerate(future):
-            for x in freed:
-                arena.free(x)
-            for x in new:
-                if arena.allocate(x, self.alloc_size[x]) is None:
-                    return n
-        return len(future)
+            new = [x for x in step_tensors[u] if x not in resident and x not in placing]
+            if new:
+                placing.update(new)
+                sizes = [size[x] for x in new]
+                added, blocks = sum(sizes), list(zip(new, sizes))
+            else:
+                added, blocks = 0, []
+            freed, freed_bytes = last_used_at[u - 1], last_used_bytes[u - 1]
+            if u == s + 1 and self.held:  # held through step s, then freed
+                freed = freed + [x for x in self.held if self.uses.last[x] < s]
+                freed_bytes = sum(size[x] for x in freed)
+            placed_bytes += added
+            live += added - freed_bytes
+            steps.append((blocks, freed))
+            if live > room:
+                return steps, u - s, placed_bytes
+        return steps, len(steps), placed_bytes
 
     # -- one step ----------------------------------------------------------------------------
     def step(self, s: int, op) -> None:
         self.current_op = op.id
-        needed = list(op.tensors)
+        needed = self.step_tensors[s]
         pinned = set(needed)
         missing = [t for t in needed if t not in self.resident_since]
-        placements = {}
         for k, t in enumerate(missing):
             offset = self._make_room(t, pinned, s, missing[k + 1:])
             if offset is None:  # fragmented by the op's own tensors: start the op afresh
                 return self._restart_op(s, op, needed)
             self.arena.place(t, offset, self.alloc_size[t])
             self._open(t, offset, s)
-            placements[t] = offset
         for t in needed:
             if t in self.prefetched:  # reserved at s-1: the load itself happens now
                 self.prefetched.discard(t)
@@ -328,11 +403,12 @@ class _ArenaRun:
             raise InternalError(f"{tensor.name!r} must be loaded at step {s} but DRAM has no copy")
         cause = "compulsory" if tensor.in_dram_initially and t not in self.loaded_once else "retrieve"
         self.loaded_once.add(t)
-        self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=tensor.size))
+        self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
+        last_access = self.uses.last_access
         for t in needed:
-            self.uses.last_access[t] = s
+            last_access[t] = s
         stored = set()
         for t in op.outputs:
             tensor = self.graph.tensors[t]
@@ -340,7 +416,7 @@ class _ArenaRun:
             # written through to DRAM, as soon as they are produced.
             if tensor.kind == "output" or t in self.graph.dram_sources:
                 cause = "writeback" if tensor.kind == "output" else "spill"
-                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=tensor.size))
+                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=self.uses.size[t]))
                 self.in_dram.add(t)
                 stored.add(t)
         # Reserve the next ops' loads while everything live at this step still holds its place.
@@ -349,8 +425,9 @@ class _ArenaRun:
         for t in list(self.held):
             self.held.discard(t)
             self._close(t, s)
+        last_use = self.uses.last
         for t in needed:
-            if self.uses.last_use(t) <= s:
+            if last_use[t] <= s:
                 if self.double_buffer and t in stored and s + 1 < len(self.order):
                     self.held.add(t)
                 else:
@@ -364,10 +441,10 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
-        for ahead, later in enumerate(self.order[s + 1:s + 1 + self.prefetch]):
-            inputs = dict.fromkeys(self.graph.ops[later].inputs)
-            for t in sorted(inputs, key=lambda t: self.graph.tensors[t].kind != "weight"):
-                if t in self.resident_since or not self._loadable(t):
+        resident, in_dram = self.resident_since, self.in_dram
+        for ahead, u in enumerate(range(s + 1, min(s + 1 + self.prefetch, len(self.order)))):
+            for t in self.load_orders.get(u) or self._load_order(u):
+                if t in resident or (t not in in_dram and not self._loadable(t)):
                     continue
                 offset = self.arena.find(self.alloc_size[t])
                 if offset is None and ahead == 0:
@@ -377,6 +454,14 @@ class _ArenaRun:
                 self.arena.place(t, offset, self.alloc_size[t])
                 self._open(t, offset, s)
                 self.prefetched.add(t)
+
+    def _load_order(self, u: int) -> list[int]:
+        """The inputs of the op at step u, each once, weights first (else in argument order);
+        kept in ``load_orders``."""
+        inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
+        weights = [t for t in inputs if self.graph.tensors[t].kind == "weight"]
+        self.load_orders[u] = weights + [t for t in inputs if t not in weights]
+        return self.load_orders[u]
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
@@ -390,12 +475,13 @@ class _ArenaRun:
         Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        pinned = set(self.graph.ops[self.order[s]].tensors) | set(self.graph.ops[self.order[s + 1]].tensors)
+        pinned = {*self.step_tensors[s], *self.step_tensors[s + 1]}
         horizon = s + 1 + self.prefetch
-        reserved = [x for x in self.arena.owners() if x in self.prefetched and x not in pinned]
-        cached = [x for x in self.arena.owners()
-                  if x not in pinned and x not in self.prefetched and x not in self.held and x in self.in_dram
-                  and self.uses.next_use(x, s + 1) > horizon and self.resident_since[x] < s]
+        owners, prefetched = self.arena.owners(), self.prefetched
+        reserved = [x for x in owners if x in prefetched and x not in pinned]
+        cached = [x for x in owners
+                  if x not in pinned and x not in prefetched and x not in self.held and x in self.in_dram
+                  and self.resident_since[x] < s and self.uses.next_use(x, s + 1) > horizon]
         if not reserved and not cached:
             return None
         if not self.arena.fits_without(self.alloc_size[t], set(reserved) | set(cached)):
@@ -409,7 +495,7 @@ class _ArenaRun:
                 self._drop_new(victim)
             else:
                 self.evicted_for_overlap += 1
-                self.evicted_for_overlap_bytes += self.graph.tensors[victim].size
+                self.evicted_for_overlap_bytes += self.uses.size[victim]
                 self._close(victim, s - 1)  # op s does not use it: its bytes are free while op s runs
             offset = self.arena.find(self.alloc_size[t])
             if offset is not None:

@@ -2,6 +2,16 @@
 
 This is TensorFlow Lite's ``SimpleMemoryArena`` policy: a new block goes into the smallest
 gap (between live blocks, or after the last one) that holds it, the lowest such gap on ties.
+
+The free gaps are kept as two parallel lists sorted by address, their starts and ends, so a
+best-fit search scans the gaps (a few) rather than the live blocks (several per gap); a
+placement splits the gap that holds it, a free merges the block with the gaps beside it. A
+gap starts where the block below it ends, rounded up to the alignment, and ends at the next
+block or at the capacity: a block is placed inside a gap (where ``find`` or ``gaps`` says),
+so blocks never overlap, nor do their rounded ends reach past the next block. The live blocks
+are also kept sorted by offset (with their rounded ends) for the questions about freeing some
+of them. ``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and
+best-fit placements) on plain copies of the gap lists, without building a second arena.
 """
 
 from __future__ import annotations
@@ -14,9 +24,14 @@ class BestFitArena:
         self.capacity = capacity
         self.alignment = alignment
         self._offsets: list[int] = []  # sorted offsets of live blocks
+        self._ends: list[int] = []  # their ends rounded up to the alignment, in the same order
+        self._span: dict[int, tuple[int, int]] = {}  # owner -> (offset, rounded end) of its block
+        self._gap_starts: list[int] = [0] if capacity > 0 else []  # the free gaps, sorted
+        self._gap_ends: list[int] = [capacity] if capacity > 0 else []
         self._blocks: dict[int, tuple[int, int]] = {}  # offset -> (size, owner)
-        self._offset_of: dict[int, int] = {}  # owner -> offset
+        self._offset_of: dict[int, int] = {}  # owner -> offset, in placement order
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
+        self.used = 0  # bytes of the live blocks
 
     def _align(self, x: int) -> int:
         return -(-x // self.alignment) * self.alignment
@@ -25,55 +40,76 @@ class BestFitArena:
         """Best-fit offset for ``size`` bytes, or None if no gap holds it (0 for no bytes)."""
         if size <= 0:
             return 0
-        best, best_gap = None, None
-        cursor = 0
-        for off in self._offsets + [self.capacity]:
-            start = self._align(cursor)
-            gap = off - start
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = start, gap
-            if off < self.capacity:
-                cursor = max(cursor, off + self._blocks[off][0])
-        return best
+        j = _best_gap(self._gap_starts, self._gap_ends, size)
+        return None if j < 0 else self._gap_starts[j]
+
+    def largest_gap(self) -> int:
+        """Bytes of the largest gap (0 when full)."""
+        return max(map(int.__sub__, self._gap_ends, self._gap_starts), default=0)
 
     def gaps(self) -> list[tuple[int, int]]:
         """The free ranges ``(start, end)`` between live blocks, lowest first, starts aligned."""
-        found, cursor = [], 0
-        for off in self._offsets + [self.capacity]:
-            start = self._align(cursor)
-            if off > start:
-                found.append((start, off))
-            if off < self.capacity:
-                cursor = max(cursor, off + self._blocks[off][0])
-        return found
+        return list(zip(self._gap_starts, self._gap_ends))
 
     def copy(self) -> "BestFitArena":
         other = BestFitArena(self.capacity, self.alignment)
         other._offsets = list(self._offsets)
+        other._ends = list(self._ends)
+        other._span = dict(self._span)
+        other._gap_starts, other._gap_ends = list(self._gap_starts), list(self._gap_ends)
         other._blocks = dict(self._blocks)
         other._offset_of = dict(self._offset_of)
         other._empty = dict(self._empty)
+        other.used = self.used
         return other
 
     def fits_without(self, size: int, removable: set[int]) -> bool:
         """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
         cursor = 0
-        for off in self._offsets + [self.capacity]:
-            if off < self.capacity and self._blocks[off][1] in removable:
+        for off, end in zip(self._offsets, self._ends):
+            if self._blocks[off][1] in removable:
                 continue
-            if off - self._align(cursor) >= size:
+            if off - cursor >= size:
                 return True
-            if off < self.capacity:
-                cursor = max(cursor, off + self._blocks[off][0])
-        return False
+            if end > cursor:
+                cursor = end
+        return self.capacity - cursor >= size
+
+    def largest_gaps_without(self, removable) -> tuple[int, int]:
+        """Bytes of the largest and second largest gaps (0 if none) if the blocks of
+        ``removable`` were freed."""
+        first = second = cursor = 0
+        blocks = self._blocks
+        for off, end in zip(self._offsets, self._ends):
+            if blocks[off][1] in removable:
+                continue
+            gap = off - cursor
+            if gap > second:
+                first, second = (gap, first) if gap > first else (first, gap)
+            if end > cursor:
+                cursor = end
+        gap = self.capacity - cursor
+        if gap > second:
+            first, second = (gap, first) if gap > first else (first, gap)
+        return first, second
 
     def place(self, owner: int, offset: int, size: int) -> None:
+        """Place ``owner``'s block of ``size`` bytes at ``offset``, inside a gap."""
         if size <= 0:  # takes no address range: kept apart, so it never shares a key with a block
             self._empty[owner] = offset
             return
-        bisect.insort(self._offsets, offset)
+        end = self._align(offset + size)
+        j = bisect.bisect_right(self._gap_starts, offset) - 1
+        if j < 0 or offset + size > self._gap_ends[j]:
+            raise ValueError(f"{size} B at {offset} is not inside a gap")
+        _take(self._gap_starts, self._gap_ends, j, offset, end)
+        i = bisect.bisect_left(self._offsets, offset)
+        self._offsets.insert(i, offset)
+        self._ends.insert(i, end)
+        self._span[owner] = (offset, end)
         self._blocks[offset] = (size, owner)
         self._offset_of[owner] = offset
+        self.used += size
 
     def allocate(self, owner: int, size: int) -> int | None:
         offset = self.find(size)
@@ -81,16 +117,108 @@ class BestFitArena:
             self.place(owner, offset, size)
         return offset
 
-    def free(self, owner: int) -> None:
-        if self._empty.pop(owner, None) is not None:
-            return
+    def free(self, owner: int) -> int:
+        """Free ``owner``'s block; returns its offset."""
+        offset = self._empty.pop(owner, None)
+        if offset is not None:
+            return offset
         offset = self._offset_of.pop(owner)
-        del self._blocks[offset]
-        self._offsets.pop(bisect.bisect_left(self._offsets, offset))
+        self.used -= self._blocks.pop(offset)[0]
+        i = bisect.bisect_left(self._offsets, offset)
+        del self._offsets[i]
+        del self._ends[i]
+        _give(self._gap_starts, self._gap_ends, self.capacity, *self._span.pop(owner))
+        return offset
 
     def offset_of(self, owner: int) -> int:
         return self._empty[owner] if owner in self._empty else self._offset_of[owner]
 
+    def size_of(self, owner: int) -> int:
+        """Bytes of ``owner``'s block (0 for an owner of no bytes)."""
+        return 0 if owner in self._empty else self._blocks[self._offset_of[owner]][0]
+
     def owners(self) -> list[int]:
         """Owners of address ranges (not those of no bytes: evicting them frees nothing)."""
         return list(self._offset_of)
+
+    def steps_fitting(self, owner: int, offset: int, size: int, steps) -> int:
+        """How many of ``steps`` fit in turn on a copy of this arena with ``owner`` placed at
+        ``offset`` (inside a gap) first; nothing here changes.
+
+        ``steps``: per step, ``(new, freed)``: the owners freed before the step (placed here
+        or earlier in the sequence) and the ``(owner, size)`` blocks then placed by best fit.
+        A step fits when every block of it finds a gap; the count stops at the first that
+        does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
+        copies of the gap lists (this is the hot loop of the allocator's placement look-ahead)."""
+        starts, ends, capacity, align = list(self._gap_starts), list(self._gap_ends), self.capacity, self.alignment
+        spans, placed = self._span, {}  # owner -> (offset, rounded end): this arena's, and placed here
+        if size > 0:
+            end = -(-(offset + size) // align) * align
+            _take(starts, ends, bisect.bisect_right(starts, offset) - 1, offset, end)
+            placed[owner] = (offset, end)
+        fitted = 0
+        for new, freed in steps:
+            for x in freed:
+                span = placed.pop(x, None) or spans.get(x)
+                if span is not None:  # None: no bytes
+                    _give(starts, ends, capacity, *span)
+            for x, nbytes in new:
+                if nbytes <= 0:
+                    continue
+                j = _best_gap(starts, ends, nbytes)
+                if j < 0:
+                    return fitted
+                at, end = starts[j], -(-(starts[j] + nbytes) // align) * align
+                if end < ends[j]:
+                    starts[j] = end
+                else:
+                    del starts[j]
+                    del ends[j]
+                placed[x] = (at, end)
+            fitted += 1
+        return fitted
+
+
+def _best_gap(starts: list[int], ends: list[int], size: int) -> int:
+    """Index of the smallest gap of at least ``size`` bytes (the lowest on ties), or -1."""
+    best, best_gap = -1, -1
+    for j, start in enumerate(starts):
+        gap = ends[j] - start
+        if gap >= size and (best_gap < 0 or gap < best_gap):
+            if gap == size:  # nothing fits tighter, and later gaps are higher
+                return j
+            best, best_gap = j, gap
+    return best
+
+
+def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> None:
+    """Take the block ``[offset, end)`` (``end`` rounded up) out of gap j, which holds it."""
+    if offset > starts[j]:
+        if end < ends[j]:  # a gap is left on each side
+            starts.insert(j + 1, end)
+            ends.insert(j + 1, ends[j])
+        ends[j] = offset
+    elif end < ends[j]:
+        starts[j] = end
+    else:
+        del starts[j]
+        del ends[j]
+
+
+def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> None:
+    """Return the block ``[offset, end)`` (``end`` rounded up) to the gaps, merged with a gap
+    ending at its start and one starting at its end; a gap never reaches past the capacity."""
+    i = bisect.bisect_left(starts, offset)
+    below = i > 0 and ends[i - 1] == offset
+    above = i < len(starts) and starts[i] == end
+    if below and above:
+        ends[i - 1] = ends[i]
+        del starts[i]
+        del ends[i]
+    elif below:
+        ends[i - 1] = min(end, capacity)
+    elif above:
+        starts[i] = offset
+    else:
+        starts.insert(i, offset)
+        ends.insert(i, min(end, capacity))

@@ -60,7 +60,7 @@ class GreedyReplacement:
     def choose(self, arena, need: int, candidates, step: int, uses, in_dram) -> list[int] | None:
         """Owners to evict so that a block of ``need`` bytes fits, at the fewest bytes moved."""
         movable = set(candidates)
-        blocks = [(arena.offset_of(o), arena._blocks[arena.offset_of(o)][0], o) for o in arena.owners()]
+        blocks = [(arena.offset_of(o), arena.size_of(o), o) for o in arena.owners()]
 
         def cost(t):
             needed = uses.next_use(t, step - 1) != float("inf")
