@@ -215,3 +215,26 @@ def test_engine_units_and_tasks_keep_simpy_s_event_order(capacity):
     expected = trace(lambda env: simpy.Resource(env, capacity), lambda env, g: env.process(g))
     assert trace(lambda env: _Units(env, capacity), _Task) == expected
     assert len({t for t, what, _ in expected if what == "got"}) > 5
+
+
+def test_the_timeline_draws_every_cross_queue_semaphore():
+    """The Perfetto timeline has one flow arrow per semaphore between two queues (a command
+    waiting for one on another queue), from within the signalling command's slice to the
+    waiting command's start (which may come first: a compute starts after its loads' first
+    band). An arrow drawn from the wrong command would start outside the signalling slice."""
+    graph = load_graph("resnet18")
+    hw = load_hw("edge-npu")
+    plan, report = run(graph, hw, budget=128 << 10)
+    program = lower(plan, hw)
+    queue = [c.queue for c in program.commands]
+    pairs = [(w, c.id) for c in program.commands for w in c.waits if queue[w] != c.queue]
+    assert pairs and list(report.semaphores) == pairs
+    us = 1e6 / report.clock_hz
+    slices = {e.command: (e.start * us, e.end * us) for e in report.timeline}
+    events = [e for e in report.chrome_trace()["traceEvents"] if e.get("cat") == "semaphore"]
+    starts = {e["id"]: e["ts"] for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e["ts"] for e in events if e["ph"] == "f"}
+    assert set(starts) == set(ends) == set(range(len(pairs)))
+    for k, (signal, wait) in enumerate(pairs):
+        assert slices[signal][0] <= starts[k] <= slices[signal][1]
+        assert ends[k] == slices[wait][0]
