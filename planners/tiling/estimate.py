@@ -66,29 +66,18 @@ PIPELINE_NORM = 3.0
 
 def op_input_steps(op: Op, graph: Graph) -> list:
     """``npusim.graph.regions.input_steps``, memoised for the op being tiled (``memo``)."""
-    steps = memo.table("steps", graph, op)
-    if None not in steps:
-        steps[None] = input_steps(op, graph)
-    return steps[None]
+    return memo.cached("steps", graph, op, None, lambda: input_steps(op, graph))
 
 
 def op_k_slices(op: Op, graph: Graph, k: int) -> list:
     """``npusim.graph.tiling.k_slices`` of reduction slices of ``k``, memoised (``memo``)."""
-    slices = memo.table("k_slices", graph, op)
-    found = slices.get(k)
-    if found is None:
-        found = slices[k] = k_slices(op, graph, {"k": k})
-    return found
+    return memo.cached("k_slices", graph, op, k, lambda: k_slices(op, graph, {"k": k}))
 
 
 def op_input_boxes(op: Op, graph: Graph, box, k_range=None, last: bool = True) -> tuple:
     """``npusim.graph.regions.input_boxes`` as a tuple, memoised for the op being tiled (``memo``)."""
-    boxes = memo.table("boxes", graph, op)
-    key = (box, k_range, last)
-    found = boxes.get(key)
-    if found is None:
-        found = boxes[key] = tuple(input_boxes(op, graph, box, k_range, last))
-    return found
+    return memo.cached("boxes", graph, op, (box, k_range, last),
+                       lambda: tuple(input_boxes(op, graph, box, k_range, last)))
 
 
 @dataclass(frozen=True)
@@ -136,12 +125,8 @@ def _transfer_cycles(tensor, box, hw, image_like: bool, steps=None, op: Op | Non
     ``op`` of ``graph`` when given (``memo``)."""
     if op is None:
         return _transfer_cycles_of(tensor, box, hw, image_like, steps)
-    costs = memo.table("transfers", graph, op, hw)
-    key = (tensor.id, box, steps, image_like)
-    found = costs.get(key)
-    if found is None:
-        found = costs[key] = _transfer_cycles_of(tensor, box, hw, image_like, steps)
-    return found
+    return memo.cached("transfers", graph, op, (tensor.id, box, steps, image_like),
+                       lambda: _transfer_cycles_of(tensor, box, hw, image_like, steps), hw)
 
 
 def _transfer_cycles_of(tensor, box, hw, image_like: bool, steps=None) -> tuple[float, int, bool]:
@@ -162,12 +147,8 @@ def _tile_compute(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str =
     chained in the core's accumulators; ``run``: its position in a run of tiles sharing the
     operand the array holds still, ``"run-first"``, ``"run-middle"`` or ``"run-last"``).
     Memoised for the op being tiled (``memo``)."""
-    costs = memo.table("tile_compute", graph, op, hw)
-    key = (box, k_range, last, acc, run)
-    found = costs.get(key)
-    if found is None:
-        found = costs[key] = _tile_compute_of(op, graph, box, k_range, last, hw, acc, run)
-    return found
+    return memo.cached("tile_compute", graph, op, (box, k_range, last, acc, run),
+                       lambda: _tile_compute_of(op, graph, box, k_range, last, hw, acc, run), hw)
 
 
 def _tile_compute_of(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: str, run: str | None) -> tuple[float, int]:
@@ -316,18 +297,19 @@ def lower_bound(op: Op, graph: Graph, spec: dict, traffic: float, hw) -> float:
     tiler estimates its candidates in this order and stops early."""
     acc = spec.get("acc", "scratchpad")
     run = run_length(op, graph, spec, hw)
-    computed = memo.table("spec_compute", graph, op, hw)
-    key = (tuple(spec["block"]), spec.get("k", 0), acc, run)
-    compute = computed.get(key)
-    if compute is None:
-        out = graph.tensors[op.outputs[0]]
-        classes = _slice_classes(op_k_slices(op, graph, spec.get("k", 0)))
-        compute = 0.0
-        for box, count in _box_classes(out.shape, spec["block"]):
-            compute += count * sum(n * _tile_cycles(op, graph, box, k_range, last, hw, acc, run)[0]
-                                   for k_range, n, last in classes)
-        computed[key] = compute
+    compute = memo.cached("spec_compute", graph, op, (tuple(spec["block"]), spec.get("k", 0), acc, run),
+                          lambda: _spec_compute(op, graph, spec, hw, acc, run), hw)
     return max(compute, traffic / hw.dram_bytes_per_cycle)
+
+
+def _spec_compute(op: Op, graph: Graph, spec: dict, hw, acc: str, run: int) -> float:
+    """Compute cycles of all the tiles of ``spec`` (``lower_bound``)."""
+    classes = _slice_classes(op_k_slices(op, graph, spec.get("k", 0)))
+    compute = 0.0
+    for box, count in _box_classes(graph.tensors[op.outputs[0]].shape, spec["block"]):
+        compute += count * sum(n * _tile_cycles(op, graph, box, k_range, last, hw, acc, run)[0]
+                               for k_range, n, last in classes)
+    return compute
 
 
 def pipelined(compute: float, transfers: float, ahead: int = 1) -> float:

@@ -37,6 +37,14 @@ def table(name: str, graph, op, hw=None) -> dict:
     return found
 
 
+def cached(name: str, graph, op, key, compute, hw=None):
+    """``compute()`` once per ``key`` in the memo ``name`` of ``op`` (``table``)."""
+    entries = table(name, graph, op, hw)
+    if key not in entries:
+        entries[key] = compute()
+    return entries[key]
+
+
 def forget() -> None:
     """Empty every table and let go of the graph and hardware they were for."""
     global _scope

@@ -642,19 +642,18 @@ def _sample_boxes_of(shape: tuple, blocks: tuple) -> dict:
 def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
     """The double-buffered bytes of the largest tile of a spec (``_tile_bytes`` on the first,
     an interior and the last tile, and the first and last reduction slice)."""
-    working_sets = memo.table("working_sets", graph, op)  # the candidates ask for the same blocks again and again
-    key = (tuple(blocks), k, align, acc)
-    found = working_sets.get(key)
-    if found is not None:
-        return found
+    # the candidates ask for the same blocks again and again
+    return memo.cached("working_sets", graph, op, (tuple(blocks), k, align, acc),
+                       lambda: _largest_tile_bytes(op, graph, blocks, k, align, acc))
+
+
+def _largest_tile_bytes(op, graph, blocks, k, align, acc) -> int:
     shape = graph.tensors[op.outputs[0]].shape
-    spec = {"block": blocks, "k": k}
-    slices = op_k_slices(op, graph, spec.get("k", 0))
+    slices = op_k_slices(op, graph, k)
     worst = 0
     for box in _sample_boxes(shape, blocks):
         for j in {0, len(slices) - 1}:
             worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align, acc))
-    working_sets[key] = worst
     return worst
 
 
