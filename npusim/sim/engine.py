@@ -376,14 +376,7 @@ class _Machine:
     def compute_queue(self, commands: list[Command]):
         if not commands:
             return
-        stream = int(commands[0].queue.removeprefix("stream"))
-        if self.group > 1:  # this stream's own cores, every op split across them
-            first = stream * self.group
-            mine = list(range(first, first + self.group))
-            lane = f"core{first}-{first + self.group - 1}"
-        else:
-            mine = [stream % len(self.cores)]
-            lane = f"core{mine[0]}"
+        mine, lane = self._cores_of(commands[0].queue)
         core = self.cores[mine[0]]
         # A core that serves only this stream needs no arbitration (saves two events per op).
         shared = self.program.streams > len(self.cores)
@@ -432,10 +425,7 @@ class _Machine:
                 yield Timeout(env, cycles)
             for a in writes_of[cmd.id]:
                 scratchpad.fill(a[0])
-            slowest = max(per_core)  # a core computes its slice, stretched as the whole op is
-            for c, busy in zip(mine, per_core):
-                self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
-            self._account_op(op)
+            self._account_compute(op, cycles, per_core, mine)
             timing.end, timing.parts = self.env.now, {cause: cycles}
             self.timeline.append(TimelineEntry(cmd.queue, op.name, op.kind, cmd.step, start, self.env.now,
                                                lane=lane, command=cmd.id))
@@ -443,6 +433,21 @@ class _Machine:
                 core.release(req)
             self._complete(cmd)
             previous = cmd.id
+
+    def _cores_of(self, queue: str) -> tuple[list[int], str]:
+        """(the cores a compute queue drives, its timeline lane)."""
+        stream = int(queue.removeprefix("stream"))
+        if self.group > 1:  # this stream's own cores, every op split across them
+            first = stream * self.group
+            return list(range(first, first + self.group)), f"core{first}-{first + self.group - 1}"
+        return [stream % len(self.cores)], f"core{stream % len(self.cores)}"
+
+    def _account_compute(self, op, cycles: float, per_core: list[float], mine: list[int]) -> None:
+        """Busy time of the cores that ran ``op`` for ``cycles``, and its energy."""
+        slowest = max(per_core)  # a core computes its slice, stretched as the whole op is
+        for c, busy in zip(mine, per_core):
+            self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
+        self._account_op(op)
 
     def _op_cycles(self, op) -> tuple[tuple[float, str], list[float]]:
         """((cycles, bound), cycles of each of the stream's cores), computed once per op."""
@@ -553,22 +558,25 @@ class _Machine:
             if bank > 0:
                 timing.parts[moving_cause] = moving - bank
                 timing.parts[bank_cause] = bank
-        e, energy = self.hw.energy, self.energy
-        # DRAM energy on what crosses the bus (whole bursts), as the timing; a load reads DRAM
-        # and writes the scratchpad, a store the reverse
-        # (with dram.model: banks the device's energy is charged at the end, from its commands)
-        if cmd.kind == "load":
-            if not self.banked:
-                energy["dram_read"] += bus * e.dram_read_byte
-            energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
-        else:
-            if not self.banked:
-                energy["dram_write"] += bus * e.dram_write_byte
-            energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
-        energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
+        self._account_transfer(cmd)
         self.timeline.append(TimelineEntry(cmd.queue, self._tensor(cmd.tensor), cmd.kind, cmd.step, start,
                                            now, cmd.cause, cmd.nbytes, lane=lane, command=cmd.id))
         self._complete(cmd)
+
+    def _account_transfer(self, cmd: Command) -> None:
+        """The energy of a transfer: DRAM energy on what crosses the bus (whole bursts), as the
+        timing; a load reads DRAM and writes the scratchpad, a store the reverse (with
+        ``dram.model: banks`` the device's energy is charged at the end, from its commands)."""
+        e, energy, cost = self.hw.energy, self.energy, cmd.cost
+        if cmd.kind == "load":
+            if not self.banked:
+                energy["dram_read"] += cost.bus_bytes * e.dram_read_byte
+            energy["scratchpad_write"] += cmd.nbytes * self.scratchpad_write_byte
+        else:
+            if not self.banked:
+                energy["dram_write"] += cost.bus_bytes * e.dram_write_byte
+            energy["scratchpad_read"] += cmd.nbytes * self.scratchpad_read_byte
+        energy["dma_descriptor"] += cost.descriptors * e.dma_descriptor
 
     def _sample_dram(self, change: int) -> None:
         self.dram_flows += change
@@ -604,6 +612,17 @@ class _Machine:
                 "scratchpad_write": written * self.scratchpad_write_byte,
             }
         return parts
+
+    def run_compiled(self) -> float | None:
+        """The run of ``run()``, by the compiled event loop (``npusim.sim.compiled_loop``): the
+        cycles, or None when that loop stopped on an error (``run()`` then raises it)."""
+        from npusim.sim import compiled_loop  # lazy: Numba loads only for programs large enough to pay for it
+
+        cores = {q: self._cores_of(q)[0][0] for q in self.program.queues if q.startswith("stream")}
+        status, result = compiled_loop.run(self, cores, self.env.max_events)
+        if status != compiled_loop.OK:
+            return None
+        return compiled_loop.record(self, result)
 
     def run(self) -> float:
         commands = self.program.commands
@@ -646,6 +665,18 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     return offchip, read, write, bus, dma_work
 
 
+#: Programs of at least this many commands run on the compiled event loop: below it, loading
+#: Numba (~0.6 s CPU) costs more than the loop saves (~70 us per command).
+COMPILED_LOOP_MIN_COMMANDS = 10_000
+
+
+def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
+    """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``: large
+    programs, without jitter, banked DRAM or a DRAM layout to check)."""
+    return (len(program.commands) >= COMPILED_LOOP_MIN_COMMANDS and jitter == 0 and hw.dram.model != "banks"
+            and not program.dram_planned)
+
+
 def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
              check_races: bool = True, progress=silent) -> Report:
     """Run ``program`` (``npusim.plan.lower``) on ``hw`` and measure it.
@@ -678,7 +709,9 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         from npusim.sim.dram_memory import DramContents  # lazy: its Numba kernels load only when used
 
         machine.dram_memory = DramContents(program, graph)
-    cycles = machine.run()
+    cycles = machine.run_compiled() if _compiled_loop_fits(program, hw, jitter) else None
+    if cycles is None:
+        cycles = machine.run()
     if check_races:
         races.check_races(program, hw.dma.channels, lambda c: machine._who(program.commands[c]),
                           lambda t: graph.tensors[t].name)
