@@ -32,8 +32,6 @@ last bit), and the occupancy and DRAM-flow samples.
 
 from __future__ import annotations
 
-import heapq
-
 import numba
 import numpy as np
 
@@ -57,22 +55,417 @@ COMPUTE, LOAD, STORE = range(3)
 READY_INT, START_INT, END_INT, BAND_INT = 1, 2, 4, 8
 
 
+# Slots of the kernel's integer state ``S`` (scalars the helpers update)
+(SEQ, FREE_EVENTS, FREE_NODES, BLOCKS, USED, PEAK, N_OCC, N_DRAM, FLOWS_NOW, INFLIGHT, MOVING, NEXT_FLOW,
+ PENDING, STATUS, N_DONE, HEAP_SIZE, N_STATE) = range(17)
+PRIORITY_STEP = 1 << 62  # a key's priority part: above any scheduling order
+# Rows of the event table ``E`` and of the callback table ``K``
+HEAD, TAIL, UNIT_NEXT = range(3)
+NEXT, WHAT, ARG = range(3)
+
+
+# -- events and callbacks ----------------------------------------------------------------------
+@numba.njit(cache=True)
+def _new_event(S, free_events):
+    """An event from the pool (-1, and the status set, when the pool is empty)."""
+    if S[FREE_EVENTS] == 0:
+        S[STATUS] = POOL_FULL
+        return -1
+    S[FREE_EVENTS] -= 1
+    return free_events[S[FREE_EVENTS]]
+
+
+@numba.njit(cache=True)
+def _schedule(heap, S, ev, at, priority, is_int):
+    """``Environment.schedule``: the event is processed at ``at``, after every event scheduled
+    before it for the same time and priority. The heap is SimPy's (time, priority, scheduling
+    order) as arrays: times, keys (priority * 2**62 + order), events and is-int flags."""
+    times, keys, events, ints = heap
+    key = priority * PRIORITY_STEP + S[SEQ]
+    S[SEQ] += 1
+    i = S[HEAP_SIZE]
+    S[HEAP_SIZE] += 1
+    while i > 0:  # sift up
+        parent = (i - 1) >> 1
+        if times[parent] < at or (times[parent] == at and keys[parent] < key):
+            break
+        times[i], keys[i], events[i], ints[i] = times[parent], keys[parent], events[parent], ints[parent]
+        i = parent
+    times[i], keys[i], events[i], ints[i] = at, key, ev, is_int
+
+
+@numba.njit(cache=True)
+def _pop(heap, S):
+    """(time, event, is-int) of the earliest event, removed from the heap."""
+    times, keys, events, ints = heap
+    at, ev, is_int = times[0], events[0], ints[0]
+    S[HEAP_SIZE] -= 1
+    size = S[HEAP_SIZE]
+    t, k, e, b = times[size], keys[size], events[size], ints[size]
+    i = 0
+    while True:  # sift the last entry down from the root
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and (times[child + 1] < times[child]
+                                 or (times[child + 1] == times[child] and keys[child + 1] < keys[child])):
+            child += 1
+        if t < times[child] or (t == times[child] and k < keys[child]):
+            break
+        times[i], keys[i], events[i], ints[i] = times[child], keys[child], events[child], ints[child]
+        i = child
+    times[i], keys[i], events[i], ints[i] = t, k, e, b
+    return at, ev, is_int
+
+
+@numba.njit(cache=True)
+def _on(S, E, K, free_nodes, ev, what, arg):
+    """Add a callback to ``ev`` (after those it has: SimPy runs them in that order)."""
+    if S[FREE_NODES] == 0:
+        S[STATUS] = POOL_FULL
+        return
+    S[FREE_NODES] -= 1
+    node = free_nodes[S[FREE_NODES]]
+    K[NEXT, node], K[WHAT, node], K[ARG, node] = -1, what, arg
+    if E[HEAD, ev] == -1:
+        E[HEAD, ev] = node
+    else:
+        K[NEXT, E[TAIL, ev]] = node
+    E[TAIL, ev] = node
+
+
+@numba.njit(cache=True)
+def _timeout(heap, S, E, K, free_events, free_nodes, at, is_int, what, arg):
+    """A new event scheduled at ``at`` (a Timeout, or a process start when URGENT is asked
+    through ``what`` = RESUME_DMA), with one callback (none when ``what`` < 0)."""
+    ev = _new_event(S, free_events)
+    if ev == -1:
+        return -1
+    _schedule(heap, S, ev, at, np.int64(URGENT if what == RESUME_DMA else NORMAL), is_int)
+    if what >= 0:
+        _on(S, E, K, free_nodes, ev, what, arg)
+    return ev
+
+
+@numba.njit(cache=True)
+def _sample(times, values, ints, S, count, now, now_int, value):
+    """Append (now, value) to a counter track, or replace its last sample taken at ``now``."""
+    i = S[count]
+    if i > 0 and times[i - 1] == now:
+        i -= 1
+    else:
+        S[count] += 1
+    times[i], values[i], ints[i] = now, value, now_int
+
+
+# -- units: DMA channels and shared cores (engine._Units) ---------------------------------------
+@numba.njit(cache=True)
+def _grant(heap, S, E, units, u, now, now_int):
+    """Grant the head of unit ``u``'s queue if a unit is free (its request event succeeds)."""
+    head = units[2, u]
+    if head != -1 and units[1, u] < units[0, u]:
+        units[1, u] += 1
+        units[2, u] = E[UNIT_NEXT, head]
+        if units[2, u] == -1:
+            units[3, u] = -1
+        _schedule(heap, S, head, now, np.int64(NORMAL), now_int)
+
+
+@numba.njit(cache=True)
+def _request(heap, S, E, free_events, units, u, now, now_int):
+    """A request of unit ``u``: it joins the queue, the head is granted if a unit is free."""
+    request = _new_event(S, free_events)
+    if request == -1:
+        return -1
+    E[UNIT_NEXT, request] = -1
+    if units[3, u] == -1:
+        units[2, u] = request
+    else:
+        E[UNIT_NEXT, units[3, u]] = request
+    units[3, u] = request
+    _grant(heap, S, E, units, u, now, now_int)
+    return request
+
+
+@numba.njit(cache=True)
+def _release_unit(heap, S, E, K, free_events, free_nodes, units, u, now, now_int):
+    """Free a unit at once; a release event grants the head of the queue when processed."""
+    units[1, u] -= 1
+    _timeout(heap, S, E, K, free_events, free_nodes, now, now_int, np.int64(GRANT), u)
+
+
+# -- the scratchpad (npusim.sim.scratchpad.TaggedScratchpad) ------------------------------------
+@numba.njit(cache=True)
+def _bisect(starts, count, value):
+    """How many of the first ``count`` (sorted) ``starts`` are <= ``value`` (bisect_right)."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if starts[mid] <= value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True)
+def _claim(S, c, write_ptr, write_res, write_off, write_size, live, valid, res_start, blocks, capacity):
+    """Claim the ranges command ``c`` writes; False when one is past the capacity or overlaps a
+    live block."""
+    for i in range(write_ptr[c], write_ptr[c + 1]):
+        r, size = write_res[i], write_size[i]
+        if live[r] or size <= 0:
+            continue  # a later write into its own residency, or no bytes
+        lo = write_off[i]
+        hi = lo + size
+        n_blocks = S[BLOCKS]
+        if hi > capacity:
+            return False
+        j = _bisect(blocks[0], n_blocks, lo)  # the blocks starting before lo ...
+        j = max(j - 1, 0)
+        while j < n_blocks and blocks[0, j] < hi:  # ... from the last of them, overlapping [lo, hi)
+            if blocks[1, j] > lo:
+                return False
+            j += 1
+        j = _bisect(blocks[0], n_blocks, lo)
+        for k in range(n_blocks, j, -1):
+            blocks[0, k], blocks[1, k] = blocks[0, k - 1], blocks[1, k - 1]
+        blocks[0, j], blocks[1, j] = lo, hi
+        S[BLOCKS] += 1
+        live[r], valid[r], res_start[r] = True, False, lo
+        S[USED] += size
+        S[PEAK] = max(S[PEAK], S[USED])
+    return True
+
+
+@numba.njit(cache=True)
+def _release(S, r, live, res_start, blocks):
+    """Free residency ``r``'s block (its last user completed)."""
+    if not live[r]:
+        return
+    n_blocks = S[BLOCKS]
+    j = _bisect(blocks[0], n_blocks, res_start[r] - 1)  # the block starting at res_start[r]
+    S[USED] -= blocks[1, j] - blocks[0, j]
+    for k in range(j, n_blocks - 1):
+        blocks[0, k], blocks[1, k] = blocks[0, k + 1], blocks[1, k + 1]
+    S[BLOCKS] -= 1
+    live[r] = False
+
+
+@numba.njit(cache=True)
+def _reads_ok(c, which, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list, late,
+              write_ptr, write_res):
+    """Whether command ``c``'s reads find their residencies filled: all of them (``which`` 0),
+    those no streamed command still arriving writes (1), or only those (2)."""
+    for i in range(read_ptr[c], read_ptr[c + 1]):
+        r = read_res[i]
+        if which != 0:
+            arriving = False
+            for j in range(stream_ptr[c], stream_ptr[c + 1]):
+                if late[j]:
+                    w = stream_list[j]
+                    for k in range(write_ptr[w], write_ptr[w + 1]):
+                        if write_res[k] == r:
+                            arriving = True
+            if arriving != (which == 2):
+                continue
+        if read_size[i] > 0 and not (live[r] and valid[r]):
+            return False
+    return True
+
+
+# -- the bus (npusim.sim.bandwidth.SharedBandwidth) --------------------------------------------
+@numba.njit(cache=True)
+def _advance(S, F, flow_left, moving, rate, now):
+    """Move the moving flows' bytes on to now, the bus shared equally among them."""
+    dt = now - F[0]
+    n_moving = S[MOVING]
+    if n_moving > 0 and dt > 0:
+        share = rate * dt / n_moving
+        for i in range(n_moving):
+            flow_left[moving[i]] -= share
+        F[1] += dt
+    F[0] = now
+
+
+@numba.njit(cache=True)
+def _next_completion(heap, S, E, K, free_events, free_nodes, flow_left, moving, rate, now):
+    """Schedule a wake-up at the next completion of a moving flow (``_schedule``)."""
+    n_moving = S[MOVING]
+    if n_moving == 0:
+        S[PENDING] = -1
+        return
+    soonest = flow_left[moving[0]]
+    for i in range(1, n_moving):
+        soonest = min(soonest, flow_left[moving[i]])
+    delay = max(soonest, 0.0) * n_moving / rate
+    S[PENDING] = _timeout(heap, S, E, K, free_events, free_nodes, now + delay, np.bool_(False), np.int64(BANDWIDTH_WAKE),
+                           np.int64(0))
+
+
+@numba.njit(cache=True)
+def _transfer(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority, flow_done, inflight,
+              moving, rate, nbytes, priority, now, now_int):
+    """An event that succeeds when ``nbytes`` have crossed the bus (lower ``priority`` first)."""
+    done = _new_event(S, free_events)
+    if done == -1:
+        return -1
+    if nbytes <= 0:
+        _schedule(heap, S, done, now, np.int64(NORMAL), now_int)
+        return done
+    _advance(S, F, flow_left, moving, rate, now)
+    f = S[NEXT_FLOW]
+    S[NEXT_FLOW] += 1
+    flow_left[f], flow_priority[f], flow_done[f] = nbytes, priority, done
+    inflight[S[INFLIGHT]] = f
+    S[INFLIGHT] += 1
+    if S[MOVING] == 0 or priority == flow_priority[moving[0]]:
+        moving[S[MOVING]] = f
+        S[MOVING] += 1
+    elif priority < flow_priority[moving[0]]:
+        moving[0] = f
+        S[MOVING] = 1
+    _next_completion(heap, S, E, K, free_events, free_nodes, flow_left, moving, rate, now)
+    return done
+
+
+@numba.njit(cache=True)
+def _wake(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority, flow_done, inflight,
+          moving, still, rate, now, now_int):
+    """The next completion: the flows done succeed, the bus goes to the most urgent left."""
+    _advance(S, F, flow_left, moving, rate, now)
+    limit = 1e-6 * max(1.0, rate)  # remaining bytes are floats accumulated over many updates
+    n_moving = S[MOVING]
+    finished = 0
+    for i in range(n_moving):
+        if flow_left[moving[i]] <= limit:
+            finished += 1
+    nearest = -1
+    if finished == 0:  # the nearest one (the first of them on a tie), despite rounding
+        nearest = 0
+        for i in range(1, n_moving):
+            if flow_left[moving[i]] < flow_left[moving[nearest]]:
+                nearest = i
+    n_still = 0
+    for i in range(n_moving):
+        f = moving[i]
+        if (flow_left[f] <= limit) if nearest == -1 else (i == nearest):
+            j = 0
+            while inflight[j] != f:
+                j += 1
+            for k in range(j, S[INFLIGHT] - 1):
+                inflight[k] = inflight[k + 1]
+            S[INFLIGHT] -= 1
+            _schedule(heap, S, flow_done[f], now, np.int64(NORMAL), now_int)
+        else:
+            still[n_still] = f
+            n_still += 1
+    if n_still > 0:
+        for i in range(n_still):
+            moving[i] = still[i]
+        S[MOVING] = n_still
+    else:  # the most urgent flows in flight, in start order
+        S[MOVING] = 0
+        if S[INFLIGHT] > 0:
+            top = flow_priority[inflight[0]]
+            for i in range(1, S[INFLIGHT]):
+                top = min(top, flow_priority[inflight[i]])
+            for i in range(S[INFLIGHT]):
+                if flow_priority[inflight[i]] == top:
+                    moving[S[MOVING]] = inflight[i]
+                    S[MOVING] += 1
+    _next_completion(heap, S, E, K, free_events, free_nodes, flow_left, moving, rate, now)
+
+
+# -- commands ---------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _first_wait(c, position, processed, n, wait_ptr, wait_list, stream_ptr, stream_list):
+    """(the event command ``c`` must wait for next, from wait ``position`` on: a semaphore not
+    processed yet, or for a streamed one its first band; -1 when none) and the position after it."""
+    while position < wait_ptr[c + 1]:
+        w = wait_list[position]
+        position += 1
+        if not processed[w]:
+            target = w
+            for i in range(stream_ptr[c], stream_ptr[c + 1]):
+                if stream_list[i] == w:
+                    target = n + w
+            if not processed[target]:
+                return target, position
+    return -1, position
+
+
+@numba.njit(cache=True)
+def _bind(c, previous, previous_at_start, processed, wait_ptr, wait_list, start, end, band, binding, binding_at):
+    """Which command made ``c`` ready last (engine ``_bind``): the queue's previous command
+    (at its end, or its start for an in-order DMA queue) or the semaphore signalled last (at
+    its first band for a streamed one); ties go to the queue."""
+    best, best_time, at = -1, -1.0, AT_END
+    if previous != -1:
+        if previous_at_start:
+            best, best_time, at = previous, start[previous], AT_START
+        else:
+            best, best_time, at = previous, end[previous], AT_END
+    for i in range(wait_ptr[c], wait_ptr[c + 1]):
+        w = wait_list[i]
+        if processed[w]:
+            when, how = end[w], AT_END
+        else:
+            when, how = band[w], AT_BAND
+        if when > best_time:
+            best, best_time, at = w, when, how
+    binding[c], binding_at[c] = best, at
+
+
+@numba.njit(cache=True)
+def _latest(c, stream_ptr, stream_list, late, end):
+    """The streamed command ``c`` waited for that ended last (ties: the higher id)."""
+    best = -1
+    for i in range(stream_ptr[c], stream_ptr[c + 1]):
+        if late[i]:
+            w = stream_list[i]
+            if best == -1 or end[w] > end[best] or (end[w] == end[best] and w > best):
+                best = w
+    return best
+
+
+@numba.njit(cache=True)
+def _mark_late(c, processed, stream_ptr, stream_list, late):
+    """Flag the streamed waits of ``c`` not done yet (still arriving); whether there is one."""
+    any_late = False
+    for i in range(stream_ptr[c], stream_ptr[c + 1]):
+        late[i] = not processed[stream_list[i]]
+        any_late = any_late or late[i]
+    return any_late
+
+
+@numba.njit(cache=True)
+def _any_late(c, stream_ptr, late):
+    for i in range(stream_ptr[c], stream_ptr[c + 1]):
+        if late[i]:
+            return True
+    return False
+
+
 @numba.njit(cache=True)
 def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,
                 wait_ptr, wait_list, stream_ptr, stream_list,
                 read_ptr, read_res, read_off, read_size, write_ptr, write_res, write_off, write_size,
-                touch_ptr, touch_res, users_left,
-                queue_ptr, queue_cmds, queue_compute, queue_core,
+                users_left, queue_ptr, queue_cmds, queue_compute, queue_core,
                 channels, cores, shared_cores, rate, capacity, max_events, pool):
     n = kind.shape[0]
     n_queues = queue_compute.shape[0]
     n_res = users_left.shape[0]
     users_left = users_left.copy()
+    S = np.zeros(N_STATE, np.int64)
+    F = np.zeros(2)  # the bus: last update, busy cycles
+    # constants as typed values: a literal argument would compile a helper once per value
+    i0, i1, i2, none = np.int64(0), np.int64(1), np.int64(2), np.int64(-1)
+    urgent, normal, n_occ, n_dram = np.int64(URGENT), np.int64(NORMAL), np.int64(N_OCC), np.int64(N_DRAM)
+    no, yes = np.bool_(False), np.bool_(True)
 
-    # -- results ---------------------------------------------------------------------------
-    ready = np.zeros(n)
-    start = np.zeros(n)
-    end = np.zeros(n)
+    # results
+    ready, start, end = np.zeros(n), np.zeros(n), np.zeros(n)
     band = np.full(n, np.nan)
     binding = np.full(n, -1, np.int64)
     binding_at = np.zeros(n, np.int64)
@@ -84,542 +477,205 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
     channel_of = np.full(n, -1, np.int64)
     int_mask = np.zeros(n, np.int64)
     order = np.full(n, -1, np.int64)  # completion order
-    n_done = 0
-    occ_time = np.zeros(3 * n + 2)
-    occ_used = np.zeros(3 * n + 2, np.int64)
-    occ_int = np.zeros(3 * n + 2, np.bool_)
-    n_occ = 0
-    dram_time = np.zeros(4 * n + 2)
-    dram_flows = np.zeros(4 * n + 2, np.int64)
-    dram_int = np.zeros(4 * n + 2, np.bool_)
-    n_dram = 0
-    flows_now = 0
+    occ_time, occ_used, occ_int = np.zeros(3 * n + 2), np.zeros(3 * n + 2, np.int64), np.zeros(3 * n + 2, np.bool_)
+    dram_time, dram_flows, dram_int = np.zeros(4 * n + 2), np.zeros(4 * n + 2, np.int64), np.zeros(4 * n + 2, np.bool_)
 
-    # -- events: done[c] = c, band_done[c] = n + c, then a recycled pool -------------------
+    # events: done of command c is event c, its first band n + c, then the pool
     n_events = 2 * n + pool
     processed = np.zeros(n_events, np.bool_)
-    cb_head = np.full(n_events, -1, np.int64)
-    cb_tail = np.full(n_events, -1, np.int64)
-    unit_next = np.full(n_events, -1, np.int64)  # a unit's request queue, linked through its events
-    free_events = np.arange(n_events - 1, 2 * n - 1, -1).astype(np.int64)  # a stack: pops 2n first
-    n_free_events = pool
+    E = np.full((3, n_events), -1, np.int64)
+    free_events = np.arange(n_events - 1, 2 * n - 1, -1).astype(np.int64)  # a stack: 2n is on top
+    S[FREE_EVENTS] = pool
     n_nodes = n_events + n_queues + n + 8
-    cb_next = np.full(n_nodes, -1, np.int64)
-    cb_kind = np.zeros(n_nodes, np.int64)
-    cb_arg = np.zeros(n_nodes, np.int64)
+    K = np.full((3, n_nodes), -1, np.int64)
     free_nodes = np.arange(n_nodes - 1, -1, -1).astype(np.int64)
-    n_free_nodes = n_nodes
-    heap = [(0.0, 0, 0, 0, False)]
-    heap.pop()
-    seq = 0
-    now = 0.0
-    now_int = True
-    n_processed = 0
+    S[FREE_NODES] = n_nodes
+    heap = (np.zeros(n_events), np.zeros(n_events, np.int64), np.zeros(n_events, np.int64),
+            np.zeros(n_events, np.bool_))
 
-    # -- units (0: the DMA channels, 1 + k: core k when streams share cores) ----------------
-    n_units = 1 + cores
-    unit_capacity = np.ones(n_units, np.int64)
-    unit_capacity[0] = channels
-    unit_in_use = np.zeros(n_units, np.int64)
-    unit_head = np.full(n_units, -1, np.int64)
-    unit_tail = np.full(n_units, -1, np.int64)
-    free_channels = np.arange(channels).astype(np.int64)  # sorted; the first n_free are free
+    # units (0: the DMA channels, 1 + k: core k when streams share cores): rows capacity,
+    # in use, queue head, queue tail
+    units = np.full((4, 1 + cores), -1, np.int64)
+    units[0, :] = 1
+    units[1, :] = 0
+    units[0, 0] = channels
+    free_channels = np.arange(channels + 1).astype(np.int64)  # sorted; the first n_free are free
     n_free_channels = channels
 
-    # -- bandwidth (npusim.sim.bandwidth.SharedBandwidth) ------------------------------------
-    max_flows = 3 * n + 4
-    flow_left = np.zeros(max_flows)
-    flow_priority = np.zeros(max_flows)
-    flow_done = np.zeros(max_flows, np.int64)
-    inflight = np.zeros(channels + 4, np.int64)  # flow ids in start order
-    n_inflight = 0
-    moving = np.zeros(channels + 4, np.int64)  # the most urgent ones, in start order
-    n_moving = 0
-    still = np.zeros(channels + 4, np.int64)
-    next_flow = 0
-    last = 0.0
-    pending = -1
-    busy_cycles = 0.0
-    limit = 1e-6 * max(1.0, rate)
+    # the bus
+    flow_left, flow_priority = np.zeros(3 * n + 4), np.zeros(3 * n + 4)
+    flow_done = np.zeros(3 * n + 4, np.int64)
+    inflight, moving, still = np.zeros(channels + 4, np.int64), np.zeros(channels + 4, np.int64), np.zeros(channels + 4, np.int64)
+    S[PENDING] = -1
 
-    # -- scratchpad (npusim.sim.scratchpad.TaggedScratchpad) ---------------------------------
-    live = np.zeros(n_res, np.bool_)
-    valid = np.zeros(n_res, np.bool_)
+    # the scratchpad
+    live, valid = np.zeros(n_res, np.bool_), np.zeros(n_res, np.bool_)
     res_start = np.zeros(n_res, np.int64)
-    block_start = np.zeros(n_res + 1, np.int64)  # live blocks by start
-    block_end = np.zeros(n_res + 1, np.int64)
-    n_blocks = 0
-    used = 0
-    peak = 0
+    blocks = np.zeros((2, n_res + 1), np.int64)  # live blocks (start, end) by start
 
-    # -- tasks ---------------------------------------------------------------------------------
+    # tasks: a queue's position, phase, wait and tail cursors, previous command; a transfer's phase
     queue_pos = queue_ptr[:-1].copy()
     queue_phase = np.zeros(n_queues, np.int64)
-    queue_wait = np.zeros(n_queues, np.int64)
+    queue_cursor = np.zeros(n_queues, np.int64)
     queue_prev = np.full(n_queues, -1, np.int64)
-    queue_tail = np.zeros(n_queues, np.int64)
     queue_before = np.zeros(n_queues)
     dma_phase = np.zeros(n, np.int64)
-    dma_tail = np.zeros(n, np.int64)
+    dma_cursor = np.zeros(n, np.int64)
     late = np.zeros(stream_list.shape[0] + 1, np.bool_)  # a streamed wait not done when it started
-    status = OK
 
-    # start every queue as SimPy starts a process: an URGENT event at time 0, in queue order
-    for q in range(n_queues):
-        n_free_events -= 1  # the caller sizes the pool for at least one event per queue
-        ev = free_events[n_free_events]
-        heapq.heappush(heap, (0.0, URGENT, seq, ev, True))
-        seq += 1
-        node = free_nodes[n_free_nodes - 1]
-        n_free_nodes -= 1
-        cb_kind[node], cb_arg[node], cb_next[node] = RESUME_QUEUE, q, -1
-        cb_head[ev] = node
-        cb_tail[ev] = node
+    for q in range(n_queues):  # every queue starts as SimPy starts a process: URGENT, at 0
+        ev = _new_event(S, free_events)
+        _schedule(heap, S, ev, 0.0, urgent, yes)
+        _on(S, E, K, free_nodes, ev, np.int64(RESUME_QUEUE), q)
 
-    while len(heap) > 0 and status == OK:
-        now, _, _, ev, now_int = heapq.heappop(heap)
+    now, now_int, n_processed = 0.0, True, 0
+    while S[HEAP_SIZE] > 0 and S[STATUS] == OK:
+        now, ev, now_int = _pop(heap, S)
         n_processed += 1
         if n_processed > max_events:
-            status = EVENT_BUDGET
+            S[STATUS] = EVENT_BUDGET
             break
         processed[ev] = True
-        node = cb_head[ev]
-        cb_head[ev] = -1
-        while node != -1 and status == OK:
-            what, arg, following = cb_kind[node], cb_arg[node], cb_next[node]
-            free_nodes[n_free_nodes] = node
-            n_free_nodes += 1
-            node = following
-            # Each branch below is one callback; a task's branch runs its generator on until it
-            # yields an event not processed yet ("block": register on it and stop).
-            block = -1  # the event the task now waits for
-            task_kind = -1
-            task = -1
+        node = E[HEAD, ev]
+        E[HEAD, ev] = -1
+        while node != -1 and S[STATUS] == OK:
+            what, task = K[WHAT, node], K[ARG, node]
+            free_nodes[S[FREE_NODES]] = node
+            S[FREE_NODES] += 1
+            node = K[NEXT, node]
             if what == BANDWIDTH_WAKE:
-                if ev != pending:
-                    continue  # a start or end since then rescheduled the next completion
-                # _advance
-                dt = now - last
-                if n_moving > 0 and dt > 0:
-                    share = rate * dt / n_moving
-                    for i in range(n_moving):
-                        flow_left[moving[i]] -= share
-                    busy_cycles += dt
-                last = now
-                n_still = 0
-                n_finished = 0
-                for i in range(n_moving):
-                    if flow_left[moving[i]] <= limit:
-                        n_finished += 1
-                if n_finished == 0:  # the nearest one (the first of them on a tie), despite rounding
-                    nearest = 0
-                    for i in range(1, n_moving):
-                        if flow_left[moving[i]] < flow_left[moving[nearest]]:
-                            nearest = i
-                    for i in range(n_moving):
-                        if i != nearest:
-                            still[n_still] = moving[i]
-                            n_still += 1
-                    finished_ids = moving[nearest:nearest + 1].copy()
-                else:
-                    finished_ids = np.zeros(n_finished, np.int64)
-                    k = 0
-                    for i in range(n_moving):
-                        if flow_left[moving[i]] <= limit:
-                            finished_ids[k] = moving[i]
-                            k += 1
-                        else:
-                            still[n_still] = moving[i]
-                            n_still += 1
-                for f in finished_ids:
-                    j = 0
-                    while inflight[j] != f:
-                        j += 1
-                    for i in range(j, n_inflight - 1):
-                        inflight[i] = inflight[i + 1]
-                    n_inflight -= 1
-                    heapq.heappush(heap, (now + 0, NORMAL, seq, flow_done[f], now_int))  # succeed()
-                    seq += 1
-                if n_still > 0:
-                    moving[:n_still] = still[:n_still]
-                    n_moving = n_still
-                else:  # the most urgent flows in flight, in start order
-                    n_moving = 0
-                    if n_inflight > 0:
-                        top = flow_priority[inflight[0]]
-                        for i in range(1, n_inflight):
-                            top = min(top, flow_priority[inflight[i]])
-                        for i in range(n_inflight):
-                            if flow_priority[inflight[i]] == top:
-                                moving[n_moving] = inflight[i]
-                                n_moving += 1
-                # _schedule
-                if n_moving == 0:
-                    pending = -1
-                else:
-                    soonest = flow_left[moving[0]]
-                    for i in range(1, n_moving):
-                        soonest = min(soonest, flow_left[moving[i]])
-                    delay = max(soonest, 0.0) * n_moving / rate
-                    if n_free_events == 0 or n_free_nodes == 0:
-                        status = POOL_FULL
-                        break
-                    n_free_events -= 1
-                    wake = free_events[n_free_events]
-                    heapq.heappush(heap, (now + delay, NORMAL, seq, wake, False))
-                    seq += 1
-                    nd = free_nodes[n_free_nodes - 1]
-                    n_free_nodes -= 1
-                    cb_kind[nd], cb_arg[nd], cb_next[nd] = BANDWIDTH_WAKE, 0, -1
-                    cb_head[wake] = nd
-                    cb_tail[wake] = nd
-                    pending = wake
+                if ev == S[PENDING]:  # else a start or end since rescheduled the next completion
+                    _wake(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority, flow_done,
+                          inflight, moving, still, rate, now, now_int)
                 continue
             if what == GRANT:
-                u = arg
-                if unit_head[u] != -1 and unit_in_use[u] < unit_capacity[u]:
-                    unit_in_use[u] += 1
-                    request = unit_head[u]
-                    unit_head[u] = unit_next[request]
-                    if unit_head[u] == -1:
-                        unit_tail[u] = -1
-                    heapq.heappush(heap, (now + 0, NORMAL, seq, request, now_int))
-                    seq += 1
+                _grant(heap, S, E, units, task, now, now_int)
                 continue
-            if what == BAND_SIGNAL:
-                heapq.heappush(heap, (now + 0, NORMAL, seq, n + arg, now_int))
-                seq += 1
+            if what == BAND_SIGNAL:  # a compute's first band is done
+                _schedule(heap, S, n + task, now, normal, now_int)
                 continue
-            # -- a task resumes ---------------------------------------------------------------
-            task_kind = what
-            task = arg
-            while True:  # runs the task until it blocks or ends
+            # A task resumes: its generator runs on until it yields an event not processed yet
+            # (``block``: it registers on it) or ends.
+            block = -1
+            while S[STATUS] == OK:
                 done_cmd = -1  # a command it completed
-                transfer = False  # whether it starts a transfer on the bus (of nbytes)
-                nbytes = 0.0
-                if task_kind == RESUME_QUEUE:
+                if what == RESUME_QUEUE:
                     q = task
                     phase = queue_phase[q]
                     if phase == 0:  # the next command of the queue
                         if queue_pos[q] == queue_ptr[q + 1]:
-                            break  # the queue is done
-                        c = queue_cmds[queue_pos[q]]
-                        queue_wait[q] = wait_ptr[c]
+                            break
+                        queue_cursor[q] = wait_ptr[queue_cmds[queue_pos[q]]]
                         queue_phase[q] = 1
                         continue
                     c = queue_cmds[queue_pos[q]]
-                    if phase == 1:  # its semaphores (a streamed one: its first band)
-                        while queue_wait[q] < wait_ptr[c + 1]:
-                            w = wait_list[queue_wait[q]]
-                            queue_wait[q] += 1
-                            if not processed[w]:
-                                target = w
-                                for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                                    if stream_list[i] == w:
-                                        target = n + w
-                                if not processed[target]:
-                                    block = target
-                                    break
+                    if phase == 1:  # its semaphores
+                        block, queue_cursor[q] = _first_wait(c, queue_cursor[q], processed, n, wait_ptr, wait_list,
+                                                             stream_ptr, stream_list)
                         if block != -1:
                             break
-                        # _bind: when it became ready and which command made it so
                         ready[c] = now
-                        if now_int:
-                            int_mask[c] |= READY_INT
-                        prev = queue_prev[q]
-                        best, best_time, at = -1, -1.0, AT_END
-                        if prev != -1:
-                            if queue_compute[q]:
-                                best, best_time, at = prev, end[prev], AT_END
-                            else:
-                                best, best_time, at = prev, start[prev], AT_START
-                        for i in range(wait_ptr[c], wait_ptr[c + 1]):
-                            w = wait_list[i]
-                            if processed[w]:
-                                when, how = end[w], AT_END
-                            else:
-                                when, how = band[w], AT_BAND
-                            if when > best_time:
-                                best, best_time, at = w, when, how
-                        binding[c] = best
-                        binding_at[c] = at
-                        if queue_compute[q] and not shared_cores:
-                            queue_phase[q] = 2
-                            continue
-                        # request a unit (a DMA channel, or the shared core)
-                        u = 0 if not queue_compute[q] else 1 + queue_core[q]
-                        if n_free_events == 0:
-                            status = POOL_FULL
-                            break
-                        n_free_events -= 1
-                        request = free_events[n_free_events]
-                        unit_next[request] = -1
-                        if unit_tail[u] == -1:
-                            unit_head[u] = request
-                        else:
-                            unit_next[unit_tail[u]] = request
-                        unit_tail[u] = request
-                        if unit_head[u] != -1 and unit_in_use[u] < unit_capacity[u]:  # _grant
-                            unit_in_use[u] += 1
-                            granted = unit_head[u]
-                            unit_head[u] = unit_next[granted]
-                            if unit_head[u] == -1:
-                                unit_tail[u] = -1
-                            heapq.heappush(heap, (now + 0, NORMAL, seq, granted, now_int))
-                            seq += 1
+                        int_mask[c] |= READY_INT if now_int else 0
+                        _bind(c, queue_prev[q], not queue_compute[q], processed, wait_ptr, wait_list, start, end,
+                              band, binding, binding_at)
                         queue_phase[q] = 2
-                        block = request
+                        if queue_compute[q] and not shared_cores:
+                            continue
+                        # a DMA channel, or the core shared with other streams
+                        block = _request(heap, S, E, free_events, units, 1 + queue_core[q] if queue_compute[q] else i0,
+                                         now, now_int)
                         break
-                    if not queue_compute[q]:  # phase 2 of a DMA queue: granted a channel
+                    if not queue_compute[q]:  # a DMA queue got a channel: the transfer runs as its own task
                         start[c] = now
-                        if now_int:
-                            int_mask[c] |= START_INT
-                        # the transfer runs as its own task, started as SimPy starts a process
-                        if n_free_events == 0 or n_free_nodes == 0:
-                            status = POOL_FULL
-                            break
-                        n_free_events -= 1
-                        ev2 = free_events[n_free_events]
-                        heapq.heappush(heap, (now + 0, URGENT, seq, ev2, now_int))
-                        seq += 1
-                        nd = free_nodes[n_free_nodes - 1]
-                        n_free_nodes -= 1
-                        cb_kind[nd], cb_arg[nd], cb_next[nd] = RESUME_DMA, c, -1
-                        cb_head[ev2] = nd
-                        cb_tail[ev2] = nd
+                        int_mask[c] |= START_INT if now_int else 0
+                        _timeout(heap, S, E, K, free_events, free_nodes, now, now_int, np.int64(RESUME_DMA), c)
                         queue_prev[q] = c
                         queue_pos[q] += 1
                         queue_phase[q] = 0
                         continue
-                    # -- a compute queue ------------------------------------------------------
-                    if phase == 2:  # it has its core: start
+                    b = bands[c]
+                    if phase == 2:  # a compute got its core: start
                         start[c] = now
-                        if now_int:
-                            int_mask[c] |= START_INT
-                        # inputs still arriving band by band: streamed waits not done yet
-                        for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                            late[i] = not processed[stream_list[i]]
-                        for i in range(read_ptr[c], read_ptr[c + 1]):
-                            r = read_res[i]
-                            arriving = False
-                            for j in range(stream_ptr[c], stream_ptr[c + 1]):
-                                if late[j]:
-                                    w = stream_list[j]
-                                    for k in range(write_ptr[w], write_ptr[w + 1]):
-                                        if write_res[k] == r:
-                                            arriving = True
-                            if not arriving and read_size[i] > 0 and not (live[r] and valid[r]):
-                                status = SCRATCHPAD_ERROR
-                        if status != OK:
+                        int_mask[c] |= START_INT if now_int else 0
+                        any_late = _mark_late(c, processed, stream_ptr, stream_list, late)
+                        if not _reads_ok(c, i1, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list,
+                                         late, write_ptr, write_res) \
+                                or not _claim(S, c, write_ptr, write_res, write_off, write_size, live, valid,
+                                              res_start, blocks, capacity):
+                            S[STATUS] = SCRATCHPAD_ERROR
                             break
-                        for i in range(write_ptr[c], write_ptr[c + 1]):  # claim
-                            r = write_res[i]
-                            size = write_size[i]
-                            if live[r] or size <= 0:
-                                continue
-                            lo = write_off[i]
-                            hi = lo + size
-                            j = max(np.searchsorted(block_start[:n_blocks], lo, side="right") - 1, 0)
-                            while j < n_blocks and block_start[j] < hi:
-                                if block_end[j] > lo:
-                                    status = SCRATCHPAD_ERROR
-                                j += 1
-                            if hi > capacity:
-                                status = SCRATCHPAD_ERROR
-                            if status != OK:
-                                break
-                            j = np.searchsorted(block_start[:n_blocks], lo)
-                            block_start[j + 1:n_blocks + 1] = block_start[j:n_blocks].copy()
-                            block_end[j + 1:n_blocks + 1] = block_end[j:n_blocks].copy()
-                            block_start[j], block_end[j] = lo, hi
-                            n_blocks += 1
-                            live[r], valid[r], res_start[r] = True, False, lo
-                            used += size
-                            peak = max(peak, used)
-                        if status != OK:
-                            break
-                        if n_occ > 0 and occ_time[n_occ - 1] == now:  # _sample_occupancy
-                            occ_time[n_occ - 1], occ_used[n_occ - 1], occ_int[n_occ - 1] = now, used, now_int
-                        else:
-                            occ_time[n_occ], occ_used[n_occ], occ_int[n_occ] = now, used, now_int
-                            n_occ += 1
-                        b = bands[c]
+                        _sample(occ_time, occ_used, occ_int, S, n_occ, now, now_int, S[USED])
                         if has_band[c]:  # a store streams out its results: signal the first band
                             band[c] = now + cycles[c] / b
-                            if n_free_events == 0 or n_free_nodes == 0:
-                                status = POOL_FULL
-                                break
-                            n_free_events -= 1
-                            ev2 = free_events[n_free_events]
-                            heapq.heappush(heap, (now + cycles[c] / b, NORMAL, seq, ev2, False))
-                            seq += 1
-                            nd = free_nodes[n_free_nodes - 1]
-                            n_free_nodes -= 1
-                            cb_kind[nd], cb_arg[nd], cb_next[nd] = BAND_SIGNAL, c, -1
-                            cb_head[ev2] = nd
-                            cb_tail[ev2] = nd
-                        any_late = False
-                        for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                            any_late = any_late or late[i]
-                        if n_free_events == 0:
-                            status = POOL_FULL
-                            break
-                        n_free_events -= 1
-                        timeout = free_events[n_free_events]
-                        if any_late:  # all bands but the last, then wait for the inputs
-                            heapq.heappush(heap, (now + cycles[c] * (b - 1) / b, NORMAL, seq, timeout, False))
+                            _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c] / b, no,
+                                     np.int64(BAND_SIGNAL), c)
+                        if any_late:  # all bands but the last, then wait for the inputs still arriving
+                            block = _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c] * (b - 1) / b,
+                                             no, none, i0)
                             queue_phase[q] = 3
                         else:
-                            heapq.heappush(heap, (now + cycles[c], NORMAL, seq, timeout,
-                                                  now_int and cycles_int[c]))
+                            block = _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c],
+                                             now_int and cycles_int[c], none, i0)
                             queue_phase[q] = 5
-                        seq += 1
-                        block = timeout
                         break
                     if phase == 3:  # _stream_tail: wait for the streamed inputs still arriving
                         queue_before[q] = now
-                        queue_tail[q] = stream_ptr[c]
+                        queue_cursor[q] = stream_ptr[c]
                         queue_phase[q] = 4
                         continue
                     if phase == 4:
-                        while queue_tail[q] < stream_ptr[c + 1]:
-                            i = queue_tail[q]
-                            queue_tail[q] += 1
+                        while queue_cursor[q] < stream_ptr[c + 1] and block == -1:
+                            i = queue_cursor[q]
+                            queue_cursor[q] += 1
                             if late[i] and not processed[stream_list[i]]:
                                 block = stream_list[i]
-                                break
                         if block != -1:
                             break
                         if now > queue_before[q]:  # held up by the latest of them
-                            best = -1
-                            for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                                if late[i]:
-                                    w = stream_list[i]
-                                    if best == -1 or end[w] > end[best] or (end[w] == end[best] and w > best):
-                                        best = w
-                            tail[c] = best
-                        for i in range(read_ptr[c], read_ptr[c + 1]):  # now the streamed reads
-                            r = read_res[i]
-                            arriving = False
-                            for j in range(stream_ptr[c], stream_ptr[c + 1]):
-                                if late[j]:
-                                    w = stream_list[j]
-                                    for k in range(write_ptr[w], write_ptr[w + 1]):
-                                        if write_res[k] == r:
-                                            arriving = True
-                            if arriving and read_size[i] > 0 and not (live[r] and valid[r]):
-                                status = SCRATCHPAD_ERROR
-                        if status != OK:
+                            tail[c] = _latest(c, stream_ptr, stream_list, late, end)
+                        if not _reads_ok(c, i2, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list,
+                                         late, write_ptr, write_res):
+                            S[STATUS] = SCRATCHPAD_ERROR
                             break
-                        if n_free_events == 0:
-                            status = POOL_FULL
-                            break
-                        n_free_events -= 1
-                        timeout = free_events[n_free_events]
-                        heapq.heappush(heap, (now + cycles[c] / bands[c], NORMAL, seq, timeout, False))
-                        seq += 1
+                        block = _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c] / b, no, none, i0)
                         queue_phase[q] = 5
-                        block = timeout
                         break
                     # phase 5: computed
-                    for i in range(write_ptr[c], write_ptr[c + 1]):  # fill
-                        if live[write_res[i]]:
-                            valid[write_res[i]] = True
+                    for i in range(write_ptr[c], write_ptr[c + 1]):
+                        valid[write_res[i]] = valid[write_res[i]] or live[write_res[i]]  # fill
                     end[c] = now
-                    if now_int:
-                        int_mask[c] |= END_INT
-                    if shared_cores:  # release the core: a release event that grants the next
-                        if n_free_events == 0 or n_free_nodes == 0:
-                            status = POOL_FULL
-                            break
-                        u = 1 + queue_core[q]
-                        unit_in_use[u] -= 1
-                        n_free_events -= 1
-                        ev2 = free_events[n_free_events]
-                        heapq.heappush(heap, (now + 0, NORMAL, seq, ev2, now_int))
-                        seq += 1
-                        nd = free_nodes[n_free_nodes - 1]
-                        n_free_nodes -= 1
-                        cb_kind[nd], cb_arg[nd], cb_next[nd] = GRANT, u, -1
-                        cb_head[ev2] = nd
-                        cb_tail[ev2] = nd
+                    int_mask[c] |= END_INT if now_int else 0
+                    if shared_cores:
+                        _release_unit(heap, S, E, K, free_events, free_nodes, units, 1 + queue_core[q], now, now_int)
                     done_cmd = c
                     queue_prev[q] = c
                     queue_pos[q] += 1
                     queue_phase[q] = 0
-                else:  # -- a DMA transfer (engine._Machine._dma) ---------------------------------
+                else:  # a DMA transfer (engine._Machine._dma)
                     c = task
                     phase = dma_phase[c]
+                    nbytes = 0.0  # the bytes of the transfer on the bus it starts now (phases 1, 2, 4)
                     if phase == 0:
-                        any_late = False
-                        for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                            late[i] = not processed[stream_list[i]]
-                            any_late = any_late or late[i]
-                        for i in range(write_ptr[c], write_ptr[c + 1]):  # claim
-                            r = write_res[i]
-                            size = write_size[i]
-                            if live[r] or size <= 0:
-                                continue
-                            lo = write_off[i]
-                            hi = lo + size
-                            j = max(np.searchsorted(block_start[:n_blocks], lo, side="right") - 1, 0)
-                            while j < n_blocks and block_start[j] < hi:
-                                if block_end[j] > lo:
-                                    status = SCRATCHPAD_ERROR
-                                j += 1
-                            if hi > capacity:
-                                status = SCRATCHPAD_ERROR
-                            if status != OK:
-                                break
-                            j = np.searchsorted(block_start[:n_blocks], lo)
-                            block_start[j + 1:n_blocks + 1] = block_start[j:n_blocks].copy()
-                            block_end[j + 1:n_blocks + 1] = block_end[j:n_blocks].copy()
-                            block_start[j], block_end[j] = lo, hi
-                            n_blocks += 1
-                            live[r], valid[r], res_start[r] = True, False, lo
-                            used += size
-                            peak = max(peak, used)
-                        if status != OK:
+                        any_late = _mark_late(c, processed, stream_ptr, stream_list, late)
+                        if not _claim(S, c, write_ptr, write_res, write_off, write_size, live, valid, res_start,
+                                      blocks, capacity) \
+                                or (not any_late and not _reads_ok(c, i0, read_ptr, read_res, read_size, live, valid,
+                                                                   stream_ptr, stream_list, late, write_ptr, write_res)):
+                            S[STATUS] = SCRATCHPAD_ERROR
                             break
-                        if not any_late:
-                            for i in range(read_ptr[c], read_ptr[c + 1]):
-                                r = read_res[i]
-                                if read_size[i] > 0 and not (live[r] and valid[r]):
-                                    status = SCRATCHPAD_ERROR
-                            if status != OK:
-                                break
-                        if n_occ > 0 and occ_time[n_occ - 1] == now:  # _sample_occupancy
-                            occ_time[n_occ - 1], occ_used[n_occ - 1], occ_int[n_occ - 1] = now, used, now_int
-                        else:
-                            occ_time[n_occ], occ_used[n_occ], occ_int[n_occ] = now, used, now_int
-                            n_occ += 1
-                        n_free_channels -= 1  # the lowest free channel
+                        _sample(occ_time, occ_used, occ_int, S, n_occ, now, now_int, S[USED])
+                        n_free_channels -= 1  # it takes the lowest free channel
                         channel_of[c] = free_channels[0]
-                        free_channels[:n_free_channels] = free_channels[1:n_free_channels + 1].copy()
-                        if n_free_events == 0:
-                            status = POOL_FULL
-                            break
-                        n_free_events -= 1
-                        timeout = free_events[n_free_events]
-                        heapq.heappush(heap, (now + setup_latency[c], NORMAL, seq, timeout, False))
-                        seq += 1
+                        for k in range(n_free_channels):
+                            free_channels[k] = free_channels[k + 1]
+                        block = _timeout(heap, S, E, K, free_events, free_nodes, now + setup_latency[c], no, none, i0)
                         dma_phase[c] = 1
-                        block = timeout
                         break
-                    # phases 1, 2 and 4 start a transfer on the bus; which one, and of how much
-                    transfer = True
                     if phase == 1:  # setup and latency paid: the data phase
                         flowing[c] = now
-                        flows_now += 1
-                        if n_dram > 0 and dram_time[n_dram - 1] == now:
-                            dram_time[n_dram - 1], dram_flows[n_dram - 1], dram_int[n_dram - 1] = now, flows_now, now_int
-                        else:
-                            dram_time[n_dram], dram_flows[n_dram], dram_int[n_dram] = now, flows_now, now_int
-                            n_dram += 1
-                        any_late = False
-                        for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                            any_late = any_late or late[i]
-                        if any_late or has_band[c]:
+                        S[FLOWS_NOW] += 1
+                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
+                        if _any_late(c, stream_ptr, late) or has_band[c]:  # in bands
                             nbytes = bus[c] / bands[c]
                             dma_phase[c] = 2
                         else:
@@ -628,219 +684,99 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
                     elif phase == 2:  # the first band has moved
                         if has_band[c]:
                             band[c] = now
-                            if now_int:
-                                int_mask[c] |= BAND_INT
-                            heapq.heappush(heap, (now + 0, NORMAL, seq, n + c, now_int))
-                            seq += 1
-                        any_late = False
-                        for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                            any_late = any_late or late[i]
+                            int_mask[c] |= BAND_INT if now_int else 0
+                            _schedule(heap, S, n + c, now, normal, now_int)
                         first = bus[c] / bands[c]
-                        if any_late:
+                        if _any_late(c, stream_ptr, late):
                             nbytes = bus[c] - 2 * first
                             dma_phase[c] = 3
                         else:
                             nbytes = bus[c] - first
                             dma_phase[c] = 6
                     elif phase == 3:  # all but the last band moved: wait for the op's last band
-                        transfer = False
-                        flows_now -= 1
-                        if n_dram > 0 and dram_time[n_dram - 1] == now:
-                            dram_time[n_dram - 1], dram_flows[n_dram - 1], dram_int[n_dram - 1] = now, flows_now, now_int
-                        else:
-                            dram_time[n_dram], dram_flows[n_dram], dram_int[n_dram] = now, flows_now, now_int
-                            n_dram += 1
+                        S[FLOWS_NOW] -= 1
+                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
                         mark[c] = now
-                        dma_tail[c] = stream_ptr[c]
+                        dma_cursor[c] = stream_ptr[c]
                         dma_phase[c] = 4
                         continue
                     elif phase == 4:
-                        while dma_tail[c] < stream_ptr[c + 1]:
-                            i = dma_tail[c]
-                            dma_tail[c] += 1
+                        while dma_cursor[c] < stream_ptr[c + 1] and block == -1:
+                            i = dma_cursor[c]
+                            dma_cursor[c] += 1
                             if late[i] and not processed[stream_list[i]]:
                                 block = stream_list[i]
-                                break
                         if block != -1:
                             break
                         if now > mark[c]:
-                            best = -1
-                            for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                                if late[i]:
-                                    w = stream_list[i]
-                                    if best == -1 or end[w] > end[best] or (end[w] == end[best] and w > best):
-                                        best = w
-                            tail[c] = best
-                        flows_now += 1
-                        if n_dram > 0 and dram_time[n_dram - 1] == now:
-                            dram_time[n_dram - 1], dram_flows[n_dram - 1], dram_int[n_dram - 1] = now, flows_now, now_int
-                        else:
-                            dram_time[n_dram], dram_flows[n_dram], dram_int[n_dram] = now, flows_now, now_int
-                            n_dram += 1
+                            tail[c] = _latest(c, stream_ptr, stream_list, late, end)
+                        S[FLOWS_NOW] += 1
+                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
                         last_start[c] = now
                         nbytes = bus[c] / bands[c]
                         dma_phase[c] = 6
                     elif phase == 6:  # the data has moved
-                        transfer = False
-                        flows_now -= 1
-                        if n_dram > 0 and dram_time[n_dram - 1] == now:
-                            dram_time[n_dram - 1], dram_flows[n_dram - 1], dram_int[n_dram - 1] = now, flows_now, now_int
-                        else:
-                            dram_time[n_dram], dram_flows[n_dram], dram_int[n_dram] = now, flows_now, now_int
-                            n_dram += 1
-                        any_late = False
-                        for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                            any_late = any_late or late[i]
-                        if any_late:
-                            for i in range(read_ptr[c], read_ptr[c + 1]):
-                                r = read_res[i]
-                                if read_size[i] > 0 and not (live[r] and valid[r]):
-                                    status = SCRATCHPAD_ERROR
-                            if status != OK:
-                                break
+                        S[FLOWS_NOW] -= 1
+                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
+                        if _any_late(c, stream_ptr, late) and not _reads_ok(
+                                c, i0, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list, late,
+                                write_ptr, write_res):
+                            S[STATUS] = SCRATCHPAD_ERROR
+                            break
                         data_end[c] = now
                         addresses_left = flowing[c] + addr_cycles[c] - now
-                        if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
-                            if n_free_events == 0:
-                                status = POOL_FULL
-                                break
-                            n_free_events -= 1
-                            timeout = free_events[n_free_events]
-                            heapq.heappush(heap, (now + addresses_left, NORMAL, seq, timeout, False))
-                            seq += 1
-                            dma_phase[c] = 7
-                            block = timeout
-                            break
                         dma_phase[c] = 7
+                        if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
+                            block = _timeout(heap, S, E, K, free_events, free_nodes, now + addresses_left, no, none, i0)
+                            break
                         continue
                     else:  # phase 7: done
-                        transfer = False
-                        for i in range(write_ptr[c], write_ptr[c + 1]):  # fill
-                            if live[write_res[i]]:
-                                valid[write_res[i]] = True
-                        if n_free_events == 0 or n_free_nodes == 0:
-                            status = POOL_FULL
-                            break
-                        unit_in_use[0] -= 1  # release the channel: an event that grants the next
-                        n_free_events -= 1
-                        ev2 = free_events[n_free_events]
-                        heapq.heappush(heap, (now + 0, NORMAL, seq, ev2, now_int))
-                        seq += 1
-                        nd = free_nodes[n_free_nodes - 1]
-                        n_free_nodes -= 1
-                        cb_kind[nd], cb_arg[nd], cb_next[nd] = GRANT, 0, -1
-                        cb_head[ev2] = nd
-                        cb_tail[ev2] = nd
-                        j = n_free_channels  # the channel is free again, kept sorted
-                        while j > 0 and free_channels[j - 1] > channel_of[c]:
-                            free_channels[j] = free_channels[j - 1]
-                            j -= 1
-                        free_channels[j] = channel_of[c]
+                        for i in range(write_ptr[c], write_ptr[c + 1]):
+                            valid[write_res[i]] = valid[write_res[i]] or live[write_res[i]]  # fill
+                        _release_unit(heap, S, E, K, free_events, free_nodes, units, i0, now, now_int)
+                        k = n_free_channels  # its channel is free again (kept sorted)
+                        while k > 0 and free_channels[k - 1] > channel_of[c]:
+                            free_channels[k] = free_channels[k - 1]
+                            k -= 1
+                        free_channels[k] = channel_of[c]
                         n_free_channels += 1
                         end[c] = now
-                        if now_int:
-                            int_mask[c] |= END_INT
+                        int_mask[c] |= END_INT if now_int else 0
                         done_cmd = c
-                    if transfer:  # SharedBandwidth.transfer
-                        if n_free_events == 0:
-                            status = POOL_FULL
-                            break
-                        n_free_events -= 1
-                        transferred = free_events[n_free_events]
-                        if nbytes <= 0:
-                            heapq.heappush(heap, (now + 0, NORMAL, seq, transferred, now_int))
-                            seq += 1
-                        else:
-                            dt = now - last  # _advance
-                            if n_moving > 0 and dt > 0:
-                                share = rate * dt / n_moving
-                                for i in range(n_moving):
-                                    flow_left[moving[i]] -= share
-                                busy_cycles += dt
-                            last = now
-                            f = next_flow
-                            next_flow += 1
-                            flow_left[f], flow_priority[f], flow_done[f] = nbytes, urgency[c], transferred
-                            inflight[n_inflight] = f
-                            n_inflight += 1
-                            if n_moving == 0 or urgency[c] == flow_priority[moving[0]]:
-                                moving[n_moving] = f
-                                n_moving += 1
-                            elif urgency[c] < flow_priority[moving[0]]:
-                                moving[0] = f
-                                n_moving = 1
-                            # _schedule
-                            soonest = flow_left[moving[0]]
-                            for i in range(1, n_moving):
-                                soonest = min(soonest, flow_left[moving[i]])
-                            delay = max(soonest, 0.0) * n_moving / rate
-                            if n_free_events == 0 or n_free_nodes == 0:
-                                status = POOL_FULL
-                                break
-                            n_free_events -= 1
-                            wake = free_events[n_free_events]
-                            heapq.heappush(heap, (now + delay, NORMAL, seq, wake, False))
-                            seq += 1
-                            nd = free_nodes[n_free_nodes - 1]
-                            n_free_nodes -= 1
-                            cb_kind[nd], cb_arg[nd], cb_next[nd] = BANDWIDTH_WAKE, 0, -1
-                            cb_head[wake] = nd
-                            cb_tail[wake] = nd
-                            pending = wake
-                        block = transferred
+                    if done_cmd == -1:  # phases 1, 2 and 4: a transfer on the bus
+                        block = _transfer(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority,
+                                          flow_done, inflight, moving, rate, nbytes, urgency[c], now, now_int)
                         break
-                    if done_cmd == -1:
-                        continue
-                if done_cmd != -1:  # _complete: signal it, release what it was the last user of
-                    heapq.heappush(heap, (now + 0, NORMAL, seq, done_cmd, now_int))
-                    seq += 1
-                    for i in range(touch_ptr[done_cmd], touch_ptr[done_cmd + 1]):
-                        r = touch_res[i]
-                        users_left[r] -= 1
-                        if users_left[r] == 0 and live[r]:
-                            j = np.searchsorted(block_start[:n_blocks], res_start[r])
-                            used -= block_end[j] - block_start[j]
-                            block_start[j:n_blocks - 1] = block_start[j + 1:n_blocks].copy()
-                            block_end[j:n_blocks - 1] = block_end[j + 1:n_blocks].copy()
-                            n_blocks -= 1
-                            live[r] = False
-                    if n_occ > 0 and occ_time[n_occ - 1] == now:
-                        occ_time[n_occ - 1], occ_used[n_occ - 1], occ_int[n_occ - 1] = now, used, now_int
-                    else:
-                        occ_time[n_occ], occ_used[n_occ], occ_int[n_occ] = now, used, now_int
-                        n_occ += 1
-                    order[n_done] = done_cmd
-                    n_done += 1
-                    done_cmd = -1
-                    if task_kind == RESUME_DMA:
-                        break  # the transfer's task ends
-                    continue
-            if status != OK:
-                break
-            if block != -1:  # register the task on the event it waits for
-                if n_free_nodes == 0:
-                    status = POOL_FULL
-                    break
-                nd = free_nodes[n_free_nodes - 1]
-                n_free_nodes -= 1
-                cb_kind[nd], cb_arg[nd], cb_next[nd] = task_kind, task, -1
-                if cb_head[block] == -1:
-                    cb_head[block] = nd
-                else:
-                    cb_next[cb_tail[block]] = nd
-                cb_tail[block] = nd
+                # _complete: signal the command done, release what it was the last user of
+                _schedule(heap, S, done_cmd, now, normal, now_int)
+                for i in range(read_ptr[done_cmd], read_ptr[done_cmd + 1]):  # engine: touched
+                    users_left[read_res[i]] -= 1
+                    if users_left[read_res[i]] == 0:
+                        _release(S, read_res[i], live, res_start, blocks)
+                for i in range(write_ptr[done_cmd], write_ptr[done_cmd + 1]):
+                    users_left[write_res[i]] -= 1
+                    if users_left[write_res[i]] == 0:
+                        _release(S, write_res[i], live, res_start, blocks)
+                _sample(occ_time, occ_used, occ_int, S, n_occ, now, now_int, S[USED])
+                order[S[N_DONE]] = done_cmd
+                S[N_DONE] += 1
+                if what == RESUME_DMA:
+                    break  # the transfer's task ends
+            if block != -1 and S[STATUS] == OK:  # the task waits for ``block``
+                _on(S, E, K, free_nodes, block, what, task)
         if ev >= 2 * n:  # a pool event: nothing refers to it once processed
             processed[ev] = False
-            cb_head[ev] = -1
-            free_events[n_free_events] = ev
-            n_free_events += 1
+            E[HEAD, ev] = -1
+            free_events[S[FREE_EVENTS]] = ev
+            S[FREE_EVENTS] += 1
 
-    if status == OK and n_done < n:
+    status = S[STATUS]
+    if status == OK and S[N_DONE] < n:
         status = DEADLOCK
     return status, (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail,
-                     flowing, data_end, mark, last_start, channel_of, int_mask, order,
-                     occ_time[:n_occ], occ_used[:n_occ], occ_int[:n_occ],
-                     dram_time[:n_dram], dram_flows[:n_dram], dram_int[:n_dram], peak, busy_cycles)
+                    flowing, data_end, mark, last_start, channel_of, int_mask, order,
+                    occ_time[:S[N_OCC]], occ_used[:S[N_OCC]], occ_int[:S[N_OCC]],
+                    dram_time[:S[N_DRAM]], dram_flows[:S[N_DRAM]], dram_int[:S[N_DRAM]], S[PEAK], F[1])
 
 
 #: Pool events per queue and per DMA channel to start with (timeouts, requests, releases and
@@ -861,14 +797,14 @@ def _csr(rows) -> tuple[np.ndarray, np.ndarray]:
     return pointers, np.fromiter((v for r in rows for v in r), np.int64, int(pointers[-1]))
 
 
-def _accesses(rows) -> tuple[np.ndarray, ...]:
-    """(pointers, residencies, offsets, sizes) of each command's scratchpad accesses, given as
-    (residency, tensor name, offset, size) tuples (``_Machine.reads_of`` / ``writes_of``)."""
+def _accesses(commands, which: str) -> tuple[np.ndarray, ...]:
+    """(pointers, residencies, offsets, sizes) of each command's scratchpad reads or writes."""
+    rows = [getattr(c, which) for c in commands]
     pointers = _pointers(rows)
     flat = [a for r in rows for a in r]
-    res = np.fromiter((a[0] for a in flat), np.int64, len(flat))
-    off = np.fromiter((a[2] for a in flat), np.int64, len(flat))
-    size = np.fromiter((a[3] for a in flat), np.int64, len(flat))
+    res = np.fromiter((a.residency for a in flat), np.int64, len(flat))
+    off = np.fromiter((a.offset for a in flat), np.int64, len(flat))
+    size = np.fromiter((a.size for a in flat), np.int64, len(flat))
     return pointers, res, off, size
 
 
@@ -878,37 +814,38 @@ def run(machine, cores_of_queue: dict, max_events: int):
     program, hw = machine.program, machine.hw
     commands = program.commands
     n = len(commands)
-    kinds = {"compute": COMPUTE, "load": LOAD, "store": STORE}
-    kind = np.fromiter((kinds[c.kind] for c in commands), np.int64, n)
-    cycles = np.zeros(n)
-    cycles_int = np.zeros(n, np.bool_)
-    bus = np.zeros(n)
-    setup_latency = np.zeros(n)
-    addr_cycles = np.zeros(n)
-    urgency = np.zeros(n)
-    from npusim.plan.transfer_cost import address_cycles  # lazy: keeps this module's imports to the kernel's
+    is_dma = np.fromiter((c.kind != "compute" for c in commands), np.bool_, n)
+    kind = np.where(is_dma, np.fromiter((c.kind == "store" for c in commands), np.bool_, n) + 1, COMPUTE)
+    transfers = [c for c in commands if c.kind != "compute"]
+    costs = [c.cost for c in transfers]
+    ids = np.fromiter((c.id for c in transfers), np.int64, len(transfers))
 
+    def per_transfer(values, dtype=np.float64):
+        out = np.zeros(n, dtype)
+        out[ids] = np.fromiter(values, dtype, len(transfers))
+        return out
+
+    # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles)
+    bus = per_transfer(t.bus_bytes for t in costs)
+    setup_latency = per_transfer(t.descriptors for t in costs) * machine.dma_setup_cycles + machine.dram_latency
+    addr_cycles = per_transfer(t.chunks for t in costs) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
+    urgency = per_transfer(c.step + (0.5 if c.kind == "store" else 0.0) for c in transfers)
     ops = machine.graph.ops
-    for c in commands:
-        if c.kind == "compute":
-            value = machine._op_cycles(ops[c.op])[0][0]
-            cycles[c.id] = value
-            cycles_int[c.id] = isinstance(value, int)
-        else:
-            cost = c.cost
-            bus[c.id] = cost.bus_bytes
-            setup_latency[c.id] = cost.descriptors * machine.dma_setup_cycles + machine.dram_latency
-            addr_cycles[c.id] = address_cycles(cost, hw)
-            urgency[c.id] = c.step + (0.5 if c.kind == "store" else 0.0)
+    computes = [c for c in commands if c.kind == "compute"]
+    values = [machine._op_cycles(ops[c.op])[0][0] for c in computes]
+    compute_ids = np.fromiter((c.id for c in computes), np.int64, len(computes))
+    cycles = np.zeros(n)
+    cycles[compute_ids] = values
+    cycles_int = np.zeros(n, np.bool_)
+    cycles_int[compute_ids] = [isinstance(v, int) for v in values]
     has_band = np.zeros(n, np.bool_)
     has_band[list(machine.band_done)] = True
     bands = np.asarray(machine.bands, np.int64)
     wait_ptr, wait_list = _csr([c.waits for c in commands])
     stream_ptr, stream_list = _csr(machine.streams_from)
-    read = _accesses(machine.reads_of)
-    write = _accesses(machine.writes_of)
-    touch_ptr, touch_res = _csr(machine.touched)
-    users_left = np.asarray(machine.users_left, np.int64)
+    read = _accesses(commands, "reads")
+    write = _accesses(commands, "writes")
+    users_left = np.fromiter((len(u) for u in program.residency_users), np.int64, len(program.residency_users))
     queue_ptr, queue_cmds = _csr(list(program.queues.values()))
     queue_compute = np.array([q.startswith("stream") for q in program.queues], np.bool_)
     queue_core = np.array([cores_of_queue.get(q, 0) for q in program.queues], np.int64)
@@ -917,7 +854,7 @@ def run(machine, cores_of_queue: dict, max_events: int):
     while True:
         status, result = run_program(
             kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,
-            wait_ptr, wait_list, stream_ptr, stream_list, *read, *write, touch_ptr, touch_res, users_left,
+            wait_ptr, wait_list, stream_ptr, stream_list, *read, *write, users_left,
             queue_ptr, queue_cmds, queue_compute, queue_core,
             hw.dma.channels, len(machine.cores), shared, float(machine.dram.rate), program.capacity,
             max_events, pool)
@@ -926,9 +863,13 @@ def run(machine, cores_of_queue: dict, max_events: int):
         pool *= 2
 
 
-def _at(value: float, is_int: bool):
-    """A recorded time as SimPy held it (int on chains of zero delays from time 0)."""
-    return int(value) if is_int else value
+def _as_simpy_held(times: np.ndarray, is_int: np.ndarray) -> list:
+    """Recorded times as SimPy held them: an int where ``is_int`` (a chain of zero delays from
+    time 0; SimPy's clock starts at int 0), else a float."""
+    found = times.tolist()
+    for i in np.flatnonzero(is_int).tolist():
+        found[i] = int(found[i])
+    return found
 
 
 def record(machine, result) -> float:
@@ -944,10 +885,11 @@ def record(machine, result) -> float:
      peak, busy_cycles) = result
     program, graph, hw = machine.program, machine.graph, machine.hw
     commands = program.commands
-    ready, start, end, band = ready.tolist(), start.tolist(), end.tolist(), band.tolist()
+    ready, start = _as_simpy_held(ready, int_mask & READY_INT), _as_simpy_held(start, int_mask & START_INT)
+    end, band = _as_simpy_held(end, int_mask & END_INT), _as_simpy_held(band, int_mask & BAND_INT)
     binding, binding_at, tail = binding.tolist(), binding_at.tolist(), tail.tolist()
     flowing, data_end, mark, last_start = flowing.tolist(), data_end.tolist(), mark.tolist(), last_start.tolist()
-    channel_of, int_mask = channel_of.tolist(), int_mask.tolist()
+    channel_of = channel_of.tolist()
     at_names = ("end", "start", "band")
     lanes = {q: machine._cores_of(q) for q in program.queues if q.startswith("stream")}
     latency, setup_cycles = machine.dram_latency, machine.dma_setup_cycles
@@ -956,9 +898,7 @@ def record(machine, result) -> float:
     timings = []
     for c in commands:
         i = c.id
-        mask = int_mask[i]
-        t = CommandTiming(ready=_at(ready[i], mask & READY_INT), start=_at(start[i], mask & START_INT),
-                          end=_at(end[i], mask & END_INT), binding=None if binding[i] < 0 else binding[i],
+        t = CommandTiming(ready=ready[i], start=start[i], end=end[i], binding=None if binding[i] < 0 else binding[i],
                           binding_at=at_names[binding_at[i]])
         has_band = i in machine.band_done
         if c.kind == "compute":
@@ -978,7 +918,7 @@ def record(machine, result) -> float:
             t.parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency,
                        moving_cause: data_end[i] - flowing[i]}
             if has_band:
-                t.band = _at(band[i], mask & BAND_INT)
+                t.band = band[i]
                 t.band_parts = {overhead: setup, waiting: latency, moving_cause: band[i] - flowing[i]}
             if tail[i] >= 0:
                 t.tail, t.tail_parts = tail[i], {}
@@ -1002,10 +942,9 @@ def record(machine, result) -> float:
             machine._account_transfer(c)
             timeline.append(TimelineEntry(c.queue, tensors[c.tensor].name, c.kind, c.step, t.start, t.end,
                                           c.cause, c.nbytes, lane=t.lane, command=i))
-    machine.occupancy = [(_at(t, b), u) for t, u, b in zip(occ_time.tolist(), occ_used.tolist(), occ_int.tolist())]
-    machine.dram_samples = [(_at(t, b), f) for t, f, b in zip(dram_time.tolist(), dram_flows.tolist(),
-                                                               dram_int.tolist())]
+    machine.occupancy = list(zip(_as_simpy_held(occ_time, occ_int), occ_used.tolist()))
+    machine.dram_samples = list(zip(_as_simpy_held(dram_time, dram_int), dram_flows.tolist()))
     machine.scratchpad.peak = int(peak)
     machine.dram.busy_cycles = float(busy_cycles)
     machine.env.processed = int(n_processed) + 1  # and the empty queue's step, as SimPy's run counts it
-    return _at(float(now), now_int)
+    return int(now) if now_int else float(now)

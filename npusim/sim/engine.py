@@ -254,10 +254,6 @@ class _Machine:
         self._bytes: dict[int, tuple[int, int]] = {}
         self._energy: dict[int, dict] = {}
         self._streaming(program)
-        self._accesses(program)
-        for r, users in enumerate(program.residency_users):
-            if not users:
-                self.scratchpad.release(r)
 
     def _streaming(self, program: Program) -> None:
         """Which waits stream (``Command.streamed``) and in how many bands: an op in its
@@ -626,6 +622,7 @@ class _Machine:
 
     def run(self) -> float:
         commands = self.program.commands
+        self._accesses(self.program)
         for queue, ids in self.program.queues.items():
             cmds = [commands[i] for i in ids]
             _Task(self.env, self.compute_queue(cmds) if queue.startswith("stream") else self.dma_queue(cmds))

@@ -1,0 +1,126 @@
+"""The compiled event loop (``npusim.sim.compiled_loop``) against its reference, the SimPy
+model (``npusim.sim.engine``): the same program must give the same report, field for field
+and byte for byte in JSON (timeline, samples, timings, energy, event count), on every kind of
+program — tiled and streamed, several DMA channels, several streams on shared cores, one
+stream split over several cores — and the same error where the SimPy model raises one."""
+
+import dataclasses
+import json
+from dataclasses import replace
+
+import pytest
+
+from npusim.errors import SimulationError
+from npusim.plan.lower import lower
+from npusim.sim import compiled_loop, engine
+from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget
+
+
+def run(program, hw, compiled: bool, monkeypatch, **kw):
+    monkeypatch.setattr(engine, "COMPILED_LOOP_MIN_COMMANDS", 0 if compiled else 10 ** 12)
+    return engine.simulate(program, hw, **kw)
+
+
+def assert_same(program, hw, monkeypatch):
+    reference = run(program, hw, False, monkeypatch)
+    compiled = run(program, hw, True, monkeypatch)
+    differing = [f.name for f in dataclasses.fields(reference)
+                 if getattr(reference, f.name) != getattr(compiled, f.name)]
+    assert differing == []
+    # ints stay ints (SimPy's clock starts at int 0): the JSON files are the same bytes
+    assert json.dumps(reference.to_dict(timeline=True)) == json.dumps(compiled.to_dict(timeline=True))
+    assert json.dumps(reference.chrome_trace()) == json.dumps(compiled.chrome_trace())
+    return reference
+
+
+def program_of(trace, hw, budget=None, pipeline=None):
+    graph = load_graph(trace)
+    extra = {} if pipeline is None else {"pipeline": pipeline}
+    plan = plan_graph(graph, hw, budget=resolve_budget(budget, graph, hw) if budget else None, **extra)
+    return lower(plan, hw)
+
+
+@pytest.mark.parametrize("trace, hw_name, budget, overrides", [
+    ("resnet18", "edge-npu", "64KiB", {}),  # tiled, streamed loads and stores, 2 channels
+    ("mobilenet_v2", "edge-npu", "128KiB", {"dma.channels": "4"}),
+    ("bert_tiny", "edge-npu", "256KiB", {"dma.channels": "1"}),
+    ("squeezenet1_0", "tpu-like", None, {}),
+    ("resnet18", "edge-npu", None, {"cores.count": "4"}),  # one stream split over 4 cores
+    ("googlenet", "mid-npu", "256KiB", {}),
+])
+def test_a_program_gives_the_simpy_models_report(trace, hw_name, budget, overrides, monkeypatch):
+    hw = load_hw(hw_name, overrides)
+    report = assert_same(program_of(trace, hw, budget), hw, monkeypatch)
+    assert report.cycles > 0
+
+
+def test_streams_sharing_cores_give_the_simpy_models_report(monkeypatch):
+    """Three streams on two cores: the cores are arbitrated (``_Units``), as the channels are."""
+    hw = load_hw("edge-npu", {"streams": "3", "cores.count": "2", "scratchpad.size": "8MiB"})
+    program = program_of("googlenet", hw, None, "default+streams-rr+mindspore-mo:size,best-fit")
+    assert program.streams == 3
+    assert_same(program, hw, monkeypatch)
+
+
+def test_streams_on_their_own_cores_give_the_simpy_models_report(monkeypatch):
+    hw = load_hw("edge-npu", {"streams": "2", "cores.count": "2", "scratchpad.size": "8MiB"})
+    program = program_of("inception_v3", hw, None, "default+streams-rr+mindspore-mo:size,best-fit")
+    assert_same(program, hw, monkeypatch)
+
+
+def test_a_pool_too_small_is_grown_and_the_report_is_the_same(monkeypatch):
+    hw = load_hw("edge-npu")
+    program = program_of("resnet18", hw, "64KiB")
+    monkeypatch.setattr(compiled_loop, "POOL_PER_QUEUE", 1)
+    assert_same(program, hw, monkeypatch)
+
+
+def _without_a_wait(program):
+    """The program with the first op's semaphores dropped: it starts at once, before its loads."""
+    commands = list(program.commands)
+    first = next(c for c in commands if c.kind == "compute")
+    assert any(commands[w].kind == "load" for w in first.waits)
+    commands[first.id] = replace(first, waits=(), streamed=())
+    return replace(program, commands=tuple(commands))
+
+
+def test_a_program_that_reads_too_early_fails_with_the_simpy_models_message(monkeypatch):
+    hw = load_hw("edge-npu")
+    program = _without_a_wait(program_of("resnet18", hw, "64KiB"))
+    messages = []
+    for compiled in (False, True):
+        with pytest.raises(SimulationError) as error:
+            run(program, hw, compiled, monkeypatch, check_races=False)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+    assert "reads" in messages[0]
+
+
+def test_a_deadlock_fails_with_the_simpy_models_message(monkeypatch):
+    hw = load_hw("edge-npu")
+    program = program_of("resnet18", hw, "64KiB")
+    commands = list(program.commands)
+    last = commands[-1]
+    first = commands[0]
+    commands[0] = replace(first, waits=first.waits + (last.id,))  # the first waits for the last: none runs
+    program = replace(program, commands=tuple(commands))
+    messages = []
+    for compiled in (False, True):
+        with pytest.raises(SimulationError) as error:
+            run(program, hw, compiled, monkeypatch, check_races=False)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+    assert "deadlock" in messages[0]
+
+
+def test_only_large_plain_runs_take_the_compiled_loop():
+    """Small programs stay on SimPy (loading Numba would cost more than the loop saves); so
+    do runs with jitter, banked DRAM or a DRAM layout, which the compiled loop does not model."""
+    hw = load_hw("edge-npu")
+    program = program_of("bert_tiny", hw, "256KiB")
+    assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS
+    assert not engine._compiled_loop_fits(program, hw, 0.0)
+    big = replace(program, commands=program.commands * (engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1))
+    assert engine._compiled_loop_fits(big, hw, 0.0)
+    assert not engine._compiled_loop_fits(big, hw, 0.1)
+    assert not engine._compiled_loop_fits(big, load_hw("edge-npu", {"dram.model": "banks"}), 0.0)
