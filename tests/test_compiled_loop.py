@@ -124,3 +124,19 @@ def test_only_large_plain_runs_take_the_compiled_loop():
     assert engine._compiled_loop_fits(big, hw, 0.0)
     assert not engine._compiled_loop_fits(big, hw, 0.1)
     assert not engine._compiled_loop_fits(big, load_hw("edge-npu", {"dram.model": "banks"}), 0.0)
+
+
+def test_the_loop_knob_picks_the_loop_and_refuses_a_bad_value(monkeypatch):
+    from npusim.util.env_knobs import EnvironmentKnobError
+
+    hw = load_hw("edge-npu")
+    program = program_of("bert_tiny", hw, "256KiB")
+    monkeypatch.setenv("NPUSIM_SIM_LOOP", "compiled")
+    assert engine._compiled_loop_fits(program, hw, 0.0)
+    assert not engine._compiled_loop_fits(program, hw, 0.1)  # jitter: SimPy whatever is asked
+    monkeypatch.setenv("NPUSIM_SIM_LOOP", "simpy")
+    big = replace(program, commands=program.commands * (engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1))
+    assert not engine._compiled_loop_fits(big, hw, 0.0)
+    monkeypatch.setenv("NPUSIM_SIM_LOOP", "fast")
+    with pytest.raises(EnvironmentKnobError, match="NPUSIM_SIM_LOOP='fast': expected one of auto, simpy, compiled"):
+        engine._compiled_loop_fits(program, hw, 0.0)

@@ -17,6 +17,11 @@ scratchpad; it executes a Program and returns a Report.
 
 Time is counted in core clock cycles.
 
+Programs of ``COMPILED_LOOP_MIN_COMMANDS`` commands or more run the same model, event for
+event, in ``npusim.sim.compiled_loop`` (a Numba kernel: ~2 us per command against ~80 us here);
+``tests/test_compiled_loop.py`` holds the two to the same report. Jitter, ``dram.model:
+banks`` and DRAM layouts stay here.
+
 Cost: the run is SimPy's event order exactly (time, then priority, then the order events were
 scheduled in), kept with less Python per event: the loop inlines SimPy's ``step``
 (``CountingEnvironment.run``), queues and transfers are generators driven without
@@ -38,7 +43,7 @@ import simpy
 from simpy.events import Event, Timeout  # built directly: env.event() and env.timeout() go through a descriptor
 
 from npusim.errors import SimulationError
-from npusim.util.env_knobs import sim_max_seconds
+from npusim.util.env_knobs import sim_loop, sim_max_seconds
 from npusim.hw.config import Hardware
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
@@ -668,10 +673,13 @@ COMPILED_LOOP_MIN_COMMANDS = 10_000
 
 
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
-    """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``: large
-    programs, without jitter, banked DRAM or a DRAM layout to check)."""
-    return (len(program.commands) >= COMPILED_LOOP_MIN_COMMANDS and jitter == 0 and hw.dram.model != "banks"
-            and not program.dram_planned)
+    """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``): one it
+    models (no jitter, banked DRAM or DRAM layout to check), large enough to pay for loading
+    Numba unless ``NPUSIM_SIM_LOOP`` asks for one loop."""
+    choice = sim_loop()
+    if choice == "simpy" or jitter != 0 or hw.dram.model == "banks" or program.dram_planned:
+        return False
+    return choice == "compiled" or len(program.commands) >= COMPILED_LOOP_MIN_COMMANDS
 
 
 def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
@@ -706,7 +714,11 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         from npusim.sim.dram_memory import DramContents  # lazy: its Numba kernels load only when used
 
         machine.dram_memory = DramContents(program, graph)
-    cycles = machine.run_compiled() if _compiled_loop_fits(program, hw, jitter) else None
+    cycles = None
+    if _compiled_loop_fits(program, hw, jitter):
+        progress("simulating", detail=f"{len(program.commands):,} commands on the compiled event loop (the "
+                                      "first run after an install compiles it: ~20 s, cached)")
+        cycles = machine.run_compiled()
     if cycles is None:
         cycles = machine.run()
     if check_races:

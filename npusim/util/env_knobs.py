@@ -12,6 +12,10 @@ it never crashes an import or silently turns a guard off.
 - ``NPUSIM_MEMORY_LIMIT``: the memory a simulation may plan to use (a size: ``8GiB``;
   default: the machine's available memory, ``MemAvailable`` in ``/proc/meminfo``; no check
   where that is unknown). ``npusim.workflow.check_simulation_memory`` reads it.
+- ``NPUSIM_SIM_LOOP``: which event loop runs a simulation: ``auto`` (default: the compiled
+  loop, ``npusim.sim.compiled_loop``, for programs of ``COMPILED_LOOP_MIN_COMMANDS`` commands
+  or more, SimPy below), ``simpy`` or ``compiled`` (every program it can run). Both give the
+  same report; the knob is for cross-checking one against the other.
 - ``NPUSIM_DEBUG``: any value but empty, ``0``, ``false``, ``no``, ``off`` shows the
   traceback of an internal error.
 """
@@ -30,6 +34,8 @@ HW_PATH = "NPUSIM_HW_PATH"
 DEBUG = "NPUSIM_DEBUG"
 PROGRESS_SECONDS = "NPUSIM_PROGRESS_SECONDS"
 MEMORY_LIMIT = "NPUSIM_MEMORY_LIMIT"
+SIM_LOOP = "NPUSIM_SIM_LOOP"
+SIM_LOOPS = ("auto", "simpy", "compiled")
 
 
 class EnvironmentKnobError(NpusimError):
@@ -49,6 +55,15 @@ def positive_seconds(name: str, default: float) -> float:
         raise EnvironmentKnobError(f"environment variable {name}={raw[:40]!r}: expected a positive, finite "
                                    f"number of seconds, e.g. {name}={default:g}")
     return value
+
+
+def sim_loop() -> str:
+    """``NPUSIM_SIM_LOOP``: ``auto`` (unset or empty), ``simpy`` or ``compiled``."""
+    raw = os.environ.get(SIM_LOOP, "").strip().lower() or "auto"
+    if raw not in SIM_LOOPS:
+        raise EnvironmentKnobError(f"environment variable {SIM_LOOP}={raw[:40]!r}: expected one of "
+                                   f"{', '.join(SIM_LOOPS)}")
+    return raw
 
 
 def sim_max_seconds(default: float = 3600.0) -> float:
@@ -82,6 +97,7 @@ def check_all() -> None:
     """Check every knob up front (the CLI does, so a sweep does not turn a bad knob into
     infeasible rows): raises EnvironmentKnobError for the first bad one."""
     sim_max_seconds()
+    sim_loop()
     progress_seconds()
     hw_search_path()
     if os.environ.get(MEMORY_LIMIT, "").strip():  # (unset: the machine's memory, read when needed)
