@@ -35,6 +35,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from npusim.plan.transfer_cost import address_cycles
+from npusim.sim.critical_path import CommandTiming
+from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
+from npusim.sim.report import TimelineEntry
+
 # Statuses
 OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL = range(5)
 
@@ -876,10 +881,6 @@ def record(machine, result) -> float:
     """Fill ``machine`` (an ``engine._Machine``) with what the compiled run recorded, as its
     SimPy run fills it: command timings, the timeline, energy and busy times (summed in
     completion order), samples, peak occupancy, events; returns the run's cycles."""
-    from npusim.sim.critical_path import CommandTiming  # lazy: as the engine, which imports this module lazily
-    from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
-    from npusim.sim.report import TimelineEntry
-
     (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
      last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
      peak, busy_cycles) = result
@@ -893,7 +894,6 @@ def record(machine, result) -> float:
     at_names = ("end", "start", "band")
     lanes = {q: machine._cores_of(q) for q in program.queues if q.startswith("stream")}
     latency, setup_cycles = machine.dram_latency, machine.dma_setup_cycles
-    from npusim.plan.transfer_cost import address_cycles  # lazy: as above
 
     timings = []
     for c in commands:
