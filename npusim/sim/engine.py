@@ -716,8 +716,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         machine.dram_memory = DramContents(program, graph)
     cycles = None
     if _compiled_loop_fits(program, hw, jitter):
-        progress("simulating", detail=f"{len(program.commands):,} commands on the compiled event loop (the "
-                                      "first run after an install compiles it: ~20 s, cached)")
+        progress("simulating", detail=f"{len(program.commands):,} commands, compiled loop")
         cycles = machine.run_compiled()
     if cycles is None:
         cycles = machine.run()
