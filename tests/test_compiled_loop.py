@@ -5,6 +5,7 @@ program — tiled and streamed, several DMA channels, several streams on shared 
 stream split over several cores — and the same error where the SimPy model raises one."""
 
 import dataclasses
+import functools
 import json
 from dataclasses import replace
 
@@ -33,11 +34,18 @@ def assert_same(program, hw, monkeypatch):
     return reference
 
 
-def program_of(trace, hw, budget=None, pipeline=None):
+@functools.lru_cache(maxsize=None)
+def _planned(trace, hw_name, overrides, budget, pipeline):
+    hw = load_hw(hw_name, dict(overrides))
     graph = load_graph(trace)
     extra = {} if pipeline is None else {"pipeline": pipeline}
     plan = plan_graph(graph, hw, budget=resolve_budget(budget, graph, hw) if budget else None, **extra)
-    return lower(plan, hw)
+    return lower(plan, hw), hw
+
+
+def program_of(trace, hw_name="edge-npu", overrides=None, budget=None, pipeline=None):
+    """(the lowered program, the hardware), planned once per test session."""
+    return _planned(trace, hw_name, tuple(sorted((overrides or {}).items())), budget, pipeline)
 
 
 @pytest.mark.parametrize("trace, hw_name, budget, overrides", [
@@ -49,28 +57,27 @@ def program_of(trace, hw, budget=None, pipeline=None):
     ("googlenet", "mid-npu", "256KiB", {}),
 ])
 def test_a_program_gives_the_simpy_models_report(trace, hw_name, budget, overrides, monkeypatch):
-    hw = load_hw(hw_name, overrides)
-    report = assert_same(program_of(trace, hw, budget), hw, monkeypatch)
+    program, hw = program_of(trace, hw_name, overrides, budget)
+    report = assert_same(program, hw, monkeypatch)
     assert report.cycles > 0
 
 
 def test_streams_sharing_cores_give_the_simpy_models_report(monkeypatch):
     """Three streams on two cores: the cores are arbitrated (``_Units``), as the channels are."""
-    hw = load_hw("edge-npu", {"streams": "3", "cores.count": "2", "scratchpad.size": "8MiB"})
-    program = program_of("googlenet", hw, None, "default+streams-rr+mindspore-mo:size,best-fit")
+    program, hw = program_of("googlenet", "edge-npu", {"streams": "3", "cores.count": "2", "scratchpad.size": "8MiB"},
+                             pipeline="default+streams-rr+mindspore-mo:size,best-fit")
     assert program.streams == 3
     assert_same(program, hw, monkeypatch)
 
 
 def test_streams_on_their_own_cores_give_the_simpy_models_report(monkeypatch):
-    hw = load_hw("edge-npu", {"streams": "2", "cores.count": "2", "scratchpad.size": "8MiB"})
-    program = program_of("inception_v3", hw, None, "default+streams-rr+mindspore-mo:size,best-fit")
+    program, hw = program_of("inception_v3", "edge-npu", {"streams": "2", "cores.count": "2", "scratchpad.size": "8MiB"},
+                             pipeline="default+streams-rr+mindspore-mo:size,best-fit")
     assert_same(program, hw, monkeypatch)
 
 
 def test_a_pool_too_small_is_grown_and_the_report_is_the_same(monkeypatch):
-    hw = load_hw("edge-npu")
-    program = program_of("resnet18", hw, "64KiB")
+    program, hw = program_of("resnet18", budget="64KiB")
     monkeypatch.setattr(compiled_loop, "POOL_PER_QUEUE", 1)
     assert_same(program, hw, monkeypatch)
 
@@ -85,8 +92,8 @@ def _without_a_wait(program):
 
 
 def test_a_program_that_reads_too_early_fails_with_the_simpy_models_message(monkeypatch):
-    hw = load_hw("edge-npu")
-    program = _without_a_wait(program_of("resnet18", hw, "64KiB"))
+    program, hw = program_of("resnet18", budget="64KiB")
+    program = _without_a_wait(program)
     messages = []
     for compiled in (False, True):
         with pytest.raises(SimulationError) as error:
@@ -97,8 +104,7 @@ def test_a_program_that_reads_too_early_fails_with_the_simpy_models_message(monk
 
 
 def test_a_deadlock_fails_with_the_simpy_models_message(monkeypatch):
-    hw = load_hw("edge-npu")
-    program = program_of("resnet18", hw, "64KiB")
+    program, hw = program_of("resnet18", budget="64KiB")
     commands = list(program.commands)
     last = commands[-1]
     first = commands[0]
@@ -116,8 +122,7 @@ def test_a_deadlock_fails_with_the_simpy_models_message(monkeypatch):
 def test_only_large_plain_runs_take_the_compiled_loop():
     """Small programs stay on SimPy (loading Numba would cost more than the loop saves); so
     do runs with jitter, banked DRAM or a DRAM layout, which the compiled loop does not model."""
-    hw = load_hw("edge-npu")
-    program = program_of("bert_tiny", hw, "256KiB")
+    program, hw = program_of("bert_tiny", budget="256KiB")
     assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS
     assert not engine._compiled_loop_fits(program, hw, 0.0)
     big = replace(program, commands=program.commands * (engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1))
@@ -129,8 +134,7 @@ def test_only_large_plain_runs_take_the_compiled_loop():
 def test_the_loop_knob_picks_the_loop_and_refuses_a_bad_value(monkeypatch):
     from npusim.util.env_knobs import EnvironmentKnobError
 
-    hw = load_hw("edge-npu")
-    program = program_of("bert_tiny", hw, "256KiB")
+    program, hw = program_of("bert_tiny", budget="256KiB")
     monkeypatch.setenv("NPUSIM_SIM_LOOP", "compiled")
     assert engine._compiled_loop_fits(program, hw, 0.0)
     assert not engine._compiled_loop_fits(program, hw, 0.1)  # jitter: SimPy whatever is asked
