@@ -18,7 +18,7 @@ from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget
 
 
 def run(program, hw, compiled: bool, monkeypatch, **kw):
-    monkeypatch.setattr(engine, "COMPILED_LOOP_MIN_COMMANDS", 0 if compiled else 10 ** 12)
+    monkeypatch.setenv("NPUSIM_SIM_LOOP", "compiled" if compiled else "simpy")
     return engine.simulate(program, hw, **kw)
 
 
@@ -119,11 +119,12 @@ def test_a_deadlock_fails_with_the_simpy_models_message(monkeypatch):
     assert "deadlock" in messages[0]
 
 
-def test_only_large_plain_runs_take_the_compiled_loop():
+def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     """Small programs stay on SimPy (loading Numba would cost more than the loop saves); so
     do runs with jitter, banked DRAM or a DRAM layout, which the compiled loop does not model."""
+    monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
     program, hw = program_of("bert_tiny", budget="256KiB")
-    assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS
+    assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
     assert not engine._compiled_loop_fits(program, hw, 0.0)
     big = replace(program, commands=program.commands * (engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1))
     assert engine._compiled_loop_fits(big, hw, 0.0)
@@ -144,3 +145,24 @@ def test_the_loop_knob_picks_the_loop_and_refuses_a_bad_value(monkeypatch):
     monkeypatch.setenv("NPUSIM_SIM_LOOP", "fast")
     with pytest.raises(EnvironmentKnobError, match="NPUSIM_SIM_LOOP='fast': expected one of auto, simpy, compiled"):
         engine._compiled_loop_fits(program, hw, 0.0)
+
+
+def test_the_wall_clock_guard_holds_on_the_compiled_loop(monkeypatch):
+    """The compiled loop cannot stop midway: a run past the guard fails at its end, with the
+    SimPy model's message."""
+    program, hw = program_of("resnet18", budget="64KiB")
+    monkeypatch.setattr(engine, "MAX_WALL_SECONDS", 0.0)
+    with pytest.raises(SimulationError, match="wall-clock guard of 0 s.*NPUSIM_SIM_MAX_SECONDS"):
+        run(program, hw, True, monkeypatch)
+
+
+def test_once_the_loop_is_loaded_smaller_programs_take_it(monkeypatch):
+    """Loading Numba and the loop is paid once per process: after that (an LLM run's later
+    steps, a DSE's later points) programs from COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED on use it."""
+    program, hw = program_of("bert_tiny", budget="256KiB")
+    run(program, hw, True, monkeypatch)  # the loop is loaded now
+    monkeypatch.delenv("NPUSIM_SIM_LOOP")
+    least = engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
+    assert engine._compiled_loop_fits(replace(program, commands=program.commands * (least // len(program.commands) + 1)),
+                                      hw, 0.0)
+    assert not engine._compiled_loop_fits(replace(program, commands=program.commands[:least - 1]), hw, 0.0)

@@ -35,6 +35,7 @@ and ``_Units`` to SimPy's order.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import deque
 from heapq import heappop
@@ -100,7 +101,12 @@ class CountingEnvironment(simpy.Environment):
                                   "the run is not making progress: please report it with the plan")
         if self.processed % PROGRESS_EVERY == 0:
             self.progress("simulating: cycle", self.now, None, f"{self.processed:,} events")
-        if self.deadline is not None and self.processed % 256 == 0 and time.monotonic() > self.deadline:
+        if self.processed % 256 == 0:
+            self.check_wall_clock()
+
+    def check_wall_clock(self) -> None:
+        """Raise if the run is past its wall-clock guard."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
             raise SimulationError(f"simulation stopped at cycle {self.now:,.0f} after {self.processed:,} events: "
                                   f"over the wall-clock guard of {self.max_seconds:g} s; raise it with "
                                   "NPUSIM_SIM_MAX_SECONDS or simulate a smaller budget/graph")
@@ -623,7 +629,9 @@ class _Machine:
         status, result = compiled_loop.run(self, cores, self.env.max_events)
         if status != compiled_loop.OK:
             return None
-        return compiled_loop.record(self, result)
+        cycles = self.env._now = compiled_loop.record(self, result)
+        self.env.check_wall_clock()  # (checked once, at the end: the compiled loop cannot stop midway)
+        return cycles
 
     def run(self) -> float:
         commands = self.program.commands
@@ -668,8 +676,14 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
 
 
 #: Programs of at least this many commands run on the compiled event loop: below it, loading
-#: Numba (~0.6 s CPU) costs more than the loop saves (~70 us per command).
+#: Numba and the loop (~0.6 s CPU) costs more than the loop saves (~70 us per command) ...
 COMPILED_LOOP_MIN_COMMANDS = 10_000
+#: ... once Numba is loaded (by a planner, banked DRAM, an earlier run), loading the loop
+#: alone (~0.2 s) pays from this many ...
+COMPILED_LOOP_MIN_COMMANDS_NUMBA_LOADED = 3_000
+#: ... and once the loop is loaded (an LLM run's later steps, a DSE's later points), from this
+#: many: the packing and unpacking around it cost less than SimPy from here on.
+COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED = 500
 
 
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
@@ -679,7 +693,15 @@ def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
     choice = sim_loop()
     if choice == "simpy" or jitter != 0 or hw.dram.model == "banks" or program.dram_planned:
         return False
-    return choice == "compiled" or len(program.commands) >= COMPILED_LOOP_MIN_COMMANDS
+    if choice == "compiled":
+        return True
+    if "npusim.sim.compiled_loop" in sys.modules and sys.modules["npusim.sim.compiled_loop"].run_program.signatures:
+        least = COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
+    elif "numba" in sys.modules:
+        least = COMPILED_LOOP_MIN_COMMANDS_NUMBA_LOADED
+    else:
+        least = COMPILED_LOOP_MIN_COMMANDS
+    return len(program.commands) >= least
 
 
 def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
