@@ -48,6 +48,8 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -366,27 +368,57 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
     for name, ops in tiles.items():
         original = untiled.op_by_name[name]
         out = untiled.tensors[original.outputs[0]]
-        count = np.zeros(out.elements, dtype=np.uint16)
+        count, out_strides = np.zeros(out.elements, dtype=np.uint16), out.strides
         steps = input_steps(original, untiled)
+        bases = [untiled.tensors[t] for t in original.inputs]
+        base_strides = [base.strides for base in bases]
         for op in ops:
             written = tiled.tensors[op.outputs[0]]
             if written.view is None:
                 continue  # a partial sum, not yet part of the output
-            count[_elements_of(written.view)] += 1
+            _count_elements(count, written.view, out.shape, out_strides)
             k = op.attrs.get("k")
             box = tuple(tuple(r) for r in op.attrs["box"])
             needed = [] if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE \
                 else input_boxes(original, untiled, box, tuple(k) if k else None, True)
-            for t, region, step in zip(original.inputs, needed, steps):
+            for base, strides, region, step in zip(bases, base_strides, needed, steps):
                 if region is None:
                     continue
-                if not _covered(tiled, op, untiled.tensors[t], region, step):
-                    report("tiling", f"tile {op.name!r} of {name!r} reads {untiled.tensors[t].name!r} over "
+                if not _covered(tiled, op, base, region, step, strides):
+                    report("tiling", f"tile {op.name!r} of {name!r} reads {base.name!r} over "
                                      f"{[list(r) for r in region]} but none of its inputs covers that region")
         if count.min(initial=1) != 1 or count.max(initial=1) != 1:
             missing, twice = int((count == 0).sum()), int((count > 1).sum())
             report("tiling", f"tiles of {name!r} write {out.name!r} with {missing} elements missing and {twice} "
                              "written more than once")
+
+
+def _count_elements(count: np.ndarray, view, shape, strides) -> None:
+    """Add one to ``count`` (one entry per element of a row-major ``shape`` tensor of those
+    ``strides``) at every element of ``view``: a box within the tensor (a tile's usual view) as
+    a slice of ``count`` seen in ``shape``, with no index array; any other view by its element
+    indices. Both add one per element of the view."""
+    box = _box_of(view, shape, strides)
+    if box is None:
+        count[_elements_of(view)] += 1
+    else:
+        count.reshape(shape)[box] += 1
+
+
+def _box_of(view, shape, strides) -> tuple[slice, ...] | None:
+    """The slices of ``view`` in a row-major ``shape`` tensor of those ``strides``, if it is a
+    box lying within it; else None."""
+    if tuple(view.strides) != tuple(strides) or len(view.shape) != len(shape):
+        return None
+    box, rest = [], view.offset
+    for s, n, dim in zip(strides, view.shape, shape):
+        if s <= 0:  # an empty tensor's
+            return None
+        start, rest = divmod(rest, s)
+        if not (0 <= start and start + n <= dim):
+            return None
+        box.append(slice(start, start + n))
+    return tuple(box) if rest == 0 else None
 
 
 def _elements_of(view) -> np.ndarray:
@@ -405,11 +437,11 @@ def _read_elements(shape, region, steps) -> np.ndarray:
     return index
 
 
-def _covered(tiled: Graph, op, base, region, steps=None) -> bool:
+def _covered(tiled: Graph, op, base, region, steps=None, strides=None) -> bool:
     """Whether an input of tile ``op`` holds every element of ``base`` the tile reads in
     ``region`` (every ``steps``-th along each dimension): a box view containing the box, or
-    a strided view holding each element read."""
-    strides = base.strides
+    a strided view holding each element read. ``strides``: ``base.strides``, if known."""
+    strides = base.strides if strides is None else strides
     for t in op.inputs:
         tensor = tiled.tensors[t]
         if tensor.view is None:
@@ -423,13 +455,19 @@ def _covered(tiled: Graph, op, base, region, steps=None) -> bool:
             if steps is not None and np.isin(_read_elements(base.shape, region, steps), _elements_of(v)).all():
                 return True
             continue
-        starts, rest = [], v.offset
-        for s in strides:
-            starts.append(rest // s)
-            rest %= s
-        if all(a >= s0 and b <= s0 + n for (a, b), s0, n in zip(region, starts, v.shape)):
+        if _box_holds(v, strides, region):
             return True
     return False
+
+
+def _box_holds(v, strides, region) -> bool:
+    """Whether the box view ``v`` (of a base of those row-major ``strides``) contains ``region``."""
+    rest = v.offset
+    for s, n, (a, b) in zip(strides, v.shape, region):
+        start, rest = divmod(rest, s)
+        if a < start or b > start + n:
+            return False
+    return True
 
 
 def _known_tensor(t, graph: Graph, what: str, report) -> bool:
@@ -451,17 +489,13 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     multi = (graph is not None and len(set(streams)) > 1 and len(streams) == graph.n_ops
              and min(streams) >= 0)
     if not multi:
-        active: list = []
-        for r in sorted(residencies):
-            if r.first > r.last or r.size <= 0:
-                continue
-            active = [a for a in active if a.last >= r.first]
-            for a in active:
-                if a.offset < r.offset + r.size and r.offset < a.offset + a.size:
-                    report("overlap",
-                           f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
-                           f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
-            active.append(r)
+        live = [r for r in sorted(residencies) if r.first <= r.last and r.size > 0]
+        earlier, later = _coexisting_pairs(live)
+        for a, r in zip(earlier.tolist(), later.tolist()):
+            a, r = live[a], live[r]
+            report("overlap",
+                   f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
+                   f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
         return
     from npusim.plan.safety import safety_relation  # lazy: Numba, for multi-stream plans only
     from npusim.plan.safety.kernels import unsafe_shared_addresses  # lazy: Numba, as above
@@ -503,6 +537,35 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
         report("overlap",
                f"{name(a_.tensor)!r} [{a_.offset}, {a_.offset + a_.size}) steps {a_.first}..{a_.last} "
                f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
+
+
+def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (a, r), a < r, of ``live`` (residencies sorted by first step, none empty)
+    that coexist: their steps overlap (``live[a].last >= live[r].first``) and so do their
+    addresses; by r, then a (the order of a sweep by first step comparing each residency with
+    the earlier ones still live).
+
+    Every pair whose steps overlap is tested, as by that sweep, but as array work: the
+    residencies whose steps overlap ``live[a]``'s after it are a run ``a + 1 .. end[a] - 1``
+    (sorted by first step), listed ``block`` pairs at a time to bound the memory."""
+    fields = np.fromiter(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live)),
+                         dtype=np.int64, count=4 * len(live)).reshape(-1, 4)
+    first, last, lo = fields[:, 0], fields[:, 1], fields[:, 2]
+    hi = lo + fields[:, 3]
+    after = np.maximum(np.searchsorted(first, last, side="right") - np.arange(len(live)) - 1, 0)
+    total = np.cumsum(after)
+    cuts = np.searchsorted(total, np.arange(block, int(total[-1]) if len(total) else 0, block), side="right")
+    earlier, later = [], []
+    for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(live)]):
+        counts = after[start:stop]
+        a = np.repeat(np.arange(start, stop), counts)
+        r = a + 1 + np.arange(len(a)) - np.repeat(np.cumsum(counts) - counts, counts)
+        overlap = (lo[a] < hi[r]) & (lo[r] < hi[a])
+        earlier.append(a[overlap])
+        later.append(r[overlap])
+    earlier, later = np.concatenate(earlier), np.concatenate(later)
+    by_later = np.lexsort((earlier, later))
+    return earlier[by_later], later[by_later]
 
 
 def require_valid(plan: Plan, graph: Graph | None = None, source: str = "plan", *, planned: bool = False) -> None:
