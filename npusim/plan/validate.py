@@ -91,7 +91,8 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
         return found  # steps are meaningless without a valid order
     _check_streams(plan, graph, report)
     name = lambda t: graph.tensors[t].name  # noqa: E731
-    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, graph, "residency", report)]
+    n_tensors = graph.n_tensors
+    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
     by_tensor = _check_residencies(plan, graph, residencies, name, report)
     _check_overlaps(residencies, name, report, plan, graph)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
@@ -136,13 +137,19 @@ def _check_residencies(plan: Plan, graph: Graph, residencies, name, report) -> d
     """range, size, capacity and alignment of each residency, in plan order; returns the
     residencies within the plan's steps by tensor."""
     by_tensor = defaultdict(list)
+    n, capacity, alignment, tensors = plan.n_steps, plan.capacity, plan.alignment, graph.tensors
     for r in residencies:
-        where = f"residency of {name(r.tensor)!r} at [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}"
-        if not _check_residency_range(r, plan.n_steps, where, report):
+        tensor_size = tensors[r.tensor].size
+        if (0 <= r.first <= r.last < n and r.size >= tensor_size and r.offset >= 0
+                and r.offset + r.size <= capacity and not r.offset % alignment):
+            by_tensor[r.tensor].append(r)  # breaks none of the rules below: no message to write
             continue
-        _check_size(r, graph.tensors[r.tensor].size, where, report)
-        _check_capacity(r, plan.capacity, where, report)
-        _check_alignment(r, plan.alignment, where, report)
+        where = f"residency of {name(r.tensor)!r} at [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}"
+        if not _check_residency_range(r, n, where, report):
+            continue
+        _check_size(r, tensor_size, where, report)
+        _check_capacity(r, capacity, where, report)
+        _check_alignment(r, alignment, where, report)
         by_tensor[r.tensor].append(r)
     return by_tensor
 
@@ -179,16 +186,17 @@ def _transfers_by_tensor(plan: Plan, graph: Graph, name, report) -> tuple[dict, 
     """Loads and stores by tensor, leaving out (and reporting) transfers of an unknown tensor
     (range), of another kind (cause) or outside the plan's steps (range)."""
     loads, stores = defaultdict(list), defaultdict(list)
+    n_steps, n_tensors, tensors = plan.n_steps, graph.n_tensors, graph.tensors
     for tr in plan.transfers:
-        if not _known_tensor(tr.tensor, graph, tr.kind, report):
+        if not _known_tensor(tr.tensor, n_tensors, tr.kind, report):
             continue
         if tr.kind not in ("load", "store"):
             report("cause", f"transfer of {name(tr.tensor)!r} at step {tr.step}: kind {tr.kind!r}, expected load or store")
             continue
-        if not 0 <= tr.step < plan.n_steps:
-            report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{plan.n_steps - 1}")
+        if not 0 <= tr.step < n_steps:
+            report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{n_steps - 1}")
             continue
-        if graph.tensors[tr.tensor].kind == "accumulator":
+        if tensors[tr.tensor].kind == "accumulator":
             report("cause", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: partial sums held in a core's "
                             "accumulators cannot be moved by DMA")
             continue
@@ -200,17 +208,25 @@ class ResidencyIndex:
     """``index(t, s)``: the residency of tensor ``t`` that holds step ``s`` (the first such in
     plan order), or None. A tensor whose residencies are disjoint in steps (every valid plan's)
     is searched by bisection, so a weight loaded by thousands of tiles costs no scan per read;
-    overlapping ones (an invalid plan) are scanned in plan order."""
+    overlapping ones (an invalid plan) are scanned in plan order. A tensor with one residency
+    (most) is answered by comparing steps."""
 
     def __init__(self, by_tensor: dict[int, list]):
         self.by_tensor = by_tensor
+        self.only: dict[int, object] = {}  # tensor -> its one residency
         self.sorted: dict[int, tuple[list[int], list]] = {}
         for t, rs in by_tensor.items():
-            ordered = sorted(rs, key=lambda r: r.first)
+            if len(rs) == 1:
+                self.only[t] = rs[0]
+                continue
+            ordered = sorted(rs, key=attrgetter("first"))
             if all(a.last < b.first for a, b in zip(ordered, ordered[1:])):
                 self.sorted[t] = ([r.first for r in ordered], ordered)
 
     def __call__(self, t: int, s: int):
+        r = self.only.get(t)
+        if r is not None:
+            return r if r.first <= s <= r.last else None
         found = self.sorted.get(t)
         if found is None:
             return next((r for r in self.by_tensor.get(t, ()) if r.first <= s <= r.last), None)
@@ -221,20 +237,21 @@ class ResidencyIndex:
 
 def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> dict:
     """empty_residency: every residency is filled, by its producer or a load within it.
-    Returns residency -> the step its data is valid from."""
-    step = step_of(list(plan.order))
+    Returns ``id(residency)`` -> the step its data is valid from (keyed by the object, which
+    ``ResidencyIndex`` returns: a Residency hashes all its fields, a cost per lookup)."""
+    step = step_of(list(plan.order)).tolist()
     fill = {}
     for t, rs in by_tensor.items():
-        tensor = graph.tensors[t]
-        p = None if tensor.producer is None else int(step[tensor.producer])
-        load_steps = sorted(tr.step for tr in loads.get(t, ()))
+        producer = graph.tensors[t].producer
+        p = None if producer is None else step[producer]
+        load_steps = sorted(tr.step for tr in loads[t]) if t in loads else []
         for r in rs:
             i = bisect.bisect_left(load_steps, r.first)  # the first load within the residency, if any
-            candidates = [load_steps[i]] if i < len(load_steps) and load_steps[i] <= r.last else []
-            if p is not None and r.first <= p <= r.last:
-                candidates.append(p)
-            if candidates:
-                fill[r] = min(candidates)
+            filled = load_steps[i] if i < len(load_steps) and load_steps[i] <= r.last else None
+            if p is not None and r.first <= p <= r.last and (filled is None or p < filled):
+                filled = p
+            if filled is not None:
+                fill[id(r)] = filled
             elif r.first <= r.last:
                 report("empty_residency",
                        f"residency of {name(t)!r} at offset {r.offset}, steps {r.first}..{r.last}: "
@@ -245,23 +262,24 @@ def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> d
 def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) -> None:
     """not_resident, not_ready: at its step, an op's inputs are resident and filled, and its
     outputs have a residency."""
+    ops = graph.ops
     for s, op_id in enumerate(plan.order):
-        op = graph.ops[op_id]
+        op = ops[op_id]
         for t in dict.fromkeys(op.inputs):
             r = residency_at(t, s)
             if r is None:
                 report("not_resident", f"op {op.name!r} at step {s}: input {name(t)!r} is not resident")
-            else:
-                _check_ready(r, fill, s, f"op {op.name!r} at step {s}: input {name(t)!r}", report)
+            elif (late := _arrives_after(r, fill, s)) is not None:
+                report("not_ready", f"op {op.name!r} at step {s}: input {name(t)!r} arrives only at step {late}")
         for t in op.outputs:
             if residency_at(t, s) is None:
                 report("not_resident", f"op {op.name!r} at step {s}: output {name(t)!r} has no residency")
 
 
-def _check_ready(r, fill, s: int, what: str, report) -> None:
-    """not_ready: a residency read at step ``s`` is filled by then."""
-    if r in fill and fill[r] > s:
-        report("not_ready", f"{what} arrives only at step {fill[r]}")
+def _arrives_after(r, fill, s: int) -> int | None:
+    """not_ready: the step a residency read at step ``s`` is filled at, if later than ``s``."""
+    filled = fill.get(id(r))
+    return filled if filled is not None and filled > s else None
 
 
 def _check_loads(tensor, trs, first_store, residency_at, name, report) -> None:
@@ -269,41 +287,50 @@ def _check_loads(tensor, trs, first_store, residency_at, name, report) -> None:
     load_without_copy and cause."""
     if not trs:
         return
-    _check_one_load_per_residency(tensor, trs, residency_at, name, report)
+    into = [residency_at(tensor.id, tr.step) for tr in trs]
+    if len(trs) > 1:
+        _check_one_load_per_residency(tensor, trs, into, name, report)
     first_load = min(tr.step for tr in trs)
-    for tr in trs:
+    for tr, r in zip(trs, into):
+        expected, not_in_dram = _load_cause(tensor, tr, first_load, first_store, name)
+        if r is not None and not not_in_dram and tr.cause == expected:
+            continue  # nothing to report: no message to write
         where = f"load of {name(tensor.id)!r} at step {tr.step}"
-        if residency_at(tensor.id, tr.step) is None:
+        if r is None:
             report("transfer_residency", f"{where}: the tensor has no residency to load into")
-        _check_cause(tr, _load_cause(tensor, tr, first_load, first_store, where, name, report), where, report)
+        for problem in not_in_dram:
+            report("load_without_copy", f"{where}: {problem}")
+        _check_cause(tr, expected, where, report)
 
 
-def _check_one_load_per_residency(tensor, trs, residency_at, name, report) -> None:
+def _check_one_load_per_residency(tensor, trs, into, name, report) -> None:
     """duplicate_transfer: a residency is filled once; a second load into it writes the same
-    bytes again, racing with the first and with the ops reading them."""
-    into = defaultdict(list)
-    for tr in trs:
-        into[residency_at(tensor.id, tr.step)].append(tr.step)
-    for r, steps in into.items():
-        if r is not None and len(steps) > 1:
+    bytes again, racing with the first and with the ops reading them (``into``: the residency
+    each load fills, or None)."""
+    steps_into: dict[int, tuple] = {}  # id(residency) -> (residency, steps of the loads into it)
+    for tr, r in zip(trs, into):
+        if r is not None:
+            steps_into.setdefault(id(r), (r, []))[1].append(tr.step)
+    for r, steps in steps_into.values():
+        if len(steps) > 1:
             report("duplicate_transfer", f"{name(tensor.id)!r} is loaded {len(steps)} times (steps "
                                          f"{', '.join(map(str, sorted(steps)))}) into its residency at offset "
                                          f"{r.offset}, steps {r.first}..{r.last}; expected one load per residency")
 
 
-def _load_cause(tensor, tr, first_load: int, first_store: dict, where: str, name, report) -> str:
+def _load_cause(tensor, tr, first_load: int, first_store: dict, name) -> tuple[str, list[str]]:
     """load_without_copy: a load reads data that is in DRAM (an input or weight, or stored
     before; a tile read from DRAM: every tile it is read from stored before; ``first_store``:
-    tensor -> the step of its first store). Returns the cause the load should give."""
+    tensor -> the step of its first store). Returns the cause the load should give, and what
+    it reads that is not in DRAM (as the end of a message)."""
     if tensor.in_dram_initially:
-        return "compulsory" if tr.step == first_load else "retrieve"
+        return ("compulsory" if tr.step == first_load else "retrieve"), []
     if tensor.sources:
-        for src in tensor.sources:
-            if not first_store.get(src, tr.step) < tr.step:
-                report("load_without_copy", f"{where}: its source {name(src)!r} was not stored to DRAM before")
-    elif not first_store.get(tensor.id, tr.step) < tr.step:
-        report("load_without_copy", f"{where}: {name(tensor.id)!r} was never stored to DRAM before")
-    return "retrieve"
+        return "retrieve", [f"its source {name(src)!r} was not stored to DRAM before"
+                            for src in tensor.sources if not first_store.get(src, tr.step) < tr.step]
+    if not first_store.get(tensor.id, tr.step) < tr.step:
+        return "retrieve", [f"{name(tensor.id)!r} was never stored to DRAM before"]
+    return "retrieve", []
 
 
 def _check_cause(tr, expected: str, where: str, report) -> None:
@@ -312,21 +339,27 @@ def _check_cause(tr, expected: str, where: str, report) -> None:
         report("cause", f"{where}: cause {tr.cause!r}, expected {expected!r}")
 
 
+STORE_CAUSE = {"output": "writeback", "activation": "spill"}  # tensor kind -> why it is stored; others are in DRAM
+
+
 def _check_stores(tensor, trs, residency_at, fill, name, report) -> None:
     """duplicate_transfer (one store per step), then for each store: transfer_residency or
     not_ready, and cause."""
-    twice = sorted(step for step, count in Counter(tr.step for tr in trs).items() if count > 1)
+    twice = sorted(step for step, count in Counter(tr.step for tr in trs).items() if count > 1) if len(trs) > 1 else []
     if twice:
         report("duplicate_transfer", f"{name(tensor.id)!r} is stored more than once at step(s) "
                                      f"{', '.join(map(str, twice))}; expected one store per step")
+    expected = STORE_CAUSE.get(tensor.kind)
     for tr in trs:
-        where = f"store of {name(tensor.id)!r} at step {tr.step}"
         r = residency_at(tensor.id, tr.step)
+        late = None if r is None else _arrives_after(r, fill, tr.step)
+        if r is not None and late is None and expected is not None and tr.cause == expected:
+            continue  # nothing to report: no message to write
+        where = f"store of {name(tensor.id)!r} at step {tr.step}"
         if r is None:
             report("transfer_residency", f"{where}: the tensor is not resident to store from")
-        else:
-            _check_ready(r, fill, tr.step, f"{where}: the data", report)
-        expected = {"output": "writeback", "activation": "spill"}.get(tensor.kind)
+        elif late is not None:
+            report("not_ready", f"{where}: the data arrives only at step {late}")
         if expected is None:
             report("cause", f"{where}: {tensor.kind} tensors are already in DRAM")
         else:
@@ -470,10 +503,10 @@ def _box_holds(v, strides, region) -> bool:
     return True
 
 
-def _known_tensor(t, graph: Graph, what: str, report) -> bool:
-    if isinstance(t, int) and 0 <= t < graph.n_tensors:
+def _known_tensor(t, n_tensors: int, what: str, report) -> bool:
+    if isinstance(t, int) and 0 <= t < n_tensors:
         return True
-    report("range", f"{what} names tensor id {t!r}, but the graph has tensors 0..{graph.n_tensors - 1}")
+    report("range", f"{what} names tensor id {t!r}, but the graph has tensors 0..{n_tensors - 1}")
     return False
 
 
