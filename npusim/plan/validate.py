@@ -513,7 +513,8 @@ def _known_tensor(t, n_tensors: int, what: str, report) -> bool:
 def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     """Two residencies sharing addresses must never coexist.
 
-    One stream: they coexist when their steps overlap (a sweep by first step). Several
+    One stream: they coexist when their steps overlap (the pairs a sweep by first step would
+    compare, tested as array work: ``_coexisting_pairs``), reported in that sweep's order. Several
     streams: steps no longer order ops of different streams, so two residencies also conflict
     when their tensors are an unsafe pair of the multi-stream safety relation
     (``npusim.plan.safety``, MindSpore paper Section 3), even if their steps do not overlap.
@@ -537,21 +538,15 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     # In the order of a sweep by address, (offset, first, tensor): a pair is reported when its
     # later residency is reached, against the earlier ones in that order. The pairs are found
     # without the sweep, which would visit every pair sharing addresses (quadratic in the
-    # residencies when the allocator reuses addresses well): those whose steps overlap by a
-    # sweep by first step (the live ones), the unsafe ones from the relation's rows.
+    # residencies when the allocator reuses addresses well): those whose steps overlap
+    # (``_coexisting_pairs``), the unsafe ones from the relation's rows.
     ranked = sorted((r for r in residencies if r.first <= r.last), key=lambda r: (r.offset, r.first, r.tensor))
     found: dict[tuple[int, int], bool] = {}
-    active: list = []
-    for k in sorted(range(len(ranked)), key=lambda k: (ranked[k].first, k)):
-        r = ranked[k]
-        active = [a for a in active if ranked[a].last >= r.first]
-        if r.size <= 0:
-            continue
-        for a in active:
-            other = ranked[a]
-            if other.offset < r.offset + r.size and r.offset < other.offset + other.size:
-                found[(min(a, k), max(a, k))] = True
-        active.append(k)
+    live = [k for k in sorted(range(len(ranked)), key=lambda k: (ranked[k].first, k)) if ranked[k].size > 0]
+    earlier, later = _coexisting_pairs([ranked[k] for k in live])
+    live = np.array(live, dtype=np.int64)
+    for a, k in zip(live[earlier].tolist(), live[later].tolist()):
+        found[(min(a, k), max(a, k))] = True
     n_tensors = relation.bits.shape[0]
     tensor = np.array([r.tensor for r in ranked], dtype=np.int64)
     offset = np.array([r.offset for r in ranked], dtype=np.int64)
