@@ -1,6 +1,7 @@
 """The validator's fast paths against the validator as it was (``reference_validate``, kept
-verbatim): on plans broken at random (residencies moved onto each other, misaligned, shrunk,
-cut short; transfers dropped, doubled, moved or given another cause) and on tiled graphs
+verbatim): on plans broken at random (ops swapped or repeated in the order; residencies moved
+onto each other, misaligned, shrunk, cut short; transfers dropped, doubled, moved or given
+another cause) and on tiled graphs
 whose tile views are shifted or restrided, both must report the same violations, in the same
 order, with the same messages."""
 
@@ -73,6 +74,16 @@ def break_transfers(plan, rng):
     return dataclasses.replace(plan, transfers=tuple(trs))
 
 
+def break_order(plan, rng):
+    order = list(plan.order)
+    i, j = rng.randrange(len(order)), rng.randrange(len(order))
+    if rng.random() < 0.8:
+        order[i], order[j] = order[j], order[i]  # often no longer topological; else steps move
+    else:
+        order[i] = order[j]  # an op twice, another missing
+    return dataclasses.replace(plan, order=tuple(order))
+
+
 def test_broken_plans_get_the_violations_the_reference_reports(plans):
     rng = random.Random(5)
     kinds, broken = set(), 0
@@ -81,13 +92,14 @@ def test_broken_plans_get_the_violations_the_reference_reports(plans):
         for _ in range(25):
             mutant = plan
             for _ in range(rng.randint(1, 4)):
-                mutant = (break_residencies if rng.random() < 0.6 else break_transfers)(mutant, rng)
+                draw = rng.random()
+                mutant = (break_order if draw < 0.08 else break_residencies if draw < 0.6 else break_transfers)(mutant, rng)
             found = validate(mutant)
             assert [(v.kind, v.message) for v in found] == [(v.kind, v.message) for v in reference.validate(mutant)]
             broken += bool(found)
             kinds |= {v.kind for v in found}
     assert broken >= 60  # most mutants break a rule: the lists compared are not empty
-    assert {"overlap", "alignment", "capacity", "size", "not_resident", "cause", "duplicate_transfer"} <= kinds
+    assert {"order", "overlap", "alignment", "capacity", "size", "not_resident", "cause", "duplicate_transfer"} <= kinds
 
 
 def rebuilt(tiled, views):
