@@ -263,20 +263,21 @@ def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> d
     """empty_residency: every residency is filled, by its producer or a load within it.
     Returns ``id(residency)`` -> the step its data is valid from (keyed by the object, which
     ``ResidencyIndex`` returns: a Residency hashes all its fields, a cost per lookup)."""
-    step = step_of(list(plan.order)).tolist()
-    fill = {}
+    step, tensors, fill = step_of(list(plan.order)).tolist(), graph.tensors, {}
     for t, rs in by_tensor.items():
-        producer = graph.tensors[t].producer
+        producer = tensors[t].producer
         p = None if producer is None else step[producer]
-        load_steps = sorted(tr.step for tr in loads[t]) if t in loads else []
+        trs = loads.get(t)
+        load_steps = [] if not trs else [trs[0].step] if len(trs) == 1 else sorted(tr.step for tr in trs)
         for r in rs:
-            i = bisect.bisect_left(load_steps, r.first)  # the first load within the residency, if any
-            filled = load_steps[i] if i < len(load_steps) and load_steps[i] <= r.last else None
-            if p is not None and r.first <= p <= r.last and (filled is None or p < filled):
+            first, last = r.first, r.last
+            i = bisect.bisect_left(load_steps, first) if load_steps else 0  # the first load within the residency, if any
+            filled = load_steps[i] if i < len(load_steps) and load_steps[i] <= last else None
+            if p is not None and first <= p <= last and (filled is None or p < filled):
                 filled = p
             if filled is not None:
                 fill[id(r)] = filled
-            elif r.first <= r.last:
+            elif first <= last:
                 report("empty_residency",
                        f"residency of {name(t)!r} at offset {r.offset}, steps {r.first}..{r.last}: "
                        "never filled (not produced or loaded within it)")
@@ -286,17 +287,20 @@ def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> d
 def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) -> None:
     """not_resident, not_ready: at its step, an op's inputs are resident and filled, and its
     outputs have a residency."""
-    ops = graph.ops
+    ops, only = graph.ops, residency_at.only
     for s, op_id in enumerate(plan.order):
         op = ops[op_id]
-        for t in dict.fromkeys(op.inputs):
-            r = residency_at(t, s)
+        for t in dict.fromkeys(op.inputs) if len(op.inputs) > 1 else op.inputs:
+            r = only.get(t)  # a tensor's one residency is tested here: cheaper than a call per input
+            if r is None or not r.first <= s <= r.last:
+                r = residency_at(t, s)
             if r is None:
                 report("not_resident", f"op {op.name!r} at step {s}: input {name(t)!r} is not resident")
             elif (late := _arrives_after(r, fill, s)) is not None:
                 report("not_ready", f"op {op.name!r} at step {s}: input {name(t)!r} arrives only at step {late}")
         for t in op.outputs:
-            if residency_at(t, s) is None:
+            r = only.get(t)
+            if (r is None or not r.first <= s <= r.last) and residency_at(t, s) is None:
                 report("not_resident", f"op {op.name!r} at step {s}: output {name(t)!r} has no residency")
 
 
