@@ -209,3 +209,18 @@ def test_the_painter_reports_the_previous_occupants_the_reference_does():
             lo = rng.randint(0, 90)
             hi = lo + rng.choice((rng.randint(-2, 40), 8, 16))  # empty, arbitrary, and repeated slots
             assert fast.paint(lo, hi, owner) == reference.paint(lo, hi, owner)
+
+
+def test_offsets_past_int64_are_painted_exactly():
+    """Two loads into overlapping regions with nothing ordering them, far past any int64 and
+    near 0: the same race, with the same addresses, as the reference."""
+    from npusim.plan.lower import Access, Command, Program
+
+    for base in (0, 1 << 64):
+        r0, r1 = Access(0, 0, base, 64), Access(1, 1, base + 32, 64)
+        commands = (Command(0, "dma.load", "load", 0, tensor=0, nbytes=64, writes=(r0,)),
+                    Command(1, "dma.load", "load", 0, tensor=1, nbytes=64, writes=(r1,)),
+                    Command(2, "stream0", "compute", 0, op=0, reads=(r0, r1), waits=(0, 1)))
+        program = Program("tiny", {"dma.load": (0, 1), "stream0": (2,)}, commands, ((0, 2), (1, 2)), 128, 1)
+        race = agree(program, 2)
+        assert race is not None and f"[{base + 32}, {base + 96})" in race

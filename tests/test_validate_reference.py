@@ -33,6 +33,8 @@ def plans():
 
 
 def break_residencies(plan, rng):
+    # Now and then far past int64 (one stream only: the multi-stream check's kernel takes int64)
+    huge = (1 << 64, 1 << 70) if len(set(plan.streams)) == 1 else ()
     rs = list(plan.residencies)
     i, j = rng.randrange(len(rs)), rng.randrange(len(rs))
     r = rs[i]
@@ -40,9 +42,10 @@ def break_residencies(plan, rng):
     if how == "onto":
         rs[i] = dataclasses.replace(r, offset=rs[j].offset)
     elif how == "shift":
-        rs[i] = dataclasses.replace(r, offset=r.offset + rng.choice((-4096, -64, -1, 1, 32, 64, 1 << 20)))
+        rs[i] = dataclasses.replace(r, offset=r.offset + rng.choice((-4096, -64, -1, 1, 32, 64, 1 << 20) + huge))
     elif how == "steps":
-        rs[i] = dataclasses.replace(r, first=r.first + rng.randint(-3, 3), last=r.last + rng.randint(-3, 3))
+        far = rng.choice((0, 0, 0) + huge)
+        rs[i] = dataclasses.replace(r, first=r.first + far + rng.randint(-3, 3), last=r.last + far + rng.randint(-3, 3))
     elif how == "shrink":
         rs[i] = dataclasses.replace(r, size=r.size - rng.choice((1, 64, r.size)))
     elif how == "drop":

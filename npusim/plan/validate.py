@@ -604,8 +604,8 @@ def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.
     Every pair whose steps overlap is tested, as by that sweep, but as array work: the
     residencies whose steps overlap ``live[a]``'s after it are a run ``a + 1 .. end[a] - 1``
     (sorted by first step), listed ``block`` pairs at a time to bound the memory."""
-    fields = np.fromiter(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live)),
-                         dtype=np.int64, count=4 * len(live)).reshape(-1, 4)
+    fields = _exact_ints(list(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live))))
+    fields = fields.reshape(-1, 4)
     first, last, lo = fields[:, 0], fields[:, 1], fields[:, 2]
     hi = lo + fields[:, 3]
     after = np.maximum(np.searchsorted(first, last, side="right") - np.arange(len(live)) - 1, 0)
@@ -622,6 +622,14 @@ def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.
     earlier, later = np.concatenate(earlier), np.concatenate(later)
     by_later = np.lexsort((earlier, later))
     return earlier[by_later], later[by_later]
+
+
+def _exact_ints(values: list) -> np.ndarray:
+    """``values`` as an int64 array, or as an array of Python ints when one is too large for
+    int64 arithmetic (a plan may say anything: offsets of 2**64 are reported, not wrapped)."""
+    if not values or -(1 << 62) < min(values) and max(values) < 1 << 62:
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=object)
 
 
 def require_valid(plan: Plan, graph: Graph | None = None, source: str = "plan", *, planned: bool = False) -> None:

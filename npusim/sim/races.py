@@ -161,10 +161,12 @@ class _Residencies:
         self.user_start = _starts(self.user_count)
         counts = np.fromiter(map(len, writes), dtype=np.int64, count=len(writes))
         self.accesses = list(chain.from_iterable(writes))
-        fields = np.fromiter(chain.from_iterable(map(attrgetter("residency", "offset", "size"), self.accesses)),
-                             dtype=np.int64, count=3 * len(self.accesses)).reshape(-1, 3)
-        by_residency = np.argsort(fields[:, 0], kind="stable")  # command order kept within a residency
-        residency, command = fields[by_residency, 0], np.repeat(np.arange(len(writes)), counts)[by_residency]
+        values = list(chain.from_iterable(map(attrgetter("residency", "offset", "size"), self.accesses)))
+        fits = not values or -(1 << 62) < min(values) and max(values) < 1 << 62  # else exact Python ints
+        fields = np.array(values, dtype=np.int64 if fits else object).reshape(-1, 3)
+        by_residency = np.argsort(fields[:, 0].astype(np.int64), kind="stable")  # command order kept within a residency
+        residency = fields[by_residency, 0].astype(np.int64)
+        command = np.repeat(np.arange(len(writes)), counts)[by_residency]
         first = np.ones(len(residency), dtype=bool)  # first write of its residency
         first[1:] = residency[1:] != residency[:-1]
         again = np.zeros(len(residency), dtype=bool)  # the same command writing it again
@@ -174,8 +176,8 @@ class _Residencies:
         self.writer_start = _starts(self.writer_count)
         self.first_write = np.full(len(users), -1, dtype=np.int64)  # index in accesses, -1 if never written
         self.first_write[residency[first]] = by_residency[first]
-        self.offset = np.zeros(len(users), dtype=np.int64)
-        self.size = np.zeros(len(users), dtype=np.int64)
+        self.offset = np.zeros(len(users), dtype=fields.dtype)
+        self.size = np.zeros(len(users), dtype=fields.dtype)
         self.offset[residency[first]] = fields[by_residency[first], 1]
         self.size[residency[first]] = fields[by_residency[first], 2]
 
