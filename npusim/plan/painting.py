@@ -8,10 +8,10 @@ import bisect
 
 
 class AddressPainter:
-    """Segments as three parallel lists sorted by address (disjoint, so their starts and
-    their ends are both sorted): a paint finds the segments it touches by two bisections and
-    replaces them with one slice assignment per list (the segments it cuts keep their pieces
-    outside the new range), with no Python loop over the segments."""
+    """Segments kept as three parallel lists sorted by start (segments are disjoint, so their
+    ends are sorted too): a paint replaces the run of segments it overlaps with at most three
+    (the uncovered head of the first, the new one, the uncovered tail of the last) in one
+    slice assignment per list."""
 
     def __init__(self) -> None:
         self._starts: list[int] = []
@@ -25,24 +25,23 @@ class AddressPainter:
             return set()
         starts, ends, owners = self._starts, self._ends, self._owners
         first = bisect.bisect_right(ends, lo)  # the first segment ending after lo
-        if first < len(ends) and starts[first] == lo and ends[first] == hi:  # exactly one segment: reuse of a slot
-            previous, owners[first] = owners[first], owner
-            return {previous}
         stop = bisect.bisect_left(starts, hi, first)  # past the last segment starting before hi
-        if first == stop:  # nothing painted there yet
+        if first == stop:  # covers nothing painted: a new segment in the gap
             starts.insert(first, lo)
             ends.insert(first, hi)
             owners.insert(first, owner)
             return set()
         found = set(owners[first:stop])
         new_starts, new_ends, new_owners = [lo], [hi], [owner]
-        if starts[first] < lo:  # the first segment keeps its part below lo
+        if starts[first] < lo:  # the head of the first segment stays its owner's
             new_starts.insert(0, starts[first])
             new_ends.insert(0, lo)
             new_owners.insert(0, owners[first])
-        if ends[stop - 1] > hi:  # the last one keeps its part from hi
+        if ends[stop - 1] > hi:  # and the tail of the last one
             new_starts.append(hi)
             new_ends.append(ends[stop - 1])
             new_owners.append(owners[stop - 1])
-        starts[first:stop], ends[first:stop], owners[first:stop] = new_starts, new_ends, new_owners
+        starts[first:stop] = new_starts
+        ends[first:stop] = new_ends
+        owners[first:stop] = new_owners
         return found
