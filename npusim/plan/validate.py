@@ -48,6 +48,8 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -89,7 +91,8 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
         return found  # steps are meaningless without a valid order
     _check_streams(plan, graph, report)
     name = lambda t: graph.tensors[t].name  # noqa: E731
-    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, graph, "residency", report)]
+    n_tensors = graph.n_tensors
+    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
     by_tensor = _check_residencies(plan, graph, residencies, name, report)
     _check_overlaps(residencies, name, report, plan, graph)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
@@ -112,11 +115,35 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
 
 def _check_order(plan: Plan, graph: Graph, report) -> bool:
     """order: the plan's order is a topological permutation of the ops."""
-    try:
+    if _is_topological(graph, list(plan.order)):
+        return True
+    try:  # check_order names the first problem
         check_order(graph, list(plan.order))
     except PlanError as exc:
         report("order", str(exc))
         return False
+    return True
+
+
+def _is_topological(graph: Graph, order: list) -> bool:
+    """Whether ``check_order`` accepts ``order``, by the same tests (a permutation of the ops;
+    every input produced, or every tile it is read from produced, at an earlier step) on plain
+    lists instead of NumPy scalars; False when unsure (an input of no producer)."""
+    if sorted(order) != list(range(graph.n_ops)):
+        return False
+    step, tensors = step_of(order).tolist(), graph.tensors
+    for op in graph.ops:
+        s = step[op.id]
+        for t in op.inputs:
+            producer = tensors[t].producer
+            if producer is not None:
+                if step[producer] >= s:
+                    return False
+                continue
+            for source in tensors[t].sources:
+                producer = tensors[source].producer
+                if producer is None or step[producer] >= s:
+                    return False
     return True
 
 
@@ -134,13 +161,19 @@ def _check_residencies(plan: Plan, graph: Graph, residencies, name, report) -> d
     """range, size, capacity and alignment of each residency, in plan order; returns the
     residencies within the plan's steps by tensor."""
     by_tensor = defaultdict(list)
+    n, capacity, alignment, tensors = plan.n_steps, plan.capacity, plan.alignment, graph.tensors
     for r in residencies:
-        where = f"residency of {name(r.tensor)!r} at [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}"
-        if not _check_residency_range(r, plan.n_steps, where, report):
+        tensor_size = tensors[r.tensor].size
+        if (0 <= r.first <= r.last < n and r.size >= tensor_size and r.offset >= 0
+                and r.offset + r.size <= capacity and not r.offset % alignment):
+            by_tensor[r.tensor].append(r)  # breaks none of the rules below: no message to write
             continue
-        _check_size(r, graph.tensors[r.tensor].size, where, report)
-        _check_capacity(r, plan.capacity, where, report)
-        _check_alignment(r, plan.alignment, where, report)
+        where = f"residency of {name(r.tensor)!r} at [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}"
+        if not _check_residency_range(r, n, where, report):
+            continue
+        _check_size(r, tensor_size, where, report)
+        _check_capacity(r, capacity, where, report)
+        _check_alignment(r, alignment, where, report)
         by_tensor[r.tensor].append(r)
     return by_tensor
 
@@ -177,16 +210,17 @@ def _transfers_by_tensor(plan: Plan, graph: Graph, name, report) -> tuple[dict, 
     """Loads and stores by tensor, leaving out (and reporting) transfers of an unknown tensor
     (range), of another kind (cause) or outside the plan's steps (range)."""
     loads, stores = defaultdict(list), defaultdict(list)
+    n_steps, n_tensors, tensors = plan.n_steps, graph.n_tensors, graph.tensors
     for tr in plan.transfers:
-        if not _known_tensor(tr.tensor, graph, tr.kind, report):
+        if not _known_tensor(tr.tensor, n_tensors, tr.kind, report):
             continue
         if tr.kind not in ("load", "store"):
             report("cause", f"transfer of {name(tr.tensor)!r} at step {tr.step}: kind {tr.kind!r}, expected load or store")
             continue
-        if not 0 <= tr.step < plan.n_steps:
-            report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{plan.n_steps - 1}")
+        if not 0 <= tr.step < n_steps:
+            report("range", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: outside 0..{n_steps - 1}")
             continue
-        if graph.tensors[tr.tensor].kind == "accumulator":
+        if tensors[tr.tensor].kind == "accumulator":
             report("cause", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: partial sums held in a core's "
                             "accumulators cannot be moved by DMA")
             continue
@@ -198,17 +232,25 @@ class ResidencyIndex:
     """``index(t, s)``: the residency of tensor ``t`` that holds step ``s`` (the first such in
     plan order), or None. A tensor whose residencies are disjoint in steps (every valid plan's)
     is searched by bisection, so a weight loaded by thousands of tiles costs no scan per read;
-    overlapping ones (an invalid plan) are scanned in plan order."""
+    overlapping ones (an invalid plan) are scanned in plan order. A tensor with one residency
+    (most) is answered by comparing steps."""
 
     def __init__(self, by_tensor: dict[int, list]):
         self.by_tensor = by_tensor
+        self.only: dict[int, object] = {}  # tensor -> its one residency
         self.sorted: dict[int, tuple[list[int], list]] = {}
         for t, rs in by_tensor.items():
-            ordered = sorted(rs, key=lambda r: r.first)
+            if len(rs) == 1:
+                self.only[t] = rs[0]
+                continue
+            ordered = sorted(rs, key=attrgetter("first"))
             if all(a.last < b.first for a, b in zip(ordered, ordered[1:])):
                 self.sorted[t] = ([r.first for r in ordered], ordered)
 
     def __call__(self, t: int, s: int):
+        r = self.only.get(t)
+        if r is not None:
+            return r if r.first <= s <= r.last else None
         found = self.sorted.get(t)
         if found is None:
             return next((r for r in self.by_tensor.get(t, ()) if r.first <= s <= r.last), None)
@@ -219,21 +261,23 @@ class ResidencyIndex:
 
 def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> dict:
     """empty_residency: every residency is filled, by its producer or a load within it.
-    Returns residency -> the step its data is valid from."""
-    step = step_of(list(plan.order))
-    fill = {}
+    Returns ``id(residency)`` -> the step its data is valid from (keyed by the object, which
+    ``ResidencyIndex`` returns: a Residency hashes all its fields, a cost per lookup)."""
+    step, tensors, fill = step_of(list(plan.order)).tolist(), graph.tensors, {}
     for t, rs in by_tensor.items():
-        tensor = graph.tensors[t]
-        p = None if tensor.producer is None else int(step[tensor.producer])
-        load_steps = sorted(tr.step for tr in loads.get(t, ()))
+        producer = tensors[t].producer
+        p = None if producer is None else step[producer]
+        trs = loads.get(t)
+        load_steps = [] if not trs else [trs[0].step] if len(trs) == 1 else sorted(tr.step for tr in trs)
         for r in rs:
-            i = bisect.bisect_left(load_steps, r.first)  # the first load within the residency, if any
-            candidates = [load_steps[i]] if i < len(load_steps) and load_steps[i] <= r.last else []
-            if p is not None and r.first <= p <= r.last:
-                candidates.append(p)
-            if candidates:
-                fill[r] = min(candidates)
-            elif r.first <= r.last:
+            first, last = r.first, r.last
+            i = bisect.bisect_left(load_steps, first) if load_steps else 0  # the first load within the residency, if any
+            filled = load_steps[i] if i < len(load_steps) and load_steps[i] <= last else None
+            if p is not None and first <= p <= last and (filled is None or p < filled):
+                filled = p
+            if filled is not None:
+                fill[id(r)] = filled
+            elif first <= last:
                 report("empty_residency",
                        f"residency of {name(t)!r} at offset {r.offset}, steps {r.first}..{r.last}: "
                        "never filled (not produced or loaded within it)")
@@ -243,23 +287,27 @@ def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> d
 def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) -> None:
     """not_resident, not_ready: at its step, an op's inputs are resident and filled, and its
     outputs have a residency."""
+    ops, only = graph.ops, residency_at.only
     for s, op_id in enumerate(plan.order):
-        op = graph.ops[op_id]
-        for t in dict.fromkeys(op.inputs):
-            r = residency_at(t, s)
+        op = ops[op_id]
+        for t in dict.fromkeys(op.inputs) if len(op.inputs) > 1 else op.inputs:
+            r = only.get(t)  # a tensor's one residency is tested here: cheaper than a call per input
+            if r is None or not r.first <= s <= r.last:
+                r = residency_at(t, s)
             if r is None:
                 report("not_resident", f"op {op.name!r} at step {s}: input {name(t)!r} is not resident")
-            else:
-                _check_ready(r, fill, s, f"op {op.name!r} at step {s}: input {name(t)!r}", report)
+            elif (late := _arrives_after(r, fill, s)) is not None:
+                report("not_ready", f"op {op.name!r} at step {s}: input {name(t)!r} arrives only at step {late}")
         for t in op.outputs:
-            if residency_at(t, s) is None:
+            r = only.get(t)
+            if (r is None or not r.first <= s <= r.last) and residency_at(t, s) is None:
                 report("not_resident", f"op {op.name!r} at step {s}: output {name(t)!r} has no residency")
 
 
-def _check_ready(r, fill, s: int, what: str, report) -> None:
-    """not_ready: a residency read at step ``s`` is filled by then."""
-    if r in fill and fill[r] > s:
-        report("not_ready", f"{what} arrives only at step {fill[r]}")
+def _arrives_after(r, fill, s: int) -> int | None:
+    """not_ready: the step a residency read at step ``s`` is filled at, if later than ``s``."""
+    filled = fill.get(id(r))
+    return filled if filled is not None and filled > s else None
 
 
 def _check_loads(tensor, trs, first_store, residency_at, name, report) -> None:
@@ -267,41 +315,50 @@ def _check_loads(tensor, trs, first_store, residency_at, name, report) -> None:
     load_without_copy and cause."""
     if not trs:
         return
-    _check_one_load_per_residency(tensor, trs, residency_at, name, report)
+    into = [residency_at(tensor.id, tr.step) for tr in trs]
+    if len(trs) > 1:
+        _check_one_load_per_residency(tensor, trs, into, name, report)
     first_load = min(tr.step for tr in trs)
-    for tr in trs:
+    for tr, r in zip(trs, into):
+        expected, not_in_dram = _load_cause(tensor, tr, first_load, first_store, name)
+        if r is not None and not not_in_dram and tr.cause == expected:
+            continue  # nothing to report: no message to write
         where = f"load of {name(tensor.id)!r} at step {tr.step}"
-        if residency_at(tensor.id, tr.step) is None:
+        if r is None:
             report("transfer_residency", f"{where}: the tensor has no residency to load into")
-        _check_cause(tr, _load_cause(tensor, tr, first_load, first_store, where, name, report), where, report)
+        for problem in not_in_dram:
+            report("load_without_copy", f"{where}: {problem}")
+        _check_cause(tr, expected, where, report)
 
 
-def _check_one_load_per_residency(tensor, trs, residency_at, name, report) -> None:
+def _check_one_load_per_residency(tensor, trs, into, name, report) -> None:
     """duplicate_transfer: a residency is filled once; a second load into it writes the same
-    bytes again, racing with the first and with the ops reading them."""
-    into = defaultdict(list)
-    for tr in trs:
-        into[residency_at(tensor.id, tr.step)].append(tr.step)
-    for r, steps in into.items():
-        if r is not None and len(steps) > 1:
+    bytes again, racing with the first and with the ops reading them (``into``: the residency
+    each load fills, or None)."""
+    steps_into: dict[int, tuple] = {}  # id(residency) -> (residency, steps of the loads into it)
+    for tr, r in zip(trs, into):
+        if r is not None:
+            steps_into.setdefault(id(r), (r, []))[1].append(tr.step)
+    for r, steps in steps_into.values():
+        if len(steps) > 1:
             report("duplicate_transfer", f"{name(tensor.id)!r} is loaded {len(steps)} times (steps "
                                          f"{', '.join(map(str, sorted(steps)))}) into its residency at offset "
                                          f"{r.offset}, steps {r.first}..{r.last}; expected one load per residency")
 
 
-def _load_cause(tensor, tr, first_load: int, first_store: dict, where: str, name, report) -> str:
+def _load_cause(tensor, tr, first_load: int, first_store: dict, name) -> tuple[str, list[str]]:
     """load_without_copy: a load reads data that is in DRAM (an input or weight, or stored
     before; a tile read from DRAM: every tile it is read from stored before; ``first_store``:
-    tensor -> the step of its first store). Returns the cause the load should give."""
+    tensor -> the step of its first store). Returns the cause the load should give, and what
+    it reads that is not in DRAM (as the end of a message)."""
     if tensor.in_dram_initially:
-        return "compulsory" if tr.step == first_load else "retrieve"
+        return ("compulsory" if tr.step == first_load else "retrieve"), []
     if tensor.sources:
-        for src in tensor.sources:
-            if not first_store.get(src, tr.step) < tr.step:
-                report("load_without_copy", f"{where}: its source {name(src)!r} was not stored to DRAM before")
-    elif not first_store.get(tensor.id, tr.step) < tr.step:
-        report("load_without_copy", f"{where}: {name(tensor.id)!r} was never stored to DRAM before")
-    return "retrieve"
+        return "retrieve", [f"its source {name(src)!r} was not stored to DRAM before"
+                            for src in tensor.sources if not first_store.get(src, tr.step) < tr.step]
+    if not first_store.get(tensor.id, tr.step) < tr.step:
+        return "retrieve", [f"{name(tensor.id)!r} was never stored to DRAM before"]
+    return "retrieve", []
 
 
 def _check_cause(tr, expected: str, where: str, report) -> None:
@@ -310,21 +367,27 @@ def _check_cause(tr, expected: str, where: str, report) -> None:
         report("cause", f"{where}: cause {tr.cause!r}, expected {expected!r}")
 
 
+STORE_CAUSE = {"output": "writeback", "activation": "spill"}  # tensor kind -> why it is stored; others are in DRAM
+
+
 def _check_stores(tensor, trs, residency_at, fill, name, report) -> None:
     """duplicate_transfer (one store per step), then for each store: transfer_residency or
     not_ready, and cause."""
-    twice = sorted(step for step, count in Counter(tr.step for tr in trs).items() if count > 1)
+    twice = sorted(step for step, count in Counter(tr.step for tr in trs).items() if count > 1) if len(trs) > 1 else []
     if twice:
         report("duplicate_transfer", f"{name(tensor.id)!r} is stored more than once at step(s) "
                                      f"{', '.join(map(str, twice))}; expected one store per step")
+    expected = STORE_CAUSE.get(tensor.kind)
     for tr in trs:
-        where = f"store of {name(tensor.id)!r} at step {tr.step}"
         r = residency_at(tensor.id, tr.step)
+        late = None if r is None else _arrives_after(r, fill, tr.step)
+        if r is not None and late is None and expected is not None and tr.cause == expected:
+            continue  # nothing to report: no message to write
+        where = f"store of {name(tensor.id)!r} at step {tr.step}"
         if r is None:
             report("transfer_residency", f"{where}: the tensor is not resident to store from")
-        else:
-            _check_ready(r, fill, tr.step, f"{where}: the data", report)
-        expected = {"output": "writeback", "activation": "spill"}.get(tensor.kind)
+        elif late is not None:
+            report("not_ready", f"{where}: the data arrives only at step {late}")
         if expected is None:
             report("cause", f"{where}: {tensor.kind} tensors are already in DRAM")
         else:
@@ -366,27 +429,57 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
     for name, ops in tiles.items():
         original = untiled.op_by_name[name]
         out = untiled.tensors[original.outputs[0]]
-        count = np.zeros(out.elements, dtype=np.uint16)
+        count, out_strides = np.zeros(out.elements, dtype=np.uint16), out.strides
         steps = input_steps(original, untiled)
+        bases = [untiled.tensors[t] for t in original.inputs]
+        base_strides = [base.strides for base in bases]
         for op in ops:
             written = tiled.tensors[op.outputs[0]]
             if written.view is None:
                 continue  # a partial sum, not yet part of the output
-            count[_elements_of(written.view)] += 1
+            _count_elements(count, written.view, out.shape, out_strides)
             k = op.attrs.get("k")
             box = tuple(tuple(r) for r in op.attrs["box"])
             needed = [] if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE \
                 else input_boxes(original, untiled, box, tuple(k) if k else None, True)
-            for t, region, step in zip(original.inputs, needed, steps):
+            for base, strides, region, step in zip(bases, base_strides, needed, steps):
                 if region is None:
                     continue
-                if not _covered(tiled, op, untiled.tensors[t], region, step):
-                    report("tiling", f"tile {op.name!r} of {name!r} reads {untiled.tensors[t].name!r} over "
+                if not _covered(tiled, op, base, region, step, strides):
+                    report("tiling", f"tile {op.name!r} of {name!r} reads {base.name!r} over "
                                      f"{[list(r) for r in region]} but none of its inputs covers that region")
         if count.min(initial=1) != 1 or count.max(initial=1) != 1:
             missing, twice = int((count == 0).sum()), int((count > 1).sum())
             report("tiling", f"tiles of {name!r} write {out.name!r} with {missing} elements missing and {twice} "
                              "written more than once")
+
+
+def _count_elements(count: np.ndarray, view, shape, strides) -> None:
+    """Add one to ``count`` (one entry per element of a row-major ``shape`` tensor of those
+    ``strides``) at every element of ``view``: a box within the tensor (a tile's usual view) as
+    a slice of ``count`` seen in ``shape``, with no index array; any other view by its element
+    indices. Both add one per element of the view."""
+    box = _box_of(view, shape, strides)
+    if box is None:
+        count[_elements_of(view)] += 1
+    else:
+        count.reshape(shape)[box] += 1
+
+
+def _box_of(view, shape, strides) -> tuple[slice, ...] | None:
+    """The slices of ``view`` in a row-major ``shape`` tensor of those ``strides``, if it is a
+    box lying within it; else None."""
+    if tuple(view.strides) != tuple(strides) or len(view.shape) != len(shape):
+        return None
+    box, rest = [], view.offset
+    for s, n, dim in zip(strides, view.shape, shape):
+        if s <= 0:  # an empty tensor's
+            return None
+        start, rest = divmod(rest, s)
+        if not (0 <= start and start + n <= dim):
+            return None
+        box.append(slice(start, start + n))
+    return tuple(box) if rest == 0 else None
 
 
 def _elements_of(view) -> np.ndarray:
@@ -405,11 +498,11 @@ def _read_elements(shape, region, steps) -> np.ndarray:
     return index
 
 
-def _covered(tiled: Graph, op, base, region, steps=None) -> bool:
+def _covered(tiled: Graph, op, base, region, steps=None, strides=None) -> bool:
     """Whether an input of tile ``op`` holds every element of ``base`` the tile reads in
     ``region`` (every ``steps``-th along each dimension): a box view containing the box, or
-    a strided view holding each element read."""
-    strides = base.strides
+    a strided view holding each element read. ``strides``: ``base.strides``, if known."""
+    strides = base.strides if strides is None else strides
     for t in op.inputs:
         tensor = tiled.tensors[t]
         if tensor.view is None:
@@ -423,26 +516,33 @@ def _covered(tiled: Graph, op, base, region, steps=None) -> bool:
             if steps is not None and np.isin(_read_elements(base.shape, region, steps), _elements_of(v)).all():
                 return True
             continue
-        starts, rest = [], v.offset
-        for s in strides:
-            starts.append(rest // s)
-            rest %= s
-        if all(a >= s0 and b <= s0 + n for (a, b), s0, n in zip(region, starts, v.shape)):
+        if _box_holds(v, strides, region):
             return True
     return False
 
 
-def _known_tensor(t, graph: Graph, what: str, report) -> bool:
-    if isinstance(t, int) and 0 <= t < graph.n_tensors:
+def _box_holds(v, strides, region) -> bool:
+    """Whether the box view ``v`` (of a base of those row-major ``strides``) contains ``region``."""
+    rest = v.offset
+    for s, n, (a, b) in zip(strides, v.shape, region):
+        start, rest = divmod(rest, s)
+        if a < start or b > start + n:
+            return False
+    return True
+
+
+def _known_tensor(t, n_tensors: int, what: str, report) -> bool:
+    if isinstance(t, int) and 0 <= t < n_tensors:
         return True
-    report("range", f"{what} names tensor id {t!r}, but the graph has tensors 0..{graph.n_tensors - 1}")
+    report("range", f"{what} names tensor id {t!r}, but the graph has tensors 0..{n_tensors - 1}")
     return False
 
 
 def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     """Two residencies sharing addresses must never coexist.
 
-    One stream: they coexist when their steps overlap (a sweep by first step). Several
+    One stream: they coexist when their steps overlap (the pairs a sweep by first step would
+    compare, tested as array work: ``_coexisting_pairs``), reported in that sweep's order. Several
     streams: steps no longer order ops of different streams, so two residencies also conflict
     when their tensors are an unsafe pair of the multi-stream safety relation
     (``npusim.plan.safety``, MindSpore paper Section 3), even if their steps do not overlap.
@@ -451,17 +551,13 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     multi = (graph is not None and len(set(streams)) > 1 and len(streams) == graph.n_ops
              and min(streams) >= 0)
     if not multi:
-        active: list = []
-        for r in sorted(residencies):
-            if r.first > r.last or r.size <= 0:
-                continue
-            active = [a for a in active if a.last >= r.first]
-            for a in active:
-                if a.offset < r.offset + r.size and r.offset < a.offset + a.size:
-                    report("overlap",
-                           f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
-                           f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
-            active.append(r)
+        live = [r for r in sorted(residencies) if r.first <= r.last and r.size > 0]
+        earlier, later = _coexisting_pairs(live)
+        for a, r in zip(earlier.tolist(), later.tolist()):
+            a, r = live[a], live[r]
+            report("overlap",
+                   f"{name(a.tensor)!r} [{a.offset}, {a.offset + a.size}) steps {a.first}..{a.last} "
+                   f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}")
         return
     from npusim.plan.safety import safety_relation  # lazy: Numba, for multi-stream plans only
     from npusim.plan.safety.kernels import unsafe_shared_addresses  # lazy: Numba, as above
@@ -470,21 +566,15 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     # In the order of a sweep by address, (offset, first, tensor): a pair is reported when its
     # later residency is reached, against the earlier ones in that order. The pairs are found
     # without the sweep, which would visit every pair sharing addresses (quadratic in the
-    # residencies when the allocator reuses addresses well): those whose steps overlap by a
-    # sweep by first step (the live ones), the unsafe ones from the relation's rows.
+    # residencies when the allocator reuses addresses well): those whose steps overlap
+    # (``_coexisting_pairs``), the unsafe ones from the relation's rows.
     ranked = sorted((r for r in residencies if r.first <= r.last), key=lambda r: (r.offset, r.first, r.tensor))
     found: dict[tuple[int, int], bool] = {}
-    active: list = []
-    for k in sorted(range(len(ranked)), key=lambda k: (ranked[k].first, k)):
-        r = ranked[k]
-        active = [a for a in active if ranked[a].last >= r.first]
-        if r.size <= 0:
-            continue
-        for a in active:
-            other = ranked[a]
-            if other.offset < r.offset + r.size and r.offset < other.offset + other.size:
-                found[(min(a, k), max(a, k))] = True
-        active.append(k)
+    live = [k for k in sorted(range(len(ranked)), key=lambda k: (ranked[k].first, k)) if ranked[k].size > 0]
+    earlier, later = _coexisting_pairs([ranked[k] for k in live])
+    live = np.array(live, dtype=np.int64)
+    for a, k in zip(live[earlier].tolist(), live[later].tolist()):
+        found[(min(a, k), max(a, k))] = True
     n_tensors = relation.bits.shape[0]
     tensor = np.array([r.tensor for r in ranked], dtype=np.int64)
     offset = np.array([r.offset for r in ranked], dtype=np.int64)
@@ -503,6 +593,43 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
         report("overlap",
                f"{name(a_.tensor)!r} [{a_.offset}, {a_.offset + a_.size}) steps {a_.first}..{a_.last} "
                f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
+
+
+def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (a, r), a < r, of ``live`` (residencies sorted by first step, none empty)
+    that coexist: their steps overlap (``live[a].last >= live[r].first``) and so do their
+    addresses; by r, then a (the order of a sweep by first step comparing each residency with
+    the earlier ones still live).
+
+    Every pair whose steps overlap is tested, as by that sweep, but as array work: the
+    residencies whose steps overlap ``live[a]``'s after it are a run ``a + 1 .. end[a] - 1``
+    (sorted by first step), listed ``block`` pairs at a time to bound the memory."""
+    fields = _exact_ints(list(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live))))
+    fields = fields.reshape(-1, 4)
+    first, last, lo = fields[:, 0], fields[:, 1], fields[:, 2]
+    hi = lo + fields[:, 3]
+    after = np.maximum(np.searchsorted(first, last, side="right") - np.arange(len(live)) - 1, 0)
+    total = np.cumsum(after)
+    cuts = np.searchsorted(total, np.arange(block, int(total[-1]) if len(total) else 0, block), side="right")
+    earlier, later = [], []
+    for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(live)]):
+        counts = after[start:stop]
+        a = np.repeat(np.arange(start, stop), counts)
+        r = a + 1 + np.arange(len(a)) - np.repeat(np.cumsum(counts) - counts, counts)
+        overlap = (lo[a] < hi[r]) & (lo[r] < hi[a])
+        earlier.append(a[overlap])
+        later.append(r[overlap])
+    earlier, later = np.concatenate(earlier), np.concatenate(later)
+    by_later = np.lexsort((earlier, later))
+    return earlier[by_later], later[by_later]
+
+
+def _exact_ints(values: list) -> np.ndarray:
+    """``values`` as an int64 array, or as an array of Python ints when one is too large for
+    int64 arithmetic (a plan may say anything: offsets of 2**64 are reported, not wrapped)."""
+    if not values or -(1 << 62) < min(values) and max(values) < 1 << 62:
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=object)
 
 
 def require_valid(plan: Plan, graph: Graph | None = None, source: str = "plan", *, planned: bool = False) -> None:

@@ -19,7 +19,10 @@ so command A is ordered before command B when A's end HB B's start. Starts on ev
 totally ordered, so each command gets a vector clock ``clock[c][q]``: the position on queue
 ``q`` of the last command whose start HB (or is) the start of ``c``. The end of A HB the start
 of B exactly when B is, or starts after the start of, some command that follows A's end
-directly: a waiter of A, or A's successor on a serial queue.
+directly: a waiter of A, or A's successor on a serial queue. Only the earliest such follower
+on each queue matters (a later one on the same queue starts after it), so each command also
+gets ``first_follower[a][q]``, the position of that follower on queue ``q``, and A's end HB B's
+start exactly when ``clock[B][q] >= first_follower[A][q]`` for some queue ``q``.
 
 Which pairs are checked (conflicts are transitive, so this is enough):
 
@@ -29,68 +32,171 @@ Which pairs are checked (conflicts are transitive, so this is enough):
   order of their first write, each one's previous occupants (per byte) must be done (every
   command touching them ended) before any of its writers start (else live data may be
   overwritten, or freed early).
+
+Cost: every command is read once (its waits, its writes), then all is array work with NumPy.
+The clocks are the fixed point of a few rounds over all commands at once
+(``HappensBefore._vector_clocks``); every pair above is listed in the order a plain nested
+loop would visit it (residency, writer, user; then written residency, previous occupant,
+user, writer), all are tested at once, and the first unordered one is the race reported. The
+only Python loop left is the painting, one paint per written residency. Assumed of a
+Program, as lowering makes them: command ``c`` is ``commands[c]``, and every access to a
+residency names the residency's region. ``tests/test_races_reference.py`` keeps the plain
+algorithm (a clock per command in id order, a nested loop stopping at the first race) and
+checks both find the same first race on mutated programs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
 
 from npusim.errors import SimulationError
 from npusim.plan.lower import Program
 from npusim.plan.painting import AddressPainter
 
+NO_FOLLOWER = np.iinfo(np.int64).max  # first_follower where no follower is on that queue: no clock reaches it
+
 
 class HappensBefore:
-    """The HB order of a Program's commands (see the module docstring)."""
+    """The HB order of a Program's commands (see the module docstring); command ``c`` is
+    ``program.commands[c]``. Arrays are indexed [queue, command]. ``waits``: each command's
+    ``waits``, when the caller has them already."""
 
-    def __init__(self, program: Program, dma_channels: int) -> None:
-        commands = program.commands
-        names = list(program.queues)
-        self.queue = [0] * len(commands)
-        self.position = [0] * len(commands)
-        self.followers: list[list[int]] = [[] for _ in commands]  # commands right after a command's end
-        previous = [-1] * len(commands)
+    def __init__(self, program: Program, dma_channels: int, waits: list | None = None) -> None:
+        n, names = len(program.commands), list(program.queues)
         self.serial = [not name.startswith("dma.") or dma_channels == 1 for name in names]
-        for q, name in enumerate(names):
-            ids = program.queues[name]
-            serial = self.serial[q]
-            for k, c in enumerate(ids):
-                self.queue[c], self.position[c] = q, k
-                if k:
-                    previous[c] = ids[k - 1]
-                    if serial:
-                        self.followers[ids[k - 1]].append(c)
-        for c in commands:
-            for w in c.waits:
-                self.followers[w].append(c.id)
-        # Every edge goes from a lower command id to a higher one: ids are a topological order.
-        # A wait at or before a position the clock already holds on its queue adds nothing: the
-        # clock of the command there (merged whole) already covers every earlier one's.
-        self.clock: list[list[int]] = []
-        queue, position, clocks = self.queue, self.position, self.clock
-        for c in commands:
-            clock = list(clocks[previous[c.id]]) if previous[c.id] >= 0 else [-1] * len(names)
-            for w in c.waits:
-                if position[w] > clock[queue[w]]:
-                    clock = list(map(max, clock, clocks[w]))
-            clock[queue[c.id]] = position[c.id]
-            clocks.append(clock)
+        self.ids_on = [np.asarray(program.queues[name], dtype=np.int64) for name in names]
+        self.queue = np.zeros(n, dtype=np.int64)  # a command on no queue counts as position 0 of queue 0
+        self.position = np.zeros(n, dtype=np.int64)
+        for q, ids in enumerate(self.ids_on):
+            self.queue[ids], self.position[ids] = q, np.arange(len(ids))
+        # Two commands on one serial queue are ordered (the earlier ends first) without the
+        # clocks; a command of a non-serial queue gets a line of its own (-1 - id).
+        serial = np.array(self.serial + [False], dtype=bool)[self.queue]
+        self.line = np.where(serial, self.queue, -1 - np.arange(n))
+        if waits is None:
+            waits = list(map(attrgetter("waits"), program.commands))
+        waiter, waited = _wait_edges(waits)
+        self.first_follower = self._first_followers(n, waiter, waited)
+        self.clock = self._vector_clocks(n, waiter, waited)
+
+    def _first_followers(self, n: int, waiter: np.ndarray, waited: np.ndarray) -> np.ndarray:
+        """[q, a]: position of the earliest command on queue ``q`` that starts after the end
+        of ``a`` directly (a waiter, or its successor on a serial queue)."""
+        first = np.full(len(self.serial) * n, NO_FOLLOWER, dtype=np.int64)
+        for q, ids in enumerate(self.ids_on):
+            if self.serial[q]:
+                np.minimum.at(first, q * n + ids[:-1], np.arange(1, len(ids)))
+        np.minimum.at(first, self.queue[waiter] * n + waited, self.position[waiter])
+        return first.reshape(-1, n)
+
+    def _vector_clocks(self, n: int, waiter: np.ndarray, waited: np.ndarray) -> np.ndarray:
+        """[q, c]: ``clock[c][q]`` of the module docstring.
+
+        A command's clock is the largest of its own position (on its queue), its queue
+        predecessor's clock and the clocks of the commands it waits for; of those on one
+        queue only the latest counts (a command's clock covers every earlier one's on its
+        queue). The clocks are the fixed point of that rule, reached by rounds of array work:
+        each round merges every command's waits with the clocks of the previous round, then
+        carries the maximum along each queue (a running maximum). A chain of waits that
+        leaves a queue and comes back to it is overtaken by that queue's own order, so round
+        k has every clock a chain through k queues gives: a Program that can run needs at
+        most one round per queue, plus one to see nothing change (3 on a one-stream plan)."""
+        n_queues = len(self.serial)
+        latest = np.full(n_queues * n, -1, dtype=np.int64)  # [q, c]: the latest position c waits for on q
+        np.maximum.at(latest, self.queue[waited] * n + waiter, self.position[waited])
+        latest = latest.reshape(n_queues, n)
+        waits_on = []  # per queue: (the commands waiting for one of its commands, the latest such command)
+        for q, ids in enumerate(self.ids_on):
+            waiting = np.flatnonzero(latest[q] >= 0)
+            waits_on.append((waiting, ids[latest[q, waiting]]))
+        own = np.full((n_queues, n), -1, dtype=np.int64)
+        own[self.queue, np.arange(n)] = self.position
+        clock = own
+        while True:  # the clocks only grow, and are bounded: this ends
+            updated = own.copy()
+            for waiting, waited_for in waits_on:
+                updated[:, waiting] = np.maximum(updated[:, waiting], clock[:, waited_for])
+            for ids in self.ids_on:
+                updated[:, ids] = np.maximum.accumulate(updated[:, ids], axis=1)
+            if np.array_equal(updated, clock):
+                return clock
+            clock = updated
+
+    def ends_before_all(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``ends_before`` of every pair ``(a[i], b[i])`` at once."""
+        reached = (self.clock[:, b] >= self.first_follower[:, a]).any(axis=0)
+        return (a < b) & ((self.line[a] == self.line[b]) | reached)
 
     def ends_before(self, a: int, b: int) -> bool:
         """Does ``a`` complete before ``b`` starts, in every timing?"""
-        if a >= b:
-            return False
-        q = self.queue[a]
-        if q == self.queue[b] and self.serial[q]:
-            return True  # the common case, answered without the clocks
-        clock, queue, position = self.clock[b], self.queue, self.position
-        for f in self.followers[a]:
-            if f == b or clock[queue[f]] >= position[f]:
-                return True
-        return False
+        return bool(self.ends_before_all(np.array([a]), np.array([b]))[0])
 
     def ordered(self, a: int, b: int) -> bool:
         return self.ends_before(a, b) if a < b else self.ends_before(b, a)
+
+
+def _wait_edges(waits: list) -> tuple[np.ndarray, np.ndarray]:
+    """(waiter, waited): one entry per semaphore wait, in command order (``waits``: each
+    command's, by id)."""
+    counts = np.fromiter(map(len, waits), dtype=np.int64, count=len(waits))
+    waited = np.fromiter(chain.from_iterable(waits), dtype=np.int64, count=int(counts.sum()))
+    return np.repeat(np.arange(len(waits)), counts), waited
+
+
+class _Residencies:
+    """Who touches each residency of a Program and where it is: ``users`` and ``writers`` as
+    flat arrays with per-residency bounds (``*_start[r]:*_start[r + 1]``), both in command
+    order (a command writing a residency twice counts once), and where each written residency
+    lies (``offset``, ``size``: those of its first write; every access to a residency names
+    the residency's region). ``writes``: each command's ``writes``, by id."""
+
+    def __init__(self, program: Program, writes: list) -> None:
+        users = program.residency_users
+        self.user_count = np.fromiter(map(len, users), dtype=np.int64, count=len(users))
+        self.users = np.fromiter(chain.from_iterable(users), dtype=np.int64, count=int(self.user_count.sum()))
+        self.user_start = _starts(self.user_count)
+        counts = np.fromiter(map(len, writes), dtype=np.int64, count=len(writes))
+        self.accesses = list(chain.from_iterable(writes))
+        values = list(chain.from_iterable(map(attrgetter("residency", "offset", "size"), self.accesses)))
+        fits = not values or -(1 << 62) < min(values) and max(values) < 1 << 62  # else exact Python ints
+        fields = np.array(values, dtype=np.int64 if fits else object).reshape(-1, 3)
+        by_residency = np.argsort(fields[:, 0].astype(np.int64), kind="stable")  # command order kept within a residency
+        residency = fields[by_residency, 0].astype(np.int64)
+        command = np.repeat(np.arange(len(writes)), counts)[by_residency]
+        first = np.ones(len(residency), dtype=bool)  # first write of its residency
+        first[1:] = residency[1:] != residency[:-1]
+        again = np.zeros(len(residency), dtype=bool)  # the same command writing it again
+        again[1:] = ~first[1:] & (command[1:] == command[:-1])
+        self.writers = command[~again]
+        self.writer_count = np.bincount(residency[~again], minlength=len(users)).astype(np.int64)
+        self.writer_start = _starts(self.writer_count)
+        self.first_write = np.full(len(users), -1, dtype=np.int64)  # index in accesses, -1 if never written
+        self.first_write[residency[first]] = by_residency[first]
+        self.offset = np.zeros(len(users), dtype=fields.dtype)
+        self.size = np.zeros(len(users), dtype=fields.dtype)
+        self.offset[residency[first]] = fields[by_residency[first], 1]
+        self.size[residency[first]] = fields[by_residency[first], 2]
+
+    def where(self, r: int, tensor: Callable[[int], str]) -> str:
+        a = self.accesses[self.first_write[r]]
+        return f"{tensor(a.tensor)!r} at [{a.offset}, {a.offset + a.size})"
+
+
+def _starts(counts: np.ndarray) -> np.ndarray:
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return starts
+
+
+def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Indices ``starts[i] .. starts[i] + counts[i] - 1`` for every i, concatenated."""
+    total = int(counts.sum())
+    group_start = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + (np.arange(total, dtype=np.int64) - group_start)
 
 
 def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
@@ -99,57 +205,69 @@ def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
 
     ``who(command id)`` and ``tensor(tensor id)`` name things in the message."""
     hb = HappensBefore(program, dma_channels)
-    commands = program.commands
-    users = program.residency_users
-    writers: list[list[int]] = [[] for _ in users]
-    region: dict[int, tuple[int, int, int]] = {}  # residency -> (offset, size, tensor)
-    for c in commands:
-        for a in c.writes:
-            if not writers[a.residency] or writers[a.residency][-1] != c.id:
-                writers[a.residency].append(c.id)
-        for a in c.reads + c.writes:
-            region.setdefault(a.residency, (a.offset, a.size, a.tensor))
-
-    def where(r: int) -> str:
-        offset, size, t = region[r]
-        return f"{tensor(t)!r} at [{offset}, {offset + size})"
-
-    # ends_before's common case answered inline: two commands of one serial queue are ordered
-    # (the earlier ends first); a command of a non-serial queue gets a line of its own (-1 - id)
-    line = [q if hb.serial[q] else -1 - c for c, q in enumerate(hb.queue)]
-    for r, ws in enumerate(writers):
-        for w in ws:
-            for u in users[r]:
-                if u == w or line[u] == line[w]:
-                    continue
-                if not hb.ordered(w, u):
-                    if any(a.residency == r for a in commands[u].writes):
-                        return f"{who(u)} and {who(w)} both write {where(r)} with no semaphore or queue order"
-                    return (f"{who(u)}: reads {where(r)} with no semaphore or queue order after {who(w)}, "
-                            f"which writes it: under some timing it reads before the data is there "
-                            f"(a missing semaphore)")
-    for r, previous in _previous_occupants(writers, region):
-        for p in previous:
-            for u in users[p]:
-                for w in writers[r]:
-                    if not (u < w and line[u] == line[w]) and not hb.ends_before(u, w):
-                        return (f"{who(w)}: writes {where(r)}, overlapping {where(p)} which {who(u)} still "
-                                f"uses: no semaphore or queue order makes it finish first, so under some "
-                                f"timing this is an overwrite of live data (reuse across unordered "
-                                f"commands, or an early free)")
-    return None
+    res = _Residencies(program, list(map(attrgetter("writes"), program.commands)))
+    return (_unordered_within(program, hb, res, who, tensor)
+            or _overwrite_of_live_data(hb, res, who, tensor))
 
 
-def _previous_occupants(writers, region):
-    """(residency, the residencies that held any of its bytes just before it), for every
-    written residency, painted onto the address space in order of first write."""
-    painter = AddressPainter()
-    for r in sorted((r for r, ws in enumerate(writers) if ws), key=lambda r: (writers[r][0], r)):
-        lo, size, _ = region[r]
-        found = painter.paint(lo, lo + size, r)
+def _unordered_within(program, hb, res, who, tensor) -> str | None:
+    """The first writer and other user of one residency that are not ordered (residency,
+    writer, user in order), as a message."""
+    residency = np.repeat(np.arange(len(res.writer_count)), res.writer_count)
+    pairs = res.user_count[residency]
+    w = np.repeat(res.writers, pairs)
+    r = np.repeat(residency, pairs)
+    u = res.users[_expand(res.user_start[residency], pairs)]
+    checked = (u != w) & (hb.line[u] != hb.line[w])
+    unordered = checked & ~(hb.ends_before_all(np.minimum(w, u), np.maximum(w, u)))
+    if not unordered.any():
+        return None
+    i = int(np.argmax(unordered))
+    r, w, u = int(r[i]), int(w[i]), int(u[i])
+    where = res.where(r, tensor)
+    if any(a.residency == r for a in program.commands[u].writes):
+        return f"{who(u)} and {who(w)} both write {where} with no semaphore or queue order"
+    return (f"{who(u)}: reads {where} with no semaphore or queue order after {who(w)}, "
+            f"which writes it: under some timing it reads before the data is there "
+            f"(a missing semaphore)")
+
+
+def _overwrite_of_live_data(hb, res, who, tensor) -> str | None:
+    """The first user of a previous occupant that may still run when a writer of the new
+    residency starts (written residency, previous occupant, user, writer in order), as a message."""
+    new, old = _previous_occupants(res)
+    users, writers = res.user_count[old], res.writer_count[new]
+    pairs = users * writers
+    edge = np.repeat(np.arange(len(new)), pairs)
+    k = np.arange(len(edge), dtype=np.int64) - np.repeat(np.cumsum(pairs) - pairs, pairs)  # index in the edge's pairs
+    u = res.users[res.user_start[old[edge]] + k // writers[edge]]
+    w = res.writers[res.writer_start[new[edge]] + k % writers[edge]]
+    exempt = (u < w) & (hb.line[u] == hb.line[w])
+    unordered = ~exempt & ~hb.ends_before_all(u, w)
+    if not unordered.any():
+        return None
+    i = int(np.argmax(unordered))
+    r, p, u, w = int(new[edge[i]]), int(old[edge[i]]), int(u[i]), int(w[i])
+    return (f"{who(w)}: writes {res.where(r, tensor)}, overlapping {res.where(p, tensor)} which {who(u)} still "
+            f"uses: no semaphore or queue order makes it finish first, so under some "
+            f"timing this is an overwrite of live data (reuse across unordered "
+            f"commands, or an early free)")
+
+
+def _previous_occupants(res: _Residencies) -> tuple[np.ndarray, np.ndarray]:
+    """(residency, previous occupant) pairs: the residencies that held any of a written
+    residency's bytes just before it, painted onto the address space in order of first
+    write; by residency in that order, then by occupant."""
+    written = np.flatnonzero(res.writer_count)
+    written = written[np.lexsort((written, res.writers[res.writer_start[written]]))]
+    paint, new, old = AddressPainter().paint, [], []
+    for r, lo, size in zip(written.tolist(), res.offset[written].tolist(), res.size[written].tolist()):
+        found = paint(lo, lo + size, r)
         found.discard(r)
-        if found:
-            yield r, sorted(found)
+        for p in sorted(found):
+            new.append(r)
+            old.append(p)
+    return np.array(new, dtype=np.int64), np.array(old, dtype=np.int64)
 
 
 def check_races(program: Program, dma_channels: int, who: Callable[[int], str],
