@@ -91,32 +91,28 @@ def _without_a_wait(program):
     return replace(program, commands=tuple(commands))
 
 
-def test_a_program_that_reads_too_early_fails_with_the_simpy_models_message(monkeypatch):
-    program, hw = program_of("resnet18", budget="64KiB")
-    program = _without_a_wait(program)
+def _same_error(program, hw, monkeypatch) -> str:
+    """The error both loops raise on ``program`` (the same message)."""
     messages = []
     for compiled in (False, True):
         with pytest.raises(SimulationError) as error:
             run(program, hw, compiled, monkeypatch, check_races=False)
         messages.append(str(error.value))
     assert messages[0] == messages[1]
-    assert "reads" in messages[0]
+    return messages[0]
+
+
+def test_a_program_that_reads_too_early_fails_with_the_simpy_models_message(monkeypatch):
+    program, hw = program_of("resnet18", budget="64KiB")
+    assert "reads" in _same_error(_without_a_wait(program), hw, monkeypatch)
 
 
 def test_a_deadlock_fails_with_the_simpy_models_message(monkeypatch):
     program, hw = program_of("resnet18", budget="64KiB")
     commands = list(program.commands)
-    last = commands[-1]
-    first = commands[0]
+    first, last = commands[0], commands[-1]
     commands[0] = replace(first, waits=first.waits + (last.id,))  # the first waits for the last: none runs
-    program = replace(program, commands=tuple(commands))
-    messages = []
-    for compiled in (False, True):
-        with pytest.raises(SimulationError) as error:
-            run(program, hw, compiled, monkeypatch, check_races=False)
-        messages.append(str(error.value))
-    assert messages[0] == messages[1]
-    assert "deadlock" in messages[0]
+    assert "deadlock" in _same_error(replace(program, commands=tuple(commands)), hw, monkeypatch)
 
 
 def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):

@@ -401,6 +401,18 @@ def _first_wait(c, position, processed, n, wait_ptr, wait_list, stream_ptr, stre
 
 
 @numba.njit(cache=True)
+def _next_arrival(c, position, processed, stream_ptr, stream_list, late):
+    """(``_stream_tail``: the next streamed command ``c`` waits to end, from ``position`` on,
+    -1 when none) and the position after it."""
+    while position < stream_ptr[c + 1]:
+        i = position
+        position += 1
+        if late[i] and not processed[stream_list[i]]:
+            return stream_list[i], position
+    return -1, position
+
+
+@numba.njit(cache=True)
 def _bind(c, previous, previous_at_start, processed, wait_ptr, wait_list, start, end, band, binding, binding_at):
     """Which command made ``c`` ready last (engine ``_bind``): the queue's previous command
     (at its end, or its start for an in-order DMA queue) or the semaphore signalled last (at
@@ -629,11 +641,8 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
                         queue_phase[q] = 4
                         continue
                     if phase == 4:
-                        while queue_cursor[q] < stream_ptr[c + 1] and block == -1:
-                            i = queue_cursor[q]
-                            queue_cursor[q] += 1
-                            if late[i] and not processed[stream_list[i]]:
-                                block = stream_list[i]
+                        block, queue_cursor[q] = _next_arrival(c, queue_cursor[q], processed, stream_ptr, stream_list,
+                                                               late)
                         if block != -1:
                             break
                         if now > queue_before[q]:  # held up by the latest of them
@@ -706,11 +715,7 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
                         dma_phase[c] = 4
                         continue
                     elif phase == 4:
-                        while dma_cursor[c] < stream_ptr[c + 1] and block == -1:
-                            i = dma_cursor[c]
-                            dma_cursor[c] += 1
-                            if late[i] and not processed[stream_list[i]]:
-                                block = stream_list[i]
+                        block, dma_cursor[c] = _next_arrival(c, dma_cursor[c], processed, stream_ptr, stream_list, late)
                         if block != -1:
                             break
                         if now > mark[c]:
