@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from npusim.errors import PlanError
-from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, build_graph, row_major_strides
+from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, graph_from_ids, row_major_strides
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
     Box, box_shape, box_volume, full_box, input_boxes, input_steps, reduction_size, stepped_shape,
@@ -150,17 +150,21 @@ def _box_of(view: View) -> list[tuple[int, int]]:
 
 
 class _Builder:
-    """Accumulates the tensor and op records of a tiled graph."""
+    """Accumulates the tensor and op records of a tiled graph. Tensors are numbered as they
+    are made (a record's position is its id), and ops and read views refer to them by id."""
 
     def __init__(self, graph: Graph):
         self.graph = graph
         self.tensors: list[dict] = []
         self.ops: list[dict] = []
-        self.names: set[str] = set()
-        self.kept: dict[int, str] = {}  # original tensor id -> its name, used as is
-        self.read_views: dict[tuple, str] = {}
-        self.written: dict[int, list[tuple[View, str]]] = {}  # original tensor -> written views
-        self.written_index: dict[int, dict[View, str]] = {}
+        self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
+        self.read_views: dict[tuple, int] = {}
+        self.written: dict[int, list[tuple[View, int]]] = {}  # original tensor -> written views
+        self.written_index: dict[int, dict[View, int]] = {}
+        # original tensor -> {(region, flat, steps): what ``read`` gave}: tiles read the same
+        # region again and again (weights across row tiles, inputs across channel tiles);
+        # emptied when a view of the tensor is written, the only change that alters the answer
+        self.reads: dict[int, dict[tuple, int]] = {}
         self.counter: dict[str, int] = {}
         self._spans: dict[int, tuple] = {}
 
@@ -169,22 +173,35 @@ class _Builder:
         self.counter[stem + tag] = n + 1
         return f"{stem}@{tag}{n}"
 
-    def keep(self, t: int) -> str:
+    def keep(self, t: int) -> int:
         if t not in self.kept:
             tensor = self.graph.tensors[t]
-            self.kept[t] = tensor.name
-            self.tensors.append(dict(name=tensor.name, shape=list(tensor.shape), dtype=tensor.dtype,
+            self.kept[t] = len(self.tensors)
+            self.tensors.append(dict(name=tensor.name, shape=tensor.shape, dtype=tensor.dtype,
                                      itemsize=tensor.itemsize, kind=tensor.kind))
         return self.kept[t]
 
-    def add_tensor(self, name, shape, dtype, itemsize, kind, view=None, sources=()):
-        self.tensors.append(dict(name=name, shape=list(shape), dtype=dtype, itemsize=itemsize, kind=kind,
-                                 view=view, sources=list(sources)))
-        return name
+    def add_tensor(self, name, shape, dtype, itemsize, kind, view=None, sources=()) -> int:
+        self.tensors.append(dict(name=name, shape=shape, dtype=dtype, itemsize=itemsize, kind=kind,
+                                 view=view, sources=sources))
+        return len(self.tensors) - 1
 
-    def read(self, t: int, region, flat: bool = False, steps: tuple[int, ...] | None = None) -> str:
+    def add_op(self, **record) -> None:
+        self.ops.append(record)
+
+    def read(self, t: int, region, flat: bool = False, steps: tuple[int, ...] | None = None) -> int:
         """The tensor a tile reads for ``region`` (a box, or a flat range) of original tensor t,
         every ``steps``-th element of it along each dimension (``regions.input_steps``)."""
+        seen = self.reads.get(t)
+        if seen is None:
+            seen = self.reads[t] = {}
+        key = (region, flat, steps)
+        found = seen.get(key)
+        if found is None:
+            found = seen[key] = self._read(t, region, flat, steps)
+        return found
+
+    def _read(self, t: int, region, flat: bool, steps: tuple[int, ...] | None) -> int:
         tensor = self.graph.tensors[t]
         produced_by_tiles = t in self.written
         whole = not flat and region == full_box(tensor.shape)
@@ -203,13 +220,13 @@ class _Builder:
             sources, kind = [], tensor.kind
         else:  # produced on chip whole by an untiled op: stored, then read back in parts
             sources, kind = [self.keep(t)], "activation"
-        name = self.add_tensor(self._fresh(tensor.name, "r"), view.shape, tensor.dtype, tensor.itemsize,
+        made = self.add_tensor(self._fresh(tensor.name, "r"), view.shape, tensor.dtype, tensor.itemsize,
                                kind, view=view, sources=sources)
-        self.read_views[key] = name
-        return name
+        self.read_views[key] = made
+        return made
 
-    def _overlapping_written(self, t: int, view: View, box=None) -> list[str]:
-        """Names of the written views of t that overlap ``view`` (vectorised over tiles):
+    def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
+        """Ids of the written views of t that overlap ``view`` (vectorised over tiles):
         flat spans must meet, and views of the same layout must meet along every dimension
         (a strided view by its bounding ``box``)."""
         written = self.written[t]
@@ -235,14 +252,15 @@ class _Builder:
             meets[rows[apart]] = False  # same layout and disjoint along some dimension
         return [written[c][1] for c in np.flatnonzero(meets).tolist()]
 
-    def write(self, t: int, region, flat: bool = False) -> str:
+    def write(self, t: int, region, flat: bool = False) -> int:
         tensor = self.graph.tensors[t]
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
-        name = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
+        made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
-        self.written.setdefault(t, []).append((view, name))
-        self.written_index.setdefault(t, {})[view] = name
-        return name
+        self.written.setdefault(t, []).append((view, made))
+        self.written_index.setdefault(t, {})[view] = made
+        self.reads.pop(t, None)
+        return made
 
 
 def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
@@ -256,14 +274,14 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
         if spec is None:
             inputs = [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs]
             outputs = [b.keep(t) for t in op.outputs]
-            b.ops.append(dict(name=op.name, kind=op.kind, inputs=inputs, outputs=outputs, attrs=op.attrs,
-                              macs=op.macs, vector_ops=op.vector_ops, gemm=op.gemm))
+            b.add_op(name=op.name, kind=op.kind, inputs=inputs, outputs=outputs, attrs=op.attrs,
+                     macs=op.macs, vector_ops=op.vector_ops, gemm=op.gemm)
             continue
         check_spec(op, graph, spec)
         _expand_op(b, graph, op, spec)
     meta = dict(graph.meta)
     meta.update(tiled_from=graph.name, tiling=dict(sorted(specs.items())))
-    return build_graph(tiled_name(graph.name), b.tensors, b.ops, meta)
+    return graph_from_ids(tiled_name(graph.name), b.tensors, b.ops, meta)
 
 
 def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
@@ -295,12 +313,12 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
                 psum = output
             macs, gemm = _tile_compute(op, graph, box, k_range)
             chain = {"acc": "core", "k_last": last} if in_core else {}
-            b.ops.append(dict(
+            b.add_op(
                 name=name, kind=op.kind, inputs=inputs, outputs=[output],
                 attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None,
                        **chain, **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
                 macs=macs, vector_ops=math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm=gemm,
-            ))
+            )
             index += 1
     if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1 and not flat:
         _mark_runs(b.ops[len(b.ops) - index:])

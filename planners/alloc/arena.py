@@ -160,6 +160,11 @@ class _ArenaRun:
         for t, steps in self.uses.steps.items():
             self.last_used_at[steps[-1]].append(t)
             self.last_used_bytes[steps[-1]] += self.alloc_size[t]
+        # Bytes of the tensors of the steps before each step (its op's, each once): a bound of
+        # what a window of steps may place (``_most_bytes_ahead``).
+        self.step_bytes = [0]
+        for tensors in self.step_tensors:
+            self.step_bytes.append(self.step_bytes[-1] + sum(self.alloc_size[x] for x in tensors))
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.loaded_once: set[int] = set()
@@ -248,6 +253,9 @@ class _ArenaRun:
         candidates = self._other_offsets(size, best_fit)
         if not candidates:
             return best_fit
+        if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
+            self._last_future = None  # not made for this call: the next one makes its own
+            return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
         future, most, placed_bytes = self._future_blocks(s, t, pending)
         if most == len(future) and self.arena.largest_gap() >= size + placed_bytes:
             return best_fit
@@ -263,6 +271,16 @@ class _ArenaRun:
                 if n == most or not self._may_fit(t, future, n):
                     return best_fit
         return best_fit
+
+    def _most_bytes_ahead(self, s: int, pending: list[int]) -> int:
+        """A bound of the bytes of the blocks ``_future_blocks`` places: ``pending`` and every
+        tensor of the next ``lookahead`` steps, on chip or not, counted once per step. When
+        the largest gap holds ``t`` and that many bytes, it holds ``t`` and all the blocks at
+        once, and their live bytes never exceed the budget: so every step fits wherever ``t``
+        goes, without making the steps."""
+        horizon = min(len(self.order), s + 1 + self.lookahead)
+        step_bytes = self.step_bytes
+        return sum(self.alloc_size[x] for x in pending) + step_bytes[horizon] - step_bytes[s + 1]
 
     def _other_offsets(self, size: int, best_fit: int) -> list[int]:
         """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
