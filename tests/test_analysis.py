@@ -87,13 +87,15 @@ def test_graph_from_ids_builds_what_build_graph_builds():
     ops = [dict(name="P", kind="Add", inputs=["x", "w"], outputs=["a"], attrs={"k": 1}, macs=3),
            dict(name="Q", kind="Relu", inputs=["a", "a"], outputs=["b"], vector_ops=4)]
     ids = {t["name"]: i for i, t in enumerate(tensors)}
-    numbered = [{**o, "inputs": [ids[t] for t in o["inputs"]], "outputs": [ids[t] for t in o["outputs"]]}
-                for o in ops]
-    by_name, by_id = build_graph("g", tensors, ops), graph_from_ids("g", tensors, numbered)
+    records = [(t["name"], tuple(t["shape"]), t["dtype"], t["itemsize"], t["kind"], None, ()) for t in tensors]
+    numbered = [{"attrs": {}, "macs": 0, "vector_ops": 0, "gemm": None, **o,
+                 "inputs": [ids[t] for t in o["inputs"]], "outputs": [ids[t] for t in o["outputs"]]} for o in ops]
+    by_name, by_id = build_graph("g", tensors, ops), graph_from_ids("g", records, numbered)
     assert (by_id.tensors, by_id.ops) == (by_name.tensors, by_name.ops)
     assert [o.attrs for o in by_id.ops] == [o.attrs for o in by_name.ops]
-    with pytest.raises(TraceError, match="used twice"):
-        graph_from_ids("g", tensors + [tensor("x", 4)], numbered)
+    assert repr(by_id.tensors) == repr(by_name.tensors) and repr(by_id.ops) == repr(by_name.ops)
+    with pytest.raises(TraceError, match="'x' is used twice"):
+        graph_from_ids("g", records + [records[0]], numbered)
 
 
 def test_resnet50_bounds():

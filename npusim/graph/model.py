@@ -261,6 +261,30 @@ class Graph:
         )
 
 
+def _positional_constructor(cls):
+    """A constructor of the frozen, slotted dataclass ``cls`` taking every field in order, that
+    fills the slots through their descriptors: the same object as ``cls(...)``, made about
+    twice as fast (a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``), which shows when a tiled graph makes 100,000s of tensors and ops
+    (``graph_from_ids``). ``cls`` must have no ``__post_init__``."""
+    assert "__post_init__" not in cls.__dict__ and "__slots__" in cls.__dict__
+    setters = tuple(cls.__dict__[f].__set__ for f in cls.__dataclass_fields__)
+    new = object.__new__
+
+    def make(*values):
+        obj = new(cls)
+        for setter, value in zip(setters, values):
+            setter(obj, value)
+        return obj
+
+    return make
+
+
+#: ``Tensor(...)`` and ``Op(...)`` with every field given, in order (``_positional_constructor``).
+_new_tensor = _positional_constructor(Tensor)
+_new_op = _positional_constructor(Op)
+
+
 def check_graph(graph: Graph) -> None:
     """Reject graphs that break the Graph contract, naming the op or tensor at fault.
 
@@ -388,15 +412,77 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
             raise TraceError(f"graph {name!r}: {owner!r} names unknown tensor {tname!r}")
         return index[tname]
 
-    return _graph_of(name, tensors, ops, meta, lookup)
+    producer: dict[int, int] = {}
+    consumers: list[list[int]] = [[] for _ in tensors]
+    built_ops = []
+    for oi, o in enumerate(ops):
+        ins = tuple(lookup(o["name"], t) for t in o["inputs"])
+        outs = tuple(lookup(o["name"], t) for t in o["outputs"])
+        for t in outs:
+            if t in producer:
+                raise TraceError(
+                    f"graph {name!r}: tensor {tensors[t]['name']!r} is produced by both "
+                    f"{ops[producer[t]]['name']!r} and {o['name']!r}"
+                )
+            producer[t] = oi
+        for t in dict.fromkeys(ins):
+            consumers[t].append(oi)
+        gemm = o.get("gemm")
+        gemm = Gemm(**gemm) if isinstance(gemm, dict) else gemm
+        attrs = dict(o.get("attrs", {}))
+        if gemm is not None and gemm.loops is None and o["kind"] == "Conv" and len(ins) >= 2 and outs:
+            gemm = _with_conv_loops(gemm, attrs, tuple(tensors[ins[0]]["shape"]), tuple(tensors[ins[1]]["shape"]),
+                                    tuple(tensors[outs[0]]["shape"]))
+        built_ops.append(Op(
+            id=oi, name=o["name"], kind=o["kind"], inputs=ins, outputs=outs,
+            attrs=attrs, macs=int(o.get("macs", 0)),
+            vector_ops=int(o.get("vector_ops", 0)),
+            gemm=gemm,
+        ))
+    built_tensors = tuple(
+        Tensor(
+            id=i, name=t["name"], shape=tuple(t["shape"]), dtype=t["dtype"],
+            itemsize=int(t["itemsize"]), kind=t["kind"], producer=producer.get(i),
+            consumers=tuple(consumers[i]), view=_view_of(t),
+            sources=tuple(lookup(t["name"], s) for s in t.get("sources", ())),
+        )
+        for i, t in enumerate(tensors)
+    )
+    return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
 
 
-def graph_from_ids(name: str, tensors: list[dict], ops: list[dict], meta: dict | None = None) -> Graph:
-    """``build_graph`` for records that name tensors by id (their position in ``tensors``): an
-    op's inputs and outputs, a tensor's ``sources``. What a builder that numbers its tensors as
-    it makes them hands over (the tiled expansion, ``npusim.graph.tiling``): no name lookups."""
-    _name_index(name, tensors)  # refuses a name used twice, as build_graph does
-    return _graph_of(name, tensors, ops, meta, None)
+def graph_from_ids(name: str, tensors: list[tuple], ops: list[dict], meta: dict | None = None) -> Graph:
+    """``build_graph`` for records that refer to tensors by id (their position in ``tensors``),
+    as a builder that numbers tensors as it makes them has them (the tiled expansion,
+    ``npusim.graph.tiling``): no lookups by name, and tensors built straight from tuples.
+
+    ``tensors``: tuples ``(name, shape, dtype, itemsize, kind, view, sources)``, the shape a
+    tuple of ints and the sources ids. ``ops``: dicts with name, kind, inputs and outputs
+    (ids), attrs, macs, vector_ops and gemm (a Gemm or None)."""
+    names = [t[0] for t in tensors]
+    if len(set(names)) != len(names):
+        _name_index(name, [{"name": n} for n in names])  # raises, naming the first one used twice
+    producer: list[int | None] = [None] * len(tensors)
+    consumers: list[list[int]] = [[] for _ in tensors]
+    built_ops = []
+    for oi, o in enumerate(ops):
+        ins, outs = tuple(o["inputs"]), tuple(o["outputs"])
+        for t in outs:
+            if producer[t] is not None:
+                raise TraceError(f"graph {name!r}: tensor {names[t]!r} is produced by both "
+                                 f"{ops[producer[t]]['name']!r} and {o['name']!r}")
+            producer[t] = oi
+        for t in dict.fromkeys(ins):
+            consumers[t].append(oi)
+        attrs, gemm = dict(o["attrs"]), o["gemm"]
+        if gemm is not None and gemm.loops is None and o["kind"] == "Conv" and len(ins) >= 2 and outs:
+            gemm = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
+        built_ops.append(_new_op(oi, o["name"], o["kind"], ins, outs, attrs, int(o["macs"]),
+                                 int(o["vector_ops"]), gemm))
+    built_tensors = tuple(
+        _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
+        for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
+    return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
 
 
 def _name_index(name: str, tensors: list[dict]) -> dict[str, int]:
@@ -409,58 +495,13 @@ def _name_index(name: str, tensors: list[dict]) -> dict[str, int]:
     return index
 
 
-def _graph_of(name: str, tensors: list[dict], ops: list[dict], meta: dict | None, lookup) -> Graph:
-    """The Graph of the records, deriving producers and consumers; ``lookup(owner, name)``
-    gives the id of a tensor the records name (None: they hold ids already)."""
-    producer: dict[int, int] = {}
-    consumers: list[list[int]] = [[] for _ in tensors]
-    built_ops = []
-    for oi, o in enumerate(ops):
-        if lookup is None:
-            ins, outs = tuple(o["inputs"]), tuple(o["outputs"])
-        else:
-            ins = tuple(lookup(o["name"], t) for t in o["inputs"])
-            outs = tuple(lookup(o["name"], t) for t in o["outputs"])
-        for t in outs:
-            if t in producer:
-                raise TraceError(
-                    f"graph {name!r}: tensor {tensors[t]['name']!r} is produced by both "
-                    f"{ops[producer[t]]['name']!r} and {o['name']!r}"
-                )
-            producer[t] = oi
-        for t in dict.fromkeys(ins):
-            consumers[t].append(oi)
-        attrs = dict(o.get("attrs", {}))
-        built_ops.append(Op(
-            id=oi, name=o["name"], kind=o["kind"], inputs=ins, outputs=outs,
-            attrs=attrs, macs=int(o.get("macs", 0)),
-            vector_ops=int(o.get("vector_ops", 0)),
-            gemm=_with_conv_loops(o, attrs, ins, outs, tensors),
-        ))
-    built_tensors = tuple(
-        Tensor(
-            id=i, name=t["name"], shape=tuple(t["shape"]), dtype=t["dtype"],
-            itemsize=int(t["itemsize"]), kind=t["kind"], producer=producer.get(i),
-            consumers=tuple(consumers[i]), view=_view_of(t),
-            sources=(tuple(t.get("sources", ())) if lookup is None
-                     else tuple(lookup(t["name"], s) for s in t.get("sources", ()))),
-        )
-        for i, t in enumerate(tensors)
-    )
-    return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
-
-
-def _with_conv_loops(o: dict, attrs: dict, ins: tuple, outs: tuple, tensors: list[dict]) -> Gemm | None:
-    """The op record's Gemm (a dict is read as one), with the loop nest of a Conv filled in
-    from its shapes when it has none and they agree with it."""
-    gemm = o.get("gemm")
-    gemm = Gemm(**gemm) if isinstance(gemm, dict) else gemm
-    if gemm is not None and gemm.loops is None and o["kind"] == "Conv" and len(ins) >= 2 and outs:
-        loops = conv_loops(attrs, tuple(tensors[ins[0]]["shape"]), tuple(tensors[ins[1]]["shape"]),
-                           tuple(tensors[outs[0]]["shape"]))
-        if loops is not None and loops.b * loops.oy * loops.ox == gemm.m and loops.k == gemm.n \
-                and loops.c * loops.fy * loops.fx == gemm.k and loops.g == gemm.batch:
-            gemm = Gemm(gemm.m, gemm.n, gemm.k, gemm.batch, loops)
+def _with_conv_loops(gemm: Gemm, attrs: dict, x: tuple, w: tuple, y: tuple) -> Gemm:
+    """A Conv's Gemm with its loop nest, from its input, weight and output shapes, when they
+    agree with the Gemm (else the Gemm as it is)."""
+    loops = conv_loops(attrs, x, w, y)
+    if loops is not None and loops.b * loops.oy * loops.ox == gemm.m and loops.k == gemm.n \
+            and loops.c * loops.fy * loops.fx == gemm.k and loops.g == gemm.batch:
+        return Gemm(gemm.m, gemm.n, gemm.k, gemm.batch, loops)
     return gemm
 
 

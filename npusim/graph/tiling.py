@@ -155,7 +155,7 @@ class _Builder:
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.tensors: list[dict] = []
+        self.tensors: list[tuple] = []  # (name, shape, dtype, itemsize, kind, view, sources): graph_from_ids
         self.ops: list[dict] = []
         self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
         self.read_views: dict[tuple, int] = {}
@@ -176,14 +176,11 @@ class _Builder:
     def keep(self, t: int) -> int:
         if t not in self.kept:
             tensor = self.graph.tensors[t]
-            self.kept[t] = len(self.tensors)
-            self.tensors.append(dict(name=tensor.name, shape=tensor.shape, dtype=tensor.dtype,
-                                     itemsize=tensor.itemsize, kind=tensor.kind))
+            self.kept[t] = self.add_tensor(tensor.name, tensor.shape, tensor.dtype, tensor.itemsize, tensor.kind)
         return self.kept[t]
 
     def add_tensor(self, name, shape, dtype, itemsize, kind, view=None, sources=()) -> int:
-        self.tensors.append(dict(name=name, shape=shape, dtype=dtype, itemsize=itemsize, kind=kind,
-                                 view=view, sources=sources))
+        self.tensors.append((name, shape, dtype, itemsize, kind, view, sources))
         return len(self.tensors) - 1
 
     def add_op(self, **record) -> None:
