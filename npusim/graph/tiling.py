@@ -39,7 +39,7 @@ from npusim.errors import PlanError
 from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, graph_from_ids, row_major_strides
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    Box, box_shape, box_volume, full_box, input_boxes, input_steps, reduction_size, stepped_shape,
+    Box, box_rule, box_shape, box_volume, full_box, input_steps, reduction_size, stepped_shape,
 )
 
 PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
@@ -287,6 +287,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
     slices = k_slices(op, graph, spec)
     in_core = spec.get("acc") == "core" and len(slices) > 1
     steps = input_steps(op, graph)
+    boxes_read = box_rule(op, graph)
     index = 0
     for box in tile_boxes(out.shape, spec):
         psum = None
@@ -297,7 +298,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
                 inputs = [b.read(op.inputs[0], box, flat=True)]
                 inputs += [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs[1:]]
             else:
-                in_regions = input_boxes(op, graph, box, k_range, last)
+                in_regions = boxes_read(box, k_range, last)
                 inputs = [b.read(t, r, steps=g) for t, r, g in zip(op.inputs, in_regions, steps) if r is not None]
             if psum is not None:
                 inputs.append(psum)

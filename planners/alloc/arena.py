@@ -41,6 +41,7 @@ from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from npusim.planner_options import Option
+from npusim.util.fast_init import positional_constructor
 from planners.alloc.best_fit import BestFitArena
 from planners.alloc.prefetch import PREFETCH_OPTIONS, prefetch_depth
 from planners.tiling.tiler import PREFETCH_DEPTH
@@ -50,6 +51,11 @@ from planners.tiling.tiler import PREFETCH_DEPTH
 #: loads may be reserved early are also the ops whose blocks a placement keeps room for
 #: (with or without the tile stage: fragmentation does not depend on it).
 PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
+
+#: ``Residency(first, last, offset, tensor, size)`` and ``Transfer(step, kind, tensor, cause,
+#: size)``, made faster (``npusim.util.fast_init``): a tiled graph's plan has 100,000s of them.
+_new_residency = positional_constructor(Residency)
+_new_transfer = positional_constructor(Transfer)
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
@@ -167,6 +173,7 @@ class _ArenaRun:
             self.step_bytes.append(self.step_bytes[-1] + sum(self.alloc_size[x] for x in tensors))
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
+        self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
@@ -180,8 +187,7 @@ class _ArenaRun:
     def _close(self, t: int, last: int) -> None:
         first = self.resident_since.pop(t)
         offset = self.arena.free(t)
-        self.residencies.append(Residency(first=first, last=last, offset=offset, tensor=t,
-                                          size=self.alloc_size[t]))
+        self.residencies.append(_new_residency(first, last, offset, t, self.alloc_size[t]))
 
     def _evict(self, t: int, s: int) -> None:
         """Evict ``t`` before step s: spill it at s-1 if DRAM has no copy and it is needed later.
@@ -192,8 +198,7 @@ class _ArenaRun:
             return
         self.held.discard(t)
         if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
-            self.transfers.append(Transfer(step=s - 1, kind="store", tensor=t, cause="spill",
-                                           size=self.uses.size[t]))
+            self.transfers.append(_new_transfer(s - 1, "store", t, "spill", self.uses.size[t]))
             self.in_dram.add(t)
         self._close(t, s - 1)
 
@@ -421,7 +426,7 @@ class _ArenaRun:
             raise InternalError(f"{tensor.name!r} must be loaded at step {s} but DRAM has no copy")
         cause = "compulsory" if tensor.in_dram_initially and t not in self.loaded_once else "retrieve"
         self.loaded_once.add(t)
-        self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=self.uses.size[t]))
+        self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
         last_access = self.uses.last_access
@@ -434,7 +439,7 @@ class _ArenaRun:
             # written through to DRAM, as soon as they are produced.
             if tensor.kind == "output" or t in self.graph.dram_sources:
                 cause = "writeback" if tensor.kind == "output" else "spill"
-                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=self.uses.size[t]))
+                self.transfers.append(_new_transfer(s, "store", t, cause, self.uses.size[t]))
                 self.in_dram.add(t)
                 stored.add(t)
         # Reserve the next ops' loads while everything live at this step still holds its place.
@@ -521,5 +526,8 @@ class _ArenaRun:
         return offset
 
     def _loadable(self, t: int) -> bool:
-        tensor = self.graph.tensors[t]
-        return t in self.in_dram or (bool(tensor.sources) and all(x in self.in_dram for x in tensor.sources))
+        in_dram = self.in_dram
+        if t in in_dram:
+            return True
+        sources = self.sources[t]
+        return bool(sources) and all(x in in_dram for x in sources)
