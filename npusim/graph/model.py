@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import functools
+import math
 from functools import cached_property
 
 import numpy as np
@@ -81,10 +82,7 @@ class Tensor:
 
     @property
     def elements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def size(self) -> int:

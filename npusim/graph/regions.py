@@ -64,7 +64,7 @@ def full_box(shape) -> Box:
 
 
 def box_shape(box: Box) -> tuple[int, ...]:
-    return tuple(b - a for a, b in box)
+    return tuple([b - a for a, b in box])
 
 
 def box_volume(box: Box) -> int:
