@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import functools
+import itertools
 import math
 from functools import cached_property
 
@@ -241,7 +242,7 @@ class Graph:
         def csr(lists):
             ptr = np.zeros(len(lists) + 1, dtype=np.int64)
             ptr[1:] = np.cumsum([len(x) for x in lists])
-            idx = np.fromiter((t for x in lists for t in x), dtype=np.int64, count=int(ptr[-1]))
+            idx = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
             return ptr, idx
 
         kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}

@@ -2,9 +2,11 @@
 
 A frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__``
 (its own ``__setattr__`` refuses), about twice as slow as filling the slots through their
-descriptors. Tiled graphs make 100,000s of tensors and ops, and the arena as many residencies
-and transfers: ``positional_constructor(cls)`` gives a function that takes every field, in
-declaration order, and returns the same object as ``cls(...)``.
+descriptors. Tiled graphs make 100,000s of tensors, ops and views, and the arena as many
+residencies and transfers: ``positional_constructor(cls)`` gives a function that takes every
+field, in declaration order, and returns the same object as ``cls(...)``. Like ``dataclasses``
+itself, it writes that function's source (one descriptor call per field, no loop) and
+compiles it.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ def positional_constructor(cls):
     every field given in declaration order (module docstring)."""
     if "__post_init__" in cls.__dict__ or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} must be a slotted dataclass without __post_init__")
-    setters = tuple(cls.__dict__[name].__set__ for name in cls.__dataclass_fields__)
-    new = object.__new__
-
-    def make(*values):
-        obj = new(cls)
-        for setter, value in zip(setters, values):
-            setter(obj, value)
-        return obj
-
+    fields = list(cls.__dataclass_fields__)
+    namespace = {"new": object.__new__, "cls": cls}
+    namespace.update({f"set_{i}": cls.__dict__[name].__set__ for i, name in enumerate(fields)})
+    args = ", ".join(f"v{i}" for i in range(len(fields)))
+    body = "".join(f"    set_{i}(obj, v{i})\n" for i in range(len(fields)))
+    exec(f"def make({args}):\n    obj = new(cls)\n{body}    return obj\n", namespace)
+    make = namespace["make"]
+    make.__doc__ = f"{cls.__name__}({', '.join(fields)}), every field given (npusim.util.fast_init)"
     return make

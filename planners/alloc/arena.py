@@ -174,6 +174,7 @@ class _ArenaRun:
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
+        self.weights = {t.id for t in graph.tensors if t.kind == "weight"}
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
@@ -247,20 +248,21 @@ class _ArenaRun:
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
         op's tensors still to place at this step.
 
-        Shortcuts that leave the answer unchanged: when no other gap end holds ``t`` there is
-        nothing to compare; when the largest gap holds ``t`` and every
-        future block at once, all steps fit wherever ``t`` goes; no offset fits more steps
+        Shortcuts that leave the answer unchanged: when the largest gap holds ``t`` and every
+        future block at once, all steps fit wherever ``t`` goes (asked first of a bound of
+        their bytes, ``_most_bytes_ahead``, then of the blocks); when no other gap end holds
+        ``t`` there is nothing to compare; no offset fits more steps
         than ``most``, those before the first whose live bytes exceed the budget
         (``_future_blocks``), so the search stops once an offset reaches that, and does not
         start when the leading steps that place nothing (which fit anywhere) reach it; nor
         does it go on when no offset can fit one step more (``_may_fit``)."""
         size = self.alloc_size[t]
-        candidates = self._other_offsets(size, best_fit)
-        if not candidates:
-            return best_fit
         if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
             self._last_future = None  # not made for this call: the next one makes its own
             return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
+        candidates = self._other_offsets(size, best_fit)
+        if not candidates:
+            return best_fit
         future, most, placed_bytes = self._future_blocks(s, t, pending)
         if most == len(future) and self.arena.largest_gap() >= size + placed_bytes:
             return best_fit
@@ -482,7 +484,7 @@ class _ArenaRun:
         """The inputs of the op at step u, each once, weights first (else in argument order);
         kept in ``load_orders``."""
         inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
-        weights = [t for t in inputs if self.graph.tensors[t].kind == "weight"]
+        weights = [t for t in inputs if t in self.weights]
         self.load_orders[u] = weights + [t for t in inputs if t not in weights]
         return self.load_orders[u]
 
