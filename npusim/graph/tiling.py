@@ -155,6 +155,11 @@ def _box_of(view: View) -> list[tuple[int, int]]:
     return out
 
 
+#: Up to this many written views of a tensor, a read's sources are found by testing each one
+#: (``_Builder._overlapping_written``); beyond, by arrays over all of them.
+FEW_WRITTEN = 64
+
+
 class _Builder:
     """Accumulates the tensor and op records of a tiled graph. Tensors are numbered as they
     are made (a record's position is its id), and ops and read views refer to them by id."""
@@ -229,9 +234,30 @@ class _Builder:
         return made
 
     def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
-        """Ids of the written views of t that overlap ``view`` (vectorised over tiles):
-        flat spans must meet, and views of the same layout must meet along every dimension
-        (a strided view by its bounding ``box``)."""
+        """Ids of the written views of t that overlap ``view``: flat spans must meet, and views
+        of the same layout must meet along every dimension (a strided view by its bounding
+        ``box``). Vectorised over the written views when there are many (``_overlapping_many``);
+        a few are tested one by one, which costs less than the arrays."""
+        written = self.written[t]
+        if len(written) > FEW_WRITTEN:
+            return self._overlapping_many(t, view, box)
+        dense = box_view(self.graph.tensors[t], box) if box is not None else view
+        lo, hi = view_span(view)
+        mine = _box_of(dense)
+        found = []
+        for written_view, made in written:
+            w_lo, w_hi = view_span(written_view)
+            if not (w_lo < hi and lo < w_hi):
+                continue
+            if written_view.strides == dense.strides and len(written_view.strides) == len(view.shape) and any(
+                    w_start >= start + length or start >= w_start + w_length
+                    for (w_start, w_length), (start, length) in zip(_box_of(written_view), mine)):
+                continue  # same layout and disjoint along some dimension
+            found.append(made)
+        return found
+
+    def _overlapping_many(self, t: int, view: View, box=None) -> list[int]:
+        """``_overlapping_written`` vectorised over the written views of t."""
         written = self.written[t]
         cache = self._spans.get(t)
         if cache is None or cache[0] != len(written):
