@@ -173,6 +173,7 @@ class _ArenaRun:
             self.step_bytes.append(self.step_bytes[-1] + sum(self.alloc_size[x] for x in tensors))
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
+        self.initially_in_dram = frozenset(self.in_dram)
         self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
         self.weights = {t.id for t in graph.tensors if t.kind == "weight"}
         self.loaded_once: set[int] = set()
@@ -421,12 +422,11 @@ class _ArenaRun:
         self.held.discard(t)
 
     def _load(self, t: int, s: int) -> None:
-        tensor = self.graph.tensors[t]
         if self._loadable(t):
             self.in_dram.add(t)
-        if t not in self.in_dram:
-            raise InternalError(f"{tensor.name!r} must be loaded at step {s} but DRAM has no copy")
-        cause = "compulsory" if tensor.in_dram_initially and t not in self.loaded_once else "retrieve"
+        else:  # (_loadable is True for a tensor DRAM holds)
+            raise InternalError(f"{self.graph.tensors[t].name!r} must be loaded at step {s} but DRAM has no copy")
+        cause = "compulsory" if t in self.initially_in_dram and t not in self.loaded_once else "retrieve"
         self.loaded_once.add(t)
         self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
 
@@ -466,13 +466,14 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
-        resident, in_dram = self.resident_since, self.in_dram
-        for ahead, u in enumerate(range(s + 1, min(s + 1 + self.prefetch, len(self.order)))):
-            for t in self.load_orders.get(u) or self._load_order(u):
-                if t in resident or (t not in in_dram and not self._loadable(t)):
+        resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
+        load_orders = self.load_orders
+        for u in range(s + 1, min(s + 1 + self.prefetch, len(self.order))):
+            for t in load_orders.get(u) or self._load_order(u):
+                if t in resident or (t not in in_dram and not loadable(t)):
                     continue
                 offset = self.arena.find(self.alloc_size[t])
-                if offset is None and ahead == 0:
+                if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
                     offset = self._evict_for_next(t, s)
                 if offset is None:
                     return
