@@ -88,7 +88,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """Bytes in the scratchpad or DRAM (none for partial sums held in a core's accumulators)."""
-        return 0 if self.kind == "accumulator" else self.elements * self.itemsize
+        return 0 if self.kind == "accumulator" else math.prod(self.shape) * self.itemsize
 
     @property
     def strides(self) -> tuple[int, ...]:

@@ -168,9 +168,11 @@ class _ArenaRun:
             self.last_used_bytes[steps[-1]] += self.alloc_size[t]
         # Bytes of the tensors of the steps before each step (its op's, each once): a bound of
         # what a window of steps may place (``_most_bytes_ahead``).
-        self.step_bytes = [0]
+        self.step_bytes, total = [0], 0
         for tensors in self.step_tensors:
-            self.step_bytes.append(self.step_bytes[-1] + sum(self.alloc_size[x] for x in tensors))
+            for x in tensors:
+                total += self.alloc_size[x]
+            self.step_bytes.append(total)
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
         self.initially_in_dram = frozenset(self.in_dram)
@@ -287,8 +289,10 @@ class _ArenaRun:
         once, and their live bytes never exceed the budget: so every step fits wherever ``t``
         goes, without making the steps."""
         horizon = min(len(self.order), s + 1 + self.lookahead)
-        step_bytes = self.step_bytes
-        return sum(self.alloc_size[x] for x in pending) + step_bytes[horizon] - step_bytes[s + 1]
+        most = self.step_bytes[horizon] - self.step_bytes[s + 1]
+        for x in pending:
+            most += self.alloc_size[x]
+        return most
 
     def _other_offsets(self, size: int, best_fit: int) -> list[int]:
         """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
