@@ -8,7 +8,7 @@ from npusim.graph.analysis import (
     check_order, default_order, lifetimes, live_profile, min_required, peak_live_bytes,
     reverse_post_order,
 )
-from npusim.graph.model import build_graph
+from npusim.graph.model import build_graph, graph_from_ids
 from npusim.workflow import load_graph
 
 
@@ -69,6 +69,33 @@ def test_graph_checks_reject_cycles_and_bad_shapes():
         build_graph("loop", tensors, ops)
     with pytest.raises(TraceError, match="shape"):
         build_graph("bad", [dict(tensor("x", 4, "input"), shape=[0, 3])], [])
+
+
+def test_graph_check_accepts_ops_listed_before_their_producers():
+    # check_graph looks for a cycle only when some op comes before a producer it reads from:
+    # such a graph without a cycle is accepted, and one with a self-loop is not
+    tensors = [tensor("x", 4, "input"), tensor("a", 4), tensor("b", 4)]
+    ops = [dict(name="Q", kind="Relu", inputs=["a"], outputs=["b"]),
+           dict(name="P", kind="Relu", inputs=["x"], outputs=["a"])]
+    assert [o.name for o in build_graph("late", tensors, ops).ops] == ["Q", "P"]
+    with pytest.raises(TraceError, match="cycle through op 'S'"):
+        build_graph("self", tensors[:2], [dict(name="S", kind="Add", inputs=["x", "a"], outputs=["a"])])
+
+
+def test_graph_from_ids_builds_what_build_graph_builds():
+    tensors = [tensor("x", 4, "input"), tensor("w", 4, "weight"), tensor("a", 4), tensor("b", 4, "output")]
+    ops = [dict(name="P", kind="Add", inputs=["x", "w"], outputs=["a"], attrs={"k": 1}, macs=3),
+           dict(name="Q", kind="Relu", inputs=["a", "a"], outputs=["b"], vector_ops=4)]
+    ids = {t["name"]: i for i, t in enumerate(tensors)}
+    records = [(t["name"], tuple(t["shape"]), t["dtype"], t["itemsize"], t["kind"], None, ()) for t in tensors]
+    numbered = [{"attrs": {}, "macs": 0, "vector_ops": 0, "gemm": None, **o,
+                 "inputs": [ids[t] for t in o["inputs"]], "outputs": [ids[t] for t in o["outputs"]]} for o in ops]
+    by_name, by_id = build_graph("g", tensors, ops), graph_from_ids("g", records, numbered)
+    assert (by_id.tensors, by_id.ops) == (by_name.tensors, by_name.ops)
+    assert [o.attrs for o in by_id.ops] == [o.attrs for o in by_name.ops]
+    assert repr(by_id.tensors) == repr(by_name.tensors) and repr(by_id.ops) == repr(by_name.ops)
+    with pytest.raises(TraceError, match="'x' is used twice"):
+        graph_from_ids("g", records + [records[0]], numbered)
 
 
 def test_resnet50_bounds():

@@ -3,12 +3,13 @@
 import dataclasses
 import itertools
 import json
+import random
 
 import pytest
 
 from npusim.errors import PlanningError
 from npusim.graph.model import build_graph
-from npusim.graph.tiling import expand, tile_boxes, tiled_name
+from npusim.graph.tiling import _Builder, box_view, expand, flat_view, tile_boxes, tiled_name
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.lower import lower
 from npusim.plan.bound import as_bound
@@ -274,3 +275,36 @@ def test_a_sum_of_1000_inputs_plans_and_runs_near_its_bounds():
     report = simulate_plan(plan, hw, validated=True)
     bound = max(report.lower_bounds["compute_cycles"], report.lower_bounds["dram_cycles"])
     assert report.cycles <= 1.5 * bound
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sources_of_a_read_found_one_by_one_as_by_arrays(seed):
+    # npusim.graph.tiling finds the written views a read overlaps by testing each one when a
+    # tensor has few, by arrays over all of them when it has many: the two agree
+    rng = random.Random(seed)
+    shape = (1, 6, 10, 12)
+    graph = build_graph("g", [dict(name="x", shape=list(shape), dtype="int8", itemsize=1, kind="input"),
+                              dict(name="y", shape=list(shape), dtype="int8", itemsize=1, kind="activation")],
+                        [dict(name="op", kind="Relu", inputs=["x"], outputs=["y"])])
+    b = _Builder(graph)
+
+    def random_box():
+        return tuple((lo, rng.randint(lo + 1, n)) for lo, n in ((rng.randrange(n), n) for n in shape))
+
+    for _ in range(rng.randint(1, 40)):
+        if rng.random() < 0.2:
+            start = rng.randrange(720)
+            b.write(1, ((start, rng.randint(start + 1, 720)),), flat=True)
+        else:
+            b.write(1, random_box())
+    sizes = set()
+    for _ in range(50):
+        box = random_box()
+        steps = rng.choice([None, (1, 1, 2, 2), (1, 2, 1, 3)])
+        view = box_view(graph.tensors[1], box, steps)
+        found = b._overlapping_written(1, view, box)
+        assert found == b._overlapping_many(1, view, box)
+        sizes.add(len(found))
+        start = rng.randrange(720)
+        flat = flat_view(graph.tensors[1], (start, rng.randint(start + 1, 720)))
+        assert b._overlapping_written(1, flat) == b._overlapping_many(1, flat)
+    assert len(sizes) > 1  # some reads overlap more written views than others

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import functools
+import itertools
+import math
 from functools import cached_property
 
 import numpy as np
 
 from npusim.errors import TraceError
+from npusim.util.fast_init import positional_constructor
 
 TENSOR_KINDS = ("input", "weight", "activation", "output")
 #: Kinds of tensors only tiled graphs have (``npusim.graph.tiling``): the partial sums of a
@@ -80,15 +83,12 @@ class Tensor:
 
     @property
     def elements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def size(self) -> int:
         """Bytes in the scratchpad or DRAM (none for partial sums held in a core's accumulators)."""
-        return 0 if self.kind == "accumulator" else self.elements * self.itemsize
+        return 0 if self.kind == "accumulator" else math.prod(self.shape) * self.itemsize
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -242,7 +242,7 @@ class Graph:
         def csr(lists):
             ptr = np.zeros(len(lists) + 1, dtype=np.int64)
             ptr[1:] = np.cumsum([len(x) for x in lists])
-            idx = np.fromiter((t for x in lists for t in x), dtype=np.int64, count=int(ptr[-1]))
+            idx = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
             return ptr, idx
 
         kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}
@@ -261,33 +261,26 @@ class Graph:
         )
 
 
+#: ``Tensor(...)`` and ``Op(...)`` with every field given, in order, made faster
+#: (``npusim.util.fast_init``): a tiled graph has 100,000s of them (``graph_from_ids``).
+_new_tensor = positional_constructor(Tensor)
+_new_op = positional_constructor(Op)
+
+
 def check_graph(graph: Graph) -> None:
-    """Reject graphs that break the Graph contract, naming the op or tensor at fault."""
+    """Reject graphs that break the Graph contract, naming the op or tensor at fault.
+
+    Written for speed (a tiled graph has 100,000s of tensors and ops, and is checked when
+    built): one pass over the tensors and one over the ops, in that order, each test in turn;
+    cycles are looked for only when some op reads what a later op makes (``_check_acyclic``)."""
     where = f"graph {graph.name!r}"
-    n_t, n_o = len(graph.tensors), len(graph.ops)
-    for i, t in enumerate(graph.tensors):
-        if t.id != i:
-            raise TraceError(f"{where}: tensor {t.name!r} has id {t.id}, expected {i} (its position)")
-        if t.kind not in TENSOR_KINDS and not (t.kind in TILED_KINDS and graph.meta.get("tiled_from")):
-            raise TraceError(f"{where}: tensor {t.name!r} has kind {t.kind!r}, expected one of {TENSOR_KINDS}")
-        if any((not isinstance(d, int)) or d <= 0 for d in t.shape):
-            raise TraceError(
-                f"{where}: tensor {t.name!r} has shape {list(t.shape)}, expected positive integer dims"
-            )
-        if t.itemsize <= 0:
-            raise TraceError(f"{where}: tensor {t.name!r} has itemsize {t.itemsize}, expected > 0")
-        if t.producer is not None and not 0 <= t.producer < n_o:
-            raise TraceError(f"{where}: tensor {t.name!r} names producer op {t.producer}, which does not exist")
-        if t.in_dram_initially and t.producer is not None:
-            raise TraceError(f"{where}: {t.kind} tensor {t.name!r} cannot have a producer op")
-        if t.kind in ("activation", "output") and t.producer is None and not t.sources:
-            raise TraceError(f"{where}: {t.kind} tensor {t.name!r} has no producer op")
-        if t.sources and t.producer is not None:
-            raise TraceError(f"{where}: tensor {t.name!r} has both a producer op and DRAM sources")
-        for src in t.sources:
-            if not 0 <= src < n_t or graph.tensors[src].producer is None:
-                raise TraceError(f"{where}: tensor {t.name!r} lists source {src}, which is not a produced tensor")
-    for i, o in enumerate(graph.ops):
+    tensors, ops = graph.tensors, graph.ops
+    n_t, n_o = len(tensors), len(ops)
+    tiled = bool(graph.meta.get("tiled_from"))
+    for i, t in enumerate(tensors):
+        _check_tensor(t, i, where, tiled, n_t, n_o, tensors)
+    in_order = True  # every op after the producers it depends on (then no cycle is possible)
+    for i, o in enumerate(ops):
         if o.id != i:
             raise TraceError(f"{where}: op {o.name!r} has id {o.id}, expected {i} (its position)")
         if not o.outputs:
@@ -296,18 +289,60 @@ def check_graph(graph: Graph) -> None:
             if not 0 <= t < n_t:
                 raise TraceError(f"{where}: op {o.name!r} names tensor {t}, which does not exist")
         for t in o.outputs:
-            if graph.tensors[t].producer != i:
+            if tensors[t].producer != i:
                 raise TraceError(
-                    f"{where}: op {o.name!r} outputs tensor {graph.tensors[t].name!r} "
-                    f"whose producer is {graph.tensors[t].producer}"
+                    f"{where}: op {o.name!r} outputs tensor {tensors[t].name!r} "
+                    f"whose producer is {tensors[t].producer}"
                 )
         for t in o.inputs:
-            if i not in graph.tensors[t].consumers:
+            tensor = tensors[t]
+            if i not in tensor.consumers:
                 raise TraceError(
-                    f"{where}: op {o.name!r} reads tensor {graph.tensors[t].name!r} "
+                    f"{where}: op {o.name!r} reads tensor {tensor.name!r} "
                     "but is not among its consumers"
                 )
-    # Acyclicity: Kahn's algorithm; name an op on the cycle if there is one.
+            if in_order:
+                p = tensor.producer
+                if p is not None and p >= i:
+                    in_order = False
+                for src in tensor.sources:
+                    if tensors[src].producer >= i:
+                        in_order = False
+    if not in_order:
+        _check_acyclic(graph, where)
+
+
+def _check_tensor(t: Tensor, i: int, where: str, tiled: bool, n_t: int, n_o: int, tensors) -> None:
+    """The Graph contract's tests of tensor ``t`` at position ``i`` (``check_graph``)."""
+    kind, producer = t.kind, t.producer
+    if t.id != i:
+        raise TraceError(f"{where}: tensor {t.name!r} has id {t.id}, expected {i} (its position)")
+    if kind not in TENSOR_KINDS and not (kind in TILED_KINDS and tiled):
+        raise TraceError(f"{where}: tensor {t.name!r} has kind {kind!r}, expected one of {TENSOR_KINDS}")
+    for d in t.shape:
+        if not isinstance(d, int) or d <= 0:
+            raise TraceError(
+                f"{where}: tensor {t.name!r} has shape {list(t.shape)}, expected positive integer dims"
+            )
+    if t.itemsize <= 0:
+        raise TraceError(f"{where}: tensor {t.name!r} has itemsize {t.itemsize}, expected > 0")
+    if producer is not None:
+        if not 0 <= producer < n_o:
+            raise TraceError(f"{where}: tensor {t.name!r} names producer op {producer}, which does not exist")
+        if t.in_dram_initially:
+            raise TraceError(f"{where}: {kind} tensor {t.name!r} cannot have a producer op")
+        if t.sources:
+            raise TraceError(f"{where}: tensor {t.name!r} has both a producer op and DRAM sources")
+    elif kind in ("activation", "output") and not t.sources:
+        raise TraceError(f"{where}: {kind} tensor {t.name!r} has no producer op")
+    for src in t.sources:
+        if not 0 <= src < n_t or tensors[src].producer is None:
+            raise TraceError(f"{where}: tensor {t.name!r} lists source {src}, which is not a produced tensor")
+
+
+def _check_acyclic(graph: Graph, where: str) -> None:
+    """Kahn's algorithm; TraceError naming an op on a cycle if there is one."""
+    n_o = len(graph.ops)
     indegree = [0] * n_o
     preds = op_predecessors(graph)
     succs: list[set[int]] = [set() for _ in range(n_o)]
@@ -352,19 +387,15 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
     ``tensors``: dicts with name, shape, dtype, itemsize, kind.
     ``ops``: dicts with name, kind, inputs, outputs (tensor names), attrs, macs, vector_ops, gemm.
     """
-    index = {}
-    for i, t in enumerate(tensors):
-        if t["name"] in index:
-            raise TraceError(f"graph {name!r}: tensor name {t['name']!r} is used twice")
-        index[t["name"]] = i
-    producer: dict[int, int] = {}
-    consumers: dict[int, list[int]] = {i: [] for i in range(len(tensors))}
+    index = _name_index(name, tensors)
 
     def lookup(owner, tname):
         if tname not in index:
             raise TraceError(f"graph {name!r}: {owner!r} names unknown tensor {tname!r}")
         return index[tname]
 
+    producer: dict[int, int] = {}
+    consumers: list[list[int]] = [[] for _ in tensors]
     built_ops = []
     for oi, o in enumerate(ops):
         ins = tuple(lookup(o["name"], t) for t in o["inputs"])
@@ -382,30 +413,82 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
         gemm = Gemm(**gemm) if isinstance(gemm, dict) else gemm
         attrs = dict(o.get("attrs", {}))
         if gemm is not None and gemm.loops is None and o["kind"] == "Conv" and len(ins) >= 2 and outs:
-            loops = conv_loops(attrs, tuple(tensors[ins[0]]["shape"]), tuple(tensors[ins[1]]["shape"]),
-                               tuple(tensors[outs[0]]["shape"]))
-            if loops is not None and loops.b * loops.oy * loops.ox == gemm.m and loops.k == gemm.n \
-                    and loops.c * loops.fy * loops.fx == gemm.k and loops.g == gemm.batch:
-                gemm = Gemm(gemm.m, gemm.n, gemm.k, gemm.batch, loops)
+            gemm = _with_conv_loops(gemm, attrs, tuple(tensors[ins[0]]["shape"]), tuple(tensors[ins[1]]["shape"]),
+                                    tuple(tensors[outs[0]]["shape"]))
         built_ops.append(Op(
             id=oi, name=o["name"], kind=o["kind"], inputs=ins, outputs=outs,
             attrs=attrs, macs=int(o.get("macs", 0)),
             vector_ops=int(o.get("vector_ops", 0)),
             gemm=gemm,
         ))
-    def view_of(t):
-        v = t.get("view")
-        if v is None or isinstance(v, View):
-            return v
-        return View(base=v["base"], offset=int(v["offset"]), shape=tuple(v["shape"]), strides=tuple(v["strides"]))
-
     built_tensors = tuple(
         Tensor(
             id=i, name=t["name"], shape=tuple(t["shape"]), dtype=t["dtype"],
             itemsize=int(t["itemsize"]), kind=t["kind"], producer=producer.get(i),
-            consumers=tuple(consumers[i]), view=view_of(t),
+            consumers=tuple(consumers[i]), view=_view_of(t),
             sources=tuple(lookup(t["name"], s) for s in t.get("sources", ())),
         )
         for i, t in enumerate(tensors)
     )
     return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
+
+
+def graph_from_ids(name: str, tensors: list[tuple], ops: list[dict], meta: dict | None = None) -> Graph:
+    """``build_graph`` for records that refer to tensors by id (their position in ``tensors``),
+    as a builder that numbers tensors as it makes them has them (the tiled expansion,
+    ``npusim.graph.tiling``): no lookups by name, and tensors built straight from tuples.
+
+    ``tensors``: tuples ``(name, shape, dtype, itemsize, kind, view, sources)``, the shape a
+    tuple of ints and the sources ids. ``ops``: dicts with name, kind, inputs and outputs
+    (ids), attrs, macs, vector_ops and gemm (a Gemm or None)."""
+    names = [t[0] for t in tensors]
+    if len(set(names)) != len(names):
+        _name_index(name, [{"name": n} for n in names])  # raises, naming the first one used twice
+    producer: list[int | None] = [None] * len(tensors)
+    consumers: list[list[int]] = [[] for _ in tensors]
+    built_ops = []
+    for oi, o in enumerate(ops):
+        ins, outs = tuple(o["inputs"]), tuple(o["outputs"])
+        for t in outs:
+            if producer[t] is not None:
+                raise TraceError(f"graph {name!r}: tensor {names[t]!r} is produced by both "
+                                 f"{ops[producer[t]]['name']!r} and {o['name']!r}")
+            producer[t] = oi
+        for t in dict.fromkeys(ins):
+            consumers[t].append(oi)
+        attrs, gemm = dict(o["attrs"]), o["gemm"]
+        if gemm is not None and gemm.loops is None and o["kind"] == "Conv" and len(ins) >= 2 and outs:
+            gemm = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
+        built_ops.append(_new_op(oi, o["name"], o["kind"], ins, outs, attrs, int(o["macs"]),
+                                 int(o["vector_ops"]), gemm))
+    built_tensors = tuple(
+        _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
+        for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
+    return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
+
+
+def _name_index(name: str, tensors: list[dict]) -> dict[str, int]:
+    """Tensor name -> position; TraceError for a name used twice."""
+    index = {}
+    for i, t in enumerate(tensors):
+        if t["name"] in index:
+            raise TraceError(f"graph {name!r}: tensor name {t['name']!r} is used twice")
+        index[t["name"]] = i
+    return index
+
+
+def _with_conv_loops(gemm: Gemm, attrs: dict, x: tuple, w: tuple, y: tuple) -> Gemm:
+    """A Conv's Gemm with its loop nest, from its input, weight and output shapes, when they
+    agree with the Gemm (else the Gemm as it is)."""
+    loops = conv_loops(attrs, x, w, y)
+    if loops is not None and loops.b * loops.oy * loops.ox == gemm.m and loops.k == gemm.n \
+            and loops.c * loops.fy * loops.fx == gemm.k and loops.g == gemm.batch:
+        return Gemm(gemm.m, gemm.n, gemm.k, gemm.batch, loops)
+    return gemm
+
+
+def _view_of(t: dict) -> View | None:
+    v = t.get("view")
+    if v is None or isinstance(v, View):
+        return v
+    return View(base=v["base"], offset=int(v["offset"]), shape=tuple(v["shape"]), strides=tuple(v["strides"]))

@@ -64,7 +64,7 @@ def full_box(shape) -> Box:
 
 
 def box_shape(box: Box) -> tuple[int, ...]:
-    return tuple(b - a for a, b in box)
+    return tuple([b - a for a, b in box])
 
 
 def box_volume(box: Box) -> int:
@@ -146,34 +146,64 @@ def reduction_size(op: Op, graph: Graph) -> int:
 
 def broadcast_box(in_shape, out_shape, out_box: Box) -> Box:
     """The NumPy-broadcast rule (right-aligned; left-aligned for rank-reducing ops)."""
+    if type(in_shape) is tuple and type(out_shape) is tuple:
+        picks = _broadcast_picks(in_shape, out_shape)
+    else:
+        picks = _broadcast_picks.__wrapped__(tuple(in_shape), tuple(out_shape))
+    return tuple(out_box[k] if k is not None else whole for k, whole in picks)
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_picks(in_shape: tuple, out_shape: tuple) -> tuple:
+    """Per input dimension of ``broadcast_box``: (the output dimension whose range it reads,
+    None) or (None, the range it reads whatever the output box: [0, 1) or whole). Memoised
+    by shapes: every tile of an element-wise op asks."""
     r_in, r_out = len(in_shape), len(out_shape)
     if r_in > r_out:  # reduction without keepdims: leading dims correspond
         pairs = [(k, k) for k in range(r_out)]
     else:
         pairs = [(k, k + r_out - r_in) for k in range(r_in)]
-    box = [(0, d) for d in in_shape]
+    picks = [(None, (0, d)) for d in in_shape]
     for k_in, k_out in pairs:
         d_in, d_out = in_shape[k_in], out_shape[k_out]
         if d_in == 1 and d_out != 1:
-            box[k_in] = (0, 1)
+            picks[k_in] = (None, (0, 1))
         elif d_in == d_out:
-            box[k_in] = out_box[k_out]
-    return tuple(box)
+            picks[k_in] = (k_out, None)
+    return tuple(picks)
 
 
 def input_boxes(op: Op, graph: Graph, out_box: Box, k_range: tuple[int, int] | None = None,
                 last_k: bool = True) -> list[Box | None]:
     """Box of each input (in ``op.inputs`` order) read by the tile ``out_box`` × ``k_range``."""
+    return box_rule(op, graph)(out_box, k_range, last_k)
+
+
+def box_rule(op: Op, graph: Graph):
+    """``input_boxes`` of ``op`` as a function of ``(out_box, k_range, last_k)``, with what it
+    reads of the op and the graph (shapes, a convolution's attributes) looked up once: the
+    tiler and the expansion ask for the boxes of every tile of an op."""
     start = op.attrs.get("epilogue_from")
     out_shape = graph.tensors[op.outputs[0]].shape
-    if start is not None and len(op.inputs) > start:  # a fused op (npusim.graph.fusion)
-        boxes = _core_boxes(op, [graph.tensors[t].shape for t in op.inputs[:start]], out_shape, out_box,
-                            k_range, last_k)
-        kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
-        for t, kind in zip(op.inputs[start:], kinds):
-            boxes.append(_epilogue_box(graph.tensors[t].shape, out_shape, out_box, kind) if last_k else None)
+    fused = start is not None and len(op.inputs) > start  # a fused op (npusim.graph.fusion)
+    shapes = [graph.tensors[t].shape for t in (op.inputs[:start] if fused else op.inputs)]
+    if op.kind == "Conv":
+        core = _conv_rule(op, shapes)
+    else:
+        def core(out_box, k_range, last_k):
+            return _core_boxes(op, shapes, out_shape, out_box, k_range, last_k)
+    if not fused:
+        return core
+    kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
+    epilogue = [(graph.tensors[t].shape, kind) for t, kind in zip(op.inputs[start:], kinds)]
+
+    def with_epilogue(out_box, k_range, last_k):
+        boxes = core(out_box, k_range, last_k)
+        for shape, kind in epilogue:
+            boxes.append(_epilogue_box(shape, out_shape, out_box, kind) if last_k else None)
         return boxes
-    return _core_boxes(op, [graph.tensors[t].shape for t in op.inputs], out_shape, out_box, k_range, last_k)
+
+    return with_epilogue
 
 
 def _core_boxes(op: Op, shapes: list, out_shape, out_box: Box, k_range, last_k: bool) -> list[Box | None]:
@@ -225,27 +255,42 @@ def _epilogue_box(shape, out_shape, out_box: Box, kind: str) -> Box:
 
 
 def _conv_boxes(op, shapes, out_box, k_range, last_k):
+    return _conv_rule(op, shapes)(out_box, k_range, last_k)
+
+
+def _conv_rule(op, shapes):
+    """The boxes a Conv's tile reads (``box_rule``): input channels of the groups its output
+    channels belong to (or the reduction range), the halo of its rows and columns; the
+    weights' output-channel range × reduction range × whole kernel; the bias's range."""
     x, w = shapes[0], shapes[1]
     groups = int(op.attrs.get("group", 1))
     cout = w[0]
     per_group_out = cout // groups
     cin_g = w[1]
-    c0, c1 = out_box[1]
-    k0, k1 = k_range or (0, cin_g)
-    if groups == 1:
-        channels = (k0, k1)
-    else:
-        g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
-        channels = (g0 * cin_g + k0, (g1 - 1) * cin_g + k1) if g1 - g0 == 1 else (g0 * cin_g, g1 * cin_g)
-    kernel, strides, dilations, pads = _spatial(op, len(x))
+    _, strides, dilations, pads = _spatial(op, len(x))
     kernel = list(w[2:])
-    box = [out_box[0], channels]
-    for i in range(len(x) - 2):
-        a, b = out_box[2 + i]
-        box.append(_halo(a, b, strides[i], pads[i], kernel[i], dilations[i], x[2 + i]))
-    boxes = [tuple(box), ((c0, c1), (k0, k1)) + full_box(w[2:])]
-    if len(shapes) > 2:
-        boxes.append(((c0, c1),) if last_k else None)
+    # (stride, pad, kernel, dilation, input size) of each spatial dimension
+    windows = [(strides[i], pads[i], kernel[i], dilations[i], x[2 + i]) for i in range(len(x) - 2)]
+    whole_kernel = full_box(w[2:])
+    has_bias = len(shapes) > 2
+
+    def boxes(out_box, k_range, last_k):
+        c0, c1 = out_box[1]
+        k0, k1 = k_range or (0, cin_g)
+        if groups == 1:
+            channels = (k0, k1)
+        else:
+            g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
+            channels = (g0 * cin_g + k0, (g1 - 1) * cin_g + k1) if g1 - g0 == 1 else (g0 * cin_g, g1 * cin_g)
+        box = [out_box[0], channels]
+        for i, (stride, pad, size_k, dilation, size) in enumerate(windows):
+            a, b = out_box[2 + i]
+            box.append(_halo(a, b, stride, pad, size_k, dilation, size))
+        found = [tuple(box), ((c0, c1), (k0, k1)) + whole_kernel]
+        if has_bias:
+            found.append(((c0, c1),) if last_k else None)
+        return found
+
     return boxes
 
 

@@ -36,11 +36,12 @@ import math
 import numpy as np
 
 from npusim.errors import PlanError
-from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, build_graph, row_major_strides
+from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, graph_from_ids, row_major_strides
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    Box, box_shape, box_volume, full_box, input_boxes, input_steps, reduction_size, stepped_shape,
+    Box, box_rule, box_shape, box_volume, full_box, input_steps, reduction_size, stepped_shape,
 )
+from npusim.util.fast_init import positional_constructor
 
 PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
 #: Where the partial sums of a split reduction live between its slices (tile spec ``acc``).
@@ -112,11 +113,16 @@ def k_slices(op: Op, graph: Graph, spec: dict) -> list[tuple[int, int] | None]:
 def box_view(tensor, box: Box, steps: tuple[int, ...] | None = None) -> View:
     """The view of ``box`` of ``tensor`` (every ``steps``-th element along each dimension)."""
     strides = row_major_strides(tensor.shape)
-    offset = sum(a * s for (a, _), s in zip(box, strides))
+    offset = 0
+    for (a, _), s in zip(box, strides):
+        offset += a * s
     if steps is None:
-        return View(base=tensor.name, offset=offset, shape=box_shape(box), strides=strides)
-    return View(base=tensor.name, offset=offset, shape=stepped_shape(box, steps),
-                strides=tuple(s * g for s, g in zip(strides, steps)))
+        return _new_view(tensor.name, offset, box_shape(box), strides)
+    return _new_view(tensor.name, offset, stepped_shape(box, steps), tuple(s * g for s, g in zip(strides, steps)))
+
+
+#: ``View(base, offset, shape, strides)``, made faster (``npusim.util.fast_init``): one per tile's view.
+_new_view = positional_constructor(View)
 
 
 def view_region(view: View, base_shape) -> list[tuple[int, int, int]]:
@@ -149,18 +155,27 @@ def _box_of(view: View) -> list[tuple[int, int]]:
     return out
 
 
+#: Up to this many written views of a tensor, a read's sources are found by testing each one
+#: (``_Builder._overlapping_written``); beyond, by arrays over all of them.
+FEW_WRITTEN = 64
+
+
 class _Builder:
-    """Accumulates the tensor and op records of a tiled graph."""
+    """Accumulates the tensor and op records of a tiled graph. Tensors are numbered as they
+    are made (a record's position is its id), and ops and read views refer to them by id."""
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.tensors: list[dict] = []
+        self.tensors: list[tuple] = []  # (name, shape, dtype, itemsize, kind, view, sources): graph_from_ids
         self.ops: list[dict] = []
-        self.names: set[str] = set()
-        self.kept: dict[int, str] = {}  # original tensor id -> its name, used as is
-        self.read_views: dict[tuple, str] = {}
-        self.written: dict[int, list[tuple[View, str]]] = {}  # original tensor -> written views
-        self.written_index: dict[int, dict[View, str]] = {}
+        self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
+        self.read_views: dict[tuple, int] = {}
+        self.written: dict[int, list[tuple[View, int]]] = {}  # original tensor -> written views
+        self.written_index: dict[int, dict[View, int]] = {}
+        # original tensor -> {(region, flat, steps): what ``read`` gave}: tiles read the same
+        # region again and again (weights across row tiles, inputs across channel tiles);
+        # emptied when a view of the tensor is written, the only change that alters the answer
+        self.reads: dict[int, dict[tuple, int]] = {}
         self.counter: dict[str, int] = {}
         self._spans: dict[int, tuple] = {}
 
@@ -169,22 +184,32 @@ class _Builder:
         self.counter[stem + tag] = n + 1
         return f"{stem}@{tag}{n}"
 
-    def keep(self, t: int) -> str:
+    def keep(self, t: int) -> int:
         if t not in self.kept:
             tensor = self.graph.tensors[t]
-            self.kept[t] = tensor.name
-            self.tensors.append(dict(name=tensor.name, shape=list(tensor.shape), dtype=tensor.dtype,
-                                     itemsize=tensor.itemsize, kind=tensor.kind))
+            self.kept[t] = self.add_tensor(tensor.name, tensor.shape, tensor.dtype, tensor.itemsize, tensor.kind)
         return self.kept[t]
 
-    def add_tensor(self, name, shape, dtype, itemsize, kind, view=None, sources=()):
-        self.tensors.append(dict(name=name, shape=list(shape), dtype=dtype, itemsize=itemsize, kind=kind,
-                                 view=view, sources=list(sources)))
-        return name
+    def add_tensor(self, name, shape, dtype, itemsize, kind, view=None, sources=()) -> int:
+        self.tensors.append((name, shape, dtype, itemsize, kind, view, sources))
+        return len(self.tensors) - 1
 
-    def read(self, t: int, region, flat: bool = False, steps: tuple[int, ...] | None = None) -> str:
+    def add_op(self, **record) -> None:
+        self.ops.append(record)
+
+    def read(self, t: int, region, flat: bool = False, steps: tuple[int, ...] | None = None) -> int:
         """The tensor a tile reads for ``region`` (a box, or a flat range) of original tensor t,
         every ``steps``-th element of it along each dimension (``regions.input_steps``)."""
+        seen = self.reads.get(t)
+        if seen is None:
+            seen = self.reads[t] = {}
+        key = (region, flat, steps)
+        found = seen.get(key)
+        if found is None:
+            found = seen[key] = self._read(t, region, flat, steps)
+        return found
+
+    def _read(self, t: int, region, flat: bool, steps: tuple[int, ...] | None) -> int:
         tensor = self.graph.tensors[t]
         produced_by_tiles = t in self.written
         whole = not flat and region == full_box(tensor.shape)
@@ -203,15 +228,36 @@ class _Builder:
             sources, kind = [], tensor.kind
         else:  # produced on chip whole by an untiled op: stored, then read back in parts
             sources, kind = [self.keep(t)], "activation"
-        name = self.add_tensor(self._fresh(tensor.name, "r"), view.shape, tensor.dtype, tensor.itemsize,
+        made = self.add_tensor(self._fresh(tensor.name, "r"), view.shape, tensor.dtype, tensor.itemsize,
                                kind, view=view, sources=sources)
-        self.read_views[key] = name
-        return name
+        self.read_views[key] = made
+        return made
 
-    def _overlapping_written(self, t: int, view: View, box=None) -> list[str]:
-        """Names of the written views of t that overlap ``view`` (vectorised over tiles):
-        flat spans must meet, and views of the same layout must meet along every dimension
-        (a strided view by its bounding ``box``)."""
+    def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
+        """Ids of the written views of t that overlap ``view``: flat spans must meet, and views
+        of the same layout must meet along every dimension (a strided view by its bounding
+        ``box``). Vectorised over the written views when there are many (``_overlapping_many``);
+        a few are tested one by one, which costs less than the arrays."""
+        written = self.written[t]
+        if len(written) > FEW_WRITTEN:
+            return self._overlapping_many(t, view, box)
+        dense = box_view(self.graph.tensors[t], box) if box is not None else view
+        lo, hi = view_span(view)
+        mine = _box_of(dense)
+        found = []
+        for written_view, made in written:
+            w_lo, w_hi = view_span(written_view)
+            if not (w_lo < hi and lo < w_hi):
+                continue
+            if written_view.strides == dense.strides and len(written_view.strides) == len(view.shape) and any(
+                    w_start >= start + length or start >= w_start + w_length
+                    for (w_start, w_length), (start, length) in zip(_box_of(written_view), mine)):
+                continue  # same layout and disjoint along some dimension
+            found.append(made)
+        return found
+
+    def _overlapping_many(self, t: int, view: View, box=None) -> list[int]:
+        """``_overlapping_written`` vectorised over the written views of t."""
         written = self.written[t]
         cache = self._spans.get(t)
         if cache is None or cache[0] != len(written):
@@ -235,14 +281,15 @@ class _Builder:
             meets[rows[apart]] = False  # same layout and disjoint along some dimension
         return [written[c][1] for c in np.flatnonzero(meets).tolist()]
 
-    def write(self, t: int, region, flat: bool = False) -> str:
+    def write(self, t: int, region, flat: bool = False) -> int:
         tensor = self.graph.tensors[t]
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
-        name = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
+        made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
-        self.written.setdefault(t, []).append((view, name))
-        self.written_index.setdefault(t, {})[view] = name
-        return name
+        self.written.setdefault(t, []).append((view, made))
+        self.written_index.setdefault(t, {})[view] = made
+        self.reads.pop(t, None)
+        return made
 
 
 def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
@@ -256,14 +303,14 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
         if spec is None:
             inputs = [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs]
             outputs = [b.keep(t) for t in op.outputs]
-            b.ops.append(dict(name=op.name, kind=op.kind, inputs=inputs, outputs=outputs, attrs=op.attrs,
-                              macs=op.macs, vector_ops=op.vector_ops, gemm=op.gemm))
+            b.add_op(name=op.name, kind=op.kind, inputs=inputs, outputs=outputs, attrs=op.attrs,
+                     macs=op.macs, vector_ops=op.vector_ops, gemm=op.gemm)
             continue
         check_spec(op, graph, spec)
         _expand_op(b, graph, op, spec)
     meta = dict(graph.meta)
     meta.update(tiled_from=graph.name, tiling=dict(sorted(specs.items())))
-    return build_graph(tiled_name(graph.name), b.tensors, b.ops, meta)
+    return graph_from_ids(tiled_name(graph.name), b.tensors, b.ops, meta)
 
 
 def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
@@ -272,6 +319,9 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
     slices = k_slices(op, graph, spec)
     in_core = spec.get("acc") == "core" and len(slices) > 1
     steps = input_steps(op, graph)
+    boxes_read = box_rule(op, graph)
+    grouped = op.kind == "Conv" and int(op.attrs.get("group", 1)) != 1
+    tile_costs: dict[tuple, tuple] = {}  # _tile_cost_key -> (MACs, Gemm, vector ops): tiles repeat their shape
     index = 0
     for box in tile_boxes(out.shape, spec):
         psum = None
@@ -282,7 +332,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
                 inputs = [b.read(op.inputs[0], box, flat=True)]
                 inputs += [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs[1:]]
             else:
-                in_regions = input_boxes(op, graph, box, k_range, last)
+                in_regions = boxes_read(box, k_range, last)
                 inputs = [b.read(t, r, steps=g) for t, r, g in zip(op.inputs, in_regions, steps) if r is not None]
             if psum is not None:
                 inputs.append(psum)
@@ -293,17 +343,31 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
                 output = b.add_tensor(f"{name}.psum", box_shape(box), "int32", PSUM_ITEMSIZE,
                                       "accumulator" if in_core else "activation")
                 psum = output
-            macs, gemm = _tile_compute(op, graph, box, k_range)
+            key = _tile_cost_key(box, k_range, last, grouped)
+            costs = tile_costs.get(key)
+            if costs is None:
+                macs, gemm = _tile_compute(op, graph, box, k_range)
+                costs = tile_costs[key] = (macs, gemm, math.ceil(tile_vector_ops(op, graph, box, k_range, last)))
+            macs, gemm, vector_ops = costs
             chain = {"acc": "core", "k_last": last} if in_core else {}
-            b.ops.append(dict(
+            b.add_op(
                 name=name, kind=op.kind, inputs=inputs, outputs=[output],
                 attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None,
                        **chain, **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
-                macs=macs, vector_ops=math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm=gemm,
-            ))
+                macs=macs, vector_ops=vector_ops, gemm=gemm,
+            )
             index += 1
     if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1 and not flat:
         _mark_runs(b.ops[len(b.ops) - index:])
+
+
+def _tile_cost_key(box: Box, k_range, last: bool, grouped: bool) -> tuple:
+    """What one tile's MACs, Gemm (``_tile_compute``) and vector operations
+    (``tile_vector_ops``) depend on: the tile's extents, its reduction slice's length, whether
+    it is the last slice, and for a grouped Conv where its output channels lie (the groups
+    they span)."""
+    return (tuple([b - a for a, b in box]), k_range[1] - k_range[0] if k_range else None, last,
+            box[1] if grouped else None)
 
 
 #: The operands a run of tiles may share, by input position (``runs`` attribute of a tile).

@@ -41,6 +41,7 @@ from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from npusim.planner_options import Option
+from npusim.util.fast_init import positional_constructor
 from planners.alloc.best_fit import BestFitArena
 from planners.alloc.prefetch import PREFETCH_OPTIONS, prefetch_depth
 from planners.tiling.tiler import PREFETCH_DEPTH
@@ -50,6 +51,11 @@ from planners.tiling.tiler import PREFETCH_DEPTH
 #: loads may be reserved early are also the ops whose blocks a placement keeps room for
 #: (with or without the tile stage: fragmentation does not depend on it).
 PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
+
+#: ``Residency(first, last, offset, tensor, size)`` and ``Transfer(step, kind, tensor, cause,
+#: size)``, made faster (``npusim.util.fast_init``): a tiled graph's plan has 100,000s of them.
+_new_residency = positional_constructor(Residency)
+_new_transfer = positional_constructor(Transfer)
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
@@ -160,8 +166,18 @@ class _ArenaRun:
         for t, steps in self.uses.steps.items():
             self.last_used_at[steps[-1]].append(t)
             self.last_used_bytes[steps[-1]] += self.alloc_size[t]
+        # Bytes of the tensors of the steps before each step (its op's, each once): a bound of
+        # what a window of steps may place (``_most_bytes_ahead``).
+        self.step_bytes, total = [0], 0
+        for tensors in self.step_tensors:
+            for x in tensors:
+                total += self.alloc_size[x]
+            self.step_bytes.append(total)
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
+        self.initially_in_dram = frozenset(self.in_dram)
+        self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
+        self.weights = {t.id for t in graph.tensors if t.kind == "weight"}
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
@@ -175,8 +191,7 @@ class _ArenaRun:
     def _close(self, t: int, last: int) -> None:
         first = self.resident_since.pop(t)
         offset = self.arena.free(t)
-        self.residencies.append(Residency(first=first, last=last, offset=offset, tensor=t,
-                                          size=self.alloc_size[t]))
+        self.residencies.append(_new_residency(first, last, offset, t, self.alloc_size[t]))
 
     def _evict(self, t: int, s: int) -> None:
         """Evict ``t`` before step s: spill it at s-1 if DRAM has no copy and it is needed later.
@@ -187,8 +202,7 @@ class _ArenaRun:
             return
         self.held.discard(t)
         if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
-            self.transfers.append(Transfer(step=s - 1, kind="store", tensor=t, cause="spill",
-                                           size=self.uses.size[t]))
+            self.transfers.append(_new_transfer(s - 1, "store", t, "spill", self.uses.size[t]))
             self.in_dram.add(t)
         self._close(t, s - 1)
 
@@ -237,14 +251,18 @@ class _ArenaRun:
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
         op's tensors still to place at this step.
 
-        Shortcuts that leave the answer unchanged: when no other gap end holds ``t`` there is
-        nothing to compare; when the largest gap holds ``t`` and every
-        future block at once, all steps fit wherever ``t`` goes; no offset fits more steps
+        Shortcuts that leave the answer unchanged: when the largest gap holds ``t`` and every
+        future block at once, all steps fit wherever ``t`` goes (asked first of a bound of
+        their bytes, ``_most_bytes_ahead``, then of the blocks); when no other gap end holds
+        ``t`` there is nothing to compare; no offset fits more steps
         than ``most``, those before the first whose live bytes exceed the budget
         (``_future_blocks``), so the search stops once an offset reaches that, and does not
         start when the leading steps that place nothing (which fit anywhere) reach it; nor
         does it go on when no offset can fit one step more (``_may_fit``)."""
         size = self.alloc_size[t]
+        if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
+            self._last_future = None  # not made for this call: the next one makes its own
+            return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
         candidates = self._other_offsets(size, best_fit)
         if not candidates:
             return best_fit
@@ -263,6 +281,18 @@ class _ArenaRun:
                 if n == most or not self._may_fit(t, future, n):
                     return best_fit
         return best_fit
+
+    def _most_bytes_ahead(self, s: int, pending: list[int]) -> int:
+        """A bound of the bytes of the blocks ``_future_blocks`` places: ``pending`` and every
+        tensor of the next ``lookahead`` steps, on chip or not, counted once per step. When
+        the largest gap holds ``t`` and that many bytes, it holds ``t`` and all the blocks at
+        once, and their live bytes never exceed the budget: so every step fits wherever ``t``
+        goes, without making the steps."""
+        horizon = min(len(self.order), s + 1 + self.lookahead)
+        most = self.step_bytes[horizon] - self.step_bytes[s + 1]
+        for x in pending:
+            most += self.alloc_size[x]
+        return most
 
     def _other_offsets(self, size: int, best_fit: int) -> list[int]:
         """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
@@ -396,14 +426,13 @@ class _ArenaRun:
         self.held.discard(t)
 
     def _load(self, t: int, s: int) -> None:
-        tensor = self.graph.tensors[t]
         if self._loadable(t):
             self.in_dram.add(t)
-        if t not in self.in_dram:
-            raise InternalError(f"{tensor.name!r} must be loaded at step {s} but DRAM has no copy")
-        cause = "compulsory" if tensor.in_dram_initially and t not in self.loaded_once else "retrieve"
+        else:  # (_loadable is True for a tensor DRAM holds)
+            raise InternalError(f"{self.graph.tensors[t].name!r} must be loaded at step {s} but DRAM has no copy")
+        cause = "compulsory" if t in self.initially_in_dram and t not in self.loaded_once else "retrieve"
         self.loaded_once.add(t)
-        self.transfers.append(Transfer(step=s, kind="load", tensor=t, cause=cause, size=self.uses.size[t]))
+        self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
         last_access = self.uses.last_access
@@ -416,7 +445,7 @@ class _ArenaRun:
             # written through to DRAM, as soon as they are produced.
             if tensor.kind == "output" or t in self.graph.dram_sources:
                 cause = "writeback" if tensor.kind == "output" else "spill"
-                self.transfers.append(Transfer(step=s, kind="store", tensor=t, cause=cause, size=self.uses.size[t]))
+                self.transfers.append(_new_transfer(s, "store", t, cause, self.uses.size[t]))
                 self.in_dram.add(t)
                 stored.add(t)
         # Reserve the next ops' loads while everything live at this step still holds its place.
@@ -441,13 +470,14 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
-        resident, in_dram = self.resident_since, self.in_dram
-        for ahead, u in enumerate(range(s + 1, min(s + 1 + self.prefetch, len(self.order)))):
-            for t in self.load_orders.get(u) or self._load_order(u):
-                if t in resident or (t not in in_dram and not self._loadable(t)):
+        resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
+        load_orders = self.load_orders
+        for u in range(s + 1, min(s + 1 + self.prefetch, len(self.order))):
+            for t in load_orders.get(u) or self._load_order(u):
+                if t in resident or (t not in in_dram and not loadable(t)):
                     continue
                 offset = self.arena.find(self.alloc_size[t])
-                if offset is None and ahead == 0:
+                if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
                     offset = self._evict_for_next(t, s)
                 if offset is None:
                     return
@@ -459,7 +489,7 @@ class _ArenaRun:
         """The inputs of the op at step u, each once, weights first (else in argument order);
         kept in ``load_orders``."""
         inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
-        weights = [t for t in inputs if self.graph.tensors[t].kind == "weight"]
+        weights = [t for t in inputs if t in self.weights]
         self.load_orders[u] = weights + [t for t in inputs if t not in weights]
         return self.load_orders[u]
 
@@ -503,5 +533,8 @@ class _ArenaRun:
         return offset
 
     def _loadable(self, t: int) -> bool:
-        tensor = self.graph.tensors[t]
-        return t in self.in_dram or (bool(tensor.sources) and all(x in self.in_dram for x in tensor.sources))
+        in_dram = self.in_dram
+        if t in in_dram:
+            return True
+        sources = self.sources[t]
+        return bool(sources) and all(x in in_dram for x in sources)

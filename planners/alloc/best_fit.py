@@ -32,6 +32,7 @@ class BestFitArena:
         self._offset_of: dict[int, int] = {}  # owner -> offset, in placement order
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
         self.used = 0  # bytes of the live blocks
+        self._largest: int | None = None  # largest_gap, None when not known
 
     def _align(self, x: int) -> int:
         return -(-x // self.alignment) * self.alignment
@@ -44,8 +45,10 @@ class BestFitArena:
         return None if j < 0 else self._gap_starts[j]
 
     def largest_gap(self) -> int:
-        """Bytes of the largest gap (0 when full)."""
-        return max(map(int.__sub__, self._gap_ends, self._gap_starts), default=0)
+        """Bytes of the largest gap (0 when full); kept until a block is placed or freed."""
+        if self._largest is None:
+            self._largest = max(map(int.__sub__, self._gap_ends, self._gap_starts), default=0)
+        return self._largest
 
     def gaps(self) -> list[tuple[int, int]]:
         """The free ranges ``(start, end)`` between live blocks, lowest first, starts aligned."""
@@ -61,6 +64,7 @@ class BestFitArena:
         other._offset_of = dict(self._offset_of)
         other._empty = dict(self._empty)
         other.used = self.used
+        other._largest = self._largest
         return other
 
     def fits_without(self, size: int, removable: set[int]) -> bool:
@@ -103,6 +107,7 @@ class BestFitArena:
         if j < 0 or offset + size > self._gap_ends[j]:
             raise ValueError(f"{size} B at {offset} is not inside a gap")
         _take(self._gap_starts, self._gap_ends, j, offset, end)
+        self._largest = None
         i = bisect.bisect_left(self._offsets, offset)
         self._offsets.insert(i, offset)
         self._ends.insert(i, end)
@@ -128,6 +133,7 @@ class BestFitArena:
         del self._offsets[i]
         del self._ends[i]
         _give(self._gap_starts, self._gap_ends, self.capacity, *self._span.pop(owner))
+        self._largest = None
         return offset
 
     def offset_of(self, owner: int) -> int:

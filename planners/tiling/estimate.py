@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass
 
 from npusim.graph.model import Graph, Op
-from npusim.graph.regions import box_volume, input_boxes, input_steps, stepped_volume
+from npusim.graph.regions import box_rule, box_volume, input_steps, stepped_volume
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS
 from npusim.graph.tiling import k_slices, tile_compute, tile_vector_ops
 from npusim.plan.layout import storage_order, storage_view
@@ -77,7 +77,12 @@ def op_k_slices(op: Op, graph: Graph, k: int) -> list:
 def op_input_boxes(op: Op, graph: Graph, box, k_range=None, last: bool = True) -> tuple:
     """``npusim.graph.regions.input_boxes`` as a tuple, memoised for the op being tiled (``memo``)."""
     return memo.cached("boxes", graph, op, (box, k_range, last),
-                       lambda: tuple(input_boxes(op, graph, box, k_range, last)))
+                       lambda: tuple(_op_box_rule(op, graph)(box, k_range, last)))
+
+
+def _op_box_rule(op: Op, graph: Graph):
+    """``npusim.graph.regions.box_rule`` of the op being tiled, made once (``memo``)."""
+    return memo.cached("box_rule", graph, op, None, lambda: box_rule(op, graph))
 
 
 @dataclass(frozen=True)

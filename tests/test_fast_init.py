@@ -1,0 +1,43 @@
+"""npusim.util.fast_init: the slot-filling constructor builds what the dataclass's own does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from npusim.graph.model import Gemm, Op, Tensor, View
+from npusim.plan.model import Residency, Transfer
+from npusim.util.fast_init import positional_constructor
+
+
+@pytest.mark.parametrize("cls, values", [
+    (Tensor, (3, "t@r0", (1, 8), "int8", 1, "activation", None, (4, 5), View("t", 8, (1, 8), (16, 1)), (2,))),
+    (Op, (4, "op#0", "MatMul", (1, 2), (3,), {"tile_of": "op"}, 64, 8, Gemm(1, 8, 8))),
+    (View, ("t", 8, (1, 8), (16, 1))),
+    (Residency, (0, 3, 128, 7, 64)),
+    (Transfer, (2, "load", 7, "compulsory", 64)),
+])
+def test_positional_constructor_builds_what_the_class_builds(cls, values):
+    made, expected = positional_constructor(cls)(*values), cls(*values)
+    assert type(made) is cls and made == expected and repr(made) == repr(expected)
+    assert hash(made) == hash(expected)
+    with pytest.raises(AttributeError):  # still frozen
+        setattr(made, next(iter(cls.__dataclass_fields__)), 0)
+
+
+def test_positional_constructor_refuses_classes_it_cannot_fill():
+    @dataclass(frozen=True)
+    class Plain:
+        x: int
+
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        x: int
+
+        def __post_init__(self):
+            assert self.x > 0
+
+    for cls in (Plain, Checked):
+        with pytest.raises(TypeError):
+            positional_constructor(cls)
