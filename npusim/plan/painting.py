@@ -8,30 +8,40 @@ import bisect
 
 
 class AddressPainter:
+    """Segments kept as three parallel lists sorted by start (segments are disjoint, so their
+    ends are sorted too): a paint replaces the run of segments it overlaps with at most three
+    (the uncovered head of the first, the new one, the uncovered tail of the last) in one
+    slice assignment per list."""
+
     def __init__(self) -> None:
-        self._starts: list[int] = []  # sorted segment starts
-        self._segments: dict[int, tuple[int, int]] = {}  # start -> (end, owner)
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._owners: list[int] = []
 
     def paint(self, lo: int, hi: int, owner: int) -> set[int]:
         """Give [lo, hi) to ``owner``; returns the owners of the bytes it covered before. An
         empty range covers nothing and changes nothing."""
         if hi <= lo:
             return set()
-        starts, segments = self._starts, self._segments
-        k = bisect.bisect_right(starts, lo) - 1
-        if k < 0 or segments[starts[k]][0] <= lo:
-            k += 1
-        found, pieces = set(), []
-        while k < len(starts) and starts[k] < hi:
-            start = starts[k]
-            end, previous = segments.pop(start)
-            starts.pop(k)
-            found.add(previous)
-            if start < lo:
-                pieces.append((start, lo, previous))
-            if end > hi:
-                pieces.append((hi, end, previous))
-        for a, b, who in pieces + [(lo, hi, owner)]:
-            bisect.insort(starts, a)
-            segments[a] = (b, who)
+        starts, ends, owners = self._starts, self._ends, self._owners
+        first = bisect.bisect_right(ends, lo)  # the first segment ending after lo
+        stop = bisect.bisect_left(starts, hi, first)  # past the last segment starting before hi
+        if first == stop:  # covers nothing painted: a new segment in the gap
+            starts.insert(first, lo)
+            ends.insert(first, hi)
+            owners.insert(first, owner)
+            return set()
+        found = set(owners[first:stop])
+        new_starts, new_ends, new_owners = [lo], [hi], [owner]
+        if starts[first] < lo:  # the head of the first segment stays its owner's
+            new_starts.insert(0, starts[first])
+            new_ends.insert(0, lo)
+            new_owners.insert(0, owners[first])
+        if ends[stop - 1] > hi:  # and the tail of the last one
+            new_starts.append(hi)
+            new_ends.append(ends[stop - 1])
+            new_owners.append(owners[stop - 1])
+        starts[first:stop] = new_starts
+        ends[first:stop] = new_ends
+        owners[first:stop] = new_owners
         return found
