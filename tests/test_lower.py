@@ -9,9 +9,9 @@ from dataclasses import fields, replace
 import pytest
 
 from npusim import workflow as W
-from npusim.plan.layout import DramLayout
-from npusim.plan.lower import (ACCESS_FIELDS, COMMAND_FIELDS, DRAM_VIEW_FIELDS, Access, Command, DramView,
-                               _previous_occupants, frozen, lower)
+from npusim.graph.tiling import view_region
+from npusim.plan.layout import DramLayout, storage_view
+from npusim.plan.lower import COMMAND_FIELDS, Access, Command, DramView, _previous_occupants, frozen, lower
 from npusim.plan.painting import AddressPainter
 from npusim.plan.transfer_cost import TransferCost
 from npusim.testing.seeded_races import seeded_cases
@@ -25,8 +25,6 @@ def test_frozen_builds_what_the_constructor_builds():
     built = frozen(Command, COMMAND_FIELDS, values)
     assert built == Command(*values) and repr(built) == repr(Command(*values))
     assert hash(built) == hash(Command(*values))
-    assert frozen(Access, ACCESS_FIELDS, (3, 7, 128, 64)) == access
-    assert frozen(DramView, DRAM_VIEW_FIELDS, (4096, (2, 8), (16, 1), 1)) == view
     assert replace(built, waits=()) == Command(*values[:-2], (), (4,))
     with pytest.raises(AttributeError):
         built.waits = ()  # still frozen
@@ -131,3 +129,34 @@ def test_dram_views_are_the_layouts():
             offset, shape, strides = layout.view_of(tensor)
             base = plan.dram.get(tensor.view.base if tensor.view else tensor.name, 0)
             assert c.dram == DramView(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
+
+
+def plain_view_of(layout, tensor):
+    """DramLayout.view_of computed per tensor, with no memo: the box of the view decoded from
+    its row-major offset, re-expressed in the base's storage order."""
+    if tensor.view is None:
+        return 0, (tensor.elements,), (1,)
+    v = tensor.view
+    if tensor.kind == "weight":
+        return v.offset, (tensor.elements,), (1,)
+    base_shape = layout._shapes.get(v.base)
+    if base_shape is None or len(v.shape) != len(base_shape) or len(base_shape) < 2:
+        return v.offset, tuple(v.shape), tuple(v.strides)
+    order = layout.order_of(v.base, len(base_shape))
+    if order == tuple(range(len(base_shape))):
+        return v.offset, tuple(v.shape), tuple(v.strides)
+    region = view_region(v, base_shape)
+    box = [(a, a + (n - 1) * g + 1) for a, n, g in region]
+    return storage_view(base_shape, box, order, tuple(g for _, _, g in region))
+
+
+@pytest.mark.parametrize("layout_name", ["nhwc", "nchw"])
+def test_memoised_storage_views_are_the_plain_ones(layout_name):
+    hw = W.load_hw("edge-npu", {"dram.layout": layout_name})
+    for trace, pipeline in (("resnet18", "tile+default+arena+belady"), ("squeezenet1_0", "fuse+tile+default+arena+belady")):
+        plan = W.plan_graph(W.load_graph(trace), hw, pipeline)
+        layout = DramLayout(plan.base_graph, layout_name)
+        views = [t for t in plan.bound_graph.tensors if t.view is not None and t.kind != "weight"]
+        assert len({(t.view.shape, t.view.strides) for t in views}) < len(views)  # the memo is shared
+        for t in plan.bound_graph.tensors:
+            assert layout.view_of(t) == plain_view_of(layout, t), t.name

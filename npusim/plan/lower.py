@@ -125,8 +125,6 @@ class Program:
 
 
 COMMAND_FIELDS = tuple(f.name for f in fields(Command))
-ACCESS_FIELDS = tuple(f.name for f in fields(Access))
-DRAM_VIEW_FIELDS = tuple(f.name for f in fields(DramView))
 
 
 def dma_settings(hw) -> tuple:
@@ -208,7 +206,7 @@ def _access_finder(plan: Plan, graph: Graph):
     """``access_at(tensor, step)``: the Access of the residency holding ``tensor`` at ``step``."""
     by_tensor: list[list] = [[] for _ in graph.tensors]  # tensor -> (first, last, Access) of each residency
     for i, r in enumerate(plan.residencies):
-        by_tensor[r.tensor].append((r.first, r.last, frozen(Access, ACCESS_FIELDS, (i, r.tensor, r.offset, r.size))))
+        by_tensor[r.tensor].append((r.first, r.last, Access(i, r.tensor, r.offset, r.size)))
 
     def access_at(t: int, s: int) -> Access:
         for first, last, access in by_tensor[t]:
@@ -329,7 +327,7 @@ def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
     storage order of the DRAM layout."""
     base = dram.get(buffer_of(tensor), 0)
     offset, shape, strides = layout.view_of(tensor)
-    return frozen(DramView, DRAM_VIEW_FIELDS, (base + offset * tensor.itemsize, shape, strides, tensor.itemsize))
+    return DramView(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
 
 
 def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) -> int:
