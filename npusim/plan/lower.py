@@ -45,6 +45,7 @@ scratchpad capacity, the off-chip footprint and the plan's name and status, so
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
@@ -59,6 +60,7 @@ from npusim.plan.bound import as_bound
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
+DMA_QUEUE = {"load": "dma.load", "store": "dma.store"}
 
 
 @dataclass(frozen=True)
@@ -178,28 +180,23 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[Dr
     # (step, phase, tensor or op) packed into one int (cheaper to sort than a tuple): the
     # tensor or op id is below ``width``, the phase below 3.
     width = max(len(graph.tensors), len(graph.ops)) + 1
-    keyed = []  # (issue key, draft)
+    drafts, keys = [], []
     for tr in plan.transfers:
         a = (access_at(tr.tensor, tr.step),)
         view, cost = dram_side(tr.tensor)
         store = tr.kind == "store"
-        keyed.append(((tr.step * 3 + PHASE[tr.kind]) * width + tr.tensor,
-                      Draft(f"dma.{tr.kind}", tr.kind, tr.step, None, tr.tensor, tr.cause, tr.size, view, cost,
-                            a if store else (), () if store else a)))
+        keys.append((tr.step * 3 + PHASE[tr.kind]) * width + tr.tensor)
+        drafts.append(Draft(DMA_QUEUE[tr.kind], tr.kind, tr.step, None, tr.tensor, tr.cause,
+                            tr.size, view, cost, a if store else (), () if store else a))
     ops, streams = graph.ops, plan.streams
-    queue_of = [f"stream{s}" for s in range(max(streams, default=0) + 1)]
+    stream_queue = [f"stream{s}" for s in range(max(streams, default=0) + 1)]
     for s, op_id in enumerate(plan.order):
         op = ops[op_id]
-        keyed.append(((s * 3 + 1) * width + op_id,
-                      Draft(queue_of[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
+        keys.append((s * 3 + 1) * width + op_id)
+        drafts.append(Draft(stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
                             tuple([access_at(t, s) for t in dict.fromkeys(op.inputs)]),
-                            tuple([access_at(t, s) for t in op.outputs]))))
-    keyed.sort(key=_issue_key)
-    return [d for _, d in keyed]
-
-
-def _issue_key(item: tuple) -> int:
-    return item[0]
+                            tuple([access_at(t, s) for t in op.outputs])))
+    return [drafts[i] for i in sorted(range(len(drafts)), key=keys.__getitem__)]
 
 
 def _access_finder(plan: Plan, graph: Graph):
@@ -254,8 +251,8 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
     dma_users = defaultdict(list)  # residency -> its users that are not computes
     filler: list[int | None] = [None] * n_residencies  # residency -> the command that fills it first
     last_store_of = {}  # tensor -> latest store command
-    compute_at = {}  # step -> its compute command
-    loads_at = defaultdict(list)  # step -> its load commands
+    compute_at = {}  # step -> its compute command (with a DRAM layout)
+    loads_at = defaultdict(list)  # step -> its load commands (with a DRAM layout)
     tensors, dram_reused = graph.tensors, bool(plan.dram)
     commands = []
     for cid, d in enumerate(drafts):
@@ -271,11 +268,18 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
             for a in d.writes:
                 for q in previous[a.residency]:
                     waits.update(dma_users.get(q, ()))
-            compute_at[d.step] = cid
-        elif kind == "load":
+            for a in d.reads:
+                users[a.residency].append(cid)
             for a in d.writes:
-                for q in previous[a.residency]:
-                    waits.update(users[q])
+                users[a.residency].append(cid)
+                if filler[a.residency] is None:
+                    filler[a.residency] = cid
+            if dram_reused:
+                compute_at[d.step] = cid
+        elif kind == "load":
+            (a,) = d.writes
+            for q in previous[a.residency]:
+                waits.update(users[q])
             # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read from.
             t = d.tensor
             if t in last_store_of:
@@ -283,27 +287,25 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
             for t in tensors[t].sources:
                 if t in last_store_of:
                     waits.add(last_store_of[t])
-            loads_at[d.step].append(cid)
+            users[a.residency].append(cid)
+            dma_users[a.residency].append(cid)
+            if filler[a.residency] is None:
+                filler[a.residency] = cid
+            if dram_reused:
+                loads_at[d.step].append(cid)
         else:  # store
-            for a in d.reads:
-                f = filler[a.residency]
-                if f is not None:
-                    waits.add(f)
-                    if drafts[f].kind == "compute" and drafts[f].step == d.step:
-                        streamed += (f,)
+            (a,) = d.reads
+            f = filler[a.residency]
+            if f is not None:
+                waits.add(f)
+                if drafts[f].kind == "compute" and drafts[f].step == d.step:
+                    streamed = (f,)
             if dram_reused:  # DRAM is reused: no store before the op of its step (see above)
                 waits.add(compute_at[d.step])
                 waits.update(loads_at[d.step])
             last_store_of[d.tensor] = cid
-        for a in d.reads:
             users[a.residency].append(cid)
-        for a in d.writes:
-            users[a.residency].append(cid)
-            if filler[a.residency] is None:
-                filler[a.residency] = cid
-        if kind != "compute":
-            for a in d.reads + d.writes:
-                dma_users[a.residency].append(cid)
+            dma_users[a.residency].append(cid)
         commands.append(frozen(Command, COMMAND_FIELDS, (cid, *d, tuple(sorted(waits)),
                                                          tuple(sorted(set(streamed))) if streamed else ())))
     return commands, users
@@ -349,7 +351,9 @@ def _previous_occupants(residencies) -> list[list[int]]:
     painter = AddressPainter()
     previous: list[list[int]] = [[] for _ in residencies]
     last = [r.last for r in residencies]
-    for i, r in sorted(enumerate(residencies), key=_first_then_offset):
+    # By (first, offset), ties in residency order (the index breaks them).
+    for _, i in sorted(zip(map(_first_then_offset, residencies), range(len(residencies)))):
+        r = residencies[i]
         found = painter.paint(r.offset, r.offset + r.size, i)
         if found:
             begins = r.first
@@ -357,5 +361,4 @@ def _previous_occupants(residencies) -> list[list[int]]:
     return previous
 
 
-def _first_then_offset(item: tuple) -> tuple[int, int]:
-    return item[1].first, item[1].offset
+_first_then_offset = attrgetter("first", "offset")
