@@ -24,7 +24,9 @@ innermost dimension is the contiguous one and chunks come in increasing address 
 
 from __future__ import annotations
 
-from npusim.graph.model import Graph
+from dataclasses import replace
+
+from npusim.graph.model import Graph, row_major_strides
 from npusim.graph.ops.kinds import CHANNEL_OPS, REORDERING_OPS
 from npusim.graph.tiling import view_region
 
@@ -99,6 +101,7 @@ class DramLayout:
         self.layout = layout
         self._image_like = image_like_tensors(untiled) if layout != "nchw" else frozenset()
         self._shapes = {t.name: tuple(t.shape) for t in untiled.tensors}
+        self._walks: dict[tuple, tuple | None] = {}  # (base, view shape, view strides) -> its walk
 
     def order_of(self, name: str, rank: int) -> tuple[int, ...]:
         return storage_order(rank, self.layout, name in self._image_like)
@@ -110,12 +113,34 @@ class DramLayout:
         v = tensor.view
         if tensor.kind == "weight":  # stored pre-tiled: one run from the tile's first element
             return v.offset, (tensor.elements,), (1,)
+        walk = self._walk(v)
+        if walk is None:  # stored in its logical order
+            return v.offset, tuple(v.shape), tuple(v.strides)
+        row_major, stored, shape, strides = walk
+        # The box's first element, decoded from the row-major offset (``view_region``),
+        # placed by the storage strides: only the offset differs between views of one walk.
+        rest, offset = v.offset, 0
+        for r, s in zip(row_major, stored):
+            offset += rest // r * s
+            rest %= r
+        return offset, shape, strides
+
+    def _walk(self, v) -> tuple | None:
+        """What the storage view of ``v`` shares with every view of the same base, shape and
+        strides (the tiles of one op): the base's row-major and storage strides and the view's
+        storage-order shape and strides; None when the base is stored in its logical order
+        (or is not a box of the same rank). Memoised."""
+        key = (v.base, v.shape, v.strides)
+        if key in self._walks:
+            return self._walks[key]
         base_shape = self._shapes.get(v.base)
-        if base_shape is None or len(v.shape) != len(base_shape) or len(base_shape) < 2:
-            return v.offset, tuple(v.shape), tuple(v.strides)
-        order = self.order_of(v.base, len(base_shape))
-        if order == tuple(range(len(base_shape))):
-            return v.offset, tuple(v.shape), tuple(v.strides)
-        region = view_region(v, base_shape)  # the box from the row-major offset (npusim.graph.tiling)
-        box = [(a, a + (n - 1) * g + 1) for a, n, g in region]
-        return storage_view(base_shape, box, order, tuple(g for _, _, g in region))
+        walk = None
+        if base_shape is not None and len(v.shape) == len(base_shape) >= 2:
+            order = self.order_of(v.base, len(base_shape))
+            if order != tuple(range(len(base_shape))):
+                region = view_region(replace(v, offset=0), base_shape)  # (npusim.graph.tiling)
+                box = [(a, a + (n - 1) * g + 1) for a, n, g in region]
+                _, shape, strides = storage_view(base_shape, box, order, tuple(g for _, _, g in region))
+                walk = (row_major_strides(base_shape), storage_strides(base_shape, order), shape, strides)
+        self._walks[key] = walk
+        return walk

@@ -45,7 +45,9 @@ scratchpad capacity, the off-chip footprint and the plan's name and status, so
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from operator import attrgetter
+from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from npusim.kernels.render_chunks import chunks_of
 
@@ -58,6 +60,7 @@ from npusim.plan.bound import as_bound
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
+DMA_QUEUE = {"load": "dma.load", "store": "dma.store"}
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,9 @@ class Program:
         return len(self.commands)
 
 
+COMMAND_FIELDS = tuple(f.name for f in fields(Command))
+
+
 def dma_settings(hw) -> tuple:
     """The hardware fields transfer costs depend on: a Program is run only on hardware that
     agrees on them."""
@@ -137,8 +143,8 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
     untiled, graph = plan.base_graph, plan.bound_graph
     # Build commands in (step, phase) order without waits, then add waits.
     drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw)
-    users, filler = _users_and_fillers(drafts, len(plan.residencies))
-    commands = _with_waits(drafts, users, filler, _previous_occupants(plan.residencies), plan, graph)
+    previous = _previous_occupants(plan.residencies)
+    commands, users = _with_waits(drafts, previous, len(plan.residencies), plan, graph)
     queues = defaultdict(list)
     for c in commands:
         queues[c.queue].append(c.id)
@@ -150,12 +156,53 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
 
 
-def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[tuple[tuple, dict]]:
-    """Every transfer and op as a command's fields without waits, keyed and sorted by
+class Draft(NamedTuple):
+    """A command's fields but its id and waits, in ``Command``'s order."""
+
+    queue: str
+    kind: str
+    step: int
+    op: int | None
+    tensor: int | None
+    cause: str | None
+    nbytes: int
+    dram: DramView | None
+    cost: TransferCost | None
+    reads: tuple[Access, ...]
+    writes: tuple[Access, ...]
+
+
+def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[Draft]:
+    """Every transfer and op as a command's fields without waits, sorted by
     (step, phase, tensor or op)."""
-    residencies = plan.residencies
-    by_tensor = defaultdict(list)  # tensor -> (first step, last step, its Access) of each residency
-    for i, r in enumerate(residencies):
+    access_at = _access_finder(plan, graph)
+    dram_side = _dram_side_finder(plan, graph, layout, hw)
+    # (step, phase, tensor or op) packed into one int (cheaper to sort than a tuple): the
+    # tensor or op id is below ``width``, the phase below 3.
+    width = max(len(graph.tensors), len(graph.ops)) + 1
+    drafts, keys = [], []
+    for tr in plan.transfers:
+        a = (access_at(tr.tensor, tr.step),)
+        view, cost = dram_side(tr.tensor)
+        store = tr.kind == "store"
+        keys.append((tr.step * 3 + PHASE[tr.kind]) * width + tr.tensor)
+        drafts.append(Draft(DMA_QUEUE[tr.kind], tr.kind, tr.step, None, tr.tensor, tr.cause,
+                            tr.size, view, cost, a if store else (), () if store else a))
+    ops, streams = graph.ops, plan.streams
+    stream_queue = [f"stream{s}" for s in range(max(streams, default=0) + 1)]
+    for s, op_id in enumerate(plan.order):
+        op = ops[op_id]
+        keys.append((s * 3 + 1) * width + op_id)
+        drafts.append(Draft(stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
+                            tuple([access_at(t, s) for t in dict.fromkeys(op.inputs)]),
+                            tuple([access_at(t, s) for t in op.outputs])))
+    return [drafts[i] for i in sorted(range(len(drafts)), key=keys.__getitem__)]
+
+
+def _access_finder(plan: Plan, graph: Graph):
+    """``access_at(tensor, step)``: the Access of the residency holding ``tensor`` at ``step``."""
+    by_tensor: list[list] = [[] for _ in graph.tensors]  # tensor -> (first, last, Access) of each residency
+    for i, r in enumerate(plan.residencies):
         by_tensor[r.tensor].append((r.first, r.last, Access(i, r.tensor, r.offset, r.size)))
 
     def access_at(t: int, s: int) -> Access:
@@ -164,112 +211,116 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[tu
                 return access
         raise ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
 
-    dram_side = {}  # tensor -> (view, cost): a tensor moved again is moved from the same place
+    return access_at
+
+
+def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
+    """``dram_side(tensor)``: the DramView and TransferCost of a DMA of ``tensor`` (memoised:
+    a tensor moved again is moved from the same place)."""
+    found: dict[int, tuple[DramView, TransferCost]] = {}
     # A view's counts depend on its start only through the start's phase in a burst (shifting
     # every chunk by whole bursts moves as many bursts): tiles of one shape share their cost.
     costs = {}  # (shape, strides, itemsize, address mod burst) -> TransferCost
     burst, max_dims = hw.dma.burst_bytes, hw.dma.max_dims
+    tensors, dram = graph.tensors, plan.dram
 
-    def view_and_cost(t: int) -> tuple[DramView, TransferCost]:
-        found = dram_side.get(t)
-        if found is None:
-            view = dram_view(graph.tensors[t], plan.dram, layout)
+    def dram_side(t: int) -> tuple[DramView, TransferCost]:
+        side = found.get(t)
+        if side is None:
+            view = dram_view(tensors[t], dram, layout)
             key = (view.shape, view.strides, view.itemsize, view.address % burst)
             cost = costs.get(key)
             if cost is None:
                 cost = costs[key] = transfer_cost(view.shape, view.strides, view.itemsize, view.address, burst, max_dims)
-            found = dram_side[t] = (view, cost)
-        return found
+            side = found[t] = (view, cost)
+        return side
 
-    drafts = []  # (priority, dict)
-    for tr in plan.transfers:
-        a = access_at(tr.tensor, tr.step)
-        view, cost = view_and_cost(tr.tensor)
-        d = dict(queue=f"dma.{tr.kind}", kind=tr.kind, step=tr.step, tensor=tr.tensor, cause=tr.cause,
-                 nbytes=tr.size, dram=view, cost=cost,
-                 reads=(a,) if tr.kind == "store" else (),
-                 writes=(a,) if tr.kind == "load" else ())
-        drafts.append(((tr.step, PHASE[tr.kind], tr.tensor), d))
-    for s, op_id in enumerate(plan.order):
-        op = graph.ops[op_id]
-        d = dict(queue=f"stream{plan.streams[op_id]}", kind="compute", step=s, op=op_id,
-                 reads=tuple(access_at(t, s) for t in dict.fromkeys(op.inputs)),
-                 writes=tuple(access_at(t, s) for t in op.outputs))
-        drafts.append(((s, PHASE["compute"], op_id), d))
-    drafts.sort(key=lambda x: x[0])
-    return drafts
+    return dram_side
 
 
-def _users_and_fillers(drafts, n_residencies: int) -> tuple[list[list[int]], dict[int, int]]:
-    """Per residency, the commands that touch it, and the command that fills it first."""
-    users = [[] for _ in range(n_residencies)]
-    filler: dict[int, int] = {}  # residency -> command that fills it
-    for cid, (_, d) in enumerate(drafts):
-        for a in d["reads"] + d["writes"]:
-            users[a.residency].append(cid)
-        for a in d["writes"]:
-            filler.setdefault(a.residency, cid)
-    return users, filler
+def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
+                graph: Graph) -> tuple[list[Command], list[list[int]]]:
+    """The commands with the waits of the module docstring, and per residency the commands
+    that touch it.
 
-
-def _with_waits(drafts, users, filler, previous, plan: Plan, graph: Graph) -> list[Command]:
-    """The commands with the waits of the module docstring (only on earlier commands)."""
-    fields = [d for _, d in drafts]
-    kinds = [d["kind"] for d in fields]
-    queues = [d["queue"] for d in fields]
-    steps = [d["step"] for d in fields]
-    last_store_of = {}  # tensor -> latest store command issued so far
-    compute_at = {steps[cid]: cid for cid, kind in enumerate(kinds) if kind == "compute"}
-    loads_at = defaultdict(list)  # step -> its load commands
-    for cid, kind in enumerate(kinds):
-        if kind == "load":
-            loads_at[steps[cid]].append(cid)
-    dma_users = {}  # residency -> its users that are not computes (memoised: shared by many waiters)
-
-    def dma_users_of(q: int) -> list[int]:
-        found = dma_users.get(q)
-        if found is None:
-            found = dma_users[q] = [u for u in users[q] if kinds[u] != "compute"]
-        return found
-
+    Commands are visited in issue order, and what a command's waits are found from (the
+    users and the filler of a residency, the last store of a tensor, the op and loads of a
+    step) is recorded after its waits: it holds only earlier commands, so every wait is on
+    an earlier command."""
+    users: list[list[int]] = [[] for _ in range(n_residencies)]
+    dma_users = defaultdict(list)  # residency -> its users that are not computes
+    filler: list[int | None] = [None] * n_residencies  # residency -> the command that fills it first
+    last_store_of = {}  # tensor -> latest store command
+    compute_at = {}  # step -> its compute command (with a DRAM layout)
+    loads_at = defaultdict(list)  # step -> its load commands (with a DRAM layout)
+    tensors, dram_reused = graph.tensors, bool(plan.dram)
     commands = []
-    for cid, d in enumerate(fields):
-        waits, streamed = set(), set()
-        kind = kinds[cid]
+    for cid, d in enumerate(drafts):
+        waits, streamed = set(), ()
+        kind = d.kind
         if kind == "compute":
-            queue = queues[cid]
-            for a in d["reads"]:
-                f = filler.get(a.residency)
-                if f is not None and queues[f] != queue:
+            for a in d.reads:
+                f = filler[a.residency]
+                if f is not None and drafts[f].queue != d.queue:
                     waits.add(f)
-                    if kinds[f] == "load":
-                        streamed.add(f)
-            for a in d["writes"]:
+                    if drafts[f].kind == "load":
+                        streamed += (f,)
+            for a in d.writes:
                 for q in previous[a.residency]:
-                    waits.update(dma_users_of(q))
+                    waits.update(dma_users.get(q, ()))
+            for a in d.reads:
+                users[a.residency].append(cid)
+            for a in d.writes:
+                users[a.residency].append(cid)
+                if filler[a.residency] is None:
+                    filler[a.residency] = cid
+            if dram_reused:
+                compute_at[d.step] = cid
         elif kind == "load":
-            for a in d["writes"]:
-                for q in previous[a.residency]:
-                    waits.update(users[q])
+            (a,) = d.writes
+            for q in previous[a.residency]:
+                waits.update(users[q])
             # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read from.
-            for t in (d["tensor"],) + graph.tensors[d["tensor"]].sources:
+            t = d.tensor
+            if t in last_store_of:
+                waits.add(last_store_of[t])
+            for t in tensors[t].sources:
                 if t in last_store_of:
                     waits.add(last_store_of[t])
+            users[a.residency].append(cid)
+            dma_users[a.residency].append(cid)
+            if filler[a.residency] is None:
+                filler[a.residency] = cid
+            if dram_reused:
+                loads_at[d.step].append(cid)
         else:  # store
-            for a in d["reads"]:
-                f = filler.get(a.residency)
-                if f is not None:
-                    waits.add(f)
-                    if kinds[f] == "compute" and steps[f] == steps[cid]:
-                        streamed.add(f)
-            if plan.dram:  # DRAM is reused: no store before the op of its step (see above)
-                waits.add(compute_at[steps[cid]])
-                waits.update(loads_at[steps[cid]])
-            last_store_of[d["tensor"]] = cid
-        waits = sorted(w for w in waits if w < cid)
-        streamed = tuple(sorted(w for w in streamed if w < cid)) if streamed else ()
-        commands.append(Command(id=cid, waits=tuple(waits), streamed=streamed, **d))
-    return commands
+            (a,) = d.reads
+            f = filler[a.residency]
+            if f is not None:
+                waits.add(f)
+                if drafts[f].kind == "compute" and drafts[f].step == d.step:
+                    streamed = (f,)
+            if dram_reused:  # DRAM is reused: no store before the op of its step (see above)
+                waits.add(compute_at[d.step])
+                waits.update(loads_at[d.step])
+            last_store_of[d.tensor] = cid
+            users[a.residency].append(cid)
+            dma_users[a.residency].append(cid)
+        commands.append(frozen(Command, COMMAND_FIELDS, (cid, *d, tuple(sorted(waits)),
+                                                         tuple(sorted(set(streamed))) if streamed else ())))
+    return commands, users
+
+
+def frozen(cls, names: tuple[str, ...], values) -> object:
+    """``cls(*values)`` for a frozen dataclass ``cls`` whose fields are ``names``, built faster.
+
+    A frozen dataclass's ``__init__`` sets its fields one ``object.__setattr__`` at a time
+    (about 4 µs for a Command); lowering builds one Command per transfer and op, tens of
+    thousands, so it fills the instance's ``__dict__`` at once instead: the same object, field
+    for field (tests/test_lower.py checks it against the constructor)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(zip(names, values))
+    return obj
 
 
 def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
@@ -299,11 +350,15 @@ def _previous_occupants(residencies) -> list[list[int]]:
     """
     painter = AddressPainter()
     previous: list[list[int]] = [[] for _ in residencies]
-    first = [r.first for r in residencies]
     last = [r.last for r in residencies]
-    for i in sorted(range(len(residencies)), key=lambda i: (first[i], residencies[i].offset)):
-        lo = residencies[i].offset
-        found = painter.paint(lo, lo + residencies[i].size, i)
-        begins = first[i]
-        previous[i] = sorted(q for q in found if last[q] < begins)
+    # By (first, offset), ties in residency order (the index breaks them).
+    for _, i in sorted(zip(map(_first_then_offset, residencies), range(len(residencies)))):
+        r = residencies[i]
+        found = painter.paint(r.offset, r.offset + r.size, i)
+        if found:
+            begins = r.first
+            previous[i] = sorted([q for q in found if last[q] < begins])
     return previous
+
+
+_first_then_offset = attrgetter("first", "offset")
