@@ -19,8 +19,8 @@ n + c; the others (timeouts, channel requests and releases, bandwidth wake-ups) 
 pool and are recycled once processed (nothing refers to them after that).
 
 What it does not do (``engine.simulate`` keeps SimPy for these): jitter, ``dram.model:
-banks``, plans with a DRAM layout (live DRAM contents are checked), progress reports and the
-wall-clock guard. On any error (a scratchpad check failing, a deadlock, the event budget, a
+banks``, plans with a DRAM layout (live DRAM contents are checked); nor progress reports or
+a stop at the wall-clock guard midway (the engine checks the guard once, at the end). On any error (a scratchpad check failing, a deadlock, the event budget, a
 pool too small) it stops and returns a status; the caller then runs the SimPy model, which
 raises the same error with its message (or, for a small pool, reruns with a larger one).
 
