@@ -556,6 +556,29 @@ def chain_position(op: Op, hw: Hardware | None = None) -> str | None:
     return None
 
 
+def cost_signature(op: Op, graph: Graph) -> tuple:
+    """Everything the per-op figures of this module read of an op (``op_core_cycles``,
+    ``scratchpad_bytes``, ``register_accesses``, ``level_energy``, ``stream_bands``): its kind,
+    GEMM with the loop nest (which ``Gemm``'s equality leaves out), MACs and vector work, the
+    attributes they read (``marker``, ``epilogue``, ``acc``, ``k_last``, ``runs``), and each input's
+    and output's shape, dtype, itemsize and kind, with the position of the first input each
+    input repeats. Ops with equal signatures have equal figures on any hardware and core count,
+    so a caller may compute them once per signature: the tiles of one op share theirs. A figure
+    here that reads more of an op must add it here (``tests/test_cost_signature.py`` checks equal
+    signatures give equal figures over tiled graphs on every shipped hardware)."""
+    tensors = graph.tensors
+    attrs = op.attrs
+    runs = attrs.get("runs")
+    ins = op.inputs
+    inputs = tuple([(t.shape, t.dtype, t.itemsize, t.kind) for t in map(tensors.__getitem__, ins)])
+    repeats = None if len(set(ins)) == len(ins) else tuple(map(ins.index, ins))
+    outputs = tuple([(t.shape, t.dtype, t.itemsize, t.kind) for t in map(tensors.__getitem__, op.outputs)])
+    gemm = op.gemm
+    return (op.kind, gemm, None if gemm is None else gemm.loops, op.macs, op.vector_ops, inputs, repeats, outputs,
+            attrs.get("marker"), "epilogue" in attrs, attrs.get("acc"), attrs.get("k_last"),
+            None if runs is None else tuple(sorted(runs.items())))
+
+
 def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float, str]:
     """(cycles, what bounds them: 'array' | 'vector' | 'scratchpad') of an op on ``cores``
     cores: its slowest core, or the scratchpad, whose bandwidth the cores share."""

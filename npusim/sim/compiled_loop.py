@@ -39,6 +39,7 @@ from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
 from npusim.sim.report import TimelineEntry
+from npusim.util.fast_init import positional_constructor
 
 # Statuses
 OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL = range(5)
@@ -882,6 +883,12 @@ def _as_simpy_held(times: np.ndarray, is_int: np.ndarray) -> list:
     return found
 
 
+#: ``CommandTiming(...)`` and ``TimelineEntry(...)`` with every field given, made faster
+#: (``npusim.util.fast_init``): one of each per command.
+new_timing = positional_constructor(CommandTiming)
+new_entry = positional_constructor(TimelineEntry)
+
+
 def record(machine, result) -> float:
     """Fill ``machine`` (an ``engine._Machine``) with what the compiled run recorded, as its
     SimPy run fills it: command timings, the timeline, energy and busy times (summed in
@@ -903,35 +910,35 @@ def record(machine, result) -> float:
     timings = []
     for c in commands:
         i = c.id
-        t = CommandTiming(ready=ready[i], start=start[i], end=end[i], binding=None if binding[i] < 0 else binding[i],
-                          binding_at=at_names[binding_at[i]])
-        has_band = i in machine.band_done
+        band_at = tail_at = None
+        band_parts, tail_parts = {}, {}
         if c.kind == "compute":
             (cycles, bound), _ = machine._op_cycles(graph.ops[c.op])
             cause = BOUND_CAUSE[bound]
-            t.lane, t.parts = lanes[c.queue][1], {cause: cycles}
+            lane, parts = lanes[c.queue][1], {cause: cycles}
             bands = machine.bands[i]
-            if has_band:
-                t.band, t.band_parts = band[i], {cause: cycles / bands}
+            if i in machine.band_done:
+                band_at, band_parts = band[i], {cause: cycles / bands}
             if tail[i] >= 0:
-                t.tail, t.tail_parts = tail[i], {cause: cycles / bands}
+                tail_at, tail_parts = tail[i], {cause: cycles / bands}
         else:
             overhead, waiting, moving_cause, _ = DMA_CAUSES[c.kind]
             setup = c.cost.descriptors * setup_cycles
             addresses_left = flowing[i] + address_cycles(c.cost, hw) - data_end[i]
-            t.lane = machine.dma_lanes[channel_of[i]]
-            t.parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency,
-                       moving_cause: data_end[i] - flowing[i]}
-            if has_band:
-                t.band = band[i]
-                t.band_parts = {overhead: setup, waiting: latency, moving_cause: band[i] - flowing[i]}
+            lane = machine.dma_lanes[channel_of[i]]
+            parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency,
+                     moving_cause: data_end[i] - flowing[i]}
+            if i in machine.band_done:
+                band_at = band[i]
+                band_parts = {overhead: setup, waiting: latency, moving_cause: band[i] - flowing[i]}
             if tail[i] >= 0:
-                t.tail, t.tail_parts = tail[i], {}
+                tail_at = tail[i]
                 if data_end[i] > mark[i]:
-                    t.tail_parts = {moving_cause: data_end[i] - last_start[i]}
+                    tail_parts = {moving_cause: data_end[i] - last_start[i]}
                 if addresses_left > 0:
-                    t.tail_parts[overhead] = addresses_left
-        timings.append(t)
+                    tail_parts[overhead] = addresses_left
+        timings.append(new_timing(ready[i], start[i], end[i], None if binding[i] < 0 else binding[i],
+                                  at_names[binding_at[i]], parts, lane, band_at, band_parts, tail_at, tail_parts))
     machine.timings = timings
 
     timeline, ops, tensors = machine.timeline, graph.ops, graph.tensors
@@ -941,12 +948,12 @@ def record(machine, result) -> float:
             op = ops[c.op]
             (cycles, _), per_core = machine._op_cycles(op)
             machine._account_compute(op, cycles, per_core, lanes[c.queue][0])
-            timeline.append(TimelineEntry(c.queue, op.name, op.kind, c.step, t.start, t.end, lane=t.lane, command=i))
+            timeline.append(new_entry(c.queue, op.name, op.kind, c.step, t.start, t.end, None, 0, t.lane, i))
         else:
             machine.channel_busy += t.end - t.start
             machine._account_transfer(c)
-            timeline.append(TimelineEntry(c.queue, tensors[c.tensor].name, c.kind, c.step, t.start, t.end,
-                                          c.cause, c.nbytes, lane=t.lane, command=i))
+            timeline.append(new_entry(c.queue, tensors[c.tensor].name, c.kind, c.step, t.start, t.end,
+                                      c.cause, c.nbytes, t.lane, i))
     machine.occupancy = list(zip(_as_simpy_held(occ_time, occ_int), occ_used.tolist()))
     machine.dram_samples = list(zip(_as_simpy_held(dram_time, dram_int), dram_flows.tolist()))
     machine.scratchpad.peak = int(peak)

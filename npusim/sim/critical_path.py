@@ -49,7 +49,7 @@ CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_late
           "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
 
 
-@dataclass
+@dataclass(slots=True)
 class CommandTiming:
     """What the simulator recorded about one command."""
 

@@ -54,7 +54,7 @@ from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.hw.costs import (
-    array_macs, array_pes, cores_per_stream, level_energy, op_core_cycles, register_accesses,
+    array_macs, array_pes, cores_per_stream, cost_signature, level_energy, op_core_cycles, register_accesses,
     scratchpad_bytes, stream_bands,
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
@@ -239,10 +239,10 @@ class _Machine:
             self.dram = SharedBandwidth(self.env, hw.dram_bytes_per_cycle)
             self.dram_latency = hw.dram_latency_cycles
         self.scratchpad = TaggedScratchpad(program.capacity)
-        self.done = [Event(self.env) for _ in program.commands]
+        self.done: list[Event] = []  # a completion event per command, made by run() (SimPy's loop)
         self.users_left = [len(u) for u in program.residency_users]
         self.timeline: list[TimelineEntry] = []
-        self.timings = [CommandTiming() for _ in program.commands]
+        self.timings: list[CommandTiming] = []  # made by run(), or recorded by the compiled loop
         self.free_channels = list(range(hw.dma.channels))
         self.dma_lanes = [f"dma{channel}" for channel in range(hw.dma.channels)]
         self.dma_setup_cycles = hw.dma.setup_cycles
@@ -260,10 +260,14 @@ class _Machine:
         self.scratchpad_read_byte, self.scratchpad_write_byte = scratchpad_byte_energy(hw)
         self.energy_by_op: dict[str, float] = {}
         self.energy_by_level = {lv.name: 0.0 for lv in hw.cores.levels}  # cores.levels (register_file's parts)
+        # Per-op figures, computed once per cost class (``_cost_class``), not once per tile:
+        self._class_of: dict[int, int] = {}  # op id -> its cost class
+        self._classes: dict[tuple, int] = {}  # cost signature -> cost class
         self._levels: dict[int, dict] = {}
-        self._cycles: dict[int, float] = {}
+        self._cycles: dict[int, tuple] = {}
         self._bytes: dict[int, tuple[int, int]] = {}
         self._energy: dict[int, dict] = {}
+        self._bands: dict[int, int] = {}
         self._streaming(program)
 
     def _streaming(self, program: Program) -> None:
@@ -275,7 +279,7 @@ class _Machine:
         self.bands = [1] * len(commands)
         for c in commands:
             if c.kind == "compute":
-                self.bands[c.id] = stream_bands(self.graph.ops[c.op], self.graph, self.hw, self.group)
+                self.bands[c.id] = self._op_bands(self.graph.ops[c.op])
         self.streams_from: list[tuple[int, ...]] = [()] * len(commands)
         self.band_done: dict[int, simpy.Event] = {}
         for c in commands:
@@ -456,19 +460,38 @@ class _Machine:
             self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
         self._account_op(op)
 
-    def _op_cycles(self, op) -> tuple[tuple[float, str], list[float]]:
-        """((cycles, bound), cycles of each of the stream's cores), computed once per op."""
-        found = self._cycles.get(op.id)
+    def _cost_class(self, op) -> int:
+        """A number shared by the ops whose per-op figures are equal (their ``cost_signature``):
+        the tiles of one op share theirs, so a tiled graph's figures are computed once per
+        class, not once per tile."""
+        found = self._class_of.get(op.id)
         if found is None:
-            found = self._cycles[op.id] = op_core_cycles(op, self.graph, self.hw, self.group,
-                                                         self._scratchpad_bytes(op))
+            signature = cost_signature(op, self.graph)
+            found = self._class_of[op.id] = self._classes.setdefault(signature, len(self._classes))
+        return found
+
+    def _op_cycles(self, op) -> tuple[tuple[float, str], list[float]]:
+        """((cycles, bound), cycles of each of the stream's cores), computed once per cost class."""
+        key = self._cost_class(op)
+        found = self._cycles.get(key)
+        if found is None:
+            found = self._cycles[key] = op_core_cycles(op, self.graph, self.hw, self.group, self._scratchpad_bytes(op))
         return found
 
     def _scratchpad_bytes(self, op) -> tuple[int, int]:
-        """``scratchpad_bytes`` of ``op``, computed once for its cycles and its energy."""
-        found = self._bytes.get(op.id)
+        """``scratchpad_bytes`` of ``op``, computed once per cost class for its cycles and its energy."""
+        key = self._cost_class(op)
+        found = self._bytes.get(key)
         if found is None:
-            found = self._bytes[op.id] = scratchpad_bytes(op, self.graph, self.hw, self.group)
+            found = self._bytes[key] = scratchpad_bytes(op, self.graph, self.hw, self.group)
+        return found
+
+    def _op_bands(self, op) -> int:
+        """``stream_bands`` of ``op``, computed once per cost class."""
+        key = self._cost_class(op)
+        found = self._bands.get(key)
+        if found is None:
+            found = self._bands[key] = stream_bands(op, self.graph, self.hw, self.group)
         return found
 
     def dma_queue(self, commands: list[Command]):
@@ -597,20 +620,21 @@ class _Machine:
         parts = self._op_energy(op)
         for k, v in parts.items():
             self.energy[k] += v
-        for k, v in self._levels[op.id].items():
+        for k, v in self._levels[self._cost_class(op)].items():
             self.energy_by_level[k] += v
         self.energy_by_op[op.name] = sum(parts.values())
 
     def _op_energy(self, op) -> dict:
-        """Dynamic energy of one run of ``op`` by component (pJ), computed once per op."""
-        parts = self._energy.get(op.id)
+        """Dynamic energy of one run of ``op`` by component (pJ), computed once per cost class."""
+        key = self._cost_class(op)
+        parts = self._energy.get(key)
         if parts is None:
             e = self.hw.energy
             read, written = self._scratchpad_bytes(op)
             stationary, accumulator = register_accesses(op, self.hw, self.group)
-            levels = self._levels[op.id] = level_energy(op, self.graph, self.hw, self.group)
+            levels = self._levels[key] = level_energy(op, self.graph, self.hw, self.group)
             dtype = self.graph.tensors[op.outputs[0]].dtype
-            parts = self._energy[op.id] = {
+            parts = self._energy[key] = {
                 "mac": op.macs * e.mac(dtype),
                 "vector": op.vector_ops * e.vector_op,
                 "register_file": stationary * e.stationary_register_access
@@ -635,6 +659,8 @@ class _Machine:
 
     def run(self) -> float:
         commands = self.program.commands
+        self.done = [Event(self.env) for _ in commands]
+        self.timings = [CommandTiming() for _ in commands]
         self._accesses(self.program)
         for queue, ids in self.program.queues.items():
             cmds = [commands[i] for i in ids]

@@ -24,7 +24,7 @@ DRAM_STATIC_COMPONENTS = ("dram_refresh", "dram_background")
 ENERGY_COMPONENTS = DYNAMIC_COMPONENTS + STATIC_COMPONENTS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TimelineEntry:
     queue: str
     name: str
