@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from operator import attrgetter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from npusim.kernels.render_chunks import chunks_of
@@ -58,12 +58,13 @@ from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.bound import as_bound
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
+from npusim.util.fast_init import positional_constructor
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
 DMA_QUEUE = {"load": "dma.load", "store": "dma.store"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Access:
     """A command's read or write of one residency's scratchpad region."""
 
@@ -73,7 +74,7 @@ class Access:
     size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DramView:
     """The DRAM side of a DMA: a strided view (in elements) starting at byte ``address``."""
 
@@ -87,7 +88,7 @@ class DramView:
         return chunks_of(self.shape, self.strides, 0, self.itemsize, self.address)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Command:
     id: int
     queue: str
@@ -126,7 +127,9 @@ class Program:
         return len(self.commands)
 
 
-COMMAND_FIELDS = tuple(f.name for f in fields(Command))
+#: ``Command(...)`` with every field given, made faster (``npusim.util.fast_init``): lowering
+#: builds one per transfer and op, tens of thousands.
+new_command = positional_constructor(Command)
 
 
 def dma_settings(hw) -> tuple:
@@ -306,21 +309,8 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
             last_store_of[d.tensor] = cid
             users[a.residency].append(cid)
             dma_users[a.residency].append(cid)
-        commands.append(frozen(Command, COMMAND_FIELDS, (cid, *d, tuple(sorted(waits)),
-                                                         tuple(sorted(set(streamed))) if streamed else ())))
+        commands.append(new_command(cid, *d, tuple(sorted(waits)), tuple(sorted(set(streamed))) if streamed else ()))
     return commands, users
-
-
-def frozen(cls, names: tuple[str, ...], values) -> object:
-    """``cls(*values)`` for a frozen dataclass ``cls`` whose fields are ``names``, built faster.
-
-    A frozen dataclass's ``__init__`` sets its fields one ``object.__setattr__`` at a time
-    (about 4 µs for a Command); lowering builds one Command per transfer and op, tens of
-    thousands, so it fills the instance's ``__dict__`` at once instead: the same object, field
-    for field (tests/test_lower.py checks it against the constructor)."""
-    obj = object.__new__(cls)
-    obj.__dict__.update(zip(names, values))
-    return obj
 
 
 def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
