@@ -105,6 +105,23 @@ def front_end_ns(hw, cfg: ControllerConfig | None = None) -> float:
     return max(0.0, hw.dram.latency * 1e9 - (t["tRCD"] + t["tCL"] + t["tBurst"]))
 
 
+def first_moves(program):
+    """(buffer name, bytes it spans) of every buffer the program's DMAs move, in the order of
+    each one's first DMA command. A buffer moved through views (tiles) spans its whole base."""
+    seen: set[str] = set()
+    graph = program.graph
+    for cmd in program.commands:
+        if cmd.kind not in ("load", "store"):
+            continue
+        tensor = graph.tensors[cmd.tensor]
+        name = buffer_of(tensor)
+        if name in seen:
+            continue
+        seen.add(name)
+        extent = _view_end(cmd.dram) if tensor.view is None else _base_extent(tensor, graph)
+        yield name, max(extent, 1)
+
+
 def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:
     """Buffer name -> base address when the plan has no DRAM layout: buffers in the order the
     program first moves them, each after the previous one.
@@ -117,23 +134,62 @@ def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:
     other) start their rows in different banks instead of fighting over one."""
     base: dict[str, int] = {}
     top = 0
-    graph = program.graph
-    for cmd in program.commands:
-        if cmd.kind not in ("load", "store"):
-            continue
-        tensor = graph.tensors[cmd.tensor]
-        name = buffer_of(tensor)
-        if name in base:
-            continue
+    for name, extent in first_moves(program):
         if banks > 1:  # next row boundary whose bank is the one after the previous buffer's
             want = (len(base) % banks)
             top = (top + stripe - 1) // stripe * stripe
             while (top // stripe) % banks != want:
                 top += stripe
         base[name] = top
-        extent = _view_end(cmd.dram) if tensor.view is None else _base_extent(tensor, graph)
-        top = (top + max(extent, 1) + stripe - 1) // stripe * stripe if banks > 1 else \
-            (top + max(extent, 1) + 63) // 64 * 64
+        top = (top + extent + stripe - 1) // stripe * stripe if banks > 1 else (top + extent + 63) // 64 * 64
+    return base
+
+
+def row_stripe(mapping) -> int:
+    """Bytes of the smallest aligned address block made of whole rows: everything below the
+    row-selecting fields (Ro, Ra, Bg or Ba above the columns), i.e. the column bits, the
+    fields interleaved below them (channels, bank groups of ``RoRaBaCoBgCh``) and the access
+    offset. Under the default ``RoRaBaCoCh`` of ``edge-npu`` (2 KiB pages, 2 channels) 4 KiB:
+    one row of one bank in each channel. A buffer inside one such block opens one row per
+    bank it touches; crossing a block boundary opens another set."""
+    return 1 << (mapping.offset_bits + mapping.shift["Co"] + mapping.bits["Co"])
+
+
+def row_layout(program, stripe: int) -> dict[str, int]:
+    """Buffer name -> base address for ``dram.placement: rows``: the bump placement (first-move
+    order, 64 B aligned), except that no buffer crosses more row blocks (``row_stripe``:
+    ``stripe`` bytes) than its size needs.
+
+    The rule, per buffer of ``size`` bytes at the bump pointer ``top``: it needs
+    ``ceil(size / stripe)`` blocks; if starting at ``top`` it would touch one more (it
+    straddles a boundary it need not cross), it starts at the next block boundary instead,
+    else at ``top``. So a buffer that fits in what is left of the current block shares that
+    block's rows with the buffers placed just before it (first moved just before it, so
+    usually moved together with it, and their rows are still open: hits, as with ``bump``),
+    and every DMA of a buffer opens the fewest rows its bytes allow, which pays on every
+    re-load of a weight, every retrieve of a spilled tensor and every tile of one (``bump``
+    makes about one in ``size / stripe`` of them open an extra row per channel). The padding
+    left is under one block per buffer.
+
+    Why this and nothing more (``benchmarks/dram_placement.py``; the activations of ``bump``
+    classified by replaying a run through the reference controller): at ``edge-npu`` nearly all
+    activations are a command's first touch of a row, or reopenings after refresh closed every
+    row (~10 %), or of rows other tiles of the same tensor opened before (strided tile views:
+    each column tile of a row-major matrix reads part of every row; most of the misses of
+    ``transformer``, ``vit_b_16``, ``fcn_resnet50``, fixed only by storing the tiles
+    contiguously, a layout and not a placement). Two streams evicting each other's rows in one
+    bank did not occur on the traces replayed (the two DMA channels' streams rarely meet in a
+    bank, and FR-FCFS serves each stream's hits before switching), so unlike ``pages`` this
+    placement does not stagger buffers over banks: that padding spread small buffers over
+    half-empty rows and lost more row sharing than it gained."""
+    base: dict[str, int] = {}
+    top = 0
+    for name, size in first_moves(program):
+        fewest = -(-size // stripe)
+        if top % stripe + size > fewest * stripe:  # would cross one boundary more than it needs
+            top = -(-top // stripe) * stripe
+        base[name] = top
+        top = (top + size + 63) // 64 * 64
     return base
 
 
@@ -161,7 +217,9 @@ class BankedDram:
         self.program = program
         self.bump = None
         if program is not None and not program.dram_planned:
-            if hw.dram.placement == "pages":
+            if hw.dram.placement == "rows":
+                self.bump = row_layout(program, row_stripe(self.ctrl.mapping))
+            elif hw.dram.placement == "pages":
                 m = self.ctrl.mapping
                 stripe = self.cfg.device.page_bytes * self.cfg.channels  # a row of one bank, every channel
                 self.bump = bump_layout(program, stripe, self.cfg.device.banks)
