@@ -20,7 +20,9 @@ Addresses: with a DRAM layout (``plan.dram``, an off-chip planner) a DMA's chunk
 the plan put them. Without one, every buffer starts at 0 in the plan, so the model places
 the buffers itself, as a bump allocator that never reuses memory would (the DRAM of SCALE-Sim
 and ONNXim): in the order the program first moves them, each aligned to the DMA burst
-(``bump_layout``).
+(``bump_layout``; ``dram.placement: pages`` puts each on a row boundary, consecutive ones in
+different banks; ``rows`` keeps the bump order but lets no buffer cross more row boundaries
+than its size needs, ``row_layout``).
 
 Latency: the device's own latency (tRCD, tCL, the burst) is in the controller's timing, so
 of ``dram.latency`` (what one isolated read costs end to end) only the part beyond an
@@ -167,21 +169,20 @@ def row_layout(program, stripe: int) -> dict[str, int]:
     block's rows with the buffers placed just before it (first moved just before it, so
     usually moved together with it, and their rows are still open: hits, as with ``bump``),
     and every DMA of a buffer opens the fewest rows its bytes allow, which pays on every
-    re-load of a weight, every retrieve of a spilled tensor and every tile of one (``bump``
-    makes about one in ``size / stripe`` of them open an extra row per channel). The padding
-    left is under one block per buffer.
+    re-load of a weight, every retrieve of a spilled tensor and every tile of one (under
+    ``bump`` a buffer at an arbitrary offset crosses one boundary more with a chance of about
+    ``(size mod stripe) / stripe``, and then every DMA of it opens an extra row per channel).
+    The padding left is under one block per buffer.
 
-    Why this and nothing more (``benchmarks/dram_placement.py``; the activations of ``bump``
-    classified by replaying a run through the reference controller): at ``edge-npu`` nearly all
-    activations are a command's first touch of a row, or reopenings after refresh closed every
-    row (~10 %), or of rows other tiles of the same tensor opened before (strided tile views:
-    each column tile of a row-major matrix reads part of every row; most of the misses of
-    ``transformer``, ``vit_b_16``, ``fcn_resnet50``, fixed only by storing the tiles
-    contiguously, a layout and not a placement). Two streams evicting each other's rows in one
-    bank did not occur on the traces replayed (the two DMA channels' streams rarely meet in a
-    bank, and FR-FCFS serves each stream's hits before switching), so unlike ``pages`` this
-    placement does not stagger buffers over banks: that padding spread small buffers over
-    half-empty rows and lost more row sharing than it gained."""
+    Why this and nothing more (the activations of ``bump`` classified by replaying runs through
+    the reference controller; the figures in ``hw_configs/README.md``): nearly all of them are a
+    command's first touch of a row, a reopening after an all-bank refresh closed every row, or
+    a reopening of a row another tile of the same tensor opened (a tensor stored in one tiling
+    and loaded in another: each tile reads part of every row; only the tiler can change that,
+    no layout of the buffer serves both sides). Two streams evicting each other's rows in one
+    bank hardly occurred (FR-FCFS serves a stream's hits before switching rows), so unlike
+    ``pages`` this placement does not stagger buffers over banks: that padding spread small
+    buffers over half-empty rows and lost more row sharing than it gained."""
     base: dict[str, int] = {}
     top = 0
     for name, size in first_moves(program):
