@@ -409,6 +409,19 @@ def test_row_layout_crosses_no_boundary_it_need_not_and_packs_the_rest():
         end = rows[f"b{i}"] + s
 
 
+def test_row_stripe_is_the_block_of_whole_rows_under_the_mapping():
+    """Everything below the row-selecting fields: page x channels with the bank above the
+    columns; x bank groups when they interleave below the columns; one page when the
+    columns are the lowest field."""
+    from npusim.dram.mapping import parse_mapping
+    from npusim.dram.model import row_stripe
+
+    lp4, ddr4 = PRESETS["lpddr4-3200"], PRESETS["ddr4-3200"]
+    assert row_stripe(parse_mapping("RoRaBaCoCh", lp4, 2, 1)) == 2 * lp4.page_bytes
+    assert row_stripe(parse_mapping("RoRaBaCoBgCh", ddr4, 2, 1)) == 2 * 4 * ddr4.page_bytes
+    assert row_stripe(parse_mapping("ChRaBaRoCo", lp4, 2, 1)) == lp4.page_bytes
+
+
 def test_row_layout_opens_fewer_rows_than_bump_on_reloaded_buffers():
     """Buffers moved again and again in changing orders (re-loaded weights, retrieved spills):
     under rows every move opens the fewest rows its bytes need, under bump about one in
