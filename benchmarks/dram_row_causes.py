@@ -12,8 +12,11 @@ refresh. Each activation is then named by what happened to its row before:
 - ``reopen after refresh``: an all-bank refresh closed it (mid-stream, or between two tiles);
 - ``reopen, closed by the same tensor``: an access of the same buffer to another row of the
   bank closed it (a strided view crossing rows, or another tile of the tensor);
-- ``reopen, closed by another tensor``: another buffer's access did (two streams fighting over
-  a bank: what placing concurrently streamed buffers in different banks would remove).
+- ``reopen, closed by another tensor``: another buffer's access did, between two DMAs of this
+  one (the bank's single row buffer went to other data in the meantime);
+- ``reopen mid-stream, closed by a concurrent stream``: the same, but the reopening DMA had
+  itself opened the row before: two streams fighting over a bank while both are in flight,
+  what placing concurrently streamed buffers in different banks would remove.
 
 With ``--limit N`` only the flows up to the first N accesses are replayed (the reference is
 about 100x slower than the kernel); the counts are then those of that prefix of the run.
@@ -38,7 +41,7 @@ from npusim.plan.lower import lower
 from npusim.sim.engine import simulate
 
 CAUSES = ("first touch", "reopen after refresh", "reopen, closed by the same tensor",
-          "reopen, closed by another tensor")
+          "reopen, closed by another tensor", "reopen mid-stream, closed by a concurrent stream")
 
 
 def record_flows(program, hw) -> tuple[list, object]:
@@ -111,6 +114,7 @@ def causes(log, program) -> tuple[collections.Counter, int]:
             buffer[cid] = buffer_of(tensors[commands[cid].tensor])
         return buffer[cid]
 
+    touched = set()  # (command, bank, row) it accessed
     open_row, closed_by = {}, {}  # bank -> its open row; (bank, row) -> what closed it last (None: a refresh)
     count, accesses = collections.Counter(), 0
     for what, a, cid, bank, row in log:
@@ -122,6 +126,7 @@ def causes(log, program) -> tuple[collections.Counter, int]:
             continue
         accesses += 1
         if a == R.HIT:
+            touched.add((cid, bank, row))
             continue
         if a == R.CONFLICT:
             closed_by[(bank, open_row[bank])] = cid
@@ -129,7 +134,13 @@ def causes(log, program) -> tuple[collections.Counter, int]:
             count[CAUSES[0]] += 1
         else:
             closer = closed_by[(bank, row)]
-            count[CAUSES[1] if closer is None else CAUSES[2] if buf(closer) == buf(cid) else CAUSES[3]] += 1
+            if closer is None:
+                count[CAUSES[1]] += 1
+            elif buf(closer) == buf(cid):
+                count[CAUSES[2]] += 1
+            else:
+                count[CAUSES[4] if (cid, bank, row) in touched else CAUSES[3]] += 1
+        touched.add((cid, bank, row))
         open_row[bank] = row
     return count, accesses
 
