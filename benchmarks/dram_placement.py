@@ -1,11 +1,13 @@
 """Every shipped trace at edge-npu with ``dram.model: banks``: today's placement (``bump``)
-against the row-aware one (``dram.placement: pages``), and the simulation's wall time against
-``dram.model: bandwidth`` on the same program.
+against the two row-aware ones (``dram.placement: pages`` and ``rows``), and the simulation's
+wall time against ``dram.model: bandwidth`` on the same program.
 
 Per trace: latency, row-hit rate, DRAM energy (activation + read/write + refresh +
-background) for both placements, and the simulate-only wall times (plan and lowering shared,
-so the ratio is the DRAM model's own cost; the end-to-end ratio adds the planning time,
-printed too).
+background) for the three placements, whether each of ``pages`` and ``rows`` is better than
+``bump`` (a higher row-hit rate or less DRAM energy, with no latency regression over 1 %),
+and the simulate-only wall times (plan and lowering shared, so the ratio is the DRAM model's
+own cost; the end-to-end ratio adds the planning time, printed too). The last line counts
+the traces where each placement is better.
 
     .venv/bin/python benchmarks/dram_placement.py [trace ...]
 """
@@ -20,45 +22,67 @@ from npusim.plan.lower import lower
 from npusim.sim.engine import simulate
 
 DRAM = ("dram_activate", "dram_read", "dram_write", "dram_refresh", "dram_background")
+PLACEMENTS = ("bump", "pages", "rows")
+TRACES = ["bert_tiny", "densenet121", "fcn_resnet50", "googlenet", "hrnet_w18_small", "inception_v3", "mnasnet1_0",
+          "mobilenet_v2", "nasnetalarge", "r2plus1d_18", "resnet18", "resnet50", "squeezenet1_0", "transformer",
+          "vit_b_16"]
 
 
-def row(trace: str, hw_name: str = "edge-npu") -> str:
+def better(r, ref) -> bool:
+    """A higher row-hit rate or less DRAM energy than ``ref``, and at most 1 % slower."""
+    hit, hit0 = r.dram_stats["row_hit_rate"], ref.dram_stats["row_hit_rate"]
+    return (hit > hit0 or dram_uj(r) < dram_uj(ref)) and r.cycles <= ref.cycles * 1.01
+
+
+def dram_uj(r) -> float:
+    return sum(r.energy_pj[k] for k in DRAM) / 1e6
+
+
+def row(trace: str, wins: dict, hw_name: str = "edge-npu") -> str:
     graph = W.load_graph(trace)
     base = W.load_hw(hw_name)
     t0 = time.perf_counter()
     plan = W.plan_graph(graph, base)
     program = lower(plan, base)
     plan_s = time.perf_counter() - t0
+    t = time.perf_counter()
+    rb = simulate(program, base)
+    tb = time.perf_counter() - t
     out = {}
-    for name, over in (("bandwidth", {}), ("bump", {"dram.model": "banks"}),
-                       ("pages", {"dram.model": "banks", "dram.placement": "pages"})):
-        hw = W.load_hw(hw_name, over or None)
+    for name in PLACEMENTS:
+        hw = W.load_hw(hw_name, {"dram.model": "banks", "dram.placement": name})
         t = time.perf_counter()
-        r = simulate(program, hw)
-        out[name] = (r, time.perf_counter() - t)
-    rb, tb = out["bandwidth"]
-    r1, t1 = out["bump"]
-    r2, t2 = out["pages"]
-    e1 = sum(r1.energy_pj[k] for k in DRAM) / 1e6
-    e2 = sum(r2.energy_pj[k] for k in DRAM) / 1e6
-    h1, h2 = r1.dram_stats["row_hit_rate"], r2.dram_stats["row_hit_rate"]
-    better = (h2 > h1 or e2 < e1) and r2.cycles <= r1.cycles * 1.01
-    return (f"| {trace} | {r1.cycles:,.0f} / {r2.cycles:,.0f} ({r2.cycles / r1.cycles - 1:+.2%}) | "
-            f"{h1:.2%} / {h2:.2%} | {e1:.1f} / {e2:.1f} | {'yes' if better else 'no'} | "
+        out[name] = simulate(program, hw)
+        if name == "bump":
+            t1 = time.perf_counter() - t
+    r1 = out["bump"]
+    verdicts = []
+    for name in PLACEMENTS[1:]:
+        ok = better(out[name], r1)
+        wins[name] += ok
+        verdicts.append("yes" if ok else "no")
+    lat = " / ".join(f"{out[n].cycles:,.0f}" for n in PLACEMENTS)
+    change = " / ".join(f"{out[n].cycles / r1.cycles - 1:+.3%}" for n in PLACEMENTS[1:])
+    hits = " / ".join(f"{out[n].dram_stats['row_hit_rate']:.3%}" for n in PLACEMENTS)
+    acts = " / ".join(f"{out[n].dram_stats['activations']:,}" for n in PLACEMENTS)
+    energy = " / ".join(f"{dram_uj(out[n]):.1f}" for n in PLACEMENTS)
+    return (f"| {trace} | {lat} ({change}) | {hits} | {acts} | {energy} | {' / '.join(verdicts)} | "
             f"{rb.cycles:,.0f} ({r1.cycles / rb.cycles - 1:+.2%}) | {tb:.2f} / {t1:.2f} s | "
             f"{(plan_s + t1) / (plan_s + tb):.2f} |")
 
 
 def main(argv: list[str]) -> int:
-    traces = argv or ["bert_tiny", "densenet121", "fcn_resnet50", "googlenet", "hrnet_w18_small", "inception_v3",
-                      "mnasnet1_0", "mobilenet_v2", "nasnetalarge", "r2plus1d_18", "resnet18", "resnet50",
-                      "squeezenet1_0", "transformer", "vit_b_16"]
-    print("| trace | latency bump / pages (cycles) | row hits bump / pages | DRAM energy bump / pages (uJ) "
-          "| pages better, no regression > 1 % | bandwidth-model latency (banks vs it) | simulate wall "
-          "bandwidth / banks | end-to-end ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    traces = argv or TRACES
+    names = " / ".join(PLACEMENTS)
+    print(f"| trace | latency {names} (cycles; pages, rows vs bump) | row hits {names} | activations {names} "
+          f"| DRAM energy {names} (uJ) | pages / rows better, no regression > 1 % | bandwidth-model latency "
+          "(banks vs it) | simulate wall bandwidth / banks | end-to-end ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    wins = dict.fromkeys(PLACEMENTS[1:], 0)
     for trace in traces:
-        print(row(trace), flush=True)
+        print(row(trace, wins), flush=True)
+    print(f"\nbetter than bump with no latency regression > 1 %: "
+          + ", ".join(f"{name} on {n} of {len(traces)}" for name, n in wins.items()))
     return 0
 
 

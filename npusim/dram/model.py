@@ -20,7 +20,10 @@ Addresses: with a DRAM layout (``plan.dram``, an off-chip planner) a DMA's chunk
 the plan put them. Without one, every buffer starts at 0 in the plan, so the model places
 the buffers itself, as a bump allocator that never reuses memory would (the DRAM of SCALE-Sim
 and ONNXim): in the order the program first moves them, each aligned to the DMA burst
-(``bump_layout``).
+(``bump_layout``; ``dram.placement: pages`` puts each on a row boundary, consecutive ones in
+different banks; ``rows`` keeps the bump order but lets no buffer cross more row boundaries
+than its size needs and starts buffers moved in the same step in far-apart banks,
+``row_layout``).
 
 Latency: the device's own latency (tRCD, tCL, the burst) is in the controller's timing, so
 of ``dram.latency`` (what one isolated read costs end to end) only the part beyond an
@@ -105,6 +108,29 @@ def front_end_ns(hw, cfg: ControllerConfig | None = None) -> float:
     return max(0.0, hw.dram.latency * 1e9 - (t["tRCD"] + t["tCL"] + t["tBurst"]))
 
 
+def first_moves(program):
+    """(buffer name, bytes it spans) of every buffer the program's DMAs move, in the order of
+    each one's first DMA command. A buffer moved through views (tiles) spans its whole base."""
+    for name, extent, _ in _first_moves(program):
+        yield name, extent
+
+
+def _first_moves(program):
+    """``first_moves`` with the step of each buffer's first DMA."""
+    seen: set[str] = set()
+    graph = program.graph
+    for cmd in program.commands:
+        if cmd.kind not in ("load", "store"):
+            continue
+        tensor = graph.tensors[cmd.tensor]
+        name = buffer_of(tensor)
+        if name in seen:
+            continue
+        seen.add(name)
+        extent = _view_end(cmd.dram) if tensor.view is None else _base_extent(tensor, graph)
+        yield name, max(extent, 1), cmd.step
+
+
 def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:
     """Buffer name -> base address when the plan has no DRAM layout: buffers in the order the
     program first moves them, each after the previous one.
@@ -117,24 +143,111 @@ def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:
     other) start their rows in different banks instead of fighting over one."""
     base: dict[str, int] = {}
     top = 0
-    graph = program.graph
-    for cmd in program.commands:
-        if cmd.kind not in ("load", "store"):
-            continue
-        tensor = graph.tensors[cmd.tensor]
-        name = buffer_of(tensor)
-        if name in base:
-            continue
+    for name, extent in first_moves(program):
         if banks > 1:  # next row boundary whose bank is the one after the previous buffer's
             want = (len(base) % banks)
             top = (top + stripe - 1) // stripe * stripe
             while (top // stripe) % banks != want:
                 top += stripe
         base[name] = top
-        extent = _view_end(cmd.dram) if tensor.view is None else _base_extent(tensor, graph)
-        top = (top + max(extent, 1) + stripe - 1) // stripe * stripe if banks > 1 else \
-            (top + max(extent, 1) + 63) // 64 * 64
+        top = (top + extent + stripe - 1) // stripe * stripe if banks > 1 else (top + extent + 63) // 64 * 64
     return base
+
+
+def row_stripe(mapping) -> int:
+    """Bytes of the smallest aligned address block made of whole rows: everything below the
+    row-selecting fields (Ro, Ra, Bg or Ba above the columns), i.e. the column bits, the
+    fields interleaved below them (channels, bank groups of ``RoRaBaCoBgCh``) and the access
+    offset. Under the default ``RoRaBaCoCh`` of ``edge-npu`` (2 KiB pages, 2 channels) 4 KiB:
+    one row of one bank in each channel. A buffer inside one such block opens one row per
+    bank it touches; crossing a block boundary opens another set."""
+    return 1 << (mapping.offset_bits + mapping.shift["Co"] + mapping.bits["Co"])
+
+
+def bank_cycle(mapping) -> int:
+    """Consecutive row blocks (``row_stripe``) before the row index changes: the blocks of one
+    row of every bank (and rank, bank group, channel) mapped between the columns and the row
+    -- 8 under ``RoRaBaCoCh`` with 8 banks. A sequential stream walks them in turn; 1 when the
+    row sits right above the columns (no other bank to stagger into)."""
+    return 1 << max(0, mapping.shift["Ro"] - mapping.shift["Co"] - mapping.bits["Co"])
+
+
+def moved_together(program) -> dict[str, set[str]]:
+    """Buffer name -> the other buffers a DMA of the same step moves. An op's inputs, weights
+    and results are moved in its step, one after the other on the DMA queues, and with two
+    DMA channels or more (and a load and a store queue) they stream at the same time."""
+    by_step: dict[int, set[str]] = {}
+    graph = program.graph
+    for cmd in program.commands:
+        if cmd.kind in ("load", "store"):
+            by_step.setdefault(cmd.step, set()).add(buffer_of(graph.tensors[cmd.tensor]))
+    partners: dict[str, set[str]] = {}
+    for names in by_step.values():
+        for name in names:
+            partners.setdefault(name, set()).update(names)
+    for name, others in partners.items():
+        others.discard(name)
+    return partners
+
+
+def row_layout(program, stripe: int, cycle: int = 1) -> dict[str, int]:
+    """Buffer name -> base address for ``dram.placement: rows``: the bump placement (first-move
+    order, 64 B aligned) with two rules, each removing activations ``bump`` pays for.
+
+    1. *No needless boundary.* A buffer of ``size`` bytes touches no more row blocks
+       (``row_stripe``: ``stripe`` bytes) than ``ceil(size / stripe)``: if starting at the bump
+       pointer would cross one boundary more, it starts at the next block boundary. A buffer
+       that fits in what is left of the current block still shares that block's rows with the
+       buffers placed just before it (first moved just before it, usually with it: open rows,
+       hits, as with ``bump``), and every DMA of a buffer opens the fewest rows its bytes
+       allow, which pays on every re-load of a weight, retrieve of a spill and tile of one
+       (under ``bump`` a buffer crosses one boundary more with a chance of about
+       ``(size mod stripe) / stripe``, and then every DMA of it opens an extra row per channel).
+    2. *Streams moved together start in different banks.* A sequential stream walks the
+       ``cycle`` blocks of a row group (``bank_cycle``: one per bank) in turn, so two streams
+       in flight at once that start in the same bank walk the banks in step, on different
+       rows, and evict each other's rows (a 64 KiB weight and its bias right after it, under
+       ``bump``: the bias's block is in the weight's first bank). A buffer that starts a new
+       block is moved on by up to ``cycle - 1`` blocks so that its first block's bank is as far
+       as the cycle allows (the smallest cyclic distance, largest) from the first banks of the
+       buffers already placed that it is moved together with (``moved_together``: the same
+       step); ties take the fewest blocks of padding. A buffer packed into a block already
+       open stays there: it shares that block's row instead of fighting for the bank.
+
+    The padding is under ``cycle`` blocks per buffer (address space only: DRAM capacity is not
+    modelled as scarce here). What neither rule can remove, from the activations of ``bump``
+    named by ``benchmarks/dram_row_causes.py`` (figures in ``hw_configs/README.md``): a
+    command's first touch of a row, reopenings after an all-bank refresh closed every row, and
+    reopenings of rows another tile of the same tensor had opened (a tensor stored in one
+    tiling and loaded in another reads part of every row per tile: only the tiler changes that).
+    ``pages`` staggers every buffer by one bank from the previous one and aligns every buffer
+    to a row boundary: it spreads small buffers over half-empty rows and loses more row
+    sharing than it gains."""
+    partners = moved_together(program) if cycle > 1 else {}
+    base: dict[str, int] = {}
+    phase: dict[str, int] = {}  # buffer -> position of its first block in the bank cycle
+    top = 0
+    for name, size, _ in _first_moves(program):
+        fewest = -(-size // stripe)
+        start = top
+        if top % stripe + size > fewest * stripe:  # would cross one boundary more than it needs
+            start = -(-top // stripe) * stripe
+        taken = [phase[p] for p in partners.get(name, ()) if p in phase]
+        if taken and start % stripe == 0:  # a new block: its bank away from the streams moved with it
+            start += _farthest(start // stripe % cycle, taken, cycle) * stripe
+        base[name] = start
+        phase[name] = start // stripe % cycle
+        top = (start + size + 63) // 64 * 64
+    return base
+
+
+def _farthest(first: int, taken: list[int], cycle: int) -> int:
+    """Blocks to move on (0 .. cycle - 1) so that position ``first + k`` of the bank cycle is as
+    far as possible from every position in ``taken`` (cyclic distance); ties: the fewest."""
+    def spread(k: int) -> int:
+        p = (first + k) % cycle
+        return min(min((p - q) % cycle, (q - p) % cycle) for q in taken)
+    return max(range(cycle), key=lambda k: (spread(k), -k))
 
 
 def _view_end(view) -> int:
@@ -161,7 +274,9 @@ class BankedDram:
         self.program = program
         self.bump = None
         if program is not None and not program.dram_planned:
-            if hw.dram.placement == "pages":
+            if hw.dram.placement == "rows":
+                self.bump = row_layout(program, row_stripe(self.ctrl.mapping), bank_cycle(self.ctrl.mapping))
+            elif hw.dram.placement == "pages":
                 m = self.ctrl.mapping
                 stripe = self.cfg.device.page_bytes * self.cfg.channels  # a row of one bank, every channel
                 self.bump = bump_layout(program, stripe, self.cfg.device.banks)

@@ -196,8 +196,11 @@ class DramConfig:
     row_hit_cap: int = knob(4, "int", "row hits a bank serves in a row while another row of it waits "
                             "(DRAMsim3's limit)", maximum=MAX_WIDTH)
     placement: str = knob("bump", "choice", "where dram.model: banks puts the buffers of a plan without a DRAM "
-                          "layout: bump (one after another, 64 B aligned) or pages (each on a row boundary of "
-                          "every bank, consecutive buffers starting in different banks)", choices=("bump", "pages"))
+                          "layout: bump (one after another, 64 B aligned), pages (each on a row boundary of "
+                          "every bank, consecutive buffers starting in different banks) or rows (bump, but no "
+                          "buffer crosses more row boundaries than its size needs, and buffers moved in the same "
+                          "step start in far-apart banks)",
+                          choices=("bump", "pages", "rows"))
     read_queue: int = knob(32, "int", "read queue entries per channel", maximum=MAX_WIDTH)
     write_queue: int = knob(32, "int", "write queue entries per channel; writes drain from 3/4 full to 1/4",
                             maximum=MAX_WIDTH)
