@@ -39,10 +39,21 @@ def table(name: str, graph, op, hw=None) -> dict:
 
 def cached(name: str, graph, op, key, compute, hw=None):
     """``compute()`` once per ``key`` in the memo ``name`` of ``op`` (``table``)."""
-    entries = table(name, graph, op, hw)
-    if key not in entries:
-        entries[key] = compute()
-    return entries[key]
+    scope = _scope
+    if graph is scope.graph and op.id == scope.op_id and (hw is None or hw is scope.hw):
+        entries = scope.tables.get(name)  # the tables are this op's: no need to check them again
+        if entries is None:
+            entries = scope.tables[name] = {}
+    else:
+        entries = table(name, graph, op, hw)
+    found = entries.get(key, _MISSING)
+    if found is _MISSING:
+        found = entries[key] = compute()
+    return found
+
+
+#: Stands for an entry not in a memo (None may be a memoised value).
+_MISSING = object()
 
 
 def forget() -> None:

@@ -64,7 +64,7 @@ from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    box_volume, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
+    box_rule, box_volume, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.hw.costs import STATIONARY_OPERAND
@@ -648,13 +648,53 @@ def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
 
 
 def _largest_tile_bytes(op, graph, blocks, k, align, acc) -> int:
-    shape = graph.tensors[op.outputs[0]].shape
+    """``_tile_bytes`` of the first, an interior and the last tile (``_sample_boxes``), each
+    with the first and the last reduction slice: their largest. The same sum as
+    ``_tile_bytes``, with what it reads of the op looked up once (``_TileSizer``) and the
+    output's and partial sums' bytes computed once per box (tests/test_tiler_fast.py holds
+    the two equal)."""
+    sizer = _tile_sizer(op, graph)
     slices = op_k_slices(op, graph, k)
+    ends = [(slices[0], True)] if len(slices) == 1 else [(slices[0], False), (slices[-1], True)]
+    psum_tiles = slices[0] is not None and acc != "core"
+    rule, inputs, out_itemsize = sizer.rule, sizer.inputs, sizer.out_itemsize
     worst = 0
-    for box in _sample_boxes(shape, blocks):
-        for j in {0, len(slices) - 1}:
-            worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align, acc))
+    for box in _sample_boxes_of(sizer.shape, tuple(blocks)):
+        volume = box_volume(box)
+        own = 2 * (-(-(out_itemsize * volume) // align) * align)
+        if psum_tiles:
+            own += 2 * (-(-(PSUM_ITEMSIZE * volume) // align) * align)
+        for k_range, last in ends:
+            streamed = 0
+            seen = set() if sizer.repeats else None
+            for (t, itemsize, steps), region in zip(inputs, rule(box, k_range, last)):
+                if region is None:
+                    continue
+                if seen is not None:
+                    if (t, region) in seen:
+                        continue  # an input read twice is loaded once
+                    seen.add((t, region))
+                n = itemsize * (box_volume(region) if steps is None else stepped_volume(region, steps))
+                streamed += -(-n // align) * align
+            worst = max(worst, 2 * streamed + own)
     return worst
+
+
+class _TileSizer:
+    """What ``_tile_bytes`` reads of an op, looked up once per op: the output's shape and
+    element size, its box rule, and (tensor id, element size, steps) of each input, and
+    whether a tensor is read by two inputs (then its view counts once)."""
+
+    def __init__(self, op: Op, graph: Graph) -> None:
+        out = graph.tensors[op.outputs[0]]
+        self.shape, self.out_itemsize = tuple(out.shape), out.itemsize
+        self.rule = box_rule(op, graph)
+        self.inputs = [(t, graph.tensors[t].itemsize, steps) for t, steps in zip(op.inputs, op_input_steps(op, graph))]
+        self.repeats = len(set(op.inputs)) < len(op.inputs)
+
+
+def _tile_sizer(op: Op, graph: Graph) -> _TileSizer:
+    return memo.cached("tile_sizer", graph, op, None, lambda: _TileSizer(op, graph))
 
 
 def _halve_to_fit(op, graph, capacity, align, preference, outer_first=None, fixed=None):
