@@ -209,14 +209,22 @@ _CHOSEN: OrderedDict[tuple, str] = OrderedDict()
 CHOSEN_MEMO_SIZE = 4096
 
 
-def _signature(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like, chosen) -> tuple:
+def _signature(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like, chosen,
+               aligned: dict | None = None) -> tuple:
     """Everything ``choose_spec`` reads of an op: its kind, attributes and costs, the shape,
     bytes, kind and DRAM layout of each tensor, the producers' tiles it could align with, and
-    the budget, hardware and objective."""
+    the budget, hardware and objective. The search reads the producers' tiles only through
+    the blocks aligned with them (``_aligned_to_producers``): given those (``aligned``), they
+    stand for the producers' specs, so ops that differ only in producers they cannot align
+    with (a block after a block of another shape) share one search."""
     tensors = tuple((graph.tensors[t].shape, graph.tensors[t].itemsize, graph.tensors[t].kind,
                      graph.tensors[t].name in image_like) for t in op.inputs + op.outputs)
-    producers = tuple(json.dumps(chosen.get(graph.ops[p].name), sort_keys=True) if p is not None else ""
-                      for p in (graph.tensors[t].producer for t in op.inputs))
+    if aligned is None:
+        producers = tuple(json.dumps(chosen.get(graph.ops[p].name), sort_keys=True) if p is not None else ""
+                          for p in (graph.tensors[t].producer for t in op.inputs))
+    else:  # in the dict's order: it numbers the candidates
+        producers = ("aligned",) + tuple((blocks, json.dumps(order), tuple(sorted(inputs)))
+                                         for blocks, (order, inputs) in aligned.items())
     repeats = tuple(op.inputs.index(t) for t in op.inputs)  # an input read twice counts once
     return (op.kind, json.dumps(op.attrs, sort_keys=True, default=str), op.macs, op.vector_ops, op.gemm,
             repeats, tensors, producers, align, capacity, hw, objective)
@@ -227,10 +235,13 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
     """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective.
     ``chosen``: the specs of the ops tiled before it (``_aligned_to_producers``). Memoised by
     the op's signature (``_CHOSEN``)."""
-    key = _signature(op, graph, align, capacity, hw, objective, image_like, chosen or {})
+    clear_memo()
+    aligned = _producer_alignment(op, graph, chosen or {}, capacity, align)
+    key = _signature(op, graph, align, capacity, hw, objective, image_like, chosen or {}, aligned)
     found = _CHOSEN.get(key)
     if found is None:
-        found = _CHOSEN[key] = json.dumps(_choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen))
+        found = _CHOSEN[key] = json.dumps(_choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen,
+                                                       aligned))
         if len(_CHOSEN) > CHOSEN_MEMO_SIZE:
             _CHOSEN.popitem(last=False)
     else:
@@ -238,9 +249,21 @@ def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, object
     return json.loads(found)
 
 
+def _producer_alignment(op: Op, graph: Graph, chosen: dict, capacity: int, align: int) -> dict | None:
+    """``_aligned_to_producers`` ahead of the search, for its memo's key (``_signature``); None
+    for an op the search does not align (reshape-like) or refuses (then it raises as before,
+    in its own order)."""
+    if (op.kind in RESHAPE_LIKE or len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape
+            or _layout_problem(op, graph)):
+        return None
+    try:
+        return _aligned_to_producers(op, graph, chosen, capacity, align)
+    except Exception:  # shapes the search cannot read: it raises the same error itself, in its own order
+        return None
+
+
 def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like,
-                 chosen: dict | None) -> dict:
-    clear_memo()
+                 chosen: dict | None, aligned: dict | None = None) -> dict:
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
@@ -273,7 +296,8 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
     if hw is not None:  # the I/O-shaped blocks serve either objective
         for blocks, k, acc in _grid_blocks(op, graph, capacity, align, hw):
             found.setdefault((tuple(blocks), k, acc), len(found) + len(PREFERENCES))
-    aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
+    if aligned is None:
+        aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
     for blocks, (order, _) in aligned.items():
         found.setdefault((blocks, 0, "scratchpad"), len(found) + len(PREFERENCES))
     spec, short = _rank(op, graph, found, aligned, align, capacity, hw, objective, image_like)
@@ -748,6 +772,28 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
     dimensions), that byte count, and how many times each input is loaded in it
     (``_loads_in_order``); ``capacity`` (the budget) bounds what stays cached between uses."""
     shape = graph.tensors[op.outputs[0]].shape
+    counts, tiled, sizes, depends, on_k, n_slices, cache = memo.cached(
+        "order_inputs", graph, op, (tuple(blocks), k, align, capacity, acc),
+        lambda: _order_inputs(op, graph, blocks, k, align, capacity, acc))
+    best = None
+    orders = itertools.permutations(tiled) if fixed_order is None else [tuple(d for d in fixed_order if d in tiled)]
+    for order in orders:
+        loads, spread, kept = _loads_in_order(order, counts, depends, on_k, n_slices, sizes, cache)
+        traffic = sum(size * n for size, n in zip(sizes, loads))
+        if best is None or (traffic, order) < best[:2]:
+            best = (traffic, order, Reads(loads, spread, kept))
+    traffic, order, reads = best if best else (sum(sizes), (), Reads([1.0] * len(sizes), [1.0] * len(sizes), 0))
+    full_order = list(order) + [d for d in range(len(shape)) if d not in order]
+    return full_order, traffic, reads
+
+
+def _order_inputs(op, graph, blocks, k, align, capacity, acc) -> tuple:
+    """What ``_best_order`` scores every loop order with, the same for all of them (memoised
+    per blocks, so the orders tried for a candidate again cost only their scoring): the
+    block counts, the tiled dimensions, each input's view bytes, the tiled dimensions each
+    input moves with, whether it moves with the reduction slices, the slices, and the bytes
+    that stay cached beyond the working set."""
+    shape = graph.tensors[op.outputs[0]].shape
     counts = [-(-n // b) for n, b in zip(shape, blocks)]
     tiled = [d for d in range(len(shape)) if counts[d] > 1]
     base = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
@@ -771,16 +817,7 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
         moved_regions[d] = op_input_boxes(op, graph, tuple(moved), first_k, len(slices) == 1)
     depends = [{d for d in tiled if moved_regions[d][i] != regions[i]} for i in range(len(op.inputs))]
     cache = float("inf") if capacity is None else max(capacity - _working_set(op, graph, blocks, k, align, acc), 0)
-    best = None
-    orders = itertools.permutations(tiled) if fixed_order is None else [tuple(d for d in fixed_order if d in tiled)]
-    for order in orders:
-        loads, spread, kept = _loads_in_order(order, counts, depends, on_k, len(slices), sizes, cache)
-        key = (sum(size * n for size, n in zip(sizes, loads)), order, Reads(loads, spread, kept))
-        if best is None or key[:2] < best[:2]:
-            best = key
-    traffic, order, reads = best if best else (sum(sizes), (), Reads([1.0] * len(sizes), [1.0] * len(sizes), 0))
-    full_order = list(order) + [d for d in range(len(shape)) if d not in order]
-    return full_order, traffic, reads
+    return counts, tiled, sizes, depends, on_k, len(slices), cache
 
 
 def _loads_in_order(order, counts, depends, on_k, n_slices, sizes, cache) -> tuple[list[float], list[float], int]:
