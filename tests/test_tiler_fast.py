@@ -181,3 +181,95 @@ def test_largest_tile_bytes_equals_the_general_sum_on_fused_trace_ops(trace):
         if len(op.outputs) == 1 and graph.tensors[op.outputs[0]].shape and op.kind not in (
                 "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"):
             check(op, graph, rng, tries=4)
+
+
+def reference_conv_boxes(op, graph, out_box, k_range, last_k):
+    """A Conv's input boxes with ``regions._halo`` per spatial dimension (the rule's
+    definition, before it was inlined)."""
+    from npusim.graph.regions import _halo, _spatial
+
+    x, w = graph.tensors[op.inputs[0]].shape, graph.tensors[op.inputs[1]].shape
+    groups, per_group_out, cin_g = int(op.attrs.get("group", 1)), w[0] // int(op.attrs.get("group", 1)), w[1]
+    _, strides, dilations, pads = _spatial(op, len(x))
+    c0, c1 = out_box[1]
+    k0, k1 = k_range or (0, cin_g)
+    if groups == 1:
+        channels = (k0, k1)
+    else:
+        g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
+        channels = (g0 * cin_g + k0, (g1 - 1) * cin_g + k1) if g1 - g0 == 1 else (g0 * cin_g, g1 * cin_g)
+    box = [out_box[0], channels]
+    for i in range(len(x) - 2):
+        a, b = out_box[2 + i]
+        box.append(_halo(a, b, strides[i], pads[i], w[2 + i], dilations[i], x[2 + i]))
+    found = [tuple(box), ((c0, c1), (k0, k1)) + tuple((0, n) for n in w[2:])]
+    if len(op.inputs) > 2:
+        found.append(((c0, c1),) if last_k else None)
+    return found
+
+
+def random_box(rng: random.Random, shape):
+    box = []
+    for n in shape:
+        a = rng.randrange(n)
+        box.append((a, rng.randint(a + 1, n)))
+    return tuple(box)
+
+
+def test_the_conv_rule_equals_the_halo_of_each_dimension():
+    from npusim.graph.regions import box_rule
+
+    rng = random.Random(7)
+    built = 0
+    while built < 300:
+        graph = random_conv(rng)
+        if graph is None:
+            continue
+        built += 1
+        op = graph.ops[0]
+        rule, cin_g = box_rule(op, graph), graph.tensors[op.inputs[1]].shape[1]
+        for _ in range(10):
+            box = random_box(rng, graph.tensors[op.outputs[0]].shape)
+            k0 = rng.randrange(cin_g)
+            k_range = rng.choice([None, (k0, rng.randint(k0 + 1, cin_g))])
+            last = rng.random() < 0.5
+            assert rule(box, k_range, last) == reference_conv_boxes(op, graph, box, k_range, last), (op.attrs, box)
+
+
+@pytest.mark.parametrize("trace", ["resnet18", "mobilenet_v2", "bert_tiny"])
+def test_fused_epilogue_boxes_equal_broadcasting(trace):
+    """A fused op's epilogue inputs: batch-norm parameters per channel, the rest broadcast."""
+    from npusim.graph.regions import box_rule, broadcast_box
+
+    graph = _graph_the_tiler_sees(trace)
+    rng = random.Random(trace)
+    fused = [op for op in graph.ops if op.attrs.get("epilogue_from") is not None]
+    assert fused
+    for op in fused:
+        start, out_shape = op.attrs["epilogue_from"], graph.tensors[op.outputs[0]].shape
+        kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
+        rule = box_rule(op, graph)
+        for _ in range(10):
+            box = random_box(rng, out_shape)
+            expected = []
+            for t, kind in zip(op.inputs[start:], kinds):
+                shape = graph.tensors[t].shape
+                expected.append((box[1],) if kind == "BatchNormalization" and len(shape) == 1 and len(out_shape) > 1
+                                else broadcast_box(shape, out_shape, box))
+            assert rule(box, None, True)[start:] == expected
+            assert rule(box, None, False)[start:] == [None] * len(expected)
+
+
+def test_epilogue_picks_read_batch_norm_parameters_per_channel_and_broadcast_the_rest():
+    from npusim.graph.regions import _epilogue_picks, broadcast_box
+
+    rng = random.Random(3)
+    for _ in range(500):
+        out_shape = tuple(rng.randint(1, 6) for _ in range(rng.randint(1, 4)))
+        kind = rng.choice(["BatchNormalization", "Add", "Mul", ""])
+        shape = (out_shape[1],) if kind == "BatchNormalization" and len(out_shape) > 1 and rng.random() < 0.7 else \
+            tuple(rng.choice([1, n]) for n in out_shape[rng.randint(0, len(out_shape)):])
+        box = random_box(rng, out_shape)
+        got = tuple([box[k] if k is not None else whole for k, whole in _epilogue_picks(shape, out_shape, kind)])
+        bn = kind == "BatchNormalization" and len(shape) == 1 and len(out_shape) > 1
+        assert got == ((box[1],) if bn else broadcast_box(shape, out_shape, box)), (shape, out_shape, kind, box)

@@ -7,6 +7,13 @@ hardware: ``table(name, graph, op, hw)`` returns the named table, emptied first 
 asked for with another graph, op or hardware object than the tables were filled for. Those
 objects are held here, so no new object can take their ids while an entry lives (a sweep
 builds and frees a fused graph per point); ``forget`` lets them go.
+
+Some costs depend on the hardware and a few plain values only, not on the op: the cost of
+moving a box of a tensor of a given shape (``estimate._transfer_cycles``). Those live in
+``hw_cached`` tables, kept across the ops of one tile stage (a network's layers move views
+of the same shapes again: 1,358 transfers costed for 546 distinct ones in the quick start),
+emptied when asked for with another hardware object, when one grows past
+``HW_MEMO_SIZE`` entries, and by ``forget``.
 """
 
 from __future__ import annotations
@@ -56,7 +63,42 @@ def cached(name: str, graph, op, key, compute, hw=None):
 _MISSING = object()
 
 
-def forget() -> None:
-    """Empty every table and let go of the graph and hardware they were for."""
+#: Entries a hardware-wide table holds before it is emptied (a bound on its memory).
+HW_MEMO_SIZE = 1 << 16
+
+
+class _HwScope:
+    def __init__(self) -> None:
+        self.hw = None
+        self.tables: dict[str, dict] = {}
+
+
+_hw_scope = _HwScope()
+
+
+def hw_cached(name: str, hw, key, compute):
+    """``compute()`` once per ``key`` in the memo ``name`` of ``hw`` (module docstring): for
+    costs that depend on the hardware and on ``key`` alone, whatever the op."""
+    scope = _hw_scope
+    if hw is not scope.hw:
+        scope.hw, scope.tables = hw, {}
+    entries = scope.tables.get(name)
+    if entries is None or len(entries) > HW_MEMO_SIZE:
+        entries = scope.tables[name] = {}
+    found = entries.get(key, _MISSING)
+    if found is _MISSING:
+        found = entries[key] = compute()
+    return found
+
+
+def forget_op() -> None:
+    """Empty the tables of the op (not the hardware-wide ones) and let go of its graph."""
     global _scope
     _scope = _Scope()
+
+
+def forget() -> None:
+    """Empty every table and let go of the graph and hardware they were for."""
+    global _hw_scope
+    forget_op()
+    _hw_scope = _HwScope()
