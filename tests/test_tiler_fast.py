@@ -273,3 +273,101 @@ def test_epilogue_picks_read_batch_norm_parameters_per_channel_and_broadcast_the
         got = tuple([box[k] if k is not None else whole for k, whole in _epilogue_picks(shape, out_shape, kind)])
         bn = kind == "BatchNormalization" and len(shape) == 1 and len(out_shape) > 1
         assert got == ((box[1],) if bn else broadcast_box(shape, out_shape, box)), (shape, out_shape, kind, box)
+
+
+def _tiling(trace: str, hw_name: str, budget: str | None) -> dict:
+    from npusim.workflow import resolve_budget
+
+    seen = {}
+
+    class Tiled(Exception):
+        pass
+
+    run = tiler.Tiler.run
+
+    def capture(self, ctx):
+        run(self, ctx)
+        seen["tiling"] = ctx.tiling
+        raise Tiled
+
+    tiler.Tiler.run = capture
+    try:
+        graph, hw = load_graph(trace), load_hw(hw_name)
+        plan_graph(graph, hw, budget=resolve_budget(budget, graph, hw) if budget else None)
+    except Tiled:
+        return seen["tiling"]
+    finally:
+        tiler.Tiler.run = run
+    raise AssertionError("the tile stage did not run")
+
+
+@pytest.mark.parametrize("hw_name", ["zigzag-edge-tpu-like", "edge-npu"])
+def test_the_hardware_wide_memo_chooses_what_costing_every_tile_afresh_does(monkeypatch, hw_name):
+    """Transfer costs, compute cycles and bands are memoised across ops by a key of what they
+    read (``memo.hw_cached``): on an unrolled array (whose cycles read a GEMM's loop nest, not
+    part of its equality) and on a systolic one, the specs are those of costing afresh."""
+    tiler._CHOSEN.clear()
+    memoised = _tiling("resnet18", hw_name, "64KiB")
+    monkeypatch.setattr(memo, "hw_cached", lambda name, hw, key, compute: compute())
+    tiler._CHOSEN.clear()
+    assert _tiling("resnet18", hw_name, "64KiB") == memoised
+    tiler._CHOSEN.clear()
+
+
+@pytest.mark.parametrize("hw_name", ["zigzag-edge-tpu-like", "edge-npu"])
+def test_tile_costs_memoised_across_ops_equal_costs_made_afresh(hw_name):
+    """Every tile of every op of a network, costed in turn with the hardware-wide memo filled
+    by the ops before (``memo.hw_cached``), against the same tile costed afresh."""
+    from planners.tiling import estimate
+
+    graph, hw = _graph_the_tiler_sees("resnet18"), load_hw(hw_name)
+    rng = random.Random(hw_name)
+    ops = [op for op in graph.ops if op.kind in ("Conv", "Gemm", "MaxPool", "Add")]
+    memo.forget()
+    cases = []
+    for op in ops:
+        shape = graph.tensors[op.outputs[0]].shape
+        for _ in range(12):
+            blocks = [rng.choice([n, max(1, n // 2), max(1, n // 4), 1]) for n in shape]
+            k = rng.choice([0, 0, 16, 32])
+            for box, _count in estimate._box_classes(shape, blocks):
+                for k_range, _n, last in estimate.op_slice_classes(op, graph, k):
+                    run = rng.choice([None, "run-first", "run-middle", "run-last"])
+                    cost = estimate._tile_compute(op, graph, box, k_range, last, hw, "scratchpad", run)
+                    t = graph.tensors[op.inputs[0]]
+                    region = estimate.op_input_boxes(op, graph, box, k_range, last)[0]
+                    moved = estimate._transfer_cycles(t, region, hw, False, None, op, graph)
+                    cases.append((op, box, k_range, last, run, t, region, cost, moved))
+    for op, box, k_range, last, run, t, region, cost, moved in cases:
+        assert estimate._tile_compute_of(op, graph, box, k_range, last, hw, "scratchpad", run) == cost, (op.name, box)
+        assert estimate._transfer_cycles_of(t, region, hw, False, None) == moved, (op.name, region)
+    memo.forget()
+
+
+def _plain_conv(size_in: list[int], size_out: list[int], channels: int = 32):
+    tensors = [_t("x", [1, channels, *size_in], "input"), _t("w", [channels, channels, 3, 3], "weight"),
+               _t("y", [1, channels, *size_out], "output")]
+    conv = dict(name="conv", kind="Conv", inputs=["x", "w"], outputs=["y"], macs=channels * channels * 9 * 64,
+                attrs=dict(kernel_shape=[3, 3], strides=[1, 1], pads=[0, 0, 0, 0]),
+                gemm=dict(m=size_out[0] * size_out[1], n=channels, k=channels * 9))  # loops from the shapes
+    return build_graph("conv", tensors, [conv])
+
+
+@pytest.mark.parametrize("hw_name", ["zigzag-edge-tpu-like", "zigzag-meta-prototype"])
+def test_tiles_of_one_gemm_but_other_loops_are_costed_apart(hw_name):
+    """A 1×64 and an 8×8 output of a 3×3 conv are one GEMM (M 64, N 32, K 288), equal as
+    Gemms (their loop nests are not part of the equality), but an unrolled array runs them
+    in different cycles: the memo across ops must tell them apart."""
+    from planners.tiling import estimate
+
+    hw = load_hw(hw_name)
+    row, square = _plain_conv([3, 66], [1, 64]), _plain_conv([10, 10], [8, 8])
+    memo.forget()
+    costs = []
+    for graph in (row, square):
+        op = graph.ops[0]
+        box = tuple((0, n) for n in graph.tensors[op.outputs[0]].shape)
+        costs.append(estimate._tile_compute(op, graph, box, None, True, hw))
+    assert costs[1] == estimate._tile_compute_of(square.ops[0], square, box, None, True, hw, "scratchpad", None)
+    assert costs[0] != costs[1]
+    memo.forget()

@@ -507,9 +507,9 @@ def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tu
             while lo <= hi:
                 mid = (lo + hi) // 2
                 blocks[rows] = row_values[mid]
-                fits = _working_set(op, graph, blocks, k, align, acc) <= capacity
-                if fits and acc == "core":
-                    fits = math.prod(min(b, n) for b, n in zip(blocks, shape)) <= held
+                # the accumulators' test first: it spares the working set of blocks they cannot hold
+                fits = acc != "core" or math.prod(min(b, n) for b, n in zip(blocks, shape)) <= held
+                fits = fits and _working_set(op, graph, blocks, k, align, acc) <= capacity
                 if fits:
                     lo = mid + 1
                 else:
@@ -666,28 +666,35 @@ def _sample_boxes_of(shape: tuple, blocks: tuple) -> dict:
 def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
     """The double-buffered bytes of the largest tile of a spec (``_tile_bytes`` on the first,
     an interior and the last tile, and the first and last reduction slice)."""
-    # the candidates ask for the same blocks again and again
-    return memo.cached("working_sets", graph, op, (tuple(blocks), k, align, acc),
-                       lambda: _largest_tile_bytes(op, graph, blocks, k, align, acc))
+    # the candidates ask for the same blocks again and again, with partial sums in the
+    # scratchpad and in the core: both are summed at once
+    both = memo.cached("working_sets", graph, op, (tuple(blocks), k, align),
+                       lambda: _largest_tile_bytes_both(op, graph, blocks, k, align))
+    return both[1] if acc == "core" else both[0]
 
 
 def _largest_tile_bytes(op, graph, blocks, k, align, acc) -> int:
     """``_tile_bytes`` of the first, an interior and the last tile (``_sample_boxes``), each
-    with the first and the last reduction slice: their largest. The same sum as
-    ``_tile_bytes``, with what it reads of the op looked up once (``_TileSizer``) and the
-    output's and partial sums' bytes computed once per box (tests/test_tiler_fast.py holds
-    the two equal)."""
+    with the first and the last reduction slice: their largest."""
+    both = _largest_tile_bytes_both(op, graph, blocks, k, align)
+    return both[1] if acc == "core" else both[0]
+
+
+def _largest_tile_bytes_both(op, graph, blocks, k, align) -> tuple[int, int]:
+    """``_largest_tile_bytes`` with the partial sums in the scratchpad and in the core. The
+    same sum as ``_tile_bytes``, with what it reads of the op looked up once
+    (``_TileSizer``) and the output's and partial sums' bytes computed once per box
+    (tests/test_tiler_fast.py holds the two equal)."""
     sizer = _tile_sizer(op, graph)
     slices = op_k_slices(op, graph, k)
     ends = [(slices[0], True)] if len(slices) == 1 else [(slices[0], False), (slices[-1], True)]
-    psum_tiles = slices[0] is not None and acc != "core"
+    split = slices[0] is not None  # reduction slices: partial sums, unless the core keeps them
     rule, inputs, out_itemsize = sizer.rule, sizer.inputs, sizer.out_itemsize
-    worst = 0
+    worst = worst_in_core = 0
     for box in _sample_boxes_of(sizer.shape, tuple(blocks)):
         volume = box_volume(box)
         own = 2 * (-(-(out_itemsize * volume) // align) * align)
-        if psum_tiles:
-            own += 2 * (-(-(PSUM_ITEMSIZE * volume) // align) * align)
+        psums = 2 * (-(-(PSUM_ITEMSIZE * volume) // align) * align) if split else 0
         for k_range, last in ends:
             streamed = 0
             seen = set() if sizer.repeats else None
@@ -700,8 +707,10 @@ def _largest_tile_bytes(op, graph, blocks, k, align, acc) -> int:
                     seen.add((t, region))
                 n = itemsize * (box_volume(region) if steps is None else stepped_volume(region, steps))
                 streamed += -(-n // align) * align
-            worst = max(worst, 2 * streamed + own)
-    return worst
+            tile = 2 * streamed + own
+            worst_in_core = max(worst_in_core, tile)
+            worst = max(worst, tile + psums)
+    return worst, worst_in_core
 
 
 class _TileSizer:
