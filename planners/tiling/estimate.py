@@ -350,6 +350,20 @@ def _spec_compute(op: Op, graph: Graph, spec: dict, hw, acc: str, run: int) -> f
     return compute
 
 
+def first_tiles_compute(op: Op, graph: Graph, blocks: list[int], k: int, hw, acc: str) -> float:
+    """The compute cycles of a spec's first class of tiles (``_box_classes``: its full
+    blocks), on an array that keeps no operand still (run length 1): the first term of the
+    sum ``lower_bound`` takes, computed as it does, so never more than that bound (the tiler
+    orders its candidates by it before it knows their loop orders)."""
+    classes = op_slice_classes(op, graph, k)
+    for box, count in _box_classes(graph.tensors[op.outputs[0]].shape, blocks):
+        compute = 0.0
+        compute += count * sum(n * _tile_cycles(op, graph, box, k_range, last, hw, acc, 1)[0]
+                               for k_range, n, last in classes)
+        return compute
+    return 0.0
+
+
 def pipelined(compute: float, transfers: float, ahead: int = 1) -> float:
     """Time of compute and transfers that overlap through ``ahead`` + 1 buffers (module
     docstring)."""

@@ -54,6 +54,7 @@ is no plan: the error names the op and that minimum.
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import json
 import math
@@ -72,7 +73,7 @@ from npusim.plan.layout import image_like_tensors, storage_order
 from npusim.planner_options import Option
 from planners.tiling import memo
 from planners.tiling.estimate import (
-    clear_memo, estimate, estimate_untiled, lower_bound, op_input_boxes, op_input_steps, op_k_slices, operand_moves,
+    clear_memo, estimate, estimate_untiled, first_tiles_compute, lower_bound, op_input_boxes, op_input_steps, op_k_slices, operand_moves,
     store_cycles,
 )
 
@@ -323,17 +324,14 @@ def _rank(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity
           image_like) -> tuple[dict, bool]:
     """The best of the candidate blocks ``found`` ({(blocks, k, acc): preference index}) by the
     objective (module docstring), and whether its transfers move runs shorter than a burst."""
-    out = graph.tensors[op.outputs[0]]
+    if hw is not None and objective == "time" and not _has_runs(op, hw):
+        candidates = _estimated_lazily(op, graph, found, aligned, align, capacity, hw, image_like)
+        return _pick(op, candidates)
     ranked = []
     for (blocks, k, acc), i in found.items():
-        fixed, on_chip = aligned.get(blocks, (None, frozenset())) if not k else (None, frozenset())
-        order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, fixed, acc)
-        if on_chip:  # read on chip from the producer's tiles: those inputs are not loaded
-            reads = Reads([0.0 if i in on_chip else n for i, n in enumerate(reads)], reads.spread, reads.kept)
-            traffic = sum(n * s for n, s in zip(reads, _view_sizes(op, graph, list(blocks), k)))
-        spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
-        tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
+        spec, reads, traffic, tiles, fixed = _ranked_entry(op, graph, blocks, k, acc, aligned, align, capacity)
         ranked.append((spec, reads, traffic, tiles, i))
+        order = spec["order"]
         still = _stationary_order(op, graph, list(blocks), order, hw) if objective == "time" and not (fixed or k) else None
         if still is not None:  # the same blocks in the order that keeps the array's operand still
             order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, still, acc)
@@ -353,6 +351,73 @@ def _rank(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity
         guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
         candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
         limit = min(limit, guess.cycles * (1 + max(SHORT_RUN_TOLERANCE, TIME_TOLERANCE)))
+    return _pick(op, candidates)
+
+
+def _ranked_entry(op: Op, graph: Graph, blocks: tuple, k: int, acc: str, aligned: dict, align: int,
+                  capacity: int) -> tuple:
+    """(spec, reads, DRAM bytes read, tiles, the producer's loop order it keeps or None) of
+    candidate blocks in their best loop order (``_best_order``), inputs read on chip from
+    a producer's tiles (``aligned``) not loaded."""
+    fixed, on_chip = aligned.get(blocks, (None, frozenset())) if not k else (None, frozenset())
+    order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, fixed, acc)
+    if on_chip:  # read on chip from the producer's tiles: those inputs are not loaded
+        reads = Reads([0.0 if i in on_chip else n for i, n in enumerate(reads)], reads.spread, reads.kept)
+        traffic = sum(n * s for n, s in zip(reads, _view_sizes(op, graph, list(blocks), k)))
+    spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
+    tiles = math.prod(-(-n // b) for n, b in zip(graph.tensors[op.outputs[0]].shape, blocks))
+    return spec, reads, traffic, tiles, fixed
+
+
+def _has_runs(op: Op, hw) -> bool:
+    """Whether ``hw``'s array can keep an operand of ``op`` still across tiles: then a
+    candidate's compute depends on its loop order (``estimate.run_length``), and the tiler
+    also tries the order that keeps it (``_stationary_order``)."""
+    operand = STATIONARY_OPERAND.get(hw.cores.dataflow)
+    return not (operand is None or hw.cores.unroll or op.gemm is None or (0 if operand == "a" else 1) >= len(op.inputs))
+
+
+def _estimated_lazily(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity: int, hw,
+                      image_like) -> list:
+    """The candidates ``_rank`` estimates, in its order, on hardware whose array keeps no
+    operand still (``_has_runs``), without the loop order and lower bound of those it never
+    reaches.
+
+    ``_rank`` sorts the candidates by (lower bound, preference, position) and estimates them
+    until a bound is past the limit. The compute of a candidate's first class of tiles (its
+    full blocks; ``estimate.first_tiles_compute``) is the first term of the bound's sum of
+    non-negative terms, so it is no more than the bound: a heap holds each candidate under
+    that partial key until it comes first, then under its full bound. Full keys then leave
+    the heap in the sorted order, and a partial key past the limit means every candidate
+    left is past it too, so the same candidates are estimated in the same order, with the
+    same limits."""
+    entries = list(found.items())
+    heap = [(first_tiles_compute(op, graph, list(blocks), k, hw, acc), i, j, False)
+            for j, ((blocks, k, acc), i) in enumerate(entries)]
+    heapq.heapify(heap)
+    ranked: dict[int, tuple] = {}
+    candidates = []
+    limit = float("inf")
+    while heap:
+        bound, i, j, full = heapq.heappop(heap)
+        if bound > limit:
+            break
+        if not full:  # its loop order, DRAM bytes and full bound: back in the heap
+            (blocks, k, acc), _ = entries[j]
+            ranked[j] = _ranked_entry(op, graph, blocks, k, acc, aligned, align, capacity)[:4]
+            spec, _, traffic, _ = ranked[j]
+            heapq.heappush(heap, (lower_bound(op, graph, spec, traffic, hw), i, j, True))
+            continue
+        spec, reads, traffic, tiles = ranked[j]
+        guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
+        candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
+        limit = min(limit, guess.cycles * (1 + max(SHORT_RUN_TOLERANCE, TIME_TOLERANCE)))
+    return candidates
+
+
+def _pick(op: Op, candidates: list) -> tuple[dict, bool]:
+    """The chosen spec among the estimated ``candidates`` ((key, spec, short runs), key =
+    (cycles, bus bytes, DRAM bytes read, tiles, preference)), and whether it moves short runs."""
     if candidates:
         # Runs shorter than a burst only when every candidate that moves whole bursts is more
         # than SHORT_RUN_TOLERANCE slower (their cost is in the estimate: each run pays its
