@@ -12,8 +12,9 @@ collector set as the CLI sets it); for each case it runs the default pipeline up
 the tile stage and records the stage's output, ``ctx.tiling`` (op name -> spec, in op order),
 or the error that refused the case (a budget below an op's smallest tile: the CLI's exit 2),
 which must then be the same error in both trees. The memo of chosen specs is emptied before
-each case, so every case searches afresh. The CPU time is the stage's (``time.process_time``),
-once per case: compare totals, not single cases (the machine may be shared).
+each case, so every case searches afresh. The two trees run side by side (two processes);
+the CPU time is the stage's (``time.process_time``), once per case: compare totals, not single
+cases (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -86,12 +87,20 @@ def worker(names: list[str], out: str) -> None:
     Path(out).write_text(json.dumps(results))
 
 
-def run(tree: Path, names: list[str]) -> dict:
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as users have it
-        subprocess.run([sys.executable, __file__, "--worker", out.name, *names], cwd=tree, env=env, check=True)
-        return json.loads(Path(out.name).read_text())
+def run(trees: list[Path], names: list[str]) -> list[dict]:
+    """Each tree's results, its worker started in a fresh interpreter, all at once."""
+    with tempfile.TemporaryDirectory() as scratch:
+        workers = []
+        for n, tree in enumerate(trees):
+            out = Path(scratch) / f"{n}.json"
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as users have it
+            workers.append((subprocess.Popen([sys.executable, __file__, "--worker", str(out), *names], cwd=tree,
+                                             env=env), out))
+        for worker_process, _ in workers:
+            if worker_process.wait():
+                raise SystemExit(f"a worker failed (exit {worker_process.returncode})")
+        return [json.loads(out.read_text()) for _, out in workers]
 
 
 def first_difference(a: dict, b: dict) -> str:
@@ -109,7 +118,7 @@ def main() -> int:
         return 0
     other, prefixes = Path(sys.argv[1]).resolve(), sys.argv[2:]
     names = [case_name(c) for c in CASES if not prefixes or any(c[0].startswith(p) for p in prefixes)]
-    this, that = run(HERE, names), run(other, names)
+    this, that = run([HERE, other], names)
     differ = 0
     for name in names:
         a, b = this[name], that[name]

@@ -350,6 +350,14 @@ def _spec_compute(op: Op, graph: Graph, spec: dict, hw, acc: str, run: int) -> f
     return compute
 
 
+def tiles_compute(op: Op, graph: Graph, blocks: list[int], k: int, hw, acc: str) -> float:
+    """The compute cycles of all the tiles of a spec on an array that keeps no operand still
+    (run length 1): the compute part of ``lower_bound``, and exactly the compute
+    ``estimate`` sums (the same terms in the same order), which its time is never below."""
+    return memo.cached("spec_compute", graph, op, (tuple(blocks), k, acc, 1),
+                       lambda: _spec_compute(op, graph, {"block": blocks, "k": k}, hw, acc, 1), hw)
+
+
 def first_tiles_compute(op: Op, graph: Graph, blocks: list[int], k: int, hw, acc: str) -> float:
     """The compute cycles of a spec's first class of tiles (``_box_classes``: its full
     blocks), on an array that keeps no operand still (run length 1): the first term of the

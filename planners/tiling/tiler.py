@@ -74,7 +74,7 @@ from npusim.planner_options import Option
 from planners.tiling import memo
 from planners.tiling.estimate import (
     clear_memo, estimate, estimate_untiled, first_tiles_compute, lower_bound, op_input_boxes, op_input_steps, op_k_slices, operand_moves,
-    store_cycles,
+    store_cycles, tiles_compute,
 )
 
 PREFERENCES = ("spatial", "channels", "reduction", "outer", "contiguous")
@@ -130,8 +130,9 @@ class Tiler:
                 specs[op.name] = _whole_spec(op, graph)
             elif needs[op.id] > half and objective == "time":
                 try:
-                    spec = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like, specs)
-                    if _streaming_pays(op, graph, spec, ctx.hw, align, ctx.capacity, image_like):
+                    spec = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like, specs,
+                                       _untiled_against(op, graph, ctx.hw, image_like))
+                    if spec is not None and _streaming_pays(op, graph, spec, ctx.hw, align, ctx.capacity, image_like):
                         specs[op.name] = spec
                 except (PlanningError, IndexError, TypeError, ValueError):
                     # Optional streaming of an op that fits: one whose shapes or attributes the
@@ -188,6 +189,24 @@ def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, capacity: 
     return tiled < untiled
 
 
+def _untiled_against(op: Op, graph: Graph, hw, image_like) -> tuple[float, float] | None:
+    """(cycles run whole, cycles of storing its inputs produced on chip) of an op that fits:
+    what its tiles must beat for streaming to pay (``_streaming_pays``), for the search to
+    give up early when none can (``_cannot_pay``); None if they cannot be computed (the
+    search and ``_streaming_pays`` then run, and fail, as they would have)."""
+    try:
+        whole = {"block": list(graph.tensors[op.outputs[0]].shape), "k": 0}
+        untiled = estimate_untiled(op, graph, whole, hw, image_like)
+        stores = 0.0
+        for t in dict.fromkeys(op.inputs):
+            tensor = graph.tensors[t]
+            if not tensor.in_dram_initially:
+                stores += store_cycles(tensor, hw, image_like)
+        return untiled, stores
+    except Exception:  # shapes the tiler cannot read: the search raises (or not) as before
+        return None
+
+
 def _gathers_rows(op: Op, graph: Graph) -> bool:
     """A Gather from a table in DRAM that reads fewer rows than the table has (an embedding
     lookup): as one tile it moves only those rows, as a gather DMA does; untiled it would
@@ -232,22 +251,40 @@ def _signature(op: Op, graph: Graph, align: int, capacity: int, hw, objective: s
 
 
 def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, objective: str = "time",
-                image_like: frozenset[str] = frozenset(), chosen: dict | None = None) -> dict:
+                image_like: frozenset[str] = frozenset(), chosen: dict | None = None,
+                untiled: tuple[float, float] | None = None) -> dict | None:
     """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective.
     ``chosen``: the specs of the ops tiled before it (``_aligned_to_producers``). Memoised by
-    the op's signature (``_CHOSEN``)."""
+    the op's signature (``_CHOSEN``). ``untiled``: for an op that fits, (its cycles run
+    whole, the stores streaming adds): None when no candidate could beat them
+    (``_cannot_pay``), so ``_streaming_pays`` would say no to whatever was chosen."""
     clear_memo()
     aligned = _producer_alignment(op, graph, chosen or {}, capacity, align)
     key = _signature(op, graph, align, capacity, hw, objective, image_like, chosen or {}, aligned)
-    found = _CHOSEN.get(key)
-    if found is None:
-        found = _CHOSEN[key] = json.dumps(_choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen,
-                                                       aligned))
-        if len(_CHOSEN) > CHOSEN_MEMO_SIZE:
-            _CHOSEN.popitem(last=False)
-    else:
-        _CHOSEN.move_to_end(key)
-    return json.loads(found)
+    if key not in _CHOSEN and untiled is not None:
+        # giving up is memoised apart, with the times it gave up against: a search without
+        # them still chooses afresh
+        gave_up = key + ("cannot pay", untiled)
+        if gave_up in _CHOSEN:
+            _CHOSEN.move_to_end(gave_up)
+            return None
+        spec = _choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen, aligned, untiled)
+        if spec is None:
+            _remember(gave_up, "null")
+            return None
+        _remember(key, json.dumps(spec))
+    elif key not in _CHOSEN:
+        _remember(key, json.dumps(_choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen, aligned)))
+    _CHOSEN.move_to_end(key)
+    return json.loads(_CHOSEN[key])
+
+
+def _remember(key: tuple, found: str) -> None:
+    """``found`` (a spec as JSON) in the memo of chosen specs (``_CHOSEN``), its oldest
+    entry out if full."""
+    _CHOSEN[key] = found
+    if len(_CHOSEN) > CHOSEN_MEMO_SIZE:
+        _CHOSEN.popitem(last=False)
 
 
 def _producer_alignment(op: Op, graph: Graph, chosen: dict, capacity: int, align: int) -> dict | None:
@@ -264,7 +301,8 @@ def _producer_alignment(op: Op, graph: Graph, chosen: dict, capacity: int, align
 
 
 def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like,
-                 chosen: dict | None, aligned: dict | None = None) -> dict:
+                 chosen: dict | None, aligned: dict | None = None,
+                 untiled: tuple[float, float] | None = None) -> dict | None:
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
@@ -301,6 +339,8 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
         aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
     for blocks, (order, _) in aligned.items():
         found.setdefault((blocks, 0, "scratchpad"), len(found) + len(PREFERENCES))
+    if untiled is not None and _cannot_pay(op, graph, found, hw, objective, untiled):
+        return None
     spec, short = _rank(op, graph, found, aligned, align, capacity, hw, objective, image_like)
     if hw is not None and objective == "time" and (short or _short_views(op, graph, spec, hw)):
         # The chosen tiles move runs shorter than a burst, or load views of less than a burst
@@ -318,6 +358,27 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
         if extra:
             spec, _ = _rank(op, graph, found, aligned, align, capacity, hw, objective, image_like)
     return spec
+
+
+#: Relative margin under which ``_cannot_pay`` takes its bound: sums of the same positive
+#: terms in another order (the stores added to the estimate one by one) differ by a few
+#: units in the last place, far less than this.
+BOUND_MARGIN = 1e-9
+
+
+def _cannot_pay(op: Op, graph: Graph, found: dict, hw, objective: str, untiled: tuple[float, float]) -> bool:
+    """Whether no candidate of ``found`` can stream faster than the op runs whole, so
+    ``_streaming_pays`` would refuse the chosen one: its estimate is at least its tiles'
+    compute (``estimate``: the p-norm of compute and transfers, plus a fill, is no less than
+    the compute; ``estimate.tiles_compute``), and the stores of its inputs are added to it.
+    Only where the chosen spec is one of ``found`` on an array that keeps no operand still
+    (its compute then does not depend on its loop order): no tiles of whole inputs offered
+    later (``_operand_blocks``)."""
+    if hw is None or objective != "time" or _has_runs(op, hw) or not found or _operand_blocks(op, graph):
+        return False
+    untiled_cycles, stores = untiled
+    least = min(tiles_compute(op, graph, list(blocks), k, hw, acc) for blocks, k, acc in found)
+    return (least + stores) * (1 - BOUND_MARGIN) >= untiled_cycles
 
 
 def _rank(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity: int, hw, objective: str,
