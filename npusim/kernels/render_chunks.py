@@ -13,7 +13,9 @@ abut. (It was a Numba kernel; NumPy is as fast on the views npusim moves and spa
 run that needs no other kernel Numba's import and cache load, ~0.7 s.)
 ``chunks_of`` memoises per (shape, strides) and shifts by the offset; ``burst_count`` gives
 just the number of chunks and of distinct DRAM bursts they touch (what a transfer moves on the
-bus: a burst two adjacent chunks share is moved once), memoised too.
+bus: a burst two adjacent chunks share is moved once), memoised too; a view of few blocks
+(``SMALL_VIEW_BLOCKS``) is counted in plain Python (``_burst_count_python``), where NumPy's
+fixed cost per call would be most of the time.
 """
 
 from __future__ import annotations

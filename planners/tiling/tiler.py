@@ -42,6 +42,15 @@ Choosing a spec:
    the fewest bytes on the bus (whole bursts), then DRAM bytes read, then fewer tiles;
    ``bytes`` picks the fewest DRAM bytes read, ties to fewer tiles.
 
+What the search costs (it is most of the quick start's planning): an op whose working set
+fits the budget but not half of it is streamed only when that is estimated faster than running
+it whole (``_streaming_pays``), and its search gives up as soon as its candidates are known if
+none of them can be (``_cannot_pay``: an estimate is never below its tiles' compute); on an
+array that keeps no operand still, candidates get their loop order and full lower bound only
+when the ranking reaches them (``_estimated_lazily``); working sets, costs of tiles and of
+transfers are memoised (``planners.tiling.memo``). None of this changes what is chosen
+(``benchmarks/bench_tile_search.py`` compares every spec with another tree's).
+
 An op reduced along its inputs (a Sum, Mean, Max or Min of N tensors) is split along them as
 a GEMM along K: the greedy halving may halve its inputs per slice, each slice reading ``k``
 of them and the previous slice's partial result, so a Sum of 1,000 inputs does not need a
