@@ -371,3 +371,30 @@ def test_tiles_of_one_gemm_but_other_loops_are_costed_apart(hw_name):
     assert costs[1] == estimate._tile_compute_of(square.ops[0], square, box, None, True, hw, "scratchpad", None)
     assert costs[0] != costs[1]
     memo.forget()
+
+
+def test_a_search_gives_up_only_on_ops_whose_streaming_would_not_pay():
+    """Ops that fit the budget but not half of it: the search given the times to beat
+    (``_untiled_against``) returns the spec the full search does, or None where
+    ``_streaming_pays`` refuses that spec."""
+    from npusim.graph.analysis import op_working_set
+    from npusim.plan.layout import image_like_tensors
+
+    graph, hw = _graph_the_tiler_sees("resnet50"), load_hw("edge-npu")
+    capacity, align = hw.scratchpad.size, hw.scratchpad.alignment
+    needs, image_like = op_working_set(graph, align), image_like_tensors(graph)
+    gave_up = paid = 0
+    for op in graph.ops:
+        if not capacity // 2 < needs[op.id] <= capacity:
+            continue
+        tiler._CHOSEN.clear()
+        full = tiler.choose_spec(op, graph, align, capacity, hw, "time", image_like, {})
+        pays = tiler._streaming_pays(op, graph, full, hw, align, capacity, image_like)
+        tiler._CHOSEN.clear()
+        lazy = tiler.choose_spec(op, graph, align, capacity, hw, "time", image_like, {},
+                                 tiler._untiled_against(op, graph, hw, image_like))
+        assert lazy == full or (lazy is None and not pays), op.name
+        gave_up += lazy is None
+        paid += pays
+    tiler._CHOSEN.clear()
+    assert gave_up and paid  # both ways taken
