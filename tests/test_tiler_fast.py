@@ -398,3 +398,30 @@ def test_a_search_gives_up_only_on_ops_whose_streaming_would_not_pay():
         paid += pays
     tiler._CHOSEN.clear()
     assert gave_up and paid  # both ways taken
+
+
+@pytest.mark.parametrize("trace,budget", [("resnet18", 64 * 1024), ("mobilenet_v2", 128 * 1024), ("bert_tiny", 32 * 1024)])
+def test_the_lazy_ranking_chooses_what_the_eager_one_does(monkeypatch, trace, budget):
+    """On an array that keeps no operand still, ``_estimated_lazily`` against the ranking that
+    bounds every candidate first (taken when ``_has_runs``): the same spec for every op."""
+    from npusim.errors import PlanningError
+    from npusim.plan.layout import image_like_tensors
+
+    graph, hw = _graph_the_tiler_sees(trace), load_hw("edge-npu")
+    image_like, align = image_like_tensors(graph), hw.scratchpad.alignment
+    ops = [op for op in graph.ops if len(op.outputs) == 1 and graph.tensors[op.outputs[0]].shape]
+
+    def specs():
+        chosen = {}
+        for op in ops:
+            tiler._CHOSEN.clear()
+            try:
+                chosen[op.name] = tiler.choose_spec(op, graph, align, budget, hw, "time", image_like, {})
+            except PlanningError as exc:
+                chosen[op.name] = str(exc)
+        return chosen
+
+    lazy = specs()
+    monkeypatch.setattr(tiler, "_has_runs", lambda op, hw: True)
+    assert specs() == lazy
+    tiler._CHOSEN.clear()
