@@ -102,3 +102,52 @@ def test_burst_count_by_hand():
     assert burst_count((8, 7), (56, 1), 1, 0, 64) == (8, 7)
     # Two chunks touching bursts {0} and {0, 1}: the shared burst 0 is moved once.
     assert burst_count((2, 40), (60, 1), 1, 0, 64) == (2, 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(views(), st.integers(0, 200), st.sampled_from([16, 32, 64]))
+def test_burst_count_in_python_matches_the_vectorised_one(view, start, burst):
+    """The plain-Python count of small views (``_burst_count_python``) against NumPy's."""
+    from npusim.kernels.render_chunks import _burst_count_python, _burst_count_vectorised
+
+    shape, strides, _, itemsize = view
+    shape, strides = tuple(shape), tuple(strides)
+    assert _burst_count_python(shape, strides, itemsize, start, burst) == _burst_count_vectorised(
+        shape, strides, itemsize, start, burst)
+
+
+def test_burst_count_in_python_of_empty_views():
+    from npusim.kernels.render_chunks import _burst_count_python, _burst_count_vectorised
+
+    for shape, strides in [((0, 4), (4, 1)), ((3, 0), (8, 1)), ((2, 0, 3), (24, 3, 1)), ((), ())]:
+        assert _burst_count_python(shape, strides, 2, 5, 64) == _burst_count_vectorised(shape, strides, 2, 5, 64)
+
+
+def test_burst_count_in_python_matches_the_vectorised_one_on_many_views():
+    """Every sub-box, step and order of small tensors (blocks that abut across a wrap, as
+    rows 0..1 of [[0, 2], [3, 5]], merge into one chunk), at several starts and bursts."""
+    import itertools
+    import random
+
+    from npusim.kernels.render_chunks import _burst_count_python, _burst_count_vectorised
+
+    rng = random.Random(11)
+    checked = 0
+    for full in [(2, 3), (3, 4), (2, 3, 4), (4, 2, 3, 2), (5,), (1, 6, 1)]:
+        rank = len(full)
+        row_major = [1] * rank
+        for k in range(rank - 2, -1, -1):
+            row_major[k] = row_major[k + 1] * full[k + 1]
+        for _ in range(120):
+            shape = [rng.randint(1, d) for d in full]
+            steps = [rng.randint(1, 3) for _ in full]
+            shape = [-(-n // g) for n, g in zip(shape, steps)]
+            strides = [s * g for s, g in zip(row_major, steps)]
+            perm = rng.sample(range(rank), rank)
+            view = tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
+            for itemsize, start, burst in itertools.product([1, 4], [0, 5, 63], [16, 64]):
+                assert _burst_count_python(*view, itemsize, start, burst) == _burst_count_vectorised(
+                    *view, itemsize, start, burst), (view, itemsize, start, burst)
+                checked += 1
+    assert _burst_count_python((2, 2), (3, 2), 1, 0, 64) == (3, 1)  # offsets 0, 2, 3, 5: 2 and 3 abut
+    assert checked > 1000

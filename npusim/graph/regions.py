@@ -195,12 +195,16 @@ def box_rule(op: Op, graph: Graph):
     if not fused:
         return core
     kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
-    epilogue = [(graph.tensors[t].shape, kind) for t, kind in zip(op.inputs[start:], kinds)]
+    epilogue = [_epilogue_picks(graph.tensors[t].shape, out_shape, kind) for t, kind in zip(op.inputs[start:], kinds)]
+    unread = [None] * len(epilogue)
 
     def with_epilogue(out_box, k_range, last_k):
         boxes = core(out_box, k_range, last_k)
-        for shape, kind in epilogue:
-            boxes.append(_epilogue_box(shape, out_shape, out_box, kind) if last_k else None)
+        if not last_k:
+            boxes.extend(unread)
+            return boxes
+        for picks in epilogue:
+            boxes.append(tuple([out_box[k] if k is not None else whole for k, whole in picks]))
         return boxes
 
     return with_epilogue
@@ -245,13 +249,15 @@ def _core_boxes(op: Op, shapes: list, out_shape, out_box: Box, k_range, last_k: 
     return [broadcast_box(s, out_shape, out_box) for s in shapes]
 
 
-def _epilogue_box(shape, out_shape, out_box: Box, kind: str) -> Box:
-    """What a fused epilogue reads of one of its inputs for the output tile ``out_box``, after
-    the last reduction slice: batch-norm parameters (rank 1) per channel (dim 1, ONNX's
-    layout), anything else by broadcasting (a residual: the tile's own box)."""
+def _epilogue_picks(shape, out_shape, kind: str) -> tuple:
+    """What a fused epilogue reads of one of its inputs for an output tile, after the last
+    reduction slice, as picks (``_broadcast_picks``: per input dimension, the output
+    dimension whose range it reads, or the range it reads whatever the tile): batch-norm
+    parameters (rank 1) per channel (dim 1, ONNX's layout), anything else by broadcasting (a
+    residual: the tile's own box)."""
     if kind == "BatchNormalization" and len(shape) == 1 and len(out_shape) > 1:
-        return (out_box[1],)
-    return broadcast_box(shape, out_shape, out_box)
+        return ((1, None),)
+    return _broadcast_picks.__wrapped__(tuple(shape), tuple(out_shape))
 
 
 def _conv_boxes(op, shapes, out_box, k_range, last_k):
@@ -269,8 +275,10 @@ def _conv_rule(op, shapes):
     cin_g = w[1]
     _, strides, dilations, pads = _spatial(op, len(x))
     kernel = list(w[2:])
-    # (stride, pad, kernel, dilation, input size) of each spatial dimension
-    windows = [(strides[i], pads[i], kernel[i], dilations[i], x[2 + i]) for i in range(len(x) - 2)]
+    # (stride, pad, reach, input size) of each spatial dimension: ``_halo`` with its last row's
+    # offset from (b - 1) * stride, reach = (kernel - 1) * dilation + 1 - pad, added up once
+    windows = [(strides[i], pads[i], (kernel[i] - 1) * dilations[i] + 1 - pads[i], x[2 + i])
+               for i in range(len(x) - 2)]
     whole_kernel = full_box(w[2:])
     has_bias = len(shapes) > 2
 
@@ -283,9 +291,17 @@ def _conv_rule(op, shapes):
             g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
             channels = (g0 * cin_g + k0, (g1 - 1) * cin_g + k1) if g1 - g0 == 1 else (g0 * cin_g, g1 * cin_g)
         box = [out_box[0], channels]
-        for i, (stride, pad, size_k, dilation, size) in enumerate(windows):
+        for i, (stride, pad, reach, size) in enumerate(windows):  # _halo, inlined: every tile asks
             a, b = out_box[2 + i]
-            box.append(_halo(a, b, stride, pad, size_k, dilation, size))
+            lo, hi = a * stride - pad, (b - 1) * stride + reach
+            if lo < 0:
+                lo = 0
+            if hi > size:
+                hi = size
+            if hi <= lo:
+                lo = min(lo, size - 1)
+                hi = lo + 1
+            box.append((lo, hi))
         found = [tuple(box), ((c0, c1), (k0, k1)) + whole_kernel]
         if has_bias:
             found.append(((c0, c1),) if last_k else None)

@@ -416,11 +416,11 @@ def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
         c0, c1 = box[1]
         pixels = volume // (c1 - c0)
         if groups == 1:
-            gemm = Gemm(m=pixels, n=c1 - c0, k=k_len * kernel)
+            gemm = _new_gemm(pixels, c1 - c0, k_len * kernel, 1, None)
         else:
             per_group = w[0] // groups
             spanned = (c1 - 1) // per_group - c0 // per_group + 1
-            gemm = Gemm(m=pixels, n=-(-(c1 - c0) // spanned), k=w[1] * kernel, batch=spanned)
+            gemm = _new_gemm(pixels, -(-(c1 - c0) // spanned), w[1] * kernel, spanned, None)
         return volume * k_len * kernel, _with_tile_loops(gemm, op.gemm, box, k_len if groups == 1 else w[1])
     m = box[-2][1] - box[-2][0]
     n = box[-1][1] - box[-1][0]
@@ -429,7 +429,7 @@ def _tile_compute(op: Op, graph: Graph, box: Box, k_range):
         # a linear layer (B has no batch dims): A's leading dims fold into M, as the untiled
         # op's GEMM does (``op_costs.matmul``) -- 4 sequences x 1 token is one M = 4 GEMM
         m, batch = m * batch, 1
-    gemm = Gemm(m=m, n=n, k=k_len, batch=batch)
+    gemm = _new_gemm(m, n, k_len, batch, None)
     return gemm.macs, gemm
 
 
@@ -446,9 +446,15 @@ def _with_tile_loops(gemm: Gemm, whole: Gemm | None, box: Box, c: int) -> Gemm:
     ix = min(loops.sx * (ox - 1) + loops.dx * (loops.fx - 1) + 1, loops.ix or ox)
     if extent[0] * oy * ox != gemm.m or c * loops.fy * loops.fx != gemm.k:
         return gemm
-    tile = ConvLoops(b=extent[0], g=gemm.batch, k=gemm.n, c=c, oy=oy, ox=ox, fy=loops.fy, fx=loops.fx,
-                     sy=loops.sy, sx=loops.sx, dy=loops.dy, dx=loops.dx, iy=iy, ix=ix)
-    return Gemm(m=gemm.m, n=gemm.n, k=gemm.k, batch=gemm.batch, loops=tile)
+    tile = _new_loops(extent[0], gemm.batch, gemm.n, c, oy, ox, loops.fy, loops.fx, loops.sy, loops.sx, loops.dy,
+                      loops.dx, iy, ix)
+    return _new_gemm(gemm.m, gemm.n, gemm.k, gemm.batch, tile)
+
+
+#: ``Gemm(m, n, k, batch, loops)`` and ``ConvLoops(b, g, k, c, oy, ox, fy, fx, sy, sx, dy, dx, iy, ix)``,
+#: made faster (``npusim.util.fast_init``): the tile search costs thousands of tiles per op.
+_new_gemm = positional_constructor(Gemm)
+_new_loops = positional_constructor(ConvLoops)
 
 
 #: (MACs, Gemm) of one tile: public for the tiler's time estimate (planners.tiling.estimate).

@@ -13,7 +13,9 @@ abut. (It was a Numba kernel; NumPy is as fast on the views npusim moves and spa
 run that needs no other kernel Numba's import and cache load, ~0.7 s.)
 ``chunks_of`` memoises per (shape, strides) and shifts by the offset; ``burst_count`` gives
 just the number of chunks and of distinct DRAM bursts they touch (what a transfer moves on the
-bus: a burst two adjacent chunks share is moved once), memoised too.
+bus: a burst two adjacent chunks share is moved once), memoised too; a view of few blocks
+(``SMALL_VIEW_BLOCKS``) is counted in plain Python (``_burst_count_python``), where NumPy's
+fixed cost per call would be most of the time.
 """
 
 from __future__ import annotations
@@ -134,8 +136,69 @@ def _burst_count_vectorised(shape, strides, itemsize: int, start: int, burst: in
     return offsets.shape[0], int((last - first + 1).sum()) - shared
 
 
+#: Views of at most this many contiguous blocks are counted in plain Python: NumPy's fixed
+#: cost per call (a dozen array operations, ~70 us) is more than the loop over so few blocks
+#: (~0.5 us a block; measured even at about 200).
+SMALL_VIEW_BLOCKS = 128
+
+
+def _contiguous_block(shape, strides) -> tuple[int, int]:
+    """(first axis from which the view is contiguous, elements of that block): the trailing
+    axes ``_render_chunks_vectorised`` merges into one block."""
+    first, expected = len(shape), 1
+    for k in range(len(shape) - 1, -1, -1):
+        if shape[k] != 1 and strides[k] != expected:
+            break
+        expected *= shape[k]
+        first = k
+    elements = 1
+    for d in shape[first:]:
+        elements *= d
+    return first, elements
+
+
+def _burst_count_python(shape, strides, itemsize: int, start: int, burst: int) -> tuple[int, int]:
+    """``_burst_count_vectorised`` in plain Python, for views of few blocks: the blocks'
+    offsets in issue order, a block merged into the chunk it abuts, then each chunk's bursts
+    less those the previous chunk moved (tests/test_render_chunks.py holds the two equal)."""
+    first, elements = _contiguous_block(shape, strides)
+    block = elements * itemsize
+    if block == 0 or any(shape[k] == 0 for k in range(first)):
+        return 0, 0
+    offsets = [0]
+    for k in range(first):
+        offsets = [o + i * strides[k] for o in offsets for i in range(shape[k])]
+    chunks, bursts, previous_last = 0, 0, None
+    head = end = None
+    for o in offsets:
+        a = o * itemsize
+        if a == end:  # abuts the previous block: the same chunk
+            end += block
+            continue
+        if head is not None:
+            lo, hi = (start + head) // burst, (start + end - 1) // burst
+            bursts += hi - lo + 1 - (lo == previous_last)
+            previous_last = hi
+            chunks += 1
+        head, end = a, a + block
+    lo, hi = (start + head) // burst, (start + end - 1) // burst
+    bursts += hi - lo + 1 - (lo == previous_last)
+    return chunks + 1, bursts
+
+
+def _block_count(shape, strides) -> int:
+    """Contiguous blocks of a view (before abutting ones merge)."""
+    first, _ = _contiguous_block(shape, strides)
+    count = 1
+    for d in shape[:first]:
+        count *= d
+    return count
+
+
 @lru_cache(maxsize=65536)
 def _burst_count_memo(shape: tuple, strides: tuple, itemsize: int, phase: int, burst: int) -> tuple[int, int]:
+    if _block_count(shape, strides) <= SMALL_VIEW_BLOCKS:
+        return _burst_count_python(shape, strides, itemsize, phase, burst)
     return _burst_count_vectorised(shape, strides, itemsize, phase, burst)
 
 

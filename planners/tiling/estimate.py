@@ -47,6 +47,7 @@ Inputs are assumed to come from DRAM (the op is tiled because its operands do no
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -74,6 +75,11 @@ def op_k_slices(op: Op, graph: Graph, k: int) -> list:
     return memo.cached("k_slices", graph, op, k, lambda: k_slices(op, graph, {"k": k}))
 
 
+def op_slice_classes(op: Op, graph: Graph, k: int) -> list:
+    """``_slice_classes`` of ``op_k_slices``, memoised (``memo``)."""
+    return memo.cached("slice_classes", graph, op, k, lambda: _slice_classes(op_k_slices(op, graph, k)))
+
+
 def op_input_boxes(op: Op, graph: Graph, box, k_range=None, last: bool = True) -> tuple:
     """``npusim.graph.regions.input_boxes`` as a tuple, memoised for the op being tiled (``memo``)."""
     return memo.cached("boxes", graph, op, (box, k_range, last),
@@ -96,6 +102,17 @@ class Estimate:
 
 def _box_classes(shape, blocks):
     """(representative box, how many tiles have its shape) for every tile shape of a spec."""
+    return _box_classes_of(tuple(shape), tuple(blocks))
+
+
+@functools.lru_cache(maxsize=4096)
+def _box_classes_of(shape: tuple, blocks: tuple) -> tuple:
+    """``_box_classes``, memoised by shape and blocks: the lower bound and the estimate of a
+    candidate both walk them."""
+    return tuple(_each_box_class(shape, blocks))
+
+
+def _each_box_class(shape, blocks):
     per_dim = []
     for n, b in zip(shape, blocks):
         full, rest = divmod(n, b)
@@ -130,8 +147,17 @@ def _transfer_cycles(tensor, box, hw, image_like: bool, steps=None, op: Op | Non
     ``op`` of ``graph`` when given (``memo``)."""
     if op is None:
         return _transfer_cycles_of(tensor, box, hw, image_like, steps)
-    return memo.cached("transfers", graph, op, (tensor.id, box, steps, image_like),
-                       lambda: _transfer_cycles_of(tensor, box, hw, image_like, steps), hw)
+    return memo.hw_cached("transfers", hw, _transfer_key(tensor, box, image_like, steps),
+                          lambda: _transfer_cycles_of(tensor, box, hw, image_like, steps))
+
+
+def _transfer_key(tensor, box, image_like: bool, steps) -> tuple:
+    """Everything ``_transfer_cycles_of`` reads of a transfer besides the hardware: a weight's
+    bytes (it moves as one run), or the tensor's shape, element size and storage order and
+    the box (its offset and strides follow from them)."""
+    if tensor.kind == "weight":
+        return ("weight", tensor.itemsize, stepped_volume(box, steps))
+    return (tensor.shape, tensor.itemsize, image_like, box, steps)
 
 
 def _transfer_cycles_of(tensor, box, hw, image_like: bool, steps=None) -> tuple[float, int, bool]:
@@ -162,13 +188,19 @@ def _tile_compute_of(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: st
     # on every core of a single-stream program (the tile stage runs before any stream stage)
     cores = cores_per_stream(hw, 1)
     chained = ("last" if last else "first") if acc == "core" and k_range is not None else run
-    compute, _ = compute_cycles(op.kind, gemm, macs, tile_vector_ops(op, graph, box, k_range, last), hw,
-                                cores, "epilogue" in op.attrs, chained)
+    vector_ops, fused = tile_vector_ops(op, graph, box, k_range, last), "epilogue" in op.attrs
+    # tiles of one shape have one GEMM: their cycles are costed once (``memo.hw_cached``; a
+    # GEMM's loop nest is not part of its equality, and an unrolled array's cycles read it)
+    loops = gemm.loops if gemm is not None else None
+    compute = memo.hw_cached("compute_cycles", hw, (op.kind, gemm, loops, macs, vector_ops, cores, fused, chained),
+                             lambda: compute_cycles(op.kind, gemm, macs, vector_ops, hw, cores, fused, chained)[0])
     moved = out.itemsize * box_volume(box) if last or chained is None else 0
     for t, region, steps in zip(op.inputs, op_input_boxes(op, graph, box, k_range, last), op_input_steps(op, graph)):
         if region is not None:
             moved += graph.tensors[t].itemsize * stepped_volume(region, steps)
-    bands = band_count(op.kind, gemm, box_volume(box), hw, cores)
+    volume = box_volume(box)
+    bands = memo.hw_cached("band_count", hw, (op.kind, gemm, loops, volume, cores),
+                           lambda: band_count(op.kind, gemm, volume, hw, cores))
     return max(compute, moved / hw.scratchpad.bytes_per_cycle, 1.0), bands
 
 
@@ -224,7 +256,7 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
     can be in flight at once (the next tile's, and more where the scratchpad has room)."""
     out = graph.tensors[op.outputs[0]]
     slices = op_k_slices(op, graph, spec.get("k", 0))
-    classes = _slice_classes(slices)
+    classes = op_slice_classes(op, graph, spec.get("k", 0))
     compute = dma = 0.0
     bus = 0.0
     first_tile = None
@@ -292,8 +324,9 @@ def estimate(op: Op, graph: Graph, spec: dict, reads: list[float], hw, image_lik
 
 
 def clear_memo() -> None:
-    """Forget what was memoised for the previous op's candidates (``memo.forget``)."""
-    memo.forget()
+    """Forget what was memoised for the previous op's candidates (``memo.forget_op``; the
+    hardware-wide tables stay for the next op)."""
+    memo.forget_op()
 
 
 def lower_bound(op: Op, graph: Graph, spec: dict, traffic: float, hw) -> float:
@@ -309,12 +342,34 @@ def lower_bound(op: Op, graph: Graph, spec: dict, traffic: float, hw) -> float:
 
 def _spec_compute(op: Op, graph: Graph, spec: dict, hw, acc: str, run: int) -> float:
     """Compute cycles of all the tiles of ``spec`` (``lower_bound``)."""
-    classes = _slice_classes(op_k_slices(op, graph, spec.get("k", 0)))
+    classes = op_slice_classes(op, graph, spec.get("k", 0))
     compute = 0.0
     for box, count in _box_classes(graph.tensors[op.outputs[0]].shape, spec["block"]):
         compute += count * sum(n * _tile_cycles(op, graph, box, k_range, last, hw, acc, run)[0]
                                for k_range, n, last in classes)
     return compute
+
+
+def tiles_compute(op: Op, graph: Graph, blocks: list[int], k: int, hw, acc: str) -> float:
+    """The compute cycles of all the tiles of a spec on an array that keeps no operand still
+    (run length 1): the compute part of ``lower_bound``, and exactly the compute
+    ``estimate`` sums (the same terms in the same order), which its time is never below."""
+    return memo.cached("spec_compute", graph, op, (tuple(blocks), k, acc, 1),
+                       lambda: _spec_compute(op, graph, {"block": blocks, "k": k}, hw, acc, 1), hw)
+
+
+def first_tiles_compute(op: Op, graph: Graph, blocks: list[int], k: int, hw, acc: str) -> float:
+    """The compute cycles of a spec's first class of tiles (``_box_classes``: its full
+    blocks), on an array that keeps no operand still (run length 1): the first term of the
+    sum ``lower_bound`` takes, computed as it does, so never more than that bound (the tiler
+    orders its candidates by it before it knows their loop orders)."""
+    classes = op_slice_classes(op, graph, k)
+    for box, count in _box_classes(graph.tensors[op.outputs[0]].shape, blocks):
+        compute = 0.0
+        compute += count * sum(n * _tile_cycles(op, graph, box, k_range, last, hw, acc, 1)[0]
+                               for k_range, n, last in classes)
+        return compute
+    return 0.0
 
 
 def pipelined(compute: float, transfers: float, ahead: int = 1) -> float:

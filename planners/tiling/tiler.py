@@ -42,6 +42,15 @@ Choosing a spec:
    the fewest bytes on the bus (whole bursts), then DRAM bytes read, then fewer tiles;
    ``bytes`` picks the fewest DRAM bytes read, ties to fewer tiles.
 
+What the search costs (it is most of the quick start's planning): an op whose working set
+fits the budget but not half of it is streamed only when that is estimated faster than running
+it whole (``_streaming_pays``), and its search gives up as soon as its candidates are known if
+none of them can be (``_cannot_pay``: an estimate is never below its tiles' compute); on an
+array that keeps no operand still, candidates get their loop order and full lower bound only
+when the ranking reaches them (``_estimated_lazily``); working sets, costs of tiles and of
+transfers are memoised (``planners.tiling.memo``). None of this changes what is chosen
+(``benchmarks/bench_tile_search.py`` compares every spec with another tree's).
+
 An op reduced along its inputs (a Sum, Mean, Max or Min of N tensors) is split along them as
 a GEMM along K: the greedy halving may halve its inputs per slice, each slice reading ``k``
 of them and the previous slice's partial result, so a Sum of 1,000 inputs does not need a
@@ -54,6 +63,7 @@ is no plan: the error names the op and that minimum.
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import json
 import math
@@ -64,7 +74,7 @@ from npusim.graph.analysis import aligned, op_working_set
 from npusim.graph.model import Graph, Op
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    box_volume, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
+    box_rule, box_volume, input_steps, operand_axis, reduction_size, stepped_volume, untileable_dims,
 )
 from npusim.graph.tiling import PSUM_ITEMSIZE, expand, k_slices
 from npusim.hw.costs import STATIONARY_OPERAND
@@ -72,8 +82,8 @@ from npusim.plan.layout import image_like_tensors, storage_order
 from npusim.planner_options import Option
 from planners.tiling import memo
 from planners.tiling.estimate import (
-    clear_memo, estimate, estimate_untiled, lower_bound, op_input_boxes, op_input_steps, op_k_slices, operand_moves,
-    store_cycles,
+    clear_memo, estimate, estimate_untiled, first_tiles_compute, lower_bound, op_input_boxes, op_input_steps, op_k_slices, operand_moves,
+    store_cycles, tiles_compute,
 )
 
 PREFERENCES = ("spatial", "channels", "reduction", "outer", "contiguous")
@@ -129,8 +139,9 @@ class Tiler:
                 specs[op.name] = _whole_spec(op, graph)
             elif needs[op.id] > half and objective == "time":
                 try:
-                    spec = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like, specs)
-                    if _streaming_pays(op, graph, spec, ctx.hw, align, ctx.capacity, image_like):
+                    spec = choose_spec(op, graph, align, ctx.capacity, ctx.hw, objective, image_like, specs,
+                                       _untiled_against(op, graph, ctx.hw, image_like))
+                    if spec is not None and _streaming_pays(op, graph, spec, ctx.hw, align, ctx.capacity, image_like):
                         specs[op.name] = spec
                 except (PlanningError, IndexError, TypeError, ValueError):
                     # Optional streaming of an op that fits: one whose shapes or attributes the
@@ -187,6 +198,24 @@ def _streaming_pays(op: Op, graph: Graph, spec: dict, hw, align: int, capacity: 
     return tiled < untiled
 
 
+def _untiled_against(op: Op, graph: Graph, hw, image_like) -> tuple[float, float] | None:
+    """(cycles run whole, cycles of storing its inputs produced on chip) of an op that fits:
+    what its tiles must beat for streaming to pay (``_streaming_pays``), for the search to
+    give up early when none can (``_cannot_pay``); None if they cannot be computed (the
+    search and ``_streaming_pays`` then run, and fail, as they would have)."""
+    try:
+        whole = {"block": list(graph.tensors[op.outputs[0]].shape), "k": 0}
+        untiled = estimate_untiled(op, graph, whole, hw, image_like)
+        stores = 0.0
+        for t in dict.fromkeys(op.inputs):
+            tensor = graph.tensors[t]
+            if not tensor.in_dram_initially:
+                stores += store_cycles(tensor, hw, image_like)
+        return untiled, stores
+    except Exception:  # shapes the tiler cannot read: the search raises (or not) as before
+        return None
+
+
 def _gathers_rows(op: Op, graph: Graph) -> bool:
     """A Gather from a table in DRAM that reads fewer rows than the table has (an embedding
     lookup): as one tile it moves only those rows, as a gather DMA does; untiled it would
@@ -209,38 +238,80 @@ _CHOSEN: OrderedDict[tuple, str] = OrderedDict()
 CHOSEN_MEMO_SIZE = 4096
 
 
-def _signature(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like, chosen) -> tuple:
+def _signature(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like, chosen,
+               aligned: dict | None = None) -> tuple:
     """Everything ``choose_spec`` reads of an op: its kind, attributes and costs, the shape,
     bytes, kind and DRAM layout of each tensor, the producers' tiles it could align with, and
-    the budget, hardware and objective."""
+    the budget, hardware and objective. The search reads the producers' tiles only through
+    the blocks aligned with them (``_aligned_to_producers``): given those (``aligned``), they
+    stand for the producers' specs, so ops that differ only in producers they cannot align
+    with (a block after a block of another shape) share one search."""
     tensors = tuple((graph.tensors[t].shape, graph.tensors[t].itemsize, graph.tensors[t].kind,
                      graph.tensors[t].name in image_like) for t in op.inputs + op.outputs)
-    producers = tuple(json.dumps(chosen.get(graph.ops[p].name), sort_keys=True) if p is not None else ""
-                      for p in (graph.tensors[t].producer for t in op.inputs))
+    if aligned is None:
+        producers = tuple(json.dumps(chosen.get(graph.ops[p].name), sort_keys=True) if p is not None else ""
+                          for p in (graph.tensors[t].producer for t in op.inputs))
+    else:  # in the dict's order: it numbers the candidates
+        producers = ("aligned",) + tuple((blocks, json.dumps(order), tuple(sorted(inputs)))
+                                         for blocks, (order, inputs) in aligned.items())
     repeats = tuple(op.inputs.index(t) for t in op.inputs)  # an input read twice counts once
     return (op.kind, json.dumps(op.attrs, sort_keys=True, default=str), op.macs, op.vector_ops, op.gemm,
             repeats, tensors, producers, align, capacity, hw, objective)
 
 
 def choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw=None, objective: str = "time",
-                image_like: frozenset[str] = frozenset(), chosen: dict | None = None) -> dict:
+                image_like: frozenset[str] = frozenset(), chosen: dict | None = None,
+                untiled: tuple[float, float] | None = None) -> dict | None:
     """The tile spec of ``op`` (module docstring); without ``hw`` the ``bytes`` objective.
     ``chosen``: the specs of the ops tiled before it (``_aligned_to_producers``). Memoised by
-    the op's signature (``_CHOSEN``)."""
-    key = _signature(op, graph, align, capacity, hw, objective, image_like, chosen or {})
-    found = _CHOSEN.get(key)
-    if found is None:
-        found = _CHOSEN[key] = json.dumps(_choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen))
-        if len(_CHOSEN) > CHOSEN_MEMO_SIZE:
-            _CHOSEN.popitem(last=False)
-    else:
-        _CHOSEN.move_to_end(key)
-    return json.loads(found)
+    the op's signature (``_CHOSEN``). ``untiled``: for an op that fits, (its cycles run
+    whole, the stores streaming adds): None when no candidate could beat them
+    (``_cannot_pay``), so ``_streaming_pays`` would say no to whatever was chosen."""
+    clear_memo()
+    aligned = _producer_alignment(op, graph, chosen or {}, capacity, align)
+    key = _signature(op, graph, align, capacity, hw, objective, image_like, chosen or {}, aligned)
+    if key not in _CHOSEN and untiled is not None:
+        # giving up is memoised apart, with the times it gave up against: a search without
+        # them still chooses afresh
+        gave_up = key + ("cannot pay", untiled)
+        if gave_up in _CHOSEN:
+            _CHOSEN.move_to_end(gave_up)
+            return None
+        spec = _choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen, aligned, untiled)
+        if spec is None:
+            _remember(gave_up, "null")
+            return None
+        _remember(key, json.dumps(spec))
+    elif key not in _CHOSEN:
+        _remember(key, json.dumps(_choose_spec(op, graph, align, capacity, hw, objective, image_like, chosen, aligned)))
+    _CHOSEN.move_to_end(key)
+    return json.loads(_CHOSEN[key])
+
+
+def _remember(key: tuple, found: str) -> None:
+    """``found`` (a spec as JSON) in the memo of chosen specs (``_CHOSEN``), its oldest
+    entry out if full."""
+    _CHOSEN[key] = found
+    if len(_CHOSEN) > CHOSEN_MEMO_SIZE:
+        _CHOSEN.popitem(last=False)
+
+
+def _producer_alignment(op: Op, graph: Graph, chosen: dict, capacity: int, align: int) -> dict | None:
+    """``_aligned_to_producers`` ahead of the search, for its memo's key (``_signature``); None
+    for an op the search does not align (reshape-like) or refuses (then it raises as before,
+    in its own order)."""
+    if (op.kind in RESHAPE_LIKE or len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape
+            or _layout_problem(op, graph)):
+        return None
+    try:
+        return _aligned_to_producers(op, graph, chosen, capacity, align)
+    except Exception:  # shapes the search cannot read: it raises the same error itself, in its own order
+        return None
 
 
 def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective: str, image_like,
-                 chosen: dict | None) -> dict:
-    clear_memo()
+                 chosen: dict | None, aligned: dict | None = None,
+                 untiled: tuple[float, float] | None = None) -> dict | None:
     if len(op.outputs) != 1 or not graph.tensors[op.outputs[0]].shape:
         raise PlanningError(
             f"op {op.name!r} ({op.kind}) needs {int(op_working_set(graph, align)[op.id])} B, more than the "
@@ -273,9 +344,12 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
     if hw is not None:  # the I/O-shaped blocks serve either objective
         for blocks, k, acc in _grid_blocks(op, graph, capacity, align, hw):
             found.setdefault((tuple(blocks), k, acc), len(found) + len(PREFERENCES))
-    aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
+    if aligned is None:
+        aligned = _aligned_to_producers(op, graph, chosen or {}, capacity, align)
     for blocks, (order, _) in aligned.items():
         found.setdefault((blocks, 0, "scratchpad"), len(found) + len(PREFERENCES))
+    if untiled is not None and _cannot_pay(op, graph, found, hw, objective, untiled):
+        return None
     spec, short = _rank(op, graph, found, aligned, align, capacity, hw, objective, image_like)
     if hw is not None and objective == "time" and (short or _short_views(op, graph, spec, hw)):
         # The chosen tiles move runs shorter than a burst, or load views of less than a burst
@@ -295,21 +369,39 @@ def _choose_spec(op: Op, graph: Graph, align: int, capacity: int, hw, objective:
     return spec
 
 
+#: Relative margin under which ``_cannot_pay`` takes its bound: sums of the same positive
+#: terms in another order (the stores added to the estimate one by one) differ by a few
+#: units in the last place, far less than this.
+BOUND_MARGIN = 1e-9
+
+
+def _cannot_pay(op: Op, graph: Graph, found: dict, hw, objective: str, untiled: tuple[float, float]) -> bool:
+    """Whether no candidate of ``found`` can stream faster than the op runs whole, so
+    ``_streaming_pays`` would refuse the chosen one: its estimate is at least its tiles'
+    compute (``estimate``: the p-norm of compute and transfers, plus a fill, is no less than
+    the compute; ``estimate.tiles_compute``), and the stores of its inputs are added to it.
+    Only where the chosen spec is one of ``found`` on an array that keeps no operand still
+    (its compute then does not depend on its loop order): no tiles of whole inputs offered
+    later (``_operand_blocks``)."""
+    if hw is None or objective != "time" or _has_runs(op, hw) or not found or _operand_blocks(op, graph):
+        return False
+    untiled_cycles, stores = untiled
+    least = min(tiles_compute(op, graph, list(blocks), k, hw, acc) for blocks, k, acc in found)
+    return (least + stores) * (1 - BOUND_MARGIN) >= untiled_cycles
+
+
 def _rank(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity: int, hw, objective: str,
           image_like) -> tuple[dict, bool]:
     """The best of the candidate blocks ``found`` ({(blocks, k, acc): preference index}) by the
     objective (module docstring), and whether its transfers move runs shorter than a burst."""
-    out = graph.tensors[op.outputs[0]]
+    if hw is not None and objective == "time" and not _has_runs(op, hw):
+        candidates = _estimated_lazily(op, graph, found, aligned, align, capacity, hw, image_like)
+        return _pick(op, candidates)
     ranked = []
     for (blocks, k, acc), i in found.items():
-        fixed, on_chip = aligned.get(blocks, (None, frozenset())) if not k else (None, frozenset())
-        order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, fixed, acc)
-        if on_chip:  # read on chip from the producer's tiles: those inputs are not loaded
-            reads = Reads([0.0 if i in on_chip else n for i, n in enumerate(reads)], reads.spread, reads.kept)
-            traffic = sum(n * s for n, s in zip(reads, _view_sizes(op, graph, list(blocks), k)))
-        spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
-        tiles = math.prod(-(-n // b) for n, b in zip(out.shape, blocks))
+        spec, reads, traffic, tiles, fixed = _ranked_entry(op, graph, blocks, k, acc, aligned, align, capacity)
         ranked.append((spec, reads, traffic, tiles, i))
+        order = spec["order"]
         still = _stationary_order(op, graph, list(blocks), order, hw) if objective == "time" and not (fixed or k) else None
         if still is not None:  # the same blocks in the order that keeps the array's operand still
             order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, still, acc)
@@ -329,6 +421,73 @@ def _rank(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity
         guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
         candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
         limit = min(limit, guess.cycles * (1 + max(SHORT_RUN_TOLERANCE, TIME_TOLERANCE)))
+    return _pick(op, candidates)
+
+
+def _ranked_entry(op: Op, graph: Graph, blocks: tuple, k: int, acc: str, aligned: dict, align: int,
+                  capacity: int) -> tuple:
+    """(spec, reads, DRAM bytes read, tiles, the producer's loop order it keeps or None) of
+    candidate blocks in their best loop order (``_best_order``), inputs read on chip from
+    a producer's tiles (``aligned``) not loaded."""
+    fixed, on_chip = aligned.get(blocks, (None, frozenset())) if not k else (None, frozenset())
+    order, traffic, reads = _best_order(op, graph, list(blocks), k, align, capacity, fixed, acc)
+    if on_chip:  # read on chip from the producer's tiles: those inputs are not loaded
+        reads = Reads([0.0 if i in on_chip else n for i, n in enumerate(reads)], reads.spread, reads.kept)
+        traffic = sum(n * s for n, s in zip(reads, _view_sizes(op, graph, list(blocks), k)))
+    spec = {"block": list(blocks), "k": k, "order": order, **({"acc": acc} if acc == "core" else {})}
+    tiles = math.prod(-(-n // b) for n, b in zip(graph.tensors[op.outputs[0]].shape, blocks))
+    return spec, reads, traffic, tiles, fixed
+
+
+def _has_runs(op: Op, hw) -> bool:
+    """Whether ``hw``'s array can keep an operand of ``op`` still across tiles: then a
+    candidate's compute depends on its loop order (``estimate.run_length``), and the tiler
+    also tries the order that keeps it (``_stationary_order``)."""
+    operand = STATIONARY_OPERAND.get(hw.cores.dataflow)
+    return not (operand is None or hw.cores.unroll or op.gemm is None or (0 if operand == "a" else 1) >= len(op.inputs))
+
+
+def _estimated_lazily(op: Op, graph: Graph, found: dict, aligned: dict, align: int, capacity: int, hw,
+                      image_like) -> list:
+    """The candidates ``_rank`` estimates, in its order, on hardware whose array keeps no
+    operand still (``_has_runs``), without the loop order and lower bound of those it never
+    reaches.
+
+    ``_rank`` sorts the candidates by (lower bound, preference, position) and estimates them
+    until a bound is past the limit. The compute of a candidate's first class of tiles (its
+    full blocks; ``estimate.first_tiles_compute``) is the first term of the bound's sum of
+    non-negative terms, so it is no more than the bound: a heap holds each candidate under
+    that partial key until it comes first, then under its full bound. Full keys then leave
+    the heap in the sorted order, and a partial key past the limit means every candidate
+    left is past it too, so the same candidates are estimated in the same order, with the
+    same limits."""
+    entries = list(found.items())
+    heap = [(first_tiles_compute(op, graph, list(blocks), k, hw, acc), i, j, False)
+            for j, ((blocks, k, acc), i) in enumerate(entries)]
+    heapq.heapify(heap)
+    ranked: dict[int, tuple] = {}
+    candidates = []
+    limit = float("inf")
+    while heap:
+        bound, i, j, full = heapq.heappop(heap)
+        if bound > limit:
+            break
+        if not full:  # its loop order, DRAM bytes and full bound: back in the heap
+            (blocks, k, acc), _ = entries[j]
+            ranked[j] = _ranked_entry(op, graph, blocks, k, acc, aligned, align, capacity)[:4]
+            spec, _, traffic, _ = ranked[j]
+            heapq.heappush(heap, (lower_bound(op, graph, spec, traffic, hw), i, j, True))
+            continue
+        spec, reads, traffic, tiles = ranked[j]
+        guess = estimate(op, graph, spec, reads, hw, image_like, _tiles_ahead(op, graph, spec, align, capacity, reads))
+        candidates.append(((guess.cycles, guess.bus_bytes, traffic, tiles, i), spec, guess.short_runs))
+        limit = min(limit, guess.cycles * (1 + max(SHORT_RUN_TOLERANCE, TIME_TOLERANCE)))
+    return candidates
+
+
+def _pick(op: Op, candidates: list) -> tuple[dict, bool]:
+    """The chosen spec among the estimated ``candidates`` ((key, spec, short runs), key =
+    (cycles, bus bytes, DRAM bytes read, tiles, preference)), and whether it moves short runs."""
     if candidates:
         # Runs shorter than a burst only when every candidate that moves whole bursts is more
         # than SHORT_RUN_TOLERANCE slower (their cost is in the estimate: each run pays its
@@ -483,9 +642,9 @@ def _grid_blocks(op: Op, graph: Graph, capacity: int, align: int, hw) -> list[tu
             while lo <= hi:
                 mid = (lo + hi) // 2
                 blocks[rows] = row_values[mid]
-                fits = _working_set(op, graph, blocks, k, align, acc) <= capacity
-                if fits and acc == "core":
-                    fits = math.prod(min(b, n) for b, n in zip(blocks, shape)) <= held
+                # the accumulators' test first: it spares the working set of blocks they cannot hold
+                fits = acc != "core" or math.prod(min(b, n) for b, n in zip(blocks, shape)) <= held
+                fits = fits and _working_set(op, graph, blocks, k, align, acc) <= capacity
                 if fits:
                     lo = mid + 1
                 else:
@@ -642,19 +801,68 @@ def _sample_boxes_of(shape: tuple, blocks: tuple) -> dict:
 def _working_set(op, graph, blocks, k, align, acc="scratchpad") -> int:
     """The double-buffered bytes of the largest tile of a spec (``_tile_bytes`` on the first,
     an interior and the last tile, and the first and last reduction slice)."""
-    # the candidates ask for the same blocks again and again
-    return memo.cached("working_sets", graph, op, (tuple(blocks), k, align, acc),
-                       lambda: _largest_tile_bytes(op, graph, blocks, k, align, acc))
+    # the candidates ask for the same blocks again and again, with partial sums in the
+    # scratchpad and in the core: both are summed at once
+    both = memo.cached("working_sets", graph, op, (tuple(blocks), k, align),
+                       lambda: _largest_tile_bytes_both(op, graph, blocks, k, align))
+    return both[1] if acc == "core" else both[0]
 
 
 def _largest_tile_bytes(op, graph, blocks, k, align, acc) -> int:
-    shape = graph.tensors[op.outputs[0]].shape
+    """``_tile_bytes`` of the first, an interior and the last tile (``_sample_boxes``), each
+    with the first and the last reduction slice: their largest."""
+    both = _largest_tile_bytes_both(op, graph, blocks, k, align)
+    return both[1] if acc == "core" else both[0]
+
+
+def _largest_tile_bytes_both(op, graph, blocks, k, align) -> tuple[int, int]:
+    """``_largest_tile_bytes`` with the partial sums in the scratchpad and in the core. The
+    same sum as ``_tile_bytes``, with what it reads of the op looked up once
+    (``_TileSizer``) and the output's and partial sums' bytes computed once per box
+    (tests/test_tiler_fast.py holds the two equal)."""
+    sizer = _tile_sizer(op, graph)
     slices = op_k_slices(op, graph, k)
-    worst = 0
-    for box in _sample_boxes(shape, blocks):
-        for j in {0, len(slices) - 1}:
-            worst = max(worst, _tile_bytes(op, graph, box, slices[j], j == len(slices) - 1, align, acc))
-    return worst
+    ends = [(slices[0], True)] if len(slices) == 1 else [(slices[0], False), (slices[-1], True)]
+    split = slices[0] is not None  # reduction slices: partial sums, unless the core keeps them
+    rule, inputs, out_itemsize = sizer.rule, sizer.inputs, sizer.out_itemsize
+    worst = worst_in_core = 0
+    for box in _sample_boxes_of(sizer.shape, tuple(blocks)):
+        volume = box_volume(box)
+        own = 2 * (-(-(out_itemsize * volume) // align) * align)
+        psums = 2 * (-(-(PSUM_ITEMSIZE * volume) // align) * align) if split else 0
+        for k_range, last in ends:
+            streamed = 0
+            seen = set() if sizer.repeats else None
+            for (t, itemsize, steps), region in zip(inputs, rule(box, k_range, last)):
+                if region is None:
+                    continue
+                if seen is not None:
+                    if (t, region) in seen:
+                        continue  # an input read twice is loaded once
+                    seen.add((t, region))
+                n = itemsize * (box_volume(region) if steps is None else stepped_volume(region, steps))
+                streamed += -(-n // align) * align
+            tile = 2 * streamed + own
+            worst_in_core = max(worst_in_core, tile)
+            worst = max(worst, tile + psums)
+    return worst, worst_in_core
+
+
+class _TileSizer:
+    """What ``_tile_bytes`` reads of an op, looked up once per op: the output's shape and
+    element size, its box rule, and (tensor id, element size, steps) of each input, and
+    whether a tensor is read by two inputs (then its view counts once)."""
+
+    def __init__(self, op: Op, graph: Graph) -> None:
+        out = graph.tensors[op.outputs[0]]
+        self.shape, self.out_itemsize = tuple(out.shape), out.itemsize
+        self.rule = box_rule(op, graph)
+        self.inputs = [(t, graph.tensors[t].itemsize, steps) for t, steps in zip(op.inputs, op_input_steps(op, graph))]
+        self.repeats = len(set(op.inputs)) < len(op.inputs)
+
+
+def _tile_sizer(op: Op, graph: Graph) -> _TileSizer:
+    return memo.cached("tile_sizer", graph, op, None, lambda: _TileSizer(op, graph))
 
 
 def _halve_to_fit(op, graph, capacity, align, preference, outer_first=None, fixed=None):
@@ -708,6 +916,28 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
     dimensions), that byte count, and how many times each input is loaded in it
     (``_loads_in_order``); ``capacity`` (the budget) bounds what stays cached between uses."""
     shape = graph.tensors[op.outputs[0]].shape
+    counts, tiled, sizes, depends, on_k, n_slices, cache = memo.cached(
+        "order_inputs", graph, op, (tuple(blocks), k, align, capacity, acc),
+        lambda: _order_inputs(op, graph, blocks, k, align, capacity, acc))
+    best = None
+    orders = itertools.permutations(tiled) if fixed_order is None else [tuple(d for d in fixed_order if d in tiled)]
+    for order in orders:
+        loads, spread, kept = _loads_in_order(order, counts, depends, on_k, n_slices, sizes, cache)
+        traffic = sum(size * n for size, n in zip(sizes, loads))
+        if best is None or (traffic, order) < best[:2]:
+            best = (traffic, order, Reads(loads, spread, kept))
+    traffic, order, reads = best if best else (sum(sizes), (), Reads([1.0] * len(sizes), [1.0] * len(sizes), 0))
+    full_order = list(order) + [d for d in range(len(shape)) if d not in order]
+    return full_order, traffic, reads
+
+
+def _order_inputs(op, graph, blocks, k, align, capacity, acc) -> tuple:
+    """What ``_best_order`` scores every loop order with, the same for all of them (memoised
+    per blocks, so the orders tried for a candidate again cost only their scoring): the
+    block counts, the tiled dimensions, each input's view bytes, the tiled dimensions each
+    input moves with, whether it moves with the reduction slices, the slices, and the bytes
+    that stay cached beyond the working set."""
+    shape = graph.tensors[op.outputs[0]].shape
     counts = [-(-n // b) for n, b in zip(shape, blocks)]
     tiled = [d for d in range(len(shape)) if counts[d] > 1]
     base = tuple((0, min(b, n)) for n, b in zip(shape, blocks))
@@ -731,16 +961,7 @@ def _best_order(op, graph, blocks, k, align, capacity=None, fixed_order=None, ac
         moved_regions[d] = op_input_boxes(op, graph, tuple(moved), first_k, len(slices) == 1)
     depends = [{d for d in tiled if moved_regions[d][i] != regions[i]} for i in range(len(op.inputs))]
     cache = float("inf") if capacity is None else max(capacity - _working_set(op, graph, blocks, k, align, acc), 0)
-    best = None
-    orders = itertools.permutations(tiled) if fixed_order is None else [tuple(d for d in fixed_order if d in tiled)]
-    for order in orders:
-        loads, spread, kept = _loads_in_order(order, counts, depends, on_k, len(slices), sizes, cache)
-        key = (sum(size * n for size, n in zip(sizes, loads)), order, Reads(loads, spread, kept))
-        if best is None or key[:2] < best[:2]:
-            best = key
-    traffic, order, reads = best if best else (sum(sizes), (), Reads([1.0] * len(sizes), [1.0] * len(sizes), 0))
-    full_order = list(order) + [d for d in range(len(shape)) if d not in order]
-    return full_order, traffic, reads
+    return counts, tiled, sizes, depends, on_k, len(slices), cache
 
 
 def _loads_in_order(order, counts, depends, on_k, n_slices, sizes, cache) -> tuple[list[float], list[float], int]:
