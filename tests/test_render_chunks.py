@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npusim.kernels.render_chunks import chunks_of, render_chunks, render_chunks_reference
+from npusim.kernels.render_chunks import chunk_arrays, chunks_of, render_chunks, render_chunks_reference
 
 
 def test_paper_worked_example():
@@ -102,3 +102,16 @@ def test_burst_count_by_hand():
     assert burst_count((8, 7), (56, 1), 1, 0, 64) == (8, 7)
     # Two chunks touching bursts {0} and {0, 1}: the shared burst 0 is moved once.
     assert burst_count((2, 40), (60, 1), 1, 0, 64) == (2, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(views(), st.integers(0, 1 << 20))
+def test_chunk_arrays_are_chunks_of_as_arrays(view, address):
+    """The arrays the DRAM contents check takes: the same chunks, at the view's address, and the
+    memoised arrays behind them are not changed by a caller shifting its copy."""
+    shape, strides, _, itemsize = view
+    addresses, sizes = chunk_arrays(shape, strides, itemsize, address)
+    assert list(zip(addresses.tolist(), sizes.tolist())) == list(chunks_of(shape, strides, 0, itemsize, address))
+    addresses += 1
+    again, _ = chunk_arrays(shape, strides, itemsize, address)
+    assert again.tolist() == (addresses - 1).tolist()
