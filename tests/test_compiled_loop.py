@@ -115,9 +115,50 @@ def test_a_deadlock_fails_with_the_simpy_models_message(monkeypatch):
     assert "deadlock" in _same_error(replace(program, commands=tuple(commands)), hw, monkeypatch)
 
 
+TILED_TAA = "tile+default+arena+belady+taa"
+
+
+@pytest.mark.parametrize("trace, budget", [("squeezenet1_0", "64KiB"), ("resnet18", "128KiB")])
+def test_a_plan_with_a_dram_layout_gives_the_simpy_models_report(trace, budget, monkeypatch):
+    """DRAM contents are checked after the compiled run, from its DMA times (no failure here)."""
+    program, hw = program_of(trace, budget=budget, pipeline=TILED_TAA)
+    assert program.dram_planned
+    assert_same(program, hw, monkeypatch)
+
+
+def _overwriting_plan():
+    """squeezenet's TAA plan with one DRAM buffer moved onto another that is live with it."""
+    from npusim.plan.bound import as_bound
+    from planners.offchip.lifetimes import dram_buffers
+
+    graph, hw = load_graph("squeezenet1_0"), load_hw("edge-npu")
+    plan = plan_graph(graph, hw, TILED_TAA, 64 << 10)
+    tiled = as_bound(plan, graph).bound_graph
+    buffers = [b for b in dram_buffers(tiled, plan.order, plan.transfers, None, graph, 64) if not b.weight]
+    a, b = max(((x, y) for i, x in enumerate(buffers) for y in buffers[i + 1:]),
+               key=lambda p: min(p[0].last, p[1].last) - max(p[0].first, p[1].first))
+    return lower(as_bound(replace(plan.unbound, dram={**plan.dram, b.name: plan.dram[a.name]}), graph), hw), hw
+
+
+def test_an_overwrite_of_live_dram_data_fails_with_the_simpy_models_message(monkeypatch):
+    program, hw = _overwriting_plan()
+    assert "overwrite of live data" in _same_error(program, hw, monkeypatch)
+
+
+def test_the_dram_check_on_recorded_times_fails_where_simpys_does(monkeypatch):
+    """The check after a compiled run finds the overwrite itself (it is what sends the run back
+    to SimPy), and passes the plan as planned."""
+    bad, hw = _overwriting_plan()
+    good, _ = program_of("squeezenet1_0", budget="64KiB", pipeline=TILED_TAA)
+    for program, holds in ((good, True), (bad, False)):
+        machine = engine._new_machine(program, hw, 0.0, None, engine.silent)
+        assert machine.run_compiled() is not None
+        assert machine.dram_contents_hold() is holds
+
+
 def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     """Small programs stay on SimPy (loading Numba would cost more than the loop saves); so
-    do runs with jitter, banked DRAM or a DRAM layout, which the compiled loop does not model."""
+    do runs with jitter or banked DRAM, which the compiled loop does not model."""
     monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
     program, hw = program_of("bert_tiny", budget="256KiB")
     assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED

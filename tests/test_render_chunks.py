@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npusim.kernels.render_chunks import chunks_of, render_chunks, render_chunks_reference
+from npusim.kernels.render_chunks import chunk_arrays, chunks_of, render_chunks, render_chunks_reference
 
 
 def test_paper_worked_example():
@@ -151,3 +151,16 @@ def test_burst_count_in_python_matches_the_vectorised_one_on_many_views():
                 checked += 1
     assert _burst_count_python((2, 2), (3, 2), 1, 0, 64) == (3, 1)  # offsets 0, 2, 3, 5: 2 and 3 abut
     assert checked > 1000
+
+
+@settings(max_examples=200, deadline=None)
+@given(views(), st.integers(0, 1 << 20))
+def test_chunk_arrays_are_chunks_of_as_arrays(view, address):
+    """The arrays the DRAM contents check takes: the same chunks, at the view's address, and the
+    memoised arrays behind them are not changed by a caller shifting its copy."""
+    shape, strides, _, itemsize = view
+    addresses, sizes = chunk_arrays(shape, strides, itemsize, address)
+    assert list(zip(addresses.tolist(), sizes.tolist())) == list(chunks_of(shape, strides, 0, itemsize, address))
+    addresses += 1
+    again, _ = chunk_arrays(shape, strides, itemsize, address)
+    assert again.tolist() == (addresses - 1).tolist()

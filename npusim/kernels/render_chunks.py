@@ -104,6 +104,20 @@ def _chunks_at_zero(shape: tuple, strides: tuple, itemsize: int) -> tuple[tuple[
     return tuple(zip(offsets.tolist(), sizes.tolist()))
 
 
+@lru_cache(maxsize=65536)
+def _chunk_arrays_at_zero(shape: tuple, strides: tuple, itemsize: int) -> tuple[np.ndarray, np.ndarray]:
+    offsets, sizes = render_chunks(shape, strides, 0, itemsize)
+    offsets.flags.writeable = sizes.flags.writeable = False  # shared by every view of this shape
+    return offsets, sizes
+
+
+def chunk_arrays(shape, strides, itemsize: int, base_address: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``chunks_of`` as (addresses, bytes) arrays, memoised per (shape, strides, itemsize): no
+    tuple per chunk (a DRAM contents check takes the chunks of every buffer a plan stores)."""
+    offsets, sizes = _chunk_arrays_at_zero(tuple(shape), tuple(strides), int(itemsize))
+    return offsets + base_address, sizes
+
+
 def chunks_of(shape, strides, offset: int, itemsize: int, base_address: int = 0) -> tuple[tuple[int, int], ...]:
     """(address, bytes) chunks of a view, memoised per (shape, strides, itemsize)."""
     shift = base_address + offset * itemsize

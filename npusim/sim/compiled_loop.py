@@ -63,7 +63,7 @@ READY_INT, START_INT, END_INT, BAND_INT = 1, 2, 4, 8
 
 # Slots of the kernel's integer state ``S`` (scalars the helpers update)
 (SEQ, FREE_EVENTS, FREE_NODES, BLOCKS, USED, PEAK, N_OCC, N_DRAM, FLOWS_NOW, INFLIGHT, MOVING, NEXT_FLOW,
- PENDING, STATUS, N_DONE, HEAP_SIZE, N_STATE) = range(17)
+ PENDING, STATUS, N_DONE, HEAP_SIZE, N_DMA_STEPS, N_STATE) = range(18)
 PRIORITY_STEP = 1 << 62  # a key's priority part: above any scheduling order
 # Rows of the event table ``E`` and of the callback table ``K``
 HEAD, TAIL, UNIT_NEXT = range(3)
@@ -495,6 +495,9 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
     channel_of = np.full(n, -1, np.int64)
     int_mask = np.zeros(n, np.int64)
     order = np.full(n, -1, np.int64)  # completion order
+    # the DMA starts (c) and ends (n + c) in the order they happen, where the SimPy model checks
+    # and releases DRAM contents (engine._Machine.dram_contents_hold)
+    dma_steps = np.full(2 * n, -1, np.int64)
     occ_time, occ_used, occ_int = np.zeros(3 * n + 2), np.zeros(3 * n + 2, np.int64), np.zeros(3 * n + 2, np.bool_)
     dram_time, dram_flows, dram_int = np.zeros(4 * n + 2), np.zeros(4 * n + 2, np.int64), np.zeros(4 * n + 2, np.bool_)
 
@@ -679,6 +682,8 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
                             S[STATUS] = SCRATCHPAD_ERROR
                             break
                         _sample(occ_time, occ_used, occ_int, S, n_occ, now, now_int, S[USED])
+                        dma_steps[S[N_DMA_STEPS]] = c
+                        S[N_DMA_STEPS] += 1
                         n_free_channels -= 1  # it takes the lowest free channel
                         channel_of[c] = free_channels[0]
                         for k in range(n_free_channels):
@@ -742,6 +747,8 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
                             break
                         continue
                     else:  # phase 7: done
+                        dma_steps[S[N_DMA_STEPS]] = n + c
+                        S[N_DMA_STEPS] += 1
                         for i in range(write_ptr[c], write_ptr[c + 1]):
                             valid[write_res[i]] = valid[write_res[i]] or live[write_res[i]]  # fill
                         _release_unit(heap, S, E, K, free_events, free_nodes, units, i0, now, now_int)
@@ -787,7 +794,8 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
     return status, (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail,
                     flowing, data_end, mark, last_start, channel_of, int_mask, order,
                     occ_time[:S[N_OCC]], occ_used[:S[N_OCC]], occ_int[:S[N_OCC]],
-                    dram_time[:S[N_DRAM]], dram_flows[:S[N_DRAM]], dram_int[:S[N_DRAM]], S[PEAK], F[1])
+                    dram_time[:S[N_DRAM]], dram_flows[:S[N_DRAM]], dram_int[:S[N_DRAM]], S[PEAK], F[1],
+                    dma_steps[:S[N_DMA_STEPS]])
 
 
 #: Pool events per queue and per DMA channel to start with (timeouts, requests, releases and
@@ -895,7 +903,7 @@ def record(machine, result) -> float:
     completion order), samples, peak occupancy, events; returns the run's cycles."""
     (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
      last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
-     peak, busy_cycles) = result
+     peak, busy_cycles, dma_steps) = result
     program, graph, hw = machine.program, machine.graph, machine.hw
     commands = program.commands
     ready, start = _as_simpy_held(ready, int_mask & READY_INT), _as_simpy_held(start, int_mask & START_INT)
@@ -957,6 +965,7 @@ def record(machine, result) -> float:
     machine.occupancy = list(zip(_as_simpy_held(occ_time, occ_int), occ_used.tolist()))
     machine.dram_samples = list(zip(_as_simpy_held(dram_time, dram_int), dram_flows.tolist()))
     machine.scratchpad.peak = int(peak)
+    machine.dma_steps = dma_steps
     machine.dram.busy_cycles = float(busy_cycles)
     machine.env.processed = int(n_processed) + 1  # and the empty queue's step, as SimPy's run counts it
     return int(now) if now_int else float(now)

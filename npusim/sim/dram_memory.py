@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from npusim.errors import SimulationError
+from npusim.kernels.render_chunks import chunk_arrays
 from npusim.plan.dram import buffer_of
 
 
@@ -98,8 +99,8 @@ class DramContents:
     def chunks(self, b: int) -> tuple[np.ndarray, np.ndarray]:
         found = self._chunks.get(b)
         if found is None:
-            pairs = np.array(self.view[b].chunks(), dtype=np.int64).reshape(-1, 2)
-            found = self._chunks[b] = (pairs[:, 0].copy(), pairs[:, 1].copy())
+            view = self.view[b]
+            found = self._chunks[b] = chunk_arrays(view.shape, view.strides, view.itemsize, view.address)
         return found
 
     def _describe(self, b: int) -> str:

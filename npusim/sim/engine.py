@@ -19,8 +19,10 @@ Time is counted in core clock cycles.
 
 Programs of ``COMPILED_LOOP_MIN_COMMANDS`` commands or more run the same model, event for
 event, in ``npusim.sim.compiled_loop`` (a Numba kernel: ~2 us per command against ~80 us here);
-``tests/test_compiled_loop.py`` holds the two to the same report. Jitter, ``dram.model:
-banks`` and DRAM layouts stay here.
+``tests/test_compiled_loop.py`` holds the two to the same report. Jitter and ``dram.model:
+banks`` stay here. A DRAM layout's contents are checked after a compiled run, in the order
+its transfers started and ended (``_Machine.dram_contents_hold``); a check that fails there
+reruns the program here, which raises the error.
 
 Cost: the run is SimPy's event order exactly (time, then priority, then the order events were
 scheduled in), kept with less Python per event: the loop inlines SimPy's ``step``
@@ -251,6 +253,7 @@ class _Machine:
         self.dram_flows = 0
         self.schedule = JitterSchedule(list(program.queues), jitter, seed) if jitter > 0 else None
         self.dram_memory = None  # a DramContents, set by simulate() for a plan with a DRAM layout
+        self.dma_steps = None  # a compiled run's transfer starts (c) and ends (n + c), in order
         self.jitter = jitter
         self.group = cores_per_stream(hw, program.streams)  # cores each stream drives
         self.core_busy = [0.0] * hw.cores.count
@@ -657,6 +660,22 @@ class _Machine:
         self.env.check_wall_clock()  # (checked once, at the end: the compiled loop cannot stop midway)
         return cycles
 
+    def dram_contents_hold(self) -> bool:
+        """After a compiled run of a plan with a DRAM layout: the checks of ``npusim.sim.dram_memory``
+        replayed in the order the run started and ended its transfers (``dma_steps``: the order
+        the SimPy model checks and releases DRAM contents in), False when one fails; the SimPy run
+        then raises it with its own message. The checks do not change the timing."""
+        contents, commands, n = self.dram_memory, self.program.commands, len(self.program.commands)
+        try:
+            for step in self.dma_steps.tolist():
+                if step < n:
+                    contents.start(commands[step], "")
+                else:
+                    contents.finish(commands[step - n])
+        except SimulationError:
+            return False
+        return True
+
     def run(self) -> float:
         commands = self.program.commands
         self.done = [Event(self.env) for _ in commands]
@@ -712,12 +731,22 @@ COMPILED_LOOP_MIN_COMMANDS_NUMBA_LOADED = 3_000
 COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED = 500
 
 
+def _new_machine(program: Program, hw: Hardware, jitter: float, seed: int | None, progress) -> _Machine:
+    """A machine to run ``program`` on, with a DRAM contents tracker when the plan has a DRAM layout."""
+    machine = _Machine(program, hw, jitter, seed, progress)
+    if program.dram_planned:
+        from npusim.sim.dram_memory import DramContents  # lazy: its Numba kernels load only when used
+
+        machine.dram_memory = DramContents(program, program.graph)
+    return machine
+
+
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
     """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``): one it
-    models (no jitter, banked DRAM or DRAM layout to check), large enough to pay for loading
+    models (no jitter or banked DRAM), large enough to pay for loading
     Numba unless ``NPUSIM_SIM_LOOP`` asks for one loop."""
     choice = sim_loop()
-    if choice == "simpy" or jitter != 0 or hw.dram.model == "banks" or program.dram_planned:
+    if choice == "simpy" or jitter != 0 or hw.dram.model == "banks":
         return False
     if choice == "compiled":
         return True
@@ -757,15 +786,13 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         raise SimulationError(f"{graph.name}: the plan keeps up to {program.offchip_peak:,} B in DRAM (inputs, "
                               f"weights, outputs and spilled tensors at its peak), above dram.capacity = "
                               f"{hw.dram.capacity:,} B of {hw.name!r}")
-    machine = _Machine(program, hw, jitter, seed, progress)
-    if program.dram_planned:
-        from npusim.sim.dram_memory import DramContents  # lazy: its Numba kernels load only when used
-
-        machine.dram_memory = DramContents(program, graph)
+    machine = _new_machine(program, hw, jitter, seed, progress)
     cycles = None
     if _compiled_loop_fits(program, hw, jitter):
         progress("simulating", detail=f"{len(program.commands):,} commands, compiled loop")
         cycles = machine.run_compiled()
+        if cycles is not None and machine.dram_memory is not None and not machine.dram_contents_hold():
+            machine, cycles = _new_machine(program, hw, jitter, seed, progress), None  # SimPy says what failed
     if cycles is None:
         cycles = machine.run()
     if check_races:
