@@ -74,14 +74,8 @@ def _render_chunks_vectorised(shape, strides, offset: int, itemsize: int) -> tup
     """Algorithm 3 without recursion: the trailing contiguous axes form one block; the
     leading axes' offsets are enumerated at once (NumPy) and a block that starts where the
     previous one ends is merged into it."""
-    rank = len(shape)
-    first, expected = rank, 1
-    for k in range(rank - 1, -1, -1):  # first axis from which the view is contiguous
-        if shape[k] != 1 and strides[k] != expected:
-            break
-        expected *= shape[k]
-        first = k
-    block = int(np.prod(shape[first:], dtype=np.int64)) * itemsize
+    first, elements = contiguous_block(shape, strides)
+    block = elements * itemsize
     if block == 0 or any(shape[k] == 0 for k in range(first)):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     starts = (_leading_offsets(shape, strides, first) + offset) * itemsize
@@ -156,9 +150,9 @@ def _burst_count_vectorised(shape, strides, itemsize: int, start: int, burst: in
 SMALL_VIEW_BLOCKS = 128
 
 
-def _contiguous_block(shape, strides) -> tuple[int, int]:
+def contiguous_block(shape, strides) -> tuple[int, int]:
     """(first axis from which the view is contiguous, elements of that block): the trailing
-    axes ``_render_chunks_vectorised`` merges into one block."""
+    axes RenderChunks merges into one block."""
     first, expected = len(shape), 1
     for k in range(len(shape) - 1, -1, -1):
         if shape[k] != 1 and strides[k] != expected:
@@ -175,7 +169,7 @@ def _burst_count_python(shape, strides, itemsize: int, start: int, burst: int) -
     """``_burst_count_vectorised`` in plain Python, for views of few blocks: the blocks'
     offsets in issue order, a block merged into the chunk it abuts, then each chunk's bursts
     less those the previous chunk moved (tests/test_render_chunks.py holds the two equal)."""
-    first, elements = _contiguous_block(shape, strides)
+    first, elements = contiguous_block(shape, strides)
     block = elements * itemsize
     if block == 0 or any(shape[k] == 0 for k in range(first)):
         return 0, 0
@@ -202,7 +196,7 @@ def _burst_count_python(shape, strides, itemsize: int, start: int, burst: int) -
 
 def _block_count(shape, strides) -> int:
     """Contiguous blocks of a view (before abutting ones merge)."""
-    first, _ = _contiguous_block(shape, strides)
+    first, _ = contiguous_block(shape, strides)
     count = 1
     for d in shape[:first]:
         count *= d

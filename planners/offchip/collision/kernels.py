@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from npusim.kernels.render_chunks import contiguous_block
 from planners.offchip.collision.limits import LATTICE_LEVELS, SEARCH_NODES  # noqa: F401 (re-exported)
 
 
@@ -71,15 +72,7 @@ def lattice_of(shape, strides, itemsize: int, offsets: np.ndarray, sizes: np.nda
     ``offsets``/``sizes`` are exactly that lattice (from 0), else None. Levels that continue
     the one below (stride = count * stride below) are merged into it."""
     shape, strides = list(shape), list(strides)
-    first, expected = len(shape), 1  # first axis of the contiguous block, as RenderChunks finds it
-    for k in range(len(shape) - 1, -1, -1):
-        if shape[k] != 1 and strides[k] != expected:
-            break
-        expected *= shape[k]
-        first = k
-    block = 1
-    for d in shape[first:]:
-        block *= d
+    first, block = contiguous_block(shape, strides)  # the contiguous block, as RenderChunks finds it
     levels: list[list[int]] = []
     for n, s in zip(shape[:first], strides[:first]):
         if n == 1:
