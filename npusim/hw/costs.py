@@ -556,6 +556,12 @@ def chain_position(op: Op, hw: Hardware | None = None) -> str | None:
     return None
 
 
+def gemm_identity(gemm: Gemm | None) -> tuple:
+    """What the figures here read of a GEMM, as a key: the GEMM and its loop nest, which
+    ``Gemm``'s equality leaves out (an unrolled array's cycles read it)."""
+    return gemm, None if gemm is None else gemm.loops
+
+
 def cost_signature(op: Op, graph: Graph) -> tuple:
     """Everything the per-op figures of this module read of an op (``op_core_cycles``,
     ``scratchpad_bytes``, ``register_accesses``, ``level_energy``, ``stream_bands``): its kind,
@@ -573,8 +579,7 @@ def cost_signature(op: Op, graph: Graph) -> tuple:
     inputs = tuple([(t.shape, t.dtype, t.itemsize, t.kind) for t in map(tensors.__getitem__, ins)])
     repeats = None if len(set(ins)) == len(ins) else tuple(map(ins.index, ins))
     outputs = tuple([(t.shape, t.dtype, t.itemsize, t.kind) for t in map(tensors.__getitem__, op.outputs)])
-    gemm = op.gemm
-    return (op.kind, gemm, None if gemm is None else gemm.loops, op.macs, op.vector_ops, inputs, repeats, outputs,
+    return (op.kind, gemm_identity(op.gemm), op.macs, op.vector_ops, inputs, repeats, outputs,
             attrs.get("marker"), "epilogue" in attrs, attrs.get("acc"), attrs.get("k_last"),
             None if runs is None else tuple(sorted(runs.items())))
 

@@ -58,7 +58,7 @@ from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS
 from npusim.graph.tiling import k_slices, tile_compute, tile_vector_ops
 from npusim.plan.layout import storage_order, storage_view
 from npusim.plan.transfer_cost import transfer_cost, unloaded_cycles
-from npusim.hw.costs import STATIONARY_OPERAND, band_count, compute_cycles, cores_per_stream
+from npusim.hw.costs import STATIONARY_OPERAND, band_count, compute_cycles, cores_per_stream, gemm_identity
 from planners.tiling import memo
 
 #: Exponent of the p-norm that combines compute and transfer time (module docstring).
@@ -189,17 +189,16 @@ def _tile_compute_of(op: Op, graph: Graph, box, k_range, last: bool, hw, acc: st
     cores = cores_per_stream(hw, 1)
     chained = ("last" if last else "first") if acc == "core" and k_range is not None else run
     vector_ops, fused = tile_vector_ops(op, graph, box, k_range, last), "epilogue" in op.attrs
-    # tiles of one shape have one GEMM: their cycles are costed once (``memo.hw_cached``; a
-    # GEMM's loop nest is not part of its equality, and an unrolled array's cycles read it)
-    loops = gemm.loops if gemm is not None else None
-    compute = memo.hw_cached("compute_cycles", hw, (op.kind, gemm, loops, macs, vector_ops, cores, fused, chained),
+    # tiles of one shape have one GEMM: their cycles are costed once (``memo.hw_cached``)
+    identity = gemm_identity(gemm)
+    compute = memo.hw_cached("compute_cycles", hw, (op.kind, identity, macs, vector_ops, cores, fused, chained),
                              lambda: compute_cycles(op.kind, gemm, macs, vector_ops, hw, cores, fused, chained)[0])
     moved = out.itemsize * box_volume(box) if last or chained is None else 0
     for t, region, steps in zip(op.inputs, op_input_boxes(op, graph, box, k_range, last), op_input_steps(op, graph)):
         if region is not None:
             moved += graph.tensors[t].itemsize * stepped_volume(region, steps)
     volume = box_volume(box)
-    bands = memo.hw_cached("band_count", hw, (op.kind, gemm, loops, volume, cores),
+    bands = memo.hw_cached("band_count", hw, (op.kind, identity, volume, cores),
                            lambda: band_count(op.kind, gemm, volume, hw, cores))
     return max(compute, moved / hw.scratchpad.bytes_per_cycle, 1.0), bands
 
