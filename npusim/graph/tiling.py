@@ -170,7 +170,9 @@ class _Builder:
         self.ops: list[dict] = []
         self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
         self.read_views: dict[tuple, int] = {}
-        self.written: dict[int, list[tuple[View, int]]] = {}  # original tensor -> written views
+        # original tensor -> its written views: (view, id, flat span, (start, length) per dim),
+        # the span and box decoded once, as every later read of the tensor tests them
+        self.written: dict[int, list[tuple[View, int, tuple[int, int], tuple]]] = {}
         self.written_index: dict[int, dict[View, int]] = {}
         # original tensor -> {(region, flat, steps): what ``read`` gave}: tiles read the same
         # region again and again (weights across row tiles, inputs across channel tiles);
@@ -244,14 +246,14 @@ class _Builder:
         dense = box_view(self.graph.tensors[t], box) if box is not None else view
         lo, hi = view_span(view)
         mine = _box_of(dense)
+        same_rank = len(view.shape)
         found = []
-        for written_view, made in written:
-            w_lo, w_hi = view_span(written_view)
+        for written_view, made, (w_lo, w_hi), w_box in written:
             if not (w_lo < hi and lo < w_hi):
                 continue
-            if written_view.strides == dense.strides and len(written_view.strides) == len(view.shape) and any(
+            if written_view.strides == dense.strides and len(w_box) == same_rank and any(
                     w_start >= start + length or start >= w_start + w_length
-                    for (w_start, w_length), (start, length) in zip(_box_of(written_view), mine)):
+                    for (w_start, w_length), (start, length) in zip(w_box, mine)):
                 continue  # same layout and disjoint along some dimension
             found.append(made)
         return found
@@ -261,11 +263,11 @@ class _Builder:
         written = self.written[t]
         cache = self._spans.get(t)
         if cache is None or cache[0] != len(written):
-            spans = np.array([view_span(wv) for wv, _ in written], dtype=np.int64)
+            spans = np.array([span for _, _, span, _ in written], dtype=np.int64)
             layouts: dict[tuple, tuple] = {}  # strides -> (rows, starts, ends) of those views
-            for strides in {wv.strides for wv, _ in written}:
-                rows = np.array([i for i, (wv, _) in enumerate(written) if wv.strides == strides], dtype=np.int64)
-                boxes = np.array([_box_of(written[i][0]) for i in rows], dtype=np.int64)  # (rows, dims, 2)
+            for strides in {wv.strides for wv, _, _, _ in written}:
+                rows = np.array([i for i, (wv, _, _, _) in enumerate(written) if wv.strides == strides], dtype=np.int64)
+                boxes = np.array([written[i][3] for i in rows], dtype=np.int64)  # (rows, dims, 2)
                 layouts[strides] = (rows, boxes[:, :, 0], boxes[:, :, 0] + boxes[:, :, 1])
             cache = (len(written), spans, layouts)
             self._spans[t] = cache
@@ -286,7 +288,7 @@ class _Builder:
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
-        self.written.setdefault(t, []).append((view, made))
+        self.written.setdefault(t, []).append((view, made, view_span(view), tuple(_box_of(view))))
         self.written_index.setdefault(t, {})[view] = made
         self.reads.pop(t, None)
         return made
