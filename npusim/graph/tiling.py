@@ -155,6 +155,11 @@ def _box_of(view: View) -> list[tuple[int, int]]:
     return out
 
 
+def _bounds_of(view: View) -> tuple[tuple[int, int], ...]:
+    """(start, end) per dim of a box view (``_box_of``)."""
+    return tuple((start, start + length) for start, length in _box_of(view))
+
+
 #: Up to this many written views of a tensor, a read's sources are found by testing each one
 #: (``_Builder._overlapping_written``); beyond, by arrays over all of them.
 FEW_WRITTEN = 64
@@ -170,7 +175,7 @@ class _Builder:
         self.ops: list[dict] = []
         self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
         self.read_views: dict[tuple, int] = {}
-        # original tensor -> its written views: (view, id, flat span, (start, length) per dim),
+        # original tensor -> its written views: (view, id, flat span, (start, end) per dim),
         # the span and box decoded once, as every later read of the tensor tests them
         self.written: dict[int, list[tuple[View, int, tuple[int, int], tuple]]] = {}
         self.written_index: dict[int, dict[View, int]] = {}
@@ -245,16 +250,19 @@ class _Builder:
             return self._overlapping_many(t, view, box)
         dense = box_view(self.graph.tensors[t], box) if box is not None else view
         lo, hi = view_span(view)
-        mine = _box_of(dense)
+        mine = _bounds_of(dense)
         same_rank = len(view.shape)
         found = []
-        for written_view, made, (w_lo, w_hi), w_box in written:
+        for written_view, made, (w_lo, w_hi), w_bounds in written:
             if not (w_lo < hi and lo < w_hi):
                 continue
-            if written_view.strides == dense.strides and len(w_box) == same_rank and any(
-                    w_start >= start + length or start >= w_start + w_length
-                    for (w_start, w_length), (start, length) in zip(w_box, mine)):
-                continue  # same layout and disjoint along some dimension
+            if written_view.strides == dense.strides and len(w_bounds) == same_rank:
+                for (w_start, w_end), (start, end) in zip(w_bounds, mine):
+                    if w_start >= end or start >= w_end:
+                        break  # same layout and disjoint along this dimension
+                else:
+                    found.append(made)
+                continue
             found.append(made)
         return found
 
@@ -268,7 +276,7 @@ class _Builder:
             for strides in {wv.strides for wv, _, _, _ in written}:
                 rows = np.array([i for i, (wv, _, _, _) in enumerate(written) if wv.strides == strides], dtype=np.int64)
                 boxes = np.array([written[i][3] for i in rows], dtype=np.int64)  # (rows, dims, 2)
-                layouts[strides] = (rows, boxes[:, :, 0], boxes[:, :, 0] + boxes[:, :, 1])
+                layouts[strides] = (rows, boxes[:, :, 0], boxes[:, :, 1])
             cache = (len(written), spans, layouts)
             self._spans[t] = cache
         _, spans, layouts = cache
@@ -278,8 +286,8 @@ class _Builder:
         same = layouts.get(dense.strides)
         if same is not None and same[1].shape[1] == len(view.shape):
             rows, starts, ends = same
-            mine = np.array(_box_of(dense), dtype=np.int64)
-            apart = ((starts >= mine[:, 0] + mine[:, 1]) | (mine[:, 0] >= ends)).any(axis=1)
+            mine = np.array(_bounds_of(dense), dtype=np.int64)
+            apart = ((starts >= mine[:, 1]) | (mine[:, 0] >= ends)).any(axis=1)
             meets[rows[apart]] = False  # same layout and disjoint along some dimension
         return [written[c][1] for c in np.flatnonzero(meets).tolist()]
 
@@ -288,7 +296,7 @@ class _Builder:
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
-        self.written.setdefault(t, []).append((view, made, view_span(view), tuple(_box_of(view))))
+        self.written.setdefault(t, []).append((view, made, view_span(view), _bounds_of(view)))
         self.written_index.setdefault(t, {})[view] = made
         self.reads.pop(t, None)
         return made
