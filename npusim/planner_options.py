@@ -20,7 +20,7 @@ the options.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from npusim.errors import InternalError, PlanningError, RegistryError, did_you_mean
@@ -163,10 +163,16 @@ def values(options: Mapping, specs, who: str) -> dict:
     return dict(StageOptions(options, specs, who))
 
 
-def check_given(given: Mapping, stages: list, known: Mapping[str, list], pipeline: str) -> None:
+def check_given(given: Mapping, stages: list, known: Mapping[str, list] | Callable[[], Mapping[str, list]],
+                pipeline: str) -> None:
     """Refuse given options that no registered planner declares (``known``: option name ->
-    planners declaring it), and values that a stage of this pipeline cannot read."""
-    unknown = sorted(key for key in given if key not in known)
+    planners declaring it, or the function that makes that index: called only for an option
+    the pipeline's own stages do not declare, as it loads every planner), and values that a
+    stage of this pipeline cannot read."""
+    own = {opt.name for stage in stages for opt in declared(stage)}
+    if callable(known) and any(key not in own for key in given):
+        known = known()
+    unknown = sorted(key for key in given if key not in own and key not in known)
     if unknown:
         said = ", ".join(f"{key!r}{did_you_mean(str(key), sorted(known))}" for key in unknown)
         reads = sorted({opt.name for stage in stages for opt in declared(stage)})

@@ -1,8 +1,10 @@
 """The planner registry and pipelines.
 
 Planners are found only through the entry-point group ``npusim.planners``: each entry point
-is a function ``register(registry)`` that calls ``registry.add(planner)``. The built-in
-``planners`` package registers itself this way, and so can a third-party package.
+is a function ``register(registry)`` that calls ``registry.add(planner)``, or
+``registry.add_lazy(names, make)`` to register planners by name and import them when a
+pipeline first names one. The built-in ``planners`` package registers itself this way
+(``planners.BUILT_IN``), and so can a third-party package.
 
 A planner is any object with ``name``, ``stage`` (one of ``STAGES``), ``description`` and
 ``run(ctx: PlanningContext) -> None``, which fills its part of the context. It declares the
@@ -19,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from npusim.util import wall_guard
@@ -97,33 +99,62 @@ class PlanningContext:
 class Registry:
     def __init__(self) -> None:
         self._planners: dict[str, Planner] = {}
+        # name -> the function that makes its group of planners, for planners registered by
+        # name only (``add_lazy``) and not asked for yet
+        self._pending: dict[str, Callable[[], list]] = {}
 
     def add(self, planner: Planner) -> None:
         if planner.stage not in STAGES:
             raise RegistryError(f"planner {planner.name!r} has stage {planner.stage!r}, expected one of {STAGES}")
-        if planner.name in self._planners:
+        if planner.name in self._planners or planner.name in self._pending:
             raise RegistryError(f"two planners are registered as {planner.name!r}")
         self._planners[planner.name] = planner
 
+    def add_lazy(self, names, make: Callable[[], list]) -> None:
+        """Register the planners ``names`` by name; ``make()`` returns them (a list) when one of
+        them is first asked for. A pipeline then imports only the planners it names: the
+        built-in ones load their solvers (OR-Tools models, METIS, Numba kernels' modules) in
+        about 60 ms that a run of the default pipeline does not need."""
+        for name in names:
+            if name in self._planners or name in self._pending:
+                raise RegistryError(f"two planners are registered as {name!r}")
+            self._pending[name] = make
+
+    def _make(self, name: str) -> None:
+        """Make the group of pending planner ``name`` and register each of them: the group must
+        make exactly the planners it was registered as."""
+        make = self._pending[name]
+        declared = sorted(n for n, m in self._pending.items() if m is make)
+        for n in declared:
+            del self._pending[n]
+        made = list(make())
+        if sorted(p.name for p in made) != declared:
+            raise RegistryError(f"planners {declared} were registered by name, but their module made "
+                                f"{sorted(p.name for p in made)}")
+        for planner in made:
+            self.add(planner)
+
     def get(self, name: str) -> Planner:
+        if name in self._pending:
+            self._make(name)
         if name not in self._planners:
             raise RegistryError(f"unknown planner {name!r}{did_you_mean(name, self.names())}; "
                                 f"available: {', '.join(self.names())}")
         return self._planners[name]
 
     def names(self) -> list[str]:
-        return sorted(self._planners)
+        return sorted([*self._planners, *self._pending])
 
     def option_index(self) -> dict[str, list[str]]:
         """Option name -> the planners that declare it (every registered planner)."""
         index: dict[str, list[str]] = {}
-        for name in self.names():
-            for opt in planner_options.declared(self._planners[name]):
-                index.setdefault(opt.name, []).append(name)
+        for planner in self.planners():
+            for opt in planner_options.declared(planner):
+                index.setdefault(opt.name, []).append(planner.name)
         return index
 
     def planners(self) -> list[Planner]:
-        return [self._planners[n] for n in self.names()]
+        return [self.get(n) for n in self.names()]
 
     def pipeline(self, spec: str) -> list[Planner]:
         """Parse ``a+b+c`` into planners sorted by stage; at most one planner per stage."""
@@ -197,7 +228,7 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
     if planner.stage != "schedule":
         raise RegistryError(f"{name!r} is a {planner.stage} stage, expected a schedule stage")
     given = dict(options or {})
-    planner_options.check_given(given, [planner], (registry or default_registry()).option_index(), name)
+    planner_options.check_given(given, [planner], (registry or default_registry()).option_index, name)
     ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=alignment, untiled=graph)
     return list(run_stage(planner, ctx, given).order)
 
@@ -211,7 +242,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     given = dict(options or {})
-    planner_options.check_given(given, stages, registry.option_index(), pipeline)
+    planner_options.check_given(given, stages, registry.option_index, pipeline)
     ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
                           alignment=hw.scratchpad.alignment, untiled=graph, progress=progress)
     start = time.perf_counter()
@@ -252,7 +283,7 @@ def check_pipelines(pipelines: list[str], options: dict | None = None) -> None:
     for pipeline in pipelines:
         stages = registry.pipeline(pipeline)
         if options:
-            planner_options.check_given(options, stages, registry.option_index(), pipeline)
+            planner_options.check_given(options, stages, registry.option_index, pipeline)
 
 
 def describe_planner(planner) -> str:

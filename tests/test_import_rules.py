@@ -188,14 +188,18 @@ def test_imports_inside_functions_say_why():
 def test_the_default_pipeline_loads_neither_numba_nor_or_tools():
     """A default `simulate` uses no JIT kernel and no solver, so it loads neither: Numba's
     import and cache load were ~0.7 s of the quick start's CPU and ~100 MB of its memory
-    (issue 28). A kernel module imported eagerly by any planner or by the simulator fails this."""
+    (issue 28). A kernel module imported eagerly by any planner or by the simulator fails this.
+    Nor does it import the planners the pipeline does not name (``Registry.add_lazy``): a
+    module of them imported at start-up fails it too."""
     import subprocess
     import sys
     code = ("import sys; from npusim.cli import main\n"
             "try:\n    main(['simulate', 'bert_tiny', '--hw', 'edge-npu', '--budget', '256KiB'])\n"
             "except SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in ('numba', 'ortools') if m in sys.modules))")
+            "print(sorted(m for m in ('numba', 'ortools') if m in sys.modules))\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('planners.joint', 'planners.offchip', "
+            "'planners.alloc.onchip', 'planners.schedule.zhong', 'planners.spill.greedy_ilp'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).parent.parent)
     assert out.returncode == 0, out.stderr[-500:]
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert out.stdout.strip().splitlines()[-2:] == ["[]", "[]"]

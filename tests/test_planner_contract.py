@@ -146,3 +146,54 @@ def test_planner_reference_is_generated_from_the_declarations(capsys):
         assert f"  {opt.name} (" in out
     assert main(["list", "--planner", "zhongg"]) == 2
     assert "did you mean 'zhong'" in capsys.readouterr().err
+
+
+def test_built_in_planners_are_registered_by_name_and_made_on_first_use():
+    """``planners.BUILT_IN`` registers every built-in planner by name (``Registry.add_lazy``);
+    asking for one makes its module's group, which must be exactly the names it was declared
+    under, and leaves the other groups unmade."""
+    import planners
+
+    registry = Registry()
+    planners.register(registry)
+    declared = sorted(n for _, _, names in planners.BUILT_IN for n in names)
+    assert registry.names() == declared and len(set(declared)) == len(declared)
+    assert registry._pending and not registry._planners
+    assert registry.get("zhong").stage == "schedule"
+    assert sorted(registry._planners) == ["dp", "greedy-mem", "zhong"]  # its group, no other
+    made = registry.planners()
+    assert [p.name for p in made] == declared and not registry._pending
+    assert sorted(registry.option_index()) == sorted(default_registry().option_index())
+
+
+def test_a_group_that_makes_other_planners_than_declared_is_refused():
+    class Stage:
+        stage, description, options, reads, writes = "schedule", "a stage", (), ("graph",), ("order",)
+
+        def __init__(self, name):
+            self.name = name
+
+    registry = Registry()
+    registry.add_lazy(["one", "two"], lambda: [Stage("one"), Stage("three")])
+    with pytest.raises(RegistryError, match=r"planners \['one', 'two'\] were registered by name, but their module "
+                                            r"made \['one', 'three'\]"):
+        registry.get("two")
+    registry.add(Stage("four"))
+    with pytest.raises(RegistryError, match="two planners are registered as 'four'"):
+        registry.add_lazy(["four"], lambda: [])
+
+
+def test_options_are_checked_without_loading_every_planner():
+    """An option the pipeline's own stages declare needs no index of every planner; an
+    option they do not is looked up in it (then every planner is made)."""
+    import planners
+
+    registry = Registry()
+    planners.register(registry)
+    stages = registry.pipeline("tile+default+arena+belady")
+    check_given({"max_tiles": 10}, stages, registry.option_index, "p")
+    assert registry._pending  # the other groups are still unmade
+    check_given({"time_limit": 5}, stages, registry.option_index, "p")  # another planner's option
+    assert not registry._pending
+    with pytest.raises(PlanningError, match="unknown planner option 'time_limt'"):
+        check_given({"time_limt": 5}, stages, registry.option_index, "p")
