@@ -513,12 +513,54 @@ def _covered(tiled: Graph, op, base, region, steps=None, strides=None) -> bool:
         if v.base != base.name:
             continue
         if v.strides != strides:
-            if steps is not None and np.isin(_read_elements(base.shape, region, steps), _elements_of(v)).all():
+            if steps is not None and _stepped_view_holds(v, base.shape, strides, region, steps):
                 return True
             continue
         if _box_holds(v, strides, region):
             return True
     return False
+
+
+def _stepped_view_holds(v, shape, strides, region, steps) -> bool:
+    """Whether the strided view ``v`` of a row-major ``shape`` base (of those ``strides``)
+    holds every element of ``region`` read every ``steps``-th along each dimension.
+
+    A view whose stride along each dimension is a multiple of the base's (every ``step``-th
+    element from ``start``, as the tiler makes them) holds a set of elements that is the
+    product of one arithmetic range per dimension, as the read is: it holds the read if along
+    every dimension its range holds the read's, which is arithmetic (first, last, and the
+    read's step a multiple of the view's), or if the read is empty. Any other view is tested
+    element by element (``np.isin``), as it was for all of them: sorting both index arrays
+    took a third of the CPU of a run of r2plus1d_18."""
+    holds = _stepped_ranges_hold(v, shape, strides, region, steps)
+    if holds is None:
+        return bool(np.isin(_read_elements(shape, region, steps), _elements_of(v)).all())
+    return holds
+
+
+def _stepped_ranges_hold(v, shape, strides, region, steps) -> bool | None:
+    """``_stepped_view_holds`` by ranges; None when ``v`` is no product of ranges within the
+    base (a stride not a positive multiple of the base's, or a range past a dimension)."""
+    if not (len(v.shape) == len(v.strides) == len(shape) == len(region) == len(steps)):
+        return None
+    ranges, rest = [], v.offset  # (start, step, count) of the view along each dimension
+    for s, view_stride, n, dim in zip(strides, v.strides, v.shape, shape):
+        if s <= 0 or view_stride <= 0 or view_stride % s or n <= 0:
+            return None
+        start, rest = divmod(rest, s)
+        step = view_stride // s
+        if start + (n - 1) * step >= dim:
+            return None
+        ranges.append((start, step, n))
+    if rest:
+        return None
+    if any(a >= b for a, b in region):
+        return True  # an empty read
+    for (start, step, n), (a, b), g in zip(ranges, region, steps):
+        last = a + (b - 1 - a) // g * g
+        if a < start or last > start + (n - 1) * step or (a - start) % step or (last > a and g % step):
+            return False
+    return True
 
 
 def _box_holds(v, strides, region) -> bool:

@@ -1,0 +1,64 @@
+"""The validator's fast paths against their element-by-element definitions."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from npusim.graph.model import View
+from npusim.plan.validate import _elements_of, _read_elements, _stepped_ranges_hold, _stepped_view_holds
+
+
+def _row_major(shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def _by_elements(view, shape, region, steps) -> bool:
+    return bool(np.isin(_read_elements(shape, region, steps), _elements_of(view)).all())
+
+
+def test_a_stepped_view_holds_a_strided_read_exactly_when_each_element_is_in_it():
+    """Random stepped views (every step-th element from a start, along each dimension, as the
+    tiler's strided input views are) and random strided reads near them: the range test
+    agrees with the element test on every case, and takes the range path on all of them."""
+    rng = random.Random(7)
+    held = ranges_used = 0
+    for _ in range(3000):
+        rank = rng.randint(1, 4)
+        shape = tuple(rng.randint(1, 9) for _ in range(rank))
+        strides = _row_major(shape)
+        starts, steps_v, counts = [], [], []
+        for n in shape:
+            step = rng.randint(1, 3)
+            start = rng.randrange(n)
+            count = rng.randint(1, (n - 1 - start) // step + 1)
+            starts.append(start), steps_v.append(step), counts.append(count)
+        view = View("x", sum(a * s for a, s in zip(starts, strides)), tuple(counts),
+                    tuple(s * g for s, g in zip(strides, steps_v)))
+        region, steps = [], []
+        for n, a0, g0, c in zip(shape, starts, steps_v, counts):
+            a = max(0, a0 + rng.randint(-1, 1))
+            b = min(n, a0 + (c - 1) * g0 + 1 + rng.randint(-2, 1))
+            region.append((a, max(a, b) if rng.random() > 0.05 else a))
+            steps.append(rng.choice([g0, 2 * g0, 1, 3]))
+        expected = _by_elements(view, shape, region, steps)
+        assert _stepped_view_holds(view, shape, strides, region, steps) == expected, (shape, view, region, steps)
+        ranges_used += _stepped_ranges_hold(view, shape, strides, region, steps) is not None
+        held += expected
+    assert ranges_used == 3000 and 300 < held < 2700  # both answers are exercised
+
+
+def test_a_view_that_is_no_product_of_ranges_is_tested_element_by_element():
+    """A view whose rows wrap past a dimension of the base (a flat span seen as 2-D) is no
+    product of per-dimension ranges: the element test answers."""
+    shape, strides = (4, 4), (4, 1)
+    wrapping = View("x", 2, (2, 3), (4, 1))  # rows 0-1, columns 2, 3 and (wrapped) 4 = next row's 0
+    assert _stepped_ranges_hold(wrapping, shape, strides, [(0, 2), (2, 4)], (1, 1)) is None
+    assert _stepped_view_holds(wrapping, shape, strides, [(0, 2), (2, 4)], (1, 1))
+    assert _stepped_view_holds(wrapping, shape, strides, [(1, 3), (0, 1)], (1, 1))  # elements 4 and 8
+    assert not _stepped_view_holds(wrapping, shape, strides, [(3, 4), (0, 1)], (1, 1))  # element 12
