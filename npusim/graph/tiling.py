@@ -165,6 +165,37 @@ def _bounds_of(view: View) -> tuple[tuple[int, int], ...]:
 FEW_WRITTEN = 64
 
 
+class _Layout:
+    """The written views of a tensor that share one layout (strides), filed by their bounds:
+    along each dimension, each distinct (start, end) and the positions of the views with it.
+    A read finds the views its box meets along every dimension from a few distinct ranges
+    per dimension (a producer's tiles repeat them along a grid), not by testing every view."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.positions: list[int] = []
+        self.by_dim: list[dict[tuple[int, int], list[int]]] = [{} for _ in range(rank)]
+
+    def add(self, position: int, bounds) -> None:
+        self.positions.append(position)
+        for ranges, bound in zip(self.by_dim, bounds):
+            ranges.setdefault(bound, []).append(position)
+
+    def meeting(self, bounds) -> set[int]:
+        """Positions of the views that meet the box ``bounds`` ((start, end) per dimension)
+        along every dimension."""
+        meet: set[int] | None = None
+        for ranges, (start, end) in zip(self.by_dim, bounds):
+            here: set[int] = set()
+            for (w_start, w_end), positions in ranges.items():
+                if w_start < end and start < w_end:
+                    here.update(positions)
+            meet = here if meet is None else meet & here
+            if not meet:
+                return set()
+        return meet if meet is not None else set(self.positions)
+
+
 class _Builder:
     """Accumulates the tensor and op records of a tiled graph. Tensors are numbered as they
     are made (a record's position is its id), and ops and read views refer to them by id."""
@@ -175,9 +206,13 @@ class _Builder:
         self.ops: list[dict] = []
         self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
         self.read_views: dict[tuple, int] = {}
-        # original tensor -> its written views: (view, id, flat span, (start, end) per dim),
-        # the span and box decoded once, as every later read of the tensor tests them
-        self.written: dict[int, list[tuple[View, int, tuple[int, int], tuple]]] = {}
+        # original tensor -> its written views: (view, id, its box's (start, end) per dim or None)
+        self.written: dict[int, list[tuple[View, int, tuple | None]]] = {}
+        # original tensor -> its written views as (view, id, flat span, (start, end) per dim),
+        # decoded when a read first tests them (``_decoded``), once: most reads are of exactly
+        # one written view and test none
+        self.decoded: dict[int, list[tuple[View, int, tuple[int, int], tuple]]] = {}
+        self.layouts: dict[int, dict[tuple, _Layout]] = {}  # original tensor -> strides -> its views of them
         self.written_index: dict[int, dict[View, int]] = {}
         # original tensor -> {(region, flat, steps): what ``read`` gave}: tiles read the same
         # region again and again (weights across row tiles, inputs across channel tiles);
@@ -244,31 +279,42 @@ class _Builder:
         """Ids of the written views of t that overlap ``view``: flat spans must meet, and views
         of the same layout must meet along every dimension (a strided view by its bounding
         ``box``). Vectorised over the written views when there are many (``_overlapping_many``);
-        a few are tested one by one, which costs less than the arrays."""
-        written = self.written[t]
+        a few are looked up by their bounds (``_Layout``), or tested by their flat spans when
+        their layout is not the read's."""
+        written = self._decoded(t)
         if len(written) > FEW_WRITTEN:
             return self._overlapping_many(t, view, box)
         dense = box_view(self.graph.tensors[t], box) if box is not None else view
         lo, hi = view_span(view)
-        mine = _bounds_of(dense)
-        same_rank = len(view.shape)
         found = []
-        for written_view, made, (w_lo, w_hi), w_bounds in written:
-            if not (w_lo < hi and lo < w_hi):
-                continue
-            if written_view.strides == dense.strides and len(w_bounds) == same_rank:
-                for (w_start, w_end), (start, end) in zip(w_bounds, mine):
-                    if w_start >= end or start >= w_end:
-                        break  # same layout and disjoint along this dimension
-                else:
-                    found.append(made)
-                continue
-            found.append(made)
-        return found
+        for strides, layout in self.layouts[t].items():
+            same = strides == dense.strides and layout.rank == len(view.shape)
+            # of one layout: those meeting the read's box along every dimension, if their flat
+            # span meets the read's (a strided read's span may end before its box does)
+            for position in layout.meeting(_bounds_of(dense)) if same else layout.positions:
+                w_lo, w_hi = written[position][2]
+                if w_lo < hi and lo < w_hi:
+                    found.append(position)
+        found.sort()  # in the order they were written, as the sources are listed
+        return [written[position][1] for position in found]
+
+    def _decoded(self, t: int) -> list[tuple[View, int, tuple[int, int], tuple]]:
+        """The written views of t with their flat spans and bounds (``decoded``), each also
+        filed under its layout (``layouts``)."""
+        decoded = self.decoded.setdefault(t, [])
+        layouts = self.layouts.setdefault(t, {})
+        for view, made, box in self.written[t][len(decoded):]:
+            bounds = box if box is not None else _bounds_of(view)
+            layout = layouts.get(view.strides)
+            if layout is None:
+                layout = layouts[view.strides] = _Layout(len(bounds))
+            layout.add(len(decoded), bounds)
+            decoded.append((view, made, view_span(view), bounds))
+        return decoded
 
     def _overlapping_many(self, t: int, view: View, box=None) -> list[int]:
         """``_overlapping_written`` vectorised over the written views of t."""
-        written = self.written[t]
+        written = self._decoded(t)
         cache = self._spans.get(t)
         if cache is None or cache[0] != len(written):
             spans = np.array([span for _, _, span, _ in written], dtype=np.int64)
@@ -296,7 +342,7 @@ class _Builder:
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
-        self.written.setdefault(t, []).append((view, made, view_span(view), _bounds_of(view)))
+        self.written.setdefault(t, []).append((view, made, None if flat else tuple(map(tuple, region))))
         self.written_index.setdefault(t, {})[view] = made
         self.reads.pop(t, None)
         return made
