@@ -9,7 +9,7 @@ import pytest
 
 from npusim.errors import PlanningError
 from npusim.graph.model import build_graph
-from npusim.graph.tiling import _Builder, box_view, expand, flat_view, tile_boxes, tiled_name
+from npusim.graph.tiling import _box_of, _Builder, box_view, expand, flat_view, tile_boxes, tiled_name, view_span
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.lower import lower
 from npusim.plan.bound import as_bound
@@ -276,10 +276,31 @@ def test_a_sum_of_1000_inputs_plans_and_runs_near_its_bounds():
     bound = max(report.lower_bounds["compute_cycles"], report.lower_bounds["dram_cycles"])
     assert report.cycles <= 1.5 * bound
 
-@pytest.mark.parametrize("seed", range(4))
-def test_sources_of_a_read_found_one_by_one_as_by_arrays(seed):
-    # npusim.graph.tiling finds the written views a read overlaps by testing each one when a
-    # tensor has few, by arrays over all of them when it has many: the two agree
+def _overlapping_by_testing_each(b: _Builder, t: int, view, box=None) -> list[int]:
+    """The sources of a read by their definition: every written view of t, in the order it
+    was written, whose flat span meets the read's and, if it has the read's layout, whose box
+    meets the read's (bounding) box along every dimension."""
+    dense = box_view(b.graph.tensors[t], box) if box is not None else view
+    lo, hi = view_span(view)
+    mine = _box_of(dense)
+    found = []
+    for written_view, made, _ in b.written[t]:
+        w_lo, w_hi = view_span(written_view)
+        if not (w_lo < hi and lo < w_hi):
+            continue
+        if written_view.strides == dense.strides and len(written_view.strides) == len(view.shape) and any(
+                w_start >= start + length or start >= w_start + w_length
+                for (w_start, w_length), (start, length) in zip(_box_of(written_view), mine)):
+            continue  # same layout and disjoint along some dimension
+        found.append(made)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sources_of_a_read_found_by_layout_as_by_testing_each_written_view(seed):
+    # npusim.graph.tiling finds the written views a read overlaps by their layout's ranges and
+    # spans (_Layout): it agrees with testing every written view, with few of them and with
+    # many (then spans are tested as arrays), on grids of tiles and on random boxes
     rng = random.Random(seed)
     shape = (1, 6, 10, 12)
     graph = build_graph("g", [dict(name="x", shape=list(shape), dtype="int8", itemsize=1, kind="input"),
@@ -290,7 +311,11 @@ def test_sources_of_a_read_found_one_by_one_as_by_arrays(seed):
     def random_box():
         return tuple((lo, rng.randint(lo + 1, n)) for lo, n in ((rng.randrange(n), n) for n in shape))
 
-    for _ in range(rng.randint(1, 40)):
+    if seed % 2:  # a grid of tiles, as a producer writes them (disjoint ranges per dimension)
+        blocks = [1, rng.randint(1, 6), rng.randint(1, 10), rng.randint(1, 12)]
+        for box in tile_boxes(shape, {"block": blocks}):
+            b.write(1, box)
+    for _ in range(rng.choice([rng.randint(1, 40), rng.randint(100, 200)])):
         if rng.random() < 0.2:
             start = rng.randrange(720)
             b.write(1, ((start, rng.randint(start + 1, 720)),), flat=True)
@@ -302,9 +327,9 @@ def test_sources_of_a_read_found_one_by_one_as_by_arrays(seed):
         steps = rng.choice([None, (1, 1, 2, 2), (1, 2, 1, 3)])
         view = box_view(graph.tensors[1], box, steps)
         found = b._overlapping_written(1, view, box)
-        assert found == b._overlapping_many(1, view, box)
+        assert found == _overlapping_by_testing_each(b, 1, view, box)
         sizes.add(len(found))
         start = rng.randrange(720)
         flat = flat_view(graph.tensors[1], (start, rng.randint(start + 1, 720)))
-        assert b._overlapping_written(1, flat) == b._overlapping_many(1, flat)
+        assert b._overlapping_written(1, flat) == _overlapping_by_testing_each(b, 1, flat)
     assert len(sizes) > 1  # some reads overlap more written views than others

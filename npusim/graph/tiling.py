@@ -30,6 +30,7 @@ Which part of each input a tile reads is ``npusim.graph.regions.input_boxes``.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 
@@ -160,40 +161,103 @@ def _bounds_of(view: View) -> tuple[tuple[int, int], ...]:
     return tuple((start, start + length) for start, length in _box_of(view))
 
 
-#: Up to this many written views of a tensor, a read's sources are found by testing each one
-#: (``_Builder._overlapping_written``); beyond, by arrays over all of them.
+#: Up to this many written views of one layout that a read does not share, their flat spans
+#: are tested one by one (``_Layout.span_meeting``); beyond, as an array.
 FEW_WRITTEN = 64
 
 
+class _Ranges:
+    """The distinct (start, end) ranges of one dimension of a layout's views, each with the
+    positions of the views that have it. While no two ranges overlap (a producer's tiles
+    partition each dimension) the ones a read meets are found by bisection."""
+
+    def __init__(self) -> None:
+        self.positions: dict[tuple[int, int], list[int]] = {}
+        self.sorted: list[tuple[int, int]] = []  # the distinct ranges, by start
+        self.disjoint = True
+
+    def add(self, bound: tuple[int, int], position: int) -> None:
+        found = self.positions.get(bound)
+        if found is not None:
+            found.append(position)
+            return
+        self.positions[bound] = [position]
+        at = bisect.bisect_left(self.sorted, bound)
+        before = self.sorted[at - 1] if at else None
+        after = self.sorted[at] if at < len(self.sorted) else None
+        if (before is not None and before[1] > bound[0]) or (after is not None and bound[1] > after[0]):
+            self.disjoint = False
+        self.sorted.insert(at, bound)
+
+    def met(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The distinct ranges here that meet [start, end)."""
+        ranges = self.sorted
+        if self.disjoint:  # starts and ends both ascend: the ranges met are contiguous
+            first = max(bisect.bisect_right(ranges, (start, math.inf)) - 1, 0)
+            candidates = itertools.takewhile(lambda r: r[0] < end, itertools.islice(ranges, first, None))
+        else:
+            candidates = ranges
+        return [(w_start, w_end) for w_start, w_end in candidates if w_start < end and start < w_end]
+
+
 class _Layout:
-    """The written views of a tensor that share one layout (strides), filed by their bounds:
-    along each dimension, each distinct (start, end) and the positions of the views with it.
-    A read finds the views its box meets along every dimension from a few distinct ranges
-    per dimension (a producer's tiles repeat them along a grid), not by testing every view."""
+    """The written views of a tensor that share one layout (strides), filed by their bounds
+    (``_Ranges`` per dimension) and flat spans. A read of that layout finds the views its box
+    meets along every dimension from the few ranges it meets per dimension, and a read of
+    another layout the views whose flat span meets its own, without testing each view in
+    Python (a 64 KiB tiling of fcn_resnet50 has thousands of tiles per tensor)."""
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.positions: list[int] = []
-        self.by_dim: list[dict[tuple[int, int], list[int]]] = [{} for _ in range(rank)]
+        self.spans: list[tuple[int, int]] = []
+        self.by_dim = [_Ranges() for _ in range(rank)]
+        self.by_bounds: dict[tuple, list[int]] = {}  # a view's bounds -> the positions with them
+        self.bounds: dict[int, tuple] = {}  # position -> its view's bounds
+        self._span_array: np.ndarray | None = None
 
-    def add(self, position: int, bounds) -> None:
+    def add(self, position: int, bounds, span: tuple[int, int]) -> None:
         self.positions.append(position)
+        self.spans.append(span)
+        self._span_array = None
+        bounds = tuple(bounds)
+        self.bounds[position] = bounds
+        self.by_bounds.setdefault(bounds, []).append(position)
         for ranges, bound in zip(self.by_dim, bounds):
-            ranges.setdefault(bound, []).append(position)
+            ranges.add(bound, position)
 
-    def meeting(self, bounds) -> set[int]:
+    def meeting(self, bounds) -> list[int]:
         """Positions of the views that meet the box ``bounds`` ((start, end) per dimension)
-        along every dimension."""
-        meet: set[int] | None = None
-        for ranges, (start, end) in zip(self.by_dim, bounds):
-            here: set[int] = set()
-            for (w_start, w_end), positions in ranges.items():
-                if w_start < end and start < w_end:
-                    here.update(positions)
-            meet = here if meet is None else meet & here
-            if not meet:
-                return set()
-        return meet if meet is not None else set(self.positions)
+        along every dimension: on a grid of tiles, each combination of the ranges met along
+        the dimensions is one view, looked up by its bounds; else the views of the dimension
+        with the fewest met are tested against the box."""
+        if not self.rank:
+            return list(self.positions)
+        met = [ranges.met(start, end) for ranges, (start, end) in zip(self.by_dim, bounds)]
+        if not all(met):
+            return []
+        if math.prod(len(m) for m in met) <= len(self.positions):
+            return [p for combination in itertools.product(*met) for p in self.by_bounds.get(combination, ())]
+        fewest = min(range(self.rank), key=lambda d: sum(len(self.by_dim[d].positions[r]) for r in met[d]))
+        found = []
+        for r in met[fewest]:
+            for p in self.by_dim[fewest].positions[r]:
+                for (w_start, w_end), (start, end) in zip(self.bounds[p], bounds):
+                    if w_start >= end or start >= w_end:
+                        break
+                else:
+                    found.append(p)
+        return found
+
+    def span_meeting(self, lo: int, hi: int) -> list[int]:
+        """Positions of the views whose flat span meets [lo, hi)."""
+        if len(self.positions) <= FEW_WRITTEN:
+            return [p for p, (w_lo, w_hi) in zip(self.positions, self.spans) if w_lo < hi and lo < w_hi]
+        if self._span_array is None:
+            self._span_array = np.array(self.spans, dtype=np.int64).reshape(-1, 2)
+        spans = self._span_array
+        hits = np.flatnonzero((spans[:, 0] < hi) & (lo < spans[:, 1])).tolist()
+        return [self.positions[i] for i in hits]
 
 
 class _Builder:
@@ -219,7 +283,6 @@ class _Builder:
         # emptied when a view of the tensor is written, the only change that alters the answer
         self.reads: dict[int, dict[tuple, int]] = {}
         self.counter: dict[str, int] = {}
-        self._spans: dict[int, tuple] = {}
 
     def _fresh(self, stem: str, tag: str) -> str:
         n = self.counter.get(stem + tag, 0)
@@ -276,26 +339,25 @@ class _Builder:
         return made
 
     def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
-        """Ids of the written views of t that overlap ``view``: flat spans must meet, and views
-        of the same layout must meet along every dimension (a strided view by its bounding
-        ``box``). Vectorised over the written views when there are many (``_overlapping_many``);
-        a few are looked up by their bounds (``_Layout``), or tested by their flat spans when
-        their layout is not the read's."""
+        """Ids of the written views of t that overlap ``view``, in the order they were written:
+        flat spans must meet, and views of the same layout must meet along every dimension (a
+        strided view by its bounding ``box``). Looked up by layout (``_Layout``);
+        ``tests/test_tiling.py`` holds it to testing every written view."""
         written = self._decoded(t)
-        if len(written) > FEW_WRITTEN:
-            return self._overlapping_many(t, view, box)
         dense = box_view(self.graph.tensors[t], box) if box is not None else view
         lo, hi = view_span(view)
         found = []
         for strides, layout in self.layouts[t].items():
-            same = strides == dense.strides and layout.rank == len(view.shape)
-            # of one layout: those meeting the read's box along every dimension, if their flat
-            # span meets the read's (a strided read's span may end before its box does)
-            for position in layout.meeting(_bounds_of(dense)) if same else layout.positions:
-                w_lo, w_hi = written[position][2]
-                if w_lo < hi and lo < w_hi:
-                    found.append(position)
-        found.sort()  # in the order they were written, as the sources are listed
+            if strides == dense.strides and layout.rank == len(view.shape):
+                # those meeting the read's box along every dimension, if their flat span meets
+                # the read's (a strided read's span may end before its box does)
+                for position in layout.meeting(_bounds_of(dense)):
+                    w_lo, w_hi = written[position][2]
+                    if w_lo < hi and lo < w_hi:
+                        found.append(position)
+            else:
+                found.extend(layout.span_meeting(lo, hi))
+        found.sort()
         return [written[position][1] for position in found]
 
     def _decoded(self, t: int) -> list[tuple[View, int, tuple[int, int], tuple]]:
@@ -308,34 +370,10 @@ class _Builder:
             layout = layouts.get(view.strides)
             if layout is None:
                 layout = layouts[view.strides] = _Layout(len(bounds))
-            layout.add(len(decoded), bounds)
-            decoded.append((view, made, view_span(view), bounds))
+            span = view_span(view)
+            layout.add(len(decoded), bounds, span)
+            decoded.append((view, made, span, bounds))
         return decoded
-
-    def _overlapping_many(self, t: int, view: View, box=None) -> list[int]:
-        """``_overlapping_written`` vectorised over the written views of t."""
-        written = self._decoded(t)
-        cache = self._spans.get(t)
-        if cache is None or cache[0] != len(written):
-            spans = np.array([span for _, _, span, _ in written], dtype=np.int64)
-            layouts: dict[tuple, tuple] = {}  # strides -> (rows, starts, ends) of those views
-            for strides in {wv.strides for wv, _, _, _ in written}:
-                rows = np.array([i for i, (wv, _, _, _) in enumerate(written) if wv.strides == strides], dtype=np.int64)
-                boxes = np.array([written[i][3] for i in rows], dtype=np.int64)  # (rows, dims, 2)
-                layouts[strides] = (rows, boxes[:, :, 0], boxes[:, :, 1])
-            cache = (len(written), spans, layouts)
-            self._spans[t] = cache
-        _, spans, layouts = cache
-        lo, hi = view_span(view)
-        meets = (spans[:, 0] < hi) & (lo < spans[:, 1])
-        dense = box_view(self.graph.tensors[t], box) if box is not None else view
-        same = layouts.get(dense.strides)
-        if same is not None and same[1].shape[1] == len(view.shape):
-            rows, starts, ends = same
-            mine = np.array(_bounds_of(dense), dtype=np.int64)
-            apart = ((starts >= mine[:, 1]) | (mine[:, 0] >= ends)).any(axis=1)
-            meets[rows[apart]] = False  # same layout and disjoint along some dimension
-        return [written[c][1] for c in np.flatnonzero(meets).tolist()]
 
     def write(self, t: int, region, flat: bool = False) -> int:
         tensor = self.graph.tensors[t]
