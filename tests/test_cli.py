@@ -193,3 +193,21 @@ def test_a_command_leaves_the_callers_gc_setting_as_it_was(capsys):
     finally:
         cli._run = real
     assert seen == [GC_THRESHOLD] and gc.get_threshold() == before
+
+
+def test_the_command_exits_hard_with_its_output_flushed_and_its_status(tmp_path):
+    """``npusim`` (``npusim.cli.command``) ends with ``os._exit``, skipping the interpreter's
+    teardown: what it printed to a pipe (block-buffered; ``main`` flushes it) must all arrive,
+    and its exit status must be main's, for a success and for a user error."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "npusim.cli", "simulate", "squeezenet1_0", "--hw", "edge-npu",
+                           "--json"], capture_output=True, text=True, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["cycles"] > 0  # the whole JSON document, not a truncated one
+    bad = subprocess.run([sys.executable, "-m", "npusim.cli", "simulate", "no_such_trace", "--hw", "edge-npu"],
+                         capture_output=True, text=True, cwd=root, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.startswith("npusim: error: no_such_trace")

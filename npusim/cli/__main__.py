@@ -1,7 +1,5 @@
 """``python -m npusim.cli``: the ``npusim`` command."""
 
-import sys
+from npusim.cli import command
 
-from npusim.cli import main
-
-sys.exit(main())
+command()
