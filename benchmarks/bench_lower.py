@@ -46,11 +46,11 @@ def worker(names: list[str], out: str) -> None:
     import gc
     import time
 
-    from npusim.cli import GC_THRESHOLD
+    from npusim.cli import GC_THRESHOLDS
     from npusim.plan.lower import lower
     from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget
 
-    gc.set_threshold(GC_THRESHOLD, 50, 100)
+    gc.set_threshold(*GC_THRESHOLDS)
     results = {}
     for name in names:
         trace, hw_name, pipeline, budget = CASES[name]

@@ -57,12 +57,12 @@ def worker(names: list[str], out: str) -> None:
     import gc
     import time
 
-    from npusim.cli import GC_THRESHOLD
+    from npusim.cli import GC_THRESHOLDS
     from npusim.errors import NpusimError
     from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget
     from planners.tiling import tiler
 
-    gc.set_threshold(GC_THRESHOLD, 50, 100)
+    gc.set_threshold(*GC_THRESHOLDS)
     run = tiler.Tiler.run
     seen = {}
 

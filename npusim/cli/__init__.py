@@ -413,7 +413,20 @@ def cmd_list(args) -> int:
 
 
 #: Allocations between collections of the youngest generation in a command (default 700).
+#: Planning and lowering allocate millions of small, long-lived objects (tiles, residencies,
+#: commands): the default sends the collector through them again and again. Measured with
+#: farm-bench on resnet50 at 256 KiB: 5 % less CPU (median of 6 pairs).
 GC_THRESHOLD = 100_000
+
+#: The collector's three thresholds in a command: the middle generation is collected after
+#: 1,000 collections of the youngest (default 10; it was 50). A collection of it goes through
+#: every object that survived a young collection since the last one: on a run of millions of
+#: tiles (fcn_resnet50 at 64 KiB, 339k tiled ops) each took 0.56 s, 13 of them 7.3 s of
+#: 144 s of CPU; at 1,000 none runs there (139 s against 150 s in one pair under load), and
+#: the peak memory of that run, of an LLM prefill + decode (289 MiB) and of a 20-point DSE
+#: (50 MiB) did not move: a run's garbage is freed by reference counting, not by the
+#: collector (``gc.callbacks`` counts the collections of each generation).
+GC_THRESHOLDS = (GC_THRESHOLD, 1000, 100)
 
 #: The function that runs each subcommand (``npusim.cli.parser`` builds their arguments).
 HANDLERS = {
@@ -434,12 +447,9 @@ HANDLERS = {
 
 def main(argv: list[str] | None = None) -> int:
     """``npusim ARGS``: ``_run`` (below) with the garbage collector set for a command's
-    allocations, the caller's setting restored after. Planning and lowering allocate millions
-    of small, long-lived objects (tiles, residencies, commands): the default generation-0
-    threshold (700) sends the collector through them again and again. Measured with farm-bench
-    on resnet50 at 256 KiB: 5 % less CPU (median of 6 pairs)."""
+    allocations (``GC_THRESHOLDS``), the caller's setting restored after."""
     before = gc.get_threshold()
-    gc.set_threshold(GC_THRESHOLD, 50, 100)
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         return _run(argv)
     finally:
