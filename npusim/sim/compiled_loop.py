@@ -897,43 +897,56 @@ new_timing = positional_constructor(CommandTiming)
 new_entry = positional_constructor(TimelineEntry)
 
 
-def record(machine, result) -> float:
-    """Fill ``machine`` (an ``engine._Machine``) with what the compiled run recorded, as its
-    SimPy run fills it: command timings, the timeline, energy and busy times (summed in
-    completion order), samples, peak occupancy, events; returns the run's cycles."""
-    (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
-     last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
-     peak, busy_cycles, dma_steps) = result
-    program, graph, hw = machine.program, machine.graph, machine.hw
-    commands = program.commands
-    ready, start = _as_simpy_held(ready, int_mask & READY_INT), _as_simpy_held(start, int_mask & START_INT)
-    end, band = _as_simpy_held(end, int_mask & END_INT), _as_simpy_held(band, int_mask & BAND_INT)
-    binding, binding_at, tail = binding.tolist(), binding_at.tolist(), tail.tolist()
-    flowing, data_end, mark, last_start = flowing.tolist(), data_end.tolist(), mark.tolist(), last_start.tolist()
-    channel_of = channel_of.tolist()
-    at_names = ("end", "start", "band")
-    lanes = {q: machine._cores_of(q) for q in program.queues if q.startswith("stream")}
-    latency, setup_cycles = machine.dram_latency, machine.dma_setup_cycles
+class RecordedTimings:
+    """What the compiled run recorded per command, as columns: ``timings[i]`` is command i's
+    ``CommandTiming``, made when asked, equal to the one the SimPy run records.
 
-    timings = []
-    for c in commands:
-        i = c.id
+    Why columns: a run of a million commands would otherwise hold a million CommandTimings
+    with three dicts each (~0.5 GB), of which the report reads only the critical path's and
+    the computes' (``npusim.sim.critical_path``); those read the columns ``ends`` and
+    ``starts`` for the questions about every command (which ends last, the computes in start
+    order)."""
+
+    def __init__(self, machine, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
+                 last_start, channel_of) -> None:
+        self.machine = machine
+        self.ready, self.starts, self.ends, self.band = ready, start, end, band
+        self.binding, self.binding_at, self.tail = binding, binding_at, tail
+        self.flowing, self.data_end, self.mark, self.last_start = flowing, data_end, mark, last_start
+        self.channel_of = channel_of
+        self.lanes = {q: machine._cores_of(q) for q in machine.program.queues if q.startswith("stream")}
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self.ends)))
+
+    def lane(self, c) -> str:
+        """The core or DMA channel command ``c`` ran on."""
+        return self.lanes[c.queue][1] if c.kind == "compute" else self.machine.dma_lanes[self.channel_of[c.id]]
+
+    def __getitem__(self, i: int) -> CommandTiming:
+        machine = self.machine
+        c = machine.program.commands[i]
+        band, tail = self.band, self.tail
         band_at = tail_at = None
         band_parts, tail_parts = {}, {}
         if c.kind == "compute":
-            (cycles, bound), _ = machine._op_cycles(graph.ops[c.op])
+            (cycles, bound), _ = machine._op_cycles(machine.graph.ops[c.op])
             cause = BOUND_CAUSE[bound]
-            lane, parts = lanes[c.queue][1], {cause: cycles}
+            parts = {cause: cycles}
             bands = machine.bands[i]
             if i in machine.band_done:
                 band_at, band_parts = band[i], {cause: cycles / bands}
             if tail[i] >= 0:
                 tail_at, tail_parts = tail[i], {cause: cycles / bands}
         else:
+            flowing, data_end = self.flowing, self.data_end
             overhead, waiting, moving_cause, _ = DMA_CAUSES[c.kind]
-            setup = c.cost.descriptors * setup_cycles
-            addresses_left = flowing[i] + address_cycles(c.cost, hw) - data_end[i]
-            lane = machine.dma_lanes[channel_of[i]]
+            setup = c.cost.descriptors * machine.dma_setup_cycles
+            latency = machine.dram_latency
+            addresses_left = flowing[i] + address_cycles(c.cost, machine.hw) - data_end[i]
             parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency,
                      moving_cause: data_end[i] - flowing[i]}
             if i in machine.band_done:
@@ -941,27 +954,50 @@ def record(machine, result) -> float:
                 band_parts = {overhead: setup, waiting: latency, moving_cause: band[i] - flowing[i]}
             if tail[i] >= 0:
                 tail_at = tail[i]
-                if data_end[i] > mark[i]:
-                    tail_parts = {moving_cause: data_end[i] - last_start[i]}
+                if data_end[i] > self.mark[i]:
+                    tail_parts = {moving_cause: data_end[i] - self.last_start[i]}
                 if addresses_left > 0:
                     tail_parts[overhead] = addresses_left
-        timings.append(new_timing(ready[i], start[i], end[i], None if binding[i] < 0 else binding[i],
-                                  at_names[binding_at[i]], parts, lane, band_at, band_parts, tail_at, tail_parts))
-    machine.timings = timings
+        binding = self.binding[i]
+        return new_timing(self.ready[i], self.starts[i], self.ends[i], None if binding < 0 else binding,
+                          AT_NAMES[self.binding_at[i]], parts, self.lane(c), band_at, band_parts, tail_at, tail_parts)
+
+
+#: ``CommandTiming.binding_at`` of each binding_at code.
+AT_NAMES = ("end", "start", "band")
+
+
+def record(machine, result) -> float:
+    """Fill ``machine`` (an ``engine._Machine``) with what the compiled run recorded, as its
+    SimPy run fills it: command timings (``RecordedTimings``), the timeline, energy and busy
+    times (summed in completion order), samples, peak occupancy, events; returns the run's
+    cycles."""
+    (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
+     last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
+     peak, busy_cycles, dma_steps) = result
+    program, graph = machine.program, machine.graph
+    commands = program.commands
+    ready, start = _as_simpy_held(ready, int_mask & READY_INT), _as_simpy_held(start, int_mask & START_INT)
+    end, band = _as_simpy_held(end, int_mask & END_INT), _as_simpy_held(band, int_mask & BAND_INT)
+    timings = machine.timings = RecordedTimings(
+        machine, ready, start, end, band, binding.tolist(), binding_at.tolist(), tail.tolist(), flowing.tolist(),
+        data_end.tolist(), mark.tolist(), last_start.tolist(), channel_of.tolist())
+    lanes, dma_lanes, channel_of = timings.lanes, machine.dma_lanes, timings.channel_of
 
     timeline, ops, tensors = machine.timeline, graph.ops, graph.tensors
     for i in order.tolist():  # what the SimPy run does as each command completes, in that order
-        c, t = commands[i], timings[i]
+        c = commands[i]
         if c.kind == "compute":
             op = ops[c.op]
             (cycles, _), per_core = machine._op_cycles(op)
-            machine._account_compute(op, cycles, per_core, lanes[c.queue][0])
-            timeline.append(new_entry(c.queue, op.name, op.kind, c.step, t.start, t.end, None, 0, t.lane, i))
+            cores, lane = lanes[c.queue]
+            machine._account_compute(op, cycles, per_core, cores)
+            timeline.append(new_entry(c.queue, op.name, op.kind, c.step, start[i], end[i], None, 0, lane, i))
         else:
-            machine.channel_busy += t.end - t.start
+            machine.channel_busy += end[i] - start[i]
             machine._account_transfer(c)
-            timeline.append(new_entry(c.queue, tensors[c.tensor].name, c.kind, c.step, t.start, t.end,
-                                      c.cause, c.nbytes, t.lane, i))
+            timeline.append(new_entry(c.queue, tensors[c.tensor].name, c.kind, c.step, start[i], end[i],
+                                      c.cause, c.nbytes, dma_lanes[channel_of[i]], i))
     machine.occupancy = list(zip(_as_simpy_held(occ_time, occ_int), occ_used.tolist()))
     machine.dram_samples = list(zip(_as_simpy_held(dram_time, dram_int), dram_flows.tolist()))
     machine.scratchpad.peak = int(peak)

@@ -71,7 +71,8 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
     stalls = dict.fromkeys(CAUSES, 0.0)
     if not timings:
         return stalls, []
-    current = max(range(len(timings)), key=lambda i: (timings[i].end, i))
+    ends = _column(timings, "ends", "end")
+    current = max(range(len(ends)), key=lambda i: (ends[i], i))
     at = "end"
     path = []
     guard = 3 * len(timings) + 2
@@ -96,6 +97,14 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
         at = t.binding_at
         current = t.binding
     return stalls, path
+
+
+def _column(timings, column: str, field: str) -> list:
+    """One field of every command's timing: the column itself when ``timings`` keeps its
+    fields as columns (``npusim.sim.compiled_loop.RecordedTimings``: no CommandTiming is made
+    for the question), else read from each CommandTiming."""
+    found = getattr(timings, column, None)
+    return found if found is not None else [getattr(t, field) for t in timings]
 
 
 def _waited_for_space(program, timings: list[CommandTiming], load) -> bool:
@@ -127,7 +136,8 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
     graph = program.graph
     rows = []
     previous_end: dict[str, float] = {}
-    for cmd in sorted((c for c in program.commands if c.kind == "compute"), key=lambda c: timings[c.id].start):
+    starts = _column(timings, "starts", "start")
+    for cmd in sorted((c for c in program.commands if c.kind == "compute"), key=lambda c: starts[c.id]):
         t = timings[cmd.id]
         op = graph.ops[cmd.op]
         idle = max(t.start - previous_end.get(cmd.queue, 0.0), 0.0)
