@@ -905,12 +905,14 @@ class RecordedTimings:
     with three dicts each (~0.5 GB), of which the report reads only the critical path's and
     the computes' (``npusim.sim.critical_path``); those read the columns ``ends`` and
     ``starts`` for the questions about every command (which ends last, the computes in start
-    order)."""
+    order). The columns a CommandTiming alone reads stay the kernel's arrays (8 bytes an
+    entry, not a Python number's 32), read back as the Python int or float SimPy holds."""
 
-    def __init__(self, machine, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
-                 last_start, channel_of) -> None:
+    def __init__(self, machine, ready, start, end, band, int_mask, binding, binding_at, tail, flowing, data_end,
+                 mark, last_start, channel_of) -> None:
         self.machine = machine
-        self.ready, self.starts, self.ends, self.band = ready, start, end, band
+        self.starts, self.ends = start, end  # lists: the timeline holds these values anyway
+        self.ready, self.band, self.int_mask = ready, band, int_mask
         self.binding, self.binding_at, self.tail = binding, binding_at, tail
         self.flowing, self.data_end, self.mark, self.last_start = flowing, data_end, mark, last_start
         self.channel_of = channel_of
@@ -924,12 +926,16 @@ class RecordedTimings:
 
     def lane(self, c) -> str:
         """The core or DMA channel command ``c`` ran on."""
-        return self.lanes[c.queue][1] if c.kind == "compute" else self.machine.dma_lanes[self.channel_of[c.id]]
+        return self.lanes[c.queue][1] if c.kind == "compute" else self.machine.dma_lanes[int(self.channel_of[c.id])]
+
+    def _held(self, times: np.ndarray, i: int, bit: int) -> int | float:
+        """Entry i of a recorded time column as SimPy held it (``_as_simpy_held``)."""
+        return int(times[i]) if self.int_mask[i] & bit else float(times[i])
 
     def __getitem__(self, i: int) -> CommandTiming:
         machine = self.machine
         c = machine.program.commands[i]
-        band, tail = self.band, self.tail
+        tail = int(self.tail[i])
         band_at = tail_at = None
         band_parts, tail_parts = {}, {}
         if c.kind == "compute":
@@ -938,29 +944,29 @@ class RecordedTimings:
             parts = {cause: cycles}
             bands = machine.bands[i]
             if i in machine.band_done:
-                band_at, band_parts = band[i], {cause: cycles / bands}
-            if tail[i] >= 0:
-                tail_at, tail_parts = tail[i], {cause: cycles / bands}
+                band_at, band_parts = self._held(self.band, i, BAND_INT), {cause: cycles / bands}
+            if tail >= 0:
+                tail_at, tail_parts = tail, {cause: cycles / bands}
         else:
-            flowing, data_end = self.flowing, self.data_end
+            flowing, data_end = float(self.flowing[i]), float(self.data_end[i])
             overhead, waiting, moving_cause, _ = DMA_CAUSES[c.kind]
             setup = c.cost.descriptors * machine.dma_setup_cycles
             latency = machine.dram_latency
-            addresses_left = flowing[i] + address_cycles(c.cost, machine.hw) - data_end[i]
-            parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency,
-                     moving_cause: data_end[i] - flowing[i]}
+            addresses_left = flowing + address_cycles(c.cost, machine.hw) - data_end
+            parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: data_end - flowing}
             if i in machine.band_done:
-                band_at = band[i]
-                band_parts = {overhead: setup, waiting: latency, moving_cause: band[i] - flowing[i]}
-            if tail[i] >= 0:
-                tail_at = tail[i]
-                if data_end[i] > self.mark[i]:
-                    tail_parts = {moving_cause: data_end[i] - self.last_start[i]}
+                band_at = self._held(self.band, i, BAND_INT)
+                band_parts = {overhead: setup, waiting: latency, moving_cause: band_at - flowing}
+            if tail >= 0:
+                tail_at = tail
+                if data_end > float(self.mark[i]):
+                    tail_parts = {moving_cause: data_end - float(self.last_start[i])}
                 if addresses_left > 0:
                     tail_parts[overhead] = addresses_left
-        binding = self.binding[i]
-        return new_timing(self.ready[i], self.starts[i], self.ends[i], None if binding < 0 else binding,
-                          AT_NAMES[self.binding_at[i]], parts, self.lane(c), band_at, band_parts, tail_at, tail_parts)
+        binding = int(self.binding[i])
+        return new_timing(self._held(self.ready, i, READY_INT), self.starts[i], self.ends[i],
+                          None if binding < 0 else binding, AT_NAMES[self.binding_at[i]], parts, self.lane(c),
+                          band_at, band_parts, tail_at, tail_parts)
 
 
 #: ``CommandTiming.binding_at`` of each binding_at code.
@@ -977,12 +983,10 @@ def record(machine, result) -> float:
      peak, busy_cycles, dma_steps) = result
     program, graph = machine.program, machine.graph
     commands = program.commands
-    ready, start = _as_simpy_held(ready, int_mask & READY_INT), _as_simpy_held(start, int_mask & START_INT)
-    end, band = _as_simpy_held(end, int_mask & END_INT), _as_simpy_held(band, int_mask & BAND_INT)
-    timings = machine.timings = RecordedTimings(
-        machine, ready, start, end, band, binding.tolist(), binding_at.tolist(), tail.tolist(), flowing.tolist(),
-        data_end.tolist(), mark.tolist(), last_start.tolist(), channel_of.tolist())
-    lanes, dma_lanes, channel_of = timings.lanes, machine.dma_lanes, timings.channel_of
+    start, end = _as_simpy_held(start, int_mask & START_INT), _as_simpy_held(end, int_mask & END_INT)
+    timings = machine.timings = RecordedTimings(machine, ready, start, end, band, int_mask, binding, binding_at, tail,
+                                                flowing, data_end, mark, last_start, channel_of)
+    lanes, dma_lanes, channel_of = timings.lanes, machine.dma_lanes, channel_of.tolist()
 
     timeline, ops, tensors = machine.timeline, graph.ops, graph.tensors
     for i in order.tolist():  # what the SimPy run does as each command completes, in that order
