@@ -134,6 +134,7 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
     that itself waited for its scratchpad region to be released; ``load (DRAM banks)``: a load
     whose data phase lost a quarter or more to DRAM bank timing, ``dram.model: banks``)."""
     graph = program.graph
+    size = graph.arrays.tensor_size.tolist()  # Tensor.size of each, once (not per tile)
     rows = []
     previous_end: dict[str, float] = {}
     starts = _column(timings, "starts", "start")
@@ -158,8 +159,8 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
             "step": cmd.step, "queue": cmd.queue, "lane": t.lane,
             "start": t.start, "end": t.end, "cycles": t.end - t.start, "bound": bound,
             "stall_cycles": idle, "stalled_on": waited_for,
-            "bytes_in": sum(graph.tensors[i].size for i in dict.fromkeys(op.inputs)),
-            "bytes_out": sum(graph.tensors[o].size for o in op.outputs),
+            "bytes_in": sum([size[i] for i in dict.fromkeys(op.inputs)]),
+            "bytes_out": sum([size[o] for o in op.outputs]),
             "macs": op.macs if op.gemm is not None else 0,
         })
     return rows

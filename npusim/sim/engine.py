@@ -708,11 +708,16 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     offchip = dict.fromkeys(CAUSES, 0)
     read = write = bus = 0
     dma_work = 0.0
+    unloaded = {}  # id(TransferCost) -> its unloaded cycles: lowering shares one per view shape
     for c in program.commands:
         if c.kind in ("load", "store"):
+            cost = c.cost
             offchip[c.cause] += c.nbytes
-            bus += c.cost.bus_bytes
-            dma_work += unloaded_cycles(c.cost, hw)
+            bus += cost.bus_bytes
+            cycles = unloaded.get(id(cost))
+            if cycles is None:
+                cycles = unloaded[id(cost)] = unloaded_cycles(cost, hw)
+            dma_work += cycles
             if c.kind == "load":
                 read += c.nbytes
             else:
