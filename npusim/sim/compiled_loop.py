@@ -32,13 +32,15 @@ last bit), and the occupancy and DRAM-flow samples.
 
 from __future__ import annotations
 
+import weakref
+
 import numba
 import numpy as np
 
 from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
-from npusim.sim.report import TimelineEntry
+from npusim.sim.report import Pairs, TimelineEntry
 from npusim.util.fast_init import positional_constructor
 
 # Statuses
@@ -910,7 +912,9 @@ class RecordedTimings:
 
     def __init__(self, machine, ready, start, end, band, int_mask, binding, binding_at, tail, flowing, data_end,
                  mark, last_start, channel_of) -> None:
-        self.machine = machine
+        # A proxy: the machine holds its timings, and a cycle would keep a run of a million
+        # commands alive until the next full collection.
+        self.machine = weakref.proxy(machine)
         self.starts, self.ends = start, end  # lists: the timeline holds these values anyway
         self.ready, self.band, self.int_mask = ready, band, int_mask
         self.binding, self.binding_at, self.tail = binding, binding_at, tail
@@ -1002,8 +1006,9 @@ def record(machine, result) -> float:
             machine._account_transfer(c)
             timeline.append(new_entry(c.queue, tensors[c.tensor].name, c.kind, c.step, start[i], end[i],
                                       c.cause, c.nbytes, dma_lanes[channel_of[i]], i))
-    machine.occupancy = list(zip(_as_simpy_held(occ_time, occ_int), occ_used.tolist()))
-    machine.dram_samples = list(zip(_as_simpy_held(dram_time, dram_int), dram_flows.tolist()))
+    # copies: the samples are views of buffers sized for the most a run can take
+    machine.occupancy = Pairs(occ_time.copy(), occ_used.copy(), occ_int.copy())
+    machine.dram_samples = Pairs(dram_time.copy(), dram_flows.copy(), dram_int.copy())
     machine.scratchpad.peak = int(peak)
     machine.dma_steps = dma_steps
     machine.dram.busy_cycles = float(busy_cycles)

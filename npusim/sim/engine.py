@@ -42,6 +42,7 @@ import time
 from collections import deque
 from heapq import heappop
 
+import numpy as np
 import simpy
 from simpy.events import Event, Timeout  # built directly: env.event() and env.timeout() go through a descriptor
 
@@ -61,7 +62,7 @@ from npusim.hw.costs import (
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
-from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
+from npusim.sim.report import DYNAMIC_COMPONENTS, Pairs, Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 
 
@@ -248,8 +249,8 @@ class _Machine:
         self.free_channels = list(range(hw.dma.channels))
         self.dma_lanes = [f"dma{channel}" for channel in range(hw.dma.channels)]
         self.dma_setup_cycles = hw.dma.setup_cycles
-        self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed)
-        self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data)
+        self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed); Pairs after a compiled run
+        self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data); as above
         self.dram_flows = 0
         self.schedule = JitterSchedule(list(program.queues), jitter, seed) if jitter > 0 else None
         self.dram_memory = None  # a DramContents, set by simulate() for a plan with a DRAM layout
@@ -725,6 +726,25 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     return offchip, read, write, bus, dma_work
 
 
+def _semaphores(program: Program) -> Pairs:
+    """(signalling command, waiting command) of every wait across queues, by waiting command,
+    then in the order of its waits."""
+    commands = program.commands
+    queue_of = {q: k for k, q in enumerate(program.queues)}
+    queue = np.fromiter((queue_of[c.queue] for c in commands), np.int64, len(commands))
+    counts = np.fromiter((len(c.waits) for c in commands), np.int64, len(commands))
+    signal = np.fromiter((w for c in commands for w in c.waits), np.int64, int(counts.sum()))
+    wait = np.repeat(np.arange(len(commands), dtype=np.int64), counts)
+    across = queue[signal] != queue[wait]
+    return Pairs(signal[across], wait[across])
+
+
+def _samples(samples) -> Pairs:
+    """A counter's samples as ``Pairs``: the compiled loop's arrays as they are, a SimPy run's
+    list of (cycle, value) converted."""
+    return samples if isinstance(samples, Pairs) else Pairs.of_samples(samples)
+
+
 #: Programs of at least this many commands run on the compiled event loop: below it, loading
 #: Numba and the loop (~0.6 s CPU) costs more than the loop saves (~70 us per command) ...
 COMPILED_LOOP_MIN_COMMANDS = 10_000
@@ -817,8 +837,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     compute_bound = (sum(machine._op_cycles(o)[0][0] for o in graph.ops)
                      / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
-    queue_of = [c.queue for c in program.commands]
-    semaphores = tuple((w, c.id) for c in program.commands for w in c.waits if queue_of[w] != c.queue)
+    semaphores = _semaphores(program)
     span = max(cycles, 1e-9)
     return Report(
         graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,
@@ -840,7 +859,8 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
         stalls={k: v for k, v in stalls.items() if v > 0},
         timeline=tuple(sorted(machine.timeline, key=lambda e: (e.start, e.queue, e.name))),
         op_breakdown=tuple(op_breakdown(program, machine.timings)),
-        counters={"scratchpad bytes": tuple(machine.occupancy), "DRAM transfers moving data": tuple(machine.dram_samples),
+        counters={"scratchpad bytes": _samples(machine.occupancy),
+                  "DRAM transfers moving data": _samples(machine.dram_samples),
                   **({"DRAM row hit rate %": tuple(machine.dram.hit_samples)} if machine.banked else {})},
         dram_stats=dram_stats,
         semaphores=semaphores,
