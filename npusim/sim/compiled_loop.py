@@ -33,6 +33,8 @@ last bit), and the occupancy and DRAM-flow samples.
 from __future__ import annotations
 
 import weakref
+from itertools import chain
+from operator import attrgetter
 
 import numba
 import numpy as np
@@ -808,24 +810,24 @@ POOL_PER_QUEUE = 64
 def _pointers(rows) -> np.ndarray:
     """Where each row of a list of sequences starts in their concatenation (and its end)."""
     pointers = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(np.fromiter((len(r) for r in rows), np.int64, len(rows)), out=pointers[1:])
+    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=pointers[1:])
     return pointers
 
 
 def _csr(rows) -> tuple[np.ndarray, np.ndarray]:
     """(row pointers, values) of a list of integer sequences."""
     pointers = _pointers(rows)
-    return pointers, np.fromiter((v for r in rows for v in r), np.int64, int(pointers[-1]))
+    return pointers, np.fromiter(chain.from_iterable(rows), np.int64, int(pointers[-1]))
 
 
 def _accesses(commands, which: str) -> tuple[np.ndarray, ...]:
     """(pointers, residencies, offsets, sizes) of each command's scratchpad reads or writes."""
-    rows = [getattr(c, which) for c in commands]
+    rows = list(map(attrgetter(which), commands))
     pointers = _pointers(rows)
-    flat = [a for r in rows for a in r]
-    res = np.fromiter((a.residency for a in flat), np.int64, len(flat))
-    off = np.fromiter((a.offset for a in flat), np.int64, len(flat))
-    size = np.fromiter((a.size for a in flat), np.int64, len(flat))
+    flat = list(chain.from_iterable(rows))
+    res = np.fromiter(map(attrgetter("residency"), flat), np.int64, len(flat))
+    off = np.fromiter(map(attrgetter("offset"), flat), np.int64, len(flat))
+    size = np.fromiter(map(attrgetter("size"), flat), np.int64, len(flat))
     return pointers, res, off, size
 
 
@@ -862,11 +864,11 @@ def run(machine, cores_of_queue: dict, max_events: int):
     has_band = np.zeros(n, np.bool_)
     has_band[list(machine.band_done)] = True
     bands = np.asarray(machine.bands, np.int64)
-    wait_ptr, wait_list = _csr([c.waits for c in commands])
+    wait_ptr, wait_list = _csr(list(map(attrgetter("waits"), commands)))
     stream_ptr, stream_list = _csr(machine.streams_from)
     read = _accesses(commands, "reads")
     write = _accesses(commands, "writes")
-    users_left = np.fromiter((len(u) for u in program.residency_users), np.int64, len(program.residency_users))
+    users_left = np.fromiter(map(len, program.residency_users), np.int64, len(program.residency_users))
     queue_ptr, queue_cmds = _csr(list(program.queues.values()))
     queue_compute = np.array([q.startswith("stream") for q in program.queues], np.bool_)
     queue_core = np.array([cores_of_queue.get(q, 0) for q in program.queues], np.int64)

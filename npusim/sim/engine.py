@@ -41,6 +41,8 @@ import sys
 import time
 from collections import deque
 from heapq import heappop
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 import simpy
@@ -265,7 +267,7 @@ class _Machine:
         self.energy_by_op: dict[str, float] = {}
         self.energy_by_level = {lv.name: 0.0 for lv in hw.cores.levels}  # cores.levels (register_file's parts)
         # Per-op figures, computed once per cost class (``_cost_class``), not once per tile:
-        self._class_of: dict[int, int] = {}  # op id -> its cost class
+        self._class_of = [-1] * len(self.graph.ops)  # op id -> its cost class (-1: not found yet)
         self._classes: dict[tuple, int] = {}  # cost signature -> cost class
         self._levels: dict[int, dict] = {}
         self._cycles: dict[int, tuple] = {}
@@ -468,8 +470,8 @@ class _Machine:
         """A number shared by the ops whose per-op figures are equal (their ``cost_signature``):
         the tiles of one op share theirs, so a tiled graph's figures are computed once per
         class, not once per tile."""
-        found = self._class_of.get(op.id)
-        if found is None:
+        found = self._class_of[op.id]
+        if found < 0:
             signature = cost_signature(op, self.graph)
             found = self._class_of[op.id] = self._classes.setdefault(signature, len(self._classes))
         return found
@@ -624,7 +626,7 @@ class _Machine:
         parts = self._op_energy(op)
         for k, v in parts.items():
             self.energy[k] += v
-        for k, v in self._levels[self._cost_class(op)].items():
+        for k, v in self._levels[self._class_of[op.id]].items():  # (_op_energy found its class)
             self.energy_by_level[k] += v
         self.energy_by_op[op.name] = sum(parts.values())
 
@@ -731,9 +733,10 @@ def _semaphores(program: Program) -> Pairs:
     then in the order of its waits."""
     commands = program.commands
     queue_of = {q: k for k, q in enumerate(program.queues)}
-    queue = np.fromiter((queue_of[c.queue] for c in commands), np.int64, len(commands))
-    counts = np.fromiter((len(c.waits) for c in commands), np.int64, len(commands))
-    signal = np.fromiter((w for c in commands for w in c.waits), np.int64, int(counts.sum()))
+    queue = np.fromiter(map(queue_of.__getitem__, map(attrgetter("queue"), commands)), np.int64, len(commands))
+    waits = list(map(attrgetter("waits"), commands))
+    counts = np.fromiter(map(len, waits), np.int64, len(commands))
+    signal = np.fromiter(chain.from_iterable(waits), np.int64, int(counts.sum()))
     wait = np.repeat(np.arange(len(commands), dtype=np.int64), counts)
     across = queue[signal] != queue[wait]
     return Pairs(signal[across], wait[across])
