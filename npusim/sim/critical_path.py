@@ -43,6 +43,7 @@ predecessor is a compute waited for free space (the op using its region had to f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
@@ -128,7 +129,43 @@ def _bank_bound(timing: CommandTiming, kind: str) -> bool:
     return bank > 0 and bank >= 0.25 * (bank + timing.parts.get(f"{kind}_bandwidth", 0.0))
 
 
-def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
+class BreakdownRow(Mapping):
+    """One row of ``op_breakdown``: a read-only mapping of the columns below, as a dict of
+    them would be (``row["op"]``, ``row.get``, ``row.items()``, equal to that dict).
+
+    Why not a dict: a tiled run has a row per tile, 100,000s of them; a dict of 15 keys takes
+    ~650 bytes, slots ~140."""
+
+    COLUMNS = ("op", "of", "kind", "step", "queue", "lane", "start", "end", "cycles", "bound", "stall_cycles",
+               "stalled_on", "bytes_in", "bytes_out", "macs")
+    __slots__ = COLUMNS
+
+    def __init__(self, *values) -> None:
+        for name, value in zip(self.COLUMNS, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __getitem__(self, key: str):
+        if key not in self.COLUMNS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(self.COLUMNS)
+
+    def __len__(self) -> int:
+        return len(self.COLUMNS)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a breakdown row is read-only")
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+    def __reduce__(self):
+        return BreakdownRow, tuple(getattr(self, c) for c in self.COLUMNS)
+
+
+def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     """One row per compute command: when it ran, what bound it, and how long its stream sat
     idle before it and why (the kind of command it waited for last; ``load (space)``: a load
     that itself waited for its scratchpad region to be released; ``load (DRAM banks)``: a load
@@ -154,13 +191,10 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
             elif other.kind in ("load", "store") and _bank_bound(timings[other.id], other.kind):
                 waited_for = f"{other.kind} (DRAM banks)"
         bound = next(iter(t.parts), "")
-        rows.append({
-            "op": op.name, "of": op.attrs.get("tile_of", op.name) if op.attrs else op.name, "kind": op.kind,
-            "step": cmd.step, "queue": cmd.queue, "lane": t.lane,
-            "start": t.start, "end": t.end, "cycles": t.end - t.start, "bound": bound,
-            "stall_cycles": idle, "stalled_on": waited_for,
-            "bytes_in": sum([size[i] for i in dict.fromkeys(op.inputs)]),
-            "bytes_out": sum([size[o] for o in op.outputs]),
-            "macs": op.macs if op.gemm is not None else 0,
-        })
+        rows.append(BreakdownRow(
+            op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
+            cmd.step, cmd.queue, t.lane, t.start, t.end, t.end - t.start, bound, idle, waited_for,
+            sum([size[i] for i in dict.fromkeys(op.inputs)]), sum([size[o] for o in op.outputs]),
+            op.macs if op.gemm is not None else 0,
+        ))
     return rows
