@@ -127,9 +127,12 @@ class Program:
         return len(self.commands)
 
 
-#: ``Command(...)`` with every field given, made faster (``npusim.util.fast_init``): lowering
-#: builds one per transfer and op, tens of thousands.
+#: ``Command(...)``, ``Access(...)`` and ``DramView(...)`` with every field given, made faster
+#: (``npusim.util.fast_init``): lowering builds one per transfer and op, per residency and per
+#: tensor moved, tens of thousands to a million.
 new_command = positional_constructor(Command)
+new_access = positional_constructor(Access)
+new_dram_view = positional_constructor(DramView)
 
 
 def dma_settings(hw) -> tuple:
@@ -206,7 +209,7 @@ def _access_finder(plan: Plan, graph: Graph):
     """``access_at(tensor, step)``: the Access of the residency holding ``tensor`` at ``step``."""
     by_tensor: list[list] = [[] for _ in graph.tensors]  # tensor -> (first, last, Access) of each residency
     for i, r in enumerate(plan.residencies):
-        by_tensor[r.tensor].append((r.first, r.last, Access(i, r.tensor, r.offset, r.size)))
+        by_tensor[r.tensor].append((r.first, r.last, new_access(i, r.tensor, r.offset, r.size)))
 
     def access_at(t: int, s: int) -> Access:
         for first, last, access in by_tensor[t]:
@@ -309,7 +312,8 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
             last_store_of[d.tensor] = cid
             users[a.residency].append(cid)
             dma_users[a.residency].append(cid)
-        commands.append(new_command(cid, *d, tuple(sorted(waits)), tuple(sorted(set(streamed))) if streamed else ()))
+        waits = tuple(sorted(waits)) if len(waits) > 1 else tuple(waits)
+        commands.append(new_command(cid, *d, waits, tuple(sorted(set(streamed))) if streamed else ()))
     return commands, users
 
 
@@ -319,7 +323,7 @@ def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
     storage order of the DRAM layout."""
     base = dram.get(buffer_of(tensor), 0)
     offset, shape, strides = layout.view_of(tensor)
-    return DramView(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
+    return new_dram_view(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
 
 
 def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) -> int:
