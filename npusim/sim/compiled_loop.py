@@ -33,6 +33,7 @@ last bit), and the occupancy and DRAM-flow samples.
 from __future__ import annotations
 
 import weakref
+from array import array
 from itertools import chain
 from operator import attrgetter
 
@@ -909,8 +910,9 @@ class RecordedTimings:
     with three dicts each (~0.5 GB), of which the report reads only the critical path's and
     the computes' (``npusim.sim.critical_path``); those read the columns ``ends`` and
     ``starts`` for the questions about every command (which ends last, the computes in start
-    order). The columns a CommandTiming alone reads stay the kernel's arrays (8 bytes an
-    entry, not a Python number's 32), read back as the Python int or float SimPy holds."""
+    order). The columns a CommandTiming alone reads are kept as ``array.array``s of the
+    kernel's arrays (8 bytes an entry, not a Python number's 32, and read back as Python
+    numbers at list speed); a time SimPy held as an int is given back as one."""
 
     def __init__(self, machine, ready, start, end, band, int_mask, binding, binding_at, tail, flowing, data_end,
                  mark, last_start, channel_of) -> None:
@@ -918,11 +920,14 @@ class RecordedTimings:
         # commands alive until the next full collection.
         self.machine = weakref.proxy(machine)
         self.starts, self.ends = start, end  # lists: the timeline holds these values anyway
-        self.ready, self.band, self.int_mask = ready, band, int_mask
-        self.binding, self.binding_at, self.tail = binding, binding_at, tail
-        self.flowing, self.data_end, self.mark, self.last_start = flowing, data_end, mark, last_start
-        self.channel_of = channel_of
+        self.ready, self.band, self.int_mask = _packed(ready), _packed(band), _packed(int_mask)
+        self.binding, self.binding_at, self.tail = _packed(binding), _packed(binding_at), _packed(tail)
+        self.flowing, self.data_end = _packed(flowing), _packed(data_end)
+        self.mark, self.last_start, self.channel_of = _packed(mark), _packed(last_start), _packed(channel_of)
         self.lanes = {q: machine._cores_of(q) for q in machine.program.queues if q.startswith("stream")}
+        # read on every item (the machine's own objects, which refer to nothing of it)
+        self.commands, self.ops, self.bands, self.band_done = (
+            machine.program.commands, machine.graph.ops, machine.bands, machine.band_done)
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -932,47 +937,54 @@ class RecordedTimings:
 
     def lane(self, c) -> str:
         """The core or DMA channel command ``c`` ran on."""
-        return self.lanes[c.queue][1] if c.kind == "compute" else self.machine.dma_lanes[int(self.channel_of[c.id])]
+        return self.lanes[c.queue][1] if c.kind == "compute" else self.machine.dma_lanes[self.channel_of[c.id]]
 
-    def _held(self, times: np.ndarray, i: int, bit: int) -> int | float:
+    def _held(self, times: array, i: int, bit: int) -> int | float:
         """Entry i of a recorded time column as SimPy held it (``_as_simpy_held``)."""
-        return int(times[i]) if self.int_mask[i] & bit else float(times[i])
+        return int(times[i]) if self.int_mask[i] & bit else times[i]
 
     def __getitem__(self, i: int) -> CommandTiming:
         machine = self.machine
-        c = machine.program.commands[i]
-        tail = int(self.tail[i])
+        c = self.commands[i]
+        tail = self.tail[i]
         band_at = tail_at = None
         band_parts, tail_parts = {}, {}
         if c.kind == "compute":
-            (cycles, bound), _ = machine._op_cycles(machine.graph.ops[c.op])
+            (cycles, bound), _ = machine._op_cycles(self.ops[c.op])
             cause = BOUND_CAUSE[bound]
             parts = {cause: cycles}
-            bands = machine.bands[i]
-            if i in machine.band_done:
+            bands = self.bands[i]
+            if i in self.band_done:
                 band_at, band_parts = self._held(self.band, i, BAND_INT), {cause: cycles / bands}
             if tail >= 0:
                 tail_at, tail_parts = tail, {cause: cycles / bands}
         else:
-            flowing, data_end = float(self.flowing[i]), float(self.data_end[i])
+            flowing, data_end = self.flowing[i], self.data_end[i]
             overhead, waiting, moving_cause, _ = DMA_CAUSES[c.kind]
             setup = c.cost.descriptors * machine.dma_setup_cycles
             latency = machine.dram_latency
             addresses_left = flowing + address_cycles(c.cost, machine.hw) - data_end
             parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: data_end - flowing}
-            if i in machine.band_done:
+            if i in self.band_done:
                 band_at = self._held(self.band, i, BAND_INT)
                 band_parts = {overhead: setup, waiting: latency, moving_cause: band_at - flowing}
             if tail >= 0:
                 tail_at = tail
-                if data_end > float(self.mark[i]):
-                    tail_parts = {moving_cause: data_end - float(self.last_start[i])}
+                if data_end > self.mark[i]:
+                    tail_parts = {moving_cause: data_end - self.last_start[i]}
                 if addresses_left > 0:
                     tail_parts[overhead] = addresses_left
-        binding = int(self.binding[i])
+        binding = self.binding[i]
         return new_timing(self._held(self.ready, i, READY_INT), self.starts[i], self.ends[i],
                           None if binding < 0 else binding, AT_NAMES[self.binding_at[i]], parts, self.lane(c),
                           band_at, band_parts, tail_at, tail_parts)
+
+
+def _packed(column: np.ndarray) -> array:
+    """A float64 or int64 column as an ``array.array`` of the same bytes."""
+    packed = array("d" if column.dtype == np.float64 else "q")
+    packed.frombytes(column.astype(np.float64 if column.dtype == np.float64 else np.int64, copy=False).tobytes())
+    return packed
 
 
 #: ``CommandTiming.binding_at`` of each binding_at code.
