@@ -60,6 +60,7 @@ AT_END, AT_START, AT_BAND = range(3)
 
 # Command kinds
 COMPUTE, LOAD, STORE = range(3)
+KIND_CODES = {"compute": COMPUTE, "load": LOAD, "store": STORE}
 
 # Bits of ``int_mask``: which recorded times SimPy held as int (an event chain from time 0
 # of zero delays only: SimPy's clock starts at int 0), so reports print them alike
@@ -838,26 +839,25 @@ def run(machine, cores_of_queue: dict, max_events: int):
     program, hw = machine.program, machine.hw
     commands = program.commands
     n = len(commands)
-    is_dma = np.fromiter((c.kind != "compute" for c in commands), np.bool_, n)
-    kind = np.where(is_dma, np.fromiter((c.kind == "store" for c in commands), np.bool_, n) + 1, COMPUTE)
-    transfers = [c for c in commands if c.kind != "compute"]
-    costs = [c.cost for c in transfers]
-    ids = np.fromiter((c.id for c in transfers), np.int64, len(transfers))
+    kind = np.fromiter(map(KIND_CODES.__getitem__, map(attrgetter("kind"), commands)), np.int64, n)
+    ids = np.flatnonzero(kind != COMPUTE)  # the transfers (command c is commands[c])
+    transfers = [commands[i] for i in ids.tolist()]
+    costs = list(map(attrgetter("cost"), transfers))
 
     def per_transfer(values, dtype=np.float64):
         out = np.zeros(n, dtype)
         out[ids] = np.fromiter(values, dtype, len(transfers))
         return out
 
-    # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles)
-    bus = per_transfer(t.bus_bytes for t in costs)
-    setup_latency = per_transfer(t.descriptors for t in costs) * machine.dma_setup_cycles + machine.dram_latency
-    addr_cycles = per_transfer(t.chunks for t in costs) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
-    urgency = per_transfer(c.step + (0.5 if c.kind == "store" else 0.0) for c in transfers)
-    ops = machine.graph.ops
-    computes = [c for c in commands if c.kind == "compute"]
-    values = [machine._op_cycles(ops[c.op])[0][0] for c in computes]
-    compute_ids = np.fromiter((c.id for c in computes), np.int64, len(computes))
+    # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles,
+    # step + 0.5 for a store)
+    bus = per_transfer(map(attrgetter("bus_bytes"), costs))
+    setup_latency = per_transfer(map(attrgetter("descriptors"), costs)) * machine.dma_setup_cycles + machine.dram_latency
+    addr_cycles = per_transfer(map(attrgetter("chunks"), costs)) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
+    urgency = per_transfer(map(attrgetter("step"), transfers)) + np.where(kind == STORE, 0.5, 0.0)
+    ops, op_cycles = machine.graph.ops, machine._op_cycles
+    compute_ids = np.flatnonzero(kind == COMPUTE)
+    values = [op_cycles(ops[commands[i].op])[0][0] for i in compute_ids.tolist()]
     cycles = np.zeros(n)
     cycles[compute_ids] = values
     cycles_int = np.zeros(n, np.bool_)

@@ -46,6 +46,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from npusim.util.fast_init import positional_constructor
+
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
           "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
 
@@ -129,40 +131,50 @@ def _bank_bound(timing: CommandTiming, kind: str) -> bool:
     return bank > 0 and bank >= 0.25 * (bank + timing.parts.get(f"{kind}_bandwidth", 0.0))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class BreakdownRow(Mapping):
-    """One row of ``op_breakdown``: a read-only mapping of the columns below, as a dict of
-    them would be (``row["op"]``, ``row.get``, ``row.items()``, equal to that dict).
+    """One row of ``op_breakdown``: a read-only mapping of its columns, as a dict of them
+    would be (``row["op"]``, ``row.get``, ``row.items()``, equal to that dict: ``Mapping``'s
+    equality, not a dataclass's).
 
     Why not a dict: a tiled run has a row per tile, 100,000s of them; a dict of 15 keys takes
-    ~650 bytes, slots ~140."""
+    ~650 bytes, these slots ~150."""
 
-    COLUMNS = ("op", "of", "kind", "step", "queue", "lane", "start", "end", "cycles", "bound", "stall_cycles",
-               "stalled_on", "bytes_in", "bytes_out", "macs")
-    __slots__ = COLUMNS
-
-    def __init__(self, *values) -> None:
-        for name, value in zip(self.COLUMNS, values, strict=True):
-            object.__setattr__(self, name, value)
+    op: str
+    of: str
+    kind: str
+    step: int
+    queue: str
+    lane: str
+    start: float
+    end: float
+    cycles: float
+    bound: str
+    stall_cycles: float
+    stalled_on: str
+    bytes_in: int
+    bytes_out: int
+    macs: int
 
     def __getitem__(self, key: str):
-        if key not in self.COLUMNS:
+        if key not in _ROW_KEYS:
             raise KeyError(key)
         return getattr(self, key)
 
     def __iter__(self):
-        return iter(self.COLUMNS)
+        return iter(_ROW_COLUMNS)
 
     def __len__(self) -> int:
-        return len(self.COLUMNS)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("a breakdown row is read-only")
+        return len(_ROW_COLUMNS)
 
     def __repr__(self) -> str:
         return repr(dict(self))
 
-    def __reduce__(self):
-        return BreakdownRow, tuple(getattr(self, c) for c in self.COLUMNS)
+
+_ROW_COLUMNS = tuple(BreakdownRow.__dataclass_fields__)  # in order: a row iterates as its dict would
+_ROW_KEYS = frozenset(_ROW_COLUMNS)
+#: ``BreakdownRow(...)`` with every column given, made faster (``npusim.util.fast_init``).
+new_row = positional_constructor(BreakdownRow)
 
 
 def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
@@ -191,7 +203,7 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
             elif other.kind in ("load", "store") and _bank_bound(timings[other.id], other.kind):
                 waited_for = f"{other.kind} (DRAM banks)"
         bound = next(iter(t.parts), "")
-        rows.append(BreakdownRow(
+        rows.append(new_row(
             op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
             cmd.step, cmd.queue, t.lane, t.start, t.end, t.end - t.start, bound, idle, waited_for,
             sum([size[i] for i in dict.fromkeys(op.inputs)]), sum([size[o] for o in op.outputs]),
