@@ -187,8 +187,12 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     rows = []
     previous_end: dict[str, float] = {}
     starts = _column(timings, "starts", "start")
-    for cmd in sorted((c for c in program.commands if c.kind == "compute"), key=lambda c: starts[c.id]):
-        t = timings[cmd.id]
+    commands = program.commands
+    computes = [c.id for c in commands if c.kind == "compute"]
+    computes.sort(key=starts.__getitem__)
+    for i in computes:
+        cmd = commands[i]
+        t = timings[i]
         op = graph.ops[cmd.op]
         idle = max(t.start - previous_end.get(cmd.queue, 0.0), 0.0)
         previous_end[cmd.queue] = t.end

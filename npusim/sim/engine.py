@@ -273,6 +273,7 @@ class _Machine:
         self._cycles: dict[int, tuple] = {}
         self._bytes: dict[int, tuple[int, int]] = {}
         self._energy: dict[int, dict] = {}
+        self._energy_total: dict[int, float] = {}  # cost class -> the sum of its energy parts
         self._bands: dict[int, int] = {}
         self._streaming(program)
 
@@ -626,9 +627,10 @@ class _Machine:
         parts = self._op_energy(op)
         for k, v in parts.items():
             self.energy[k] += v
-        for k, v in self._levels[self._class_of[op.id]].items():  # (_op_energy found its class)
+        key = self._class_of[op.id]  # (_op_energy found it)
+        for k, v in self._levels[key].items():
             self.energy_by_level[k] += v
-        self.energy_by_op[op.name] = sum(parts.values())
+        self.energy_by_op[op.name] = self._energy_total[key]
 
     def _op_energy(self, op) -> dict:
         """Dynamic energy of one run of ``op`` by component (pJ), computed once per cost class."""
@@ -648,6 +650,7 @@ class _Machine:
                 "scratchpad_read": read * self.scratchpad_read_byte,
                 "scratchpad_write": written * self.scratchpad_write_byte,
             }
+            self._energy_total[key] = sum(parts.values())
         return parts
 
     def run_compiled(self) -> float | None:
@@ -860,7 +863,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                       "dma_cycles": dma_work / hw.dma.channels},
         commands=program.n_commands, events=machine.env.processed,
         stalls={k: v for k, v in stalls.items() if v > 0},
-        timeline=tuple(sorted(machine.timeline, key=lambda e: (e.start, e.queue, e.name))),
+        timeline=tuple(sorted(machine.timeline, key=attrgetter("start", "queue", "name"))),
         op_breakdown=tuple(op_breakdown(program, machine.timings)),
         counters={"scratchpad bytes": _samples(machine.occupancy),
                   "DRAM transfers moving data": _samples(machine.dram_samples),
