@@ -118,7 +118,7 @@ class Report:
     stalls: dict = field(default_factory=dict)  # critical-path cycles by cause (npusim.sim.critical_path)
     energy_by_level_pj: dict = field(default_factory=dict)  # on-chip memory level -> dynamic pJ, innermost first
     timeline: tuple[TimelineEntry, ...] = field(default=(), repr=False)
-    op_breakdown: tuple = field(default=(), repr=False)  # one dict per op run (--breakdown CSV)
+    op_breakdown: tuple = field(default=(), repr=False)  # one row per op run, a mapping (critical_path.BreakdownRow; --breakdown CSV)
     counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...) (a tuple or Pairs)
     semaphores: tuple = field(default=(), repr=False)  # (signalling command, waiting command) pairs (Pairs)
     plan_scope: str = ""  # what plan_status refers to when not the whole plan (PlanMeta.scope)
