@@ -203,3 +203,21 @@ def test_once_the_loop_is_loaded_smaller_programs_take_it(monkeypatch):
     assert engine._compiled_loop_fits(replace(program, commands=program.commands * (least // len(program.commands) + 1)),
                                       hw, 0.0)
     assert not engine._compiled_loop_fits(replace(program, commands=program.commands[:least - 1]), hw, 0.0)
+
+
+def test_recorded_timings_are_the_simpy_runs_command_timings():
+    """Every ``CommandTiming`` the compiled run makes on demand (``RecordedTimings``) equals the
+    one the SimPy run records, types included (an int where SimPy's clock held one)."""
+    program, hw = program_of("resnet18", budget="64KiB")
+    simpy_run = engine._new_machine(program, hw, 0.0, None, engine.silent)
+    simpy_run.run()
+    compiled = engine._new_machine(program, hw, 0.0, None, engine.silent)
+    assert compiled.run_compiled() is not None
+    assert isinstance(compiled.timings, compiled_loop.RecordedTimings)
+    assert len(compiled.timings) == len(simpy_run.timings)
+    for i, expected in enumerate(simpy_run.timings):
+        got = compiled.timings[i]
+        assert got == expected, i
+        assert [type(getattr(got, f)) for f in ("ready", "start", "end", "band")] == \
+            [type(getattr(expected, f)) for f in ("ready", "start", "end", "band")], i
+    assert compiled.timings.ends == [t.end for t in simpy_run.timings]

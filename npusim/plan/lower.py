@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections import defaultdict
 from operator import attrgetter
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from npusim.kernels.render_chunks import chunks_of
 
@@ -127,9 +127,12 @@ class Program:
         return len(self.commands)
 
 
-#: ``Command(...)`` with every field given, made faster (``npusim.util.fast_init``): lowering
-#: builds one per transfer and op, tens of thousands.
+#: ``Command(...)``, ``Access(...)`` and ``DramView(...)`` with every field given, made faster
+#: (``npusim.util.fast_init``): lowering builds one per transfer and op, per residency and per
+#: tensor moved, tens of thousands to a million.
 new_command = positional_constructor(Command)
+new_access = positional_constructor(Access)
+new_dram_view = positional_constructor(DramView)
 
 
 def dma_settings(hw) -> tuple:
@@ -144,7 +147,7 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
     bound to its graph yet)."""
     plan = as_bound(plan, graph)
     untiled, graph = plan.base_graph, plan.bound_graph
-    # Build commands in (step, phase) order without waits, then add waits.
+    # Drafts (commands without waits) in (step, phase) order, each given its waits as it comes.
     drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw)
     previous = _previous_occupants(plan.residencies)
     commands, users = _with_waits(drafts, previous, len(plan.residencies), plan, graph)
@@ -175,38 +178,44 @@ class Draft(NamedTuple):
     writes: tuple[Access, ...]
 
 
-def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> list[Draft]:
-    """Every transfer and op as a command's fields without waits, sorted by
-    (step, phase, tensor or op)."""
+def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterator[Draft]:
+    """Every transfer and op as a command's fields without waits, in (step, phase, tensor or
+    op) order, transfers before ops (in plan order) on ties.
+
+    Made one at a time in that order (the order is found from the keys alone): a Program of a
+    million commands never holds a million drafts, nor does the collector scan them."""
     access_at = _access_finder(plan, graph)
     dram_side = _dram_side_finder(plan, graph, layout, hw)
+    transfers, order, ops, streams = plan.transfers, plan.order, graph.ops, plan.streams
     # (step, phase, tensor or op) packed into one int (cheaper to sort than a tuple): the
     # tensor or op id is below ``width``, the phase below 3.
     width = max(len(graph.tensors), len(graph.ops)) + 1
-    drafts, keys = [], []
-    for tr in plan.transfers:
-        a = (access_at(tr.tensor, tr.step),)
-        view, cost = dram_side(tr.tensor)
-        store = tr.kind == "store"
-        keys.append((tr.step * 3 + PHASE[tr.kind]) * width + tr.tensor)
-        drafts.append(Draft(DMA_QUEUE[tr.kind], tr.kind, tr.step, None, tr.tensor, tr.cause,
-                            tr.size, view, cost, a if store else (), () if store else a))
-    ops, streams = graph.ops, plan.streams
+    keys = [(tr.step * 3 + PHASE[tr.kind]) * width + tr.tensor for tr in transfers]
+    keys += [(s * 3 + 1) * width + op_id for s, op_id in enumerate(order)]
     stream_queue = [f"stream{s}" for s in range(max(streams, default=0) + 1)]
-    for s, op_id in enumerate(plan.order):
-        op = ops[op_id]
-        keys.append((s * 3 + 1) * width + op_id)
-        drafts.append(Draft(stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
-                            tuple([access_at(t, s) for t in dict.fromkeys(op.inputs)]),
-                            tuple([access_at(t, s) for t in op.outputs])))
-    return [drafts[i] for i in sorted(range(len(drafts)), key=keys.__getitem__)]
+    n_transfers = len(transfers)
+    for i in sorted(range(len(keys)), key=keys.__getitem__):
+        if i < n_transfers:
+            tr = transfers[i]
+            a = (access_at(tr.tensor, tr.step),)
+            view, cost = dram_side(tr.tensor)
+            store = tr.kind == "store"
+            yield Draft(DMA_QUEUE[tr.kind], tr.kind, tr.step, None, tr.tensor, tr.cause,
+                        tr.size, view, cost, a if store else (), () if store else a)
+        else:
+            s = i - n_transfers
+            op_id = order[s]
+            op = ops[op_id]
+            yield Draft(stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
+                        tuple([access_at(t, s) for t in dict.fromkeys(op.inputs)]),
+                        tuple([access_at(t, s) for t in op.outputs]))
 
 
 def _access_finder(plan: Plan, graph: Graph):
     """``access_at(tensor, step)``: the Access of the residency holding ``tensor`` at ``step``."""
     by_tensor: list[list] = [[] for _ in graph.tensors]  # tensor -> (first, last, Access) of each residency
     for i, r in enumerate(plan.residencies):
-        by_tensor[r.tensor].append((r.first, r.last, Access(i, r.tensor, r.offset, r.size)))
+        by_tensor[r.tensor].append((r.first, r.last, new_access(i, r.tensor, r.offset, r.size)))
 
     def access_at(t: int, s: int) -> Access:
         for first, last, access in by_tensor[t]:
@@ -241,7 +250,7 @@ def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
     return dram_side
 
 
-def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
+def _with_waits(drafts: Iterable[Draft], previous, n_residencies: int, plan: Plan,
                 graph: Graph) -> tuple[list[Command], list[list[int]]]:
     """The commands with the waits of the module docstring, and per residency the commands
     that touch it.
@@ -264,9 +273,9 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
         if kind == "compute":
             for a in d.reads:
                 f = filler[a.residency]
-                if f is not None and drafts[f].queue != d.queue:
+                if f is not None and commands[f].queue != d.queue:
                     waits.add(f)
-                    if drafts[f].kind == "load":
+                    if commands[f].kind == "load":
                         streamed += (f,)
             for a in d.writes:
                 for q in previous[a.residency]:
@@ -301,7 +310,7 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
             f = filler[a.residency]
             if f is not None:
                 waits.add(f)
-                if drafts[f].kind == "compute" and drafts[f].step == d.step:
+                if commands[f].kind == "compute" and commands[f].step == d.step:
                     streamed = (f,)
             if dram_reused:  # DRAM is reused: no store before the op of its step (see above)
                 waits.add(compute_at[d.step])
@@ -309,7 +318,8 @@ def _with_waits(drafts: list[Draft], previous, n_residencies: int, plan: Plan,
             last_store_of[d.tensor] = cid
             users[a.residency].append(cid)
             dma_users[a.residency].append(cid)
-        commands.append(new_command(cid, *d, tuple(sorted(waits)), tuple(sorted(set(streamed))) if streamed else ()))
+        waits = tuple(sorted(waits)) if len(waits) > 1 else tuple(waits)
+        commands.append(new_command(cid, *d, waits, tuple(sorted(set(streamed))) if streamed else ()))
     return commands, users
 
 
@@ -319,7 +329,7 @@ def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
     storage order of the DRAM layout."""
     base = dram.get(buffer_of(tensor), 0)
     offset, shape, strides = layout.view_of(tensor)
-    return DramView(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
+    return new_dram_view(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
 
 
 def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) -> int:

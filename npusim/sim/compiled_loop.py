@@ -32,13 +32,18 @@ last bit), and the occupancy and DRAM-flow samples.
 
 from __future__ import annotations
 
+import weakref
+from array import array
+from itertools import chain
+from operator import attrgetter
+
 import numba
 import numpy as np
 
 from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
-from npusim.sim.report import TimelineEntry
+from npusim.sim.report import Pairs, TimelineEntry
 from npusim.util.fast_init import positional_constructor
 
 # Statuses
@@ -55,6 +60,7 @@ AT_END, AT_START, AT_BAND = range(3)
 
 # Command kinds
 COMPUTE, LOAD, STORE = range(3)
+KIND_CODES = {"compute": COMPUTE, "load": LOAD, "store": STORE}
 
 # Bits of ``int_mask``: which recorded times SimPy held as int (an event chain from time 0
 # of zero delays only: SimPy's clock starts at int 0), so reports print them alike
@@ -806,24 +812,24 @@ POOL_PER_QUEUE = 64
 def _pointers(rows) -> np.ndarray:
     """Where each row of a list of sequences starts in their concatenation (and its end)."""
     pointers = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(np.fromiter((len(r) for r in rows), np.int64, len(rows)), out=pointers[1:])
+    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=pointers[1:])
     return pointers
 
 
 def _csr(rows) -> tuple[np.ndarray, np.ndarray]:
     """(row pointers, values) of a list of integer sequences."""
     pointers = _pointers(rows)
-    return pointers, np.fromiter((v for r in rows for v in r), np.int64, int(pointers[-1]))
+    return pointers, np.fromiter(chain.from_iterable(rows), np.int64, int(pointers[-1]))
 
 
 def _accesses(commands, which: str) -> tuple[np.ndarray, ...]:
     """(pointers, residencies, offsets, sizes) of each command's scratchpad reads or writes."""
-    rows = [getattr(c, which) for c in commands]
+    rows = list(map(attrgetter(which), commands))
     pointers = _pointers(rows)
-    flat = [a for r in rows for a in r]
-    res = np.fromiter((a.residency for a in flat), np.int64, len(flat))
-    off = np.fromiter((a.offset for a in flat), np.int64, len(flat))
-    size = np.fromiter((a.size for a in flat), np.int64, len(flat))
+    flat = list(chain.from_iterable(rows))
+    res = np.fromiter(map(attrgetter("residency"), flat), np.int64, len(flat))
+    off = np.fromiter(map(attrgetter("offset"), flat), np.int64, len(flat))
+    size = np.fromiter(map(attrgetter("size"), flat), np.int64, len(flat))
     return pointers, res, off, size
 
 
@@ -833,26 +839,25 @@ def run(machine, cores_of_queue: dict, max_events: int):
     program, hw = machine.program, machine.hw
     commands = program.commands
     n = len(commands)
-    is_dma = np.fromiter((c.kind != "compute" for c in commands), np.bool_, n)
-    kind = np.where(is_dma, np.fromiter((c.kind == "store" for c in commands), np.bool_, n) + 1, COMPUTE)
-    transfers = [c for c in commands if c.kind != "compute"]
-    costs = [c.cost for c in transfers]
-    ids = np.fromiter((c.id for c in transfers), np.int64, len(transfers))
+    kind = np.fromiter(map(KIND_CODES.__getitem__, map(attrgetter("kind"), commands)), np.int64, n)
+    ids = np.flatnonzero(kind != COMPUTE)  # the transfers (command c is commands[c])
+    transfers = [commands[i] for i in ids.tolist()]
+    costs = list(map(attrgetter("cost"), transfers))
 
     def per_transfer(values, dtype=np.float64):
         out = np.zeros(n, dtype)
         out[ids] = np.fromiter(values, dtype, len(transfers))
         return out
 
-    # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles)
-    bus = per_transfer(t.bus_bytes for t in costs)
-    setup_latency = per_transfer(t.descriptors for t in costs) * machine.dma_setup_cycles + machine.dram_latency
-    addr_cycles = per_transfer(t.chunks for t in costs) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
-    urgency = per_transfer(c.step + (0.5 if c.kind == "store" else 0.0) for c in transfers)
-    ops = machine.graph.ops
-    computes = [c for c in commands if c.kind == "compute"]
-    values = [machine._op_cycles(ops[c.op])[0][0] for c in computes]
-    compute_ids = np.fromiter((c.id for c in computes), np.int64, len(computes))
+    # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles,
+    # step + 0.5 for a store)
+    bus = per_transfer(map(attrgetter("bus_bytes"), costs))
+    setup_latency = per_transfer(map(attrgetter("descriptors"), costs)) * machine.dma_setup_cycles + machine.dram_latency
+    addr_cycles = per_transfer(map(attrgetter("chunks"), costs)) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
+    urgency = per_transfer(map(attrgetter("step"), transfers)) + np.where(kind == STORE, 0.5, 0.0)
+    ops, op_cycles = machine.graph.ops, machine._op_cycles
+    compute_ids = np.flatnonzero(kind == COMPUTE)
+    values = [op_cycles(ops[commands[i].op])[0][0] for i in compute_ids.tolist()]
     cycles = np.zeros(n)
     cycles[compute_ids] = values
     cycles_int = np.zeros(n, np.bool_)
@@ -860,11 +865,11 @@ def run(machine, cores_of_queue: dict, max_events: int):
     has_band = np.zeros(n, np.bool_)
     has_band[list(machine.band_done)] = True
     bands = np.asarray(machine.bands, np.int64)
-    wait_ptr, wait_list = _csr([c.waits for c in commands])
+    wait_ptr, wait_list = _csr(list(map(attrgetter("waits"), commands)))
     stream_ptr, stream_list = _csr(machine.streams_from)
     read = _accesses(commands, "reads")
     write = _accesses(commands, "writes")
-    users_left = np.fromiter((len(u) for u in program.residency_users), np.int64, len(program.residency_users))
+    users_left = np.fromiter(map(len, program.residency_users), np.int64, len(program.residency_users))
     queue_ptr, queue_cmds = _csr(list(program.queues.values()))
     queue_compute = np.array([q.startswith("stream") for q in program.queues], np.bool_)
     queue_core = np.array([cores_of_queue.get(q, 0) for q in program.queues], np.int64)
@@ -897,73 +902,127 @@ new_timing = positional_constructor(CommandTiming)
 new_entry = positional_constructor(TimelineEntry)
 
 
-def record(machine, result) -> float:
-    """Fill ``machine`` (an ``engine._Machine``) with what the compiled run recorded, as its
-    SimPy run fills it: command timings, the timeline, energy and busy times (summed in
-    completion order), samples, peak occupancy, events; returns the run's cycles."""
-    (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
-     last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
-     peak, busy_cycles, dma_steps) = result
-    program, graph, hw = machine.program, machine.graph, machine.hw
-    commands = program.commands
-    ready, start = _as_simpy_held(ready, int_mask & READY_INT), _as_simpy_held(start, int_mask & START_INT)
-    end, band = _as_simpy_held(end, int_mask & END_INT), _as_simpy_held(band, int_mask & BAND_INT)
-    binding, binding_at, tail = binding.tolist(), binding_at.tolist(), tail.tolist()
-    flowing, data_end, mark, last_start = flowing.tolist(), data_end.tolist(), mark.tolist(), last_start.tolist()
-    channel_of = channel_of.tolist()
-    at_names = ("end", "start", "band")
-    lanes = {q: machine._cores_of(q) for q in program.queues if q.startswith("stream")}
-    latency, setup_cycles = machine.dram_latency, machine.dma_setup_cycles
+class RecordedTimings:
+    """What the compiled run recorded per command, as columns: ``timings[i]`` is command i's
+    ``CommandTiming``, made when asked, equal to the one the SimPy run records.
 
-    timings = []
-    for c in commands:
-        i = c.id
+    Why columns: a run of a million commands would otherwise hold a million CommandTimings
+    with three dicts each (~0.5 GB), of which the report reads only the critical path's and
+    the computes' (``npusim.sim.critical_path``); those read the columns ``ends`` and
+    ``starts`` for the questions about every command (which ends last, the computes in start
+    order). The columns a CommandTiming alone reads are kept as ``array.array``s of the
+    kernel's arrays (8 bytes an entry, not a Python number's 32, and read back as Python
+    numbers at list speed); a time SimPy held as an int is given back as one."""
+
+    def __init__(self, machine, ready, start, end, band, int_mask, binding, binding_at, tail, flowing, data_end,
+                 mark, last_start, channel_of) -> None:
+        # A proxy: the machine holds its timings, and a cycle would keep a run of a million
+        # commands alive until the next full collection.
+        self.machine = weakref.proxy(machine)
+        self.starts, self.ends = start, end  # lists: the timeline holds these values anyway
+        self.ready, self.band, self.int_mask = _packed(ready), _packed(band), _packed(int_mask)
+        self.binding, self.binding_at, self.tail = _packed(binding), _packed(binding_at), _packed(tail)
+        self.flowing, self.data_end = _packed(flowing), _packed(data_end)
+        self.mark, self.last_start, self.channel_of = _packed(mark), _packed(last_start), _packed(channel_of)
+        self.lanes = {q: machine._cores_of(q) for q in machine.program.queues if q.startswith("stream")}
+        # read on every item (the machine's own objects, which refer to nothing of it)
+        self.commands, self.ops, self.bands, self.band_done = (
+            machine.program.commands, machine.graph.ops, machine.bands, machine.band_done)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self.ends)))
+
+    def lane(self, c) -> str:
+        """The core or DMA channel command ``c`` ran on."""
+        return self.lanes[c.queue][1] if c.kind == "compute" else self.machine.dma_lanes[self.channel_of[c.id]]
+
+    def _held(self, times: array, i: int, bit: int) -> int | float:
+        """Entry i of a recorded time column as SimPy held it (``_as_simpy_held``)."""
+        return int(times[i]) if self.int_mask[i] & bit else times[i]
+
+    def __getitem__(self, i: int) -> CommandTiming:
+        machine = self.machine
+        c = self.commands[i]
+        tail = self.tail[i]
         band_at = tail_at = None
         band_parts, tail_parts = {}, {}
         if c.kind == "compute":
-            (cycles, bound), _ = machine._op_cycles(graph.ops[c.op])
+            (cycles, bound), _ = machine._op_cycles(self.ops[c.op])
             cause = BOUND_CAUSE[bound]
-            lane, parts = lanes[c.queue][1], {cause: cycles}
-            bands = machine.bands[i]
-            if i in machine.band_done:
-                band_at, band_parts = band[i], {cause: cycles / bands}
-            if tail[i] >= 0:
-                tail_at, tail_parts = tail[i], {cause: cycles / bands}
+            parts = {cause: cycles}
+            bands = self.bands[i]
+            if i in self.band_done:
+                band_at, band_parts = self._held(self.band, i, BAND_INT), {cause: cycles / bands}
+            if tail >= 0:
+                tail_at, tail_parts = tail, {cause: cycles / bands}
         else:
+            flowing, data_end = self.flowing[i], self.data_end[i]
             overhead, waiting, moving_cause, _ = DMA_CAUSES[c.kind]
-            setup = c.cost.descriptors * setup_cycles
-            addresses_left = flowing[i] + address_cycles(c.cost, hw) - data_end[i]
-            lane = machine.dma_lanes[channel_of[i]]
-            parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency,
-                     moving_cause: data_end[i] - flowing[i]}
-            if i in machine.band_done:
-                band_at = band[i]
-                band_parts = {overhead: setup, waiting: latency, moving_cause: band[i] - flowing[i]}
-            if tail[i] >= 0:
-                tail_at = tail[i]
-                if data_end[i] > mark[i]:
-                    tail_parts = {moving_cause: data_end[i] - last_start[i]}
+            setup = c.cost.descriptors * machine.dma_setup_cycles
+            latency = machine.dram_latency
+            addresses_left = flowing + address_cycles(c.cost, machine.hw) - data_end
+            parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: data_end - flowing}
+            if i in self.band_done:
+                band_at = self._held(self.band, i, BAND_INT)
+                band_parts = {overhead: setup, waiting: latency, moving_cause: band_at - flowing}
+            if tail >= 0:
+                tail_at = tail
+                if data_end > self.mark[i]:
+                    tail_parts = {moving_cause: data_end - self.last_start[i]}
                 if addresses_left > 0:
                     tail_parts[overhead] = addresses_left
-        timings.append(new_timing(ready[i], start[i], end[i], None if binding[i] < 0 else binding[i],
-                                  at_names[binding_at[i]], parts, lane, band_at, band_parts, tail_at, tail_parts))
-    machine.timings = timings
+        binding = self.binding[i]
+        return new_timing(self._held(self.ready, i, READY_INT), self.starts[i], self.ends[i],
+                          None if binding < 0 else binding, AT_NAMES[self.binding_at[i]], parts, self.lane(c),
+                          band_at, band_parts, tail_at, tail_parts)
+
+
+def _packed(column: np.ndarray) -> array:
+    """A float64 or int64 column as an ``array.array`` of the same bytes."""
+    packed = array("d" if column.dtype == np.float64 else "q")
+    packed.frombytes(column.astype(np.float64 if column.dtype == np.float64 else np.int64, copy=False).tobytes())
+    return packed
+
+
+#: ``CommandTiming.binding_at`` of each binding_at code.
+AT_NAMES = ("end", "start", "band")
+
+
+def record(machine, result) -> float:
+    """Fill ``machine`` (an ``engine._Machine``) with what the compiled run recorded, as its
+    SimPy run fills it: command timings (``RecordedTimings``), the timeline, energy and busy
+    times (summed in completion order), samples, peak occupancy, events; returns the run's
+    cycles."""
+    (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
+     last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
+     peak, busy_cycles, dma_steps) = result
+    program, graph = machine.program, machine.graph
+    commands = program.commands
+    start, end = _as_simpy_held(start, int_mask & START_INT), _as_simpy_held(end, int_mask & END_INT)
+    timings = machine.timings = RecordedTimings(machine, ready, start, end, band, int_mask, binding, binding_at, tail,
+                                                flowing, data_end, mark, last_start, channel_of)
+    lanes, dma_lanes, channel_of = timings.lanes, machine.dma_lanes, channel_of.tolist()
 
     timeline, ops, tensors = machine.timeline, graph.ops, graph.tensors
     for i in order.tolist():  # what the SimPy run does as each command completes, in that order
-        c, t = commands[i], timings[i]
+        c = commands[i]
         if c.kind == "compute":
             op = ops[c.op]
             (cycles, _), per_core = machine._op_cycles(op)
-            machine._account_compute(op, cycles, per_core, lanes[c.queue][0])
-            timeline.append(new_entry(c.queue, op.name, op.kind, c.step, t.start, t.end, None, 0, t.lane, i))
+            cores, lane = lanes[c.queue]
+            machine._account_compute(op, cycles, per_core, cores)
+            timeline.append(new_entry(c.queue, op.name, op.kind, c.step, start[i], end[i], None, 0, lane, i))
         else:
-            machine.channel_busy += t.end - t.start
+            machine.channel_busy += end[i] - start[i]
             machine._account_transfer(c)
-            timeline.append(new_entry(c.queue, tensors[c.tensor].name, c.kind, c.step, t.start, t.end,
-                                      c.cause, c.nbytes, t.lane, i))
-    machine.occupancy = list(zip(_as_simpy_held(occ_time, occ_int), occ_used.tolist()))
-    machine.dram_samples = list(zip(_as_simpy_held(dram_time, dram_int), dram_flows.tolist()))
+            timeline.append(new_entry(c.queue, tensors[c.tensor].name, c.kind, c.step, start[i], end[i],
+                                      c.cause, c.nbytes, dma_lanes[channel_of[i]], i))
+    # copies: the samples are views of buffers sized for the most a run can take
+    machine.occupancy = Pairs(occ_time.copy(), occ_used.copy(), occ_int.copy())
+    machine.dram_samples = Pairs(dram_time.copy(), dram_flows.copy(), dram_int.copy())
     machine.scratchpad.peak = int(peak)
     machine.dma_steps = dma_steps
     machine.dram.busy_cycles = float(busy_cycles)

@@ -43,7 +43,10 @@ predecessor is a compute waited for free space (the op using its region had to f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from npusim.util.fast_init import positional_constructor
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
           "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
@@ -71,7 +74,8 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
     stalls = dict.fromkeys(CAUSES, 0.0)
     if not timings:
         return stalls, []
-    current = max(range(len(timings)), key=lambda i: (timings[i].end, i))
+    ends = _column(timings, "ends", "end")
+    current = max(range(len(ends)), key=lambda i: (ends[i], i))
     at = "end"
     path = []
     guard = 3 * len(timings) + 2
@@ -98,6 +102,14 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
     return stalls, path
 
 
+def _column(timings, column: str, field: str) -> list:
+    """One field of every command's timing: the column itself when ``timings`` keeps its
+    fields as columns (``npusim.sim.compiled_loop.RecordedTimings``: no CommandTiming is made
+    for the question), else read from each CommandTiming."""
+    found = getattr(timings, column, None)
+    return found if found is not None else [getattr(t, field) for t in timings]
+
+
 def _waited_for_space(program, timings: list[CommandTiming], load) -> bool:
     """Whether ``load`` started late because its scratchpad region was still in use (its
     binding predecessor touched the previous occupant: an op, or a transfer other than the
@@ -119,16 +131,68 @@ def _bank_bound(timing: CommandTiming, kind: str) -> bool:
     return bank > 0 and bank >= 0.25 * (bank + timing.parts.get(f"{kind}_bandwidth", 0.0))
 
 
-def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
+@dataclass(frozen=True, slots=True, eq=False)
+class BreakdownRow(Mapping):
+    """One row of ``op_breakdown``: a read-only mapping of its columns, as a dict of them
+    would be (``row["op"]``, ``row.get``, ``row.items()``, equal to that dict: ``Mapping``'s
+    equality, not a dataclass's).
+
+    Why not a dict: a tiled run has a row per tile, 100,000s of them; a dict of 15 keys takes
+    ~650 bytes, these slots ~150."""
+
+    op: str
+    of: str
+    kind: str
+    step: int
+    queue: str
+    lane: str
+    start: float
+    end: float
+    cycles: float
+    bound: str
+    stall_cycles: float
+    stalled_on: str
+    bytes_in: int
+    bytes_out: int
+    macs: int
+
+    def __getitem__(self, key: str):
+        if key not in _ROW_KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(_ROW_COLUMNS)
+
+    def __len__(self) -> int:
+        return len(_ROW_COLUMNS)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+_ROW_COLUMNS = tuple(BreakdownRow.__dataclass_fields__)  # in order: a row iterates as its dict would
+_ROW_KEYS = frozenset(_ROW_COLUMNS)
+#: ``BreakdownRow(...)`` with every column given, made faster (``npusim.util.fast_init``).
+new_row = positional_constructor(BreakdownRow)
+
+
+def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     """One row per compute command: when it ran, what bound it, and how long its stream sat
     idle before it and why (the kind of command it waited for last; ``load (space)``: a load
     that itself waited for its scratchpad region to be released; ``load (DRAM banks)``: a load
     whose data phase lost a quarter or more to DRAM bank timing, ``dram.model: banks``)."""
     graph = program.graph
+    size = graph.arrays.tensor_size.tolist()  # Tensor.size of each, once (not per tile)
     rows = []
     previous_end: dict[str, float] = {}
-    for cmd in sorted((c for c in program.commands if c.kind == "compute"), key=lambda c: timings[c.id].start):
-        t = timings[cmd.id]
+    starts = _column(timings, "starts", "start")
+    commands = program.commands
+    computes = [c.id for c in commands if c.kind == "compute"]
+    computes.sort(key=starts.__getitem__)
+    for i in computes:
+        cmd = commands[i]
+        t = timings[i]
         op = graph.ops[cmd.op]
         idle = max(t.start - previous_end.get(cmd.queue, 0.0), 0.0)
         previous_end[cmd.queue] = t.end
@@ -143,13 +207,10 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[dict]:
             elif other.kind in ("load", "store") and _bank_bound(timings[other.id], other.kind):
                 waited_for = f"{other.kind} (DRAM banks)"
         bound = next(iter(t.parts), "")
-        rows.append({
-            "op": op.name, "of": op.attrs.get("tile_of", op.name) if op.attrs else op.name, "kind": op.kind,
-            "step": cmd.step, "queue": cmd.queue, "lane": t.lane,
-            "start": t.start, "end": t.end, "cycles": t.end - t.start, "bound": bound,
-            "stall_cycles": idle, "stalled_on": waited_for,
-            "bytes_in": sum(graph.tensors[i].size for i in dict.fromkeys(op.inputs)),
-            "bytes_out": sum(graph.tensors[o].size for o in op.outputs),
-            "macs": op.macs if op.gemm is not None else 0,
-        })
+        rows.append(new_row(
+            op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
+            cmd.step, cmd.queue, t.lane, t.start, t.end, t.end - t.start, bound, idle, waited_for,
+            sum([size[i] for i in dict.fromkeys(op.inputs)]), sum([size[o] for o in op.outputs]),
+            op.macs if op.gemm is not None else 0,
+        ))
     return rows

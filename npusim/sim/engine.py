@@ -41,7 +41,10 @@ import sys
 import time
 from collections import deque
 from heapq import heappop
+from itertools import chain
+from operator import attrgetter
 
+import numpy as np
 import simpy
 from simpy.events import Event, Timeout  # built directly: env.event() and env.timeout() go through a descriptor
 
@@ -61,7 +64,7 @@ from npusim.hw.costs import (
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
-from npusim.sim.report import DYNAMIC_COMPONENTS, Report, TimelineEntry
+from npusim.sim.report import DYNAMIC_COMPONENTS, Pairs, Report, TimelineEntry
 from npusim.sim.scratchpad import TaggedScratchpad
 
 
@@ -248,8 +251,8 @@ class _Machine:
         self.free_channels = list(range(hw.dma.channels))
         self.dma_lanes = [f"dma{channel}" for channel in range(hw.dma.channels)]
         self.dma_setup_cycles = hw.dma.setup_cycles
-        self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed)
-        self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data)
+        self.occupancy: list[tuple[float, int]] = []  # (cycle, scratchpad bytes claimed); Pairs after a compiled run
+        self.dram_samples: list[tuple[float, int]] = []  # (cycle, transfers moving data); as above
         self.dram_flows = 0
         self.schedule = JitterSchedule(list(program.queues), jitter, seed) if jitter > 0 else None
         self.dram_memory = None  # a DramContents, set by simulate() for a plan with a DRAM layout
@@ -264,12 +267,13 @@ class _Machine:
         self.energy_by_op: dict[str, float] = {}
         self.energy_by_level = {lv.name: 0.0 for lv in hw.cores.levels}  # cores.levels (register_file's parts)
         # Per-op figures, computed once per cost class (``_cost_class``), not once per tile:
-        self._class_of: dict[int, int] = {}  # op id -> its cost class
+        self._class_of = [-1] * len(self.graph.ops)  # op id -> its cost class (-1: not found yet)
         self._classes: dict[tuple, int] = {}  # cost signature -> cost class
         self._levels: dict[int, dict] = {}
         self._cycles: dict[int, tuple] = {}
         self._bytes: dict[int, tuple[int, int]] = {}
         self._energy: dict[int, dict] = {}
+        self._energy_total: dict[int, float] = {}  # cost class -> the sum of its energy parts
         self._bands: dict[int, int] = {}
         self._streaming(program)
 
@@ -467,8 +471,8 @@ class _Machine:
         """A number shared by the ops whose per-op figures are equal (their ``cost_signature``):
         the tiles of one op share theirs, so a tiled graph's figures are computed once per
         class, not once per tile."""
-        found = self._class_of.get(op.id)
-        if found is None:
+        found = self._class_of[op.id]
+        if found < 0:
             signature = cost_signature(op, self.graph)
             found = self._class_of[op.id] = self._classes.setdefault(signature, len(self._classes))
         return found
@@ -623,9 +627,10 @@ class _Machine:
         parts = self._op_energy(op)
         for k, v in parts.items():
             self.energy[k] += v
-        for k, v in self._levels[self._cost_class(op)].items():
+        key = self._class_of[op.id]  # (_op_energy found it)
+        for k, v in self._levels[key].items():
             self.energy_by_level[k] += v
-        self.energy_by_op[op.name] = sum(parts.values())
+        self.energy_by_op[op.name] = self._energy_total[key]
 
     def _op_energy(self, op) -> dict:
         """Dynamic energy of one run of ``op`` by component (pJ), computed once per cost class."""
@@ -645,6 +650,7 @@ class _Machine:
                 "scratchpad_read": read * self.scratchpad_read_byte,
                 "scratchpad_write": written * self.scratchpad_write_byte,
             }
+            self._energy_total[key] = sum(parts.values())
         return parts
 
     def run_compiled(self) -> float | None:
@@ -708,16 +714,41 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     offchip = dict.fromkeys(CAUSES, 0)
     read = write = bus = 0
     dma_work = 0.0
+    unloaded = {}  # id(TransferCost) -> its unloaded cycles: lowering shares one per view shape
     for c in program.commands:
         if c.kind in ("load", "store"):
+            cost = c.cost
             offchip[c.cause] += c.nbytes
-            bus += c.cost.bus_bytes
-            dma_work += unloaded_cycles(c.cost, hw)
+            bus += cost.bus_bytes
+            cycles = unloaded.get(id(cost))
+            if cycles is None:
+                cycles = unloaded[id(cost)] = unloaded_cycles(cost, hw)
+            dma_work += cycles
             if c.kind == "load":
                 read += c.nbytes
             else:
                 write += c.nbytes
     return offchip, read, write, bus, dma_work
+
+
+def _semaphores(program: Program) -> Pairs:
+    """(signalling command, waiting command) of every wait across queues, by waiting command,
+    then in the order of its waits."""
+    commands = program.commands
+    queue_of = {q: k for k, q in enumerate(program.queues)}
+    queue = np.fromiter(map(queue_of.__getitem__, map(attrgetter("queue"), commands)), np.int64, len(commands))
+    waits = list(map(attrgetter("waits"), commands))
+    counts = np.fromiter(map(len, waits), np.int64, len(commands))
+    signal = np.fromiter(chain.from_iterable(waits), np.int64, int(counts.sum()))
+    wait = np.repeat(np.arange(len(commands), dtype=np.int64), counts)
+    across = queue[signal] != queue[wait]
+    return Pairs(signal[across], wait[across])
+
+
+def _samples(samples) -> Pairs:
+    """A counter's samples as ``Pairs``: the compiled loop's arrays as they are, a SimPy run's
+    list of (cycle, value) converted."""
+    return samples if isinstance(samples, Pairs) else Pairs.of_samples(samples)
 
 
 #: Programs of at least this many commands run on the compiled event loop: below it, loading
@@ -812,8 +843,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     compute_bound = (sum(machine._op_cycles(o)[0][0] for o in graph.ops)
                      / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
-    queue_of = [c.queue for c in program.commands]
-    semaphores = tuple((w, c.id) for c in program.commands for w in c.waits if queue_of[w] != c.queue)
+    semaphores = _semaphores(program)
     span = max(cycles, 1e-9)
     return Report(
         graph=graph.name, hardware=hw.name, planner=program.planner, plan_status=program.plan_status,
@@ -833,9 +863,10 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                       "dma_cycles": dma_work / hw.dma.channels},
         commands=program.n_commands, events=machine.env.processed,
         stalls={k: v for k, v in stalls.items() if v > 0},
-        timeline=tuple(sorted(machine.timeline, key=lambda e: (e.start, e.queue, e.name))),
+        timeline=tuple(sorted(machine.timeline, key=attrgetter("start", "queue", "name"))),
         op_breakdown=tuple(op_breakdown(program, machine.timings)),
-        counters={"scratchpad bytes": tuple(machine.occupancy), "DRAM transfers moving data": tuple(machine.dram_samples),
+        counters={"scratchpad bytes": _samples(machine.occupancy),
+                  "DRAM transfers moving data": _samples(machine.dram_samples),
                   **({"DRAM row hit rate %": tuple(machine.dram.hit_samples)} if machine.banked else {})},
         dram_stats=dram_stats,
         semaphores=semaphores,

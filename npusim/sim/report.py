@@ -6,7 +6,10 @@ import csv
 import io
 import json
 from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from npusim.util.atomic_io import atomic_write_text
 from npusim.util.units import format_bytes
@@ -22,6 +25,58 @@ STATIC_COMPONENTS = ("static_scratchpad", "static_cores", "static_uncore")
 DRAM_DYNAMIC_COMPONENTS = ("dram_activate",)
 DRAM_STATIC_COMPONENTS = ("dram_refresh", "dram_background")
 ENERGY_COMPONENTS = DYNAMIC_COMPONENTS + STATIC_COMPONENTS
+
+
+class Pairs(Sequence):
+    """A sequence of pairs held as two arrays: ``pairs[i]`` is the tuple ``(first[i],
+    second[i])`` of Python numbers, equal to the tuple of tuples it stands for.
+
+    Why: a run of a million commands records about two million counter samples and two
+    million semaphores; as tuples of Python numbers they take ~110 bytes a pair, here 17.
+    ``is_int`` marks the firsts held as ints (a counter's cycle where SimPy's clock was still
+    an int, ``npusim.sim.compiled_loop``), given back as ints, the rest as floats; without it
+    the firsts are given back with the arrays' own type."""
+
+    __slots__ = ("first", "second", "is_int")
+
+    def __init__(self, first, second, is_int=None) -> None:
+        self.first, self.second = np.asarray(first), np.asarray(second)
+        self.is_int = None if is_int is None else np.asarray(is_int, dtype=np.bool_)
+
+    @classmethod
+    def of_samples(cls, samples) -> "Pairs":
+        """The (cycle, value) samples a SimPy run recorded (cycles int or float, values int)."""
+        cycles = [cycle for cycle, _ in samples]
+        return cls(np.array(cycles, dtype=np.float64), np.array([v for _, v in samples], dtype=np.int64),
+                   [isinstance(cycle, int) for cycle in cycles])
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def _firsts(self, index=slice(None)) -> list:
+        firsts = self.first[index].tolist()
+        if self.is_int is not None:
+            for k in np.flatnonzero(self.is_int[index]).tolist():
+                firsts[k] = int(firsts[k])
+        return firsts
+
+    def __iter__(self):
+        return zip(self._firsts(), self.second.tolist())
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list(zip(self._firsts(index), self.second[index].tolist()))
+        return self._firsts(slice(index, index + 1 or None))[0], self.second[index].item()
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (Pairs, tuple, list)):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Pairs({tuple(self)!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +118,9 @@ class Report:
     stalls: dict = field(default_factory=dict)  # critical-path cycles by cause (npusim.sim.critical_path)
     energy_by_level_pj: dict = field(default_factory=dict)  # on-chip memory level -> dynamic pJ, innermost first
     timeline: tuple[TimelineEntry, ...] = field(default=(), repr=False)
-    op_breakdown: tuple = field(default=(), repr=False)  # one dict per op run (--breakdown CSV)
-    counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...)
-    semaphores: tuple = field(default=(), repr=False)  # (signalling command, waiting command)
+    op_breakdown: tuple = field(default=(), repr=False)  # one row per op run, a mapping (critical_path.BreakdownRow; --breakdown CSV)
+    counters: dict = field(default_factory=dict, repr=False)  # name -> ((cycle, value), ...) (a tuple or Pairs)
+    semaphores: tuple = field(default=(), repr=False)  # (signalling command, waiting command) pairs (Pairs)
     plan_scope: str = ""  # what plan_status refers to when not the whole plan (PlanMeta.scope)
     plan_notes: tuple = ()  # what the planners traded (PlanMeta.notes)
     scratchpad_size: int = 0  # the hardware's scratchpad.size (a plan may be over it: --allow-oversize)
