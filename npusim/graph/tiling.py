@@ -446,7 +446,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
             chain = {"acc": "core", "k_last": last} if in_core else {}
             b.add_op(
                 name=name, kind=op.kind, inputs=inputs, outputs=[output],
-                attrs={"tile_of": op.name, "box": [list(r) for r in box], "k": list(k_range) if k_range else None,
+                attrs={"tile_of": op.name, "box": box, "k": k_range or None,  # tuples, shared with the tile's views
                        **chain, **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
                 macs=macs, vector_ops=vector_ops, gemm=gemm,
             )
