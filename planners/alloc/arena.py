@@ -267,8 +267,10 @@ class _ArenaRun:
         if not candidates:
             return best_fit
         future, most, placed_bytes = self._future_blocks(s, t, pending)
-        if most == len(future) and self.arena.largest_gap() >= size + placed_bytes:
-            return best_fit
+        if most < len(future):  # the blocks of the steps before ``most`` (step ``most`` never fits)
+            placed_bytes -= sum(nbytes for _, nbytes in future[most][0])
+        if self.arena.largest_gap() >= size + placed_bytes:
+            return best_fit  # every block of steps 0..most-1 fits beside t: best fit reaches ``most``
         if most <= _steps_placing_nothing(future):
             return best_fit
         score = self.arena.steps_fitting(t, best_fit, size, future)

@@ -9,8 +9,8 @@ placement splits the gap that holds it, a free merges the block with the gaps be
 gap starts where the block below it ends, rounded up to the alignment, and ends at the next
 block or at the capacity: a block is placed inside a gap (where ``find`` or ``gaps`` says),
 so blocks never overlap, nor do their rounded ends reach past the next block. The live blocks
-are also kept sorted by offset (with their rounded ends) for the questions about freeing some
-of them. ``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and
+are kept by owner (a few at a time) and sorted by offset only for the questions about freeing
+some of them. ``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and
 best-fit placements) on plain copies of the gap lists, without building a second arena.
 """
 
@@ -23,13 +23,11 @@ class BestFitArena:
     def __init__(self, capacity: int, alignment: int = 1) -> None:
         self.capacity = capacity
         self.alignment = alignment
-        self._offsets: list[int] = []  # sorted offsets of live blocks
-        self._ends: list[int] = []  # their ends rounded up to the alignment, in the same order
-        self._span: dict[int, tuple[int, int]] = {}  # owner -> (offset, rounded end) of its block
+        # owner -> (offset, rounded end) and owner -> bytes of its block, in placement order
+        self._span: dict[int, tuple[int, int]] = {}
+        self._size: dict[int, int] = {}
         self._gap_starts: list[int] = [0] if capacity > 0 else []  # the free gaps, sorted
         self._gap_ends: list[int] = [capacity] if capacity > 0 else []
-        self._blocks: dict[int, tuple[int, int]] = {}  # offset -> (size, owner)
-        self._offset_of: dict[int, int] = {}  # owner -> offset, in placement order
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
         self.used = 0  # bytes of the live blocks
         self._largest: int | None = None  # largest_gap, None when not known
@@ -56,23 +54,22 @@ class BestFitArena:
 
     def copy(self) -> "BestFitArena":
         other = BestFitArena(self.capacity, self.alignment)
-        other._offsets = list(self._offsets)
-        other._ends = list(self._ends)
-        other._span = dict(self._span)
+        other._span, other._size = dict(self._span), dict(self._size)
         other._gap_starts, other._gap_ends = list(self._gap_starts), list(self._gap_ends)
-        other._blocks = dict(self._blocks)
-        other._offset_of = dict(self._offset_of)
         other._empty = dict(self._empty)
         other.used = self.used
         other._largest = self._largest
         return other
 
+    def _spans_by_offset(self, removable) -> list[tuple[int, int]]:
+        """``(offset, rounded end)`` of the live blocks not in ``removable``, lowest first (the
+        blocks are few: sorted when asked rather than kept sorted on every place and free)."""
+        return sorted(span for owner, span in self._span.items() if owner not in removable)
+
     def fits_without(self, size: int, removable: set[int]) -> bool:
         """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
         cursor = 0
-        for off, end in zip(self._offsets, self._ends):
-            if self._blocks[off][1] in removable:
-                continue
+        for off, end in self._spans_by_offset(removable):
             if off - cursor >= size:
                 return True
             if end > cursor:
@@ -83,10 +80,7 @@ class BestFitArena:
         """Bytes of the largest and second largest gaps (0 if none) if the blocks of
         ``removable`` were freed."""
         first = second = cursor = 0
-        blocks = self._blocks
-        for off, end in zip(self._offsets, self._ends):
-            if blocks[off][1] in removable:
-                continue
+        for off, end in self._spans_by_offset(removable):
             gap = off - cursor
             if gap > second:
                 first, second = (gap, first) if gap > first else (first, gap)
@@ -108,12 +102,8 @@ class BestFitArena:
             raise ValueError(f"{size} B at {offset} is not inside a gap")
         _take(self._gap_starts, self._gap_ends, j, offset, end)
         self._largest = None
-        i = bisect.bisect_left(self._offsets, offset)
-        self._offsets.insert(i, offset)
-        self._ends.insert(i, end)
         self._span[owner] = (offset, end)
-        self._blocks[offset] = (size, owner)
-        self._offset_of[owner] = offset
+        self._size[owner] = size
         self.used += size
 
     def allocate(self, owner: int, size: int) -> int | None:
@@ -127,25 +117,22 @@ class BestFitArena:
         offset = self._empty.pop(owner, None)
         if offset is not None:
             return offset
-        offset = self._offset_of.pop(owner)
-        self.used -= self._blocks.pop(offset)[0]
-        i = bisect.bisect_left(self._offsets, offset)
-        del self._offsets[i]
-        del self._ends[i]
-        _give(self._gap_starts, self._gap_ends, self.capacity, *self._span.pop(owner))
+        span = self._span.pop(owner)
+        self.used -= self._size.pop(owner)
+        _give(self._gap_starts, self._gap_ends, self.capacity, *span)
         self._largest = None
-        return offset
+        return span[0]
 
     def offset_of(self, owner: int) -> int:
-        return self._empty[owner] if owner in self._empty else self._offset_of[owner]
+        return self._empty[owner] if owner in self._empty else self._span[owner][0]
 
     def size_of(self, owner: int) -> int:
         """Bytes of ``owner``'s block (0 for an owner of no bytes)."""
-        return 0 if owner in self._empty else self._blocks[self._offset_of[owner]][0]
+        return 0 if owner in self._empty else self._size[owner]
 
     def owners(self) -> list[int]:
         """Owners of address ranges (not those of no bytes: evicting them frees nothing)."""
-        return list(self._offset_of)
+        return list(self._span)
 
     def steps_fitting(self, owner: int, offset: int, size: int, steps) -> int:
         """How many of ``steps`` fit in turn on a copy of this arena with ``owner`` placed at
