@@ -37,6 +37,8 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+import numpy as np
+
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
@@ -56,13 +58,17 @@ PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
 #: size)``, made faster (``npusim.util.fast_init``): a tiled graph's plan has 100,000s of them.
 _new_residency = positional_constructor(Residency)
 _new_transfer = positional_constructor(Transfer)
+_NEVER = float("inf")  # the next use of a tensor used no more
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
 
     def __init__(self, graph, order):
-        self.size = graph.arrays.tensor_size.tolist()  # Tensor.size of each, as Python ints
-        self.step_tensors = [graph.ops[op].tensors for op in order]  # each tensor once per step
+        arrays = graph.arrays
+        self.size = arrays.tensor_size.tolist()  # Tensor.size of each, as Python ints
+        # Each step's op's tensors, each once (Op.tensors, read from the graph's arrays).
+        ptr, idx = arrays.op_tensor_ptr.tolist(), arrays.op_tensor_idx.tolist()
+        self.step_tensors = [idx[ptr[op]:ptr[op + 1]] for op in order]
         self.steps: dict[int, list[int]] = defaultdict(list)  # ascending, as the order is walked
         for s, tensors in enumerate(self.step_tensors):
             for t in tensors:
@@ -76,7 +82,7 @@ class UseTimes:
         """First use strictly after ``step`` (infinity if none)."""
         steps = self.steps[t]
         i = bisect.bisect_right(steps, step)
-        return steps[i] if i < len(steps) else float("inf")
+        return steps[i] if i < len(steps) else _NEVER
 
     def last_use(self, t: int) -> int:
         return self.last[t]
@@ -92,6 +98,18 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
             f"({parts}; sizes rounded up to {alignment} B); without tiling no plan fits. "
             f"Use a budget >= {need} B."
         )
+
+
+def _loads_weights_first(graph, weights: set[int]) -> tuple[list[int], list[int]]:
+    """``(ptr, idx)``: the inputs of op o, each once, weights first (else in argument order),
+    are ``idx[ptr[o]:ptr[o + 1]]``; from the graph's arrays, one stable sort for all ops."""
+    arrays = graph.arrays
+    ptr, idx = arrays.op_input_ptr, arrays.op_input_idx
+    is_weight = np.zeros(graph.n_tensors, dtype=bool)
+    is_weight[list(weights)] = True
+    op_of = np.repeat(np.arange(graph.n_ops, dtype=np.int64), np.diff(ptr))
+    by_op_weights_first = np.argsort(2 * op_of + ~is_weight[idx], kind="stable")
+    return ptr.tolist(), idx[by_op_weights_first].tolist()
 
 
 def _steps_placing_nothing(steps) -> int:
@@ -174,10 +192,17 @@ class _ArenaRun:
                 total += self.alloc_size[x]
             self.step_bytes.append(total)
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
-        self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
+        self.in_dram = {t.id for t in graph.tensors if t.kind in ("input", "weight")}  # Tensor.in_dram_initially
         self.initially_in_dram = frozenset(self.in_dram)
         self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
+        self.sources_stored: dict[int, int] = {}  # read view -> its leading sources DRAM holds (_loadable)
         self.weights = {t.id for t in graph.tensors if t.kind == "weight"}
+        # The store after the op that writes a tensor (_finish): graph outputs are written back,
+        # tiles that later tiles are read from are written through to DRAM.
+        self.store_cause = {t.id: "writeback" for t in graph.tensors if t.kind == "output"}
+        for t in graph.dram_sources:
+            self.store_cause.setdefault(t, "spill")
+        self.load_ptr, self.load_idx = _loads_weights_first(graph, self.weights)
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
@@ -263,7 +288,7 @@ class _ArenaRun:
         if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
             self._last_future = None  # not made for this call: the next one makes its own
             return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
-        candidates = self._other_offsets(size, best_fit)
+        candidates = self.arena.gap_ends_holding(size, best_fit)
         if not candidates:
             return best_fit
         future, most, placed_bytes = self._future_blocks(s, t, pending)
@@ -295,19 +320,6 @@ class _ArenaRun:
         for x in pending:
             most += self.alloc_size[x]
         return most
-
-    def _other_offsets(self, size: int, best_fit: int) -> list[int]:
-        """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
-        ``best_fit``: the other offsets the look-ahead tries."""
-        alignment, found = self.arena.alignment, []
-        for start, end in self.arena.gaps():
-            if end - start >= size:
-                top = (end - size) // alignment * alignment
-                if start != best_fit:
-                    found.append(start)
-                if top != start and top != best_fit:
-                    found.append(top)
-        return found
 
     def _may_fit(self, t: int, future, k: int) -> bool:
         """False when step ``k`` of ``future`` fits wherever ``t`` goes in no case: its largest
@@ -442,11 +454,8 @@ class _ArenaRun:
             last_access[t] = s
         stored = set()
         for t in op.outputs:
-            tensor = self.graph.tensors[t]
-            # Graph outputs are written back, and tiles that later tiles are read from are
-            # written through to DRAM, as soon as they are produced.
-            if tensor.kind == "output" or t in self.graph.dram_sources:
-                cause = "writeback" if tensor.kind == "output" else "spill"
+            cause = self.store_cause.get(t)  # written back or through as soon as produced
+            if cause is not None:
                 self.transfers.append(_new_transfer(s, "store", t, cause, self.uses.size[t]))
                 self.in_dram.add(t)
                 stored.add(t)
@@ -490,10 +499,9 @@ class _ArenaRun:
     def _load_order(self, u: int) -> list[int]:
         """The inputs of the op at step u, each once, weights first (else in argument order);
         kept in ``load_orders``."""
-        inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
-        weights = [t for t in inputs if t in self.weights]
-        self.load_orders[u] = weights + [t for t in inputs if t not in weights]
-        return self.load_orders[u]
+        op = self.order[u]
+        self.load_orders[u] = inputs = self.load_idx[self.load_ptr[op]:self.load_ptr[op + 1]]
+        return inputs
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
@@ -509,11 +517,16 @@ class _ArenaRun:
             return None
         pinned = {*self.step_tensors[s], *self.step_tensors[s + 1]}
         horizon = s + 1 + self.prefetch
-        owners, prefetched = self.arena.owners(), self.prefetched
-        reserved = [x for x in owners if x in prefetched and x not in pinned]
-        cached = [x for x in owners
-                  if x not in pinned and x not in prefetched and x not in self.held and x in self.in_dram
-                  and self.resident_since[x] < s and self.uses.next_use(x, s + 1) > horizon]
+        prefetched, held, in_dram, since, next_use = (self.prefetched, self.held, self.in_dram, self.resident_since,
+                                                      self.uses.next_use)
+        reserved, cached = [], []
+        for x in self.arena.owners():
+            if x in pinned:
+                continue
+            if x in prefetched:
+                reserved.append(x)
+            elif x not in held and x in in_dram and since[x] < s and next_use(x, s + 1) > horizon:
+                cached.append(x)
         if not reserved and not cached:
             return None
         if not self.arena.fits_without(self.alloc_size[t], set(reserved) | set(cached)):
@@ -535,8 +548,15 @@ class _ArenaRun:
         return offset
 
     def _loadable(self, t: int) -> bool:
+        """Whether DRAM holds ``t``'s data: ``t`` itself, or every tile a read view is loaded from.
+        DRAM only gains tensors (``in_dram`` grows), so the sources found there are not asked
+        again: ``sources_stored[t]`` counts the leading ones found so far."""
         in_dram = self.in_dram
         if t in in_dram:
             return True
         sources = self.sources[t]
-        return bool(sources) and all(x in in_dram for x in sources)
+        i, n = self.sources_stored.get(t, 0), len(sources)
+        while i < n and sources[i] in in_dram:
+            i += 1
+        self.sources_stored[t] = i
+        return n > 0 and i == n

@@ -45,12 +45,29 @@ class BestFitArena:
     def largest_gap(self) -> int:
         """Bytes of the largest gap (0 when full); kept until a block is placed or freed."""
         if self._largest is None:
-            self._largest = max(map(int.__sub__, self._gap_ends, self._gap_starts), default=0)
+            largest = 0
+            for start, end in zip(self._gap_starts, self._gap_ends):  # a few gaps: a loop beats max(map(..))
+                if end - start > largest:
+                    largest = end - start
+            self._largest = largest
         return self._largest
 
     def gaps(self) -> list[tuple[int, int]]:
         """The free ranges ``(start, end)`` between live blocks, lowest first, starts aligned."""
         return list(zip(self._gap_starts, self._gap_ends))
+
+    def gap_ends_holding(self, size: int, skip: int) -> list[int]:
+        """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
+        ``skip`` (the other offsets the allocator's look-ahead tries beside best fit)."""
+        alignment, found = self.alignment, []
+        for start, end in zip(self._gap_starts, self._gap_ends):
+            if end - start >= size:
+                top = (end - size) // alignment * alignment
+                if start != skip:
+                    found.append(start)
+                if top != start and top != skip:
+                    found.append(top)
+        return found
 
     def copy(self) -> "BestFitArena":
         other = BestFitArena(self.capacity, self.alignment)
@@ -64,7 +81,9 @@ class BestFitArena:
     def _spans_by_offset(self, removable) -> list[tuple[int, int]]:
         """``(offset, rounded end)`` of the live blocks not in ``removable``, lowest first (the
         blocks are few: sorted when asked rather than kept sorted on every place and free)."""
-        return sorted(span for owner, span in self._span.items() if owner not in removable)
+        spans = [span for owner, span in self._span.items() if owner not in removable]
+        spans.sort()
+        return spans
 
     def fits_without(self, size: int, removable: set[int]) -> bool:
         """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
@@ -142,7 +161,8 @@ class BestFitArena:
         or earlier in the sequence) and the ``(owner, size)`` blocks then placed by best fit.
         A step fits when every block of it finds a gap; the count stops at the first that
         does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
-        copies of the gap lists (this is the hot loop of the allocator's placement look-ahead)."""
+        copies of the gap lists (this is the hot loop of the allocator's placement look-ahead:
+        ``_give`` and ``_best_gap`` are written out in it, as calls they were a third of it)."""
         starts, ends, capacity, align = list(self._gap_starts), list(self._gap_ends), self.capacity, self.alignment
         spans, placed = self._span, {}  # owner -> (offset, rounded end): this arena's, and placed here
         if size > 0:
@@ -153,12 +173,33 @@ class BestFitArena:
         for new, freed in steps:
             for x in freed:
                 span = placed.pop(x, None) or spans.get(x)
-                if span is not None:  # None: no bytes
-                    _give(starts, ends, capacity, *span)
+                if span is None:  # no bytes
+                    continue
+                at, end = span  # _give(starts, ends, capacity, at, end)
+                i = bisect.bisect_left(starts, at)
+                below = i > 0 and ends[i - 1] == at
+                if i < len(starts) and starts[i] == end:  # a gap starts at its end
+                    if below:
+                        ends[i - 1] = ends[i]
+                        del starts[i]
+                        del ends[i]
+                    else:
+                        starts[i] = at
+                elif below:
+                    ends[i - 1] = end if end < capacity else capacity
+                else:
+                    starts.insert(i, at)
+                    ends.insert(i, end if end < capacity else capacity)
             for x, nbytes in new:
                 if nbytes <= 0:
                     continue
-                j = _best_gap(starts, ends, nbytes)
+                j, best = -1, capacity + 1  # j = _best_gap(starts, ends, nbytes)
+                for k, start in enumerate(starts):
+                    gap = ends[k] - start
+                    if nbytes <= gap < best:
+                        j, best = k, gap
+                        if gap == nbytes:
+                            break
                 if j < 0:
                     return fitted
                 at, end = starts[j], -(-(starts[j] + nbytes) // align) * align
@@ -177,7 +218,7 @@ def _best_gap(starts: list[int], ends: list[int], size: int) -> int:
     best, best_gap = -1, -1
     for j, start in enumerate(starts):
         gap = ends[j] - start
-        if gap >= size and (best_gap < 0 or gap < best_gap):
+        if gap >= size and (gap < best_gap or best_gap < 0):
             if gap == size:  # nothing fits tighter, and later gaps are higher
                 return j
             best, best_gap = j, gap

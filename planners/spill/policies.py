@@ -20,7 +20,8 @@ class Belady:
         ctx.spill_policy = self
 
     def rank(self, candidates, step, uses):
-        return sorted(candidates, key=lambda t: (-uses.next_use(t, step), -uses.size[t], t))
+        next_use, size = uses.next_use, uses.size
+        return sorted(candidates, key=lambda t: (-next_use(t, step), -size[t], t))
 
 
 class LeastRecentlyUsed:
@@ -36,4 +37,5 @@ class LeastRecentlyUsed:
         ctx.spill_policy = self
 
     def rank(self, candidates, step, uses):
-        return sorted(candidates, key=lambda t: (uses.last_access[t], -uses.size[t], t))
+        last_access, size = uses.last_access, uses.size
+        return sorted(candidates, key=lambda t: (last_access[t], -size[t], t))
