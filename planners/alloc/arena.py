@@ -35,7 +35,6 @@ always succeeds because the budget is at least M_R (checked up front).
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
 
 import numpy as np
 
@@ -66,23 +65,36 @@ class UseTimes:
     def __init__(self, graph, order):
         arrays = graph.arrays
         self.size = arrays.tensor_size.tolist()  # Tensor.size of each, as Python ints
-        # Each step's op's tensors, each once (Op.tensors, read from the graph's arrays).
-        ptr, idx = arrays.op_tensor_ptr.tolist(), arrays.op_tensor_idx.tolist()
-        self.step_tensors = [idx[ptr[op]:ptr[op + 1]] for op in order]
-        self.steps: dict[int, list[int]] = defaultdict(list)  # ascending, as the order is walked
-        for s, tensors in enumerate(self.step_tensors):
-            for t in tensors:
-                self.steps[t].append(s)
-        self.last = [-1] * graph.n_tensors  # last use (-1: none)
-        for t, steps in self.steps.items():
-            self.last[t] = steps[-1]
+        # The tensors of each step's op, each once (Op.tensors), as one array in step order:
+        # step s's are ``used[step_ptr[s]:step_ptr[s + 1]]`` (read from the graph's arrays).
+        order = np.asarray(order, dtype=np.int64)
+        ptr, idx = arrays.op_tensor_ptr, arrays.op_tensor_idx
+        counts = ptr[order + 1] - ptr[order]
+        self.step_ptr = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.step_ptr[1:])
+        self.used = idx[np.repeat(ptr[order] - self.step_ptr[:-1], counts) + np.arange(self.step_ptr[-1])]
+        used = self.used.tolist()
+        step_ptr = self.step_ptr.tolist()
+        self.step_tensors = [used[step_ptr[s]:step_ptr[s + 1]] for s in range(len(order))]
+        # The steps of each tensor, ascending: tensor t's are ``steps[use_ptr[t]:use_ptr[t + 1]]``.
+        by_tensor = np.argsort(self.used, kind="stable")  # within a tensor, in step order
+        self.use_ptr = np.zeros(graph.n_tensors + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.used, minlength=graph.n_tensors), out=self.use_ptr[1:])
+        steps = np.repeat(np.arange(len(order), dtype=np.int64), counts)[by_tensor]
+        ends = self.use_ptr[1:]
+        last = np.full(graph.n_tensors, -1, dtype=np.int64)  # last use (-1: none)
+        has_uses = ends > self.use_ptr[:-1]
+        last[has_uses] = steps[ends[has_uses] - 1]
+        self.last = last.tolist()
+        self.positions_by_tensor = by_tensor  # the positions in ``used`` of each tensor's uses, grouped as ``steps``
+        self.steps, self._ptr = steps.tolist(), self.use_ptr.tolist()
         self.last_access = [-1] * graph.n_tensors
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
-        steps = self.steps[t]
-        i = bisect.bisect_right(steps, step)
-        return steps[i] if i < len(steps) else _NEVER
+        end = self._ptr[t + 1]
+        i = bisect.bisect_right(self.steps, step, self._ptr[t], end)
+        return self.steps[i] if i < end else _NEVER
 
     def last_use(self, t: int) -> int:
         return self.last[t]
@@ -98,6 +110,21 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
             f"({parts}; sizes rounded up to {alignment} B); without tiling no plan fits. "
             f"Use a budget >= {need} B."
         )
+
+
+def _last_uses(uses: UseTimes, n_steps: int, alloc_size: np.ndarray) -> tuple[list[list[int]], list[int]]:
+    """Per step, the tensors last used there (in the order they are first used) and their bytes."""
+    used, use_ptr = uses.used, uses.use_ptr
+    has_uses = np.flatnonzero(use_ptr[1:] > use_ptr[:-1])
+    by_first_use = has_uses[np.argsort(uses.positions_by_tensor[use_ptr[has_uses]], kind="stable")]
+    last = np.asarray(uses.last, dtype=np.int64)[by_first_use]
+    grouped = by_first_use[np.argsort(last, kind="stable")]
+    ptr = np.zeros(n_steps + 1, dtype=np.int64)
+    np.cumsum(np.bincount(last, minlength=n_steps), out=ptr[1:])
+    tensors, ptr_list = grouped.tolist(), ptr.tolist()
+    nbytes = np.zeros(n_steps, dtype=np.int64)
+    np.add.at(nbytes, last, alloc_size[by_first_use])
+    return [tensors[ptr_list[s]:ptr_list[s + 1]] for s in range(n_steps)], nbytes.tolist()
 
 
 def _loads_weights_first(graph, weights: set[int]) -> tuple[list[int], list[int]]:
@@ -172,25 +199,19 @@ class _ArenaRun:
         self.double_buffer = prefetch > 0
         self.prefetched: set[int] = set()  # reserved at the previous step, load still to issue
         self.held: set[int] = set()  # already stored, kept until the end of this step
-        self.load_orders: dict[int, list[int]] = {}  # step -> _load_order, made when first asked
         self._last_future = None  # (step, pending, what _future_blocks returned) of the last call
         self.arena = BestFitArena(capacity, alignment)
-        self.alloc_size = aligned(graph.arrays.tensor_size, alignment).tolist()
+        alloc_size = aligned(graph.arrays.tensor_size, alignment)
+        self.alloc_size = alloc_size.tolist()
         self.uses = UseTimes(graph, order)
         # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
         self.step_tensors = self.uses.step_tensors
-        self.last_used_at: list[list[int]] = [[] for _ in order]
-        self.last_used_bytes = [0] * len(order)
-        for t, steps in self.uses.steps.items():
-            self.last_used_at[steps[-1]].append(t)
-            self.last_used_bytes[steps[-1]] += self.alloc_size[t]
+        self.last_used_at, self.last_used_bytes = _last_uses(self.uses, len(order), alloc_size)
         # Bytes of the tensors of the steps before each step (its op's, each once): a bound of
         # what a window of steps may place (``_most_bytes_ahead``).
-        self.step_bytes, total = [0], 0
-        for tensors in self.step_tensors:
-            for x in tensors:
-                total += self.alloc_size[x]
-            self.step_bytes.append(total)
+        in_step_order = np.zeros(len(self.uses.used) + 1, dtype=np.int64)
+        np.cumsum(alloc_size[self.uses.used], out=in_step_order[1:])
+        self.step_bytes = in_step_order[self.uses.step_ptr].tolist()
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
         self.in_dram = {t.id for t in graph.tensors if t.kind in ("input", "weight")}  # Tensor.in_dram_initially
         self.initially_in_dram = frozenset(self.in_dram)
@@ -226,7 +247,7 @@ class _ArenaRun:
             self._drop_new(t)
             return
         self.held.discard(t)
-        if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
+        if t not in self.in_dram and self.uses.last[t] >= s:  # used again from step s on
             self.transfers.append(_new_transfer(s - 1, "store", t, "spill", self.uses.size[t]))
             self.in_dram.add(t)
         self._close(t, s - 1)
@@ -298,11 +319,13 @@ class _ArenaRun:
             return best_fit  # every block of steps 0..most-1 fits beside t: best fit reaches ``most``
         if most <= _steps_placing_nothing(future):
             return best_fit
-        score = self.arena.steps_fitting(t, best_fit, size, future)
+        # Step ``most`` fits under no offset: simulating it would only find where it fails.
+        reachable = future if most == len(future) else future[:most]
+        score = self.arena.steps_fitting(t, best_fit, size, reachable)
         if score == most or not self._may_fit(t, future, score):
             return best_fit
         for offset in candidates:
-            n = self.arena.steps_fitting(t, offset, size, future)
+            n = self.arena.steps_fitting(t, offset, size, reachable)
             if n > score:
                 best_fit, score = offset, n
                 if n == most or not self._may_fit(t, future, n):
@@ -407,10 +430,12 @@ class _ArenaRun:
                 return self._restart_op(s, op, needed)
             self.arena.place(t, offset, self.alloc_size[t])
             self._open(t, offset, s)
-        for t in needed:
-            if t in self.prefetched:  # reserved at s-1: the load itself happens now
-                self.prefetched.discard(t)
-                self._load(t, s)
+        prefetched = self.prefetched
+        if prefetched:
+            for t in needed:
+                if t in prefetched:  # reserved at s-1: the load itself happens now
+                    prefetched.discard(t)
+                    self._load(t, s)
         for t in missing:
             if t in op.inputs:
                 self._load(t, s)
@@ -440,7 +465,7 @@ class _ArenaRun:
         self.held.discard(t)
 
     def _load(self, t: int, s: int) -> None:
-        if self._loadable(t):
+        if t in self.in_dram or self._loadable(t):
             self.in_dram.add(t)
         else:  # (_loadable is True for a tensor DRAM holds)
             raise InternalError(f"{self.graph.tensors[t].name!r} must be loaded at step {s} but DRAM has no copy")
@@ -462,9 +487,10 @@ class _ArenaRun:
         # Reserve the next ops' loads while everything live at this step still holds its place.
         if self.prefetch and s + 1 < len(self.order):
             self._prefetch(s)
-        for t in list(self.held):
-            self.held.discard(t)
-            self._close(t, s)
+        if self.held:
+            for t in list(self.held):
+                self.held.discard(t)
+                self._close(t, s)
         last_use = self.uses.last
         for t in needed:
             if last_use[t] <= s:
@@ -482,12 +508,13 @@ class _ArenaRun:
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
         resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
-        load_orders = self.load_orders
-        for u in range(s + 1, min(s + 1 + self.prefetch, len(self.order))):
-            for t in load_orders.get(u) or self._load_order(u):
+        order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
+        for u in range(s + 1, min(s + 1 + self.prefetch, len(order))):
+            op = order[u]
+            for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
                 if t in resident or (t not in in_dram and not loadable(t)):
                     continue
-                offset = self.arena.find(self.alloc_size[t])
+                offset = arena.find(self.alloc_size[t])
                 if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
                     offset = self._evict_for_next(t, s)
                 if offset is None:
@@ -495,13 +522,6 @@ class _ArenaRun:
                 self.arena.place(t, offset, self.alloc_size[t])
                 self._open(t, offset, s)
                 self.prefetched.add(t)
-
-    def _load_order(self, u: int) -> list[int]:
-        """The inputs of the op at step u, each once, weights first (else in argument order);
-        kept in ``load_orders``."""
-        op = self.order[u]
-        self.load_orders[u] = inputs = self.load_idx[self.load_ptr[op]:self.load_ptr[op + 1]]
-        return inputs
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
