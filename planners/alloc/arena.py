@@ -535,17 +535,19 @@ class _ArenaRun:
         Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        pinned = {*self.step_tensors[s], *self.step_tensors[s + 1]}
-        horizon = s + 1 + self.prefetch
-        prefetched, held, in_dram, since, next_use = (self.prefetched, self.held, self.in_dram, self.resident_since,
-                                                      self.uses.next_use)
+        step_tensors = self.step_tensors
+        pinned = {*step_tensors[s], *step_tensors[s + 1]}
+        # Needed within the prefetch window (a next use after s+1 and by step s+1+prefetch):
+        # the tensors of those few steps, rather than each candidate's next use.
+        window = {x for u in range(s + 2, min(s + 2 + self.prefetch, len(step_tensors))) for x in step_tensors[u]}
+        prefetched, held, in_dram, since = self.prefetched, self.held, self.in_dram, self.resident_since
         reserved, cached = [], []
         for x in self.arena.owners():
             if x in pinned:
                 continue
             if x in prefetched:
                 reserved.append(x)
-            elif x not in held and x in in_dram and since[x] < s and next_use(x, s + 1) > horizon:
+            elif x not in held and x not in window and x in in_dram and since[x] < s:
                 cached.append(x)
         if not reserved and not cached:
             return None

@@ -21,7 +21,8 @@ class Belady:
 
     def rank(self, candidates, step, uses):
         next_use, size = uses.next_use, uses.size
-        return sorted(candidates, key=lambda t: (-next_use(t, step), -size[t], t))
+        ranked = sorted([(-next_use(t, step), -size[t], t) for t in candidates])  # keys made inline, no key call
+        return [t for _, _, t in ranked]
 
 
 class LeastRecentlyUsed:
@@ -38,4 +39,5 @@ class LeastRecentlyUsed:
 
     def rank(self, candidates, step, uses):
         last_access, size = uses.last_access, uses.size
-        return sorted(candidates, key=lambda t: (last_access[t], -size[t], t))
+        ranked = sorted([(last_access[t], -size[t], t) for t in candidates])  # keys made inline, no key call
+        return [t for _, _, t in ranked]
