@@ -96,6 +96,15 @@ class UseTimes:
         i = bisect.bisect_right(self.steps, step, self._ptr[t], end)
         return self.steps[i] if i < end else _NEVER
 
+    def next_uses(self, tensors, step: int) -> list[float]:
+        """``next_use`` of each of ``tensors``, in one call (a policy ranking its candidates)."""
+        steps, ptr, found = self.steps, self._ptr, []
+        for t in tensors:
+            end = ptr[t + 1]
+            i = bisect.bisect_right(steps, step, ptr[t], end)
+            found.append(steps[i] if i < end else _NEVER)
+        return found
+
     def last_use(self, t: int) -> int:
         return self.last[t]
 

@@ -2,8 +2,9 @@
 
 A policy is a stage of the pipeline that hands the allocator an object with
 ``rank(candidates, step, uses) -> candidates in eviction order``, where ``uses`` knows each
-tensor's next and last use. Ties are broken by size (larger first, frees more), then id, so
-plans are deterministic.
+tensor's next and last use (``planners.alloc.arena.UseTimes``: ``next_use``, ``next_uses`` of
+many at once, ``last_access``, ``size``). Ties are broken by size (larger first, frees more),
+then id, so plans are deterministic.
 """
 
 
@@ -20,8 +21,8 @@ class Belady:
         ctx.spill_policy = self
 
     def rank(self, candidates, step, uses):
-        next_use, size = uses.next_use, uses.size
-        ranked = sorted([(-next_use(t, step), -size[t], t) for t in candidates])  # keys made inline, no key call
+        size = uses.size
+        ranked = sorted([(-n, -size[t], t) for n, t in zip(uses.next_uses(candidates, step), candidates)])
         return [t for _, _, t in ranked]
 
 
