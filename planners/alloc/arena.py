@@ -35,7 +35,8 @@ always succeeds because the budget is at least M_R (checked up front).
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+
+import numpy as np
 
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
@@ -56,27 +57,53 @@ PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
 #: size)``, made faster (``npusim.util.fast_init``): a tiled graph's plan has 100,000s of them.
 _new_residency = positional_constructor(Residency)
 _new_transfer = positional_constructor(Transfer)
+_NEVER = float("inf")  # the next use of a tensor used no more
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
 
     def __init__(self, graph, order):
-        self.size = graph.arrays.tensor_size.tolist()  # Tensor.size of each, as Python ints
-        self.step_tensors = [graph.ops[op].tensors for op in order]  # each tensor once per step
-        self.steps: dict[int, list[int]] = defaultdict(list)  # ascending, as the order is walked
-        for s, tensors in enumerate(self.step_tensors):
-            for t in tensors:
-                self.steps[t].append(s)
-        self.last = [-1] * graph.n_tensors  # last use (-1: none)
-        for t, steps in self.steps.items():
-            self.last[t] = steps[-1]
+        arrays = graph.arrays
+        self.size = arrays.tensor_size.tolist()  # Tensor.size of each, as Python ints
+        # The tensors of each step's op, each once (Op.tensors), as one array in step order:
+        # step s's are ``used[step_ptr[s]:step_ptr[s + 1]]`` (read from the graph's arrays).
+        order = np.asarray(order, dtype=np.int64)
+        ptr, idx = arrays.op_tensor_ptr, arrays.op_tensor_idx
+        counts = ptr[order + 1] - ptr[order]
+        self.step_ptr = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.step_ptr[1:])
+        self.used = idx[np.repeat(ptr[order] - self.step_ptr[:-1], counts) + np.arange(self.step_ptr[-1])]
+        used = self.used.tolist()
+        step_ptr = self.step_ptr.tolist()
+        self.step_tensors = [used[step_ptr[s]:step_ptr[s + 1]] for s in range(len(order))]
+        # The steps of each tensor, ascending: tensor t's are ``steps[use_ptr[t]:use_ptr[t + 1]]``.
+        by_tensor = np.argsort(self.used, kind="stable")  # within a tensor, in step order
+        self.use_ptr = np.zeros(graph.n_tensors + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.used, minlength=graph.n_tensors), out=self.use_ptr[1:])
+        steps = np.repeat(np.arange(len(order), dtype=np.int64), counts)[by_tensor]
+        ends = self.use_ptr[1:]
+        last = np.full(graph.n_tensors, -1, dtype=np.int64)  # last use (-1: none)
+        has_uses = ends > self.use_ptr[:-1]
+        last[has_uses] = steps[ends[has_uses] - 1]
+        self.last = last.tolist()
+        self.positions_by_tensor = by_tensor  # the positions in ``used`` of each tensor's uses, grouped as ``steps``
+        self.steps, self._ptr = steps.tolist(), self.use_ptr.tolist()
         self.last_access = [-1] * graph.n_tensors
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
-        steps = self.steps[t]
-        i = bisect.bisect_right(steps, step)
-        return steps[i] if i < len(steps) else float("inf")
+        end = self._ptr[t + 1]
+        i = bisect.bisect_right(self.steps, step, self._ptr[t], end)
+        return self.steps[i] if i < end else _NEVER
+
+    def next_uses(self, tensors, step: int) -> list[float]:
+        """``next_use`` of each of ``tensors``, in one call (a policy ranking its candidates)."""
+        steps, ptr, found = self.steps, self._ptr, []
+        for t in tensors:
+            end = ptr[t + 1]
+            i = bisect.bisect_right(steps, step, ptr[t], end)
+            found.append(steps[i] if i < end else _NEVER)
+        return found
 
     def last_use(self, t: int) -> int:
         return self.last[t]
@@ -92,6 +119,33 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
             f"({parts}; sizes rounded up to {alignment} B); without tiling no plan fits. "
             f"Use a budget >= {need} B."
         )
+
+
+def _last_uses(uses: UseTimes, n_steps: int, alloc_size: np.ndarray) -> tuple[list[list[int]], list[int]]:
+    """Per step, the tensors last used there (in the order they are first used) and their bytes."""
+    used, use_ptr = uses.used, uses.use_ptr
+    has_uses = np.flatnonzero(use_ptr[1:] > use_ptr[:-1])
+    by_first_use = has_uses[np.argsort(uses.positions_by_tensor[use_ptr[has_uses]], kind="stable")]
+    last = np.asarray(uses.last, dtype=np.int64)[by_first_use]
+    grouped = by_first_use[np.argsort(last, kind="stable")]
+    ptr = np.zeros(n_steps + 1, dtype=np.int64)
+    np.cumsum(np.bincount(last, minlength=n_steps), out=ptr[1:])
+    tensors, ptr_list = grouped.tolist(), ptr.tolist()
+    nbytes = np.zeros(n_steps, dtype=np.int64)
+    np.add.at(nbytes, last, alloc_size[by_first_use])
+    return [tensors[ptr_list[s]:ptr_list[s + 1]] for s in range(n_steps)], nbytes.tolist()
+
+
+def _loads_weights_first(graph, weights: set[int]) -> tuple[list[int], list[int]]:
+    """``(ptr, idx)``: the inputs of op o, each once, weights first (else in argument order),
+    are ``idx[ptr[o]:ptr[o + 1]]``; from the graph's arrays, one stable sort for all ops."""
+    arrays = graph.arrays
+    ptr, idx = arrays.op_input_ptr, arrays.op_input_idx
+    is_weight = np.zeros(graph.n_tensors, dtype=bool)
+    is_weight[list(weights)] = True
+    op_of = np.repeat(np.arange(graph.n_ops, dtype=np.int64), np.diff(ptr))
+    by_op_weights_first = np.argsort(2 * op_of + ~is_weight[idx], kind="stable")
+    return ptr.tolist(), idx[by_op_weights_first].tolist()
 
 
 def _steps_placing_nothing(steps) -> int:
@@ -154,30 +208,31 @@ class _ArenaRun:
         self.double_buffer = prefetch > 0
         self.prefetched: set[int] = set()  # reserved at the previous step, load still to issue
         self.held: set[int] = set()  # already stored, kept until the end of this step
-        self.load_orders: dict[int, list[int]] = {}  # step -> _load_order, made when first asked
         self._last_future = None  # (step, pending, what _future_blocks returned) of the last call
         self.arena = BestFitArena(capacity, alignment)
-        self.alloc_size = aligned(graph.arrays.tensor_size, alignment).tolist()
+        alloc_size = aligned(graph.arrays.tensor_size, alignment)
+        self.alloc_size = alloc_size.tolist()
         self.uses = UseTimes(graph, order)
         # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
         self.step_tensors = self.uses.step_tensors
-        self.last_used_at: list[list[int]] = [[] for _ in order]
-        self.last_used_bytes = [0] * len(order)
-        for t, steps in self.uses.steps.items():
-            self.last_used_at[steps[-1]].append(t)
-            self.last_used_bytes[steps[-1]] += self.alloc_size[t]
+        self.last_used_at, self.last_used_bytes = _last_uses(self.uses, len(order), alloc_size)
         # Bytes of the tensors of the steps before each step (its op's, each once): a bound of
         # what a window of steps may place (``_most_bytes_ahead``).
-        self.step_bytes, total = [0], 0
-        for tensors in self.step_tensors:
-            for x in tensors:
-                total += self.alloc_size[x]
-            self.step_bytes.append(total)
+        in_step_order = np.zeros(len(self.uses.used) + 1, dtype=np.int64)
+        np.cumsum(alloc_size[self.uses.used], out=in_step_order[1:])
+        self.step_bytes = in_step_order[self.uses.step_ptr].tolist()
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
-        self.in_dram = {t.id for t in graph.tensors if t.in_dram_initially}
+        self.in_dram = {t.id for t in graph.tensors if t.kind in ("input", "weight")}  # Tensor.in_dram_initially
         self.initially_in_dram = frozenset(self.in_dram)
         self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
+        self.sources_stored: dict[int, int] = {}  # read view -> its leading sources DRAM holds (_loadable)
         self.weights = {t.id for t in graph.tensors if t.kind == "weight"}
+        # The store after the op that writes a tensor (_finish): graph outputs are written back,
+        # tiles that later tiles are read from are written through to DRAM.
+        self.store_cause = {t.id: "writeback" for t in graph.tensors if t.kind == "output"}
+        for t in graph.dram_sources:
+            self.store_cause.setdefault(t, "spill")
+        self.load_ptr, self.load_idx = _loads_weights_first(graph, self.weights)
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
@@ -201,7 +256,7 @@ class _ArenaRun:
             self._drop_new(t)
             return
         self.held.discard(t)
-        if t not in self.in_dram and self.uses.next_use(t, s - 1) != float("inf"):
+        if t not in self.in_dram and self.uses.last[t] >= s:  # used again from step s on
             self.transfers.append(_new_transfer(s - 1, "store", t, "spill", self.uses.size[t]))
             self.in_dram.add(t)
         self._close(t, s - 1)
@@ -263,19 +318,23 @@ class _ArenaRun:
         if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
             self._last_future = None  # not made for this call: the next one makes its own
             return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
-        candidates = self._other_offsets(size, best_fit)
+        candidates = self.arena.gap_ends_holding(size, best_fit)
         if not candidates:
             return best_fit
         future, most, placed_bytes = self._future_blocks(s, t, pending)
-        if most == len(future) and self.arena.largest_gap() >= size + placed_bytes:
-            return best_fit
+        if most < len(future):  # the blocks of the steps before ``most`` (step ``most`` never fits)
+            placed_bytes -= sum(nbytes for _, nbytes in future[most][0])
+        if self.arena.largest_gap() >= size + placed_bytes:
+            return best_fit  # every block of steps 0..most-1 fits beside t: best fit reaches ``most``
         if most <= _steps_placing_nothing(future):
             return best_fit
-        score = self.arena.steps_fitting(t, best_fit, size, future)
+        # Step ``most`` fits under no offset: simulating it would only find where it fails.
+        reachable = future if most == len(future) else future[:most]
+        score = self.arena.steps_fitting(t, best_fit, size, reachable)
         if score == most or not self._may_fit(t, future, score):
             return best_fit
         for offset in candidates:
-            n = self.arena.steps_fitting(t, offset, size, future)
+            n = self.arena.steps_fitting(t, offset, size, reachable)
             if n > score:
                 best_fit, score = offset, n
                 if n == most or not self._may_fit(t, future, n):
@@ -293,19 +352,6 @@ class _ArenaRun:
         for x in pending:
             most += self.alloc_size[x]
         return most
-
-    def _other_offsets(self, size: int, best_fit: int) -> list[int]:
-        """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
-        ``best_fit``: the other offsets the look-ahead tries."""
-        alignment, found = self.arena.alignment, []
-        for start, end in self.arena.gaps():
-            if end - start >= size:
-                top = (end - size) // alignment * alignment
-                if start != best_fit:
-                    found.append(start)
-                if top != start and top != best_fit:
-                    found.append(top)
-        return found
 
     def _may_fit(self, t: int, future, k: int) -> bool:
         """False when step ``k`` of ``future`` fits wherever ``t`` goes in no case: its largest
@@ -393,10 +439,12 @@ class _ArenaRun:
                 return self._restart_op(s, op, needed)
             self.arena.place(t, offset, self.alloc_size[t])
             self._open(t, offset, s)
-        for t in needed:
-            if t in self.prefetched:  # reserved at s-1: the load itself happens now
-                self.prefetched.discard(t)
-                self._load(t, s)
+        prefetched = self.prefetched
+        if prefetched:
+            for t in needed:
+                if t in prefetched:  # reserved at s-1: the load itself happens now
+                    prefetched.discard(t)
+                    self._load(t, s)
         for t in missing:
             if t in op.inputs:
                 self._load(t, s)
@@ -426,7 +474,7 @@ class _ArenaRun:
         self.held.discard(t)
 
     def _load(self, t: int, s: int) -> None:
-        if self._loadable(t):
+        if t in self.in_dram or self._loadable(t):
             self.in_dram.add(t)
         else:  # (_loadable is True for a tensor DRAM holds)
             raise InternalError(f"{self.graph.tensors[t].name!r} must be loaded at step {s} but DRAM has no copy")
@@ -440,20 +488,18 @@ class _ArenaRun:
             last_access[t] = s
         stored = set()
         for t in op.outputs:
-            tensor = self.graph.tensors[t]
-            # Graph outputs are written back, and tiles that later tiles are read from are
-            # written through to DRAM, as soon as they are produced.
-            if tensor.kind == "output" or t in self.graph.dram_sources:
-                cause = "writeback" if tensor.kind == "output" else "spill"
+            cause = self.store_cause.get(t)  # written back or through as soon as produced
+            if cause is not None:
                 self.transfers.append(_new_transfer(s, "store", t, cause, self.uses.size[t]))
                 self.in_dram.add(t)
                 stored.add(t)
         # Reserve the next ops' loads while everything live at this step still holds its place.
         if self.prefetch and s + 1 < len(self.order):
             self._prefetch(s)
-        for t in list(self.held):
-            self.held.discard(t)
-            self._close(t, s)
+        if self.held:
+            for t in list(self.held):
+                self.held.discard(t)
+                self._close(t, s)
         last_use = self.uses.last
         for t in needed:
             if last_use[t] <= s:
@@ -471,12 +517,13 @@ class _ArenaRun:
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
         resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
-        load_orders = self.load_orders
-        for u in range(s + 1, min(s + 1 + self.prefetch, len(self.order))):
-            for t in load_orders.get(u) or self._load_order(u):
+        order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
+        for u in range(s + 1, min(s + 1 + self.prefetch, len(order))):
+            op = order[u]
+            for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
                 if t in resident or (t not in in_dram and not loadable(t)):
                     continue
-                offset = self.arena.find(self.alloc_size[t])
+                offset = arena.find(self.alloc_size[t])
                 if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
                     offset = self._evict_for_next(t, s)
                 if offset is None:
@@ -484,14 +531,6 @@ class _ArenaRun:
                 self.arena.place(t, offset, self.alloc_size[t])
                 self._open(t, offset, s)
                 self.prefetched.add(t)
-
-    def _load_order(self, u: int) -> list[int]:
-        """The inputs of the op at step u, each once, weights first (else in argument order);
-        kept in ``load_orders``."""
-        inputs = dict.fromkeys(self.graph.ops[self.order[u]].inputs)
-        weights = [t for t in inputs if t in self.weights]
-        self.load_orders[u] = weights + [t for t in inputs if t not in weights]
-        return self.load_orders[u]
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
@@ -505,13 +544,20 @@ class _ArenaRun:
         Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        pinned = {*self.step_tensors[s], *self.step_tensors[s + 1]}
-        horizon = s + 1 + self.prefetch
-        owners, prefetched = self.arena.owners(), self.prefetched
-        reserved = [x for x in owners if x in prefetched and x not in pinned]
-        cached = [x for x in owners
-                  if x not in pinned and x not in prefetched and x not in self.held and x in self.in_dram
-                  and self.resident_since[x] < s and self.uses.next_use(x, s + 1) > horizon]
+        step_tensors = self.step_tensors
+        pinned = {*step_tensors[s], *step_tensors[s + 1]}
+        # Needed within the prefetch window (a next use after s+1 and by step s+1+prefetch):
+        # the tensors of those few steps, rather than each candidate's next use.
+        window = {x for u in range(s + 2, min(s + 2 + self.prefetch, len(step_tensors))) for x in step_tensors[u]}
+        prefetched, held, in_dram, since = self.prefetched, self.held, self.in_dram, self.resident_since
+        reserved, cached = [], []
+        for x in self.arena.owners():
+            if x in pinned:
+                continue
+            if x in prefetched:
+                reserved.append(x)
+            elif x not in held and x not in window and x in in_dram and since[x] < s:
+                cached.append(x)
         if not reserved and not cached:
             return None
         if not self.arena.fits_without(self.alloc_size[t], set(reserved) | set(cached)):
@@ -533,8 +579,15 @@ class _ArenaRun:
         return offset
 
     def _loadable(self, t: int) -> bool:
+        """Whether DRAM holds ``t``'s data: ``t`` itself, or every tile a read view is loaded from.
+        DRAM only gains tensors (``in_dram`` grows), so the sources found there are not asked
+        again: ``sources_stored[t]`` counts the leading ones found so far."""
         in_dram = self.in_dram
         if t in in_dram:
             return True
         sources = self.sources[t]
-        return bool(sources) and all(x in in_dram for x in sources)
+        i, n = self.sources_stored.get(t, 0), len(sources)
+        while i < n and sources[i] in in_dram:
+            i += 1
+        self.sources_stored[t] = i
+        return n > 0 and i == n

@@ -9,8 +9,8 @@ placement splits the gap that holds it, a free merges the block with the gaps be
 gap starts where the block below it ends, rounded up to the alignment, and ends at the next
 block or at the capacity: a block is placed inside a gap (where ``find`` or ``gaps`` says),
 so blocks never overlap, nor do their rounded ends reach past the next block. The live blocks
-are also kept sorted by offset (with their rounded ends) for the questions about freeing some
-of them. ``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and
+are kept by owner (a few at a time) and sorted by offset only for the questions about freeing
+some of them. ``steps_fitting`` runs the online allocator's look-ahead (several rounds of frees and
 best-fit placements) on plain copies of the gap lists, without building a second arena.
 """
 
@@ -23,13 +23,11 @@ class BestFitArena:
     def __init__(self, capacity: int, alignment: int = 1) -> None:
         self.capacity = capacity
         self.alignment = alignment
-        self._offsets: list[int] = []  # sorted offsets of live blocks
-        self._ends: list[int] = []  # their ends rounded up to the alignment, in the same order
-        self._span: dict[int, tuple[int, int]] = {}  # owner -> (offset, rounded end) of its block
+        # owner -> (offset, rounded end) and owner -> bytes of its block, in placement order
+        self._span: dict[int, tuple[int, int]] = {}
+        self._size: dict[int, int] = {}
         self._gap_starts: list[int] = [0] if capacity > 0 else []  # the free gaps, sorted
         self._gap_ends: list[int] = [capacity] if capacity > 0 else []
-        self._blocks: dict[int, tuple[int, int]] = {}  # offset -> (size, owner)
-        self._offset_of: dict[int, int] = {}  # owner -> offset, in placement order
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
         self.used = 0  # bytes of the live blocks
         self._largest: int | None = None  # largest_gap, None when not known
@@ -47,32 +45,50 @@ class BestFitArena:
     def largest_gap(self) -> int:
         """Bytes of the largest gap (0 when full); kept until a block is placed or freed."""
         if self._largest is None:
-            self._largest = max(map(int.__sub__, self._gap_ends, self._gap_starts), default=0)
+            largest = 0
+            for start, end in zip(self._gap_starts, self._gap_ends):  # a few gaps: a loop beats max(map(..))
+                if end - start > largest:
+                    largest = end - start
+            self._largest = largest
         return self._largest
 
     def gaps(self) -> list[tuple[int, int]]:
         """The free ranges ``(start, end)`` between live blocks, lowest first, starts aligned."""
         return list(zip(self._gap_starts, self._gap_ends))
 
+    def gap_ends_holding(self, size: int, skip: int) -> list[int]:
+        """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
+        ``skip`` (the other offsets the allocator's look-ahead tries beside best fit)."""
+        alignment, found = self.alignment, []
+        for start, end in zip(self._gap_starts, self._gap_ends):
+            if end - start >= size:
+                top = (end - size) // alignment * alignment
+                if start != skip:
+                    found.append(start)
+                if top != start and top != skip:
+                    found.append(top)
+        return found
+
     def copy(self) -> "BestFitArena":
         other = BestFitArena(self.capacity, self.alignment)
-        other._offsets = list(self._offsets)
-        other._ends = list(self._ends)
-        other._span = dict(self._span)
+        other._span, other._size = dict(self._span), dict(self._size)
         other._gap_starts, other._gap_ends = list(self._gap_starts), list(self._gap_ends)
-        other._blocks = dict(self._blocks)
-        other._offset_of = dict(self._offset_of)
         other._empty = dict(self._empty)
         other.used = self.used
         other._largest = self._largest
         return other
 
+    def _spans_by_offset(self, removable) -> list[tuple[int, int]]:
+        """``(offset, rounded end)`` of the live blocks not in ``removable``, lowest first (the
+        blocks are few: sorted when asked rather than kept sorted on every place and free)."""
+        spans = [span for owner, span in self._span.items() if owner not in removable]
+        spans.sort()
+        return spans
+
     def fits_without(self, size: int, removable: set[int]) -> bool:
         """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
         cursor = 0
-        for off, end in zip(self._offsets, self._ends):
-            if self._blocks[off][1] in removable:
-                continue
+        for off, end in self._spans_by_offset(removable):
             if off - cursor >= size:
                 return True
             if end > cursor:
@@ -83,10 +99,7 @@ class BestFitArena:
         """Bytes of the largest and second largest gaps (0 if none) if the blocks of
         ``removable`` were freed."""
         first = second = cursor = 0
-        blocks = self._blocks
-        for off, end in zip(self._offsets, self._ends):
-            if blocks[off][1] in removable:
-                continue
+        for off, end in self._spans_by_offset(removable):
             gap = off - cursor
             if gap > second:
                 first, second = (gap, first) if gap > first else (first, gap)
@@ -108,12 +121,8 @@ class BestFitArena:
             raise ValueError(f"{size} B at {offset} is not inside a gap")
         _take(self._gap_starts, self._gap_ends, j, offset, end)
         self._largest = None
-        i = bisect.bisect_left(self._offsets, offset)
-        self._offsets.insert(i, offset)
-        self._ends.insert(i, end)
         self._span[owner] = (offset, end)
-        self._blocks[offset] = (size, owner)
-        self._offset_of[owner] = offset
+        self._size[owner] = size
         self.used += size
 
     def allocate(self, owner: int, size: int) -> int | None:
@@ -127,25 +136,22 @@ class BestFitArena:
         offset = self._empty.pop(owner, None)
         if offset is not None:
             return offset
-        offset = self._offset_of.pop(owner)
-        self.used -= self._blocks.pop(offset)[0]
-        i = bisect.bisect_left(self._offsets, offset)
-        del self._offsets[i]
-        del self._ends[i]
-        _give(self._gap_starts, self._gap_ends, self.capacity, *self._span.pop(owner))
+        span = self._span.pop(owner)
+        self.used -= self._size.pop(owner)
+        _give(self._gap_starts, self._gap_ends, self.capacity, *span)
         self._largest = None
-        return offset
+        return span[0]
 
     def offset_of(self, owner: int) -> int:
-        return self._empty[owner] if owner in self._empty else self._offset_of[owner]
+        return self._empty[owner] if owner in self._empty else self._span[owner][0]
 
     def size_of(self, owner: int) -> int:
         """Bytes of ``owner``'s block (0 for an owner of no bytes)."""
-        return 0 if owner in self._empty else self._blocks[self._offset_of[owner]][0]
+        return 0 if owner in self._empty else self._size[owner]
 
     def owners(self) -> list[int]:
         """Owners of address ranges (not those of no bytes: evicting them frees nothing)."""
-        return list(self._offset_of)
+        return list(self._span)
 
     def steps_fitting(self, owner: int, offset: int, size: int, steps) -> int:
         """How many of ``steps`` fit in turn on a copy of this arena with ``owner`` placed at
@@ -155,7 +161,8 @@ class BestFitArena:
         or earlier in the sequence) and the ``(owner, size)`` blocks then placed by best fit.
         A step fits when every block of it finds a gap; the count stops at the first that
         does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
-        copies of the gap lists (this is the hot loop of the allocator's placement look-ahead)."""
+        copies of the gap lists (this is the hot loop of the allocator's placement look-ahead:
+        ``_give`` and ``_best_gap`` are written out in it, as calls they were a third of it)."""
         starts, ends, capacity, align = list(self._gap_starts), list(self._gap_ends), self.capacity, self.alignment
         spans, placed = self._span, {}  # owner -> (offset, rounded end): this arena's, and placed here
         if size > 0:
@@ -166,12 +173,33 @@ class BestFitArena:
         for new, freed in steps:
             for x in freed:
                 span = placed.pop(x, None) or spans.get(x)
-                if span is not None:  # None: no bytes
-                    _give(starts, ends, capacity, *span)
+                if span is None:  # no bytes
+                    continue
+                at, end = span  # _give(starts, ends, capacity, at, end)
+                i = bisect.bisect_left(starts, at)
+                below = i > 0 and ends[i - 1] == at
+                if i < len(starts) and starts[i] == end:  # a gap starts at its end
+                    if below:
+                        ends[i - 1] = ends[i]
+                        del starts[i]
+                        del ends[i]
+                    else:
+                        starts[i] = at
+                elif below:
+                    ends[i - 1] = end if end < capacity else capacity
+                else:
+                    starts.insert(i, at)
+                    ends.insert(i, end if end < capacity else capacity)
             for x, nbytes in new:
                 if nbytes <= 0:
                     continue
-                j = _best_gap(starts, ends, nbytes)
+                j, best = -1, capacity + 1  # j = _best_gap(starts, ends, nbytes)
+                for k, start in enumerate(starts):
+                    gap = ends[k] - start
+                    if nbytes <= gap < best:
+                        j, best = k, gap
+                        if gap == nbytes:
+                            break
                 if j < 0:
                     return fitted
                 at, end = starts[j], -(-(starts[j] + nbytes) // align) * align
@@ -190,7 +218,7 @@ def _best_gap(starts: list[int], ends: list[int], size: int) -> int:
     best, best_gap = -1, -1
     for j, start in enumerate(starts):
         gap = ends[j] - start
-        if gap >= size and (best_gap < 0 or gap < best_gap):
+        if gap >= size and (gap < best_gap or best_gap < 0):
             if gap == size:  # nothing fits tighter, and later gaps are higher
                 return j
             best, best_gap = j, gap

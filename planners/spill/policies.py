@@ -2,8 +2,9 @@
 
 A policy is a stage of the pipeline that hands the allocator an object with
 ``rank(candidates, step, uses) -> candidates in eviction order``, where ``uses`` knows each
-tensor's next and last use. Ties are broken by size (larger first, frees more), then id, so
-plans are deterministic.
+tensor's next and last use (``planners.alloc.arena.UseTimes``: ``next_use``, ``next_uses`` of
+many at once, ``last_access``, ``size``). Ties are broken by size (larger first, frees more),
+then id, so plans are deterministic.
 """
 
 
@@ -20,7 +21,9 @@ class Belady:
         ctx.spill_policy = self
 
     def rank(self, candidates, step, uses):
-        return sorted(candidates, key=lambda t: (-uses.next_use(t, step), -uses.size[t], t))
+        size = uses.size
+        ranked = sorted([(-n, -size[t], t) for n, t in zip(uses.next_uses(candidates, step), candidates)])
+        return [t for _, _, t in ranked]
 
 
 class LeastRecentlyUsed:
@@ -36,4 +39,6 @@ class LeastRecentlyUsed:
         ctx.spill_policy = self
 
     def rank(self, candidates, step, uses):
-        return sorted(candidates, key=lambda t: (uses.last_access[t], -uses.size[t], t))
+        last_access, size = uses.last_access, uses.size
+        ranked = sorted([(last_access[t], -size[t], t) for t in candidates])  # keys made inline, no key call
+        return [t for _, _, t in ranked]
