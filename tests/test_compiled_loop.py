@@ -221,3 +221,40 @@ def test_recorded_timings_are_the_simpy_runs_command_timings():
         assert [type(getattr(got, f)) for f in ("ready", "start", "end", "band")] == \
             [type(getattr(expected, f)) for f in ("ready", "start", "end", "band")], i
     assert compiled.timings.ends == [t.end for t in simpy_run.timings]
+
+
+def test_recorded_timeline_orders_ties_as_a_sort_of_the_entries():
+    """The compiled run's timeline is ordered by NumPy with Python's tie-break by name;
+    starts here tie often (few values, ints and floats mixed), so runs of equal (start,
+    queue) must come out as ``sorted`` of the entries in completion order puts them."""
+    import pickle
+    import random
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    rng = random.Random(7)
+    n = 600
+    queues = {q: [] for q in ("stream0", "dma.load", "dma.store", "stream1")}
+    commands, ops, tensors = [], [], []
+    for i in range(n):
+        queue = rng.choice(list(queues))
+        queues[queue].append(i)
+        if queue.startswith("stream"):
+            ops.append(SimpleNamespace(name=rng.choice("abcde"), kind="Conv"))
+            commands.append(SimpleNamespace(kind="compute", op=len(ops) - 1, queue=queue, step=i))
+        else:
+            tensors.append(SimpleNamespace(name=rng.choice("xyz")))
+            commands.append(SimpleNamespace(kind="load", tensor=len(tensors) - 1, queue=queue, step=i,
+                                            cause="input", nbytes=64))
+    starts = [rng.choice([0, 1.0, 2, 2.0, 3.5]) for _ in range(n)]
+    timings = SimpleNamespace(commands=commands, ops=ops, tensors=tensors, starts=starts,
+                              ends=[s + 1 for s in starts], channel_of=[0] * n,
+                              lanes={"stream0": ([0], "core0"), "stream1": ([1], "core1")})
+    completion = np.array(rng.sample(range(n), n), dtype=np.int64)
+    timeline = compiled_loop.RecordedTimeline(timings, completion, queues, ["dma0"])
+    entries = [timeline._entry(i) for i in completion.tolist()]
+    expected = sorted(entries, key=lambda e: (e.start, e.queue, e.name))
+    assert list(timeline) == expected
+    assert timeline == tuple(expected) and timeline[5] == expected[5] and timeline[2:9] == expected[2:9]
+    assert pickle.loads(pickle.dumps(timeline)) == tuple(expected)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import weakref
 from array import array
+from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 
@@ -926,8 +927,8 @@ class RecordedTimings:
         self.mark, self.last_start, self.channel_of = _packed(mark), _packed(last_start), _packed(channel_of)
         self.lanes = {q: machine._cores_of(q) for q in machine.program.queues if q.startswith("stream")}
         # read on every item (the machine's own objects, which refer to nothing of it)
-        self.commands, self.ops, self.bands, self.band_done = (
-            machine.program.commands, machine.graph.ops, machine.bands, machine.band_done)
+        self.commands, self.ops, self.tensors, self.bands, self.band_done = (
+            machine.program.commands, machine.graph.ops, machine.graph.tensors, machine.bands, machine.band_done)
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -942,6 +943,15 @@ class RecordedTimings:
     def _held(self, times: array, i: int, bit: int) -> int | float:
         """Entry i of a recorded time column as SimPy held it (``_as_simpy_held``)."""
         return int(times[i]) if self.int_mask[i] & bit else times[i]
+
+    def compute_row(self, i: int) -> tuple:
+        """(start, end, binding, lane, bound cause) of compute command ``i``: what
+        ``critical_path.op_breakdown`` reads of its CommandTiming, without making one."""
+        c = self.commands[i]
+        (_, bound), _ = self.machine._op_cycles(self.ops[c.op])
+        binding = self.binding[i]
+        return (self.starts[i], self.ends[i], None if binding < 0 else binding, self.lanes[c.queue][1],
+                BOUND_CAUSE[bound])
 
     def __getitem__(self, i: int) -> CommandTiming:
         machine = self.machine
@@ -980,6 +990,76 @@ class RecordedTimings:
                           band_at, band_parts, tail_at, tail_parts)
 
 
+class RecordedTimeline(Sequence):
+    """The compiled run's timeline: ``timeline[k]`` is the k-th ``TimelineEntry`` in the
+    report's order (by start, queue, then name; ties kept in completion order, as the SimPy
+    run's ``sorted`` keeps them), made when asked from the run's columns, equal to the entry
+    the SimPy run records.
+
+    Why not the entries: a run of a million commands would hold a million entries (~130
+    bytes each with their command number) and sort them by a key of three fields; here the
+    order is one integer array, sorted by NumPy. Pickled, it is the tuple of its entries."""
+
+    __slots__ = ("order", "commands", "ops", "tensors", "starts", "ends", "lanes", "dma_lanes", "channel_of")
+
+    def __init__(self, timings: RecordedTimings, completion: np.ndarray, queues: dict, dma_lanes: list) -> None:
+        self.commands, self.ops, self.tensors = timings.commands, timings.ops, timings.tensors
+        self.starts, self.ends, self.lanes = timings.starts, timings.ends, timings.lanes
+        self.channel_of, self.dma_lanes = timings.channel_of, list(dma_lanes)
+        self.order = self._sorted(completion, queues)
+
+    def _name(self, i: int) -> str:
+        c = self.commands[i]
+        return self.ops[c.op].name if c.kind == "compute" else self.tensors[c.tensor].name
+
+    def _sorted(self, completion: np.ndarray, queues: dict) -> np.ndarray:
+        """The commands in the report's order: by (start, queue) with NumPy's stable sort from
+        the completion order, then each run of equal (start, queue) by name, stably."""
+        start = np.array(self.starts, dtype=np.float64)
+        if len(start) and np.abs(start).max() >= 2.0 ** 53:  # floats would merge distinct int starts
+            key = lambda i: (self.starts[i], self.commands[i].queue, self._name(i))  # noqa: E731
+            return np.array(sorted(completion.tolist(), key=key), dtype=np.int64)
+        rank = np.zeros(len(start), dtype=np.int64)
+        for k, name in enumerate(sorted(queues)):
+            rank[np.asarray(queues[name], dtype=np.int64)] = k
+        order = completion[np.lexsort((rank[completion], start[completion]))]
+        s, q = start[order], rank[order]
+        tied = np.flatnonzero((s[1:] == s[:-1]) & (q[1:] == q[:-1]))  # order[k] ties with order[k + 1]
+        if len(tied):
+            ends = np.flatnonzero(np.diff(tied) != 1)  # runs of consecutive ties
+            for first, last in zip(np.r_[tied[0], tied[ends + 1]].tolist(), (np.r_[tied[ends], tied[-1]] + 2).tolist()):
+                order[first:last] = sorted(order[first:last].tolist(), key=self._name)
+        return order
+
+    def _entry(self, i: int) -> TimelineEntry:
+        c = self.commands[i]
+        if c.kind == "compute":
+            op = self.ops[c.op]
+            return new_entry(c.queue, op.name, op.kind, c.step, self.starts[i], self.ends[i], None, 0,
+                             self.lanes[c.queue][1], i)
+        return new_entry(c.queue, self.tensors[c.tensor].name, c.kind, c.step, self.starts[i], self.ends[i],
+                         c.cause, c.nbytes, self.dma_lanes[self.channel_of[i]], i)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._entry(i) for i in self.order[index].tolist()]
+        return self._entry(int(self.order[index]))
+
+    def __iter__(self):
+        return map(self._entry, self.order.tolist())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return tuple, (tuple(self),)
+
+
 def _packed(column: np.ndarray) -> array:
     """A float64 or int64 column as an ``array.array`` of the same bytes."""
     packed = array("d" if column.dtype == np.float64 else "q")
@@ -1004,22 +1084,17 @@ def record(machine, result) -> float:
     start, end = _as_simpy_held(start, int_mask & START_INT), _as_simpy_held(end, int_mask & END_INT)
     timings = machine.timings = RecordedTimings(machine, ready, start, end, band, int_mask, binding, binding_at, tail,
                                                 flowing, data_end, mark, last_start, channel_of)
-    lanes, dma_lanes, channel_of = timings.lanes, machine.dma_lanes, channel_of.tolist()
-
-    timeline, ops, tensors = machine.timeline, graph.ops, graph.tensors
+    lanes, ops = timings.lanes, graph.ops
     for i in order.tolist():  # what the SimPy run does as each command completes, in that order
         c = commands[i]
         if c.kind == "compute":
             op = ops[c.op]
             (cycles, _), per_core = machine._op_cycles(op)
-            cores, lane = lanes[c.queue]
-            machine._account_compute(op, cycles, per_core, cores)
-            timeline.append(new_entry(c.queue, op.name, op.kind, c.step, start[i], end[i], None, 0, lane, i))
+            machine._account_compute(op, cycles, per_core, lanes[c.queue][0])
         else:
             machine.channel_busy += end[i] - start[i]
             machine._account_transfer(c)
-            timeline.append(new_entry(c.queue, tensors[c.tensor].name, c.kind, c.step, start[i], end[i],
-                                      c.cause, c.nbytes, dma_lanes[channel_of[i]], i))
+    machine.timeline = RecordedTimeline(timings, order, program.queues, machine.dma_lanes)
     # copies: the samples are views of buffers sized for the most a run can take
     machine.occupancy = Pairs(occ_time.copy(), occ_used.copy(), occ_int.copy())
     machine.dram_samples = Pairs(dram_time.copy(), dram_flows.copy(), dram_int.copy())

@@ -75,7 +75,8 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
     if not timings:
         return stalls, []
     ends = _column(timings, "ends", "end")
-    current = max(range(len(ends)), key=lambda i: (ends[i], i))
+    last = max(ends)
+    current = len(ends) - 1 - ends[::-1].index(last)  # the last command of those ending last
     at = "end"
     path = []
     guard = 3 * len(timings) + 2
@@ -110,12 +111,12 @@ def _column(timings, column: str, field: str) -> list:
     return found if found is not None else [getattr(t, field) for t in timings]
 
 
-def _waited_for_space(program, timings: list[CommandTiming], load) -> bool:
-    """Whether ``load`` started late because its scratchpad region was still in use (its
-    binding predecessor touched the previous occupant: an op, or a transfer other than the
-    store that put its data in DRAM), not for bandwidth or for its data."""
-    binding = timings[load.id].binding
-    if binding is None or timings[load.id].binding_at == "start":
+def _waited_for_space(program, timing: CommandTiming, load) -> bool:
+    """Whether ``load`` (whose timing is ``timing``) started late because its scratchpad
+    region was still in use (its binding predecessor touched the previous occupant: an op, or
+    a transfer other than the store that put its data in DRAM), not for bandwidth or for its data."""
+    binding = timing.binding
+    if binding is None or timing.binding_at == "start":
         return False
     other = program.commands[binding]
     if other.kind == "compute":
@@ -177,6 +178,13 @@ _ROW_KEYS = frozenset(_ROW_COLUMNS)
 new_row = positional_constructor(BreakdownRow)
 
 
+def _compute_row(t: CommandTiming) -> tuple:
+    """(start, end, binding, lane, bound cause) of a compute's timing: what ``op_breakdown``
+    reads of it (a timings store may give these without making the CommandTiming:
+    ``compute_row``)."""
+    return t.start, t.end, t.binding, t.lane, next(iter(t.parts), "")
+
+
 def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     """One row per compute command: when it ran, what bound it, and how long its stream sat
     idle before it and why (the kind of command it waited for last; ``load (space)``: a load
@@ -190,26 +198,28 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     commands = program.commands
     computes = [c.id for c in commands if c.kind == "compute"]
     computes.sort(key=starts.__getitem__)
+    row_of = getattr(timings, "compute_row", None) or (lambda i: _compute_row(timings[i]))
     for i in computes:
         cmd = commands[i]
-        t = timings[i]
+        start, end, binding, lane, bound = row_of(i)
         op = graph.ops[cmd.op]
-        idle = max(t.start - previous_end.get(cmd.queue, 0.0), 0.0)
-        previous_end[cmd.queue] = t.end
+        idle = max(start - previous_end.get(cmd.queue, 0.0), 0.0)
+        previous_end[cmd.queue] = end
         waited_for = ""
-        if idle > 0 and t.binding is not None:
-            other = program.commands[t.binding]
+        if idle > 0 and binding is not None:
+            other = program.commands[binding]
             waited_for = other.kind if other.queue != cmd.queue else "queue"
             if other.kind == "compute":
                 waited_for = "semaphore"
-            elif other.kind == "load" and _waited_for_space(program, timings, other):
-                waited_for = "load (space)"
-            elif other.kind in ("load", "store") and _bank_bound(timings[other.id], other.kind):
-                waited_for = f"{other.kind} (DRAM banks)"
-        bound = next(iter(t.parts), "")
+            else:
+                timing = timings[other.id]
+                if other.kind == "load" and _waited_for_space(program, timing, other):
+                    waited_for = "load (space)"
+                elif _bank_bound(timing, other.kind):
+                    waited_for = f"{other.kind} (DRAM banks)"
         rows.append(new_row(
             op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
-            cmd.step, cmd.queue, t.lane, t.start, t.end, t.end - t.start, bound, idle, waited_for,
+            cmd.step, cmd.queue, lane, start, end, end - start, bound, idle, waited_for,
             sum([size[i] for i in dict.fromkeys(op.inputs)]), sum([size[o] for o in op.outputs]),
             op.macs if op.gemm is not None else 0,
         ))

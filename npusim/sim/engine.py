@@ -745,6 +745,14 @@ def _semaphores(program: Program) -> Pairs:
     return Pairs(signal[across], wait[across])
 
 
+def _in_report_order(timeline):
+    """A SimPy run's timeline entries (in completion order) by start, queue, then name; a
+    compiled run's timeline is in that order already (``compiled_loop.RecordedTimeline``)."""
+    if isinstance(timeline, list):
+        return tuple(sorted(timeline, key=attrgetter("start", "queue", "name")))
+    return timeline
+
+
 def _samples(samples) -> Pairs:
     """A counter's samples as ``Pairs``: the compiled loop's arrays as they are, a SimPy run's
     list of (cycle, value) converted."""
@@ -863,7 +871,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                       "dma_cycles": dma_work / hw.dma.channels},
         commands=program.n_commands, events=machine.env.processed,
         stalls={k: v for k, v in stalls.items() if v > 0},
-        timeline=tuple(sorted(machine.timeline, key=attrgetter("start", "queue", "name"))),
+        timeline=_in_report_order(machine.timeline),
         op_breakdown=tuple(op_breakdown(program, machine.timings)),
         counters={"scratchpad bytes": _samples(machine.occupancy),
                   "DRAM transfers moving data": _samples(machine.dram_samples),

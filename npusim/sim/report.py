@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -239,7 +239,10 @@ class Report:
                 "never split over the others'")
 
     def to_dict(self, timeline: bool = False) -> dict:
-        data = asdict(self)
+        # the bulky fields are left out of asdict's deep copy (the timeline may be a
+        # compiled run's columns, npusim.sim.compiled_loop.RecordedTimeline), the timeline put back as dicts
+        data = asdict(replace(self, timeline=(), op_breakdown=(), counters={}, semaphores=()))
+        data["timeline"] = [asdict(entry) for entry in self.timeline] if timeline else []
         data["total_energy_pj"] = self.total_energy_pj
         data["static_energy_pj"] = self.static_energy_pj
         data["dynamic_energy_pj"] = self.dynamic_energy_pj
