@@ -14,6 +14,7 @@ import pytest
 
 from npusim.plan.lower import lower
 from npusim.plan.painting import AddressPainter
+from npusim.sim import races as races_module
 from npusim.sim.races import find_race
 from npusim.testing.seeded_races import seeded_cases
 from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget
@@ -182,7 +183,10 @@ def tiled_single_stream():
     return lower(plan_graph(graph, hw, budget=resolve_budget("64KiB", graph, hw)), hw)
 
 
-def test_the_fast_check_finds_the_races_the_reference_finds(tiled_single_stream):
+@pytest.mark.parametrize("pairs_at_once", [races_module.PAIRS_AT_ONCE, 5])
+def test_the_fast_check_finds_the_races_the_reference_finds(tiled_single_stream, pairs_at_once, monkeypatch):
+    """Also with pairs tested a few at a time: the slices must find the same first race."""
+    monkeypatch.setattr(races_module, "PAIRS_AT_ONCE", pairs_at_once)
     rng = random.Random(7)
     programs = [(tiled_single_stream, 2)]
     for graph, hw, plan, injected in seeded_cases(4, random.Random(3), sizes=(8, 18)):

@@ -735,11 +735,11 @@ def _semaphores(program: Program) -> Pairs:
     """(signalling command, waiting command) of every wait across queues, by waiting command,
     then in the order of its waits."""
     commands = program.commands
-    queue_of = {q: k for k, q in enumerate(program.queues)}
-    queue = np.fromiter(map(queue_of.__getitem__, map(attrgetter("queue"), commands)), np.int64, len(commands))
-    waits = list(map(attrgetter("waits"), commands))
-    counts = np.fromiter(map(len, waits), np.int64, len(commands))
-    signal = np.fromiter(chain.from_iterable(waits), np.int64, int(counts.sum()))
+    queue = np.zeros(len(commands), dtype=np.int32)
+    for k, ids in enumerate(program.queues.values()):
+        queue[np.asarray(ids, dtype=np.int64)] = k
+    counts = np.fromiter(map(len, map(attrgetter("waits"), commands)), np.int64, len(commands))
+    signal = np.fromiter(chain.from_iterable(map(attrgetter("waits"), commands)), np.int64, int(counts.sum()))
     wait = np.repeat(np.arange(len(commands), dtype=np.int64), counts)
     across = queue[signal] != queue[wait]
     return Pairs(signal[across], wait[across])

@@ -37,7 +37,9 @@ Cost: every command is read once (its waits, its writes), then all is array work
 The clocks are the fixed point of a few rounds over all commands at once
 (``HappensBefore._vector_clocks``); every pair above is listed in the order a plain nested
 loop would visit it (residency, writer, user; then written residency, previous occupant,
-user, writer), all are tested at once, and the first unordered one is the race reported. The
+user, writer), tested a slice of about a million at a time in that order (``PAIRS_AT_ONCE``:
+the temporaries stay ~100 MB on a program of millions of commands), and the first unordered
+one is the race reported. The
 only Python loop left is the painting, one paint per written residency. Assumed of a
 Program, as lowering makes them: command ``c`` is ``commands[c]``, and every access to a
 residency names the residency's region. ``tests/test_races_reference.py`` keeps the plain
@@ -210,20 +212,43 @@ def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
             or _overwrite_of_live_data(hb, res, who, tensor))
 
 
+#: Pairs tested at once (a million: ~100 MB of temporaries). A large tiled program has tens
+#: of millions; tested in slices of whole items (writers, residency pairs) in order, so the
+#: first unordered pair is still the first in the nested loop's order.
+PAIRS_AT_ONCE = 1 << 20
+
+
+def _slices(pairs: np.ndarray):
+    """[lo, hi) ranges of items, in order, each holding ``PAIRS_AT_ONCE`` pairs at most (or
+    one item): ``pairs[i]`` is item i's number of pairs."""
+    limit, ends = PAIRS_AT_ONCE, np.cumsum(pairs)
+    lo = 0
+    while lo < len(pairs):
+        base = int(ends[lo - 1]) if lo else 0
+        hi = max(int(np.searchsorted(ends, base + limit, side="right")), lo + 1)
+        yield lo, hi
+        lo = hi
+
+
 def _unordered_within(program, hb, res, who, tensor) -> str | None:
     """The first writer and other user of one residency that are not ordered (residency,
     writer, user in order), as a message."""
-    residency = np.repeat(np.arange(len(res.writer_count)), res.writer_count)
-    pairs = res.user_count[residency]
-    w = np.repeat(res.writers, pairs)
-    r = np.repeat(residency, pairs)
-    u = res.users[_expand(res.user_start[residency], pairs)]
-    checked = (u != w) & (hb.line[u] != hb.line[w])
-    unordered = checked & ~(hb.ends_before_all(np.minimum(w, u), np.maximum(w, u)))
-    if not unordered.any():
-        return None
-    i = int(np.argmax(unordered))
-    r, w, u = int(r[i]), int(w[i]), int(u[i])
+    residencies = np.repeat(np.arange(len(res.writer_count)), res.writer_count)  # one per writer
+    for lo, hi in _slices(res.user_count[residencies]):
+        residency, writers = residencies[lo:hi], res.writers[lo:hi]
+        pairs = res.user_count[residency]
+        w = np.repeat(writers, pairs)
+        r = np.repeat(residency, pairs)
+        u = res.users[_expand(res.user_start[residency], pairs)]
+        checked = (u != w) & (hb.line[u] != hb.line[w])
+        unordered = checked & ~(hb.ends_before_all(np.minimum(w, u), np.maximum(w, u)))
+        if unordered.any():
+            i = int(np.argmax(unordered))
+            return _unordered_message(program, res, int(r[i]), int(w[i]), int(u[i]), who, tensor)
+    return None
+
+
+def _unordered_message(program, res, r: int, w: int, u: int, who, tensor) -> str:
     where = res.where(r, tensor)
     if any(a.residency == r for a in program.commands[u].writes):
         return f"{who(u)} and {who(w)} both write {where} with no semaphore or queue order"
@@ -235,19 +260,24 @@ def _unordered_within(program, hb, res, who, tensor) -> str | None:
 def _overwrite_of_live_data(hb, res, who, tensor) -> str | None:
     """The first user of a previous occupant that may still run when a writer of the new
     residency starts (written residency, previous occupant, user, writer in order), as a message."""
-    new, old = _previous_occupants(res)
-    users, writers = res.user_count[old], res.writer_count[new]
-    pairs = users * writers
-    edge = np.repeat(np.arange(len(new)), pairs)
-    k = np.arange(len(edge), dtype=np.int64) - np.repeat(np.cumsum(pairs) - pairs, pairs)  # index in the edge's pairs
-    u = res.users[res.user_start[old[edge]] + k // writers[edge]]
-    w = res.writers[res.writer_start[new[edge]] + k % writers[edge]]
-    exempt = (u < w) & (hb.line[u] == hb.line[w])
-    unordered = ~exempt & ~hb.ends_before_all(u, w)
-    if not unordered.any():
-        return None
-    i = int(np.argmax(unordered))
-    r, p, u, w = int(new[edge[i]]), int(old[edge[i]]), int(u[i]), int(w[i])
+    all_new, all_old = _previous_occupants(res)
+    all_pairs = res.user_count[all_old] * res.writer_count[all_new]
+    for lo, hi in _slices(all_pairs):
+        new, old, pairs = all_new[lo:hi], all_old[lo:hi], all_pairs[lo:hi]
+        writers = res.writer_count[new]
+        edge = np.repeat(np.arange(len(new)), pairs)
+        k = np.arange(len(edge), dtype=np.int64) - np.repeat(np.cumsum(pairs) - pairs, pairs)  # index in the edge's pairs
+        u = res.users[res.user_start[old[edge]] + k // writers[edge]]
+        w = res.writers[res.writer_start[new[edge]] + k % writers[edge]]
+        exempt = (u < w) & (hb.line[u] == hb.line[w])
+        unordered = ~exempt & ~hb.ends_before_all(u, w)
+        if unordered.any():
+            i = int(np.argmax(unordered))
+            return _overwrite_message(res, int(new[edge[i]]), int(old[edge[i]]), int(u[i]), int(w[i]), who, tensor)
+    return None
+
+
+def _overwrite_message(res, r: int, p: int, u: int, w: int, who, tensor) -> str:
     return (f"{who(w)}: writes {res.where(r, tensor)}, overlapping {res.where(p, tensor)} which {who(u)} still "
             f"uses: no semaphore or queue order makes it finish first, so under some "
             f"timing this is an overwrite of live data (reuse across unordered "
