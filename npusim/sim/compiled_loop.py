@@ -505,8 +505,11 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
     # the DMA starts (c) and ends (n + c) in the order they happen, where the SimPy model checks
     # and releases DRAM contents (engine._Machine.dram_contents_hold)
     dma_steps = np.full(2 * n, -1, np.int64)
-    occ_time, occ_used, occ_int = np.zeros(3 * n + 2), np.zeros(3 * n + 2, np.int64), np.zeros(3 * n + 2, np.bool_)
-    dram_time, dram_flows, dram_int = np.zeros(4 * n + 2), np.zeros(4 * n + 2, np.int64), np.zeros(4 * n + 2, np.bool_)
+    # Buffers sized for the most a run can take, of which an entry is written before it is read
+    # (the counters' samples, the heap's entries, the flows): np.empty, so the pages a run never
+    # reaches are never touched and take no memory (a run of a million commands: ~250 MB)
+    occ_time, occ_used, occ_int = np.empty(3 * n + 2), np.empty(3 * n + 2, np.int64), np.empty(3 * n + 2, np.bool_)
+    dram_time, dram_flows, dram_int = np.empty(4 * n + 2), np.empty(4 * n + 2, np.int64), np.empty(4 * n + 2, np.bool_)
 
     # events: done of command c is event c, its first band n + c, then the pool
     n_events = 2 * n + pool
@@ -515,11 +518,11 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
     free_events = np.arange(n_events - 1, 2 * n - 1, -1).astype(np.int64)  # a stack: 2n is on top
     S[FREE_EVENTS] = pool
     n_nodes = n_events + n_queues + n + 8
-    K = np.full((3, n_nodes), -1, np.int64)
+    K = np.empty((3, n_nodes), np.int64)  # a node's fields are set when it is taken (_on): only the nodes used are touched
     free_nodes = np.arange(n_nodes - 1, -1, -1).astype(np.int64)
     S[FREE_NODES] = n_nodes
-    heap = (np.zeros(n_events), np.zeros(n_events, np.int64), np.zeros(n_events, np.int64),
-            np.zeros(n_events, np.bool_))
+    heap = (np.empty(n_events), np.empty(n_events, np.int64), np.empty(n_events, np.int64),
+            np.empty(n_events, np.bool_))
 
     # units (0: the DMA channels, 1 + k: core k when streams share cores): rows capacity,
     # in use, queue head, queue tail
@@ -531,8 +534,8 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
     n_free_channels = channels
 
     # the bus
-    flow_left, flow_priority = np.zeros(3 * n + 4), np.zeros(3 * n + 4)
-    flow_done = np.zeros(3 * n + 4, np.int64)
+    flow_left, flow_priority = np.empty(3 * n + 4), np.empty(3 * n + 4)
+    flow_done = np.empty(3 * n + 4, np.int64)
     inflight, moving, still = np.zeros(channels + 4, np.int64), np.zeros(channels + 4, np.int64), np.zeros(channels + 4, np.int64)
     S[PENDING] = -1
 
