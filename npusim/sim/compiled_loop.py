@@ -1074,6 +1074,76 @@ def _packed(column: np.ndarray) -> array:
 AT_NAMES = ("end", "start", "band")
 
 
+def _in_order(total: float, terms: np.ndarray) -> float:
+    """``total`` plus each of ``terms`` in turn, as a loop of ``+=`` adds them (NumPy's
+    accumulate adds one term at a time: the same float to the last bit, where a sum would
+    pair them)."""
+    return float(np.add.accumulate(np.concatenate(([total], terms)))[-1]) if len(terms) else total
+
+
+def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
+    """What the SimPy run adds up as each command completes (``engine._Machine._account_compute``
+    and ``_account_transfer``), added in the same completion order ``order``: each total's
+    terms as a column over the completed commands (0 where a command adds nothing to it), summed
+    one term at a time (``_in_order``). ``durations``: each command's end - start."""
+    program, graph, hw = machine.program, machine.graph, machine.hw
+    commands, ops = program.commands, graph.ops
+    done = [commands[i] for i in order.tolist()]
+    kind = np.fromiter(map(KIND_CODES.__getitem__, map(attrgetter("kind"), done)), np.int64, len(done))
+    at = {k: np.flatnonzero(kind == code) for k, code in KIND_CODES.items()}  # positions in the order
+    # computes: one set of figures per (queue, cost class), the SimPy run's per op
+    computes = [done[p] for p in at["compute"].tolist()]
+    op_of = [ops[c.op] for c in computes]
+    classes = np.fromiter(map(machine._cost_class, op_of), np.int64, len(op_of))
+    queue_ids = {q: k for k, q in enumerate(program.queues)}
+    queue = np.fromiter(map(queue_ids.__getitem__, map(attrgetter("queue"), computes)), np.int64, len(computes))
+    pairs, first, pair_of = np.unique(queue * (len(machine._classes) + 1) + classes, return_index=True,
+                                      return_inverse=True)
+    lanes = {q: machine._cores_of(q)[0] for q in program.queues if q.startswith("stream")}
+    terms: dict[tuple, np.ndarray] = {}  # (total, key) -> its terms over the completed commands
+
+    def column(total: str, key) -> np.ndarray:
+        found = terms.get((total, key))
+        if found is None:
+            found = terms[total, key] = np.zeros(len(done))
+        return found
+
+    for k, p in enumerate(first.tolist()):
+        op, positions = op_of[p], at["compute"][pair_of == k]
+        (cycles, _), per_core = machine._op_cycles(op)
+        slowest = max(per_core)  # _account_compute's figures
+        for core, busy in zip(lanes[computes[p].queue], per_core):
+            column("core", core)[positions] = cycles * busy / slowest if slowest > 0 else cycles
+        for key, pj in machine._op_energy(op).items():
+            column("energy", key)[positions] = pj
+        for key, pj in machine._levels[machine._class_of[op.id]].items():
+            column("level", key)[positions] = pj
+    machine.energy_by_op.update(zip(map(attrgetter("name"), op_of),
+                                    map(machine._energy_total.__getitem__, classes.tolist())))
+    # transfers (_account_transfer; the compiled loop never runs dram.model: banks)
+    e = hw.energy
+    for kind_name, dram, scratchpad, byte in (("load", "dram_read", "scratchpad_write", machine.scratchpad_write_byte),
+                                              ("store", "dram_write", "scratchpad_read", machine.scratchpad_read_byte)):
+        positions = at[kind_name]
+        moved = [done[p] for p in positions.tolist()]
+        costs = list(map(attrgetter("cost"), moved))
+        column("energy", dram)[positions] = (np.fromiter(map(attrgetter("bus_bytes"), costs), np.int64, len(costs))
+                                             * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
+        column("energy", scratchpad)[positions] = np.fromiter(map(attrgetter("nbytes"), moved), np.int64, len(moved)) * byte
+        column("energy", "dma_descriptor")[positions] = (
+            np.fromiter(map(attrgetter("descriptors"), costs), np.int64, len(costs)) * e.dma_descriptor)
+    channel = np.zeros(len(done))
+    channel[kind != KIND_CODES["compute"]] = durations[order][kind != KIND_CODES["compute"]]
+    machine.channel_busy = _in_order(machine.channel_busy, channel)
+    for (total, key), column_terms in terms.items():
+        if total == "core":
+            machine.core_busy[key] = _in_order(machine.core_busy[key], column_terms)
+        elif total == "energy":
+            machine.energy[key] = _in_order(machine.energy[key], column_terms)
+        else:
+            machine.energy_by_level[key] = _in_order(machine.energy_by_level[key], column_terms)
+
+
 def record(machine, result) -> float:
     """Fill ``machine`` (an ``engine._Machine``) with what the compiled run recorded, as its
     SimPy run fills it: command timings (``RecordedTimings``), the timeline, energy and busy
@@ -1084,19 +1154,10 @@ def record(machine, result) -> float:
      peak, busy_cycles, dma_steps) = result
     program, graph = machine.program, machine.graph
     commands = program.commands
+    _account(machine, order, end - start)
     start, end = _as_simpy_held(start, int_mask & START_INT), _as_simpy_held(end, int_mask & END_INT)
     timings = machine.timings = RecordedTimings(machine, ready, start, end, band, int_mask, binding, binding_at, tail,
                                                 flowing, data_end, mark, last_start, channel_of)
-    lanes, ops = timings.lanes, graph.ops
-    for i in order.tolist():  # what the SimPy run does as each command completes, in that order
-        c = commands[i]
-        if c.kind == "compute":
-            op = ops[c.op]
-            (cycles, _), per_core = machine._op_cycles(op)
-            machine._account_compute(op, cycles, per_core, lanes[c.queue][0])
-        else:
-            machine.channel_busy += end[i] - start[i]
-            machine._account_transfer(c)
     machine.timeline = RecordedTimeline(timings, order, program.queues, machine.dma_lanes)
     # copies: the samples are views of buffers sized for the most a run can take
     machine.occupancy = Pairs(occ_time.copy(), occ_used.copy(), occ_int.copy())
