@@ -79,6 +79,7 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import replace
+from operator import attrgetter
 
 from npusim.graph.model import Gemm, Graph, Op
 from npusim.graph.ops.kinds import GROUPED_KINDS
@@ -562,6 +563,10 @@ def gemm_identity(gemm: Gemm | None) -> tuple:
     return gemm, None if gemm is None else gemm.loops
 
 
+#: What ``cost_signature`` reads of each input and output: (shape, dtype, itemsize, kind).
+_TENSOR_FIGURES = attrgetter("shape", "dtype", "itemsize", "kind")
+
+
 def cost_signature(op: Op, graph: Graph) -> tuple:
     """Everything the per-op figures of this module read of an op (``op_core_cycles``,
     ``scratchpad_bytes``, ``register_accesses``, ``level_energy``, ``stream_bands``): its kind,
@@ -576,9 +581,9 @@ def cost_signature(op: Op, graph: Graph) -> tuple:
     attrs = op.attrs
     runs = attrs.get("runs")
     ins = op.inputs
-    inputs = tuple([(t.shape, t.dtype, t.itemsize, t.kind) for t in map(tensors.__getitem__, ins)])
+    inputs = tuple(map(_TENSOR_FIGURES, map(tensors.__getitem__, ins)))
     repeats = None if len(set(ins)) == len(ins) else tuple(map(ins.index, ins))
-    outputs = tuple([(t.shape, t.dtype, t.itemsize, t.kind) for t in map(tensors.__getitem__, op.outputs)])
+    outputs = tuple(map(_TENSOR_FIGURES, map(tensors.__getitem__, op.outputs)))
     return (op.kind, gemm_identity(op.gemm), op.macs, op.vector_ops, inputs, repeats, outputs,
             attrs.get("marker"), "epilogue" in attrs, attrs.get("acc"), attrs.get("k_last"),
             None if runs is None else tuple(sorted(runs.items())))

@@ -131,20 +131,20 @@ def _is_topological(graph: Graph, order: list) -> bool:
     lists instead of NumPy scalars; False when unsure (an input of no producer)."""
     if sorted(order) != list(range(graph.n_ops)):
         return False
-    step, tensors = step_of(order).tolist(), graph.tensors
-    for op in graph.ops:
-        s = step[op.id]
-        for t in op.inputs:
-            producer = tensors[t].producer
-            if producer is not None:
-                if step[producer] >= s:
-                    return False
-                continue
-            for source in tensors[t].sources:
-                producer = tensors[source].producer
-                if producer is None or step[producer] >= s:
-                    return False
-    return True
+    arrays, tensors = graph.arrays, graph.tensors
+    step = step_of(order)
+    reader = np.repeat(np.arange(graph.n_ops), np.diff(arrays.op_input_ptr))  # op of each (distinct) input
+    producer = arrays.producer[arrays.op_input_idx]
+    made = producer >= 0
+    if (step[producer[made]] >= step[reader[made]]).any():
+        return False
+    # an input no op produces (a graph input, a weight) may be read from tiles (its sources),
+    # each produced at an earlier step
+    sources = [tensors[t].sources for t in arrays.op_input_idx[~made].tolist()]
+    counts = np.fromiter(map(len, sources), np.int64, len(sources))
+    source_producer = arrays.producer[np.fromiter(chain.from_iterable(sources), np.int64, int(counts.sum()))]
+    return bool((source_producer >= 0).all()
+                and (step[source_producer] < np.repeat(step[reader[~made]], counts)).all())
 
 
 def _check_streams(plan: Plan, graph: Graph, report) -> None:
