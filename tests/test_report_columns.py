@@ -38,3 +38,22 @@ def test_a_breakdown_row_is_the_dict_of_its_columns():
     with pytest.raises(AttributeError):
         row.op = "t1"
     assert copy.deepcopy(row) == row and pickle.loads(pickle.dumps(row)) == row
+
+
+def test_breakdown_bytes_are_each_ops_distinct_inputs_and_its_outputs():
+    """``bytes_in`` / ``bytes_out`` of every tile's row (summed for all ops at once over the
+    graph's arrays) against the sizes of the op's distinct input and output tensors, on a
+    tiled run (views, weights shared by tiles) and an untiled one."""
+    from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
+
+    hw = load_hw("edge-npu")
+    graph = load_graph("squeezenet1_0")
+    for plan in (plan_graph(graph, hw, budget=resolve_budget("64KiB", graph, hw)), plan_graph(graph, hw)):
+        report = simulate_plan(plan, hw, validated=True)
+        ops = {op.name: op for op in plan.bound_graph.ops}
+        tensors = plan.bound_graph.tensors
+        assert len(report.op_breakdown) == len(ops)
+        for row in report.op_breakdown:
+            op = ops[row["op"]]
+            assert row["bytes_in"] == sum(tensors[t].size for t in set(op.inputs))
+            assert row["bytes_out"] == sum(tensors[t].size for t in op.outputs)

@@ -46,6 +46,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from npusim.util.fast_init import positional_constructor
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
@@ -185,13 +187,22 @@ def _compute_row(t: CommandTiming) -> tuple:
     return t.start, t.end, t.binding, t.lane, next(iter(t.parts), "")
 
 
+def _per_op_sums(sizes: np.ndarray, pointers: np.ndarray, tensors: np.ndarray) -> list[int]:
+    """Per op, the sum of ``sizes`` over its tensors (a CSR list: op i's are
+    ``tensors[pointers[i]:pointers[i + 1]]``), for every op at once."""
+    running = np.concatenate(([0], np.cumsum(sizes[tensors], dtype=np.int64)))
+    return (running[pointers[1:]] - running[pointers[:-1]]).tolist()
+
+
 def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     """One row per compute command: when it ran, what bound it, and how long its stream sat
     idle before it and why (the kind of command it waited for last; ``load (space)``: a load
     that itself waited for its scratchpad region to be released; ``load (DRAM banks)``: a load
     whose data phase lost a quarter or more to DRAM bank timing, ``dram.model: banks``)."""
     graph = program.graph
-    size = graph.arrays.tensor_size.tolist()  # Tensor.size of each, once (not per tile)
+    arrays = graph.arrays
+    bytes_in = _per_op_sums(arrays.tensor_size, arrays.op_input_ptr, arrays.op_input_idx)  # distinct inputs
+    bytes_out = _per_op_sums(arrays.tensor_size, arrays.op_output_ptr, arrays.op_output_idx)
     rows = []
     previous_end: dict[str, float] = {}
     starts = _column(timings, "starts", "start")
@@ -220,7 +231,7 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
         rows.append(new_row(
             op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
             cmd.step, cmd.queue, lane, start, end, end - start, bound, idle, waited_for,
-            sum([size[i] for i in dict.fromkeys(op.inputs)]), sum([size[o] for o in op.outputs]),
+            bytes_in[cmd.op], bytes_out[cmd.op],
             op.macs if op.gemm is not None else 0,
         ))
     return rows
