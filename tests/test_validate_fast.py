@@ -95,3 +95,51 @@ def test_the_array_topological_test_accepts_exactly_the_orders_check_order_accep
         accepted += expected
         refused += not expected
     assert accepted > 10 and refused > 10
+
+
+def test_a_grid_of_boxes_is_accepted_only_when_counting_finds_each_element_once():
+    """``_grid_of_boxes`` (check_tiling's fast path) against counting the elements: random
+    grids are accepted, and grids with a cell dropped, doubled, shifted or split unevenly are
+    either refused (then counted) or, when accepted, counted once everywhere too."""
+    from npusim.plan.validate import _count_elements, _grid_of_boxes
+
+    rng = random.Random(3)
+    accepted = refused = 0
+    for trial in range(600):
+        rank = rng.randint(1, 4)
+        shape = tuple(rng.randint(1, 7) for _ in range(rank))
+        strides = _row_major(shape)
+        cuts = [sorted({0, n, *rng.sample(range(1, n), rng.randint(0, n - 1))}) for n in shape]
+        boxes = [()]
+        for c in cuts:
+            boxes = [b + ((lo, hi),) for b in boxes for lo, hi in zip(c, c[1:])]
+        mutation = trial % 5
+        if mutation == 1 and boxes:
+            boxes.pop(rng.randrange(len(boxes)))
+        elif mutation == 2:
+            boxes.append(rng.choice(boxes))
+        elif mutation == 3:
+            i, d = rng.randrange(len(boxes)), rng.randrange(rank)
+            lo, hi = boxes[i][d]
+            if hi < shape[d]:
+                boxes[i] = boxes[i][:d] + ((lo, hi + 1),) + boxes[i][d + 1:]
+        elif mutation == 4:  # one box split along a dimension, off the grid's cuts
+            i, d = rng.randrange(len(boxes)), rng.randrange(rank)
+            lo, hi = boxes[i][d]
+            if hi - lo > 1:
+                mid = rng.randint(lo + 1, hi - 1)
+                box = boxes.pop(i)
+                boxes += [box[:d] + ((lo, mid),) + box[d + 1:], box[:d] + ((mid, hi),) + box[d + 1:]]
+        views = [View("t", sum(a * s for (a, _), s in zip(box, strides)), tuple(b - a for a, b in box), strides)
+                 for box in boxes]
+        count = np.zeros(int(np.prod(shape)), dtype=np.uint16)
+        for view in views:
+            _count_elements(count, view, shape, strides)
+        if _grid_of_boxes(views, shape, strides):
+            accepted += 1
+            assert (count == 1).all()
+        else:
+            refused += 1
+        if mutation == 0:
+            assert _grid_of_boxes(views, shape, strides)
+    assert accepted > 100 and refused > 100
