@@ -287,6 +287,8 @@ def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> d
 def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) -> None:
     """not_resident, not_ready: at its step, an op's inputs are resident and filled, and its
     outputs have a residency."""
+    if _operands_hold(plan, graph, residency_at, fill):
+        return  # nothing to report (the loop below names each violation)
     ops, only = graph.ops, residency_at.only
     for s, op_id in enumerate(plan.order):
         op = ops[op_id]
@@ -302,6 +304,41 @@ def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) 
             r = only.get(t)
             if (r is None or not r.first <= s <= r.last) and residency_at(t, s) is None:
                 report("not_resident", f"op {op.name!r} at step {s}: output {name(t)!r} has no residency")
+
+
+def _operands_hold(plan: Plan, graph: Graph, residency_at, fill) -> bool:
+    """``_check_operands`` finds nothing, seen as array work: each (op, distinct input) and
+    (op, output) looks up the residency of its tensor holding its step among the residencies
+    sorted by (tensor, first step), and an input's is filled by then. False when a lookup
+    fails, or when the plan's residencies are not disjoint in steps per tensor or lie outside
+    its steps (``ResidencyIndex`` then scans them in plan order): the loop then reports."""
+    by_tensor = residency_at.by_tensor
+    if len(residency_at.only) + len(residency_at.sorted) != len(by_tensor):
+        return False
+    residencies = list(chain.from_iterable(by_tensor.values()))
+    n_steps = plan.n_steps
+    first = np.fromiter(map(attrgetter("first"), residencies), np.int64, len(residencies))
+    last = np.fromiter(map(attrgetter("last"), residencies), np.int64, len(residencies))
+    if len(residencies) and (first.min() < 0 or last.max() >= n_steps):
+        return False
+    tensor = np.repeat(np.fromiter(by_tensor, np.int64, len(by_tensor)),
+                       np.fromiter(map(len, by_tensor.values()), np.int64, len(by_tensor)))
+    filled = np.fromiter((fill.get(id(r), -1) for r in residencies), np.int64, len(residencies))
+    by_start = np.lexsort((first, tensor))
+    key = tensor[by_start] * n_steps + first[by_start]
+    arrays, step = graph.arrays, step_of(list(plan.order))
+
+    def holding(ptr, idx) -> tuple[bool, np.ndarray]:
+        op = np.repeat(np.arange(graph.n_ops), np.diff(ptr))
+        t, s = idx, step[op]
+        i = np.searchsorted(key, t * n_steps + s, side="right") - 1
+        found = by_start[np.maximum(i, 0)]
+        return bool(((i >= 0) & (tensor[found] == t) & (last[found] >= s)).all()), (found, s)
+
+    inputs_held, (found, s) = holding(arrays.op_input_ptr, arrays.op_input_idx)
+    if not inputs_held or (filled[found] > s).any():
+        return False
+    return holding(arrays.op_output_ptr, arrays.op_output_idx)[0]
 
 
 def _arrives_after(r, fill, s: int) -> int | None:
