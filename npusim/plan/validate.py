@@ -127,8 +127,9 @@ def _check_order(plan: Plan, graph: Graph, report) -> bool:
 
 def _is_topological(graph: Graph, order: list) -> bool:
     """Whether ``check_order`` accepts ``order``, by the same tests (a permutation of the ops;
-    every input produced, or every tile it is read from produced, at an earlier step) on plain
-    lists instead of NumPy scalars; False when unsure (an input of no producer)."""
+    every input produced, or every tile it is read from produced, at an earlier step) as array
+    work over the graph's input lists (``Graph.arrays``); when False, ``check_order`` names the
+    problem."""
     if sorted(order) != list(range(graph.n_ops)):
         return False
     arrays, tensors = graph.arrays, graph.tensors
@@ -316,10 +317,12 @@ def _operands_hold(plan: Plan, graph: Graph, residency_at, fill) -> bool:
     if len(residency_at.only) + len(residency_at.sorted) != len(by_tensor):
         return False
     residencies = list(chain.from_iterable(by_tensor.values()))
+    if not residencies:
+        return False  # (the loop reports every operand)
     n_steps = plan.n_steps
     first = np.fromiter(map(attrgetter("first"), residencies), np.int64, len(residencies))
     last = np.fromiter(map(attrgetter("last"), residencies), np.int64, len(residencies))
-    if len(residencies) and (first.min() < 0 or last.max() >= n_steps):
+    if first.min() < 0 or last.max() >= n_steps:
         return False
     tensor = np.repeat(np.fromiter(by_tensor, np.int64, len(by_tensor)),
                        np.fromiter(map(len, by_tensor.values()), np.int64, len(by_tensor)))
@@ -328,7 +331,8 @@ def _operands_hold(plan: Plan, graph: Graph, residency_at, fill) -> bool:
     key = tensor[by_start] * n_steps + first[by_start]
     arrays, step = graph.arrays, step_of(list(plan.order))
 
-    def holding(ptr, idx) -> tuple[bool, np.ndarray]:
+    def holding(ptr, idx) -> tuple[bool, tuple[np.ndarray, np.ndarray]]:
+        """(every (op, tensor) of this CSR list finds its residency, (those residencies, the steps))"""
         op = np.repeat(np.arange(graph.n_ops), np.diff(ptr))
         t, s = idx, step[op]
         i = np.searchsorted(key, t * n_steps + s, side="right") - 1
