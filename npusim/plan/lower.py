@@ -46,7 +46,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from bisect import bisect_right
-from operator import itemgetter
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
@@ -157,7 +156,7 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
         queues[c.queue].append(c.id)
     n_streams = max(plan.streams, default=0) + 1
     return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
-                   commands=tuple(commands), residency_users=tuple(tuple(u) for u in users),
+                   commands=tuple(commands), residency_users=tuple(map(tuple, users)),
                    capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
                    plan_status=plan.meta.status, plan_scope=plan.meta.scope, plan_notes=plan.meta.notes, offchip_peak=offchip_footprint(plan, graph, untiled),
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
@@ -224,49 +223,51 @@ def _access_finder(plan: Plan, graph: Graph):
 
     A tensor with one residency (most) is answered by comparing steps; one whose residencies
     are disjoint in steps (every valid plan's; a weight loaded again by each tile) by
-    bisection on their first steps; others (an invalid plan) by a scan in plan order."""
-    by_tensor: dict[int, list] = {}  # tensor -> (first, last, Access) of each residency, plan order
-    for i, r in enumerate(plan.residencies):
-        t = r.tensor
-        span = (r.first, r.last, new_access(i, t, r.offset, r.size))
-        spans = by_tensor.get(t)
-        if spans is None:
-            by_tensor[t] = [span]
+    bisection on their first steps; others (an invalid plan) by a scan in plan order. Steps
+    and Accesses are kept in lists by residency (no tuple per residency for the collector)."""
+    residencies = plan.residencies
+    first = [r.first for r in residencies]
+    last = [r.last for r in residencies]
+    accesses = [new_access(i, r.tensor, r.offset, r.size) for i, r in enumerate(residencies)]
+    only: list = [None] * len(graph.tensors)  # tensor -> its one residency, or a list of its residencies
+    for i, r in enumerate(residencies):
+        held = only[r.tensor]
+        if held is None:
+            only[r.tensor] = i
+        elif held.__class__ is int:
+            only[r.tensor] = [held, i]
         else:
-            spans.append(span)
-    only: list = [None] * len(graph.tensors)  # tensor -> (first, last, Access) of its one residency
-    firsts: dict[int, list[int]] = {}  # tensor of disjoint residencies -> their first steps, sorted
-    in_order: dict[int, list] = {}  # the same tensor -> its (first, last, Access), by first step
-    for t, spans in by_tensor.items():
-        if len(spans) == 1:
-            only[t] = spans[0]
-            continue
-        ordered = sorted(spans, key=_first_step)
-        if all(a[1] < b[0] for a, b in zip(ordered, ordered[1:])):
-            firsts[t], in_order[t] = [span[0] for span in ordered], ordered
+            held.append(i)
+    several: dict[int, list[int]] = {}  # tensor of several residencies -> them, in plan order
+    firsts: dict[int, tuple[list[int], list[int]]] = {}  # and when disjoint: first steps, residencies by first step
+    for t, held in enumerate(only):
+        if held.__class__ is list:
+            several[t], only[t] = held, None
+            ordered = sorted(held, key=first.__getitem__)
+            if all(last[a] < first[b] for a, b in zip(ordered, ordered[1:])):
+                firsts[t] = ([first[i] for i in ordered], ordered)
 
     def not_resident(t: int, s: int):
         return ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
 
     def access_at(t: int, s: int) -> Access:
-        span = only[t]
-        if span is None:
-            starts = firsts.get(t)
-            if starts is None:  # overlapping residencies, or none
-                for first, last, access in by_tensor.get(t, ()):
-                    if first <= s <= last:
-                        return access
+        i = only[t]
+        if i is None:
+            found = firsts.get(t)
+            if found is None:  # overlapping residencies, or none
+                for i in several.get(t, ()):
+                    if first[i] <= s <= last[i]:
+                        return accesses[i]
                 raise not_resident(t, s)
-            span = in_order[t][bisect_right(starts, s) - 1]  # the last to start at or before s
-        first, last, access = span
-        if first <= s <= last:
-            return access
+            starts, ordered = found
+            i = ordered[bisect_right(starts, s) - 1]  # the last to start at or before s
+        if first[i] <= s <= last[i]:
+            return accesses[i]
         raise not_resident(t, s)
 
     return access_at
 
 
-_first_step = itemgetter(0)
 
 
 def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
@@ -302,11 +303,12 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
     users and the filler of a residency, the last store of a tensor, the op and loads of a
     step) is recorded after its waits: it holds only earlier commands, so every wait is on
     an earlier command. Waits are gathered in a list, made a sorted set only when there are
-    several (most commands have none or one)."""
+    several (a load's always: a few of its candidates are None)."""
     users: list[list[int]] = [[] for _ in range(n_residencies)]
-    dma_users: list[list[int]] = [[] for _ in range(n_residencies)]  # residency -> its users that are not computes
+    dma_users: list = [()] * n_residencies  # residency -> its users that are not computes (a list once it has one)
     filler: list[int | None] = [None] * n_residencies  # residency -> the command that fills it first
     last_store_of: list[int | None] = [None] * len(graph.tensors)  # tensor -> latest store command
+    store_of = last_store_of.__getitem__
     compute_at = {}  # step -> its compute command (with a DRAM layout)
     loads_at = defaultdict(list)  # step -> its load commands (with a DRAM layout)
     tensors, dram_reused = graph.tensors, bool(plan.dram)
@@ -314,6 +316,7 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
     for cid, (queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes) in enumerate(drafts):
         waits, streamed = [], ()
         if kind == "compute":
+            loaded = []  # the loads among the fillers waited for: streamed waits
             for a in reads:
                 r = a.residency
                 users[r].append(cid)
@@ -323,7 +326,7 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
                     if by.queue != queue:
                         waits.append(f)
                         if by.kind == "load":
-                            streamed += (f,)
+                            loaded.append(f)
             for a in writes:
                 r = a.residency
                 for q in previous[r]:
@@ -333,27 +336,30 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
                     filler[r] = cid
             if dram_reused:
                 compute_at[step] = cid
-            if len(streamed) > 1:
-                streamed = tuple(sorted(set(streamed)))
+            if loaded:  # a load fills one residency, so no load is here twice
+                streamed = tuple(sorted(loaded)) if len(loaded) > 1 else (loaded[0],)
+            waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
         elif kind == "load":
             (a,) = writes
             r = a.residency
             for q in previous[r]:
                 waits += users[q]
-            # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read from.
-            spill = last_store_of[tensor]
-            if spill is not None:
-                waits.append(spill)
-            for t in tensors[tensor].sources:
-                spill = last_store_of[t]
-                if spill is not None:
-                    waits.append(spill)
+            # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read
+            # from (None for a tensor never stored, dropped below).
+            waits.append(last_store_of[tensor])
+            waits += map(store_of, tensors[tensor].sources)
             users[r].append(cid)
-            dma_users[r].append(cid)
+            if dma_users[r]:
+                dma_users[r].append(cid)
+            else:
+                dma_users[r] = [cid]
             if filler[r] is None:
                 filler[r] = cid
             if dram_reused:
                 loads_at[step].append(cid)
+            waits = set(waits)
+            waits.discard(None)
+            waits = tuple(sorted(waits))
         else:  # store
             (a,) = reads
             r = a.residency
@@ -368,9 +374,13 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
                 waits += loads_at[step]
             last_store_of[tensor] = cid
             users[r].append(cid)
-            dma_users[r].append(cid)
+            if dma_users[r]:
+                dma_users[r].append(cid)
+            else:
+                dma_users[r] = [cid]
+            waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
         commands.append(new_command(cid, queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes,
-                                    tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits), streamed))
+                                    waits, streamed))
     return commands, users
 
 
