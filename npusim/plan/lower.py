@@ -210,11 +210,12 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterato
             s = i - n_transfers
             op_id = order[s]
             op = ops[op_id]
-            inputs = op.inputs
+            inputs, outputs = op.inputs, op.outputs
             if len(inputs) > 1:
                 inputs = dict.fromkeys(inputs)  # an input read twice is one read
+            writes = (access_at(outputs[0], s),) if len(outputs) == 1 else tuple([access_at(t, s) for t in outputs])
             yield (stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
-                   tuple([access_at(t, s) for t in inputs]), tuple([access_at(t, s) for t in op.outputs]))
+                   tuple([access_at(t, s) for t in inputs]), writes)
 
 
 def _access_finder(plan: Plan, graph: Graph):
@@ -388,7 +389,7 @@ def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
     """Where a DMA of ``tensor`` reads or writes DRAM: the whole tensor at its buffer's offset
     (0 when the plan has none), or a tile's strided view of its base tensor's buffer, in the
     storage order of the DRAM layout."""
-    base = dram.get(buffer_of(tensor), 0)
+    base = dram.get(buffer_of(tensor), 0) if dram else 0
     offset, shape, strides = layout.view_of(tensor)
     return new_dram_view(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
 
