@@ -7,7 +7,9 @@ residencies and transfers, the simulator as many command timings and timeline en
 default factories would make dicts only for them to be replaced): ``positional_constructor(cls)``
 gives a function that takes every field, in declaration order, and returns the same object as
 ``cls(...)``. Like ``dataclasses`` itself, it writes that function's source (one descriptor
-call per field, no loop) and compiles it.
+call per field, no loop) and compiles it. ``twin_constructor(cls)`` returns the same object
+again 2-3x faster (plain slot stores on a twin class of the same layout, then the class
+swapped), for the classes made by the million: lowering's commands.
 """
 
 from __future__ import annotations
