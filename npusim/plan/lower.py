@@ -274,23 +274,25 @@ def _access_finder(plan: Plan, graph: Graph):
 def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
     """``dram_side(tensor)``: the DramView and TransferCost of a DMA of ``tensor`` (memoised:
     a tensor moved again is moved from the same place)."""
-    found: dict[int, tuple[DramView, TransferCost]] = {}
     # A view's counts depend on its start only through the start's phase in a burst (shifting
     # every chunk by whole bursts moves as many bursts): tiles of one shape share their cost.
     costs = {}  # (shape, strides, itemsize, address mod burst) -> TransferCost
     burst, max_dims = hw.dma.burst_bytes, hw.dma.max_dims
     tensors, dram = graph.tensors, plan.dram
+    views: list[DramView | None] = [None] * len(tensors)  # tensor -> its DramView, once moved
+    view_costs: list[TransferCost | None] = [None] * len(tensors)  # tensor -> that view's cost
 
     def dram_side(t: int) -> tuple[DramView, TransferCost]:
-        side = found.get(t)
-        if side is None:
-            view = dram_view(tensors[t], dram, layout)
-            key = (view.shape, view.strides, view.itemsize, view.address % burst)
-            cost = costs.get(key)
-            if cost is None:
-                cost = costs[key] = transfer_cost(view.shape, view.strides, view.itemsize, view.address, burst, max_dims)
-            side = found[t] = (view, cost)
-        return side
+        view = views[t]
+        if view is not None:
+            return view, view_costs[t]
+        view = views[t] = dram_view(tensors[t], dram, layout)
+        key = (view.shape, view.strides, view.itemsize, view.address % burst)
+        cost = costs.get(key)
+        if cost is None:
+            cost = costs[key] = transfer_cost(view.shape, view.strides, view.itemsize, view.address, burst, max_dims)
+        view_costs[t] = cost
+        return view, cost
 
     return dram_side
 
