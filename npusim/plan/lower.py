@@ -44,8 +44,8 @@ scratchpad capacity, the off-chip footprint and the plan's name and status, so
 
 from __future__ import annotations
 
-from collections import defaultdict
 from bisect import bisect_right
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
@@ -164,7 +164,7 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
 
 class Draft(NamedTuple):
     """A command's fields but its id and waits, in ``Command``'s order (documentation only:
-    ``_draft_commands`` yields plain tuples of these fields, a third of the cost to make)."""
+    ``_draft_commands`` yields plain tuples of these fields, cheaper to make and unpack)."""
 
     queue: str
     kind: str
@@ -267,8 +267,6 @@ def _access_finder(plan: Plan, graph: Graph):
         raise not_resident(t, s)
 
     return access_at
-
-
 
 
 def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
