@@ -1,4 +1,4 @@
-"""npusim.util.fast_init: the slot-filling constructor builds what the dataclass's own does."""
+"""npusim.util.fast_init: the slot-filling constructors build what the dataclass's own does."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 
 from npusim.graph.model import Gemm, Op, Tensor, View
 from npusim.plan.model import Residency, Transfer
-from npusim.util.fast_init import positional_constructor
+from npusim.plan.lower import Access, Command, DramView
+from npusim.plan.transfer_cost import TransferCost
+from npusim.util.fast_init import positional_constructor, twin_constructor
 
 
 @pytest.mark.parametrize("cls, values", [
@@ -17,9 +19,12 @@ from npusim.util.fast_init import positional_constructor
     (View, ("t", 8, (1, 8), (16, 1))),
     (Residency, (0, 3, 128, 7, 64)),
     (Transfer, (2, "load", 7, "compulsory", 64)),
+    (Command, (5, "dma.load", "load", 2, None, 7, "spill", 64, DramView(4096, (2, 8), (16, 1), 1),
+               TransferCost(16, 2, 2, 1, 64), (), (Access(3, 7, 128, 64),), (1, 4), (4,))),
 ])
-def test_positional_constructor_builds_what_the_class_builds(cls, values):
-    made, expected = positional_constructor(cls)(*values), cls(*values)
+@pytest.mark.parametrize("constructor", [positional_constructor, twin_constructor])
+def test_positional_constructor_builds_what_the_class_builds(cls, values, constructor):
+    made, expected = constructor(cls)(*values), cls(*values)
     assert type(made) is cls and made == expected and repr(made) == repr(expected)
     assert hash(made) == hash(expected)
     with pytest.raises(AttributeError):  # still frozen
@@ -39,5 +44,18 @@ def test_positional_constructor_refuses_classes_it_cannot_fill():
             assert self.x > 0
 
     for cls in (Plain, Checked):
-        with pytest.raises(TypeError):
-            positional_constructor(cls)
+        for constructor in (positional_constructor, twin_constructor):
+            with pytest.raises(TypeError):
+                constructor(cls)
+
+
+def test_twin_constructor_refuses_a_class_its_twin_cannot_become():
+    class Odd:  # a slotted class whose layout no twin of its __slots__ can have (a __dict__ from its base)
+        pass
+
+    @dataclass(frozen=True, slots=True)
+    class WithDict(Odd):
+        x: int
+
+    with pytest.raises(TypeError):
+        twin_constructor(WithDict)

@@ -5,13 +5,15 @@ module docstring."""
 import random
 from collections import defaultdict
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from npusim import workflow as W
 from npusim.graph.tiling import view_region
 from npusim.plan.layout import DramLayout, storage_view
-from npusim.plan.lower import Access, Command, DramView, _previous_occupants, lower, new_command
+from npusim.plan.lower import Access, Command, DramView, _access_finder, _previous_occupants, lower, new_command
+from npusim.plan.model import Residency
 from npusim.plan.painting import AddressPainter
 from npusim.plan.transfer_cost import TransferCost
 from npusim.testing.seeded_races import seeded_cases
@@ -40,6 +42,37 @@ def test_painter_reports_the_owners_a_byte_map_has():
             expected = {owner_of[b] for b in range(lo, hi) if b in owner_of}
             assert painter.paint(lo, hi, owner) == expected
             owner_of.update(dict.fromkeys(range(lo, hi), owner))
+
+
+def test_access_finder_finds_what_a_scan_in_plan_order_finds():
+    """One residency, several disjoint ones (bisected) and overlapping or empty ones (scanned),
+    in shuffled plan order: the first residency in plan order holding the step, else an error."""
+    rng = random.Random(11)
+    for _ in range(40):
+        residencies = []
+        for t in range(6):
+            if t % 3 == 0:  # disjoint, with gaps
+                step = rng.randrange(3)
+                for _ in range(rng.randrange(1, 6)):
+                    length = rng.randrange(4)
+                    residencies.append(Residency(step, step + length, rng.randrange(100), t, 8))
+                    step += length + 1 + rng.randrange(3)
+            else:  # anything: overlapping, empty (last < first), or one
+                for _ in range(rng.randrange(1, 4) if t % 3 == 1 else 1):
+                    first = rng.randrange(20)
+                    residencies.append(Residency(first, first + rng.randrange(-1, 8), rng.randrange(100), t, 8))
+        rng.shuffle(residencies)
+        graph = SimpleNamespace(tensors=[SimpleNamespace(name=f"t{t}") for t in range(7)])  # t6: never resident
+        access_at = _access_finder(SimpleNamespace(residencies=residencies), graph)
+        for t in range(7):
+            for s in range(30):
+                held = [i for i, r in enumerate(residencies) if r.tensor == t and r.first <= s <= r.last]
+                if not held:
+                    with pytest.raises(ValueError, match="not resident"):
+                        access_at(t, s)
+                    continue
+                r = residencies[held[0]]
+                assert access_at(t, s) == Access(held[0], t, r.offset, r.size)
 
 
 def reference_waits(commands, previous, dram_reused, graph):

@@ -44,8 +44,8 @@ scratchpad capacity, the off-chip footprint and the plan's name and status, so
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
-from operator import attrgetter
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
@@ -58,7 +58,7 @@ from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.bound import as_bound
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
 DMA_QUEUE = {"load": "dma.load", "store": "dma.store"}
@@ -130,9 +130,9 @@ class Program:
 #: ``Command(...)``, ``Access(...)`` and ``DramView(...)`` with every field given, made faster
 #: (``npusim.util.fast_init``): lowering builds one per transfer and op, per residency and per
 #: tensor moved, tens of thousands to a million.
-new_command = positional_constructor(Command)
-new_access = positional_constructor(Access)
-new_dram_view = positional_constructor(DramView)
+new_command = twin_constructor(Command)
+new_access = twin_constructor(Access)
+new_dram_view = twin_constructor(DramView)
 
 
 def dma_settings(hw) -> tuple:
@@ -156,14 +156,15 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
         queues[c.queue].append(c.id)
     n_streams = max(plan.streams, default=0) + 1
     return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
-                   commands=tuple(commands), residency_users=tuple(tuple(u) for u in users),
+                   commands=tuple(commands), residency_users=tuple(map(tuple, users)),
                    capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
                    plan_status=plan.meta.status, plan_scope=plan.meta.scope, plan_notes=plan.meta.notes, offchip_peak=offchip_footprint(plan, graph, untiled),
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
 
 
 class Draft(NamedTuple):
-    """A command's fields but its id and waits, in ``Command``'s order."""
+    """A command's fields but its id and waits, in ``Command``'s order (documentation only:
+    ``_draft_commands`` yields plain tuples of these fields, cheaper to make and unpack)."""
 
     queue: str
     kind: str
@@ -178,9 +179,10 @@ class Draft(NamedTuple):
     writes: tuple[Access, ...]
 
 
-def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterator[Draft]:
-    """Every transfer and op as a command's fields without waits, in (step, phase, tensor or
-    op) order, transfers before ops (in plan order) on ties.
+def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterator[tuple]:
+    """Every transfer and op as a command's fields without waits (a ``Draft``'s fields, as a
+    plain tuple), in (step, phase, tensor or op) order, transfers before ops (in plan order) on
+    ties.
 
     Made one at a time in that order (the order is found from the keys alone): a Program of a
     million commands never holds a million drafts, nor does the collector scan them."""
@@ -194,34 +196,75 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterato
     keys += [(s * 3 + 1) * width + op_id for s, op_id in enumerate(order)]
     stream_queue = [f"stream{s}" for s in range(max(streams, default=0) + 1)]
     n_transfers = len(transfers)
+    load_queue, store_queue = DMA_QUEUE["load"], DMA_QUEUE["store"]
     for i in sorted(range(len(keys)), key=keys.__getitem__):
         if i < n_transfers:
             tr = transfers[i]
-            a = (access_at(tr.tensor, tr.step),)
-            view, cost = dram_side(tr.tensor)
-            store = tr.kind == "store"
-            yield Draft(DMA_QUEUE[tr.kind], tr.kind, tr.step, None, tr.tensor, tr.cause,
-                        tr.size, view, cost, a if store else (), () if store else a)
+            step, t = tr.step, tr.tensor
+            view, cost = dram_side(t)
+            if tr.kind == "load":
+                yield (load_queue, "load", step, None, t, tr.cause, tr.size, view, cost, (), (access_at(t, step),))
+            else:
+                yield (store_queue, "store", step, None, t, tr.cause, tr.size, view, cost, (access_at(t, step),), ())
         else:
             s = i - n_transfers
             op_id = order[s]
             op = ops[op_id]
-            yield Draft(stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
-                        tuple([access_at(t, s) for t in dict.fromkeys(op.inputs)]),
-                        tuple([access_at(t, s) for t in op.outputs]))
+            inputs, outputs = op.inputs, op.outputs
+            if len(inputs) > 1:
+                inputs = dict.fromkeys(inputs)  # an input read twice is one read
+            writes = (access_at(outputs[0], s),) if len(outputs) == 1 else tuple([access_at(t, s) for t in outputs])
+            yield (stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
+                   tuple([access_at(t, s) for t in inputs]), writes)
 
 
 def _access_finder(plan: Plan, graph: Graph):
-    """``access_at(tensor, step)``: the Access of the residency holding ``tensor`` at ``step``."""
-    by_tensor: list[list] = [[] for _ in graph.tensors]  # tensor -> (first, last, Access) of each residency
-    for i, r in enumerate(plan.residencies):
-        by_tensor[r.tensor].append((r.first, r.last, new_access(i, r.tensor, r.offset, r.size)))
+    """``access_at(tensor, step)``: the Access of the residency holding ``tensor`` at ``step``
+    (the first such in plan order).
+
+    A tensor with one residency (most) is answered by comparing steps; one whose residencies
+    are disjoint in steps (every valid plan's; a weight loaded again by each tile) by
+    bisection on their first steps; others (an invalid plan) by a scan in plan order. Steps
+    and Accesses are kept in lists by residency (no tuple per residency for the collector)."""
+    residencies = plan.residencies
+    first = [r.first for r in residencies]
+    last = [r.last for r in residencies]
+    accesses = [new_access(i, r.tensor, r.offset, r.size) for i, r in enumerate(residencies)]
+    only: list = [None] * len(graph.tensors)  # tensor -> its one residency, or a list of its residencies
+    for i, r in enumerate(residencies):
+        held = only[r.tensor]
+        if held is None:
+            only[r.tensor] = i
+        elif held.__class__ is int:
+            only[r.tensor] = [held, i]
+        else:
+            held.append(i)
+    several: dict[int, list[int]] = {}  # tensor of several residencies -> them, in plan order
+    firsts: dict[int, tuple[list[int], list[int]]] = {}  # and when disjoint: first steps, residencies by first step
+    for t, held in enumerate(only):
+        if held.__class__ is list:
+            several[t], only[t] = held, None
+            ordered = sorted(held, key=first.__getitem__)
+            if all(last[a] < first[b] for a, b in zip(ordered, ordered[1:])):
+                firsts[t] = ([first[i] for i in ordered], ordered)
+
+    def not_resident(t: int, s: int):
+        return ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
 
     def access_at(t: int, s: int) -> Access:
-        for first, last, access in by_tensor[t]:
-            if first <= s <= last:
-                return access
-        raise ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
+        i = only[t]
+        if i is None:
+            found = firsts.get(t)
+            if found is None:  # overlapping residencies, or none
+                for i in several.get(t, ()):
+                    if first[i] <= s <= last[i]:
+                        return accesses[i]
+                raise not_resident(t, s)
+            starts, ordered = found
+            i = ordered[bisect_right(starts, s) - 1]  # the last to start at or before s
+        if first[i] <= s <= last[i]:
+            return accesses[i]
+        raise not_resident(t, s)
 
     return access_at
 
@@ -229,28 +272,30 @@ def _access_finder(plan: Plan, graph: Graph):
 def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
     """``dram_side(tensor)``: the DramView and TransferCost of a DMA of ``tensor`` (memoised:
     a tensor moved again is moved from the same place)."""
-    found: dict[int, tuple[DramView, TransferCost]] = {}
     # A view's counts depend on its start only through the start's phase in a burst (shifting
     # every chunk by whole bursts moves as many bursts): tiles of one shape share their cost.
     costs = {}  # (shape, strides, itemsize, address mod burst) -> TransferCost
     burst, max_dims = hw.dma.burst_bytes, hw.dma.max_dims
     tensors, dram = graph.tensors, plan.dram
+    views: list[DramView | None] = [None] * len(tensors)  # tensor -> its DramView, once moved
+    view_costs: list[TransferCost | None] = [None] * len(tensors)  # tensor -> that view's cost
 
     def dram_side(t: int) -> tuple[DramView, TransferCost]:
-        side = found.get(t)
-        if side is None:
-            view = dram_view(tensors[t], dram, layout)
-            key = (view.shape, view.strides, view.itemsize, view.address % burst)
-            cost = costs.get(key)
-            if cost is None:
-                cost = costs[key] = transfer_cost(view.shape, view.strides, view.itemsize, view.address, burst, max_dims)
-            side = found[t] = (view, cost)
-        return side
+        view = views[t]
+        if view is not None:
+            return view, view_costs[t]
+        view = views[t] = dram_view(tensors[t], dram, layout)
+        key = (view.shape, view.strides, view.itemsize, view.address % burst)
+        cost = costs.get(key)
+        if cost is None:
+            cost = costs[key] = transfer_cost(view.shape, view.strides, view.itemsize, view.address, burst, max_dims)
+        view_costs[t] = cost
+        return view, cost
 
     return dram_side
 
 
-def _with_waits(drafts: Iterable[Draft], previous, n_residencies: int, plan: Plan,
+def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Plan,
                 graph: Graph) -> tuple[list[Command], list[list[int]]]:
     """The commands with the waits of the module docstring, and per residency the commands
     that touch it.
@@ -258,68 +303,85 @@ def _with_waits(drafts: Iterable[Draft], previous, n_residencies: int, plan: Pla
     Commands are visited in issue order, and what a command's waits are found from (the
     users and the filler of a residency, the last store of a tensor, the op and loads of a
     step) is recorded after its waits: it holds only earlier commands, so every wait is on
-    an earlier command."""
+    an earlier command. Waits are gathered in a list, made a sorted set only when there are
+    several (a load's always: a few of its candidates are None)."""
     users: list[list[int]] = [[] for _ in range(n_residencies)]
-    dma_users = defaultdict(list)  # residency -> its users that are not computes
+    dma_users: list = [()] * n_residencies  # residency -> its users that are not computes (a list once it has one)
     filler: list[int | None] = [None] * n_residencies  # residency -> the command that fills it first
-    last_store_of = {}  # tensor -> latest store command
+    last_store_of: list[int | None] = [None] * len(graph.tensors)  # tensor -> latest store command
+    store_of = last_store_of.__getitem__
     compute_at = {}  # step -> its compute command (with a DRAM layout)
     loads_at = defaultdict(list)  # step -> its load commands (with a DRAM layout)
     tensors, dram_reused = graph.tensors, bool(plan.dram)
     commands = []
-    for cid, d in enumerate(drafts):
-        waits, streamed = set(), ()
-        kind = d.kind
+    for cid, (queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes) in enumerate(drafts):
+        waits, streamed = [], ()
         if kind == "compute":
-            for a in d.reads:
-                f = filler[a.residency]
-                if f is not None and commands[f].queue != d.queue:
-                    waits.add(f)
-                    if commands[f].kind == "load":
-                        streamed += (f,)
-            for a in d.writes:
-                for q in previous[a.residency]:
-                    waits.update(dma_users.get(q, ()))
-            for a in d.reads:
-                users[a.residency].append(cid)
-            for a in d.writes:
-                users[a.residency].append(cid)
-                if filler[a.residency] is None:
-                    filler[a.residency] = cid
+            loaded = []  # the loads among the fillers waited for: streamed waits
+            for a in reads:
+                r = a.residency
+                users[r].append(cid)
+                f = filler[r]
+                if f is not None:
+                    by = commands[f]
+                    if by.queue != queue:
+                        waits.append(f)
+                        if by.kind == "load":
+                            loaded.append(f)
+            for a in writes:
+                r = a.residency
+                for q in previous[r]:
+                    waits += dma_users[q]
+                users[r].append(cid)
+                if filler[r] is None:
+                    filler[r] = cid
             if dram_reused:
-                compute_at[d.step] = cid
+                compute_at[step] = cid
+            if loaded:  # a load fills one residency, so no load is here twice
+                streamed = tuple(sorted(loaded)) if len(loaded) > 1 else (loaded[0],)
+            waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
         elif kind == "load":
-            (a,) = d.writes
-            for q in previous[a.residency]:
-                waits.update(users[q])
-            # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read from.
-            t = d.tensor
-            if t in last_store_of:
-                waits.add(last_store_of[t])
-            for t in tensors[t].sources:
-                if t in last_store_of:
-                    waits.add(last_store_of[t])
-            users[a.residency].append(cid)
-            dma_users[a.residency].append(cid)
-            if filler[a.residency] is None:
-                filler[a.residency] = cid
+            (a,) = writes
+            r = a.residency
+            for q in previous[r]:
+                waits += users[q]
+            # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read
+            # from (None for a tensor never stored, dropped below).
+            waits.append(last_store_of[tensor])
+            waits += map(store_of, tensors[tensor].sources)
+            users[r].append(cid)
+            if dma_users[r]:
+                dma_users[r].append(cid)
+            else:
+                dma_users[r] = [cid]
+            if filler[r] is None:
+                filler[r] = cid
             if dram_reused:
-                loads_at[d.step].append(cid)
+                loads_at[step].append(cid)
+            waits = set(waits)
+            waits.discard(None)
+            waits = tuple(sorted(waits))
         else:  # store
-            (a,) = d.reads
-            f = filler[a.residency]
+            (a,) = reads
+            r = a.residency
+            f = filler[r]
             if f is not None:
-                waits.add(f)
-                if commands[f].kind == "compute" and commands[f].step == d.step:
+                waits.append(f)
+                by = commands[f]
+                if by.kind == "compute" and by.step == step:
                     streamed = (f,)
             if dram_reused:  # DRAM is reused: no store before the op of its step (see above)
-                waits.add(compute_at[d.step])
-                waits.update(loads_at[d.step])
-            last_store_of[d.tensor] = cid
-            users[a.residency].append(cid)
-            dma_users[a.residency].append(cid)
-        waits = tuple(sorted(waits)) if len(waits) > 1 else tuple(waits)
-        commands.append(new_command(cid, *d, waits, tuple(sorted(set(streamed))) if streamed else ()))
+                waits.append(compute_at[step])
+                waits += loads_at[step]
+            last_store_of[tensor] = cid
+            users[r].append(cid)
+            if dma_users[r]:
+                dma_users[r].append(cid)
+            else:
+                dma_users[r] = [cid]
+            waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
+        commands.append(new_command(cid, queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes,
+                                    waits, streamed))
     return commands, users
 
 
@@ -327,7 +389,7 @@ def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
     """Where a DMA of ``tensor`` reads or writes DRAM: the whole tensor at its buffer's offset
     (0 when the plan has none), or a tile's strided view of its base tensor's buffer, in the
     storage order of the DRAM layout."""
-    base = dram.get(buffer_of(tensor), 0)
+    base = dram.get(buffer_of(tensor), 0) if dram else 0
     offset, shape, strides = layout.view_of(tensor)
     return new_dram_view(base + offset * tensor.itemsize, shape, strides, tensor.itemsize)
 
@@ -341,24 +403,33 @@ def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) ->
     return sum(graph.tensors[t].size for t in in_dram)
 
 
-def _previous_occupants(residencies) -> list[list[int]]:
-    """For each residency, the residencies that held any of its bytes just before it.
+def _previous_occupants(residencies) -> list:
+    """For each residency, the residencies that held any of its bytes just before it, sorted
+    (a list, or ``()`` for none).
 
     Residencies are painted onto the address space in order of their first step; the
     segments a new residency paints over name its previous occupants (only the latest one per
     byte: earlier ones were released before those were filled, transitively for a safe plan).
     """
     painter = AddressPainter()
-    previous: list[list[int]] = [[] for _ in residencies]
+    n = len(residencies)
+    previous: list = [()] * n
     last = [r.last for r in residencies]
-    # By (first, offset), ties in residency order (the index breaks them).
-    for _, i in sorted(zip(map(_first_then_offset, residencies), range(len(residencies)))):
+    # By (first, offset) packed into one int (cheaper to sort than a tuple), ties in residency
+    # order (the sort is stable): an offset is below ``span``.
+    span = max((r.offset for r in residencies), default=0) + 1
+    keys = [r.first * span + r.offset for r in residencies]
+    paint = painter.paint
+    for i in sorted(range(n), key=keys.__getitem__):
         r = residencies[i]
-        found = painter.paint(r.offset, r.offset + r.size, i)
+        offset = r.offset
+        found = paint(offset, offset + r.size, i)
         if found:
             begins = r.first
-            previous[i] = sorted([q for q in found if last[q] < begins])
+            if len(found) == 1:
+                (q,) = found
+                if last[q] < begins:
+                    previous[i] = [q]
+            else:
+                previous[i] = sorted([q for q in found if last[q] < begins])
     return previous
-
-
-_first_then_offset = attrgetter("first", "offset")
