@@ -98,10 +98,12 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
     residency_at = ResidencyIndex(by_tensor)
     fill = _check_filled(plan, graph, by_tensor, loads, name, report)
-    _check_operands(plan, graph, residency_at, fill, name, report)
+    table = _ResidencyTable.of(residency_at, fill, plan.n_steps)  # for the array checks run first
+    _check_operands(plan, graph, residency_at, fill, table, name, report)
     first_store = {t: min(tr.step for tr in trs) for t, trs in stores.items() if trs}
-    for t, trs in loads.items():
-        _check_loads(graph.tensors[t], trs, first_store, residency_at, name, report)
+    if not _loads_hold(graph, loads, first_store, table):  # else nothing to report
+        for t, trs in loads.items():
+            _check_loads(graph.tensors[t], trs, first_store, residency_at, name, report)
     for t, trs in stores.items():
         _check_stores(graph.tensors[t], trs, residency_at, fill, name, report)
     _check_written_back(graph, stores, report)
@@ -285,10 +287,10 @@ def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> d
     return fill
 
 
-def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) -> None:
+def _check_operands(plan: Plan, graph: Graph, residency_at, fill, table, name, report) -> None:
     """not_resident, not_ready: at its step, an op's inputs are resident and filled, and its
     outputs have a residency."""
-    if _operands_hold(plan, graph, residency_at, fill):
+    if _operands_hold(plan, graph, table):
         return  # nothing to report (the loop below names each violation)
     ops, only = graph.ops, residency_at.only
     for s, op_id in enumerate(plan.order):
@@ -307,42 +309,92 @@ def _check_operands(plan: Plan, graph: Graph, residency_at, fill, name, report) 
                 report("not_resident", f"op {op.name!r} at step {s}: output {name(t)!r} has no residency")
 
 
-def _operands_hold(plan: Plan, graph: Graph, residency_at, fill) -> bool:
+class _ResidencyTable:
+    """The residencies of ``ResidencyIndex`` as arrays sorted by (tensor, first step), to
+    answer many (tensor, step) lookups at once (``find``), with the step each is filled from
+    (``fill``; -1 if never). Made (``of``) only when each tensor's residencies are disjoint in
+    steps (every valid plan's), where the holder of a step is unique."""
+
+    def __init__(self, residencies: list, tensor: np.ndarray, fill, n_steps: int) -> None:
+        self.first = np.fromiter(map(attrgetter("first"), residencies), np.int64, len(residencies))
+        self.last = np.fromiter(map(attrgetter("last"), residencies), np.int64, len(residencies))
+        self.tensor, self.n_steps = tensor, n_steps
+        self.filled = np.fromiter((fill.get(id(r), -1) for r in residencies), np.int64, len(residencies))
+        self.by_start = np.lexsort((self.first, tensor))
+        self.key = tensor[self.by_start] * n_steps + self.first[self.by_start]
+
+    @classmethod
+    def of(cls, residency_at, fill, n_steps: int) -> "_ResidencyTable | None":
+        by_tensor = residency_at.by_tensor
+        if len(residency_at.only) + len(residency_at.sorted) != len(by_tensor):
+            return None
+        residencies = list(chain.from_iterable(by_tensor.values()))
+        if not residencies:
+            return None
+        tensor = np.repeat(np.fromiter(by_tensor, np.int64, len(by_tensor)),
+                           np.fromiter(map(len, by_tensor.values()), np.int64, len(by_tensor)))
+        table = cls(residencies, tensor, fill, n_steps)
+        if table.first.min() < 0 or table.last.max() >= n_steps:
+            return None
+        return table
+
+    def find(self, t: np.ndarray, s: np.ndarray) -> tuple[bool, np.ndarray]:
+        """(whether every tensor ``t[i]`` has a residency holding step ``s[i]``, the index of each)."""
+        i = np.searchsorted(self.key, t * self.n_steps + s, side="right") - 1
+        found = self.by_start[np.maximum(i, 0)]
+        return bool(((i >= 0) & (self.tensor[found] == t) & (self.last[found] >= s)).all()), found
+
+
+def _operands_hold(plan: Plan, graph: Graph, table: _ResidencyTable | None) -> bool:
     """``_check_operands`` finds nothing, seen as array work: each (op, distinct input) and
-    (op, output) looks up the residency of its tensor holding its step among the residencies
-    sorted by (tensor, first step), and an input's is filled by then. False when a lookup
-    fails, or when the plan's residencies are not disjoint in steps per tensor or lie outside
-    its steps (``ResidencyIndex`` then scans them in plan order): the loop then reports."""
-    by_tensor = residency_at.by_tensor
-    if len(residency_at.only) + len(residency_at.sorted) != len(by_tensor):
+    (op, output) finds the residency of its tensor holding its step (``table``), and an
+    input's is filled by then. False when anything fails or there is no table: the loop then
+    reports."""
+    if table is None:
         return False
-    residencies = list(chain.from_iterable(by_tensor.values()))
-    if not residencies:
-        return False  # (the loop reports every operand)
-    n_steps = plan.n_steps
-    first = np.fromiter(map(attrgetter("first"), residencies), np.int64, len(residencies))
-    last = np.fromiter(map(attrgetter("last"), residencies), np.int64, len(residencies))
-    if first.min() < 0 or last.max() >= n_steps:
-        return False
-    tensor = np.repeat(np.fromiter(by_tensor, np.int64, len(by_tensor)),
-                       np.fromiter(map(len, by_tensor.values()), np.int64, len(by_tensor)))
-    filled = np.fromiter((fill.get(id(r), -1) for r in residencies), np.int64, len(residencies))
-    by_start = np.lexsort((first, tensor))
-    key = tensor[by_start] * n_steps + first[by_start]
     arrays, step = graph.arrays, step_of(list(plan.order))
 
-    def holding(ptr, idx) -> tuple[bool, tuple[np.ndarray, np.ndarray]]:
-        """(every (op, tensor) of this CSR list finds its residency, (those residencies, the steps))"""
-        op = np.repeat(np.arange(graph.n_ops), np.diff(ptr))
-        t, s = idx, step[op]
-        i = np.searchsorted(key, t * n_steps + s, side="right") - 1
-        found = by_start[np.maximum(i, 0)]
-        return bool(((i >= 0) & (tensor[found] == t) & (last[found] >= s)).all()), (found, s)
+    def tensors_and_steps(ptr, idx) -> tuple[np.ndarray, np.ndarray]:
+        return idx, step[np.repeat(np.arange(graph.n_ops), np.diff(ptr))]
 
-    inputs_held, (found, s) = holding(arrays.op_input_ptr, arrays.op_input_idx)
-    if not inputs_held or (filled[found] > s).any():
+    t, s = tensors_and_steps(arrays.op_input_ptr, arrays.op_input_idx)
+    held, found = table.find(t, s)
+    if not held or (table.filled[found] > s).any():
         return False
-    return holding(arrays.op_output_ptr, arrays.op_output_idx)[0]
+    return table.find(*tensors_and_steps(arrays.op_output_ptr, arrays.op_output_idx))[0]
+
+
+def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyTable | None) -> bool:
+    """``_check_loads`` finds nothing, seen as array work: every load fills a residency of its
+    tensor (``table``), one load per residency, what it reads is in DRAM by then (a tensor in
+    DRAM from the start, or stored before, or every tile it is read from stored before), and
+    its cause is the one ``_load_cause`` expects. False when anything fails or there is no
+    table: the loop then reports."""
+    if table is None or not loads:
+        return table is not None
+    trs = list(chain.from_iterable(loads.values()))
+    t = np.fromiter(map(attrgetter("tensor"), trs), np.int64, len(trs))
+    s = np.fromiter(map(attrgetter("step"), trs), np.int64, len(trs))
+    held, found = table.find(t, s)
+    if not held or len(np.unique(found)) != len(found):
+        return False
+    tensors = graph.tensors
+    initially = np.zeros(graph.n_tensors, dtype=bool)
+    initially[[u for u in loads if tensors[u].in_dram_initially]] = True
+    first_load = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_load, t, s)
+    compulsory = initially[t] & (s == first_load[t])
+    if any(tr.cause != ("compulsory" if c else "retrieve") for tr, c in zip(trs, compulsory.tolist())):
+        return False
+    stored = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)  # first store's step
+    if first_store:
+        stored[np.fromiter(first_store, np.int64, len(first_store))] = np.fromiter(first_store.values(), np.int64,
+                                                                                   len(first_store))
+    later = ~initially[t]
+    sources = [tensors[u].sources or (u,) for u in t[later].tolist()]  # what a load reads from DRAM
+    counts = np.fromiter(map(len, sources), np.int64, len(sources))
+    read = np.fromiter(chain.from_iterable(sources), np.int64, int(counts.sum()))
+    return bool((stored[read] < np.repeat(s[later], counts)).all())
 
 
 def _arrives_after(r, fill, s: int) -> int | None:
