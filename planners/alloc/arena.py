@@ -74,13 +74,14 @@ class UseTimes:
         np.cumsum(counts, out=self.step_ptr[1:])
         self.used = idx[np.repeat(ptr[order] - self.step_ptr[:-1], counts) + np.arange(self.step_ptr[-1])]
         used = self.used.tolist()
-        step_ptr = self.step_ptr.tolist()
+        self._step_ptr = step_ptr = self.step_ptr.tolist()
         self.step_tensors = [used[step_ptr[s]:step_ptr[s + 1]] for s in range(len(order))]
         # The steps of each tensor, ascending: tensor t's are ``steps[use_ptr[t]:use_ptr[t + 1]]``.
         by_tensor = np.argsort(self.used, kind="stable")  # within a tensor, in step order
         self.use_ptr = np.zeros(graph.n_tensors + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.used, minlength=graph.n_tensors), out=self.use_ptr[1:])
-        steps = np.repeat(np.arange(len(order), dtype=np.int64), counts)[by_tensor]
+        self.use_step = np.repeat(np.arange(len(order), dtype=np.int64), counts)  # the step of each of ``used``
+        steps = self.use_step[by_tensor]
         ends = self.use_ptr[1:]
         last = np.full(graph.n_tensors, -1, dtype=np.int64)  # last use (-1: none)
         has_uses = ends > self.use_ptr[:-1]
@@ -88,7 +89,17 @@ class UseTimes:
         self.last = last.tolist()
         self.positions_by_tensor = by_tensor  # the positions in ``used`` of each tensor's uses, grouped as ``steps``
         self.steps, self._ptr = steps.tolist(), self.use_ptr.tolist()
+        # The next use after each of ``used`` (the number of steps when there is none): the
+        # following entry of ``steps`` within the tensor's group, put back in step order.
+        following = np.append(steps[1:], len(order))
+        following[ends[has_uses] - 1] = len(order)
+        self.next_step = np.empty_like(steps)
+        self.next_step[by_tensor] = following
+        self.next_after = [n if n < len(order) else _NEVER for n in self.next_step.tolist()]  # as ``next_use`` says it
+        # Kept by the allocator as it walks the steps (``accessed``): the step each tensor was
+        # last used at, and its next use from there.
         self.last_access = [-1] * graph.n_tensors
+        self.next_access = [_NEVER] * graph.n_tensors
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
@@ -107,6 +118,14 @@ class UseTimes:
 
     def last_use(self, t: int) -> int:
         return self.last[t]
+
+    def accessed(self, s: int) -> None:
+        """Record that step s used its tensors: ``last_access``, and ``next_access`` (``next_use``
+        of each from step s until it is used again: a policy asks it of candidates, not used since)."""
+        last_access, next_access, next_after = self.last_access, self.next_access, self.next_after
+        for p, t in enumerate(self.step_tensors[s], self._step_ptr[s]):
+            last_access[t] = s
+            next_access[t] = next_after[p]
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -213,6 +232,10 @@ class _ArenaRun:
         alloc_size = aligned(graph.arrays.tensor_size, alignment)
         self.alloc_size = alloc_size.tolist()
         self.uses = UseTimes(graph, order)
+        # The policy's order as numbers per use, when it gives them (planners.spill.policies):
+        # ``victim_key[t]`` is that of t's last use, and candidates are sorted by it.
+        self.victim_keys = policy.victim_keys(self.uses) if hasattr(policy, "victim_keys") else None
+        self.victim_key = [0] * graph.n_tensors
         # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
         self.step_tensors = self.uses.step_tensors
         self.last_used_at, self.last_used_bytes = _last_uses(self.uses, len(order), alloc_size)
@@ -279,7 +302,16 @@ class _ArenaRun:
                 f"{self.arena.capacity} B budget without evicting; add a spill policy "
                 "(e.g. '+belady' or '+lru') to the pipeline"
             )
-        return reserved + self.policy.rank(rest, s, self.uses)
+        return reserved + self._ranked(rest, s)
+
+    def _ranked(self, candidates: list[int], step: int) -> list[int]:
+        """``policy.rank(candidates, step, uses)``, from the keys of their last uses when the policy
+        gives them: every candidate is resident and was used at its last access (all but the
+        prefetch reservations, which are never ranked), and is not used again by ``step``."""
+        if self.victim_keys is None:
+            return self.policy.rank(candidates, step, self.uses)
+        candidates.sort(key=self.victim_key.__getitem__)
+        return candidates
 
     def _make_room(self, t: int, pinned: set[int], s: int, pending: list[int]) -> int | None:
         offset = self.arena.find(self.alloc_size[t])
@@ -483,9 +515,11 @@ class _ArenaRun:
         self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
-        last_access = self.uses.last_access
-        for t in needed:
-            last_access[t] = s
+        self.uses.accessed(s)
+        if self.victim_keys is not None:
+            keys, victim_key = self.victim_keys, self.victim_key
+            for p, t in enumerate(needed, self.uses._step_ptr[s]):
+                victim_key[t] = keys[p]
         stored = set()
         for t in op.outputs:
             cause = self.store_cause.get(t)  # written back or through as soon as produced
@@ -544,26 +578,14 @@ class _ArenaRun:
         Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        step_tensors = self.step_tensors
-        pinned = {*step_tensors[s], *step_tensors[s + 1]}
-        # Needed within the prefetch window (a next use after s+1 and by step s+1+prefetch):
-        # the tensors of those few steps, rather than each candidate's next use.
-        window = {x for u in range(s + 2, min(s + 2 + self.prefetch, len(step_tensors))) for x in step_tensors[u]}
-        prefetched, held, in_dram, since = self.prefetched, self.held, self.in_dram, self.resident_since
-        reserved, cached = [], []
-        for x in self.arena.owners():
-            if x in pinned:
-                continue
-            if x in prefetched:
-                reserved.append(x)
-            elif x not in held and x not in window and x in in_dram and since[x] < s:
-                cached.append(x)
+        reserved, cached, kept = self._overlap_candidates(s)
         if not reserved and not cached:
             return None
-        if not self.arena.fits_without(self.alloc_size[t], set(reserved) | set(cached)):
+        if not self.arena.fits_keeping(self.alloc_size[t], kept):
             return None
-        victims = sorted(reserved, key=lambda x: (-self.uses.next_use(x, s), x))
-        victims += self.policy.rank(cached, s + 1, self.uses) if cached else []
+        victims = sorted(reserved, key=lambda x: (-self.uses.next_use(x, s), x)) if reserved else []
+        if cached:
+            victims += self._ranked(cached, s + 1)
         offset = None
         for victim in victims:
             if victim in self.prefetched:
@@ -577,6 +599,29 @@ class _ArenaRun:
             if offset is not None:
                 break
         return offset
+
+    def _overlap_candidates(self, s: int) -> tuple[list[int], list[int], list[int]]:
+        """``(reserved, cached, kept)``: the owners of the arena ``_evict_for_next`` may give up
+        at step s, reservations and cached tensors (docstring there), and the others.
+
+        A tensor is kept when op s or s+1 uses it or an op of the prefetch window (s+2 ..
+        s+1+prefetch) needs it. A resident tensor other than a reservation has been used since
+        it was placed (placed for op s or before, or reserved and then used), so it is used by
+        step s+1+prefetch when it was used at step s or its next use from its last access
+        (``UseTimes.next_access``) is by then: two lookups, rather than sets of those steps'
+        tensors."""
+        horizon = s + 1 + self.prefetch
+        last_access, next_access = self.uses.last_access, self.uses.next_access
+        next_op, prefetched, held, in_dram = self.step_tensors[s + 1], self.prefetched, self.held, self.in_dram
+        reserved, cached, kept = [], [], []
+        for x in self.arena.owners():
+            if x in prefetched:  # a reservation for a later op (op s's were loaded)
+                (kept if x in next_op else reserved).append(x)
+            elif last_access[x] < s and next_access[x] > horizon and x in in_dram and x not in held:
+                cached.append(x)
+            else:
+                kept.append(x)
+        return reserved, cached, kept
 
     def _loadable(self, t: int) -> bool:
         """Whether DRAM holds ``t``'s data: ``t`` itself, or every tile a read view is loaded from.

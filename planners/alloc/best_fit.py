@@ -85,10 +85,13 @@ class BestFitArena:
         spans.sort()
         return spans
 
-    def fits_without(self, size: int, removable: set[int]) -> bool:
-        """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
+    def fits_keeping(self, size: int, kept) -> bool:
+        """Whether some gap would hold ``size`` bytes if only the blocks of ``kept`` (owners of
+        address ranges, each once) stayed: for a caller that has the few blocks to keep at hand
+        rather than the many to free."""
+        spans = self._span
         cursor = 0
-        for off, end in self._spans_by_offset(removable):
+        for off, end in sorted([spans[owner] for owner in kept]):
             if off - cursor >= size:
                 return True
             if end > cursor:
