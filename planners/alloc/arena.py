@@ -552,19 +552,21 @@ class _ArenaRun:
         the ops after it never evict anything."""
         resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
         order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
+        alloc_size, prefetched = self.alloc_size, self.prefetched
         for u in range(s + 1, min(s + 1 + self.prefetch, len(order))):
             op = order[u]
             for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
                 if t in resident or (t not in in_dram and not loadable(t)):
                     continue
-                offset = arena.find(self.alloc_size[t])
+                size = alloc_size[t]
+                offset = arena.find(size)
                 if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
                     offset = self._evict_for_next(t, s)
                 if offset is None:
                     return
-                self.arena.place(t, offset, self.alloc_size[t])
-                self._open(t, offset, s)
-                self.prefetched.add(t)
+                arena.place(t, offset, size)
+                resident[t] = s  # opened (_open)
+                prefetched.add(t)
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.

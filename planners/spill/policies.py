@@ -11,7 +11,7 @@ use after it may also give ``victim_keys(uses)``: per use of a tensor (each entr
 ``uses.used``, in step order), a number; the candidates sorted by the number of their last
 use are in ``rank``'s order. The allocator then sorts by those numbers, picked up as it walks
 the steps, instead of asking ``rank`` (which makes and sorts tuples of every candidate's uses
-at every eviction). tests/test_policies.py checks the two orders equal.
+at every eviction). tests/test_arena_fast_paths.py checks the two orders equal.
 """
 
 import numpy as np
