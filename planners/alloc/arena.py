@@ -77,7 +77,7 @@ class UseTimes:
         np.cumsum(counts, out=self.step_ptr[1:])
         self.used = idx[np.repeat(ptr[order] - self.step_ptr[:-1], counts) + np.arange(self.step_ptr[-1])]
         used = self.used.tolist()
-        self._step_ptr = step_ptr = self.step_ptr.tolist()
+        self.step_start = step_ptr = self.step_ptr.tolist()  # step s's first tensor is used[step_start[s]]
         self.step_tensors = [used[step_ptr[s]:step_ptr[s + 1]] for s in range(len(order))]
         # The steps of each tensor, ascending: tensor t's are ``steps[use_ptr[t]:use_ptr[t + 1]]``.
         by_tensor = np.argsort(self.used, kind="stable")  # within a tensor, in step order
@@ -126,7 +126,7 @@ class UseTimes:
         """Record that step s used its tensors: ``last_access``, and ``next_access`` (``next_use``
         of each from step s until it is used again: a policy asks it of candidates, not used since)."""
         last_access, next_access, next_after = self.last_access, self.next_access, self.next_after
-        for p, t in enumerate(self.step_tensors[s], self._step_ptr[s]):
+        for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
             last_access[t] = s
             next_access[t] = next_after[p]
 
@@ -311,9 +311,11 @@ class _ArenaRun:
         return reserved + self._ranked(rest, s)
 
     def _ranked(self, candidates: list[int], step: int) -> list[int]:
-        """``policy.rank(candidates, step, uses)``, from the keys of their last uses when the policy
-        gives them: every candidate is resident and was used at its last access (all but the
-        prefetch reservations, which are never ranked), and is not used again by ``step``."""
+        """``policy.rank(candidates, step, uses)`` (sorting ``candidates``), by the keys of their
+        last uses when the policy gives them (``victim_keys``). That is the same order: a
+        candidate is resident and no prefetch reservation (those are never ranked), so it was
+        used since it was placed, and not since ``last_access`` up to ``step``: its key after
+        that use still holds."""
         if self.victim_keys is None:
             return self.policy.rank(candidates, step, self.uses)
         candidates.sort(key=self.victim_key.__getitem__)
@@ -523,9 +525,9 @@ class _ArenaRun:
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
         self.uses.accessed(s)
-        if self.victim_keys is not None:
+        if self.victim_keys is not None:  # each tensor's rank as a victim until its next use (_ranked)
             keys, victim_key = self.victim_keys, self.victim_key
-            for p, t in enumerate(needed, self.uses._step_ptr[s]):
+            for p, t in enumerate(needed, self.uses.step_start[s]):
                 victim_key[t] = keys[p]
         stored = set()
         for t in op.outputs:
