@@ -3,9 +3,12 @@
 ``BestFitArena`` keeps its blocks as sorted lists and simulates the placement look-ahead on
 list copies; ``_ArenaRun._place_ahead`` skips offsets and simulations that cannot change its
 answer (bounds on the steps any offset can fit, the future built from per-step last uses).
+Eviction for the next op's loads picks its candidates from each tensor's last and next
+access, and orders them by the policy's keys per use (``victim_keys``) rather than ``rank``.
 Each is compared here with the straightforward version it replaced, kept below as reference:
-an arena that scans a list of blocks, a simulation on a copy of the arena, and a look-ahead
-that builds the whole future from the on-chip set and simulates every gap end.
+an arena that scans a list of blocks, a simulation on a copy of the arena, a look-ahead
+that builds the whole future from the on-chip set and simulates every gap end, candidates
+from the sets of the next steps' tensors, and the policy's ``rank``.
 """
 
 from __future__ import annotations
@@ -126,7 +129,8 @@ def test_best_fit_arena_answers_as_a_plain_scan(seed):
         removable = set(rng.sample(live, k=rng.randint(0, len(live))))
         sizes = sorted((end - start for start, end in plain.gaps(removable)), reverse=True) + [0, 0]
         assert fast.largest_gaps_without(removable) == (sizes[0], sizes[1])
-        assert fast.fits_without(size, removable) == (sizes[0] >= size)
+        kept = [o for o in live if o not in removable and fast.size_of(o) > 0]
+        assert fast.fits_keeping(size, kept) == (sizes[0] >= size)
         _check_steps_fitting(rng, fast, plain, live, owner + 1)
 
 
@@ -253,3 +257,64 @@ def test_look_ahead_places_as_the_plain_search_on_tiles(monkeypatch, budget):
     calls = CheckedRun.calls
     make_plan(load_graph("squeezenet1_0"), load_hw("edge-npu"), "fuse+tile+default+arena+belady", budget=budget)
     assert CheckedRun.calls > calls
+
+
+def plain_overlap_candidates(run, s):
+    """The cached tensors and reservations ``_evict_for_next`` may give up at step s, from the
+    tensors of steps s .. s+1+prefetch (the reference of ``_overlap_candidates``)."""
+    steps = run.step_tensors
+    pinned = {*steps[s], *steps[s + 1]}
+    window = {x for u in range(s + 2, min(s + 2 + run.prefetch, len(steps))) for x in steps[u]}
+    reserved, cached, kept = [], [], []
+    for x in run.arena.owners():
+        if x in pinned:
+            kept.append(x)
+        elif x in run.prefetched:
+            reserved.append(x)
+        elif x not in run.held and x not in window and x in run.in_dram and run.resident_since[x] < s:
+            cached.append(x)
+        else:
+            kept.append(x)
+    return reserved, cached, kept
+
+
+class CheckedEvictions(arena._ArenaRun):
+    """An arena run whose eviction candidates and their order are checked against the plain ones."""
+
+    ranked = candidates = 0
+
+    def _overlap_candidates(self, s):
+        found = super()._overlap_candidates(s)
+        assert found == plain_overlap_candidates(self, s), s
+        CheckedEvictions.candidates += bool(found[1])
+        return found
+
+    def _ranked(self, candidates, step):
+        expected = self.policy.rank(list(candidates), step, self.uses)
+        assert super()._ranked(candidates, step) == expected, step
+        CheckedEvictions.ranked += 1
+        return expected
+
+
+@pytest.mark.parametrize("generator, n", GRAPHS)
+@pytest.mark.parametrize("policy", ["belady", "lru"])
+def test_evictions_as_the_plain_candidates_and_rank(monkeypatch, generator, n, policy):
+    monkeypatch.setattr(arena, "_ArenaRun", CheckedEvictions)
+    rng = random.Random(n)
+    graph = getattr(random_dags, generator)(n, seed=n)
+    hw = Hardware()
+    bounds = memory_bounds(graph, hw.scratchpad.alignment)
+    for _ in range(4):
+        budget = rng.randint(bounds.m_r, max(bounds.m_r, (bounds.m_r + bounds.m_p) // 2))
+        options = {"placement_lookahead": rng.choice([0, 2]), "prefetch_depth": rng.choice([1, 2, 4])}
+        make_plan(graph, hw, f"default+arena+{policy}", budget=budget, options=options)
+
+
+@pytest.mark.parametrize("policy", ["belady", "lru"])
+def test_evictions_as_the_plain_candidates_and_rank_on_tiles(monkeypatch, policy):
+    """Tiles stored as produced (so cached with a copy in DRAM), loads reserved ahead: most
+    steps evict for the next op's loads."""
+    monkeypatch.setattr(arena, "_ArenaRun", CheckedEvictions)
+    ranked, candidates = CheckedEvictions.ranked, CheckedEvictions.candidates
+    make_plan(load_graph("squeezenet1_0"), load_hw("edge-npu"), f"fuse+tile+default+arena+{policy}", budget=48 << 10)
+    assert CheckedEvictions.ranked > ranked and CheckedEvictions.candidates > candidates

@@ -58,6 +58,9 @@ PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
 _new_residency = positional_constructor(Residency)
 _new_transfer = positional_constructor(Transfer)
 _NEVER = float("inf")  # the next use of a tensor used no more
+#: Steps between two reports of the allocation's progress: a tiled graph has 100,000s of
+#: steps of tens of microseconds, and a report per step cost more than its bar shows.
+PROGRESS_STEPS = 1024
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
@@ -74,13 +77,14 @@ class UseTimes:
         np.cumsum(counts, out=self.step_ptr[1:])
         self.used = idx[np.repeat(ptr[order] - self.step_ptr[:-1], counts) + np.arange(self.step_ptr[-1])]
         used = self.used.tolist()
-        step_ptr = self.step_ptr.tolist()
+        self.step_start = step_ptr = self.step_ptr.tolist()  # step s's first tensor is used[step_start[s]]
         self.step_tensors = [used[step_ptr[s]:step_ptr[s + 1]] for s in range(len(order))]
         # The steps of each tensor, ascending: tensor t's are ``steps[use_ptr[t]:use_ptr[t + 1]]``.
         by_tensor = np.argsort(self.used, kind="stable")  # within a tensor, in step order
         self.use_ptr = np.zeros(graph.n_tensors + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.used, minlength=graph.n_tensors), out=self.use_ptr[1:])
-        steps = np.repeat(np.arange(len(order), dtype=np.int64), counts)[by_tensor]
+        self.use_step = np.repeat(np.arange(len(order), dtype=np.int64), counts)  # the step of each of ``used``
+        steps = self.use_step[by_tensor]
         ends = self.use_ptr[1:]
         last = np.full(graph.n_tensors, -1, dtype=np.int64)  # last use (-1: none)
         has_uses = ends > self.use_ptr[:-1]
@@ -88,7 +92,17 @@ class UseTimes:
         self.last = last.tolist()
         self.positions_by_tensor = by_tensor  # the positions in ``used`` of each tensor's uses, grouped as ``steps``
         self.steps, self._ptr = steps.tolist(), self.use_ptr.tolist()
+        # The next use after each of ``used`` (the number of steps when there is none): the
+        # following entry of ``steps`` within the tensor's group, put back in step order.
+        following = np.append(steps[1:], len(order))
+        following[ends[has_uses] - 1] = len(order)
+        self.next_step = np.empty_like(steps)
+        self.next_step[by_tensor] = following
+        self.next_after = [n if n < len(order) else _NEVER for n in self.next_step.tolist()]  # as ``next_use`` says it
+        # Kept by the allocator as it walks the steps (``accessed``): the step each tensor was
+        # last used at, and its next use from there.
         self.last_access = [-1] * graph.n_tensors
+        self.next_access = [_NEVER] * graph.n_tensors
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
@@ -107,6 +121,14 @@ class UseTimes:
 
     def last_use(self, t: int) -> int:
         return self.last[t]
+
+    def accessed(self, s: int) -> None:
+        """Record that step s used its tensors: ``last_access``, and ``next_access`` (``next_use``
+        of each from step s until it is used again: a policy asks it of candidates, not used since)."""
+        last_access, next_access, next_after = self.last_access, self.next_access, self.next_after
+        for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
+            last_access[t] = s
+            next_access[t] = next_after[p]
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -182,9 +204,12 @@ class ArenaAllocator:
         policy = ctx.spill_policy
         state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, prefetch_depth(ctx),
                           ctx.options["placement_lookahead"])
+        ops = graph.ops
         for s, op in enumerate(order):
-            ctx.progress("allocating steps", s + 1, len(order))
-            state.step(s, graph.ops[op])
+            if s % PROGRESS_STEPS == 0:
+                ctx.progress("allocating steps", s, len(order))
+            state.step(s, ops[op])
+        ctx.progress("allocating steps", len(order), len(order))
         ctx.residencies, ctx.transfers = state.residencies, state.transfers
         if state.evicted_for_overlap:
             ctx.notes.append(f"arena: {state.evicted_for_overlap:,} cached tensors ({state.evicted_for_overlap_bytes:,} B) "
@@ -213,6 +238,10 @@ class _ArenaRun:
         alloc_size = aligned(graph.arrays.tensor_size, alignment)
         self.alloc_size = alloc_size.tolist()
         self.uses = UseTimes(graph, order)
+        # The policy's order as numbers per use, when it gives them (planners.spill.policies):
+        # ``victim_key[t]`` is that of t's last use, and candidates are sorted by it.
+        self.victim_keys = policy.victim_keys(self.uses) if hasattr(policy, "victim_keys") else None
+        self.victim_key = [0] * graph.n_tensors
         # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
         self.step_tensors = self.uses.step_tensors
         self.last_used_at, self.last_used_bytes = _last_uses(self.uses, len(order), alloc_size)
@@ -279,7 +308,18 @@ class _ArenaRun:
                 f"{self.arena.capacity} B budget without evicting; add a spill policy "
                 "(e.g. '+belady' or '+lru') to the pipeline"
             )
-        return reserved + self.policy.rank(rest, s, self.uses)
+        return reserved + self._ranked(rest, s)
+
+    def _ranked(self, candidates: list[int], step: int) -> list[int]:
+        """``policy.rank(candidates, step, uses)`` (sorting ``candidates``), by the keys of their
+        last uses when the policy gives them (``victim_keys``). That is the same order: a
+        candidate is resident and no prefetch reservation (those are never ranked), so it was
+        used since it was placed, and not since ``last_access`` up to ``step``: its key after
+        that use still holds."""
+        if self.victim_keys is None:
+            return self.policy.rank(candidates, step, self.uses)
+        candidates.sort(key=self.victim_key.__getitem__)
+        return candidates
 
     def _make_room(self, t: int, pinned: set[int], s: int, pending: list[int]) -> int | None:
         offset = self.arena.find(self.alloc_size[t])
@@ -306,21 +346,22 @@ class _ArenaRun:
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
         op's tensors still to place at this step.
 
-        Shortcuts that leave the answer unchanged: when the largest gap holds ``t`` and every
-        future block at once, all steps fit wherever ``t`` goes (asked first of a bound of
-        their bytes, ``_most_bytes_ahead``, then of the blocks); when no other gap end holds
-        ``t`` there is nothing to compare; no offset fits more steps
+        Shortcuts that leave the answer unchanged: when no other gap end holds ``t`` there is
+        nothing to compare (asked first: the cheapest, and the most frequent on tiled graphs);
+        when the largest gap holds ``t`` and every future block at once, all steps fit
+        wherever ``t`` goes (asked first of a bound of their bytes, ``_most_bytes_ahead``,
+        then of the blocks); no offset fits more steps
         than ``most``, those before the first whose live bytes exceed the budget
         (``_future_blocks``), so the search stops once an offset reaches that, and does not
         start when the leading steps that place nothing (which fit anywhere) reach it; nor
         does it go on when no offset can fit one step more (``_may_fit``)."""
         size = self.alloc_size[t]
-        if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
-            self._last_future = None  # not made for this call: the next one makes its own
-            return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
         candidates = self.arena.gap_ends_holding(size, best_fit)
         if not candidates:
             return best_fit
+        if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
+            self._last_future = None  # not made for this call: the next one makes its own
+            return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
         future, most, placed_bytes = self._future_blocks(s, t, pending)
         if most < len(future):  # the blocks of the steps before ``most`` (step ``most`` never fits)
             placed_bytes -= sum(nbytes for _, nbytes in future[most][0])
@@ -483,9 +524,11 @@ class _ArenaRun:
         self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
-        last_access = self.uses.last_access
-        for t in needed:
-            last_access[t] = s
+        self.uses.accessed(s)
+        if self.victim_keys is not None:  # each tensor's rank as a victim until its next use (_ranked)
+            keys, victim_key = self.victim_keys, self.victim_key
+            for p, t in enumerate(needed, self.uses.step_start[s]):
+                victim_key[t] = keys[p]
         stored = set()
         for t in op.outputs:
             cause = self.store_cause.get(t)  # written back or through as soon as produced
@@ -518,19 +561,21 @@ class _ArenaRun:
         the ops after it never evict anything."""
         resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
         order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
+        alloc_size, prefetched = self.alloc_size, self.prefetched
         for u in range(s + 1, min(s + 1 + self.prefetch, len(order))):
             op = order[u]
             for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
                 if t in resident or (t not in in_dram and not loadable(t)):
                     continue
-                offset = arena.find(self.alloc_size[t])
+                size = alloc_size[t]
+                offset = arena.find(size)
                 if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
                     offset = self._evict_for_next(t, s)
                 if offset is None:
                     return
-                self.arena.place(t, offset, self.alloc_size[t])
-                self._open(t, offset, s)
-                self.prefetched.add(t)
+                arena.place(t, offset, size)
+                resident[t] = s  # opened (_open)
+                prefetched.add(t)
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
@@ -544,26 +589,14 @@ class _ArenaRun:
         Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        step_tensors = self.step_tensors
-        pinned = {*step_tensors[s], *step_tensors[s + 1]}
-        # Needed within the prefetch window (a next use after s+1 and by step s+1+prefetch):
-        # the tensors of those few steps, rather than each candidate's next use.
-        window = {x for u in range(s + 2, min(s + 2 + self.prefetch, len(step_tensors))) for x in step_tensors[u]}
-        prefetched, held, in_dram, since = self.prefetched, self.held, self.in_dram, self.resident_since
-        reserved, cached = [], []
-        for x in self.arena.owners():
-            if x in pinned:
-                continue
-            if x in prefetched:
-                reserved.append(x)
-            elif x not in held and x not in window and x in in_dram and since[x] < s:
-                cached.append(x)
+        reserved, cached, kept = self._overlap_candidates(s)
         if not reserved and not cached:
             return None
-        if not self.arena.fits_without(self.alloc_size[t], set(reserved) | set(cached)):
+        if not self.arena.fits_keeping(self.alloc_size[t], kept):
             return None
-        victims = sorted(reserved, key=lambda x: (-self.uses.next_use(x, s), x))
-        victims += self.policy.rank(cached, s + 1, self.uses) if cached else []
+        victims = sorted(reserved, key=lambda x: (-self.uses.next_use(x, s), x)) if reserved else []
+        if cached:
+            victims += self._ranked(cached, s + 1)
         offset = None
         for victim in victims:
             if victim in self.prefetched:
@@ -577,6 +610,29 @@ class _ArenaRun:
             if offset is not None:
                 break
         return offset
+
+    def _overlap_candidates(self, s: int) -> tuple[list[int], list[int], list[int]]:
+        """``(reserved, cached, kept)``: the owners of the arena ``_evict_for_next`` may give up
+        at step s, reservations and cached tensors (docstring there), and the others.
+
+        A tensor is kept when op s or s+1 uses it or an op of the prefetch window (s+2 ..
+        s+1+prefetch) needs it. A resident tensor other than a reservation has been used since
+        it was placed (placed for op s or before, or reserved and then used), so it is used by
+        step s+1+prefetch when it was used at step s or its next use from its last access
+        (``UseTimes.next_access``) is by then: two lookups, rather than sets of those steps'
+        tensors."""
+        horizon = s + 1 + self.prefetch
+        last_access, next_access = self.uses.last_access, self.uses.next_access
+        next_op, prefetched, held, in_dram = self.step_tensors[s + 1], self.prefetched, self.held, self.in_dram
+        reserved, cached, kept = [], [], []
+        for x in self.arena.owners():
+            if x in prefetched:  # a reservation for a later op (op s's were loaded)
+                (kept if x in next_op else reserved).append(x)
+            elif last_access[x] < s and next_access[x] > horizon and x in in_dram and x not in held:
+                cached.append(x)
+            else:
+                kept.append(x)
+        return reserved, cached, kept
 
     def _loadable(self, t: int) -> bool:
         """Whether DRAM holds ``t``'s data: ``t`` itself, or every tile a read view is loaded from.

@@ -85,10 +85,13 @@ class BestFitArena:
         spans.sort()
         return spans
 
-    def fits_without(self, size: int, removable: set[int]) -> bool:
-        """Whether some gap would hold ``size`` bytes if the blocks of ``removable`` were freed."""
+    def fits_keeping(self, size: int, kept) -> bool:
+        """Whether some gap would hold ``size`` bytes if only the blocks of ``kept`` (owners of
+        address ranges, each once) stayed: for a caller that has the few blocks to keep at hand
+        rather than the many to free."""
+        spans = self._span
         cursor = 0
-        for off, end in self._spans_by_offset(removable):
+        for off, end in sorted([spans[owner] for owner in kept]):
             if off - cursor >= size:
                 return True
             if end > cursor:
@@ -132,15 +135,30 @@ class BestFitArena:
         return offset
 
     def free(self, owner: int) -> int:
-        """Free ``owner``'s block; returns its offset."""
-        offset = self._empty.pop(owner, None)
-        if offset is not None:
-            return offset
-        span = self._span.pop(owner)
+        """Free ``owner``'s block; returns its offset. The block goes back to the gaps, merged
+        with a gap ending at its start and one starting at its end; a gap never reaches past
+        the capacity."""
+        if self._empty and owner in self._empty:
+            return self._empty.pop(owner)
+        offset, end = self._span.pop(owner)
         self.used -= self._size.pop(owner)
-        _give(self._gap_starts, self._gap_ends, self.capacity, *span)
         self._largest = None
-        return span[0]
+        starts, ends, capacity = self._gap_starts, self._gap_ends, self.capacity
+        i = bisect.bisect_left(starts, offset)
+        below = i > 0 and ends[i - 1] == offset
+        if i < len(starts) and starts[i] == end:  # a gap starts at its end
+            if below:
+                ends[i - 1] = ends[i]
+                del starts[i]
+                del ends[i]
+            else:
+                starts[i] = offset
+        elif below:
+            ends[i - 1] = end if end < capacity else capacity
+        else:
+            starts.insert(i, offset)
+            ends.insert(i, end if end < capacity else capacity)
+        return offset
 
     def offset_of(self, owner: int) -> int:
         return self._empty[owner] if owner in self._empty else self._span[owner][0]
@@ -162,7 +180,7 @@ class BestFitArena:
         A step fits when every block of it finds a gap; the count stops at the first that
         does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
         copies of the gap lists (this is the hot loop of the allocator's placement look-ahead:
-        ``_give`` and ``_best_gap`` are written out in it, as calls they were a third of it)."""
+        ``free``'s merge and ``_best_gap`` are written out in it, as calls they were a third of it)."""
         starts, ends, capacity, align = list(self._gap_starts), list(self._gap_ends), self.capacity, self.alignment
         spans, placed = self._span, {}  # owner -> (offset, rounded end): this arena's, and placed here
         if size > 0:
@@ -175,7 +193,7 @@ class BestFitArena:
                 span = placed.pop(x, None) or spans.get(x)
                 if span is None:  # no bytes
                     continue
-                at, end = span  # _give(starts, ends, capacity, at, end)
+                at, end = span  # merged with the gaps beside it, as in free
                 i = bisect.bisect_left(starts, at)
                 below = i > 0 and ends[i - 1] == at
                 if i < len(starts) and starts[i] == end:  # a gap starts at its end
@@ -238,21 +256,3 @@ def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> 
         del starts[j]
         del ends[j]
 
-
-def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> None:
-    """Return the block ``[offset, end)`` (``end`` rounded up) to the gaps, merged with a gap
-    ending at its start and one starting at its end; a gap never reaches past the capacity."""
-    i = bisect.bisect_left(starts, offset)
-    below = i > 0 and ends[i - 1] == offset
-    above = i < len(starts) and starts[i] == end
-    if below and above:
-        ends[i - 1] = ends[i]
-        del starts[i]
-        del ends[i]
-    elif below:
-        ends[i - 1] = min(end, capacity)
-    elif above:
-        starts[i] = offset
-    else:
-        starts.insert(i, offset)
-        ends.insert(i, min(end, capacity))
