@@ -37,8 +37,8 @@ Cost: every command is read once (its waits, its writes), then all is array work
 The clocks are the fixed point of a few rounds over all commands at once
 (``HappensBefore._vector_clocks``); every pair above is listed in the order a plain nested
 loop would visit it (residency, writer, user; then written residency, previous occupant,
-user, writer), tested a slice of about a million at a time in that order (``PAIRS_AT_ONCE``:
-the temporaries stay ~100 MB on a program of millions of commands), and the first unordered
+user, writer), tested a slice of about 260,000 at a time in that order (``PAIRS_AT_ONCE``:
+the temporaries stay ~25 MB on a program of millions of commands), and the first unordered
 one is the race reported. The
 only Python loop left is the painting, one paint per written residency. Assumed of a
 Program, as lowering makes them: command ``c`` is ``commands[c]``, and every access to a
@@ -212,10 +212,10 @@ def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
             or _overwrite_of_live_data(hb, res, who, tensor))
 
 
-#: Pairs tested at once (a million: ~100 MB of temporaries). A large tiled program has tens
+#: Pairs tested at once (2**18: ~25 MB of temporaries, ~100 bytes a pair). A large tiled program has tens
 #: of millions; tested in slices of whole items (writers, residency pairs) in order, so the
 #: first unordered pair is still the first in the nested loop's order.
-PAIRS_AT_ONCE = 1 << 20
+PAIRS_AT_ONCE = 1 << 18
 
 
 def _slices(pairs: np.ndarray):
