@@ -232,17 +232,21 @@ class CheckedRun(arena._ArenaRun):
 GRAPHS = [("random_dag", 60), ("diamonds", 20), ("nas_cell", 6), ("wide_fanout", 12), ("chain", 50)]
 
 
+def _budgets(graph, hw, rng, count: int = 4):
+    """``count`` random budgets from the graph's least (m_r) to halfway to its peak (m_p)."""
+    bounds = memory_bounds(graph, hw.scratchpad.alignment)
+    for _ in range(count):
+        yield rng.randint(bounds.m_r, max(bounds.m_r, (bounds.m_r + bounds.m_p) // 2))
+
+
 @pytest.mark.parametrize("generator, n", GRAPHS)
 @pytest.mark.parametrize("seed", range(3))
 def test_look_ahead_places_as_the_plain_search(monkeypatch, generator, n, seed):
     monkeypatch.setattr(arena, "_ArenaRun", CheckedRun)
     rng = random.Random(seed)
-    graph = getattr(random_dags, generator)(n, seed=seed)
-    hw = Hardware()
-    bounds = memory_bounds(graph, hw.scratchpad.alignment)
+    graph, hw = getattr(random_dags, generator)(n, seed=seed), Hardware()
     calls = CheckedRun.calls
-    for _ in range(4):
-        budget = rng.randint(bounds.m_r, max(bounds.m_r, (bounds.m_r + bounds.m_p) // 2))
+    for budget in _budgets(graph, hw, rng):
         options = {"placement_lookahead": rng.choice([1, 2, 4, 6]), "prefetch_depth": rng.choice([0, 1, 2, 4])}
         make_plan(graph, hw, rng.choice(["default+arena+belady", "rpo+arena+lru"]), budget=budget,
                   options=options)
@@ -301,11 +305,8 @@ class CheckedEvictions(arena._ArenaRun):
 def test_evictions_as_the_plain_candidates_and_rank(monkeypatch, generator, n, policy):
     monkeypatch.setattr(arena, "_ArenaRun", CheckedEvictions)
     rng = random.Random(n)
-    graph = getattr(random_dags, generator)(n, seed=n)
-    hw = Hardware()
-    bounds = memory_bounds(graph, hw.scratchpad.alignment)
-    for _ in range(4):
-        budget = rng.randint(bounds.m_r, max(bounds.m_r, (bounds.m_r + bounds.m_p) // 2))
+    graph, hw = getattr(random_dags, generator)(n, seed=n), Hardware()
+    for budget in _budgets(graph, hw, rng):
         options = {"placement_lookahead": rng.choice([0, 2]), "prefetch_depth": rng.choice([1, 2, 4])}
         make_plan(graph, hw, f"default+arena+{policy}", budget=budget, options=options)
 

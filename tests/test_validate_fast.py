@@ -18,6 +18,12 @@ def _row_major(shape) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _random_shape(rng, largest: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(a shape of rank 1 to 4, each dimension 1..largest, its row-major strides)."""
+    shape = tuple(rng.randint(1, largest) for _ in range(rng.randint(1, 4)))
+    return shape, _row_major(shape)
+
+
 def _by_elements(view, shape, region, steps) -> bool:
     return bool(np.isin(_read_elements(shape, region, steps), _elements_of(view)).all())
 
@@ -29,9 +35,7 @@ def test_a_stepped_view_holds_a_strided_read_exactly_when_each_element_is_in_it(
     rng = random.Random(7)
     held = ranges_used = 0
     for _ in range(3000):
-        rank = rng.randint(1, 4)
-        shape = tuple(rng.randint(1, 9) for _ in range(rank))
-        strides = _row_major(shape)
+        shape, strides = _random_shape(rng, 9)
         starts, steps_v, counts = [], [], []
         for n in shape:
             step = rng.randint(1, 3)
@@ -106,9 +110,8 @@ def test_a_grid_of_boxes_is_accepted_only_when_counting_finds_each_element_once(
     rng = random.Random(3)
     accepted = refused = 0
     for trial in range(600):
-        rank = rng.randint(1, 4)
-        shape = tuple(rng.randint(1, 7) for _ in range(rank))
-        strides = _row_major(shape)
+        shape, strides = _random_shape(rng, 7)
+        rank = len(shape)
         cuts = [sorted({0, n, *rng.sample(range(1, n), rng.randint(0, n - 1))}) for n in shape]
         boxes = [()]
         for c in cuts:

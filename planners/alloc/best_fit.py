@@ -143,21 +143,7 @@ class BestFitArena:
         offset, end = self._span.pop(owner)
         self.used -= self._size.pop(owner)
         self._largest = None
-        starts, ends, capacity = self._gap_starts, self._gap_ends, self.capacity
-        i = bisect.bisect_left(starts, offset)
-        below = i > 0 and ends[i - 1] == offset
-        if i < len(starts) and starts[i] == end:  # a gap starts at its end
-            if below:
-                ends[i - 1] = ends[i]
-                del starts[i]
-                del ends[i]
-            else:
-                starts[i] = offset
-        elif below:
-            ends[i - 1] = end if end < capacity else capacity
-        else:
-            starts.insert(i, offset)
-            ends.insert(i, end if end < capacity else capacity)
+        _give(self._gap_starts, self._gap_ends, self.capacity, offset, end)
         return offset
 
     def offset_of(self, owner: int) -> int:
@@ -193,7 +179,7 @@ class BestFitArena:
                 span = placed.pop(x, None) or spans.get(x)
                 if span is None:  # no bytes
                     continue
-                at, end = span  # merged with the gaps beside it, as in free
+                at, end = span  # merged with the gaps beside it, as _give does
                 i = bisect.bisect_left(starts, at)
                 below = i > 0 and ends[i - 1] == at
                 if i < len(starts) and starts[i] == end:  # a gap starts at its end
@@ -256,3 +242,21 @@ def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> 
         del starts[j]
         del ends[j]
 
+
+def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> None:
+    """Return the block ``[offset, end)`` (``end`` rounded up) to the gaps, merged with a gap
+    ending at its start and one starting at its end; a gap never reaches past the capacity."""
+    i = bisect.bisect_left(starts, offset)
+    below = i > 0 and ends[i - 1] == offset
+    above = i < len(starts) and starts[i] == end
+    if below and above:
+        ends[i - 1] = ends[i]
+        del starts[i]
+        del ends[i]
+    elif below:
+        ends[i - 1] = min(end, capacity)
+    elif above:
+        starts[i] = offset
+    else:
+        starts.insert(i, offset)
+        ends.insert(i, min(end, capacity))
