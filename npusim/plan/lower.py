@@ -47,7 +47,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from operator import attrgetter
 from typing import Iterable, Iterator, NamedTuple
+
+import numpy as np
 
 from npusim.kernels.render_chunks import chunks_of
 
@@ -125,6 +130,17 @@ class Program:
     @property
     def n_commands(self) -> int:
         return len(self.commands)
+
+    @cached_property
+    def wait_lists(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every command's ``waits`` as one array, read once for the simulator's three uses
+        (the compiled loop, the race check, the semaphore arrows): (pointers, waited), command
+        c waiting for ``waited[pointers[c]:pointers[c + 1]]`` in its order."""
+        counts = np.fromiter(map(len, map(attrgetter("waits"), self.commands)), np.int64, len(self.commands))
+        pointers = np.zeros(len(self.commands) + 1, np.int64)
+        np.cumsum(counts, out=pointers[1:])
+        waited = np.fromiter(chain.from_iterable(map(attrgetter("waits"), self.commands)), np.int64, int(pointers[-1]))
+        return pointers, waited
 
 
 #: ``Command(...)``, ``Access(...)`` and ``DramView(...)`` with every field given, made faster

@@ -869,7 +869,7 @@ def run(machine, cores_of_queue: dict, max_events: int):
     has_band = np.zeros(n, np.bool_)
     has_band[list(machine.band_done)] = True
     bands = np.asarray(machine.bands, np.int64)
-    wait_ptr, wait_list = _csr(list(map(attrgetter("waits"), commands)))
+    wait_ptr, wait_list = program.wait_lists
     stream_ptr, stream_list = _csr(machine.streams_from)
     read = _accesses(commands, "reads")
     write = _accesses(commands, "writes")

@@ -41,7 +41,6 @@ import sys
 import time
 from collections import deque
 from heapq import heappop
-from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -738,9 +737,8 @@ def _semaphores(program: Program) -> Pairs:
     queue = np.zeros(len(commands), dtype=np.int32)
     for k, ids in enumerate(program.queues.values()):
         queue[np.asarray(ids, dtype=np.int64)] = k
-    counts = np.fromiter(map(len, map(attrgetter("waits"), commands)), np.int64, len(commands))
-    signal = np.fromiter(chain.from_iterable(map(attrgetter("waits"), commands)), np.int64, int(counts.sum()))
-    wait = np.repeat(np.arange(len(commands), dtype=np.int64), counts)
+    pointers, signal = program.wait_lists
+    wait = np.repeat(np.arange(len(commands), dtype=np.int64), np.diff(pointers))
     across = queue[signal] != queue[wait]
     return Pairs(signal[across], wait[across])
 

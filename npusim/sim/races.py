@@ -80,8 +80,10 @@ class HappensBefore:
         serial = np.array(self.serial + [False], dtype=bool)[self.queue]
         self.line = np.where(serial, self.queue, -1 - np.arange(n))
         if waits is None:
-            waits = list(map(attrgetter("waits"), program.commands))
-        waiter, waited = _wait_edges(waits)
+            pointers, waited = program.wait_lists
+            waiter = np.repeat(np.arange(n, dtype=np.int64), np.diff(pointers))
+        else:
+            waiter, waited = _wait_edges(waits)
         self.first_follower = self._first_followers(n, waiter, waited)
         self.clock = self._vector_clocks(n, waiter, waited)
 
