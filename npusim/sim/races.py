@@ -64,10 +64,9 @@ NO_FOLLOWER = np.iinfo(np.int64).max  # first_follower where no follower is on t
 
 class HappensBefore:
     """The HB order of a Program's commands (see the module docstring); command ``c`` is
-    ``program.commands[c]``. Arrays are indexed [queue, command]. ``waits``: each command's
-    ``waits``, when the caller has them already."""
+    ``program.commands[c]``. Arrays are indexed [queue, command]."""
 
-    def __init__(self, program: Program, dma_channels: int, waits: list | None = None) -> None:
+    def __init__(self, program: Program, dma_channels: int) -> None:
         n, names = len(program.commands), list(program.queues)
         self.serial = [not name.startswith("dma.") or dma_channels == 1 for name in names]
         self.ids_on = [np.asarray(program.queues[name], dtype=np.int64) for name in names]
@@ -79,11 +78,8 @@ class HappensBefore:
         # clocks; a command of a non-serial queue gets a line of its own (-1 - id).
         serial = np.array(self.serial + [False], dtype=bool)[self.queue]
         self.line = np.where(serial, self.queue, -1 - np.arange(n))
-        if waits is None:
-            pointers, waited = program.wait_lists
-            waiter = np.repeat(np.arange(n, dtype=np.int64), np.diff(pointers))
-        else:
-            waiter, waited = _wait_edges(waits)
+        pointers, waited = program.wait_lists  # one entry per semaphore wait, in command order
+        waiter = np.repeat(np.arange(n, dtype=np.int64), np.diff(pointers))
         self.first_follower = self._first_followers(n, waiter, waited)
         self.clock = self._vector_clocks(n, waiter, waited)
 
@@ -141,14 +137,6 @@ class HappensBefore:
 
     def ordered(self, a: int, b: int) -> bool:
         return self.ends_before(a, b) if a < b else self.ends_before(b, a)
-
-
-def _wait_edges(waits: list) -> tuple[np.ndarray, np.ndarray]:
-    """(waiter, waited): one entry per semaphore wait, in command order (``waits``: each
-    command's, by id)."""
-    counts = np.fromiter(map(len, waits), dtype=np.int64, count=len(waits))
-    waited = np.fromiter(chain.from_iterable(waits), dtype=np.int64, count=int(counts.sum()))
-    return np.repeat(np.arange(len(waits)), counts), waited
 
 
 class _Residencies:
