@@ -20,7 +20,7 @@ from npusim.graph.onnx_import import import_onnx
 from npusim.graph.trace_io import load_trace
 from npusim.hw.config import Hardware
 from npusim.hw.loader import load_hardware
-from npusim.plan.lower import lower
+from npusim.plan.lower import Program, lower
 from npusim.plan.model import Plan
 from npusim.plan.bound import BoundPlan, as_bound
 from npusim.plan.validate import require_valid
@@ -163,6 +163,15 @@ def simulate_plan(plan: Plan, hw: Hardware, graph: Graph | None = None, *, jitte
                   seed: int | None = None, source: str = "plan", validated: bool = False, progress=silent) -> Report:
     """Validate (unless ``validated``), lower and simulate a bound ``plan`` on ``hw``
     (``graph``: only for a plan not bound to its graph yet)."""
+    program = lower_plan(plan, hw, graph, source=source, validated=validated, progress=progress)
+    return simulate_program(program, hw, jitter=jitter, seed=seed, progress=progress)
+
+
+def lower_plan(plan: Plan, hw: Hardware, graph: Graph | None = None, *, source: str = "plan",
+               validated: bool = False, progress=silent) -> Program:
+    """``simulate_plan``'s first half: the Program of a bound ``plan`` on ``hw``, validated
+    first unless ``validated``. A caller that drops its plan then simulates with the plan's
+    residencies and transfers freed (a tiled plan's are a few hundred MB)."""
     if not isinstance(hw, Hardware):  # the old argument order (plan, graph, hw)
         raise TypeError(f"simulate_plan(plan, hw, graph=None): hw is a {type(hw).__name__}, expected Hardware")
     plan = as_bound(plan, graph)
@@ -172,7 +181,13 @@ def simulate_plan(plan: Plan, hw: Hardware, graph: Graph | None = None, *, jitte
         require_valid(plan, source=source)
     check_simulation_memory(len(plan.order) + len(plan.transfers), source)
     progress("lowering to command queues", detail=f"{len(plan.transfers):,} transfers")
-    report = simulate(lower(plan, hw), hw, jitter=jitter, seed=seed, progress=progress)
+    return lower(plan, hw)
+
+
+def simulate_program(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,
+                     progress=silent) -> Report:
+    """``simulate_plan``'s second half: run a Program and check the figures are finite."""
+    report = simulate(program, hw, jitter=jitter, seed=seed, progress=progress)
     if not (math.isfinite(report.cycles) and math.isfinite(report.total_energy_pj)):
         # the loader bounds every field; a product of several extreme ones can still overflow
         raise NpusimError(f"{hw.name}: the simulated figures overflow (latency {report.cycles:g} cycles, energy "

@@ -156,6 +156,13 @@ def test_the_dram_check_on_recorded_times_fails_where_simpys_does(monkeypatch):
         assert machine.dram_contents_hold() is holds
 
 
+def _repeated(program, times: int):
+    """``program`` with its commands ``times`` over (renumbered): a long program, for the
+    questions asked of its length only."""
+    commands = [replace(c, id=i) for i, c in enumerate(list(program.commands) * times)]
+    return replace(program, commands=commands)
+
+
 def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     """Small programs stay on SimPy (loading Numba would cost more than the loop saves); so
     do runs with jitter or banked DRAM, which the compiled loop does not model."""
@@ -163,7 +170,7 @@ def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     program, hw = program_of("bert_tiny", budget="256KiB")
     assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
     assert not engine._compiled_loop_fits(program, hw, 0.0)
-    big = replace(program, commands=program.commands * (engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1))
+    big = _repeated(program, engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1)
     assert engine._compiled_loop_fits(big, hw, 0.0)
     assert not engine._compiled_loop_fits(big, hw, 0.1)
     assert not engine._compiled_loop_fits(big, load_hw("edge-npu", {"dram.model": "banks"}), 0.0)
@@ -177,7 +184,7 @@ def test_the_loop_knob_picks_the_loop_and_refuses_a_bad_value(monkeypatch):
     assert engine._compiled_loop_fits(program, hw, 0.0)
     assert not engine._compiled_loop_fits(program, hw, 0.1)  # jitter: SimPy whatever is asked
     monkeypatch.setenv("NPUSIM_SIM_LOOP", "simpy")
-    big = replace(program, commands=program.commands * (engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1))
+    big = _repeated(program, engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1)
     assert not engine._compiled_loop_fits(big, hw, 0.0)
     monkeypatch.setenv("NPUSIM_SIM_LOOP", "fast")
     with pytest.raises(EnvironmentKnobError, match="NPUSIM_SIM_LOOP='fast': expected one of auto, simpy, compiled"):
@@ -200,7 +207,7 @@ def test_once_the_loop_is_loaded_smaller_programs_take_it(monkeypatch):
     run(program, hw, True, monkeypatch)  # the loop is loaded now
     monkeypatch.delenv("NPUSIM_SIM_LOOP")
     least = engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
-    assert engine._compiled_loop_fits(replace(program, commands=program.commands * (least // len(program.commands) + 1)),
+    assert engine._compiled_loop_fits(_repeated(program, least // len(program.commands) + 1),
                                       hw, 0.0)
     assert not engine._compiled_loop_fits(replace(program, commands=program.commands[:least - 1]), hw, 0.0)
 
@@ -233,6 +240,8 @@ def test_recorded_timeline_orders_ties_as_a_sort_of_the_entries():
 
     import numpy as np
 
+    from npusim.plan.command_table import Command, CommandTable
+
     rng = random.Random(7)
     n = 600
     queues = {q: [] for q in ("stream0", "dma.load", "dma.store", "stream1")}
@@ -242,13 +251,12 @@ def test_recorded_timeline_orders_ties_as_a_sort_of_the_entries():
         queues[queue].append(i)
         if queue.startswith("stream"):
             ops.append(SimpleNamespace(name=rng.choice("abcde"), kind="Conv"))
-            commands.append(SimpleNamespace(kind="compute", op=len(ops) - 1, queue=queue, step=i))
+            commands.append(Command(i, queue, "compute", i, op=len(ops) - 1))
         else:
             tensors.append(SimpleNamespace(name=rng.choice("xyz")))
-            commands.append(SimpleNamespace(kind="load", tensor=len(tensors) - 1, queue=queue, step=i,
-                                            cause="input", nbytes=64))
+            commands.append(Command(i, queue, "load", i, tensor=len(tensors) - 1, cause="input", nbytes=64))
     starts = [rng.choice([0, 1.0, 2, 2.0, 3.5]) for _ in range(n)]
-    timings = SimpleNamespace(commands=commands, ops=ops, tensors=tensors, starts=starts,
+    timings = SimpleNamespace(commands=CommandTable.from_commands(commands), ops=ops, tensors=tensors, starts=starts,
                               ends=[s + 1 for s in starts], channel_of=[0] * n,
                               lanes={"stream0": ([0], "core0"), "stream1": ([1], "core1")})
     completion = np.array(rng.sample(range(n), n), dtype=np.int64)

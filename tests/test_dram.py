@@ -375,13 +375,14 @@ def _moves_program(sizes, order, steps=None):
     ``bump_layout`` and ``row_layout`` read: commands, tensors, views, steps."""
     from types import SimpleNamespace as NS
 
+    from npusim.plan.command_table import Command, CommandTable
     from npusim.plan.lower import DramView
 
     tensors = [NS(name=f"b{i}", view=None) for i in range(len(sizes))]
     steps = list(range(len(order))) if steps is None else steps
-    commands = [NS(kind="load", tensor=i, dram=DramView(0, (sizes[i],), (1,), 1), step=step)
-                for i, step in zip(order, steps)]
-    return NS(graph=NS(tensors=tensors), commands=commands)
+    commands = [Command(k, "dma.load", "load", step, tensor=i, dram=DramView(0, (sizes[i],), (1,), 1))
+                for k, (i, step) in enumerate(zip(order, steps))]
+    return NS(graph=NS(tensors=tensors), commands=CommandTable.from_commands(commands))
 
 
 SIZES = [5000, 3000, 6000, 2000, 9000, 700, 4096, 1500]

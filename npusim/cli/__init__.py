@@ -40,7 +40,7 @@ from npusim.registry import ALIASES, default_registry, describe_planner
 from npusim.util.resources import list_resources
 from npusim.util.units import format_bytes
 from npusim.workflow import (DEFAULT_PIPELINE, check_plan_hardware, load_graph, load_hw, memory_bounds, plan_graph,
-                             resolve_budget, simulate_plan)
+                             lower_plan, resolve_budget, simulate_program)
 
 
 def _hw_overrides(pairs: list[str] | None) -> dict:
@@ -204,10 +204,11 @@ def cmd_simulate(args) -> int:
     with Progress("npusim simulate") as progress:
         graph = load_graph(args.trace)
         hw = load_hw(args.hw, _hw_overrides(args.set))
-        plan = _plan_for(args, graph, hw, progress)
-        report = simulate_plan(plan, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
-                               seed=args.jitter, source=args.plan or "plan", progress=progress,
-                               validated=not args.plan)  # plan_graph validated a plan it made
+        # The plan is not kept: its residencies and transfers are freed once it is lowered.
+        program = lower_plan(_plan_for(args, graph, hw, progress), hw, source=args.plan or "plan", progress=progress,
+                             validated=not args.plan)  # plan_graph validated a plan it made
+        report = simulate_program(program, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
+                                  seed=args.jitter, progress=progress)
     wall = time.perf_counter() - start
     if args.report:
         report.save_json(args.report)

@@ -119,9 +119,7 @@ def _first_moves(program):
     """``first_moves`` with the step of each buffer's first DMA."""
     seen: set[str] = set()
     graph = program.graph
-    for cmd in program.commands:
-        if cmd.kind not in ("load", "store"):
-            continue
+    for cmd in program.commands.transfers():
         tensor = graph.tensors[cmd.tensor]
         name = buffer_of(tensor)
         if name in seen:
@@ -178,9 +176,8 @@ def moved_together(program) -> dict[str, set[str]]:
     DMA channels or more (and a load and a store queue) they stream at the same time."""
     by_step: dict[int, set[str]] = {}
     graph = program.graph
-    for cmd in program.commands:
-        if cmd.kind in ("load", "store"):
-            by_step.setdefault(cmd.step, set()).add(buffer_of(graph.tensors[cmd.tensor]))
+    for cmd in program.commands.transfers():
+        by_step.setdefault(cmd.step, set()).add(buffer_of(graph.tensors[cmd.tensor]))
     partners: dict[str, set[str]] = {}
     for names in by_step.values():
         for name in names:

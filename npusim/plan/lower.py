@@ -47,9 +47,6 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import cached_property
-from itertools import chain
-from operator import attrgetter
 from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
@@ -62,21 +59,12 @@ from npusim.plan.layout import DramLayout
 from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.bound import as_bound
+from npusim.plan.command_table import KIND_CODES, NONE, Access, Command, CommandTable, new_access  # noqa: F401 (Access, Command: their home for importers)
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 from npusim.util.fast_init import twin_constructor
 
 PHASE = {"load": 0, "compute": 1, "store": 2}
 DMA_QUEUE = {"load": "dma.load", "store": "dma.store"}
-
-
-@dataclass(frozen=True, slots=True)
-class Access:
-    """A command's read or write of one residency's scratchpad region."""
-
-    residency: int
-    tensor: int
-    offset: int
-    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,29 +81,11 @@ class DramView:
         return chunks_of(self.shape, self.strides, 0, self.itemsize, self.address)
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    id: int
-    queue: str
-    kind: str  # compute | load | store
-    step: int
-    op: int | None = None
-    tensor: int | None = None
-    cause: str | None = None
-    nbytes: int = 0
-    dram: "DramView | None" = None
-    cost: "TransferCost | None" = None  # DMA commands: descriptors, chunks, bursts, bus bytes
-    reads: tuple[Access, ...] = ()
-    writes: tuple[Access, ...] = ()
-    waits: tuple[int, ...] = ()
-    streamed: tuple[int, ...] = ()  # waits satisfied by the first band of that command (module docstring)
-
-
 @dataclass(frozen=True)
 class Program:
     graph: Graph  # the graph the commands refer to (the tiled expansion for a tiled plan)
     queues: dict  # queue name -> tuple of command ids, in issue order
-    commands: tuple[Command, ...]
+    commands: CommandTable  # command c is commands[c] (npusim.plan.command_table); a sequence of Commands is converted
     residency_users: tuple[tuple[int, ...], ...]  # per residency: commands that touch it
     capacity: int
     streams: int
@@ -127,27 +97,23 @@ class Program:
     dram_planned: bool = False  # the plan has a DRAM layout: the simulator checks DRAM contents
     lowered_for: tuple = ()  # the DMA/DRAM settings the costs were counted with (``dma_settings``)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.commands, CommandTable):  # Commands made by hand (tests, seeded races)
+            object.__setattr__(self, "commands", CommandTable.from_commands(self.commands))
+
     @property
     def n_commands(self) -> int:
         return len(self.commands)
 
-    @cached_property
+    @property
     def wait_lists(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every command's ``waits`` as one array, read once for the simulator's three uses
-        (the compiled loop, the race check, the semaphore arrows): (pointers, waited), command
-        c waiting for ``waited[pointers[c]:pointers[c + 1]]`` in its order."""
-        counts = np.fromiter(map(len, map(attrgetter("waits"), self.commands)), np.int64, len(self.commands))
-        pointers = np.zeros(len(self.commands) + 1, np.int64)
-        np.cumsum(counts, out=pointers[1:])
-        waited = np.fromiter(chain.from_iterable(map(attrgetter("waits"), self.commands)), np.int64, int(pointers[-1]))
-        return pointers, waited
+        """Every command's ``waits`` as (pointers, waited), command c waiting for
+        ``waited[pointers[c]:pointers[c + 1]]`` in its order: views of the table's column."""
+        return self.commands.waits.arrays()
 
 
-#: ``Command(...)``, ``Access(...)`` and ``DramView(...)`` with every field given, made faster
-#: (``npusim.util.fast_init``): lowering builds one per transfer and op, per residency and per
-#: tensor moved, tens of thousands to a million.
-new_command = twin_constructor(Command)
-new_access = twin_constructor(Access)
+#: ``DramView(...)`` with every field given, made faster (``npusim.util.fast_init``): lowering
+#: builds one per tensor moved, tens of thousands to hundreds of thousands.
 new_dram_view = twin_constructor(DramView)
 
 
@@ -164,15 +130,16 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
     plan = as_bound(plan, graph)
     untiled, graph = plan.base_graph, plan.bound_graph
     # Drafts (commands without waits) in (step, phase) order, each given its waits as it comes.
-    drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw)
-    previous = _previous_occupants(plan.residencies)
-    commands, users = _with_waits(drafts, previous, len(plan.residencies), plan, graph)
-    queues = defaultdict(list)
-    for c in commands:
-        queues[c.queue].append(c.id)
     n_streams = max(plan.streams, default=0) + 1
-    return Program(graph=graph, queues={k: tuple(v) for k, v in sorted(queues.items())},
-                   commands=tuple(commands), residency_users=tuple(map(tuple, users)),
+    queue_names = sorted([*DMA_QUEUE.values(), *(f"stream{s}" for s in range(n_streams))])
+    drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw, queue_names)
+    previous = _previous_occupants(plan.residencies)
+    table = CommandTable(queue_names, _accesses(plan.residencies))
+    users = _with_waits(drafts, previous, len(plan.residencies), plan, graph, table)
+    queue = table.column("queue")
+    queues = {name: ids for name, ids in ((name, tuple(np.flatnonzero(queue == code).tolist()))
+                                          for code, name in enumerate(queue_names)) if ids}
+    return Program(graph=graph, queues=queues, commands=table, residency_users=tuple(map(tuple, users)),
                    capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
                    plan_status=plan.meta.status, plan_scope=plan.meta.scope, plan_notes=plan.meta.notes, offchip_peak=offchip_footprint(plan, graph, untiled),
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
@@ -182,7 +149,7 @@ class Draft(NamedTuple):
     """A command's fields but its id and waits, in ``Command``'s order (documentation only:
     ``_draft_commands`` yields plain tuples of these fields, cheaper to make and unpack)."""
 
-    queue: str
+    queue: int  # a code into the table's queue names
     kind: str
     step: int
     op: int | None
@@ -191,11 +158,11 @@ class Draft(NamedTuple):
     nbytes: int
     dram: DramView | None
     cost: TransferCost | None
-    reads: tuple[Access, ...]
-    writes: tuple[Access, ...]
+    reads: tuple[int, ...]  # residencies (the index of each one's Access in the table)
+    writes: tuple[int, ...]
 
 
-def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterator[tuple]:
+def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw, queue_names: list[str]) -> Iterator[tuple]:
     """Every transfer and op as a command's fields without waits (a ``Draft``'s fields, as a
     plain tuple), in (step, phase, tensor or op) order, transfers before ops (in plan order) on
     ties.
@@ -210,9 +177,10 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterato
     width = max(len(graph.tensors), len(graph.ops)) + 1
     keys = [(tr.step * 3 + PHASE[tr.kind]) * width + tr.tensor for tr in transfers]
     keys += [(s * 3 + 1) * width + op_id for s, op_id in enumerate(order)]
-    stream_queue = [f"stream{s}" for s in range(max(streams, default=0) + 1)]
+    code = {name: k for k, name in enumerate(queue_names)}
+    stream_queue = [code[f"stream{s}"] for s in range(max(streams, default=0) + 1)]
     n_transfers = len(transfers)
-    load_queue, store_queue = DMA_QUEUE["load"], DMA_QUEUE["store"]
+    load_queue, store_queue = code[DMA_QUEUE["load"]], code[DMA_QUEUE["store"]]
     for i in sorted(range(len(keys)), key=keys.__getitem__):
         if i < n_transfers:
             tr = transfers[i]
@@ -234,18 +202,22 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw) -> Iterato
                    tuple([access_at(t, s) for t in inputs]), writes)
 
 
+def _accesses(residencies) -> list[Access]:
+    """One Access per residency (every command touching it touches its whole region)."""
+    return [new_access(i, r.tensor, r.offset, r.size) for i, r in enumerate(residencies)]
+
+
 def _access_finder(plan: Plan, graph: Graph):
-    """``access_at(tensor, step)``: the Access of the residency holding ``tensor`` at ``step``
-    (the first such in plan order).
+    """``access_at(tensor, step)``: the residency holding ``tensor`` at ``step`` (the first
+    such in plan order).
 
     A tensor with one residency (most) is answered by comparing steps; one whose residencies
     are disjoint in steps (every valid plan's; a weight loaded again by each tile) by
     bisection on their first steps; others (an invalid plan) by a scan in plan order. Steps
-    and Accesses are kept in lists by residency (no tuple per residency for the collector)."""
+    are kept in lists by residency (no tuple per residency for the collector)."""
     residencies = plan.residencies
     first = [r.first for r in residencies]
     last = [r.last for r in residencies]
-    accesses = [new_access(i, r.tensor, r.offset, r.size) for i, r in enumerate(residencies)]
     only: list = [None] * len(graph.tensors)  # tensor -> its one residency, or a list of its residencies
     for i, r in enumerate(residencies):
         held = only[r.tensor]
@@ -267,19 +239,19 @@ def _access_finder(plan: Plan, graph: Graph):
     def not_resident(t: int, s: int):
         return ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
 
-    def access_at(t: int, s: int) -> Access:
+    def access_at(t: int, s: int) -> int:
         i = only[t]
         if i is None:
             found = firsts.get(t)
             if found is None:  # overlapping residencies, or none
                 for i in several.get(t, ()):
                     if first[i] <= s <= last[i]:
-                        return accesses[i]
+                        return i
                 raise not_resident(t, s)
             starts, ordered = found
             i = ordered[bisect_right(starts, s) - 1]  # the last to start at or before s
         if first[i] <= s <= last[i]:
-            return accesses[i]
+            return i
         raise not_resident(t, s)
 
     return access_at
@@ -311,10 +283,10 @@ def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
     return dram_side
 
 
-def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Plan,
-                graph: Graph) -> tuple[list[Command], list[list[int]]]:
-    """The commands with the waits of the module docstring, and per residency the commands
-    that touch it.
+def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Plan, graph: Graph,
+                table: CommandTable) -> list[list[int]]:
+    """Add the commands to ``table`` with the waits of the module docstring; per residency the
+    commands that touch it.
 
     Commands are visited in issue order, and what a command's waits are found from (the
     users and the filler of a residency, the last store of a tensor, the op and loads of a
@@ -329,23 +301,25 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
     compute_at = {}  # step -> its compute command (with a DRAM layout)
     loads_at = defaultdict(list)  # step -> its load commands (with a DRAM layout)
     tensors, dram_reused = graph.tensors, bool(plan.dram)
-    commands = []
+    # the table's columns, appended to directly (``CommandTable.append`` in one place)
+    queue_of, kind_of, step_of = table.queue, table.kind, table.step
+    add_queue, add_kind, add_step = queue_of.append, kind_of.append, step_of.append
+    add_op, add_tensor, add_nbytes = table.op.append, table.tensor.append, table.nbytes.append
+    add_cause, add_dram, add_cost = table.cause.append, table.dram.append, table.cost.append
+    add_reads, add_writes, add_waits, add_streamed = table.reads.add, table.writes.add, table.waits.add, table.streamed.add
+    LOAD, COMPUTE = KIND_CODES["load"], KIND_CODES["compute"]
     for cid, (queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes) in enumerate(drafts):
         waits, streamed = [], ()
         if kind == "compute":
             loaded = []  # the loads among the fillers waited for: streamed waits
-            for a in reads:
-                r = a.residency
+            for r in reads:
                 users[r].append(cid)
                 f = filler[r]
-                if f is not None:
-                    by = commands[f]
-                    if by.queue != queue:
-                        waits.append(f)
-                        if by.kind == "load":
-                            loaded.append(f)
-            for a in writes:
-                r = a.residency
+                if f is not None and queue_of[f] != queue:
+                    waits.append(f)
+                    if kind_of[f] == LOAD:
+                        loaded.append(f)
+            for r in writes:
                 for q in previous[r]:
                     waits += dma_users[q]
                 users[r].append(cid)
@@ -357,8 +331,7 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
                 streamed = tuple(sorted(loaded)) if len(loaded) > 1 else (loaded[0],)
             waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
         elif kind == "load":
-            (a,) = writes
-            r = a.residency
+            (r,) = writes
             for q in previous[r]:
                 waits += users[q]
             # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read
@@ -378,13 +351,11 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
             waits.discard(None)
             waits = tuple(sorted(waits))
         else:  # store
-            (a,) = reads
-            r = a.residency
+            (r,) = reads
             f = filler[r]
             if f is not None:
                 waits.append(f)
-                by = commands[f]
-                if by.kind == "compute" and by.step == step:
+                if kind_of[f] == COMPUTE and step_of[f] == step:
                     streamed = (f,)
             if dram_reused:  # DRAM is reused: no store before the op of its step (see above)
                 waits.append(compute_at[step])
@@ -396,9 +367,20 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
             else:
                 dma_users[r] = [cid]
             waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
-        commands.append(new_command(cid, queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes,
-                                    waits, streamed))
-    return commands, users
+        add_queue(queue)
+        add_kind(KIND_CODES[kind])
+        add_step(step)
+        add_op(NONE if op is None else op)
+        add_tensor(NONE if tensor is None else tensor)
+        add_nbytes(nbytes)
+        add_cause(cause)
+        add_dram(view)
+        add_cost(cost)
+        add_reads(reads)
+        add_writes(writes)
+        add_waits(waits)
+        add_streamed(streamed)
+    return users
 
 
 def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:

@@ -41,6 +41,8 @@ from operator import attrgetter
 import numba
 import numpy as np
 
+from npusim.errors import SimulationError
+from npusim.plan.command_table import KIND_CODES, KINDS
 from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
@@ -59,9 +61,8 @@ URGENT, NORMAL = 0, 1
 # binding_at codes (CommandTiming.binding_at)
 AT_END, AT_START, AT_BAND = range(3)
 
-# Command kinds
-COMPUTE, LOAD, STORE = range(3)
-KIND_CODES = {"compute": COMPUTE, "load": LOAD, "store": STORE}
+# Command kinds: the codes of the Program's kind column
+COMPUTE, LOAD, STORE = KIND_CODES["compute"], KIND_CODES["load"], KIND_CODES["store"]
 
 # Bits of ``int_mask``: which recorded times SimPy held as int (an event chain from time 0
 # of zero delays only: SimPy's clock starts at int 0), so reports print them alike
@@ -69,8 +70,8 @@ READY_INT, START_INT, END_INT, BAND_INT = 1, 2, 4, 8
 
 
 # Slots of the kernel's integer state ``S`` (scalars the helpers update)
-(SEQ, FREE_EVENTS, FREE_NODES, BLOCKS, USED, PEAK, N_OCC, N_DRAM, FLOWS_NOW, INFLIGHT, MOVING, NEXT_FLOW,
- PENDING, STATUS, N_DONE, HEAP_SIZE, N_DMA_STEPS, N_STATE) = range(18)
+(SEQ, FREE_EVENTS, FREE_NODES, NODES_TAKEN, BLOCKS, USED, PEAK, N_OCC, N_DRAM, FLOWS_NOW, INFLIGHT, MOVING,
+ NEXT_FLOW, PENDING, STATUS, N_DONE, HEAP_SIZE, N_DMA_STEPS, N_STATE) = range(19)
 PRIORITY_STEP = 1 << 62  # a key's priority part: above any scheduling order
 # Rows of the event table ``E`` and of the callback table ``K``
 HEAD, TAIL, UNIT_NEXT = range(3)
@@ -133,12 +134,17 @@ def _pop(heap, S):
 
 @numba.njit(cache=True)
 def _on(S, E, K, free_nodes, ev, what, arg):
-    """Add a callback to ``ev`` (after those it has: SimPy runs them in that order)."""
-    if S[FREE_NODES] == 0:
+    """Add a callback to ``ev`` (after those it has: SimPy runs them in that order). Its node
+    is the last one freed (``free_nodes`` is a stack of them), else the lowest never taken."""
+    if S[FREE_NODES] > 0:
+        S[FREE_NODES] -= 1
+        node = free_nodes[S[FREE_NODES]]
+    elif S[NODES_TAKEN] < free_nodes.shape[0]:
+        node = S[NODES_TAKEN]
+        S[NODES_TAKEN] += 1
+    else:
         S[STATUS] = POOL_FULL
         return
-    S[FREE_NODES] -= 1
-    node = free_nodes[S[FREE_NODES]]
     K[NEXT, node], K[WHAT, node], K[ARG, node] = -1, what, arg
     if E[HEAD, ev] == -1:
         E[HEAD, ev] = node
@@ -514,13 +520,17 @@ def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, a
     # events: done of command c is event c, its first band n + c, then the pool
     n_events = 2 * n + pool
     processed = np.zeros(n_events, np.bool_)
-    E = np.full((3, n_events), -1, np.int64)
+    # an event's callbacks (HEAD: -1 for none; TAIL is read only behind a HEAD, UNIT_NEXT only
+    # once written): np.empty but for the heads, as 4-byte ids (events and nodes are < 2**31, run())
+    E = np.empty((3, n_events), np.int32)
+    E[HEAD, :] = -1
     free_events = np.arange(n_events - 1, 2 * n - 1, -1).astype(np.int64)  # a stack: 2n is on top
     S[FREE_EVENTS] = pool
     n_nodes = n_events + n_queues + n + 8
     K = np.empty((3, n_nodes), np.int64)  # a node's fields are set when it is taken (_on): only the nodes used are touched
-    free_nodes = np.arange(n_nodes - 1, -1, -1).astype(np.int64)
-    S[FREE_NODES] = n_nodes
+    free_nodes = np.empty(n_nodes, np.int64)  # the freed nodes, a stack (_on); none yet, none taken
+    S[FREE_NODES] = 0
+    S[NODES_TAKEN] = 0
     heap = (np.empty(n_events), np.empty(n_events, np.int64), np.empty(n_events, np.int64),
             np.empty(n_events, np.bool_))
 
@@ -826,31 +836,19 @@ def _csr(rows) -> tuple[np.ndarray, np.ndarray]:
     return pointers, np.fromiter(chain.from_iterable(rows), np.int64, int(pointers[-1]))
 
 
-def _accesses(commands, which: str) -> tuple[np.ndarray, ...]:
-    """(pointers, residencies, offsets, sizes) of each command's scratchpad reads or writes."""
-    rows = list(map(attrgetter(which), commands))
-    pointers = _pointers(rows)
-    flat = list(chain.from_iterable(rows))
-    res = np.fromiter(map(attrgetter("residency"), flat), np.int64, len(flat))
-    off = np.fromiter(map(attrgetter("offset"), flat), np.int64, len(flat))
-    size = np.fromiter(map(attrgetter("size"), flat), np.int64, len(flat))
-    return pointers, res, off, size
-
-
 def run(machine, cores_of_queue: dict, max_events: int):
     """Run ``machine``'s program (an ``engine._Machine``) with the compiled loop: the status,
     and the recorded arrays (``run_program``'s result) when it is ``OK``."""
     program, hw = machine.program, machine.hw
-    commands = program.commands
-    n = len(commands)
-    kind = np.fromiter(map(KIND_CODES.__getitem__, map(attrgetter("kind"), commands)), np.int64, n)
-    ids = np.flatnonzero(kind != COMPUTE)  # the transfers (command c is commands[c])
-    transfers = [commands[i] for i in ids.tolist()]
-    costs = list(map(attrgetter("cost"), transfers))
+    table = program.commands
+    n = len(table)
+    kind = table.column("kind").astype(np.int64)
+    ids = np.flatnonzero(kind != COMPUTE)  # the transfers (command c is table[c])
+    costs = list(map(table.cost.__getitem__, ids.tolist()))
 
     def per_transfer(values, dtype=np.float64):
         out = np.zeros(n, dtype)
-        out[ids] = np.fromiter(values, dtype, len(transfers))
+        out[ids] = np.fromiter(values, dtype, len(costs))
         return out
 
     # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles,
@@ -858,10 +856,12 @@ def run(machine, cores_of_queue: dict, max_events: int):
     bus = per_transfer(map(attrgetter("bus_bytes"), costs))
     setup_latency = per_transfer(map(attrgetter("descriptors"), costs)) * machine.dma_setup_cycles + machine.dram_latency
     addr_cycles = per_transfer(map(attrgetter("chunks"), costs)) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
-    urgency = per_transfer(map(attrgetter("step"), transfers)) + np.where(kind == STORE, 0.5, 0.0)
-    ops, op_cycles = machine.graph.ops, machine._op_cycles
+    urgency = np.zeros(n)
+    urgency[ids] = table.column("step")[ids]
+    urgency += np.where(kind == STORE, 0.5, 0.0)
+    ops, op_cycles, op_of = machine.graph.ops, machine._op_cycles, table.op
     compute_ids = np.flatnonzero(kind == COMPUTE)
-    values = [op_cycles(ops[commands[i].op])[0][0] for i in compute_ids.tolist()]
+    values = [op_cycles(ops[op_of[i]])[0][0] for i in compute_ids.tolist()]
     cycles = np.zeros(n)
     cycles[compute_ids] = values
     cycles_int = np.zeros(n, np.bool_)
@@ -871,8 +871,8 @@ def run(machine, cores_of_queue: dict, max_events: int):
     bands = np.asarray(machine.bands, np.int64)
     wait_ptr, wait_list = program.wait_lists
     stream_ptr, stream_list = _csr(machine.streams_from)
-    read = _accesses(commands, "reads")
-    write = _accesses(commands, "writes")
+    read = table.access_columns("reads")
+    write = table.access_columns("writes")
     users_left = np.fromiter(map(len, program.residency_users), np.int64, len(program.residency_users))
     queue_ptr, queue_cmds = _csr(list(program.queues.values()))
     queue_compute = np.array([q.startswith("stream") for q in program.queues], np.bool_)
@@ -880,6 +880,8 @@ def run(machine, cores_of_queue: dict, max_events: int):
     shared = program.streams > len(machine.cores)
     pool = POOL_PER_QUEUE * (len(program.queues) + hw.dma.channels)
     while True:
+        if 3 * n + pool + len(program.queues) + 8 >= 2 ** 31:  # the kernel's 4-byte event table (run_program)
+            raise SimulationError(f"{n:,} commands are more than the compiled event loop holds")
         status, result = run_program(
             kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,
             wait_ptr, wait_list, stream_ptr, stream_list, *read, *write, users_left,
@@ -891,13 +893,53 @@ def run(machine, cores_of_queue: dict, max_events: int):
         pool *= 2
 
 
-def _as_simpy_held(times: np.ndarray, is_int: np.ndarray) -> list:
-    """Recorded times as SimPy held them: an int where ``is_int`` (a chain of zero delays from
-    time 0; SimPy's clock starts at int 0), else a float."""
-    found = times.tolist()
-    for i in np.flatnonzero(is_int).tolist():
-        found[i] = int(found[i])
-    return found
+class HeldTimes(Sequence):
+    """A recorded time column as SimPy held it: ``times[i]`` is an int where the run marked it
+    one (a chain of zero delays from time 0; SimPy's clock starts at int 0), else a float.
+
+    Kept as the column's 8-byte floats and the run's int marks, not as a list of Python
+    numbers (32 bytes an entry): a run of a million commands keeps its starts and ends for
+    the report (~60 MB less). ``array()`` views the floats for the questions asked of all."""
+
+    __slots__ = ("values", "int_mask", "bit")
+
+    def __init__(self, times: np.ndarray, int_mask: array, bit: int) -> None:
+        self.values, self.int_mask, self.bit = _packed(times), int_mask, bit
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        value = self.values[i]
+        return int(value) if self.int_mask[i] & self.bit else value
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def tolist(self) -> list:
+        found = self.values.tolist()
+        mask = np.frombuffer(self.int_mask, np.int64) & self.bit
+        for i in np.flatnonzero(mask).tolist():
+            found[i] = int(found[i])
+        return found
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.values, np.float64)
+
+    def last_of_largest(self) -> int:
+        """The index of the last entry equal to the largest (``critical_path``'s start)."""
+        values = self.array()
+        if np.abs(values).max() >= 2.0 ** 53:  # floats would merge distinct int times: as a list
+            found = self.tolist()
+            return len(found) - 1 - found[::-1].index(max(found))
+        return int(np.flatnonzero(values == values.max())[-1])
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and self.tolist() == list(other)
+
+    __hash__ = None
 
 
 #: ``CommandTiming(...)`` and ``TimelineEntry(...)`` with every field given, made faster
@@ -923,8 +965,8 @@ class RecordedTimings:
         # A proxy: the machine holds its timings, and a cycle would keep a run of a million
         # commands alive until the next full collection.
         self.machine = weakref.proxy(machine)
-        self.starts, self.ends = start, end  # lists: the timeline holds these values anyway
         self.ready, self.band, self.int_mask = _packed(ready), _packed(band), _packed(int_mask)
+        self.starts, self.ends = HeldTimes(start, self.int_mask, START_INT), HeldTimes(end, self.int_mask, END_INT)
         self.binding, self.binding_at, self.tail = _packed(binding), _packed(binding_at), _packed(tail)
         self.flowing, self.data_end = _packed(flowing), _packed(data_end)
         self.mark, self.last_start, self.channel_of = _packed(mark), _packed(last_start), _packed(channel_of)
@@ -950,10 +992,10 @@ class RecordedTimings:
     def compute_row(self, i: int) -> tuple:
         """(start, end, binding, lane, bound cause) of compute command ``i``: what
         ``critical_path.op_breakdown`` reads of its CommandTiming, without making one."""
-        c = self.commands[i]
-        (_, bound), _ = self.machine._op_cycles(self.ops[c.op])
+        table = self.commands
+        (_, bound), _ = self.machine._op_cycles(self.ops[table.op[i]])
         binding = self.binding[i]
-        return (self.starts[i], self.ends[i], None if binding < 0 else binding, self.lanes[c.queue][1],
+        return (self.starts[i], self.ends[i], None if binding < 0 else binding, self.lanes[table.queue_of(i)][1],
                 BOUND_CAUSE[bound])
 
     def __getitem__(self, i: int) -> CommandTiming:
@@ -1012,15 +1054,15 @@ class RecordedTimeline(Sequence):
         self.order = self._sorted(completion, queues)
 
     def _name(self, i: int) -> str:
-        c = self.commands[i]
-        return self.ops[c.op].name if c.kind == "compute" else self.tensors[c.tensor].name
+        table = self.commands
+        return self.ops[table.op[i]].name if table.kind[i] == COMPUTE else self.tensors[table.tensor[i]].name
 
     def _sorted(self, completion: np.ndarray, queues: dict) -> np.ndarray:
         """The commands in the report's order: by (start, queue) with NumPy's stable sort from
         the completion order, then each run of equal (start, queue) by name, stably."""
-        start = np.array(self.starts, dtype=np.float64)
+        start = self.starts.array() if isinstance(self.starts, HeldTimes) else np.array(self.starts, dtype=np.float64)
         if len(start) and np.abs(start).max() >= 2.0 ** 53:  # floats would merge distinct int starts
-            key = lambda i: (self.starts[i], self.commands[i].queue, self._name(i))  # noqa: E731
+            key = lambda i: (self.starts[i], self.commands.queue_of(i), self._name(i))  # noqa: E731
             return np.array(sorted(completion.tolist(), key=key), dtype=np.int64)
         rank = np.zeros(len(start), dtype=np.int64)
         for k, name in enumerate(sorted(queues)):
@@ -1035,13 +1077,14 @@ class RecordedTimeline(Sequence):
         return order
 
     def _entry(self, i: int) -> TimelineEntry:
-        c = self.commands[i]
-        if c.kind == "compute":
-            op = self.ops[c.op]
-            return new_entry(c.queue, op.name, op.kind, c.step, self.starts[i], self.ends[i], None, 0,
-                             self.lanes[c.queue][1], i)
-        return new_entry(c.queue, self.tensors[c.tensor].name, c.kind, c.step, self.starts[i], self.ends[i],
-                         c.cause, c.nbytes, self.dma_lanes[self.channel_of[i]], i)
+        table = self.commands
+        queue, kind = table.queue_of(i), table.kind[i]
+        if kind == COMPUTE:
+            op = self.ops[table.op[i]]
+            return new_entry(queue, op.name, op.kind, table.step[i], self.starts[i], self.ends[i], None, 0,
+                             self.lanes[queue][1], i)
+        return new_entry(queue, self.tensors[table.tensor[i]].name, KINDS[kind], table.step[i], self.starts[i],
+                         self.ends[i], table.cause[i], table.nbytes[i], self.dma_lanes[self.channel_of[i]], i)
 
     def __len__(self) -> int:
         return len(self.order)
@@ -1087,16 +1130,14 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
     terms as a column over the completed commands (0 where a command adds nothing to it), summed
     one term at a time (``_in_order``). ``durations``: each command's end - start."""
     program, graph, hw = machine.program, machine.graph, machine.hw
-    commands, ops = program.commands, graph.ops
-    done = [commands[i] for i in order.tolist()]
-    kind = np.fromiter(map(KIND_CODES.__getitem__, map(attrgetter("kind"), done)), np.int64, len(done))
+    table, ops = program.commands, graph.ops
+    kind = table.column("kind")[order].astype(np.int64)
     at = {k: np.flatnonzero(kind == code) for k, code in KIND_CODES.items()}  # positions in the order
     # computes: one set of figures per (queue, cost class), the SimPy run's per op
-    computes = [done[p] for p in at["compute"].tolist()]
-    op_of = [ops[c.op] for c in computes]
+    computes = order[at["compute"]]
+    op_of = list(map(ops.__getitem__, map(table.op.__getitem__, computes.tolist())))
     classes = np.fromiter(map(machine._cost_class, op_of), np.int64, len(op_of))
-    queue_ids = {q: k for k, q in enumerate(program.queues)}
-    queue = np.fromiter(map(queue_ids.__getitem__, map(attrgetter("queue"), computes)), np.int64, len(computes))
+    queue = table.column("queue")[computes].astype(np.int64)  # codes into table.queue_names
     pairs, first, pair_of = np.unique(queue * (len(machine._classes) + 1) + classes, return_index=True,
                                       return_inverse=True)
     lanes = {q: machine._cores_of(q)[0] for q in program.queues if q.startswith("stream")}
@@ -1105,14 +1146,14 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
     def column(total: str, key) -> np.ndarray:
         found = terms.get((total, key))
         if found is None:
-            found = terms[total, key] = np.zeros(len(done))
+            found = terms[total, key] = np.zeros(len(order))
         return found
 
     for k, p in enumerate(first.tolist()):
         op, positions = op_of[p], at["compute"][pair_of == k]
         (cycles, _), per_core = machine._op_cycles(op)
         slowest = max(per_core)  # _account_compute's figures
-        for core, busy in zip(lanes[computes[p].queue], per_core):
+        for core, busy in zip(lanes[table.queue_of(int(computes[p]))], per_core):
             column("core", core)[positions] = cycles * busy / slowest if slowest > 0 else cycles
         for key, pj in machine._op_energy(op).items():
             column("energy", key)[positions] = pj
@@ -1122,17 +1163,18 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
                                     map(machine._energy_total.__getitem__, classes.tolist())))
     # transfers (_account_transfer; the compiled loop never runs dram.model: banks)
     e = hw.energy
+    nbytes = table.column("nbytes")
     for kind_name, dram, scratchpad, byte in (("load", "dram_read", "scratchpad_write", machine.scratchpad_write_byte),
                                               ("store", "dram_write", "scratchpad_read", machine.scratchpad_read_byte)):
         positions = at[kind_name]
-        moved = [done[p] for p in positions.tolist()]
-        costs = list(map(attrgetter("cost"), moved))
+        moved = order[positions]
+        costs = list(map(table.cost.__getitem__, moved.tolist()))
         column("energy", dram)[positions] = (np.fromiter(map(attrgetter("bus_bytes"), costs), np.int64, len(costs))
                                              * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
-        column("energy", scratchpad)[positions] = np.fromiter(map(attrgetter("nbytes"), moved), np.int64, len(moved)) * byte
+        column("energy", scratchpad)[positions] = nbytes[moved] * byte
         column("energy", "dma_descriptor")[positions] = (
             np.fromiter(map(attrgetter("descriptors"), costs), np.int64, len(costs)) * e.dma_descriptor)
-    channel = np.zeros(len(done))
+    channel = np.zeros(len(order))
     channel[kind != KIND_CODES["compute"]] = durations[order][kind != KIND_CODES["compute"]]
     machine.channel_busy = _in_order(machine.channel_busy, channel)
     for (total, key), column_terms in terms.items():
@@ -1152,10 +1194,8 @@ def record(machine, result) -> float:
     (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
      last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
      peak, busy_cycles, dma_steps) = result
-    program, graph = machine.program, machine.graph
-    commands = program.commands
+    program = machine.program
     _account(machine, order, end - start)
-    start, end = _as_simpy_held(start, int_mask & START_INT), _as_simpy_held(end, int_mask & END_INT)
     timings = machine.timings = RecordedTimings(machine, ready, start, end, band, int_mask, binding, binding_at, tail,
                                                 flowing, data_end, mark, last_start, channel_of)
     machine.timeline = RecordedTimeline(timings, order, program.queues, machine.dma_lanes)

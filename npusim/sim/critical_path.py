@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npusim.plan.command_table import KIND_CODES
 from npusim.util.fast_init import positional_constructor
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
@@ -77,8 +78,10 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
     if not timings:
         return stalls, []
     ends = _column(timings, "ends", "end")
-    last = max(ends)
-    current = len(ends) - 1 - ends[::-1].index(last)  # the last command of those ending last
+    if hasattr(ends, "last_of_largest"):  # a recorded column (compiled_loop.HeldTimes)
+        current = ends.last_of_largest()
+    else:
+        current = len(ends) - 1 - ends[::-1].index(max(ends))  # the last command of those ending last
     at = "end"
     path = []
     guard = 3 * len(timings) + 2
@@ -111,6 +114,16 @@ def _column(timings, column: str, field: str) -> list:
     for the question), else read from each CommandTiming."""
     found = getattr(timings, column, None)
     return found if found is not None else [getattr(t, field) for t in timings]
+
+
+def _by_start(ids: np.ndarray, starts) -> list[int]:
+    """``ids`` sorted by their starts, stably: by the recorded float column when ``starts`` is
+    one (``compiled_loop.HeldTimes``; an int start sorts as its float while below 2**53)."""
+    if hasattr(starts, "array"):
+        values = starts.array()[ids]
+        if not len(values) or np.abs(values).max() < 2.0 ** 53:
+            return ids[np.argsort(values, kind="stable")].tolist()
+    return sorted(ids.tolist(), key=starts.__getitem__)
 
 
 def _waited_for_space(program, timing: CommandTiming, load) -> bool:
@@ -206,20 +219,21 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     rows = []
     previous_end: dict[str, float] = {}
     starts = _column(timings, "starts", "start")
-    commands = program.commands
-    computes = [c.id for c in commands if c.kind == "compute"]
-    computes.sort(key=starts.__getitem__)
+    table = program.commands
+    computes = np.flatnonzero(table.column("kind") == KIND_CODES["compute"])
+    computes = _by_start(computes, starts)
     row_of = getattr(timings, "compute_row", None) or (lambda i: _compute_row(timings[i]))
+    op_of, step_of, queue_of = table.op, table.step, table.queue_of
     for i in computes:
-        cmd = commands[i]
+        op_id, queue = op_of[i], queue_of(i)
         start, end, binding, lane, bound = row_of(i)
-        op = graph.ops[cmd.op]
-        idle = max(start - previous_end.get(cmd.queue, 0.0), 0.0)
-        previous_end[cmd.queue] = end
+        op = graph.ops[op_id]
+        idle = max(start - previous_end.get(queue, 0.0), 0.0)
+        previous_end[queue] = end
         waited_for = ""
         if idle > 0 and binding is not None:
-            other = program.commands[binding]
-            waited_for = other.kind if other.queue != cmd.queue else "queue"
+            other = table[binding]
+            waited_for = other.kind if other.queue != queue else "queue"
             if other.kind == "compute":
                 waited_for = "semaphore"
             else:
@@ -230,8 +244,8 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
                     waited_for = f"{other.kind} (DRAM banks)"
         rows.append(new_row(
             op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
-            cmd.step, cmd.queue, lane, start, end, end - start, bound, idle, waited_for,
-            bytes_in[cmd.op], bytes_out[cmd.op],
+            step_of[i], queue, lane, start, end, end - start, bound, idle, waited_for,
+            bytes_in[op_id], bytes_out[op_id],
             op.macs if op.gemm is not None else 0,
         ))
     return rows

@@ -68,7 +68,7 @@ class DramContents:
         self.block_of: dict[int, int] = {}  # tensor id -> block
         self.writes: dict[int, int] = {}  # store command -> block
         self.reads: dict[int, list[int]] = {}  # load command -> blocks
-        for cmd in program.commands:
+        for cmd in program.commands.transfers():
             if cmd.kind == "store":
                 self.writes[cmd.id] = self._block(cmd, initial=False)
             elif cmd.kind == "load":

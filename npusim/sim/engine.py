@@ -50,6 +50,7 @@ from simpy.events import Event, Timeout  # built directly: env.event() and env.t
 from npusim.errors import SimulationError
 from npusim.util.env_knobs import sim_loop, sim_max_seconds
 from npusim.hw.config import Hardware
+from npusim.plan.command_table import KIND_CODES
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
 from npusim.plan.transfer_cost import address_cycles, unloaded_cycles
@@ -280,34 +281,37 @@ class _Machine:
         """Which waits stream (``Command.streamed``) and in how many bands: an op in its
         ``stream_bands``, a load in those of the first op streaming from it, a store in those
         of the op whose results it stores. A wait streams only when there are two bands or
-        more; ``band_done`` holds the first-band event of every command streamed from."""
-        commands = program.commands
-        self.bands = [1] * len(commands)
-        for c in commands:
-            if c.kind == "compute":
-                self.bands[c.id] = self._op_bands(self.graph.ops[c.op])
-        self.streams_from: list[tuple[int, ...]] = [()] * len(commands)
-        self.band_done: dict[int, simpy.Event] = {}
-        for c in commands:
-            if not c.streamed:
-                continue
-            streamed = tuple(w for w in c.streamed if w in c.waits)  # a streamed wait is still a wait
+        more; ``band_done`` holds the first-band event of every command streamed from (made by
+        ``run()``: the compiled loop asks only which commands have one)."""
+        table, ops = program.commands, self.graph.ops
+        n = len(table)
+        op_of, kind_of, waits = table.op, table.kind, table.waits
+        self.bands = [1] * n
+        op_bands = self._op_bands
+        for i in np.flatnonzero(table.column("kind") == KIND_CODES["compute"]).tolist():
+            self.bands[i] = op_bands(ops[op_of[i]])
+        self.streams_from: list[tuple[int, ...]] = [()] * n
+        self.band_done: dict[int, simpy.Event | None] = {}
+        compute = KIND_CODES["compute"]
+        for i in np.flatnonzero(table.streamed.lengths()).tolist():
+            waited = waits[i]
+            streamed = tuple(w for w in table.streamed[i] if w in waited)  # a streamed wait is still a wait
             if not streamed:
                 continue
-            if c.kind == "compute":
-                if self.bands[c.id] < 2:
+            if kind_of[i] == compute:
+                if self.bands[i] < 2:
                     continue
                 for w in streamed:
                     if w not in self.band_done:
-                        self.bands[w] = self.bands[c.id]
-                        self.band_done[w] = self.env.event()
-                self.streams_from[c.id] = streamed
+                        self.bands[w] = self.bands[i]
+                        self.band_done[w] = None
+                self.streams_from[i] = streamed
             else:  # a store streams from the op that produced what it stores
                 producer = streamed[0]
                 if self.bands[producer] >= 2:
-                    self.bands[c.id] = self.bands[producer]
-                    self.band_done.setdefault(producer, self.env.event())
-                    self.streams_from[c.id] = streamed
+                    self.bands[i] = self.bands[producer]
+                    self.band_done.setdefault(producer, None)
+                    self.streams_from[i] = streamed
 
     def _accesses(self, program: Program) -> None:
         """Each command's scratchpad accesses as the tuples the scratchpad checks take
@@ -325,8 +329,9 @@ class _Machine:
                 found.append(one)
             return tuple(found)
 
-        self.reads_of = [args(c.reads) if c.reads else () for c in program.commands]
-        self.writes_of = [args(c.writes) if c.writes else () for c in program.commands]
+        commands = list(program.commands)
+        self.reads_of = [args(c.reads) if c.reads else () for c in commands]
+        self.writes_of = [args(c.writes) if c.writes else () for c in commands]
         self.touched = [tuple(a[0] for a in r + w) for r, w in zip(self.reads_of, self.writes_of)]
 
     # -- helpers -----------------------------------------------------------------------------
@@ -682,8 +687,10 @@ class _Machine:
         return True
 
     def run(self) -> float:
-        commands = self.program.commands
+        commands = list(self.program.commands)  # made once: the table makes a Command on each read
         self.done = [Event(self.env) for _ in commands]
+        for c in self.band_done:
+            self.band_done[c] = Event(self.env)
         self.timings = [CommandTiming() for _ in commands]
         self._accesses(self.program)
         for queue, ids in self.program.queues.items():
@@ -714,33 +721,34 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     read = write = bus = 0
     dma_work = 0.0
     unloaded = {}  # id(TransferCost) -> its unloaded cycles: lowering shares one per view shape
-    for c in program.commands:
-        if c.kind in ("load", "store"):
-            cost = c.cost
-            offchip[c.cause] += c.nbytes
-            bus += cost.bus_bytes
-            cycles = unloaded.get(id(cost))
-            if cycles is None:
-                cycles = unloaded[id(cost)] = unloaded_cycles(cost, hw)
-            dma_work += cycles
-            if c.kind == "load":
-                read += c.nbytes
-            else:
-                write += c.nbytes
+    table = program.commands
+    kind, nbytes, causes, costs = table.kind, table.nbytes, table.cause, table.cost
+    load = KIND_CODES["load"]
+    for i in np.flatnonzero(table.column("kind") != KIND_CODES["compute"]).tolist():  # in command order
+        cost, moved = costs[i], nbytes[i]
+        offchip[causes[i]] += moved
+        bus += cost.bus_bytes
+        cycles = unloaded.get(id(cost))
+        if cycles is None:
+            cycles = unloaded[id(cost)] = unloaded_cycles(cost, hw)
+        dma_work += cycles
+        if kind[i] == load:
+            read += moved
+        else:
+            write += moved
     return offchip, read, write, bus, dma_work
 
 
 def _semaphores(program: Program) -> Pairs:
     """(signalling command, waiting command) of every wait across queues, by waiting command,
     then in the order of its waits."""
-    commands = program.commands
-    queue = np.zeros(len(commands), dtype=np.int32)
-    for k, ids in enumerate(program.queues.values()):
-        queue[np.asarray(ids, dtype=np.int64)] = k
+    n = len(program.commands)
+    queue = program.commands.column("queue")
     pointers, signal = program.wait_lists
-    wait = np.repeat(np.arange(len(commands), dtype=np.int64), np.diff(pointers))
+    ids = np.int32 if n < 2**31 else np.int64  # held by the report: a large run has millions of waits
+    wait = np.repeat(np.arange(n, dtype=ids), np.diff(pointers))
     across = queue[signal] != queue[wait]
-    return Pairs(signal[across], wait[across])
+    return Pairs(signal[across].astype(ids), wait[across])
 
 
 def _in_report_order(timeline):
@@ -801,8 +809,8 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     """Run ``program`` (``npusim.plan.lower``) on ``hw`` and measure it.
 
     ``check_races`` (default) also runs the timing-independent happens-before check
-    (``npusim.sim.races``) after the timed run: a race no timing drawn here exposed still
-    raises ``SimulationError``.
+    (``npusim.sim.races``): a race no timing drawn here exposed still raises
+    ``SimulationError``, after the timed run (which reports a race it exposes itself).
 
     ``jitter`` > 0 stretches every compute by a random factor in [1, 1 + jitter) and delays
     every DMA by up to ``jitter`` x its unloaded time, drawn from ``seed``, to explore other
@@ -824,6 +832,11 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
                               f"weights, outputs and spilled tensors at its peak), above dram.capacity = "
                               f"{hw.dram.capacity:,} B of {hw.name!r}")
     machine = _new_machine(program, hw, jitter, seed, progress)
+    # The race check does not depend on the timing: it is done before the run (whose arrays then
+    # do not yet take memory: a run of a million commands peaks ~100 MB lower) and raised after
+    # it, so that a race the timed run exposes is still reported by the run.
+    race = races.find_race(program, hw.dma.channels, lambda c: machine._who(program.commands[c]),
+                           lambda t: graph.tensors[t].name) if check_races else None
     cycles = None
     if _compiled_loop_fits(program, hw, jitter):
         progress("simulating", detail=f"{len(program.commands):,} commands, compiled loop")
@@ -832,9 +845,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
             machine, cycles = _new_machine(program, hw, jitter, seed, progress), None  # SimPy says what failed
     if cycles is None:
         cycles = machine.run()
-    if check_races:
-        races.check_races(program, hw.dma.channels, lambda c: machine._who(program.commands[c]),
-                          lambda t: graph.tensors[t].name)
+    races.raise_race(race)
     seconds = cycles / hw.clock
     energy = dict(machine.energy)
     dram_stats = {}

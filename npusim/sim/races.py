@@ -144,21 +144,23 @@ class _Residencies:
     flat arrays with per-residency bounds (``*_start[r]:*_start[r + 1]``), both in command
     order (a command writing a residency twice counts once), and where each written residency
     lies (``offset``, ``size``: those of its first write; every access to a residency names
-    the residency's region). ``writes``: each command's ``writes``, by id."""
+    the residency's region). Each command's writes are read from the Program's table: write
+    k (in command order) is of ``accesses[access_of[k]]``."""
 
-    def __init__(self, program: Program, writes: list) -> None:
+    def __init__(self, program: Program) -> None:
         users = program.residency_users
         self.user_count = np.fromiter(map(len, users), dtype=np.int64, count=len(users))
         self.users = np.fromiter(chain.from_iterable(users), dtype=np.int64, count=int(self.user_count.sum()))
         self.user_start = _starts(self.user_count)
-        counts = np.fromiter(map(len, writes), dtype=np.int64, count=len(writes))
-        self.accesses = list(chain.from_iterable(writes))
+        table = program.commands
+        counts = table.writes.lengths()
+        self.access_of, self.accesses = table.writes.arrays()[1], table.accesses
         values = list(chain.from_iterable(map(attrgetter("residency", "offset", "size"), self.accesses)))
         fits = not values or -(1 << 62) < min(values) and max(values) < 1 << 62  # else exact Python ints
-        fields = np.array(values, dtype=np.int64 if fits else object).reshape(-1, 3)
+        fields = np.array(values, dtype=np.int64 if fits else object).reshape(-1, 3)[self.access_of]
         by_residency = np.argsort(fields[:, 0].astype(np.int64), kind="stable")  # command order kept within a residency
         residency = fields[by_residency, 0].astype(np.int64)
-        command = np.repeat(np.arange(len(writes)), counts)[by_residency]
+        command = np.repeat(np.arange(len(counts)), counts)[by_residency]
         first = np.ones(len(residency), dtype=bool)  # first write of its residency
         first[1:] = residency[1:] != residency[:-1]
         again = np.zeros(len(residency), dtype=bool)  # the same command writing it again
@@ -174,7 +176,7 @@ class _Residencies:
         self.size[residency[first]] = fields[by_residency[first], 2]
 
     def where(self, r: int, tensor: Callable[[int], str]) -> str:
-        a = self.accesses[self.first_write[r]]
+        a = self.accesses[self.access_of[self.first_write[r]]]
         return f"{tensor(a.tensor)!r} at [{a.offset}, {a.offset + a.size})"
 
 
@@ -197,7 +199,7 @@ def find_race(program: Program, dma_channels: int, who: Callable[[int], str],
 
     ``who(command id)`` and ``tensor(tensor id)`` name things in the message."""
     hb = HappensBefore(program, dma_channels)
-    res = _Residencies(program, list(map(attrgetter("writes"), program.commands)))
+    res = _Residencies(program)
     return (_unordered_within(program, hb, res, who, tensor)
             or _overwrite_of_live_data(hb, res, who, tensor))
 
@@ -293,6 +295,10 @@ def _previous_occupants(res: _Residencies) -> tuple[np.ndarray, np.ndarray]:
 def check_races(program: Program, dma_channels: int, who: Callable[[int], str],
                 tensor: Callable[[int], str]) -> None:
     """Raise ``SimulationError`` naming the first race of ``program``, if any."""
-    race = find_race(program, dma_channels, who, tensor)
+    raise_race(find_race(program, dma_channels, who, tensor))
+
+
+def raise_race(race: str | None) -> None:
+    """Raise ``SimulationError`` for a race ``find_race`` described (nothing for None)."""
     if race is not None:
         raise SimulationError(f"race (happens-before check, timing-independent): {race}")
