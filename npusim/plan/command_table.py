@@ -28,6 +28,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -203,10 +204,9 @@ class CommandTable(Sequence):
 
     def access_columns(self, which: str) -> tuple[np.ndarray, ...]:
         """(pointers, residencies, offsets, sizes) of every command's ``reads`` or ``writes``."""
-        rows = getattr(self, which)
-        pointers, index = rows.arrays()
+        pointers, index = getattr(self, which).arrays()
         accesses = self.accesses
-        fields = [np.fromiter((getattr(a, name) for a in accesses), np.int64, len(accesses))
+        fields = [np.fromiter(map(attrgetter(name), accesses), np.int64, len(accesses))
                   for name in ("residency", "offset", "size")]
         return (pointers, *(f[index] for f in fields))
 

@@ -981,9 +981,12 @@ class RecordedTimings:
     def __iter__(self):
         return (self[i] for i in range(len(self.ends)))
 
-    def lane(self, c) -> str:
-        """The core or DMA channel command ``c`` ran on."""
-        return self.lanes[c.queue][1] if c.kind == "compute" else self.machine.dma_lanes[self.channel_of[c.id]]
+    def lane(self, i: int) -> str:
+        """The core or DMA channel command ``i`` ran on."""
+        table = self.commands
+        if table.kind[i] == COMPUTE:
+            return self.lanes[table.queue_of(i)][1]
+        return self.machine.dma_lanes[self.channel_of[i]]
 
     def _held(self, times: array, i: int, bit: int) -> int | float:
         """Entry i of a recorded time column as SimPy held it (``_as_simpy_held``)."""
@@ -999,13 +1002,13 @@ class RecordedTimings:
                 BOUND_CAUSE[bound])
 
     def __getitem__(self, i: int) -> CommandTiming:
-        machine = self.machine
-        c = self.commands[i]
+        machine, table = self.machine, self.commands  # columns: no Command is made
+        kind = table.kind[i]
         tail = self.tail[i]
         band_at = tail_at = None
         band_parts, tail_parts = {}, {}
-        if c.kind == "compute":
-            (cycles, bound), _ = machine._op_cycles(self.ops[c.op])
+        if kind == COMPUTE:
+            (cycles, bound), _ = machine._op_cycles(self.ops[table.op[i]])
             cause = BOUND_CAUSE[bound]
             parts = {cause: cycles}
             bands = self.bands[i]
@@ -1015,10 +1018,11 @@ class RecordedTimings:
                 tail_at, tail_parts = tail, {cause: cycles / bands}
         else:
             flowing, data_end = self.flowing[i], self.data_end[i]
-            overhead, waiting, moving_cause, _ = DMA_CAUSES[c.kind]
-            setup = c.cost.descriptors * machine.dma_setup_cycles
+            overhead, waiting, moving_cause, _ = DMA_CAUSES[KINDS[kind]]
+            cost = table.cost[i]
+            setup = cost.descriptors * machine.dma_setup_cycles
             latency = machine.dram_latency
-            addresses_left = flowing + address_cycles(c.cost, machine.hw) - data_end
+            addresses_left = flowing + address_cycles(cost, machine.hw) - data_end
             parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: data_end - flowing}
             if i in self.band_done:
                 band_at = self._held(self.band, i, BAND_INT)
@@ -1031,7 +1035,7 @@ class RecordedTimings:
                     tail_parts[overhead] = addresses_left
         binding = self.binding[i]
         return new_timing(self._held(self.ready, i, READY_INT), self.starts[i], self.ends[i],
-                          None if binding < 0 else binding, AT_NAMES[self.binding_at[i]], parts, self.lane(c),
+                          None if binding < 0 else binding, AT_NAMES[self.binding_at[i]], parts, self.lane(i),
                           band_at, band_parts, tail_at, tail_parts)
 
 

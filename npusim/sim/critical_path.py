@@ -126,18 +126,19 @@ def _by_start(ids: np.ndarray, starts) -> list[int]:
     return sorted(ids.tolist(), key=starts.__getitem__)
 
 
-def _waited_for_space(program, timing: CommandTiming, load) -> bool:
-    """Whether ``load`` (whose timing is ``timing``) started late because its scratchpad
+def _waited_for_space(program, timing: CommandTiming, load: int) -> bool:
+    """Whether command ``load`` (whose timing is ``timing``) started late because its scratchpad
     region was still in use (its binding predecessor touched the previous occupant: an op, or
     a transfer other than the store that put its data in DRAM), not for bandwidth or for its data."""
     binding = timing.binding
     if binding is None or timing.binding_at == "start":
         return False
-    other = program.commands[binding]
-    if other.kind == "compute":
+    table = program.commands
+    kind = table.kind_of(binding)
+    if kind == "compute":
         return True
-    tensor = program.graph.tensors[load.tensor]
-    return other.kind == "store" and other.tensor not in (load.tensor,) + tensor.sources
+    loaded = table.tensor[load]
+    return kind == "store" and table.tensor[binding] not in (loaded,) + program.graph.tensors[loaded].sources
 
 
 def _bank_bound(timing: CommandTiming, kind: str) -> bool:
@@ -232,16 +233,16 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
         previous_end[queue] = end
         waited_for = ""
         if idle > 0 and binding is not None:
-            other = table[binding]
-            waited_for = other.kind if other.queue != queue else "queue"
-            if other.kind == "compute":
+            kind = table.kind_of(binding)
+            waited_for = kind if queue_of(binding) != queue else "queue"
+            if kind == "compute":
                 waited_for = "semaphore"
             else:
-                timing = timings[other.id]
-                if other.kind == "load" and _waited_for_space(program, timing, other):
+                timing = timings[binding]
+                if kind == "load" and _waited_for_space(program, timing, binding):
                     waited_for = "load (space)"
-                elif _bank_bound(timing, other.kind):
-                    waited_for = f"{other.kind} (DRAM banks)"
+                elif _bank_bound(timing, kind):
+                    waited_for = f"{kind} (DRAM banks)"
         rows.append(new_row(
             op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
             step_of[i], queue, lane, start, end, end - start, bound, idle, waited_for,
