@@ -88,8 +88,8 @@ def test_graph_from_ids_builds_what_build_graph_builds():
            dict(name="Q", kind="Relu", inputs=["a", "a"], outputs=["b"], vector_ops=4)]
     ids = {t["name"]: i for i, t in enumerate(tensors)}
     records = [(t["name"], tuple(t["shape"]), t["dtype"], t["itemsize"], t["kind"], None, ()) for t in tensors]
-    numbered = [{"attrs": {}, "macs": 0, "vector_ops": 0, "gemm": None, **o,
-                 "inputs": [ids[t] for t in o["inputs"]], "outputs": [ids[t] for t in o["outputs"]]} for o in ops]
+    numbered = [(o["name"], o["kind"], [ids[t] for t in o["inputs"]], [ids[t] for t in o["outputs"]],
+                 dict(o.get("attrs", {})), o.get("macs", 0), o.get("vector_ops", 0), None) for o in ops]
     by_name, by_id = build_graph("g", tensors, ops), graph_from_ids("g", records, numbered)
     assert (by_id.tensors, by_id.ops) == (by_name.tensors, by_name.ops)
     assert [o.attrs for o in by_id.ops] == [o.attrs for o in by_name.ops]
