@@ -105,3 +105,42 @@ def test_resnet50_bounds():
     assert (m_r, g.ops[op].name) == (512 * 512 * 9 + 512 + 14 * 14 * 512 + 7 * 7 * 512, "/layer4/layer4.0/conv2/Conv")
     assert peak_live_bytes(g, default_order(g)) >= m_r
     assert np.all(live_profile(g, default_order(g)) >= 0)
+
+
+def test_graph_from_ids_rejects_what_check_graph_rejects():
+    # graph_from_ids checks only what its construction does not make true (_check_tensors,
+    # _check_order, ids in range, an output per op): the verdicts are check_graph's
+    x, w, a, b = tensor("x", 4, "input"), tensor("w", 4, "weight"), tensor("a", 4), tensor("b", 4)
+
+    def both(tensors, ops):
+        ids = {t["name"]: i for i, t in enumerate(tensors)}
+        records = [(t["name"], tuple(t["shape"]), t["dtype"], t["itemsize"], t["kind"], None, ()) for t in tensors]
+        numbered = [(o["name"], o["kind"], [ids.get(t, t) for t in o["inputs"]], [ids.get(t, t) for t in o["outputs"]],
+                     {}, 0, 0, None) for o in ops]
+        verdicts = []
+        for build in (lambda: build_graph("g", tensors, ops), lambda: graph_from_ids("g", records, numbered)):
+            try:
+                verdicts.append([o.name for o in build().ops])
+            except TraceError as error:
+                verdicts.append(str(error).split(":")[1].split("'")[0])  # what is wrong, without names
+        return verdicts
+
+    def op(name, inputs, outputs):
+        return dict(name=name, kind="Add", inputs=inputs, outputs=outputs)
+
+    cases = [
+        ([x, w, a, b], [op("P", ["x", "w"], ["a"]), op("Q", ["a", "a"], ["b"])]),  # well formed
+        ([x, a, b], [op("Q", ["a"], ["b"]), op("P", ["x"], ["a"])]),  # a consumer before its producer, no cycle
+        ([x, a, b], [op("P", ["x", "b"], ["a"]), op("Q", ["a"], ["b"])]),  # a cycle
+        ([x, a], [op("S", ["x", "a"], ["a"])]),  # an op reading its own output
+        ([x], [op("P", ["x"], [])]),  # no output
+        ([x, a], [op("P", ["x"], ["a"]), op("Q", ["x"], ["a"])]),  # produced twice
+        ([x, w, a], [op("P", ["x"], ["w"])]),  # a weight with a producer
+        ([x, a, b], [op("P", ["x"], ["a"])]),  # an activation nobody produces
+        ([dict(x, shape=[0])], []),  # a bad shape
+    ]
+    for tensors, ops in cases:
+        by_name, by_id = both(tensors, ops)
+        assert by_name == by_id, (tensors, ops)
+    by_name, by_id = both([x, a], [op("P", [-1], ["a"])])  # ids are positions: -1 names no tensor
+    assert by_id == " op " and by_name != ["P"]

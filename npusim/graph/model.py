@@ -22,6 +22,8 @@ from npusim.errors import TraceError
 from npusim.util.fast_init import twin_constructor
 
 TENSOR_KINDS = ("input", "weight", "activation", "output")
+#: Kinds of tensors that start in DRAM (``Tensor.in_dram_initially``).
+DRAM_KINDS = ("input", "weight")
 #: Kinds of tensors only tiled graphs have (``npusim.graph.tiling``): the partial sums of a
 #: reduction chained in a core's accumulators, which take no scratchpad or DRAM bytes.
 TILED_KINDS = ("accumulator",)
@@ -97,7 +99,7 @@ class Tensor:
 
     @property
     def in_dram_initially(self) -> bool:
-        return self.kind in ("input", "weight")
+        return self.kind in DRAM_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +339,7 @@ def _check_tensor(t: Tensor, i: int, where: str, tiled: bool, n_t: int, n_o: int
     if producer is not None:
         if not 0 <= producer < n_o:
             raise TraceError(f"{where}: tensor {t.name!r} names producer op {producer}, which does not exist")
-        if t.in_dram_initially:
+        if kind in DRAM_KINDS:  # t.in_dram_initially
             raise TraceError(f"{where}: {kind} tensor {t.name!r} cannot have a producer op")
         if t.sources:
             raise TraceError(f"{where}: tensor {t.name!r} has both a producer op and DRAM sources")
@@ -468,16 +470,19 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
         ins, outs = tuple(ins), tuple(outs)
         if not outs:
             raise TraceError(f"graph {name!r}: op {op_name!r} has no outputs")
-        for t in outs + ins:
+        for t in outs:
             if not 0 <= t < n_t:
                 raise TraceError(f"graph {name!r}: op {op_name!r} names tensor {t}, which does not exist")
-        for t in outs:
             if producer[t] is not None:
                 raise TraceError(f"graph {name!r}: tensor {names[t]!r} is produced by both "
                                  f"{ops[producer[t]][0]!r} and {op_name!r}")
             producer[t] = oi
-        for t in dict.fromkeys(ins):
-            consumers[t].append(oi)
+        for t in ins:
+            if not 0 <= t < n_t:
+                raise TraceError(f"graph {name!r}: op {op_name!r} names tensor {t}, which does not exist")
+            readers = consumers[t]
+            if not readers or readers[-1] != oi:  # an input named twice is read once
+                readers.append(oi)
         if gemm is not None and gemm.loops is None and kind == "Conv" and len(ins) >= 2:
             gemm = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
         built_ops.append(_new_op(oi, op_name, kind, ins, outs, attrs, int(macs), int(vector_ops), gemm))

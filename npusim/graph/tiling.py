@@ -40,9 +40,9 @@ from npusim.errors import PlanError
 from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, graph_from_ids, row_major_strides
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    Box, box_rule, box_shape, box_volume, full_box, input_steps, reduction_size, stepped_shape,
+    Box, box_rule_by_box, box_shape, box_volume, full_box, input_steps, reduction_size, stepped_shape,
 )
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import positional_constructor, twin_constructor
 
 PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
 #: Where the partial sums of a split reduction live between its slices (tile spec ``acc``).
@@ -123,7 +123,7 @@ def box_view(tensor, box: Box, steps: tuple[int, ...] | None = None) -> View:
 
 
 #: ``View(base, offset, shape, strides)``, made faster (``npusim.util.fast_init``): one per tile's view.
-_new_view = positional_constructor(View)
+_new_view = twin_constructor(View)
 
 
 def view_region(view: View, base_shape) -> list[tuple[int, int, int]]:
@@ -452,11 +452,25 @@ class _Builder:
         return decoded
 
     def write(self, t: int, region, flat: bool = False) -> int:
+        """The written view a tile makes of ``region`` (a box, or a flat range) of original
+        tensor t."""
         tensor = self.graph.tensors[t]
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
+        return self._written(t, tensor, view, None if flat else tuple(map(tuple, region)))
+
+    def write_box(self, t: int, box: Box, shape: tuple[int, ...]) -> int:
+        """``write`` of ``box`` (a tuple of tuples) of t, whose shape (``box_shape``) the caller has."""
+        tensor = self.graph.tensors[t]
+        strides = row_major_strides(tensor.shape)
+        offset = 0
+        for (a, _), s in zip(box, strides):
+            offset += a * s
+        return self._written(t, tensor, _new_view(tensor.name, offset, shape, strides), box)
+
+    def _written(self, t: int, tensor, view: View, box: Box | None) -> int:
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
-        self.written.setdefault(t, []).append((view, made, None if flat else tuple(map(tuple, region))))
+        self.written.setdefault(t, []).append((view, made, box))
         self.written_index.setdefault(t, {})[view] = made
         self.reads.pop(t, None)
         return made
@@ -517,13 +531,13 @@ def _epilogue_attrs(op: Op) -> dict:
 
 def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list) -> None:
     """The tiles of ``op`` under a block spec. Per tile: the box of each input it reads
-    (``box_rule``), the tensor it reads for it (``_Builder.read``, looked up here in the
+    (``box_rule_by_box``), the tensor it reads for it (``_Builder.read``, looked up here in the
     input's ``regions_read``), its output (a written view on the last reduction slice, else
     partial sums) and its costs, the same for every tile of one shape."""
     out_t = op.outputs[0]
     out = graph.tensors[out_t]
     in_core = spec.get("acc") == "core" and len(slices) > 1
-    boxes_read = box_rule(op, graph)
+    boxes_at = box_rule_by_box(op, graph)
     # per input: (tensor, steps, what its regions gave): an op never reads its own output, the
     # only tensor its tiles write, so the memo of each input holds throughout
     readers = [(t, g, b.regions_read(t, False, g)) for t, g in zip(op.inputs, input_steps(op, graph))]
@@ -540,10 +554,11 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list) -> N
     for box in tile_boxes(out.shape, spec):
         shape = box_shape(box)
         channels = box[1] if grouped else None
+        boxes_read = boxes_at(box)
         psum = None
         for k_range, k_len, last in slice_keys:
             inputs = []
-            for (t, g, seen), region in zip(readers, boxes_read(box, k_range, last)):
+            for (t, g, seen), region in zip(readers, boxes_read(k_range, last)):
                 if region is not None:
                     found = seen.get(region)
                     if found is None:
@@ -553,7 +568,7 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list) -> N
                 inputs.append(psum)
             name = name_stem + str(index)
             if last:
-                output = b.write(out_t, box)
+                output = b.write_box(out_t, box, shape)
             else:
                 tensors.append((name + ".psum", shape, "int32", PSUM_ITEMSIZE, psum_kind, None, ()))
                 output = psum = len(tensors) - 1
