@@ -1,5 +1,7 @@
 """Orders, lifetimes, live-bytes profiles and the bounds M_R / M_P."""
 
+import random
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,28 @@ def test_graph_from_ids_rejects_what_check_graph_rejects():
         assert by_name == by_id, (tensors, ops)
     by_name, by_id = both([x, a], [op("P", [-1], ["a"])])  # ids are positions: -1 names no tensor
     assert by_id == " op " and by_name != ["P"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_graph_arrays_list_each_ops_distinct_tensors_in_order(seed):
+    # Graph.arrays dedups every op's tensors at once (distinct_csr): the lists are each op's
+    # distinct inputs then outputs (Op.tensors) and distinct inputs, in the order they first appear
+    rng = random.Random(seed)
+    tensors = [tensor("x", 4, "input"), tensor("w", 2, "weight"), tensor("first", 4)]
+    ops = [dict(name="first", kind="Add", inputs=["w", "x", "w"], outputs=["first"])]  # a repeat, ids descending
+    for i in range(rng.randint(1, 30)):
+        tensors.append(tensor(f"a{i}", rng.randint(1, 9), rng.choice(["activation", "output"])))
+        earlier = [t["name"] for t in tensors[:-1]]
+        inputs = [rng.choice(earlier) for _ in range(rng.randint(1, 4))]  # repeats, sometimes
+        ops.append(dict(name=f"op{i}", kind="Add", inputs=inputs, outputs=[tensors[-1]["name"]]))
+    graph = build_graph("g", tensors, ops)
+    arrays = graph.arrays
+
+    def lists(ptr, idx):
+        return [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(len(ptr) - 1)]
+
+    assert lists(arrays.op_tensor_ptr, arrays.op_tensor_idx) == [list(o.tensors) for o in graph.ops]
+    assert lists(arrays.op_input_ptr, arrays.op_input_idx) == [list(dict.fromkeys(o.inputs)) for o in graph.ops]
+    assert lists(arrays.op_output_ptr, arrays.op_output_idx) == [list(o.outputs) for o in graph.ops]
+    assert arrays.tensor_size.tolist() == [t.size for t in graph.tensors]
+    assert all(a.dtype == np.int64 for a in (arrays.op_tensor_ptr, arrays.op_tensor_idx, arrays.op_input_idx))

@@ -241,26 +241,46 @@ class Graph:
 
     @cached_property
     def arrays(self) -> GraphArrays:
-        def csr(lists):
-            ptr = np.zeros(len(lists) + 1, dtype=np.int64)
-            ptr[1:] = np.cumsum([len(x) for x in lists])
-            idx = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
-            return ptr, idx
-
+        ops, tensors = self.ops, self.tensors
         kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}
-        t_ptr, t_idx = csr([o.tensors for o in self.ops])
-        i_ptr, i_idx = csr([tuple(dict.fromkeys(o.inputs)) for o in self.ops])
-        o_ptr, o_idx = csr([o.outputs for o in self.ops])
+        n_t = len(tensors)
+        t_ptr, t_idx = distinct_csr([len(o.inputs) + len(o.outputs) for o in ops],
+                                    itertools.chain.from_iterable(part for o in ops for part in (o.inputs, o.outputs)), n_t)
+        i_ptr, i_idx = distinct_csr([len(o.inputs) for o in ops],
+                                    itertools.chain.from_iterable(o.inputs for o in ops), n_t)
+        o_ptr, o_idx = _csr([len(o.outputs) for o in ops], itertools.chain.from_iterable(o.outputs for o in ops))
         return GraphArrays(
-            tensor_size=np.array([t.size for t in self.tensors], dtype=np.int64),
-            tensor_kind=np.array([kinds[t.kind] for t in self.tensors], dtype=np.int8),
+            tensor_size=np.array([0 if t.kind == "accumulator" else math.prod(t.shape) * t.itemsize  # Tensor.size
+                                  for t in tensors], dtype=np.int64),
+            tensor_kind=np.array([kinds[t.kind] for t in tensors], dtype=np.int8),
             producer=np.array(
-                [-1 if t.producer is None else t.producer for t in self.tensors], dtype=np.int64
+                [-1 if t.producer is None else t.producer for t in tensors], dtype=np.int64
             ),
             op_tensor_ptr=t_ptr, op_tensor_idx=t_idx,
             op_input_ptr=i_ptr, op_input_idx=i_idx,
             op_output_ptr=o_ptr, op_output_idx=o_idx,
         )
+
+
+def _csr(lengths: list[int], entries) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, idx) of lists given by their lengths and their entries one after the other."""
+    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(lengths)
+    return ptr, np.fromiter(entries, dtype=np.int64, count=int(ptr[-1]))
+
+
+def distinct_csr(lengths: list[int], entries, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_csr`` of each list's distinct entries (ints in [0, bound)), in the order they first
+    appear in it (``dict.fromkeys``), found for all lists at once: the entries keyed by (list,
+    entry), the first of each key kept (``np.unique``'s first occurrences), in their order."""
+    ptr, idx = _csr(lengths, entries)
+    owner = np.repeat(np.arange(len(lengths), dtype=np.int64), np.diff(ptr))
+    _, first = np.unique(owner * bound + idx, return_index=True)
+    if len(first) == len(idx):  # nothing repeated in any list
+        return ptr, idx
+    first.sort()
+    ptr[1:] = np.cumsum(np.bincount(owner[first], minlength=len(lengths)))
+    return ptr, idx[first]
 
 
 #: ``Tensor(...)`` and ``Op(...)`` with every field given, in order, made faster
