@@ -359,13 +359,27 @@ def _conv_rule_by_box(op, shapes):
     cin_g = w[1]
     _, strides, dilations, pads = _spatial(op, len(x))
     kernel = list(w[2:])
+    # (dimension of the box, stride, pad, reach, input size) per spatial dimension, as ``_conv_rule``
+    windows = [(2 + i, strides[i], pads[i], (kernel[i] - 1) * dilations[i] + 1 - pads[i], x[2 + i])
+               for i in range(len(x) - 2)]
     whole_kernel = full_box(w[2:])
     has_bias = len(shapes) > 2
 
     def at(out_box):
         c0, c1 = out_box[1]
-        halos = tuple(_halo(*out_box[2 + i], strides[i], pads[i], kernel[i], dilations[i], x[2 + i])
-                      for i in range(len(x) - 2))
+        halos = []
+        for d, stride, pad, reach, size in windows:  # _halo, inlined as in _conv_rule
+            a, b = out_box[d]
+            lo, hi = a * stride - pad, (b - 1) * stride + reach
+            if lo < 0:
+                lo = 0
+            if hi > size:
+                hi = size
+            if hi <= lo:
+                lo = min(lo, size - 1)
+                hi = lo + 1
+            halos.append((lo, hi))
+        halos = tuple(halos)
         if groups != 1:
             g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
         outputs, bias = (c0, c1), ((c0, c1),)
