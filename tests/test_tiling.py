@@ -3,18 +3,25 @@
 import dataclasses
 import itertools
 import json
+import math
 import random
 
 import pytest
 
 from npusim.errors import PlanningError
-from npusim.graph.model import build_graph
-from npusim.graph.tiling import _box_of, _Builder, box_view, expand, flat_view, tile_boxes, tiled_name, view_span
+from npusim.graph.model import build_graph, graph_from_ids
+from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS
+from npusim.graph.regions import box_rule, box_shape, full_box, input_steps
+from npusim.graph.tiling import (
+    PSUM_ITEMSIZE, _box_of, _Builder, _mark_runs, _tile_compute, box_view, expand, flat_view, k_slices, tile_boxes,
+    tile_vector_ops, tiled_name, view_span,
+)
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.lower import lower
 from npusim.plan.bound import as_bound
 from npusim.plan.validate import check_tiling, validate
-from npusim.registry import make_plan
+from npusim.registry import PlanningContext, default_registry, make_plan, run_stage
+from npusim.util.units import parse_size
 from npusim.workflow import load_graph, load_hw, run, simulate_plan
 
 EDGE = load_hw("edge-npu")
@@ -339,13 +346,6 @@ def _plain_expansion(graph, specs):
     """The tiled graph built tile by tile through the builder's general steps, as expand built
     it before its fast paths: every tile's boxes from box_rule, each read through read, each
     output through write (no grid declared: sources found by layout), costs computed afresh."""
-    import math
-
-    from npusim.graph.model import graph_from_ids
-    from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS
-    from npusim.graph.regions import box_rule, box_shape, full_box, input_steps
-    from npusim.graph.tiling import PSUM_ITEMSIZE, _mark_runs, _tile_compute, k_slices, tile_vector_ops
-
     b = _Builder(graph)
     for op in graph.ops:
         spec = specs.get(op.name)
@@ -390,9 +390,6 @@ def _plain_expansion(graph, specs):
 
 def _fused_tiling(trace, budget):
     """The graph the tile stage sees (fused) and the specs it chooses for it."""
-    from npusim.registry import PlanningContext, default_registry, run_stage
-    from npusim.util.units import parse_size
-
     fuse, tile = default_registry().pipeline("fuse+tile")
 
     def context(graph):

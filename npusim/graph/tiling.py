@@ -397,8 +397,10 @@ class _Builder:
     def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
         """Ids of the written views of t that overlap ``view``, in the order they were written:
         flat spans must meet, and views of the same layout must meet along every dimension (a
-        strided view by its bounding ``box``). Looked up by layout (``_Layout``);
-        ``tests/test_tiling.py`` holds it to testing every written view."""
+        strided view by its bounding ``box``). A box read of a tensor its tiled producer wrote
+        as a grid of boxes (all of them) computes them from the grid (``_Grid``); any other
+        read looks them up by layout (``_Layout``). ``tests/test_tiling.py`` holds both to
+        testing every written view."""
         grid = self.grids.get(t)
         if grid is not None and box is not None and len(self.written[t]) == grid.count:
             return self._in_grid(t, grid, view, box)
