@@ -243,12 +243,18 @@ class Graph:
     def arrays(self) -> GraphArrays:
         ops, tensors = self.ops, self.tensors
         kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}
+        inputs, outputs = [o.inputs for o in ops], [o.outputs for o in ops]
+        i_ptr, i_all = _csr(list(map(len, inputs)), itertools.chain.from_iterable(inputs))
+        o_ptr, o_idx = _csr(list(map(len, outputs)), itertools.chain.from_iterable(outputs))
+        # each op's inputs then outputs (Op.tensors before its repeats go), placed by array:
+        # input j of op k at i_ptr[k] + o_ptr[k] + j, output j at i_ptr[k + 1] + o_ptr[k] + j
+        t_ptr = i_ptr + o_ptr
+        t_all = np.empty(int(t_ptr[-1]), dtype=np.int64)
+        t_all[np.arange(len(i_all)) + np.repeat(o_ptr[:-1], np.diff(i_ptr))] = i_all
+        t_all[np.arange(len(o_idx)) + np.repeat(i_ptr[1:], np.diff(o_ptr))] = o_idx
         n_t = len(tensors)
-        t_ptr, t_idx = distinct_csr([len(o.inputs) + len(o.outputs) for o in ops],
-                                    itertools.chain.from_iterable(part for o in ops for part in (o.inputs, o.outputs)), n_t)
-        i_ptr, i_idx = distinct_csr([len(o.inputs) for o in ops],
-                                    itertools.chain.from_iterable(o.inputs for o in ops), n_t)
-        o_ptr, o_idx = _csr([len(o.outputs) for o in ops], itertools.chain.from_iterable(o.outputs for o in ops))
+        t_ptr, t_idx = distinct_csr(t_ptr, t_all, n_t)
+        i_ptr, i_idx = distinct_csr(i_ptr, i_all, n_t)
         return GraphArrays(
             tensor_size=np.array([0 if t.kind == "accumulator" else math.prod(t.shape) * t.itemsize  # Tensor.size
                                   for t in tensors], dtype=np.int64),
@@ -269,17 +275,17 @@ def _csr(lengths: list[int], entries) -> tuple[np.ndarray, np.ndarray]:
     return ptr, np.fromiter(entries, dtype=np.int64, count=int(ptr[-1]))
 
 
-def distinct_csr(lengths: list[int], entries, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """``_csr`` of each list's distinct entries (ints in [0, bound)), in the order they first
-    appear in it (``dict.fromkeys``), found for all lists at once: the entries keyed by (list,
-    entry), the first of each key kept (``np.unique``'s first occurrences), in their order."""
-    ptr, idx = _csr(lengths, entries)
-    owner = np.repeat(np.arange(len(lengths), dtype=np.int64), np.diff(ptr))
+def distinct_csr(ptr: np.ndarray, idx: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR lists (ptr, idx) of ints in [0, bound) with each list's repeats removed, its
+    entries in the order they first appear in it (``dict.fromkeys``), for all lists at once:
+    the entries keyed by (list, entry), the first of each key kept (``np.unique``'s first
+    occurrences), in their order. ``ptr`` is updated in place."""
+    owner = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
     _, first = np.unique(owner * bound + idx, return_index=True)
     if len(first) == len(idx):  # nothing repeated in any list
         return ptr, idx
     first.sort()
-    ptr[1:] = np.cumsum(np.bincount(owner[first], minlength=len(lengths)))
+    ptr[1:] = np.cumsum(np.bincount(owner[first], minlength=len(ptr) - 1))
     return ptr, idx[first]
 
 

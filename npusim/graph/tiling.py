@@ -279,14 +279,19 @@ class _Grid:
 
     def meeting(self, bounds) -> list[int]:
         """Positions of the boxes that meet ``bounds`` ((start, end) per dimension) along every
-        dimension, ascending."""
-        positions = [0]
+        dimension, ascending: the dimensions along which the read meets several blocks spread
+        them, in loop order; one block adds its share to every position."""
+        positions, base = [0], 0
         for d in self.order:
             start, end = bounds[d]
             size, weight = self.block[d], self.weights[d]
-            shares = [i * weight for i in range(start // size, (end - 1) // size + 1)]
-            positions = [p + share for p in positions for share in shares]
-        return positions
+            first, last = start // size, (end - 1) // size
+            if first == last:
+                base += first * weight
+            else:
+                shares = range(first * weight, last * weight + 1, weight)
+                positions = [p + share for p in positions for share in shares]
+        return [base + p for p in positions] if base else positions
 
     def meeting_span(self, bounds, lo: int, hi: int) -> list[int]:
         """``meeting``, keeping only the boxes whose flat span meets [lo, hi) (a strided read:
