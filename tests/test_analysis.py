@@ -1,5 +1,7 @@
 """Orders, lifetimes, live-bytes profiles and the bounds M_R / M_P."""
 
+import random
+
 import numpy as np
 import pytest
 
@@ -88,8 +90,8 @@ def test_graph_from_ids_builds_what_build_graph_builds():
            dict(name="Q", kind="Relu", inputs=["a", "a"], outputs=["b"], vector_ops=4)]
     ids = {t["name"]: i for i, t in enumerate(tensors)}
     records = [(t["name"], tuple(t["shape"]), t["dtype"], t["itemsize"], t["kind"], None, ()) for t in tensors]
-    numbered = [{"attrs": {}, "macs": 0, "vector_ops": 0, "gemm": None, **o,
-                 "inputs": [ids[t] for t in o["inputs"]], "outputs": [ids[t] for t in o["outputs"]]} for o in ops]
+    numbered = [(o["name"], o["kind"], [ids[t] for t in o["inputs"]], [ids[t] for t in o["outputs"]],
+                 dict(o.get("attrs", {})), o.get("macs", 0), o.get("vector_ops", 0), None) for o in ops]
     by_name, by_id = build_graph("g", tensors, ops), graph_from_ids("g", records, numbered)
     assert (by_id.tensors, by_id.ops) == (by_name.tensors, by_name.ops)
     assert [o.attrs for o in by_id.ops] == [o.attrs for o in by_name.ops]
@@ -105,3 +107,67 @@ def test_resnet50_bounds():
     assert (m_r, g.ops[op].name) == (512 * 512 * 9 + 512 + 14 * 14 * 512 + 7 * 7 * 512, "/layer4/layer4.0/conv2/Conv")
     assert peak_live_bytes(g, default_order(g)) >= m_r
     assert np.all(live_profile(g, default_order(g)) >= 0)
+
+
+def test_graph_from_ids_rejects_what_check_graph_rejects():
+    # graph_from_ids checks only what its construction does not make true (_check_tensors,
+    # _check_order, ids in range, an output per op): the verdicts are check_graph's
+    x, w, a, b = tensor("x", 4, "input"), tensor("w", 4, "weight"), tensor("a", 4), tensor("b", 4)
+
+    def both(tensors, ops):
+        ids = {t["name"]: i for i, t in enumerate(tensors)}
+        records = [(t["name"], tuple(t["shape"]), t["dtype"], t["itemsize"], t["kind"], None, ()) for t in tensors]
+        numbered = [(o["name"], o["kind"], [ids.get(t, t) for t in o["inputs"]], [ids.get(t, t) for t in o["outputs"]],
+                     {}, 0, 0, None) for o in ops]
+        verdicts = []
+        for build in (lambda: build_graph("g", tensors, ops), lambda: graph_from_ids("g", records, numbered)):
+            try:
+                verdicts.append([o.name for o in build().ops])
+            except TraceError as error:
+                verdicts.append(str(error).split(":")[1].split("'")[0])  # what is wrong, without names
+        return verdicts
+
+    def op(name, inputs, outputs):
+        return dict(name=name, kind="Add", inputs=inputs, outputs=outputs)
+
+    cases = [
+        ([x, w, a, b], [op("P", ["x", "w"], ["a"]), op("Q", ["a", "a"], ["b"])]),  # well formed
+        ([x, a, b], [op("Q", ["a"], ["b"]), op("P", ["x"], ["a"])]),  # a consumer before its producer, no cycle
+        ([x, a, b], [op("P", ["x", "b"], ["a"]), op("Q", ["a"], ["b"])]),  # a cycle
+        ([x, a], [op("S", ["x", "a"], ["a"])]),  # an op reading its own output
+        ([x], [op("P", ["x"], [])]),  # no output
+        ([x, a], [op("P", ["x"], ["a"]), op("Q", ["x"], ["a"])]),  # produced twice
+        ([x, w, a], [op("P", ["x"], ["w"])]),  # a weight with a producer
+        ([x, a, b], [op("P", ["x"], ["a"])]),  # an activation nobody produces
+        ([dict(x, shape=[0])], []),  # a bad shape
+    ]
+    for tensors, ops in cases:
+        by_name, by_id = both(tensors, ops)
+        assert by_name == by_id, (tensors, ops)
+    by_name, by_id = both([x, a], [op("P", [-1], ["a"])])  # ids are positions: -1 names no tensor
+    assert by_id == " op " and by_name != ["P"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_graph_arrays_list_each_ops_distinct_tensors_in_order(seed):
+    # Graph.arrays dedups every op's tensors at once (distinct_csr): the lists are each op's
+    # distinct inputs then outputs (Op.tensors) and distinct inputs, in the order they first appear
+    rng = random.Random(seed)
+    tensors = [tensor("x", 4, "input"), tensor("w", 2, "weight"), tensor("first", 4)]
+    ops = [dict(name="first", kind="Add", inputs=["w", "x", "w"], outputs=["first"])]  # a repeat, ids descending
+    for i in range(rng.randint(1, 30)):
+        tensors.append(tensor(f"a{i}", rng.randint(1, 9), rng.choice(["activation", "output"])))
+        earlier = [t["name"] for t in tensors[:-1]]
+        inputs = [rng.choice(earlier) for _ in range(rng.randint(1, 4))]  # repeats, sometimes
+        ops.append(dict(name=f"op{i}", kind="Add", inputs=inputs, outputs=[tensors[-1]["name"]]))
+    graph = build_graph("g", tensors, ops)
+    arrays = graph.arrays
+
+    def lists(ptr, idx):
+        return [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(len(ptr) - 1)]
+
+    assert lists(arrays.op_tensor_ptr, arrays.op_tensor_idx) == [list(o.tensors) for o in graph.ops]
+    assert lists(arrays.op_input_ptr, arrays.op_input_idx) == [list(dict.fromkeys(o.inputs)) for o in graph.ops]
+    assert lists(arrays.op_output_ptr, arrays.op_output_idx) == [list(o.outputs) for o in graph.ops]
+    assert arrays.tensor_size.tolist() == [t.size for t in graph.tensors]
+    assert all(a.dtype == np.int64 for a in (arrays.op_tensor_ptr, arrays.op_tensor_idx, arrays.op_input_idx))

@@ -236,6 +236,44 @@ def test_the_conv_rule_equals_the_halo_of_each_dimension():
             assert rule(box, k_range, last) == reference_conv_boxes(op, graph, box, k_range, last), (op.attrs, box)
 
 
+def _rule_by_box_agrees(op, graph, rng, boxes=10):
+    """box_rule_by_box(op)(box)(k_range, last) == box_rule(op)(box, k_range, last) on random
+    boxes, each with the reductions slices of a few random lengths."""
+    from npusim.graph.regions import box_rule, box_rule_by_box, reduction_size
+
+    rule, by_box = box_rule(op, graph), box_rule_by_box(op, graph)
+    total = reduction_size(op, graph)
+    for _ in range(boxes):
+        box = random_box(rng, graph.tensors[op.outputs[0]].shape)
+        at = by_box(box)
+        for k in (0, rng.randint(1, total)):
+            slices = [None] if not k else [(a, min(a + k, total)) for a in range(0, total, k)]
+            for j, k_range in enumerate(slices):
+                last = j == len(slices) - 1
+                assert at(k_range, last) == rule(box, k_range, last), (op.name, box, k_range, last)
+
+
+def test_the_rule_by_box_equals_the_rule_on_random_convolutions():
+    # the expansion finds a conv tile's halo once per box (box_rule_by_box), then its
+    # channels per reduction slice: the boxes are box_rule's
+    rng = random.Random(11)
+    built = 0
+    while built < 200:
+        graph = random_conv(rng)
+        if graph is not None:
+            built += 1
+            _rule_by_box_agrees(graph.ops[0], graph, rng)
+
+
+@pytest.mark.parametrize("trace", ["resnet18", "mobilenet_v2", "bert_tiny"])
+def test_the_rule_by_box_equals_the_rule_on_fused_trace_ops(trace):
+    graph = _graph_the_tiler_sees(trace)
+    rng = random.Random(trace)
+    for op in graph.ops:
+        if len(op.outputs) == 1 and graph.tensors[op.outputs[0]].shape:
+            _rule_by_box_agrees(op, graph, rng, boxes=3)
+
+
 @pytest.mark.parametrize("trace", ["resnet18", "mobilenet_v2", "bert_tiny"])
 def test_fused_epilogue_boxes_equal_broadcasting(trace):
     """A fused op's epilogue inputs: batch-norm parameters per channel, the rest broadcast."""

@@ -3,18 +3,25 @@
 import dataclasses
 import itertools
 import json
+import math
 import random
 
 import pytest
 
 from npusim.errors import PlanningError
-from npusim.graph.model import build_graph
-from npusim.graph.tiling import _box_of, _Builder, box_view, expand, flat_view, tile_boxes, tiled_name, view_span
+from npusim.graph.model import build_graph, graph_from_ids
+from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS
+from npusim.graph.regions import box_rule, box_shape, full_box, input_steps
+from npusim.graph.tiling import (
+    PSUM_ITEMSIZE, _box_of, _Builder, _mark_runs, _tile_compute, box_view, expand, flat_view, k_slices, tile_boxes,
+    tile_vector_ops, tiled_name, view_span,
+)
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.lower import lower
 from npusim.plan.bound import as_bound
 from npusim.plan.validate import check_tiling, validate
-from npusim.registry import make_plan
+from npusim.registry import PlanningContext, default_registry, make_plan, run_stage
+from npusim.util.units import parse_size
 from npusim.workflow import load_graph, load_hw, run, simulate_plan
 
 EDGE = load_hw("edge-npu")
@@ -333,3 +340,128 @@ def test_sources_of_a_read_found_by_layout_as_by_testing_each_written_view(seed)
         flat = flat_view(graph.tensors[1], (start, rng.randint(start + 1, 720)))
         assert b._overlapping_written(1, flat) == _overlapping_by_testing_each(b, 1, flat)
     assert len(sizes) > 1  # some reads overlap more written views than others
+
+
+def _plain_expansion(graph, specs):
+    """The tiled graph built tile by tile through the builder's general steps, as expand built
+    it before its fast paths: every tile's boxes from box_rule, each read through read, each
+    output through write (no grid declared: sources found by layout), costs computed afresh."""
+    b = _Builder(graph)
+    for op in graph.ops:
+        spec = specs.get(op.name)
+        if spec is None:
+            inputs = [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs]
+            b.add_op(op.name, op.kind, inputs, [b.keep(t) for t in op.outputs], dict(op.attrs), op.macs,
+                     op.vector_ops, op.gemm)
+            continue
+        flat, slices, steps = "flat" in spec, k_slices(op, graph, spec), input_steps(op, graph)
+        in_core = spec.get("acc") == "core" and len(slices) > 1
+        first, index = len(b.ops), 0
+        for box in tile_boxes(graph.tensors[op.outputs[0]].shape, spec):
+            psum = None
+            for j, k_range in enumerate(slices):
+                last = j == len(slices) - 1
+                if flat:
+                    inputs = [b.read(op.inputs[0], box, flat=True)]
+                    inputs += [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs[1:]]
+                else:
+                    regions = box_rule(op, graph)(box, k_range, last)
+                    inputs = [b.read(t, r, steps=g) for t, r, g in zip(op.inputs, regions, steps) if r is not None]
+                if psum is not None:
+                    inputs.append(psum)
+                name = f"{op.name}#{index}"
+                if last:
+                    output = b.write(op.outputs[0], box, flat=flat)
+                else:
+                    output = psum = b.add_tensor(f"{name}.psum", box_shape(box), "int32", PSUM_ITEMSIZE,
+                                                 "accumulator" if in_core else "activation")
+                macs, gemm = _tile_compute(op, graph, box, k_range)
+                attrs = {"tile_of": op.name, "box": box, "k": k_range or None,
+                         **({"acc": "core", "k_last": last} if in_core else {}),
+                         **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})}
+                b.add_op(name, op.kind, inputs, [output], attrs, macs,
+                         math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm)
+                index += 1
+        if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1 and not flat:
+            _mark_runs(b.ops[first:])
+    meta = dict(graph.meta, tiled_from=graph.name, tiling=dict(sorted(specs.items())))
+    return graph_from_ids(tiled_name(graph.name), b.tensors, b.ops, meta)
+
+
+def _fused_tiling(trace, budget):
+    """The graph the tile stage sees (fused) and the specs it chooses for it."""
+    fuse, tile = default_registry().pipeline("fuse+tile")
+
+    def context(graph):
+        return PlanningContext(graph=graph, hw=EDGE, capacity=parse_size(budget),
+                               alignment=EDGE.scratchpad.alignment, untiled=graph)
+
+    fused = run_stage(fuse, context(load_graph(trace)), {}).graph
+    return fused, run_stage(tile, context(fused), {}).tiling
+
+
+def _same_graph(a, b):
+    assert (a.name, a.meta) == (b.name, b.meta)
+    assert a.tensors == b.tensors and repr(a.tensors) == repr(b.tensors)
+    assert a.ops == b.ops and repr(a.ops) == repr(b.ops)  # repr: the attrs, and a Gemm's loop nest
+
+
+@pytest.mark.parametrize("trace, budget", [("resnet18", "64KiB"), ("mobilenet_v2", "96KiB"), ("bert_tiny", "64KiB"),
+                                           ("squeezenet1_0", "64KiB")])
+def test_expand_builds_the_plain_expansion_of_the_tilers_specs(trace, budget):
+    # expand's fast paths (the sources of a read from its producer's grid, boxes per box, the
+    # inputs' memo looked up directly, costs per tile shape) build the graph the plain
+    # expansion builds, tile by tile
+    graph, specs = _fused_tiling(trace, budget)
+    assert specs
+    _same_graph(expand(graph, specs), _plain_expansion(graph, specs))
+
+
+@pytest.mark.parametrize("stride, pad, kernel, groups", [(2, 1, 3, 1), (1, 0, 1, 2), (1, 1, 3, 8)])
+@pytest.mark.parametrize("conv_spec", [{"block": [1, 3, 5, 7], "k": 3, "order": [2, 1, 0, 3]},
+                                       {"block": [1, 4, 4, 3], "k": 2, "acc": "core"},
+                                       {"block": [1, 8, 2, 2], "k": 0, "order": [3, 2, 1, 0]}])
+def test_expand_builds_the_plain_expansion_of_conv_specs(stride, pad, kernel, groups, conv_spec):
+    # reduction slices (in the scratchpad and in the core), other loop orders, strided reads
+    # of a tiled producer's output (a 1x1 conv of stride 2 reads every other row)
+    graph = conv_graph(stride, pad, kernel, groups)
+    if groups > 1:
+        conv_spec = {**conv_spec, "k": 0, "acc": "scratchpad"}
+    relu = {"block": [1, 3, 4, 5], "k": 0, "order": [1, 3, 2, 0]}
+    for specs in ({"conv": conv_spec, "relu": relu}, {"relu": relu}, {"conv": conv_spec}):
+        _same_graph(expand(graph, specs), _plain_expansion(graph, specs))
+
+
+def test_expand_builds_the_plain_expansion_of_flat_specs():
+    # a reshape-like op cut into runs of its flat index, reading a tiled op's output
+    t = lambda name, kind="activation": dict(name=name, shape=[1, 6, 10, 12], dtype="int8", itemsize=1, kind=kind)  # noqa: E731
+    graph = build_graph("flat", [t("x", "input"), t("y"), t("z", "output")],
+                        [dict(name="relu", kind="Relu", inputs=["x"], outputs=["y"]),
+                         dict(name="copy", kind="Identity", inputs=["y"], outputs=["z"])])
+    for specs in ({"relu": {"block": [1, 4, 3, 5], "k": 0}, "copy": {"flat": 37}}, {"copy": {"flat": 100}},
+                  {"relu": {"block": [1, 6, 10, 12], "k": 0}, "copy": {"flat": 7}}):
+        _same_graph(expand(graph, specs), _plain_expansion(graph, specs))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sources_of_a_read_from_the_grid_as_by_testing_each_written_view(seed):
+    # a tensor written by a tiled op's block spec has its sources computed from the grid of its
+    # boxes (_Grid): the same written views, in the same order, as testing every one, for dense
+    # and strided reads of random boxes
+    rng = random.Random(seed)
+    shape = tuple(rng.randint(1, n) for n in (2, 7, 11, 13))
+    graph = build_graph("g", [dict(name="x", shape=list(shape), dtype="int8", itemsize=1, kind="input"),
+                              dict(name="y", shape=list(shape), dtype="int8", itemsize=1, kind="activation")],
+                        [dict(name="op", kind="Relu", inputs=["x"], outputs=["y"])])
+    b = _Builder(graph)
+    block = [rng.randint(1, n) for n in shape]
+    order = rng.sample(range(4), 4)
+    b.write_grid(1, shape, block, order)
+    for box in tile_boxes(shape, {"block": block, "order": order}):
+        b.write_box(1, box, tuple(e - s for s, e in box))
+    b._decoded = None  # the grid answers every box read: the layouts are never looked at
+    for _ in range(60):
+        box = tuple((lo, rng.randint(lo + 1, n)) for lo, n in ((rng.randrange(n), n) for n in shape))
+        steps = rng.choice([None, (1, 1, 2, 2), (1, 2, 1, 3), (2, 1, 3, 1)])
+        view = box_view(graph.tensors[1], box, steps)
+        assert b._overlapping_written(1, view, box) == _overlapping_by_testing_each(b, 1, view, box)

@@ -19,9 +19,11 @@ from functools import cached_property
 import numpy as np
 
 from npusim.errors import TraceError
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 
 TENSOR_KINDS = ("input", "weight", "activation", "output")
+#: Kinds of tensors that start in DRAM (``Tensor.in_dram_initially``).
+DRAM_KINDS = ("input", "weight")
 #: Kinds of tensors only tiled graphs have (``npusim.graph.tiling``): the partial sums of a
 #: reduction chained in a core's accumulators, which take no scratchpad or DRAM bytes.
 TILED_KINDS = ("accumulator",)
@@ -97,7 +99,7 @@ class Tensor:
 
     @property
     def in_dram_initially(self) -> bool:
-        return self.kind in ("input", "weight")
+        return self.kind in DRAM_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,21 +241,26 @@ class Graph:
 
     @cached_property
     def arrays(self) -> GraphArrays:
-        def csr(lists):
-            ptr = np.zeros(len(lists) + 1, dtype=np.int64)
-            ptr[1:] = np.cumsum([len(x) for x in lists])
-            idx = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
-            return ptr, idx
-
+        ops, tensors = self.ops, self.tensors
         kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}
-        t_ptr, t_idx = csr([o.tensors for o in self.ops])
-        i_ptr, i_idx = csr([tuple(dict.fromkeys(o.inputs)) for o in self.ops])
-        o_ptr, o_idx = csr([o.outputs for o in self.ops])
+        inputs, outputs = [o.inputs for o in ops], [o.outputs for o in ops]
+        i_ptr, i_all = _csr(list(map(len, inputs)), itertools.chain.from_iterable(inputs))
+        o_ptr, o_idx = _csr(list(map(len, outputs)), itertools.chain.from_iterable(outputs))
+        # each op's inputs then outputs (Op.tensors before its repeats go), placed by array:
+        # input j of op k at i_ptr[k] + o_ptr[k] + j, output j at i_ptr[k + 1] + o_ptr[k] + j
+        t_ptr = i_ptr + o_ptr
+        t_all = np.empty(int(t_ptr[-1]), dtype=np.int64)
+        t_all[np.arange(len(i_all)) + np.repeat(o_ptr[:-1], np.diff(i_ptr))] = i_all
+        t_all[np.arange(len(o_idx)) + np.repeat(i_ptr[1:], np.diff(o_ptr))] = o_idx
+        n_t = len(tensors)
+        t_ptr, t_idx = distinct_csr(t_ptr, t_all, n_t)
+        i_ptr, i_idx = distinct_csr(i_ptr, i_all, n_t)
         return GraphArrays(
-            tensor_size=np.array([t.size for t in self.tensors], dtype=np.int64),
-            tensor_kind=np.array([kinds[t.kind] for t in self.tensors], dtype=np.int8),
+            tensor_size=np.array([0 if t.kind == "accumulator" else math.prod(t.shape) * t.itemsize  # Tensor.size
+                                  for t in tensors], dtype=np.int64),
+            tensor_kind=np.array([kinds[t.kind] for t in tensors], dtype=np.int8),
             producer=np.array(
-                [-1 if t.producer is None else t.producer for t in self.tensors], dtype=np.int64
+                [-1 if t.producer is None else t.producer for t in tensors], dtype=np.int64
             ),
             op_tensor_ptr=t_ptr, op_tensor_idx=t_idx,
             op_input_ptr=i_ptr, op_input_idx=i_idx,
@@ -261,10 +268,32 @@ class Graph:
         )
 
 
+def _csr(lengths: list[int], entries) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, idx) of lists given by their lengths and their entries one after the other."""
+    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(lengths)
+    return ptr, np.fromiter(entries, dtype=np.int64, count=int(ptr[-1]))
+
+
+def distinct_csr(ptr: np.ndarray, idx: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR lists (ptr, idx) of ints in [0, bound) with each list's repeats removed, its
+    entries in the order they first appear in it (``dict.fromkeys``), for all lists at once:
+    the entries keyed by (list, entry), the first of each key kept (``np.unique``'s first
+    occurrences), in their order. ``ptr`` is updated in place."""
+    owner = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    _, first = np.unique(owner * bound + idx, return_index=True)
+    if len(first) == len(idx):  # nothing repeated in any list
+        return ptr, idx
+    first.sort()
+    ptr[1:] = np.cumsum(np.bincount(owner[first], minlength=len(ptr) - 1))
+    return ptr, idx[first]
+
+
 #: ``Tensor(...)`` and ``Op(...)`` with every field given, in order, made faster
-#: (``npusim.util.fast_init``): a tiled graph has 100,000s of them (``graph_from_ids``).
-_new_tensor = positional_constructor(Tensor)
-_new_op = positional_constructor(Op)
+#: (``npusim.util.fast_init.twin_constructor``): a tiled graph has 100,000s of them
+#: (``graph_from_ids``).
+_new_tensor = twin_constructor(Tensor)
+_new_op = twin_constructor(Op)
 
 
 def check_graph(graph: Graph) -> None:
@@ -275,10 +304,8 @@ def check_graph(graph: Graph) -> None:
     cycles are looked for only when some op reads what a later op makes (``_check_acyclic``)."""
     where = f"graph {graph.name!r}"
     tensors, ops = graph.tensors, graph.ops
-    n_t, n_o = len(tensors), len(ops)
-    tiled = bool(graph.meta.get("tiled_from"))
-    for i, t in enumerate(tensors):
-        _check_tensor(t, i, where, tiled, n_t, n_o, tensors)
+    n_t = len(tensors)
+    _check_tensors(graph, where)
     in_order = True  # every op after the producers it depends on (then no cycle is possible)
     for i, o in enumerate(ops):
         if o.id != i:
@@ -312,6 +339,15 @@ def check_graph(graph: Graph) -> None:
         _check_acyclic(graph, where)
 
 
+def _check_tensors(graph: Graph, where: str) -> None:
+    """``check_graph``'s pass over the tensors, each in turn (``_check_tensor``)."""
+    tensors = graph.tensors
+    n_t, n_o = len(tensors), len(graph.ops)
+    tiled = bool(graph.meta.get("tiled_from"))
+    for i, t in enumerate(tensors):
+        _check_tensor(t, i, where, tiled, n_t, n_o, tensors)
+
+
 def _check_tensor(t: Tensor, i: int, where: str, tiled: bool, n_t: int, n_o: int, tensors) -> None:
     """The Graph contract's tests of tensor ``t`` at position ``i`` (``check_graph``)."""
     kind, producer = t.kind, t.producer
@@ -329,7 +365,7 @@ def _check_tensor(t: Tensor, i: int, where: str, tiled: bool, n_t: int, n_o: int
     if producer is not None:
         if not 0 <= producer < n_o:
             raise TraceError(f"{where}: tensor {t.name!r} names producer op {producer}, which does not exist")
-        if t.in_dram_initially:
+        if kind in DRAM_KINDS:  # t.in_dram_initially
             raise TraceError(f"{where}: {kind} tensor {t.name!r} cannot have a producer op")
         if t.sources:
             raise TraceError(f"{where}: tensor {t.name!r} has both a producer op and DRAM sources")
@@ -433,38 +469,84 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
     return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
 
 
-def graph_from_ids(name: str, tensors: list[tuple], ops: list[dict], meta: dict | None = None) -> Graph:
+def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict | None = None) -> Graph:
     """``build_graph`` for records that refer to tensors by id (their position in ``tensors``),
     as a builder that numbers tensors as it makes them has them (the tiled expansion,
-    ``npusim.graph.tiling``): no lookups by name, and tensors built straight from tuples.
+    ``npusim.graph.tiling``): no lookups by name, and tensors and ops built straight from tuples.
 
     ``tensors``: tuples ``(name, shape, dtype, itemsize, kind, view, sources)``, the shape a
-    tuple of ints and the sources ids. ``ops``: dicts with name, kind, inputs and outputs
-    (ids), attrs, macs, vector_ops and gemm (a Gemm or None)."""
+    tuple of ints and the sources ids. ``ops``: tuples ``(name, kind, inputs, outputs, attrs,
+    macs, vector_ops, gemm)``, inputs and outputs ids, gemm a Gemm or None; the graph keeps
+    each attrs dict as given (the caller makes one per op).
+
+    The graph is checked as ``check_graph`` does, less what this construction makes true
+    whatever the records: ids are positions, every op has the ids of its outputs' producer
+    and of its inputs' consumers, each output has one producer (tested here), and every id
+    an op names is a tensor's (tested here, with the op's having an output). The tensors are
+    checked in full (``_check_tensors``), and the order as ``check_graph`` checks it, by tensor
+    rather than by reference (``_check_order``)."""
     names = [t[0] for t in tensors]
     if len(set(names)) != len(names):
         _name_index(name, [{"name": n} for n in names])  # raises, naming the first one used twice
-    producer: list[int | None] = [None] * len(tensors)
+    n_t = len(tensors)
+    producer: list[int | None] = [None] * n_t
     consumers: list[list[int]] = [[] for _ in tensors]
     built_ops = []
-    for oi, o in enumerate(ops):
-        ins, outs = tuple(o["inputs"]), tuple(o["outputs"])
+    for oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, gemm) in enumerate(ops):
+        ins, outs = tuple(ins), tuple(outs)
+        if not outs:
+            raise TraceError(f"graph {name!r}: op {op_name!r} has no outputs")
         for t in outs:
+            if not 0 <= t < n_t:
+                raise TraceError(f"graph {name!r}: op {op_name!r} names tensor {t}, which does not exist")
             if producer[t] is not None:
                 raise TraceError(f"graph {name!r}: tensor {names[t]!r} is produced by both "
-                                 f"{ops[producer[t]]['name']!r} and {o['name']!r}")
+                                 f"{ops[producer[t]][0]!r} and {op_name!r}")
             producer[t] = oi
-        for t in dict.fromkeys(ins):
-            consumers[t].append(oi)
-        attrs, gemm = dict(o["attrs"]), o["gemm"]
-        if gemm is not None and gemm.loops is None and o["kind"] == "Conv" and len(ins) >= 2 and outs:
+        for t in ins:
+            if not 0 <= t < n_t:
+                raise TraceError(f"graph {name!r}: op {op_name!r} names tensor {t}, which does not exist")
+            readers = consumers[t]
+            if not readers or readers[-1] != oi:  # an input named twice is read once
+                readers.append(oi)
+        if gemm is not None and gemm.loops is None and kind == "Conv" and len(ins) >= 2:
             gemm = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
-        built_ops.append(_new_op(oi, o["name"], o["kind"], ins, outs, attrs, int(o["macs"]),
-                                 int(o["vector_ops"]), gemm))
+        built_ops.append(_new_op(oi, op_name, kind, ins, outs, attrs, int(macs), int(vector_ops), gemm))
     built_tensors = tuple(
         _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
         for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
-    return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
+    graph = _unchecked_graph(name, built_tensors, tuple(built_ops), dict(meta or {}))
+    where = f"graph {name!r}"
+    _check_tensors(graph, where)
+    _check_order(graph, where)
+    return graph
+
+
+def _unchecked_graph(name: str, tensors: tuple, ops: tuple, meta: dict) -> Graph:
+    """``Graph(name, tensors, ops, meta)`` without its ``check_graph``, for a builder that
+    checks what its construction does not make true itself (``graph_from_ids``). The fields
+    are set as the frozen dataclass's own ``__init__`` sets them."""
+    graph = object.__new__(Graph)
+    for field_name, value in (("name", name), ("tensors", tensors), ("ops", ops), ("meta", meta)):
+        object.__setattr__(graph, field_name, value)
+    return graph
+
+
+def _check_order(graph: Graph, where: str) -> None:
+    """``check_graph``'s test of the order, by tensor: every op comes after the producers it
+    depends on when each tensor's producer, and the producers of its sources, come before
+    its first consumer (the earliest of the ops that read it); else the graph must have no
+    cycle (``_check_acyclic``). Needs the tensors checked (sources are produced tensors)."""
+    tensors = graph.tensors
+    for t in tensors:
+        if not t.consumers:
+            continue
+        first = min(t.consumers)
+        if t.producer is not None and t.producer >= first:
+            return _check_acyclic(graph, where)
+        for src in t.sources:
+            if tensors[src].producer >= first:
+                return _check_acyclic(graph, where)
 
 
 def _name_index(name: str, tensors: list[dict]) -> dict[str, int]:

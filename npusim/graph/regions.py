@@ -183,19 +183,14 @@ def box_rule(op: Op, graph: Graph):
     """``input_boxes`` of ``op`` as a function of ``(out_box, k_range, last_k)``, with what it
     reads of the op and the graph (shapes, a convolution's attributes) looked up once: the
     tiler and the expansion ask for the boxes of every tile of an op."""
-    start = op.attrs.get("epilogue_from")
-    out_shape = graph.tensors[op.outputs[0]].shape
-    fused = start is not None and len(op.inputs) > start  # a fused op (npusim.graph.fusion)
-    shapes = [graph.tensors[t].shape for t in (op.inputs[:start] if fused else op.inputs)]
+    shapes, out_shape, epilogue = _rule_inputs(op, graph)
     if op.kind == "Conv":
         core = _conv_rule(op, shapes)
     else:
         def core(out_box, k_range, last_k):
             return _core_boxes(op, shapes, out_shape, out_box, k_range, last_k)
-    if not fused:
+    if epilogue is None:
         return core
-    kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
-    epilogue = [_epilogue_picks(graph.tensors[t].shape, out_shape, kind) for t, kind in zip(op.inputs[start:], kinds)]
     unread = [None] * len(epilogue)
 
     def with_epilogue(out_box, k_range, last_k):
@@ -208,6 +203,51 @@ def box_rule(op: Op, graph: Graph):
         return boxes
 
     return with_epilogue
+
+
+def box_rule_by_box(op: Op, graph: Graph):
+    """``box_rule`` in two steps, ``box_rule_by_box(op, graph)(out_box)(k_range, last_k)``:
+    what depends on the output box alone (a convolution's rows and columns with their halo,
+    a fused epilogue's boxes) is found once for all the reduction slices of a box (the
+    expansion's tiles, ``npusim.graph.tiling``). The boxes are those ``box_rule`` gives."""
+    shapes, out_shape, epilogue = _rule_inputs(op, graph)
+    if op.kind == "Conv":
+        core_at = _conv_rule_by_box(op, shapes)
+    else:
+        def core_at(out_box):
+            def core(k_range, last_k):
+                return _core_boxes(op, shapes, out_shape, out_box, k_range, last_k)
+            return core
+    if epilogue is None:
+        return core_at
+    unread = [None] * len(epilogue)
+
+    def at(out_box):
+        core = core_at(out_box)
+        after_last = [tuple([out_box[k] if k is not None else whole for k, whole in picks]) for picks in epilogue]
+
+        def with_epilogue(k_range, last_k):
+            boxes = core(k_range, last_k)
+            boxes.extend(after_last if last_k else unread)
+            return boxes
+
+        return with_epilogue
+
+    return at
+
+
+def _rule_inputs(op: Op, graph: Graph) -> tuple[list, tuple, list | None]:
+    """What the box rules read of ``op``: the shapes of its own inputs (a fused op's first
+    ones), its output's shape, and a fused op's epilogue inputs as picks (None if not fused)."""
+    start = op.attrs.get("epilogue_from")
+    out_shape = graph.tensors[op.outputs[0]].shape
+    fused = start is not None and len(op.inputs) > start  # a fused op (npusim.graph.fusion)
+    shapes = [graph.tensors[t].shape for t in (op.inputs[:start] if fused else op.inputs)]
+    if not fused:
+        return shapes, out_shape, None
+    kinds = op.attrs.get("epilogue_input_kinds") or [""] * (len(op.inputs) - start)
+    epilogue = [_epilogue_picks(graph.tensors[t].shape, out_shape, kind) for t, kind in zip(op.inputs[start:], kinds)]
+    return shapes, out_shape, epilogue
 
 
 def _core_boxes(op: Op, shapes: list, out_shape, out_box: Box, k_range, last_k: bool) -> list[Box | None]:
@@ -308,6 +348,56 @@ def _conv_rule(op, shapes):
         return found
 
     return boxes
+
+
+def _conv_rule_by_box(op, shapes):
+    """``_conv_rule`` in two steps (``box_rule_by_box``): the halo of a box's rows and
+    columns, then per reduction slice its input channels and weights."""
+    x, w = shapes[0], shapes[1]
+    groups = int(op.attrs.get("group", 1))
+    per_group_out = w[0] // groups
+    cin_g = w[1]
+    _, strides, dilations, pads = _spatial(op, len(x))
+    kernel = list(w[2:])
+    # (dimension of the box, stride, pad, reach, input size) per spatial dimension, as ``_conv_rule``
+    windows = [(2 + i, strides[i], pads[i], (kernel[i] - 1) * dilations[i] + 1 - pads[i], x[2 + i])
+               for i in range(len(x) - 2)]
+    whole_kernel = full_box(w[2:])
+    has_bias = len(shapes) > 2
+
+    def at(out_box):
+        c0, c1 = out_box[1]
+        halos = []
+        for d, stride, pad, reach, size in windows:  # _halo, inlined as in _conv_rule
+            a, b = out_box[d]
+            lo, hi = a * stride - pad, (b - 1) * stride + reach
+            if lo < 0:
+                lo = 0
+            if hi > size:
+                hi = size
+            if hi <= lo:
+                lo = min(lo, size - 1)
+                hi = lo + 1
+            halos.append((lo, hi))
+        halos = tuple(halos)
+        if groups != 1:
+            g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
+        outputs, bias = (c0, c1), ((c0, c1),)
+
+        def boxes(k_range, last_k):
+            k0, k1 = k_range or (0, cin_g)
+            if groups == 1:
+                channels = (k0, k1)
+            else:
+                channels = (g0 * cin_g + k0, (g1 - 1) * cin_g + k1) if g1 - g0 == 1 else (g0 * cin_g, g1 * cin_g)
+            found = [(out_box[0], channels) + halos, (outputs, (k0, k1)) + whole_kernel]
+            if has_bias:
+                found.append(bias if last_k else None)
+            return found
+
+        return boxes
+
+    return at
 
 
 def _matmul_boxes(op, shapes, out_shape, out_box, k_range, last_k):

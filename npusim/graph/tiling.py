@@ -40,9 +40,9 @@ from npusim.errors import PlanError
 from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, graph_from_ids, row_major_strides
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
-    Box, box_rule, box_shape, box_volume, full_box, input_steps, reduction_size, stepped_shape,
+    Box, box_rule_by_box, box_shape, box_volume, full_box, input_steps, reduction_size, stepped_shape,
 )
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import positional_constructor, twin_constructor
 
 PSUM_ITEMSIZE = 4  # partial sums accumulate in 32 bits
 #: Where the partial sums of a split reduction live between its slices (tile spec ``acc``).
@@ -123,7 +123,7 @@ def box_view(tensor, box: Box, steps: tuple[int, ...] | None = None) -> View:
 
 
 #: ``View(base, offset, shape, strides)``, made faster (``npusim.util.fast_init``): one per tile's view.
-_new_view = positional_constructor(View)
+_new_view = twin_constructor(View)
 
 
 def view_region(view: View, base_shape) -> list[tuple[int, int, int]]:
@@ -260,6 +260,52 @@ class _Layout:
         return [self.positions[i] for i in hits]
 
 
+class _Grid:
+    """The written views of a tensor a tiled op produced by a block spec: one per box of the
+    spec's regular grid, written in its loop order (``tile_boxes``), so a view's position among
+    them is its box's number in that order. A box read of the tensor meets, along dimension d,
+    the blocks ``start // block[d]`` to ``(end - 1) // block[d]``: the views it meets along
+    every dimension are computed, not searched for, already in the order they were written."""
+
+    def __init__(self, shape: tuple[int, ...], block: list[int], order: list[int]) -> None:
+        self.shape, self.block, self.order = shape, block, order
+        self.weights = [0] * len(shape)  # a block's number along d times this = its share of the position
+        weight = 1
+        for d in reversed(order):
+            self.weights[d] = weight
+            weight *= -(-shape[d] // block[d])
+        self.count = weight
+        self.strides = row_major_strides(shape)
+
+    def meeting(self, bounds) -> list[int]:
+        """Positions of the boxes that meet ``bounds`` ((start, end) per dimension) along every
+        dimension, ascending: the dimensions along which the read meets several blocks spread
+        them, in loop order; one block adds its share to every position."""
+        positions, base = [0], 0
+        for d in self.order:
+            start, end = bounds[d]
+            size, weight = self.block[d], self.weights[d]
+            first, last = start // size, (end - 1) // size
+            if first == last:
+                base += first * weight
+            else:
+                shares = range(first * weight, last * weight + 1, weight)
+                positions = [p + share for p in positions for share in shares]
+        return [base + p for p in positions] if base else positions
+
+    def meeting_span(self, bounds, lo: int, hi: int) -> list[int]:
+        """``meeting``, keeping only the boxes whose flat span meets [lo, hi) (a strided read:
+        its span may end before its bounding box does)."""
+        cells = [(0, 0, 0)]  # (position, flat offset, flat extent - 1) of the boxes so far
+        for d in self.order:
+            start, end = bounds[d]
+            size, weight, stride, n = self.block[d], self.weights[d], self.strides[d], self.shape[d]
+            shares = [(i * weight, i * size * stride, (min(size, n - i * size) - 1) * stride)
+                      for i in range(start // size, (end - 1) // size + 1)]
+            cells = [(p + dp, o + do, e + de) for p, o, e in cells for dp, do, de in shares]
+        return [p for p, offset, extent in cells if offset < hi and lo < offset + extent + 1]
+
+
 class _Builder:
     """Accumulates the tensor and op records of a tiled graph. Tensors are numbered as they
     are made (a record's position is its id), and ops and read views refer to them by id."""
@@ -277,11 +323,14 @@ class _Builder:
         # one written view and test none
         self.decoded: dict[int, list[tuple[View, int, tuple[int, int], tuple]]] = {}
         self.layouts: dict[int, dict[tuple, _Layout]] = {}  # original tensor -> strides -> its views of them
+        # original tensor -> the grid of boxes its tiled producer writes (``_Grid``), declared
+        # before the writes (``write_grid``): a box read finds its sources from it
+        self.grids: dict[int, _Grid] = {}
         self.written_index: dict[int, dict[View, int]] = {}
-        # original tensor -> {(region, flat, steps): what ``read`` gave}: tiles read the same
+        # original tensor -> {(flat, steps): {region: what ``read`` gave}}: tiles read the same
         # region again and again (weights across row tiles, inputs across channel tiles);
         # emptied when a view of the tensor is written, the only change that alters the answer
-        self.reads: dict[int, dict[tuple, int]] = {}
+        self.reads: dict[int, dict[tuple, dict[tuple, int]]] = {}
         self.counter: dict[str, int] = {}
 
     def _fresh(self, stem: str, tag: str) -> str:
@@ -299,20 +348,32 @@ class _Builder:
         self.tensors.append((name, shape, dtype, itemsize, kind, view, sources))
         return len(self.tensors) - 1
 
-    def add_op(self, **record) -> None:
-        self.ops.append(record)
+    def add_op(self, name: str, kind: str, inputs: list[int], outputs: list[int], attrs: dict, macs: int,
+               vector_ops: int, gemm: Gemm | None) -> None:
+        """Add an op record (``graph_from_ids``); the graph keeps ``attrs`` as it is."""
+        self.ops.append((name, kind, inputs, outputs, attrs, macs, vector_ops, gemm))
 
     def read(self, t: int, region, flat: bool = False, steps: tuple[int, ...] | None = None) -> int:
         """The tensor a tile reads for ``region`` (a box, or a flat range) of original tensor t,
         every ``steps``-th element of it along each dimension (``regions.input_steps``)."""
-        seen = self.reads.get(t)
-        if seen is None:
-            seen = self.reads[t] = {}
-        key = (region, flat, steps)
-        found = seen.get(key)
+        seen = self.regions_read(t, flat, steps)
+        found = seen.get(region)
         if found is None:
-            found = seen[key] = self._read(t, region, flat, steps)
+            found = seen[region] = self._read(t, region, flat, steps)
         return found
+
+    def regions_read(self, t: int, flat: bool = False, steps: tuple[int, ...] | None = None) -> dict[tuple, int]:
+        """What ``read`` gave so far for each region of t read with ``flat`` and ``steps``
+        (``reads``): the tiles of one op look the regions of each input up in it directly,
+        calling ``_read`` for a new one and filing its answer there, as ``read`` does (none
+        of them writes its inputs, which would empty it)."""
+        by_how = self.reads.get(t)
+        if by_how is None:
+            by_how = self.reads[t] = {}
+        seen = by_how.get((flat, steps))
+        if seen is None:
+            seen = by_how[(flat, steps)] = {}
+        return seen
 
     def _read(self, t: int, region, flat: bool, steps: tuple[int, ...] | None) -> int:
         tensor = self.graph.tensors[t]
@@ -341,8 +402,13 @@ class _Builder:
     def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
         """Ids of the written views of t that overlap ``view``, in the order they were written:
         flat spans must meet, and views of the same layout must meet along every dimension (a
-        strided view by its bounding ``box``). Looked up by layout (``_Layout``);
-        ``tests/test_tiling.py`` holds it to testing every written view."""
+        strided view by its bounding ``box``). A box read of a tensor its tiled producer wrote
+        as a grid of boxes (all of them) computes them from the grid (``_Grid``); any other
+        read looks them up by layout (``_Layout``). ``tests/test_tiling.py`` holds both to
+        testing every written view."""
+        grid = self.grids.get(t)
+        if grid is not None and box is not None and len(self.written[t]) == grid.count:
+            return self._in_grid(t, grid, view, box)
         written = self._decoded(t)
         dense = box_view(self.graph.tensors[t], box) if box is not None else view
         lo, hi = view_span(view)
@@ -360,6 +426,23 @@ class _Builder:
         found.sort()
         return [written[position][1] for position in found]
 
+    def _in_grid(self, t: int, grid: _Grid, view: View, box) -> list[int]:
+        """``_overlapping_written`` of a box read of a tensor written as ``grid``: a dense read
+        meets every view its box meets along every dimension (they share an element, so their
+        flat spans meet too); a strided one, those whose span also meets its own."""
+        written = self.written[t]
+        if view.strides == grid.strides:
+            positions = grid.meeting(box)
+        else:
+            positions = grid.meeting_span(box, *view_span(view))
+        return [written[p][1] for p in positions]
+
+    def write_grid(self, t: int, shape: tuple[int, ...], block: list[int], order: list[int]) -> None:
+        """Declare that t is about to be written as the boxes of a block spec, in its loop
+        order (``_Grid``), before any other write of it."""
+        if t not in self.written:
+            self.grids[t] = _Grid(shape, block, order)
+
     def _decoded(self, t: int) -> list[tuple[View, int, tuple[int, int], tuple]]:
         """The written views of t with their flat spans and bounds (``decoded``), each also
         filed under its layout (``layouts``)."""
@@ -376,11 +459,25 @@ class _Builder:
         return decoded
 
     def write(self, t: int, region, flat: bool = False) -> int:
+        """The written view a tile makes of ``region`` (a box, or a flat range) of original
+        tensor t."""
         tensor = self.graph.tensors[t]
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region)
+        return self._written(t, tensor, view, None if flat else tuple(map(tuple, region)))
+
+    def write_box(self, t: int, box: Box, shape: tuple[int, ...]) -> int:
+        """``write`` of ``box`` (a tuple of tuples) of t, whose shape (``box_shape``) the caller has."""
+        tensor = self.graph.tensors[t]
+        strides = row_major_strides(tensor.shape)
+        offset = 0
+        for (a, _), s in zip(box, strides):
+            offset += a * s
+        return self._written(t, tensor, _new_view(tensor.name, offset, shape, strides), box)
+
+    def _written(self, t: int, tensor, view: View, box: Box | None) -> int:
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
-        self.written.setdefault(t, []).append((view, made, None if flat else tuple(map(tuple, region))))
+        self.written.setdefault(t, []).append((view, made, box))
         self.written_index.setdefault(t, {})[view] = made
         self.reads.pop(t, None)
         return made
@@ -397,8 +494,7 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
         if spec is None:
             inputs = [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs]
             outputs = [b.keep(t) for t in op.outputs]
-            b.add_op(name=op.name, kind=op.kind, inputs=inputs, outputs=outputs, attrs=op.attrs,
-                     macs=op.macs, vector_ops=op.vector_ops, gemm=op.gemm)
+            b.add_op(op.name, op.kind, inputs, outputs, dict(op.attrs), op.macs, op.vector_ops, op.gemm)
             continue
         check_spec(op, graph, spec)
         _expand_op(b, graph, op, spec)
@@ -408,80 +504,118 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
 
 
 def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
+    """Add the tiles of ``op`` under ``spec`` to ``b``: per box of its output, in loop order,
+    one tile per reduction slice (``_add_tiles``)."""
     out = graph.tensors[op.outputs[0]]
-    flat = "flat" in spec
+    first = len(b.ops)
     slices = k_slices(op, graph, spec)
+    if "flat" in spec:
+        _add_flat_tiles(b, graph, op, spec)
+    else:
+        b.write_grid(op.outputs[0], out.shape, spec["block"], spec.get("order") or list(range(len(out.shape))))
+        _add_tiles(b, graph, op, spec, slices)
+        if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1:
+            _mark_runs(b.ops[first:])
+
+
+def _add_flat_tiles(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
+    """The tiles of a reshape-like op: each reads and writes one run of the flat index (its
+    other inputs whole)."""
+    out = graph.tensors[op.outputs[0]]
+    for index, box in enumerate(tile_boxes(out.shape, spec)):
+        inputs = [b.read(op.inputs[0], box, flat=True)]
+        inputs += [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs[1:]]
+        output = b.write(op.outputs[0], box, flat=True)
+        macs, gemm = _tile_compute(op, graph, box, None)
+        vector_ops = math.ceil(tile_vector_ops(op, graph, box, None, True))
+        b.add_op(f"{op.name}#{index}", op.kind, inputs, [output],
+                 {"tile_of": op.name, "box": box, "k": None, **_epilogue_attrs(op)}, macs, vector_ops, gemm)
+
+
+def _epilogue_attrs(op: Op) -> dict:
+    return {"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {}
+
+
+def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list) -> None:
+    """The tiles of ``op`` under a block spec. Per tile: the box of each input it reads
+    (``box_rule_by_box``), the tensor it reads for it (``_Builder.read``, looked up here in the
+    input's ``regions_read``), its output (a written view on the last reduction slice, else
+    partial sums) and its costs, the same for every tile of one shape."""
+    out_t = op.outputs[0]
+    out = graph.tensors[out_t]
     in_core = spec.get("acc") == "core" and len(slices) > 1
-    steps = input_steps(op, graph)
-    boxes_read = box_rule(op, graph)
+    boxes_at = box_rule_by_box(op, graph)
+    # per input: (tensor, steps, what its regions gave): an op never reads its own output, the
+    # only tensor its tiles write, so the memo of each input holds throughout
+    readers = [(t, g, b.regions_read(t, False, g)) for t, g in zip(op.inputs, input_steps(op, graph))]
     grouped = op.kind == "Conv" and int(op.attrs.get("group", 1)) != 1
-    tile_costs: dict[tuple, tuple] = {}  # _tile_cost_key -> (MACs, Gemm, vector ops): tiles repeat their shape
+    psum_kind = "accumulator" if in_core else "activation"
+    epilogue = _epilogue_attrs(op)
+    n_slices = len(slices)
+    # per slice: (its range, its length in the cost key, whether it is the last)
+    slice_keys = [(k_range, k_range[1] - k_range[0] if k_range else None, j == n_slices - 1)
+                  for j, k_range in enumerate(slices)]
+    tile_costs: dict[tuple, tuple] = {}  # cost key (below) -> (MACs, vector ops, Gemm): tiles repeat their shape
+    tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
     index = 0
     for box in tile_boxes(out.shape, spec):
+        shape = box_shape(box)
+        channels = box[1] if grouped else None
+        boxes_read = boxes_at(box)
         psum = None
-        for j, k_range in enumerate(slices):
-            last = j == len(slices) - 1
-            if flat:
-                in_regions = [box] + [None] * (len(op.inputs) - 1)
-                inputs = [b.read(op.inputs[0], box, flat=True)]
-                inputs += [b.read(t, full_box(graph.tensors[t].shape)) for t in op.inputs[1:]]
-            else:
-                in_regions = boxes_read(box, k_range, last)
-                inputs = [b.read(t, r, steps=g) for t, r, g in zip(op.inputs, in_regions, steps) if r is not None]
+        for k_range, k_len, last in slice_keys:
+            inputs = []
+            for (t, g, seen), region in zip(readers, boxes_read(k_range, last)):
+                if region is not None:
+                    found = seen.get(region)
+                    if found is None:
+                        found = seen[region] = b._read(t, region, False, g)
+                    inputs.append(found)
             if psum is not None:
                 inputs.append(psum)
-            name = f"{op.name}#{index}"
+            name = name_stem + str(index)
             if last:
-                output = b.write(op.outputs[0], box, flat=flat)
+                output = b.write_box(out_t, box, shape)
             else:
-                output = b.add_tensor(f"{name}.psum", box_shape(box), "int32", PSUM_ITEMSIZE,
-                                      "accumulator" if in_core else "activation")
-                psum = output
-            key = _tile_cost_key(box, k_range, last, grouped)
+                tensors.append((name + ".psum", shape, "int32", PSUM_ITEMSIZE, psum_kind, None, ()))
+                output = psum = len(tensors) - 1
+            # what the tile's MACs, Gemm (``_tile_compute``) and vector operations
+            # (``tile_vector_ops``) depend on: its extents, its reduction slice's length,
+            # whether it is the last slice, and for a grouped Conv where its output channels
+            # lie (the groups they span)
+            key = (shape, k_len, last, channels)
             costs = tile_costs.get(key)
             if costs is None:
                 macs, gemm = _tile_compute(op, graph, box, k_range)
-                costs = tile_costs[key] = (macs, gemm, math.ceil(tile_vector_ops(op, graph, box, k_range, last)))
-            macs, gemm, vector_ops = costs
-            chain = {"acc": "core", "k_last": last} if in_core else {}
-            b.add_op(
-                name=name, kind=op.kind, inputs=inputs, outputs=[output],
-                attrs={"tile_of": op.name, "box": box, "k": k_range or None,  # tuples, shared with the tile's views
-                       **chain, **({"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {})},
-                macs=macs, vector_ops=vector_ops, gemm=gemm,
-            )
+                costs = tile_costs[key] = (macs, math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm)
+            attrs = {"tile_of": op.name, "box": box, "k": k_range}  # tuples, shared with the tile's views
+            if in_core:
+                attrs["acc"] = "core"
+                attrs["k_last"] = last
+            if epilogue:
+                attrs.update(epilogue)
+            ops.append((name, op.kind, inputs, [output], attrs, *costs))  # _Builder.add_op
             index += 1
-    if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1 and not flat:
-        _mark_runs(b.ops[len(b.ops) - index:])
-
-
-def _tile_cost_key(box: Box, k_range, last: bool, grouped: bool) -> tuple:
-    """What one tile's MACs, Gemm (``_tile_compute``) and vector operations
-    (``tile_vector_ops``) depend on: the tile's extents, its reduction slice's length, whether
-    it is the last slice, and for a grouped Conv where its output channels lie (the groups
-    they span)."""
-    return (tuple([b - a for a, b in box]), k_range[1] - k_range[0] if k_range else None, last,
-            box[1] if grouped else None)
 
 
 #: The operands a run of tiles may share, by input position (``runs`` attribute of a tile).
 RUN_OPERANDS = (("a", 0), ("b", 1))
 
 
-def _mark_runs(tiles: list[dict]) -> None:
+def _mark_runs(tiles: list[tuple]) -> None:
     """Mark the tiles of one GEMM-like op that read the same view of an operand as the tile
     before or after them (attribute ``runs``: operand -> ``"first"``, ``"middle"`` or
     ``"last"``): an array that holds that operand still keeps it between them
     (``npusim.hw.costs.stationary_run``). The loop order decides the runs: weights stay the
     same across consecutive row blocks when the rows are the innermost tiled loop."""
     for operand, i in RUN_OPERANDS:
-        names = [t["inputs"][i] if len(t["inputs"]) > i else None for t in tiles]
-        for j, tile in enumerate(tiles):
+        names = [inputs[i] if len(inputs) > i else None for _, _, inputs, *_ in tiles]
+        for j, (_, _, _, _, attrs, *_) in enumerate(tiles):
             same_before = j > 0 and names[j] is not None and names[j] == names[j - 1]
             same_after = j + 1 < len(tiles) and names[j] is not None and names[j] == names[j + 1]
             if same_before or same_after:
                 position = "middle" if same_before and same_after else ("last" if same_before else "first")
-                tile["attrs"] = {**tile["attrs"], "runs": {**tile["attrs"].get("runs", {}), operand: position}}
+                attrs["runs"] = {**attrs.get("runs", {}), operand: position}  # each tile's attrs are its own
 
 
 def tile_vector_ops(op: Op, graph: Graph, box: Box, k_range, last: bool) -> float:
