@@ -129,6 +129,8 @@ def test_best_fit_arena_answers_as_a_plain_scan(seed):
         removable = set(rng.sample(live, k=rng.randint(0, len(live))))
         sizes = sorted((end - start for start, end in plain.gaps(removable)), reverse=True) + [0, 0]
         assert fast.largest_gaps_without(removable) == (sizes[0], sizes[1])
+        now = sorted((end - start for start, end in plain.gaps()), reverse=True) + [0, 0]
+        assert fast.largest_gaps_without(set()) == (now[0], now[1])  # none freed: read from the gaps
         kept = [o for o in live if o not in removable and fast.size_of(o) > 0]
         assert fast.fits_keeping(size, kept) == (sizes[0] >= size)
         freed_first = [o for o in rng.sample(live, k=len(live)) if fast.size_of(o) > 0]

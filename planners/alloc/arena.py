@@ -43,7 +43,7 @@ from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from npusim.planner_options import Option
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 from planners.alloc.best_fit import BestFitArena
 from planners.alloc.prefetch import PREFETCH_OPTIONS, prefetch_depth
 from planners.tiling.tiler import PREFETCH_DEPTH
@@ -55,9 +55,10 @@ from planners.tiling.tiler import PREFETCH_DEPTH
 PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
 
 #: ``Residency(first, last, offset, tensor, size)`` and ``Transfer(step, kind, tensor, cause,
-#: size)``, made faster (``npusim.util.fast_init``): a tiled graph's plan has 100,000s of them.
-_new_residency = positional_constructor(Residency)
-_new_transfer = positional_constructor(Transfer)
+#: size)``, made as fast as they can be (``npusim.util.fast_init.twin_constructor``): a tiled
+#: graph's plan has 100,000s of them.
+_new_residency = twin_constructor(Residency)
+_new_transfer = twin_constructor(Transfer)
 _NEVER = float("inf")  # the next use of a tensor used no more
 #: Steps between two reports of the allocation's progress: a tiled graph has 100,000s of
 #: steps of tens of microseconds, and a report per step cost more than its bar shows.
@@ -595,7 +596,7 @@ class _ArenaRun:
         Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        if self.cached is not None and not self._reservations_to_give_up(s):
+        if self.cached is not None and not (self.prefetched and self._reservations_to_give_up(s)):
             return self._evict_cached_for_next(t, s)
         reserved, cached, kept = self._overlap_candidates(s)
         if not reserved and not cached:

@@ -128,8 +128,15 @@ class BestFitArena:
 
     def largest_gaps_without(self, removable) -> tuple[int, int]:
         """Bytes of the largest and second largest gaps (0 if none) if the blocks of
-        ``removable`` were freed."""
+        ``removable`` were freed (with none, the two largest of the gaps: the free space
+        between the blocks, as below)."""
         first = second = cursor = 0
+        if not removable:
+            for start, end in zip(self._gap_starts, self._gap_ends):
+                gap = end - start
+                if gap > second:
+                    first, second = (gap, first) if gap > first else (first, gap)
+            return first, second
         for off, end in self._spans_by_offset(removable):
             gap = off - cursor
             if gap > second:
