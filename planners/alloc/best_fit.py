@@ -58,8 +58,9 @@ class BestFitArena:
 
     def gap_ends_holding(self, size: int, skip: int) -> list[int]:
         """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
-        ``skip`` (the other offsets the allocator's look-ahead tries beside best fit)."""
-        alignment, found = self.alignment, []
+        ``skip`` (the other offsets the allocator's look-ahead tries beside best fit). The
+        largest gap, seen on the way, is kept for ``largest_gap`` (asked next by the look-ahead)."""
+        alignment, found, largest = self.alignment, [], 0
         for start, end in zip(self._gap_starts, self._gap_ends):
             if end - start >= size:
                 top = (end - size) // alignment * alignment
@@ -67,6 +68,9 @@ class BestFitArena:
                     found.append(start)
                 if top != start and top != skip:
                     found.append(top)
+            if end - start > largest:
+                largest = end - start
+        self._largest = largest
         return found
 
     def copy(self) -> "BestFitArena":
@@ -109,14 +113,12 @@ class BestFitArena:
         return high - low
 
     def frees_until_fit(self, owners, size: int) -> int:
-        """How many of ``owners`` (blocks of bytes, taken from the iterable one at a time) must
-        be freed, in that order, before some gap holds ``size`` bytes; -1 when freeing all of
-        them is not enough, and 0 when a gap holds it already. Nothing changes here: the frees
+        """For ``size`` bytes that no gap holds (``find`` said None): how many of ``owners``
+        (blocks of bytes, taken from the iterable one at a time) must be freed, in that order,
+        before some gap holds them; -1 when freeing all of them is not enough. Nothing changes here: the frees
         are merged into copies of the gap lists, as ``free`` merges them, and only the gap a
         free grows is measured (the others were there before). The iterable is read no
         further than the answer: a caller that pops its owners from a queue keeps the rest."""
-        if self.largest_gap() >= size:
-            return 0
         starts, ends, spans, n = list(self._gap_starts), list(self._gap_ends), self._span, 0
         for owner in owners:
             n += 1
