@@ -124,13 +124,21 @@ class UseTimes:
     def last_use(self, t: int) -> int:
         return self.last[t]
 
-    def accessed(self, s: int) -> None:
+    def accessed(self, s: int, keys: list[int] | None = None, key_of: list[int] | None = None) -> None:
         """Record that step s used its tensors: ``last_access``, and ``next_access`` (``next_use``
-        of each from step s until it is used again: a policy asks it of candidates, not used since)."""
+        of each from step s until it is used again: a policy asks it of candidates, not used since).
+        With ``keys`` (a number per use, the policy's ``victim_keys``), also each tensor's key
+        of this use in ``key_of``: its rank as a victim until its next use (``_ranked``)."""
         last_access, next_access, next_after = self.last_access, self.next_access, self.next_after
+        if keys is None:
+            for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
+                last_access[t] = s
+                next_access[t] = next_after[p]
+            return
         for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
             last_access[t] = s
             next_access[t] = next_after[p]
+            key_of[t] = keys[p]
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -445,16 +453,15 @@ class _ArenaRun:
 
     def _make_future_blocks(self, s: int, t: int, pending: list[int]):
         size, resident = self.alloc_size, self.resident_since
-        horizon = min(len(self.order), s + 1 + self.lookahead)
         room = self.arena.capacity - self.arena.used - size[t]  # bytes the steps may add
-        placing = {t, *pending}
         sizes = [size[x] for x in pending]
         placed_bytes = live = sum(sizes)
         steps = [(list(zip(pending, sizes)), ())]
         if live > room:
             return steps, 0, placed_bytes
+        placing = {t, *pending}
         step_tensors, last_used_at, last_used_bytes = self.step_tensors, self.last_used_at, self.last_used_bytes
-        for u in range(s + 1, horizon):
+        for u in range(s + 1, min(len(step_tensors), s + 1 + self.lookahead)):
             new = [x for x in step_tensors[u] if x not in resident and x not in placing]
             if new:
                 placing.update(new)
@@ -529,11 +536,7 @@ class _ArenaRun:
         self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
-        self.uses.accessed(s)
-        if self.victim_keys is not None:  # each tensor's rank as a victim until its next use (_ranked)
-            keys, victim_key = self.victim_keys, self.victim_key
-            for p, t in enumerate(needed, self.uses.step_start[s]):
-                victim_key[t] = keys[p]
+        self.uses.accessed(s, self.victim_keys, self.victim_key)
         stored = set()
         for t in op.outputs:
             cause = self.store_cause.get(t)  # written back or through as soon as produced
