@@ -4,7 +4,9 @@
 list copies; ``_ArenaRun._place_ahead`` skips offsets and simulations that cannot change its
 answer (bounds on the steps any offset can fit, the future built from per-step last uses).
 Eviction for the next op's loads picks its candidates from each tensor's last and next
-access, and orders them by the policy's keys per use (``victim_keys``) rather than ``rank``.
+access, and orders them by the policy's keys per use (``victim_keys``) rather than ``rank``;
+mostly it pops them from a heap kept as the steps go (``_CachedQueue``) and measures the gaps
+their frees would make before evicting any (``frees_until_fit``, ``gap_if_freed``).
 Each is compared here with the straightforward version it replaced, kept below as reference:
 an arena that scans a list of blocks, a simulation on a copy of the arena, a look-ahead
 that builds the whole future from the on-chip set and simulates every gap end, candidates

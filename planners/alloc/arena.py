@@ -596,7 +596,11 @@ class _ArenaRun:
         neither op s nor op s+1 uses and that no op within the prefetch window needs, ranked by
         the pipeline's replacement policy; a reservation for a later op is given up first.
         Each one costs a reload when it is next needed (counted in ``evicted_for_overlap``).
-        Nothing is evicted unless the victims together free a gap that holds ``t``."""
+        Nothing is evicted unless the victims together free a gap that holds ``t``.
+
+        The candidates come from a queue kept as the steps go (``_evict_cached_for_next``) when
+        the policy gives keys and no reservation is to be given up (tiled graphs: every step
+        or so); else from a scan of the arena's owners (``_overlap_candidates``)."""
         if self.policy is None:
             return None
         if self.cached is not None and not (self.prefetched and self._reservations_to_give_up(s)):
