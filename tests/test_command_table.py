@@ -110,3 +110,27 @@ def test_held_times_give_ints_where_the_run_held_ints():
         ids = np.array(sorted(rng.sample(range(n), 120)), np.int64)
         assert _by_start(ids, small) == sorted(ids.tolist(), key=plain.__getitem__)
         assert _by_start(ids, held) == sorted(ids.tolist(), key=expected.__getitem__)
+
+
+def test_access_columns_give_the_accesses_of_the_residencies():
+    from npusim.plan.command_table import AccessColumns, access_field
+    from npusim.plan.model import Residency
+
+    rng = random.Random(13)
+    residencies = [Residency(rng.randrange(9), rng.randrange(9, 20), rng.randrange(0, 1 << 20, 64), rng.randrange(30),
+                             rng.randrange(1, 4096)) for _ in range(50)]
+    columns = AccessColumns.of_residencies(residencies)
+    plain = [Access(i, r.tensor, r.offset, r.size) for i, r in enumerate(residencies)]
+    assert list(columns) == plain and len(columns) == len(plain)
+    for name in ("residency", "tensor", "offset", "size"):
+        assert access_field(columns, name).tolist() == access_field(plain, name).tolist() == [getattr(a, name) for a in plain]
+    assert list(pickle.loads(pickle.dumps(columns))) == plain
+    commands = [Command(0, "dma.load", "load", 0, tensor=1, writes=(plain[3],)),
+                Command(1, "stream0", "compute", 1, op=0, reads=(plain[3], plain[7]), writes=(plain[9],), waits=(0,))]
+    table = CommandTable(["dma.load", "stream0"], columns)
+    for c in commands:
+        table.append(table.queue_names.index(c.queue), KINDS.index(c.kind), c.step, c.op, c.tensor, c.cause, c.nbytes,
+                     c.dram, c.cost, [a.residency for a in c.reads], [a.residency for a in c.writes], c.waits, c.streamed)
+    assert list(table) == commands and table == CommandTable.from_commands(commands)
+    assert [x.tolist() for x in table.access_columns("reads")] == [[0, 0, 2], [3, 7], [plain[3].offset, plain[7].offset],
+                                                                    [plain[3].size, plain[7].size]]

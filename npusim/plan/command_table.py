@@ -110,6 +110,44 @@ class Rows:
         return Rows, (self.pointers, self.values)
 
 
+class AccessColumns(Sequence):
+    """The Accesses of a table as columns (residency, tensor, offset, size): ``accesses[k]`` is
+    made when asked. Lowering's, one per residency in plan order (so k is the residency): a
+    tiled plan has up to a million, read by the simulator as whole columns (``field``)."""
+
+    __slots__ = ("residency", "tensor", "offset", "size")
+
+    def __init__(self, residency: array, tensor: array, offset: array, size: array) -> None:
+        self.residency, self.tensor, self.offset, self.size = residency, tensor, offset, size
+
+    @classmethod
+    def of_residencies(cls, residencies) -> AccessColumns:
+        """One Access per residency, its index the residency's."""
+        return cls(array("q", range(len(residencies))), array("q", map(attrgetter("tensor"), residencies)),
+                   array("q", map(attrgetter("offset"), residencies)), array("q", map(attrgetter("size"), residencies)))
+
+    def __len__(self) -> int:
+        return len(self.residency)
+
+    def __getitem__(self, k: int) -> Access:
+        return new_access(self.residency[k], self.tensor[k], self.offset[k], self.size[k])
+
+    def field(self, name: str) -> np.ndarray:
+        """A column (``residency``, ``tensor``, ``offset``, ``size``) as a NumPy view."""
+        return np.frombuffer(getattr(self, name), np.int64)
+
+    def __reduce__(self):
+        return AccessColumns, (self.residency, self.tensor, self.offset, self.size)
+
+
+def access_field(accesses, name: str) -> np.ndarray:
+    """One field of every access, as int64: the column of an ``AccessColumns``, else read from
+    each Access (raises OverflowError for a value beyond int64)."""
+    if isinstance(accesses, AccessColumns):
+        return accesses.field(name)
+    return np.fromiter(map(attrgetter(name), accesses), np.int64, len(accesses))
+
+
 _INT_COLUMNS = ("step", "op", "tensor", "nbytes")
 _ROWS = ("reads", "writes", "waits", "streamed")
 
@@ -121,11 +159,12 @@ class CommandTable(Sequence):
                  "accesses", "reads", "writes", "waits", "streamed")
 
     def __init__(self, queue_names=(), accesses=()) -> None:
+        """``accesses``: Access objects, or an ``AccessColumns``."""
         self.queue_names = list(queue_names)
         self.queue, self.kind = array("b"), array("b")
         self.step, self.op, self.tensor, self.nbytes = array("q"), array("q"), array("q"), array("q")
         self.cause, self.dram, self.cost = [], [], []
-        self.accesses = list(accesses)
+        self.accesses = accesses if isinstance(accesses, AccessColumns) else list(accesses)
         self.reads, self.writes, self.waits, self.streamed = Rows(), Rows(), Rows(), Rows()
 
     @classmethod
@@ -205,10 +244,7 @@ class CommandTable(Sequence):
     def access_columns(self, which: str) -> tuple[np.ndarray, ...]:
         """(pointers, residencies, offsets, sizes) of every command's ``reads`` or ``writes``."""
         pointers, index = getattr(self, which).arrays()
-        accesses = self.accesses
-        fields = [np.fromiter(map(attrgetter(name), accesses), np.int64, len(accesses))
-                  for name in ("residency", "offset", "size")]
-        return (pointers, *(f[index] for f in fields))
+        return (pointers, *(access_field(self.accesses, name)[index] for name in ("residency", "offset", "size")))
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, CommandTable):

@@ -59,7 +59,7 @@ from npusim.plan.layout import DramLayout
 from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.bound import as_bound
-from npusim.plan.command_table import KIND_CODES, NONE, Access, Command, CommandTable, new_access  # noqa: F401 (Access, Command: their home for importers)
+from npusim.plan.command_table import KIND_CODES, NONE, Access, AccessColumns, Command, CommandTable  # noqa: F401 (Access, Command: their home for importers)
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 from npusim.util.fast_init import twin_constructor
 
@@ -134,7 +134,7 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
     queue_names = sorted([*DMA_QUEUE.values(), *(f"stream{s}" for s in range(n_streams))])
     drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw, queue_names)
     previous = _previous_occupants(plan.residencies)
-    table = CommandTable(queue_names, _accesses(plan.residencies))
+    table = CommandTable(queue_names, AccessColumns.of_residencies(plan.residencies))
     users = _with_waits(drafts, previous, len(plan.residencies), plan, graph, table)
     queue = table.column("queue")
     queues = {name: ids for name, ids in ((name, tuple(np.flatnonzero(queue == code).tolist()))
@@ -200,11 +200,6 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw, queue_name
             writes = (access_at(outputs[0], s),) if len(outputs) == 1 else tuple([access_at(t, s) for t in outputs])
             yield (stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
                    tuple([access_at(t, s) for t in inputs]), writes)
-
-
-def _accesses(residencies) -> list[Access]:
-    """One Access per residency (every command touching it touches its whole region)."""
-    return [new_access(i, r.tensor, r.offset, r.size) for i, r in enumerate(residencies)]
 
 
 def _access_finder(plan: Plan, graph: Graph):
@@ -306,7 +301,11 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
     add_queue, add_kind, add_step = queue_of.append, kind_of.append, step_of.append
     add_op, add_tensor, add_nbytes = table.op.append, table.tensor.append, table.nbytes.append
     add_cause, add_dram, add_cost = table.cause.append, table.dram.append, table.cost.append
-    add_reads, add_writes, add_waits, add_streamed = table.reads.add, table.writes.add, table.waits.add, table.streamed.add
+    # the rows' values and pointers (``Rows.add`` inlined: four rows per command)
+    read_values, write_values = table.reads.values, table.writes.values
+    wait_values, streamed_values = table.waits.values, table.streamed.values
+    add_read_ptr, add_write_ptr = table.reads.pointers.append, table.writes.pointers.append
+    add_wait_ptr, add_streamed_ptr = table.waits.pointers.append, table.streamed.pointers.append
     LOAD, COMPUTE = KIND_CODES["load"], KIND_CODES["compute"]
     for cid, (queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes) in enumerate(drafts):
         waits, streamed = [], ()
@@ -376,10 +375,15 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
         add_cause(cause)
         add_dram(view)
         add_cost(cost)
-        add_reads(reads)
-        add_writes(writes)
-        add_waits(waits)
-        add_streamed(streamed)
+        read_values.extend(reads)
+        add_read_ptr(len(read_values))
+        write_values.extend(writes)
+        add_write_ptr(len(write_values))
+        wait_values.extend(waits)
+        add_wait_ptr(len(wait_values))
+        if streamed:
+            streamed_values.extend(streamed)
+        add_streamed_ptr(len(streamed_values))
     return users
 
 

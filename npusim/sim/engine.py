@@ -318,7 +318,7 @@ class _Machine:
         (residency, tensor name, offset, size), and the residencies it touches (released
         when their last user completes): built once, not on every run of the command."""
         tensors = self.graph.tensors
-        built = {}  # id(Access) -> its tuple: lowering shares one Access per residency
+        built = {}  # id(Access) -> its tuple (the Commands below are alive throughout, so ids are not reused)
 
         def args(accesses):
             found = []

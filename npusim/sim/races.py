@@ -56,6 +56,7 @@ from operator import attrgetter
 import numpy as np
 
 from npusim.errors import SimulationError
+from npusim.plan.command_table import AccessColumns
 from npusim.plan.lower import Program
 from npusim.plan.painting import AddressPainter
 
@@ -155,9 +156,13 @@ class _Residencies:
         table = program.commands
         counts = table.writes.lengths()
         self.access_of, self.accesses = table.writes.arrays()[1], table.accesses
-        values = list(chain.from_iterable(map(attrgetter("residency", "offset", "size"), self.accesses)))
-        fits = not values or -(1 << 62) < min(values) and max(values) < 1 << 62  # else exact Python ints
-        fields = np.array(values, dtype=np.int64 if fits else object).reshape(-1, 3)[self.access_of]
+        if isinstance(self.accesses, AccessColumns):  # lowering's: columns already
+            fields = np.stack([self.accesses.field(name) for name in ("residency", "offset", "size")], axis=1)
+        else:
+            values = list(chain.from_iterable(map(attrgetter("residency", "offset", "size"), self.accesses)))
+            fits = not values or -(1 << 62) < min(values) and max(values) < 1 << 62  # else exact Python ints
+            fields = np.array(values, dtype=np.int64 if fits else object).reshape(-1, 3)
+        fields = fields[self.access_of]
         by_residency = np.argsort(fields[:, 0].astype(np.int64), kind="stable")  # command order kept within a residency
         residency = fields[by_residency, 0].astype(np.int64)
         command = np.repeat(np.arange(len(counts)), counts)[by_residency]
