@@ -307,52 +307,21 @@ def _conv_boxes(op, shapes, out_box, k_range, last_k):
 def _conv_rule(op, shapes):
     """The boxes a Conv's tile reads (``box_rule``): input channels of the groups its output
     channels belong to (or the reduction range), the halo of its rows and columns; the
-    weights' output-channel range × reduction range × whole kernel; the bias's range."""
-    x, w = shapes[0], shapes[1]
-    groups = int(op.attrs.get("group", 1))
-    cout = w[0]
-    per_group_out = cout // groups
-    cin_g = w[1]
-    _, strides, dilations, pads = _spatial(op, len(x))
-    kernel = list(w[2:])
-    # (stride, pad, reach, input size) of each spatial dimension: ``_halo`` with its last row's
-    # offset from (b - 1) * stride, reach = (kernel - 1) * dilation + 1 - pad, added up once
-    windows = [(strides[i], pads[i], (kernel[i] - 1) * dilations[i] + 1 - pads[i], x[2 + i])
-               for i in range(len(x) - 2)]
-    whole_kernel = full_box(w[2:])
-    has_bias = len(shapes) > 2
+    weights' output-channel range × reduction range × whole kernel; the bias's range
+    (``_conv_rule_by_box`` in one step)."""
+    at = _conv_rule_by_box(op, shapes)
 
     def boxes(out_box, k_range, last_k):
-        c0, c1 = out_box[1]
-        k0, k1 = k_range or (0, cin_g)
-        if groups == 1:
-            channels = (k0, k1)
-        else:
-            g0, g1 = c0 // per_group_out, (c1 - 1) // per_group_out + 1
-            channels = (g0 * cin_g + k0, (g1 - 1) * cin_g + k1) if g1 - g0 == 1 else (g0 * cin_g, g1 * cin_g)
-        box = [out_box[0], channels]
-        for i, (stride, pad, reach, size) in enumerate(windows):  # _halo, inlined: every tile asks
-            a, b = out_box[2 + i]
-            lo, hi = a * stride - pad, (b - 1) * stride + reach
-            if lo < 0:
-                lo = 0
-            if hi > size:
-                hi = size
-            if hi <= lo:
-                lo = min(lo, size - 1)
-                hi = lo + 1
-            box.append((lo, hi))
-        found = [tuple(box), ((c0, c1), (k0, k1)) + whole_kernel]
-        if has_bias:
-            found.append(((c0, c1),) if last_k else None)
-        return found
+        return at(out_box)(k_range, last_k)
 
     return boxes
 
 
 def _conv_rule_by_box(op, shapes):
-    """``_conv_rule`` in two steps (``box_rule_by_box``): the halo of a box's rows and
-    columns, then per reduction slice its input channels and weights."""
+    """A Conv's boxes in two steps (``box_rule_by_box``): the halo of a box's rows and
+    columns, then per reduction slice its input channels and weights. The halo of each
+    spatial dimension is ``_halo`` with its last row's offset from (b - 1) * stride, reach =
+    (kernel - 1) * dilation + 1 - pad, added up once."""
     x, w = shapes[0], shapes[1]
     groups = int(op.attrs.get("group", 1))
     per_group_out = w[0] // groups
@@ -368,7 +337,7 @@ def _conv_rule_by_box(op, shapes):
     def at(out_box):
         c0, c1 = out_box[1]
         halos = []
-        for d, stride, pad, reach, size in windows:  # _halo, inlined as in _conv_rule
+        for d, stride, pad, reach, size in windows:  # _halo, inlined: every tile asks
             a, b = out_box[d]
             lo, hi = a * stride - pad, (b - 1) * stride + reach
             if lo < 0:
