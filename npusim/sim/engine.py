@@ -313,25 +313,27 @@ class _Machine:
                     self.band_done.setdefault(producer, None)
                     self.streams_from[i] = streamed
 
-    def _accesses(self, program: Program) -> None:
+    def _accesses(self, table) -> None:
         """Each command's scratchpad accesses as the tuples the scratchpad checks take
         (residency, tensor name, offset, size), and the residencies it touches (released
-        when their last user completes): built once, not on every run of the command."""
-        tensors = self.graph.tensors
-        built = {}  # id(Access) -> its tuple (the Commands below are alive throughout, so ids are not reused)
+        when their last user completes): built once, not on every run of the command, from the
+        Program's table (one tuple per access of the table)."""
+        tensors, accesses = self.graph.tensors, table.accesses
+        built = {}  # the table's access index -> its tuple
 
-        def args(accesses):
+        def args(indices):
             found = []
-            for a in accesses:
-                one = built.get(id(a))
+            for k in indices:
+                one = built.get(k)
                 if one is None:
-                    one = built[id(a)] = (a.residency, tensors[a.tensor].name, a.offset, a.size)
+                    a = accesses[k]
+                    one = built[k] = (a.residency, tensors[a.tensor].name, a.offset, a.size)
                 found.append(one)
             return tuple(found)
 
-        commands = list(program.commands)
-        self.reads_of = [args(c.reads) if c.reads else () for c in commands]
-        self.writes_of = [args(c.writes) if c.writes else () for c in commands]
+        n = len(table)
+        self.reads_of = [args(table.reads[i]) for i in range(n)]
+        self.writes_of = [args(table.writes[i]) for i in range(n)]
         self.touched = [tuple(a[0] for a in r + w) for r, w in zip(self.reads_of, self.writes_of)]
 
     # -- helpers -----------------------------------------------------------------------------
@@ -692,7 +694,7 @@ class _Machine:
         for c in self.band_done:
             self.band_done[c] = Event(self.env)
         self.timings = [CommandTiming() for _ in commands]
-        self._accesses(self.program)
+        self._accesses(self.program.commands)
         for queue, ids in self.program.queues.items():
             cmds = [commands[i] for i in ids]
             _Task(self.env, self.compute_queue(cmds) if queue.startswith("stream") else self.dma_queue(cmds))
