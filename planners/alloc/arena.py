@@ -35,7 +35,6 @@ always succeeds because the budget is at least M_R (checked up front).
 from __future__ import annotations
 
 import bisect
-import heapq
 
 import numpy as np
 
@@ -43,7 +42,7 @@ from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.plan.model import Residency, Transfer
 from npusim.planner_options import Option
-from npusim.util.fast_init import twin_constructor
+from npusim.util.fast_init import positional_constructor
 from planners.alloc.best_fit import BestFitArena
 from planners.alloc.prefetch import PREFETCH_OPTIONS, prefetch_depth
 from planners.tiling.tiler import PREFETCH_DEPTH
@@ -55,10 +54,9 @@ from planners.tiling.tiler import PREFETCH_DEPTH
 PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
 
 #: ``Residency(first, last, offset, tensor, size)`` and ``Transfer(step, kind, tensor, cause,
-#: size)``, made as fast as they can be (``npusim.util.fast_init.twin_constructor``): a tiled
-#: graph's plan has 100,000s of them.
-_new_residency = twin_constructor(Residency)
-_new_transfer = twin_constructor(Transfer)
+#: size)``, made faster (``npusim.util.fast_init``): a tiled graph's plan has 100,000s of them.
+_new_residency = positional_constructor(Residency)
+_new_transfer = positional_constructor(Transfer)
 _NEVER = float("inf")  # the next use of a tensor used no more
 #: Steps between two reports of the allocation's progress: a tiled graph has 100,000s of
 #: steps of tens of microseconds, and a report per step cost more than its bar shows.
@@ -124,21 +122,13 @@ class UseTimes:
     def last_use(self, t: int) -> int:
         return self.last[t]
 
-    def accessed(self, s: int, keys: list[int] | None = None, key_of: list[int] | None = None) -> None:
+    def accessed(self, s: int) -> None:
         """Record that step s used its tensors: ``last_access``, and ``next_access`` (``next_use``
-        of each from step s until it is used again: a policy asks it of candidates, not used since).
-        With ``keys`` (a number per use, the policy's ``victim_keys``), also each tensor's key
-        of this use in ``key_of``: its rank as a victim until its next use (``_ranked``)."""
+        of each from step s until it is used again: a policy asks it of candidates, not used since)."""
         last_access, next_access, next_after = self.last_access, self.next_access, self.next_after
-        if keys is None:
-            for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
-                last_access[t] = s
-                next_access[t] = next_after[p]
-            return
         for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
             last_access[t] = s
             next_access[t] = next_after[p]
-            key_of[t] = keys[p]
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -252,9 +242,6 @@ class _ArenaRun:
         # ``victim_key[t]`` is that of t's last use, and candidates are sorted by it.
         self.victim_keys = policy.victim_keys(self.uses) if hasattr(policy, "victim_keys") else None
         self.victim_key = [0] * graph.n_tensors
-        # The tensors ``_evict_for_next`` may give up, as a heap by those keys (``_offer_cached``;
-        # kept when the policy gives keys and loads are reserved ahead, the only case it is asked).
-        self.cached = _CachedQueue(self) if self.victim_keys is not None and prefetch else None
         # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
         self.step_tensors = self.uses.step_tensors
         self.last_used_at, self.last_used_bytes = _last_uses(self.uses, len(order), alloc_size)
@@ -453,15 +440,16 @@ class _ArenaRun:
 
     def _make_future_blocks(self, s: int, t: int, pending: list[int]):
         size, resident = self.alloc_size, self.resident_since
+        horizon = min(len(self.order), s + 1 + self.lookahead)
         room = self.arena.capacity - self.arena.used - size[t]  # bytes the steps may add
+        placing = {t, *pending}
         sizes = [size[x] for x in pending]
         placed_bytes = live = sum(sizes)
         steps = [(list(zip(pending, sizes)), ())]
         if live > room:
             return steps, 0, placed_bytes
-        placing = {t, *pending}
         step_tensors, last_used_at, last_used_bytes = self.step_tensors, self.last_used_at, self.last_used_bytes
-        for u in range(s + 1, min(len(step_tensors), s + 1 + self.lookahead)):
+        for u in range(s + 1, horizon):
             new = [x for x in step_tensors[u] if x not in resident and x not in placing]
             if new:
                 placing.update(new)
@@ -536,7 +524,11 @@ class _ArenaRun:
         self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
-        self.uses.accessed(s, self.victim_keys, self.victim_key)
+        self.uses.accessed(s)
+        if self.victim_keys is not None:  # each tensor's rank as a victim until its next use (_ranked)
+            keys, victim_key = self.victim_keys, self.victim_key
+            for p, t in enumerate(needed, self.uses.step_start[s]):
+                victim_key[t] = keys[p]
         stored = set()
         for t in op.outputs:
             cause = self.store_cause.get(t)  # written back or through as soon as produced
@@ -558,8 +550,6 @@ class _ArenaRun:
                     self.held.add(t)
                 else:
                     self._close(t, s)
-        if self.cached is not None:
-            self.cached.offer(s, needed)
 
     def _prefetch(self, s: int) -> None:
         """Reserve space now for the inputs of the next ``prefetch`` ops that can be loaded, in
@@ -596,15 +586,9 @@ class _ArenaRun:
         neither op s nor op s+1 uses and that no op within the prefetch window needs, ranked by
         the pipeline's replacement policy; a reservation for a later op is given up first.
         Each one costs a reload when it is next needed (counted in ``evicted_for_overlap``).
-        Nothing is evicted unless the victims together free a gap that holds ``t``.
-
-        The candidates come from a queue kept as the steps go (``_evict_cached_for_next``) when
-        the policy gives keys and no reservation is to be given up (tiled graphs: every step
-        or so); else from a scan of the arena's owners (``_overlap_candidates``)."""
+        Nothing is evicted unless the victims together free a gap that holds ``t``."""
         if self.policy is None:
             return None
-        if self.cached is not None and not (self.prefetched and self._reservations_to_give_up(s)):
-            return self._evict_cached_for_next(t, s)
         reserved, cached, kept = self._overlap_candidates(s)
         if not reserved and not cached:
             return None
@@ -626,37 +610,6 @@ class _ArenaRun:
             if offset is not None:
                 break
         return offset
-
-    def _reservations_to_give_up(self, s: int) -> bool:
-        """Whether some reservation of bytes is for an op after s+1 (``_overlap_candidates``'s ``reserved``)."""
-        next_op, alloc_size = self.step_tensors[s + 1], self.alloc_size
-        return any(alloc_size[x] and x not in next_op for x in self.prefetched)
-
-    def _evict_cached_for_next(self, t: int, s: int) -> int | None:
-        """``_evict_for_next`` when no reservation is to be given up: the cached tensors come
-        from their queue (``_CachedQueue``) in the policy's order, only as many as it takes,
-        and the gaps their frees would make are measured before any is evicted (as
-        ``fits_keeping`` asks of them all): the same victims, without scanning the arena's
-        owners nor sorting them. Mostly the first one frees room enough, measured in place."""
-        size, queue, arena = self.alloc_size[t], self.cached, self.arena
-        due = s + 1 + self.prefetch
-        first = queue.pop(due)
-        if first is None:
-            return None
-        victims = [queue.tensor_of[first]]
-        if arena.gap_if_freed(victims[0]) < size:
-            taken = [first]  # the keys popped, put back unless their tensors are evicted
-            n = arena.frees_until_fit(queue.popping(due, taken), size)
-            if n < 0:
-                queue.put_back(taken)
-                return None
-            queue.put_back(taken[n:])
-            victims = [queue.tensor_of[k] for k in taken[:n]]
-        for victim in victims:
-            self.evicted_for_overlap += 1
-            self.evicted_for_overlap_bytes += self.uses.size[victim]
-            self._close(victim, s - 1)  # op s does not use it: its bytes are free while op s runs
-        return arena.find(size)
 
     def _overlap_candidates(self, s: int) -> tuple[list[int], list[int], list[int]]:
         """``(reserved, cached, kept)``: the owners of the arena ``_evict_for_next`` may give up
@@ -694,75 +647,3 @@ class _ArenaRun:
             i += 1
         self.sources_stored[t] = i
         return n > 0 and i == n
-
-
-class _CachedQueue:
-    """The cached tensors ``_evict_for_next`` may give up, in the policy's order, kept as the
-    steps go rather than found by a scan of the arena at every step.
-
-    A candidate at step s (``_overlap_candidates``) is resident, no reservation, has a copy in
-    DRAM, was last used before s (and is not held: held tensors are used no more), and is not
-    used again by step s+1+prefetch. Each use of a tensor that leaves it on chip with a copy in
-    DRAM and a later use offers it: the policy's key of that use (``victim_keys``: a number
-    unique per use, in the candidates' order), which names the tensor and the step. The key
-    stands while the tensor's last use is that one and it has stayed resident since (else it
-    went stale); its next use is fixed until then, so once that is within the window it stays
-    so, and the key is dropped. DRAM's copy cannot appear later in a residency without a use:
-    a tensor enters DRAM when loaded or stored after the op that writes it (both uses), or
-    spilled as it is evicted. So the keys that stand and are not due are the candidates', and
-    the heap gives them smallest first, as ``_ranked`` sorts them."""
-
-    def __init__(self, run: "_ArenaRun") -> None:
-        self.run = run
-        by_key = np.empty(len(run.victim_keys), dtype=np.int64)
-        by_key[run.victim_keys] = np.arange(len(by_key), dtype=np.int64)  # the use of each key
-        self.tensor_of = run.uses.used[by_key].tolist()
-        self.step_of = run.uses.use_step[by_key].tolist()
-        self.heap: list[int] = []
-        self.compact_above = 1024  # keys before the stale ones are swept out (``offer``)
-
-    def offer(self, s: int, needed: list[int]) -> None:
-        """After step s: the op's tensors that are candidates from step s+1 until their next use
-        comes within the window."""
-        run = self.run
-        resident, in_dram, last, key = run.resident_since, run.in_dram, run.uses.last, run.victim_key
-        next_access, alloc_size, heap = run.uses.next_access, run.alloc_size, self.heap
-        due = s + 2 + run.prefetch  # the window's end at step s+1
-        for t in needed:
-            if last[t] > s and next_access[t] > due and t in resident and t in in_dram and alloc_size[t]:
-                heapq.heappush(heap, key[t])
-        if len(heap) > self.compact_above:
-            self.heap = [k for k in heap if self._stands(k, due)]
-            heapq.heapify(self.heap)
-            self.compact_above = 2 * len(self.heap) + 1024
-
-    def _stands(self, k: int, due: int) -> bool:
-        """Whether key ``k`` is a candidate's at the step whose window ends at ``due`` (or later)."""
-        t, run = self.tensor_of[k], self.run
-        return run.victim_key[t] == k and run.resident_since.get(t, _NEVER) <= self.step_of[k] \
-            and run.uses.next_access[t] > due
-
-    def pop(self, due: int) -> int | None:
-        """The smallest key of a candidate at the step whose window ends at ``due``, taken off
-        the heap (the stale and due ones before it are dropped), or None."""
-        heap, tensor_of, step_of = self.heap, self.tensor_of, self.step_of
-        run = self.run
-        victim_key, resident, next_access = run.victim_key, run.resident_since, run.uses.next_access
-        while heap:
-            k = heapq.heappop(heap)
-            t = tensor_of[k]
-            if victim_key[t] == k and resident.get(t, _NEVER) <= step_of[k] and next_access[t] > due:
-                return k
-        return None
-
-    def popping(self, due: int, taken: list[int]):
-        """The tensor of the one key in ``taken`` (popped already), then those of the next keys
-        popped (``pop``), each key appended to ``taken``."""
-        yield self.tensor_of[taken[0]]
-        while (k := self.pop(due)) is not None:
-            taken.append(k)
-            yield self.tensor_of[k]
-
-    def put_back(self, keys: list[int]) -> None:
-        for k in keys:
-            heapq.heappush(self.heap, k)

@@ -58,9 +58,8 @@ class BestFitArena:
 
     def gap_ends_holding(self, size: int, skip: int) -> list[int]:
         """The low and high ends of every gap that holds ``size`` bytes, lowest gap first, but
-        ``skip`` (the other offsets the allocator's look-ahead tries beside best fit). The
-        largest gap, seen on the way, is kept for ``largest_gap`` (asked next by the look-ahead)."""
-        alignment, found, largest = self.alignment, [], 0
+        ``skip`` (the other offsets the allocator's look-ahead tries beside best fit)."""
+        alignment, found = self.alignment, []
         for start, end in zip(self._gap_starts, self._gap_ends):
             if end - start >= size:
                 top = (end - size) // alignment * alignment
@@ -68,9 +67,6 @@ class BestFitArena:
                     found.append(start)
                 if top != start and top != skip:
                     found.append(top)
-            if end - start > largest:
-                largest = end - start
-        self._largest = largest
         return found
 
     def copy(self) -> "BestFitArena":
@@ -102,43 +98,10 @@ class BestFitArena:
                 cursor = end
         return self.capacity - cursor >= size
 
-    def gap_if_freed(self, owner: int) -> int:
-        """Bytes of the gap ``owner``'s block would make if freed, merged with the gaps beside
-        it as ``free`` merges them (nothing changes here)."""
-        offset, end = self._span[owner]
-        starts, ends = self._gap_starts, self._gap_ends
-        i = bisect.bisect_left(starts, offset)
-        low = starts[i - 1] if i > 0 and ends[i - 1] == offset else offset
-        high = ends[i] if i < len(starts) and starts[i] == end else min(end, self.capacity)
-        return high - low
-
-    def frees_until_fit(self, owners, size: int) -> int:
-        """For ``size`` bytes that no gap holds (``find`` said None): how many of ``owners``
-        (blocks of bytes, taken from the iterable one at a time) must be freed, in that order,
-        before some gap holds them; -1 when freeing all of them is not enough. Nothing changes here: the frees
-        are merged into copies of the gap lists, as ``free`` merges them, and only the gap a
-        free grows is measured (the others were there before). The iterable is read no
-        further than the answer: a caller that pops its owners from a queue keeps the rest."""
-        starts, ends, spans, n = list(self._gap_starts), list(self._gap_ends), self._span, 0
-        for owner in owners:
-            n += 1
-            offset, end = spans[owner]
-            i = _give(starts, ends, self.capacity, offset, end)
-            if ends[i] - starts[i] >= size:
-                return n
-        return -1
-
     def largest_gaps_without(self, removable) -> tuple[int, int]:
         """Bytes of the largest and second largest gaps (0 if none) if the blocks of
-        ``removable`` were freed (with none, the two largest of the gaps: the free space
-        between the blocks, as below)."""
+        ``removable`` were freed."""
         first = second = cursor = 0
-        if not removable:
-            for start, end in zip(self._gap_starts, self._gap_ends):
-                gap = end - start
-                if gap > second:
-                    first, second = (gap, first) if gap > first else (first, gap)
-            return first, second
         for off, end in self._spans_by_offset(removable):
             gap = off - cursor
             if gap > second:
@@ -280,10 +243,9 @@ def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> 
         del ends[j]
 
 
-def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> int:
+def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> None:
     """Return the block ``[offset, end)`` (``end`` rounded up) to the gaps, merged with a gap
-    ending at its start and one starting at its end; a gap never reaches past the capacity.
-    Returns the index of the gap that holds it now."""
+    ending at its start and one starting at its end; a gap never reaches past the capacity."""
     i = bisect.bisect_left(starts, offset)
     below = i > 0 and ends[i - 1] == offset
     above = i < len(starts) and starts[i] == end
@@ -291,13 +253,10 @@ def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: i
         ends[i - 1] = ends[i]
         del starts[i]
         del ends[i]
-        return i - 1
-    if below:
+    elif below:
         ends[i - 1] = min(end, capacity)
-        return i - 1
-    if above:
+    elif above:
         starts[i] = offset
     else:
         starts.insert(i, offset)
         ends.insert(i, min(end, capacity))
-    return i
