@@ -92,13 +92,20 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     _check_streams(plan, graph, report)
     name = lambda t: graph.tensors[t].name  # noqa: E731
     n_tensors = graph.n_tensors
-    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
-    by_tensor = _check_residencies(plan, graph, residencies, name, report)
-    _check_overlaps(residencies, name, report, plan, graph)
+    columns = _sound_columns(plan, graph)  # every residency breaks none of the rules by residency, or None
+    if columns is not None:
+        residencies = list(plan.residencies)
+        by_tensor = _by_tensor(residencies, columns)
+    else:
+        residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
+        by_tensor = _check_residencies(plan, graph, residencies, name, report)
+    _check_overlaps(residencies, name, report, plan, graph, columns)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
     residency_at = ResidencyIndex(by_tensor)
-    fill = _check_filled(plan, graph, by_tensor, loads, name, report)
-    table = _ResidencyTable.of(residency_at, fill, plan.n_steps)  # for the array checks run first
+    fill, table = _filled_fast(plan, graph, residencies, columns, loads)
+    if fill is None:
+        fill = _check_filled(plan, graph, by_tensor, loads, name, report)
+        table = _ResidencyTable.of(residency_at, fill, plan.n_steps)  # for the array checks run first
     _check_operands(plan, graph, residency_at, fill, table, name, report)
     first_store = {t: min(tr.step for tr in trs) for t, trs in stores.items() if trs}
     if not _loads_hold(graph, loads, first_store, table):  # else nothing to report
@@ -178,6 +185,40 @@ def _check_residencies(plan: Plan, graph: Graph, residencies, name, report) -> d
         _check_capacity(r, capacity, where, report)
         _check_alignment(r, alignment, where, report)
         by_tensor[r.tensor].append(r)
+    return by_tensor
+
+
+FIELDS = ("first", "last", "offset", "tensor", "size")  # the columns of ``_sound_columns``
+
+
+def _sound_columns(plan: Plan, graph: Graph) -> np.ndarray | None:
+    """The plan's residencies as int64 columns (rows ``FIELDS``, in plan order) when every one
+    names a known tensor and breaks none of the rules ``_check_residencies`` checks (range,
+    size, capacity, alignment), seen as array work; None otherwise (or when a field is not a
+    plain ``int`` or is too large for int64 arithmetic): the loops then check and report."""
+    rs = plan.residencies
+    if not rs:
+        return None
+    columns = []
+    for field in FIELDS:
+        values = list(map(attrgetter(field), rs))
+        if set(map(type, values)) != {int} or not -(1 << 62) < min(values) <= max(values) < 1 << 62:
+            return None
+        columns.append(np.array(values, dtype=np.int64))
+    first, last, offset, tensor, size = columns
+    if not ((tensor >= 0).all() and (tensor < graph.n_tensors).all()):
+        return None
+    sound = ((first >= 0) & (first <= last) & (last < plan.n_steps) & (size >= graph.arrays.tensor_size[tensor])
+             & (offset >= 0) & (offset + size <= plan.capacity) & (offset % plan.alignment == 0))
+    return np.stack(columns) if sound.all() else None
+
+
+def _by_tensor(residencies: list, columns: np.ndarray) -> dict[int, list]:
+    """``_check_residencies``'s result for residencies that break none of its rules: by tensor,
+    in plan order."""
+    by_tensor = defaultdict(list)
+    for t, r in zip(columns[3].tolist(), residencies):
+        by_tensor[t].append(r)
     return by_tensor
 
 
@@ -262,6 +303,32 @@ class ResidencyIndex:
         return ordered[i] if i >= 0 and ordered[i].last >= s else None
 
 
+def _filled_fast(plan: Plan, graph: Graph, residencies: list, columns, loads) -> tuple[dict | None, object]:
+    """``_check_filled``'s fill map and ``_ResidencyTable.of``'s table, as array work over the
+    residency ``columns`` (``_sound_columns``, every residency in plan order), when every
+    residency is filled: from the first load of its tensor within its steps, or its
+    producer's step if earlier and within them. (None, None) when there are no columns or a
+    residency is never filled: ``_check_filled`` then reports it."""
+    if columns is None:
+        return None, None
+    first, last, _, tensor, _ = columns
+    n = plan.n_steps
+    trs = list(chain.from_iterable(loads.values()))
+    load_key = np.sort(np.fromiter((tr.tensor * n + tr.step for tr in trs), np.int64, len(trs)))
+    i = np.searchsorted(load_key, tensor * n + first, side="left")  # the first load at or after ``first``
+    load_at = np.append(load_key, np.iinfo(np.int64).max)[i] - tensor * n
+    filled = np.where(load_at <= last, load_at, -1)  # a load within the residency (same tensor: step < n)
+    step = step_of(list(plan.order))
+    producer = graph.arrays.producer[tensor]
+    made = np.where(producer >= 0, step[np.maximum(producer, 0)], -1)
+    by_producer = (producer >= 0) & (first <= made) & (made <= last) & ((filled < 0) | (made < filled))
+    filled = np.where(by_producer, made, filled)
+    if (filled < 0).any():
+        return None, None
+    fill = dict(zip(map(id, residencies), filled.tolist()))
+    return fill, _ResidencyTable.of_columns(columns, filled, n)
+
+
 def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> dict:
     """empty_residency: every residency is filled, by its producer or a load within it.
     Returns ``id(residency)`` -> the step its data is valid from (keyed by the object, which
@@ -335,6 +402,21 @@ class _ResidencyTable:
                            np.fromiter(map(len, by_tensor.values()), np.int64, len(by_tensor)))
         table = cls(residencies, tensor, fill, n_steps)
         if table.first.min() < 0 or table.last.max() >= n_steps:
+            return None
+        return table
+
+    @classmethod
+    def of_columns(cls, columns: np.ndarray, filled: np.ndarray, n_steps: int) -> "_ResidencyTable | None":
+        """``of`` for residencies given as ``_sound_columns`` (all of them within the steps)
+        and the step each is filled from: None unless each tensor's residencies are disjoint
+        in steps."""
+        first, last, _, tensor, _ = columns
+        table = cls.__new__(cls)
+        table.first, table.last, table.tensor, table.n_steps, table.filled = first, last, tensor, n_steps, filled
+        table.by_start = np.lexsort((first, tensor))
+        table.key = tensor[table.by_start] * n_steps + first[table.by_start]
+        same = tensor[table.by_start[1:]] == tensor[table.by_start[:-1]]
+        if (same & (last[table.by_start[:-1]] >= first[table.by_start[1:]])).any():
             return None
         return table
 
@@ -706,7 +788,7 @@ def _known_tensor(t, n_tensors: int, what: str, report) -> bool:
     return False
 
 
-def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
+def _check_overlaps(residencies, name, report, plan=None, graph=None, columns=None) -> None:
     """Two residencies sharing addresses must never coexist.
 
     One stream: they coexist when their steps overlap (the pairs a sweep by first step would
@@ -719,8 +801,13 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     multi = (graph is not None and len(set(streams)) > 1 and len(streams) == graph.n_ops
              and min(streams) >= 0)
     if not multi:
-        live = [r for r in sorted(residencies) if r.first <= r.last and r.size > 0]
-        earlier, later = _coexisting_pairs(live)
+        if columns is not None and _rows_sorted(columns):  # ``residencies`` is the plan's, in order
+            keep = np.flatnonzero(columns[4] > 0)  # (first <= last holds for all: sound columns)
+            live = [residencies[i] for i in keep.tolist()]
+            earlier, later = _coexisting_pairs(live, columns[[0, 1, 2, 4]][:, keep].T)
+        else:
+            live = [r for r in sorted(residencies) if r.first <= r.last and r.size > 0]
+            earlier, later = _coexisting_pairs(live)
         for a, r in zip(earlier.tolist(), later.tolist()):
             a, r = live[a], live[r]
             report("overlap",
@@ -763,7 +850,20 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
                f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
 
 
-def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+def _rows_sorted(columns: np.ndarray) -> bool:
+    """Whether the residencies of these columns (``_sound_columns``: rows in the order of
+    ``Residency``'s fields) are in ascending order, as ``sorted`` would put them: each pair of
+    neighbours compared field by field, as the dataclass compares them."""
+    a, b = columns[:, :-1], columns[:, 1:]
+    less, equal = np.zeros(a.shape[1], dtype=bool), np.ones(a.shape[1], dtype=bool)
+    for field in range(columns.shape[0]):
+        less |= equal & (a[field] < b[field])
+        equal &= a[field] == b[field]
+    return bool((less | equal).all())
+
+
+def _coexisting_pairs(live: list, fields: np.ndarray | None = None,
+                      block: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (a, r), a < r, of ``live`` (residencies sorted by first step, none empty)
     that coexist: their steps overlap (``live[a].last >= live[r].first``) and so do their
     addresses; by r, then a (the order of a sweep by first step comparing each residency with
@@ -772,8 +872,9 @@ def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.
     Every pair whose steps overlap is tested, as by that sweep, but as array work: the
     residencies whose steps overlap ``live[a]``'s after it are a run ``a + 1 .. end[a] - 1``
     (sorted by first step), listed ``block`` pairs at a time to bound the memory."""
-    fields = _exact_ints(list(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live))))
-    fields = fields.reshape(-1, 4)
+    if fields is None:  # else given: (first, last, offset, size) of each of ``live``
+        fields = _exact_ints(list(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live))))
+        fields = fields.reshape(-1, 4)
     first, last, lo = fields[:, 0], fields[:, 1], fields[:, 2]
     hi = lo + fields[:, 3]
     after = np.maximum(np.searchsorted(first, last, side="right") - np.arange(len(live)) - 1, 0)
