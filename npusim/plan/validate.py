@@ -48,14 +48,14 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress, repeat
 from operator import attrgetter
 
 import numpy as np
 
 from npusim.errors import InternalError, PlanError
 from npusim.graph.analysis import check_order, step_of
-from npusim.graph.model import Graph
+from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, Graph
 from npusim.graph.regions import RESHAPE_LIKE, input_boxes, input_steps
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
@@ -102,13 +102,14 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     _check_overlaps(residencies, name, report, plan, graph, columns)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
     residency_at = ResidencyIndex(by_tensor)
-    fill, table = _filled_fast(plan, graph, residencies, columns, loads)
+    load_columns = _load_columns(plan, graph)  # the loads as arrays if no transfer was reported or left out
+    fill, table = _filled_fast(plan, graph, residencies, columns, load_columns)
     if fill is None:
         fill = _check_filled(plan, graph, by_tensor, loads, name, report)
         table = _ResidencyTable.of(residency_at, fill, plan.n_steps)  # for the array checks run first
     _check_operands(plan, graph, residency_at, fill, table, name, report)
     first_store = {t: min(tr.step for tr in trs) for t, trs in stores.items() if trs}
-    if not _loads_hold(graph, loads, first_store, table):  # else nothing to report
+    if not _loads_hold(graph, loads, first_store, table, load_columns):  # else nothing to report
         for t, trs in loads.items():
             _check_loads(graph.tensors[t], trs, first_store, residency_at, name, report)
     for t, trs in stores.items():
@@ -303,18 +304,47 @@ class ResidencyIndex:
         return ordered[i] if i >= 0 and ordered[i].last >= s else None
 
 
-def _filled_fast(plan: Plan, graph: Graph, residencies: list, columns, loads) -> tuple[dict | None, object]:
+KIND_CODE = {"load": 0, "store": 1}  # a transfer's kind in ``_load_columns``; other kinds -1
+CAUSE_CODE = {"retrieve": 0, "compulsory": 1}  # a load's cause in ``_load_columns``; other causes -1
+ACCUMULATOR = (TENSOR_KINDS + TILED_KINDS).index("accumulator")  # its code in ``GraphArrays.tensor_kind``
+
+
+def _load_columns(plan: Plan, graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(tensor, step, cause code ``CAUSE_CODE``) of each of the plan's loads, in plan order, when
+    ``_transfers_by_tensor`` reports nothing and keeps every transfer: each names a known
+    tensor (a plain ``int``), is a load or a store at a step (a plain ``int``) within the
+    plan's, of a tensor not held in accumulators. None otherwise, or with no loads."""
+    trs = plan.transfers
+    tensor, step = list(map(attrgetter("tensor"), trs)), list(map(attrgetter("step"), trs))
+    if (not trs or set(map(type, tensor)) != {int} or set(map(type, step)) != {int}
+            or not (0 <= min(tensor) and max(tensor) < graph.n_tensors and 0 <= min(step) and max(step) < plan.n_steps)):
+        return None
+    try:  # a kind or cause that cannot be a dict key is no load or store, no known cause
+        kind = np.fromiter(map(KIND_CODE.get, map(attrgetter("kind"), trs), repeat(-1)), np.int8, len(trs))
+        load = kind == 0
+        n_loads = int(load.sum())
+        cause = np.fromiter(map(CAUSE_CODE.get, map(attrgetter("cause"), compress(trs, load.tolist())), repeat(-1)),
+                            np.int8, n_loads)
+    except TypeError:
+        return None
+    tensor = np.array(tensor, dtype=np.int64)
+    if (kind < 0).any() or (graph.arrays.tensor_kind[tensor] == ACCUMULATOR).any() or not n_loads:
+        return None
+    return tensor[load], np.array(step, dtype=np.int64)[load], cause
+
+
+def _filled_fast(plan: Plan, graph: Graph, residencies: list, columns, load_columns) -> tuple[dict | None, object]:
     """``_check_filled``'s fill map and ``_ResidencyTable.of``'s table, as array work over the
     residency ``columns`` (``_sound_columns``, every residency in plan order), when every
     residency is filled: from the first load of its tensor within its steps, or its
     producer's step if earlier and within them. (None, None) when there are no columns or a
-    residency is never filled: ``_check_filled`` then reports it."""
-    if columns is None:
+    residency is never filled (or no ``load_columns``: ``_load_columns``): ``_check_filled`` then
+    reports it."""
+    if columns is None or load_columns is None:
         return None, None
     first, last, _, tensor, _ = columns
     n = plan.n_steps
-    trs = list(chain.from_iterable(loads.values()))
-    load_key = np.sort(np.fromiter((tr.tensor * n + tr.step for tr in trs), np.int64, len(trs)))
+    load_key = np.sort(load_columns[0] * n + load_columns[1])
     i = np.searchsorted(load_key, tensor * n + first, side="left")  # the first load at or after ``first``
     load_at = np.append(load_key, np.iinfo(np.int64).max)[i] - tensor * n
     filled = np.where(load_at <= last, load_at, -1)  # a load within the residency (same tensor: step < n)
@@ -446,17 +476,24 @@ def _operands_hold(plan: Plan, graph: Graph, table: _ResidencyTable | None) -> b
     return table.find(*tensors_and_steps(arrays.op_output_ptr, arrays.op_output_idx))[0]
 
 
-def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyTable | None) -> bool:
+def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyTable | None,
+                load_columns=None) -> bool:
     """``_check_loads`` finds nothing, seen as array work: every load fills a residency of its
     tensor (``table``), one load per residency, what it reads is in DRAM by then (a tensor in
     DRAM from the start, or stored before, or every tile it is read from stored before), and
     its cause is the one ``_load_cause`` expects. False when anything fails or there is no
-    table: the loop then reports."""
+    table: the loop then reports. ``load_columns``: the loads as arrays (``_load_columns``), if
+    made; else read from ``loads``."""
     if table is None or not loads:
         return table is not None
-    trs = list(chain.from_iterable(loads.values()))
-    t = np.fromiter(map(attrgetter("tensor"), trs), np.int64, len(trs))
-    s = np.fromiter(map(attrgetter("step"), trs), np.int64, len(trs))
+    if load_columns is None:
+        trs = list(chain.from_iterable(loads.values()))
+        t = np.fromiter(map(attrgetter("tensor"), trs), np.int64, len(trs))
+        s = np.fromiter(map(attrgetter("step"), trs), np.int64, len(trs))
+        cause = np.fromiter((CAUSE_CODE.get(tr.cause, -1) if isinstance(tr.cause, str) else -1 for tr in trs),
+                            np.int8, len(trs))
+    else:
+        t, s, cause = load_columns
     held, found = table.find(t, s)
     filled_by = np.sort(found)  # (not np.unique: it imports numpy.ma, ~10 ms, on its first call)
     if not held or (filled_by[1:] == filled_by[:-1]).any():
@@ -467,7 +504,7 @@ def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyT
     first_load = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_load, t, s)
     compulsory = initially[t] & (s == first_load[t])
-    if any(tr.cause != ("compulsory" if c else "retrieve") for tr, c in zip(trs, compulsory.tolist())):
+    if (cause != compulsory).any():  # the cause _load_cause expects: compulsory (1) or retrieve (0)
         return False
     stored = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)  # first store's step
     if first_store:
