@@ -203,15 +203,21 @@ def _sound_columns(plan: Plan, graph: Graph) -> np.ndarray | None:
     columns = []
     for field in FIELDS:
         values = list(map(attrgetter(field), rs))
-        if set(map(type, values)) != {int} or not -(1 << 62) < min(values) <= max(values) < 1 << 62:
+        if set(map(type, values)) != {int}:
             return None
-        columns.append(np.array(values, dtype=np.int64))
+        try:
+            columns.append(np.fromiter(values, np.int64, len(values)))
+        except OverflowError:  # past int64
+            return None
+    columns = np.stack(columns)
+    if columns.min() <= -(1 << 62) or columns.max() >= 1 << 62:  # offset + size must not wrap
+        return None
     first, last, offset, tensor, size = columns
     if not ((tensor >= 0).all() and (tensor < graph.n_tensors).all()):
         return None
     sound = ((first >= 0) & (first <= last) & (last < plan.n_steps) & (size >= graph.arrays.tensor_size[tensor])
              & (offset >= 0) & (offset + size <= plan.capacity) & (offset % plan.alignment == 0))
-    return np.stack(columns) if sound.all() else None
+    return columns if sound.all() else None
 
 
 def _by_tensor(residencies: list, columns: np.ndarray) -> dict[int, list]:
@@ -674,6 +680,43 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
 
 
 def _grid_of_boxes(views, shape, strides) -> bool:
+    """``_grid_of_boxes_by_views`` as array work over the views' offsets and shapes, when
+    there are views, the tensor has dimensions of positive strides and every view has its
+    strides (else, or past int64, by the views one at a time)."""
+    rank, strides = len(shape), tuple(strides)
+    if not views or not rank or min(strides) <= 0 or any(tuple(v.strides) != strides or len(v.shape) != rank
+                                                          for v in views):
+        return _grid_of_boxes_by_views(views, shape, strides)
+    try:
+        rest = np.fromiter(map(attrgetter("offset"), views), np.int64, len(views))
+        extent = np.array([v.shape for v in views], dtype=np.int64).reshape(len(views), rank)
+        dims = np.array(shape, dtype=np.int64)
+    except OverflowError:
+        return _grid_of_boxes_by_views(views, shape, strides)
+    start = np.empty_like(extent)
+    for d, s in enumerate(strides):  # _box_of for every view at once
+        start[:, d], rest = np.divmod(rest, s)
+    stop = start + extent
+    if rest.any() or (start < 0).any() or (stop > dims).any():
+        return False  # a view that is no box within the tensor
+    cells = 1
+    for d, n in enumerate(shape):  # the distinct ranges along d split [0, n) into consecutive pieces
+        by_range = np.lexsort((stop[:, d], start[:, d]))
+        a, b = start[by_range, d], stop[by_range, d]
+        new = np.ones(len(a), dtype=bool)
+        new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        a, b = a[new], b[new]
+        if a[0] != 0 or b[-1] != n or (b <= a).any() or (a[1:] != b[:-1]).any():
+            return False
+        cells *= len(a)
+    if len(views) != cells:
+        return False
+    rows = np.concatenate([start, stop], axis=1)
+    rows = rows[np.lexsort(rows.T[::-1])]
+    return bool((rows[1:] != rows[:-1]).any(axis=1).all())  # the boxes are distinct
+
+
+def _grid_of_boxes_by_views(views, shape, strides) -> bool:
     """Whether ``views`` write every element of a row-major ``shape`` tensor (of those
     ``strides``) exactly once, seen from their boxes alone: True when each view is a box
     (``_box_of``), the boxes are distinct, along each dimension their ranges split [0, n) into
