@@ -48,14 +48,14 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress, repeat
 from operator import attrgetter
 
 import numpy as np
 
 from npusim.errors import InternalError, PlanError
 from npusim.graph.analysis import check_order, step_of
-from npusim.graph.model import Graph
+from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, Graph
 from npusim.graph.regions import RESHAPE_LIKE, input_boxes, input_steps
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
@@ -92,16 +92,24 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     _check_streams(plan, graph, report)
     name = lambda t: graph.tensors[t].name  # noqa: E731
     n_tensors = graph.n_tensors
-    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
-    by_tensor = _check_residencies(plan, graph, residencies, name, report)
-    _check_overlaps(residencies, name, report, plan, graph)
+    columns = _sound_columns(plan, graph)  # every residency breaks none of the rules by residency, or None
+    if columns is not None:
+        residencies = list(plan.residencies)
+        by_tensor = _by_tensor(residencies, columns)
+    else:
+        residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
+        by_tensor = _check_residencies(plan, graph, residencies, name, report)
+    _check_overlaps(residencies, name, report, plan, graph, columns)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
     residency_at = ResidencyIndex(by_tensor)
-    fill = _check_filled(plan, graph, by_tensor, loads, name, report)
-    table = _ResidencyTable.of(residency_at, fill, plan.n_steps)  # for the array checks run first
+    load_columns = _load_columns(plan, graph)  # the loads as arrays if no transfer was reported or left out
+    fill, table = _filled_fast(plan, graph, residencies, columns, load_columns)
+    if fill is None:
+        fill = _check_filled(plan, graph, by_tensor, loads, name, report)
+        table = _ResidencyTable.of(residency_at, fill, plan.n_steps)  # for the array checks run first
     _check_operands(plan, graph, residency_at, fill, table, name, report)
     first_store = {t: min(tr.step for tr in trs) for t, trs in stores.items() if trs}
-    if not _loads_hold(graph, loads, first_store, table):  # else nothing to report
+    if not _loads_hold(graph, loads, first_store, table, load_columns):  # else nothing to report
         for t, trs in loads.items():
             _check_loads(graph.tensors[t], trs, first_store, residency_at, name, report)
     for t, trs in stores.items():
@@ -178,6 +186,46 @@ def _check_residencies(plan: Plan, graph: Graph, residencies, name, report) -> d
         _check_capacity(r, capacity, where, report)
         _check_alignment(r, alignment, where, report)
         by_tensor[r.tensor].append(r)
+    return by_tensor
+
+
+FIELDS = ("first", "last", "offset", "tensor", "size")  # the columns of ``_sound_columns``
+
+
+def _sound_columns(plan: Plan, graph: Graph) -> np.ndarray | None:
+    """The plan's residencies as int64 columns (rows ``FIELDS``, in plan order) when every one
+    names a known tensor and breaks none of the rules ``_check_residencies`` checks (range,
+    size, capacity, alignment), seen as array work; None otherwise (or when a field is not a
+    plain ``int`` or is too large for int64 arithmetic): the loops then check and report."""
+    rs = plan.residencies
+    if not rs:
+        return None
+    columns = []
+    for field in FIELDS:
+        values = list(map(attrgetter(field), rs))
+        if set(map(type, values)) != {int}:
+            return None
+        try:
+            columns.append(np.fromiter(values, np.int64, len(values)))
+        except OverflowError:  # past int64
+            return None
+    columns = np.stack(columns)
+    if columns.min() <= -(1 << 62) or columns.max() >= 1 << 62:  # offset + size must not wrap
+        return None
+    first, last, offset, tensor, size = columns
+    if not ((tensor >= 0).all() and (tensor < graph.n_tensors).all()):
+        return None
+    sound = ((first >= 0) & (first <= last) & (last < plan.n_steps) & (size >= graph.arrays.tensor_size[tensor])
+             & (offset >= 0) & (offset + size <= plan.capacity) & (offset % plan.alignment == 0))
+    return columns if sound.all() else None
+
+
+def _by_tensor(residencies: list, columns: np.ndarray) -> dict[int, list]:
+    """``_check_residencies``'s result for residencies that break none of its rules: by tensor,
+    in plan order."""
+    by_tensor = defaultdict(list)
+    for t, r in zip(columns[3].tolist(), residencies):
+        by_tensor[t].append(r)
     return by_tensor
 
 
@@ -262,6 +310,61 @@ class ResidencyIndex:
         return ordered[i] if i >= 0 and ordered[i].last >= s else None
 
 
+KIND_CODE = {"load": 0, "store": 1}  # a transfer's kind in ``_load_columns``; other kinds -1
+CAUSE_CODE = {"retrieve": 0, "compulsory": 1}  # a load's cause in ``_load_columns``; other causes -1
+ACCUMULATOR = (TENSOR_KINDS + TILED_KINDS).index("accumulator")  # its code in ``GraphArrays.tensor_kind``
+
+
+def _load_columns(plan: Plan, graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(tensor, step, cause code ``CAUSE_CODE``) of each of the plan's loads, in plan order, when
+    ``_transfers_by_tensor`` reports nothing and keeps every transfer: each names a known
+    tensor (a plain ``int``), is a load or a store at a step (a plain ``int``) within the
+    plan's, of a tensor not held in accumulators. None otherwise, or with no loads."""
+    trs = plan.transfers
+    tensor, step = list(map(attrgetter("tensor"), trs)), list(map(attrgetter("step"), trs))
+    if (not trs or set(map(type, tensor)) != {int} or set(map(type, step)) != {int}
+            or not (0 <= min(tensor) and max(tensor) < graph.n_tensors and 0 <= min(step) and max(step) < plan.n_steps)):
+        return None
+    try:  # a kind or cause that cannot be a dict key is no load or store, no known cause
+        kind = np.fromiter(map(KIND_CODE.get, map(attrgetter("kind"), trs), repeat(-1)), np.int8, len(trs))
+        load = kind == 0
+        n_loads = int(load.sum())
+        cause = np.fromiter(map(CAUSE_CODE.get, map(attrgetter("cause"), compress(trs, load.tolist())), repeat(-1)),
+                            np.int8, n_loads)
+    except TypeError:
+        return None
+    tensor = np.array(tensor, dtype=np.int64)
+    if (kind < 0).any() or (graph.arrays.tensor_kind[tensor] == ACCUMULATOR).any() or not n_loads:
+        return None
+    return tensor[load], np.array(step, dtype=np.int64)[load], cause
+
+
+def _filled_fast(plan: Plan, graph: Graph, residencies: list, columns, load_columns) -> tuple[dict | None, object]:
+    """``_check_filled``'s fill map and ``_ResidencyTable.of``'s table, as array work over the
+    residency ``columns`` (``_sound_columns``, every residency in plan order), when every
+    residency is filled: from the first load of its tensor within its steps, or its
+    producer's step if earlier and within them. (None, None) when there are no columns or a
+    residency is never filled (or no ``load_columns``: ``_load_columns``): ``_check_filled`` then
+    reports it."""
+    if columns is None or load_columns is None:
+        return None, None
+    first, last, _, tensor, _ = columns
+    n = plan.n_steps
+    load_key = np.sort(load_columns[0] * n + load_columns[1])
+    i = np.searchsorted(load_key, tensor * n + first, side="left")  # the first load at or after ``first``
+    load_at = np.append(load_key, np.iinfo(np.int64).max)[i] - tensor * n
+    filled = np.where(load_at <= last, load_at, -1)  # a load within the residency (same tensor: step < n)
+    step = step_of(list(plan.order))
+    producer = graph.arrays.producer[tensor]
+    made = np.where(producer >= 0, step[np.maximum(producer, 0)], -1)
+    by_producer = (producer >= 0) & (first <= made) & (made <= last) & ((filled < 0) | (made < filled))
+    filled = np.where(by_producer, made, filled)
+    if (filled < 0).any():
+        return None, None
+    fill = dict(zip(map(id, residencies), filled.tolist()))
+    return fill, _ResidencyTable.of_columns(columns, filled, n)
+
+
 def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> dict:
     """empty_residency: every residency is filled, by its producer or a load within it.
     Returns ``id(residency)`` -> the step its data is valid from (keyed by the object, which
@@ -338,6 +441,21 @@ class _ResidencyTable:
             return None
         return table
 
+    @classmethod
+    def of_columns(cls, columns: np.ndarray, filled: np.ndarray, n_steps: int) -> "_ResidencyTable | None":
+        """``of`` for residencies given as ``_sound_columns`` (all of them within the steps)
+        and the step each is filled from: None unless each tensor's residencies are disjoint
+        in steps."""
+        first, last, _, tensor, _ = columns
+        table = cls.__new__(cls)
+        table.first, table.last, table.tensor, table.n_steps, table.filled = first, last, tensor, n_steps, filled
+        table.by_start = np.lexsort((first, tensor))
+        table.key = tensor[table.by_start] * n_steps + first[table.by_start]
+        same = tensor[table.by_start[1:]] == tensor[table.by_start[:-1]]
+        if (same & (last[table.by_start[:-1]] >= first[table.by_start[1:]])).any():
+            return None
+        return table
+
     def find(self, t: np.ndarray, s: np.ndarray) -> tuple[bool, np.ndarray]:
         """(whether every tensor ``t[i]`` has a residency holding step ``s[i]``, the index of each)."""
         i = np.searchsorted(self.key, t * self.n_steps + s, side="right") - 1
@@ -364,17 +482,24 @@ def _operands_hold(plan: Plan, graph: Graph, table: _ResidencyTable | None) -> b
     return table.find(*tensors_and_steps(arrays.op_output_ptr, arrays.op_output_idx))[0]
 
 
-def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyTable | None) -> bool:
+def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyTable | None,
+                load_columns=None) -> bool:
     """``_check_loads`` finds nothing, seen as array work: every load fills a residency of its
     tensor (``table``), one load per residency, what it reads is in DRAM by then (a tensor in
     DRAM from the start, or stored before, or every tile it is read from stored before), and
     its cause is the one ``_load_cause`` expects. False when anything fails or there is no
-    table: the loop then reports."""
+    table: the loop then reports. ``load_columns``: the loads as arrays (``_load_columns``), if
+    made; else read from ``loads``."""
     if table is None or not loads:
         return table is not None
-    trs = list(chain.from_iterable(loads.values()))
-    t = np.fromiter(map(attrgetter("tensor"), trs), np.int64, len(trs))
-    s = np.fromiter(map(attrgetter("step"), trs), np.int64, len(trs))
+    if load_columns is None:
+        trs = list(chain.from_iterable(loads.values()))
+        t = np.fromiter(map(attrgetter("tensor"), trs), np.int64, len(trs))
+        s = np.fromiter(map(attrgetter("step"), trs), np.int64, len(trs))
+        cause = np.fromiter((CAUSE_CODE.get(tr.cause, -1) if isinstance(tr.cause, str) else -1 for tr in trs),
+                            np.int8, len(trs))
+    else:
+        t, s, cause = load_columns
     held, found = table.find(t, s)
     filled_by = np.sort(found)  # (not np.unique: it imports numpy.ma, ~10 ms, on its first call)
     if not held or (filled_by[1:] == filled_by[:-1]).any():
@@ -385,7 +510,7 @@ def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyT
     first_load = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_load, t, s)
     compulsory = initially[t] & (s == first_load[t])
-    if any(tr.cause != ("compulsory" if c else "retrieve") for tr, c in zip(trs, compulsory.tolist())):
+    if (cause != compulsory).any():  # the cause _load_cause expects: compulsory (1) or retrieve (0)
         return False
     stored = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)  # first store's step
     if first_store:
@@ -555,6 +680,43 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
 
 
 def _grid_of_boxes(views, shape, strides) -> bool:
+    """``_grid_of_boxes_by_views`` as array work over the views' offsets and shapes, when
+    there are views, the tensor has dimensions of positive strides and every view has its
+    strides (else, or past int64, by the views one at a time)."""
+    rank, strides = len(shape), tuple(strides)
+    if not views or not rank or min(strides) <= 0 or any(tuple(v.strides) != strides or len(v.shape) != rank
+                                                          for v in views):
+        return _grid_of_boxes_by_views(views, shape, strides)
+    try:
+        rest = np.fromiter(map(attrgetter("offset"), views), np.int64, len(views))
+        extent = np.array([v.shape for v in views], dtype=np.int64).reshape(len(views), rank)
+        dims = np.array(shape, dtype=np.int64)
+    except OverflowError:
+        return _grid_of_boxes_by_views(views, shape, strides)
+    start = np.empty_like(extent)
+    for d, s in enumerate(strides):  # _box_of for every view at once
+        start[:, d], rest = np.divmod(rest, s)
+    stop = start + extent
+    if rest.any() or (start < 0).any() or (stop > dims).any():
+        return False  # a view that is no box within the tensor
+    cells = 1
+    for d, n in enumerate(shape):  # the distinct ranges along d split [0, n) into consecutive pieces
+        by_range = np.lexsort((stop[:, d], start[:, d]))
+        a, b = start[by_range, d], stop[by_range, d]
+        new = np.ones(len(a), dtype=bool)
+        new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        a, b = a[new], b[new]
+        if a[0] != 0 or b[-1] != n or (b <= a).any() or (a[1:] != b[:-1]).any():
+            return False
+        cells *= len(a)
+    if len(views) != cells:
+        return False
+    rows = np.concatenate([start, stop], axis=1)
+    rows = rows[np.lexsort(rows.T[::-1])]
+    return bool((rows[1:] != rows[:-1]).any(axis=1).all())  # the boxes are distinct
+
+
+def _grid_of_boxes_by_views(views, shape, strides) -> bool:
     """Whether ``views`` write every element of a row-major ``shape`` tensor (of those
     ``strides``) exactly once, seen from their boxes alone: True when each view is a box
     (``_box_of``), the boxes are distinct, along each dimension their ranges split [0, n) into
@@ -706,7 +868,7 @@ def _known_tensor(t, n_tensors: int, what: str, report) -> bool:
     return False
 
 
-def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
+def _check_overlaps(residencies, name, report, plan=None, graph=None, columns=None) -> None:
     """Two residencies sharing addresses must never coexist.
 
     One stream: they coexist when their steps overlap (the pairs a sweep by first step would
@@ -719,8 +881,13 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
     multi = (graph is not None and len(set(streams)) > 1 and len(streams) == graph.n_ops
              and min(streams) >= 0)
     if not multi:
-        live = [r for r in sorted(residencies) if r.first <= r.last and r.size > 0]
-        earlier, later = _coexisting_pairs(live)
+        if columns is not None and _rows_sorted(columns):  # ``residencies`` is the plan's, in order
+            keep = np.flatnonzero(columns[4] > 0)  # (first <= last holds for all: sound columns)
+            live = [residencies[i] for i in keep.tolist()]
+            earlier, later = _coexisting_pairs(live, columns[[0, 1, 2, 4]][:, keep].T)
+        else:
+            live = [r for r in sorted(residencies) if r.first <= r.last and r.size > 0]
+            earlier, later = _coexisting_pairs(live)
         for a, r in zip(earlier.tolist(), later.tolist()):
             a, r = live[a], live[r]
             report("overlap",
@@ -763,7 +930,20 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None) -> None:
                f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
 
 
-def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+def _rows_sorted(columns: np.ndarray) -> bool:
+    """Whether the residencies of these columns (``_sound_columns``: rows in the order of
+    ``Residency``'s fields) are in ascending order, as ``sorted`` would put them: each pair of
+    neighbours compared field by field, as the dataclass compares them."""
+    a, b = columns[:, :-1], columns[:, 1:]
+    less, equal = np.zeros(a.shape[1], dtype=bool), np.ones(a.shape[1], dtype=bool)
+    for field in range(columns.shape[0]):
+        less |= equal & (a[field] < b[field])
+        equal &= a[field] == b[field]
+    return bool((less | equal).all())
+
+
+def _coexisting_pairs(live: list, fields: np.ndarray | None = None,
+                      block: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (a, r), a < r, of ``live`` (residencies sorted by first step, none empty)
     that coexist: their steps overlap (``live[a].last >= live[r].first``) and so do their
     addresses; by r, then a (the order of a sweep by first step comparing each residency with
@@ -772,8 +952,9 @@ def _coexisting_pairs(live: list, block: int = 1 << 20) -> tuple[np.ndarray, np.
     Every pair whose steps overlap is tested, as by that sweep, but as array work: the
     residencies whose steps overlap ``live[a]``'s after it are a run ``a + 1 .. end[a] - 1``
     (sorted by first step), listed ``block`` pairs at a time to bound the memory."""
-    fields = _exact_ints(list(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live))))
-    fields = fields.reshape(-1, 4)
+    if fields is None:  # else given: (first, last, offset, size) of each of ``live``
+        fields = _exact_ints(list(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live))))
+        fields = fields.reshape(-1, 4)
     first, last, lo = fields[:, 0], fields[:, 1], fields[:, 2]
     hi = lo + fields[:, 3]
     after = np.maximum(np.searchsorted(first, last, side="right") - np.arange(len(live)) - 1, 0)
