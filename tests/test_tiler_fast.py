@@ -238,11 +238,11 @@ def test_the_conv_rule_equals_the_halo_of_each_dimension():
 
 def _rule_by_box_agrees(op, graph, rng, boxes=10):
     """box_rule_by_box(op)(box)(k_range, last) == box_rule(op)(box, k_range, last) on random
-    boxes, each with the reductions slices of a few random lengths."""
+    boxes, each with the reductions slices of a few random lengths. Returns how many it compared."""
     from npusim.graph.regions import box_rule, box_rule_by_box, reduction_size
 
     rule, by_box = box_rule(op, graph), box_rule_by_box(op, graph)
-    total = reduction_size(op, graph)
+    total, compared = reduction_size(op, graph), 0
     for _ in range(boxes):
         box = random_box(rng, graph.tensors[op.outputs[0]].shape)
         at = by_box(box)
@@ -251,27 +251,30 @@ def _rule_by_box_agrees(op, graph, rng, boxes=10):
             for j, k_range in enumerate(slices):
                 last = j == len(slices) - 1
                 assert at(k_range, last) == rule(box, k_range, last), (op.name, box, k_range, last)
+                compared += 1
+    return compared
 
 
 def test_the_rule_by_box_equals_the_rule_on_random_convolutions():
     # the expansion finds a conv tile's halo once per box (box_rule_by_box), then its
     # channels per reduction slice: the boxes are box_rule's
     rng = random.Random(11)
-    built = 0
+    built = compared = 0
     while built < 200:
         graph = random_conv(rng)
         if graph is not None:
             built += 1
-            _rule_by_box_agrees(graph.ops[0], graph, rng)
+            compared += _rule_by_box_agrees(graph.ops[0], graph, rng)
+    assert compared >= 200 * 10 * 2  # every box with at least its whole reduction and one slicing
 
 
 @pytest.mark.parametrize("trace", ["resnet18", "mobilenet_v2", "bert_tiny"])
 def test_the_rule_by_box_equals_the_rule_on_fused_trace_ops(trace):
     graph = _graph_the_tiler_sees(trace)
     rng = random.Random(trace)
-    for op in graph.ops:
-        if len(op.outputs) == 1 and graph.tensors[op.outputs[0]].shape:
-            _rule_by_box_agrees(op, graph, rng, boxes=3)
+    compared = [_rule_by_box_agrees(op, graph, rng, boxes=3)
+                for op in graph.ops if len(op.outputs) == 1 and graph.tensors[op.outputs[0]].shape]
+    assert len(compared) >= 10 and all(compared)
 
 
 @pytest.mark.parametrize("trace", ["resnet18", "mobilenet_v2", "bert_tiny"])

@@ -149,7 +149,6 @@ def access_field(accesses, name: str) -> np.ndarray:
 
 
 _INT_COLUMNS = ("step", "op", "tensor", "nbytes")
-_ROWS = ("reads", "writes", "waits", "streamed")
 
 
 class CommandTable(Sequence):
