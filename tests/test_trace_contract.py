@@ -149,6 +149,25 @@ def test_conv_attributes_of_the_wrong_type(capsys, tmp_path, pads, phrase):
     assert _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "attrs.pads", phrase)
 
 
+@pytest.mark.parametrize("name, value", [("strides", 2), ("dilations", "1"), ("group", [1])])
+def test_conv_loop_attributes_of_the_wrong_type(capsys, tmp_path, name, value):
+    """Found by the slow structure fuzz: the graph derives a Conv's loop nest from these before
+    the contract judges them; a wrong type was an internal error (``'int' object is not iterable``)."""
+    doc = small_cnn()
+    doc["ops"][0]["attrs"][name] = value
+    assert _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", f"attrs.{name}", "expected")
+
+
+@pytest.mark.parametrize("key", ["R\u2028x", "a\rb", "a\x85b", "x" * 200])
+def test_an_attribute_name_that_would_break_the_line(capsys, tmp_path, key):
+    """Found by the slow CLI fuzz: an attribute named with a line separator split the one error
+    line in two (the name is shown as its bounded repr)."""
+    doc = small_cnn()
+    doc["ops"][0]["attrs"][key] = {"nested": {"too": "deep"}}  # a value no attribute may have
+    line = _refused(capsys, tmp_path, doc, "op 'conv' (Conv)", "attrs[")
+    assert len(line.splitlines()) == 1 and len(line) < 400, line
+
+
 def test_a_dict_where_an_int_belongs(capsys, tmp_path):
     doc = small_cnn()
     doc["ops"][0]["attrs"]["group"] = {"value": 1}
@@ -230,6 +249,21 @@ def test_plan_integers_are_bounded(capsys, planned):
     text = json.dumps(doc).replace('"alignment": 64', '"alignment": ' + "1" * 5001)
     code, lines = _simulate_plan(capsys, trace, plan, text)
     assert code == 2 and len(lines) == 1 and "not a readable JSON plan" in lines[0], lines
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_number_is_refused_naming_its_field(capsys, tmp_path, planned, constant):
+    """Found by the slow plan fuzz: ``"format": Infinity`` was refused without saying where."""
+    trace, plan = planned
+    text = json.dumps(dict(json.loads(plan.read_text()), format="PLACE")).replace('"PLACE"', constant)
+    code, lines = _simulate_plan(capsys, trace, plan, text)
+    assert code == 2 and len(lines) == 1 and f"field format is {constant}, which is not a JSON number" in lines[0]
+    doc = small_cnn()
+    doc["ops"][1]["vector_ops"] = "PLACE"
+    path = _write(tmp_path, json.dumps(doc).replace('"PLACE"', constant), "nan.json")
+    assert main(["info", path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"field ops[1].vector_ops is {constant}" in err and len(err.splitlines()) == 1, err
 
 
 def test_plan_streams_and_alignment_are_checked_against_the_hardware(capsys, planned):

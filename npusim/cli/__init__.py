@@ -228,6 +228,17 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+#: What ``str.splitlines`` breaks a line at besides "\n": escaped in a user error, whose text
+#: may quote the input (a key with a line separator must not split the one error line).
+_OTHER_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def _escape_line_breaks(text: str) -> str:
+    """``text`` with every line break but "\\n" escaped: a user error is one line, or several
+    that the message itself made (a plan's list of violations)."""
+    return text.translate(_OTHER_LINE_BREAKS)
+
+
 def _one_line(exc: BaseException, limit: int = 500) -> str:
     """An exception's message on one line (a compiled kernel's can span many), at most ``limit`` characters."""
     text = " ".join(str(exc).split())
@@ -482,7 +493,7 @@ def _run(argv: list[str] | None = None) -> int:
               "report it)", file=sys.stderr)
         return 3
     except NpusimError as exc:
-        print(f"npusim: error: {exc}", file=sys.stderr)
+        print(f"npusim: error: {_escape_line_breaks(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path given on the command line: missing, a folder, no permission
         where = f"{exc.filename}: " if exc.filename is not None else ""

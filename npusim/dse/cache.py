@@ -42,6 +42,7 @@ import sys
 from pathlib import Path
 
 from npusim.util.atomic_io import OutputError, atomic_open
+from npusim.util.finite_json import loads_finite
 from npusim.errors import NpusimError
 
 CACHE_FORMAT = "npusim-dse-point/3"
@@ -84,17 +85,13 @@ def entry_text(secret: bytes, key: str, row: dict, about: dict) -> str:
                        "hmac": row_mac(secret, key, row)}) + "\n"
 
 
-def _no_constants(name: str):
-    raise ValueError(f"{name} in the row")
-
-
 def parse_entry(text: bytes, key: str, secret: bytes, columns: tuple | list | None = None) -> dict:
     """The row of an entry for ``key``, or ``BadEntry`` saying what is wrong.
 
     With ``columns``, the row must have exactly these keys in this order (what the code
     that computes rows gives), so a hand-made row cannot reach the results."""
     try:
-        data = json.loads(text, parse_constant=_no_constants)
+        data = loads_finite(text)
     except (ValueError, RecursionError) as exc:
         raise BadEntry(f"not JSON ({str(exc)[:60]})") from None
     if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:

@@ -19,6 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from npusim.errors import TraceError
+from npusim.graph.ops.shapes import INT, INTS
 from npusim.util.fast_init import twin_constructor
 
 TENSOR_KINDS = ("input", "weight", "activation", "output")
@@ -127,8 +128,12 @@ class ConvLoops:
 
 def conv_loops(attrs: dict, x: tuple, w: tuple, y: tuple) -> ConvLoops | None:
     """The loop nest of a Conv with input ``x`` (N, C, [H,] W), weights ``w`` and output ``y``
-    shapes (None for other ranks or inconsistent shapes)."""
+    shapes (None for other ranks, inconsistent shapes or attributes of the wrong type: the
+    graph is built before the trace contract judges its attributes, which then says what is
+    wrong)."""
     if not (len(x) == len(w) == len(y) and len(x) in (3, 4)) or not all(isinstance(d, int) for d in (*x, *w, *y)):
+        return None
+    if INT(attrs.get("group", 1)) or any(INTS(attrs[name]) for name in ("strides", "dilations") if name in attrs):
         return None
     group = int(attrs.get("group", 1) or 1)
     strides = list(attrs.get("strides") or [1] * (len(x) - 2))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from npusim.util.atomic_io import atomic_open, atomic_write_text
 from npusim.util.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
+from npusim.util.finite_json import loads_finite
 from npusim.errors import TraceError
 from npusim.graph.contract import FORMAT, MAX_COUNT, MAX_RANK, MAX_TENSOR_BYTES, check_trace
 from npusim.graph.model import Graph
@@ -86,10 +87,6 @@ def graph_from_dict(data: dict, source: str = "<trace>", warn=None) -> Graph:
     return check_trace(data, source, warn)
 
 
-def _no_constants(name: str):
-    raise ValueError(f"{name} is not a JSON number (expected a finite number)")
-
-
 def load_trace(path: str | Path) -> Graph:
     """Read a trace file (``.json`` or ``.json.gz``); every problem is a TraceError naming it."""
     path = Path(path)
@@ -106,7 +103,7 @@ def read_trace_document(path: Path):
     file when it cannot be read or parsed)."""
     try:
         raw = _read_capped(path)
-        data = json.loads(raw, parse_constant=_no_constants)
+        data = loads_finite(raw)
     except FileNotFoundError:
         raise TraceError(f"{path}: no such trace file") from None
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from npusim.util.atomic_io import atomic_write_text
 from npusim.util.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
+from npusim.util.finite_json import loads_finite
 from npusim.errors import PlanError
 from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
@@ -253,15 +254,11 @@ def _list(data: dict, key: str, source: str) -> list:
     return value
 
 
-def _no_constants(name: str):
-    raise ValueError(f"{name} is not a JSON number (expected a finite number)")
-
-
 def load_plan(path: str | Path, graph: Graph) -> BoundPlan:
     """The plan in ``path``, bound to ``graph`` (the graph it was made for, as given)."""
     path = Path(path)
     try:
-        data = json.loads(read_bounded(path, json_cap(MAX_PLAN_BYTES)), parse_constant=_no_constants)
+        data = loads_finite(read_bounded(path, json_cap(MAX_PLAN_BYTES)))
     except TooLarge as big:
         raise PlanError(f"{path}: more than {big.cap:,} bytes of JSON{' once decompressed' if big.gzipped else ''} "
                         f"(at most {MAX_PLAN_BYTES:,}, or the memory limit / {JSON_EXPANSION}); refusing to read it") from None

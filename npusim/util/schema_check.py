@@ -156,10 +156,16 @@ def describe(schema: dict) -> str:
 
 
 def format_path(path: tuple) -> str:
-    """('ops', 3, 'gemm', 'm') -> 'ops[3].gemm.m'."""
+    """('ops', 3, 'gemm', 'm') -> 'ops[3].gemm.m'; a key that is not a short printable name (a
+    fuzzed attribute with a line separator, a 10 kB key) as its bounded repr: ops[0].attrs['a\\n']."""
     text = ""
     for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif not (isinstance(part, str) and part.isprintable() and 0 < len(part) <= 60 and "." not in part):
+            text += f"[{short(part, 60)}]"
+        else:
+            text += f".{part}" if text else part
     return f"field {text}" if text else "the document"
 
 
