@@ -30,7 +30,7 @@ import numpy as np
 
 from npusim.util.lazy_import import lazy_import
 from planners.alloc import mindspore
-from planners.schedule.cp import cp_model
+from planners.schedule.cp import add_hints, cp_model
 
 from planners.alloc import tflite
 from planners.alloc.bounds import best_bound
@@ -201,8 +201,7 @@ def exact_offsets(problem: OffsetProblem, *, time_limit: float = 10.0, workers: 
     for i in range(problem.n):
         model.Add(peak * align >= ys[i] + sizes[i])
     model.Minimize(peak)
-    for i in range(problem.n):
-        model.AddHint(slots[i], int(hint.offsets[i]) // align)
+    add_hints(model, ((slots[i], int(hint.offsets[i]) // align) for i in range(problem.n)))
     left = time_limit * (1 - SEARCH_SHARE) if deterministic else time_limit - (time.perf_counter() - start)
     opts = replace(call, time_limit=max(0.1, left))
     check_model_size(model, opts, "exact-offsets", "a heuristic allocator such as 'tflite-arena' or 'so-size-improved'")

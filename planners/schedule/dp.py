@@ -45,10 +45,27 @@ class _Stepper:
         self.late_inputs = [tuple(b for b in ins if p.producer[b] < 0 and not p.live_at_start[b])
                             for ins in p.node_inputs]
         self.out_bytes = [sum(p.sizes[b] for b in outs) for outs in p.node_outputs]
+        self.successors = [[] for _ in range(p.n)]
+        for w, preds in enumerate(p.predecessors()):
+            for u in preds:
+                self.successors[u].append(w)
+        #: the nodes ready before any ran (no predecessor), as a bitmask
+        self.first_ready = sum(1 << v for v in range(p.n) if self.pred_mask[v] == 0)
 
     def ready(self, done: int) -> list[int]:
         return [v for v in range(self.problem.n)
                 if not done >> v & 1 and self.pred_mask[v] & ~done == 0]
+
+    def ready_after(self, done: int, ready: int, v: int) -> int:
+        """The ready bitmask once ``v`` (ready after ``done``, whose ready bitmask is
+        ``ready``) has run: ``v`` leaves it, and only ``v``'s successors can join — what
+        ``ready(done | 1 << v)`` gives, without looking at every node."""
+        after = done | 1 << v
+        ready &= ~(1 << v)
+        for w in self.successors[v]:
+            if self.pred_mask[w] & ~after == 0:
+                ready |= 1 << w
+        return ready
 
     def run(self, done: int, live: int, v: int) -> tuple[int, int]:
         """(footprint of the step running v, bytes live after it)."""
@@ -64,6 +81,14 @@ class _Stepper:
             if not p.live_at_end[b] and not p.consumers[b]:
                 freed += p.sizes[b]
         return step, step - p.extra[v] - freed
+
+
+def _bits(mask: int):
+    """The set bits of ``mask``, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 @dataclass(frozen=True)
@@ -89,20 +114,24 @@ def min_peak_schedule(problem: MemoryProblem, *, upper_bound: int | None = None,
     if n == 0:
         return DPResult([], 0, 1)
     stepper = _Stepper(problem)
-    level = {0: (0, stepper.start)}  # done-set -> (best peak so far, bytes live)
+    # done-set -> (best peak so far, bytes live, ready nodes as a bitmask)
+    level = {0: (0, stepper.start, stepper.first_ready)}
     parent: dict[int, tuple[int, int]] = {}
     states = 1
     for _ in range(n):
-        nxt: dict[int, tuple[int, int]] = {}
-        for done, (best, live) in level.items():
-            for v in stepper.ready(done):
+        nxt: dict[int, tuple[int, int, int]] = {}
+        for done, (best, live, ready) in level.items():
+            for v in _bits(ready):  # in increasing v: the first of equal peaks wins, as it must
                 step, after = stepper.run(done, live, v)
                 peak = max(best, step)
                 if upper_bound is not None and peak > upper_bound:
                     continue
                 key = done | 1 << v
-                if key not in nxt or peak < nxt[key][0]:
-                    nxt[key] = (peak, after)
+                if key not in nxt:
+                    nxt[key] = (peak, after, stepper.ready_after(done, ready, v))
+                    parent[key] = (done, v)
+                elif peak < nxt[key][0]:
+                    nxt[key] = (peak, after, nxt[key][2])  # the same set: the same ready nodes
                     parent[key] = (done, v)
         states += len(nxt)
         if states > max_states:
@@ -114,7 +143,7 @@ def min_peak_schedule(problem: MemoryProblem, *, upper_bound: int | None = None,
         if not nxt:
             raise PlanningError(f"dp: no order reaches the upper bound {upper_bound} B (it was not achievable)")
         level = nxt
-    (full, (peak, _)), = level.items()
+    (full, (peak, _, _)), = level.items()
     order = []
     while full:
         full, v = parent[full]

@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from planners.schedule.cp import cp_model
+from planners.schedule.cp import add_hints, cp_model
 
 from npusim.errors import PlanningError
 from planners.joint.cosma.overlap import Windows, coexisting_pairs
@@ -238,29 +238,33 @@ class CosmaModel:
 
     # -- hints and answers -----------------------------------------------------------------
     def hint(self, actions: Actions) -> None:
-        m = self.m
+        add_hints(self.m, self._hints(actions))
+
+    def _hints(self, actions: Actions):
+        """(variable, value) of the warm start ``actions``, every variable once."""
         pos = {v: s for s, v in enumerate(actions.order)}
+        cells, no_cell = actions.cells, ("", 0)
         if not self.fixed:
             for (v, t), x in self.X.items():
-                m.AddHint(x, pos[v] == t)
+                yield x, pos[v] == t
         for (a, t), x in self.C.items():
             if self.part.entry[a] == COMPULSORY:  # made tensors share X's literal, hinted above
-                m.AddHint(x, actions.cells.get((a, t), ("", 0))[0] == "C")
+                yield x, cells.get((a, t), no_cell)[0] == "C"
         for d, tag in ((self.P, "P"), (self.R, "R")):
-            for (a, t), x in d.items():
-                m.AddHint(x, actions.cells.get((a, t), ("", 0))[0] == tag)
-        for (a, t), x in self.S.items():
-            m.AddHint(x, (a, t) in actions.spills)
-        for (a, t), x in self.res.items():
-            m.AddHint(x, (a, t) in actions.cells)
-        for (a, t), x in self.L.items():
-            cell = actions.cells.get((a, t))
-            m.AddHint(x, cell[1] if cell else 0)
+            for key, x in d.items():
+                yield x, cells.get(key, no_cell)[0] == tag
+        for key, x in self.S.items():
+            yield x, key in actions.spills
+        for key, x in self.res.items():
+            yield x, key in cells
+        for key, x in self.L.items():
+            cell = cells.get(key)
+            yield x, cell[1] if cell else 0
         for (a, b, t), (u, d) in self.U.items():
-            ca, cb = actions.cells.get((a, t)), actions.cells.get((b, t))
+            ca, cb = cells.get((a, t)), cells.get((b, t))
             both = ca is not None and cb is not None
-            m.AddHint(u, both and ca[1] > cb[1])
-            m.AddHint(d, both and ca[1] < cb[1])
+            yield u, both and ca[1] > cb[1]
+            yield d, both and ca[1] < cb[1]
 
     def decode(self, solver: cp_model.CpSolver) -> Actions:
         n = self.part.steps

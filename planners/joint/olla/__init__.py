@@ -37,6 +37,7 @@ from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_dept
 from planners.joint.olla.address import Blocks, first_fit, solve_addresses
 from planners.joint.olla.lifetime import (build_lifetime_model, control_edges, decode_order,
                                           hint_order, solve_lifetimes, with_control_edges)
+from planners.schedule.cp import add_hints
 from planners.schedule.greedy import best_heuristic_order
 from planners.schedule.op_level import is_tiled, op_graph, set_order
 from planners.schedule.problem import MemoryProblem
@@ -179,8 +180,7 @@ def _joint(graph: Graph, align: int, opts: SolverOptions) -> OllaResult | None:
             m.Add(A[e2] + size[e2] <= A[e1]).OnlyEnforceIf(b)  # (7b)
     m.Minimize(peak)
     hint_order(lm, problem, hint)
-    for e in range(problem.n_buffers):
-        m.AddHint(A[e], hint_off[tensor_of[e]] // unit)
+    add_hints(m, [(A[e], hint_off[tensor_of[e]] // unit) for e in range(problem.n_buffers)])
     check_model_size(m, opts, "olla (joint ILP)", "a smaller joint_max_ops (the split ILPs)")
     solver = make_solver(opts, started=start)
     code = solver.Solve(m)

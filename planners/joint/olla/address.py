@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from planners.schedule.cp import cp_model
+from planners.schedule.cp import add_hints, cp_model
 
 from npusim.util.lazy_import import lazy_import
 
@@ -213,6 +213,7 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
         m.Add(A[i] + size[i] <= peak)  # (8)
     # building counts against the limit (issue 21): O(pairs) constraints, looked at every 1024
     deadline = wall_deadline(opts, start)
+    hints = []
     for k, (i, j) in enumerate(blocks.overlapping_pairs()):
         if k % 1024 == 0 and deadline is not None and time.perf_counter() > deadline:
             if opts.deterministic:
@@ -224,9 +225,8 @@ def _solve(blocks: Blocks, align: int, opts: SolverOptions, fixed: dict[int, int
         below = m.NewBoolVar(f"a{i}_{j}")  # (6): live together -> a_ij + b_ij = 1
         m.Add(A[i] + size[i] <= A[j]).OnlyEnforceIf(below)  # (7a)
         m.Add(A[j] + size[j] <= A[i]).OnlyEnforceIf(below.Not())  # (7b)
-        m.AddHint(below, hint[i] < hint[j])
-    for i in range(n):
-        m.AddHint(A[i], hint[i] // unit)
+        hints.append((below, hint[i] < hint[j]))
+    add_hints(m, hints + [(A[i], hint[i] // unit) for i in range(n)])
     m.Minimize(peak)
     check_model_size(m, opts, "olla (address ILP)", "a heuristic allocator such as 'tflite-arena' or 'so-size-improved'")
     solver = make_solver(opts, started=start)

@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from planners.schedule.cp import cp_model
+from planners.schedule.cp import add_hints, cp_model
 
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import (SolverOptions, check_model_size, has_solution, make_solver, note_guard,
@@ -220,12 +220,16 @@ def add_peak(lm: LifetimeModel, problem: MemoryProblem, upper: int, deadline: fl
 def hint_order(lm: LifetimeModel, problem: MemoryProblem, order: list[int], deadline: float | None = None) -> None:
     step = {v: t for t, v in enumerate(order)}
     first, last = problem.lifetimes(order)
-    for k, ((v, t), c) in enumerate(lm.C.items()):
-        _check(deadline, k)
-        lm.model.AddHint(c, step[v] == t)
-    for k, ((e, t), x) in enumerate(lm.P.items()):
-        _check(deadline, k)
-        lm.model.AddHint(x, first[e] < t <= last[e])
+
+    def pairs():
+        for k, ((v, t), c) in enumerate(lm.C.items()):
+            _check(deadline, k)
+            yield c, step[v] == t
+        for k, ((e, t), x) in enumerate(lm.P.items()):
+            _check(deadline, k)
+            yield x, first[e] < t <= last[e]
+
+    add_hints(lm.model, pairs())
 
 
 def decode_order(lm: LifetimeModel, solver, n: int) -> list[int]:

@@ -32,7 +32,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from planners.schedule.cp import cp_model
+from planners.schedule.cp import add_hints, cp_model
 
 from planners.schedule.problem import MemoryProblem
 from planners.schedule.solver import SolverOptions, check_model_size, has_solution, make_solver, status_name
@@ -188,7 +188,5 @@ def _hint(m, p: MemoryProblem, O: dict, T: dict, hint: list[int]) -> None:
     """Warm start from the heuristic order."""
     step = {v: s for s, v in enumerate(hint)}
     first, last = p.lifetimes(hint)
-    for (v, j), o in O.items():
-        m.AddHint(o, step[v] == j)
-    for (b, j), t in T.items():
-        m.AddHint(t, first[b] <= j <= last[b])
+    add_hints(m, [(o, step[v] == j) for (v, j), o in O.items()]
+              + [(t, first[b] <= j <= last[b]) for (b, j), t in T.items()])
