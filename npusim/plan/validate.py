@@ -13,6 +13,7 @@ size                a residency is smaller than its tensor
 capacity            a residency starts below offset 0 or reaches past the scratchpad capacity
 alignment           a residency's offset is not a multiple of the alignment
 overlap             two residencies that coexist in time share addresses
+double_residency    two residencies of one tensor hold the same step (one copy at a time)
 empty_residency     a residency that is never filled (neither produced nor loaded into)
 not_resident        an op's input or output has no residency at the op's step
 not_ready           an op reads a residency before its data arrives
@@ -100,6 +101,7 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
         residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
         by_tensor = _check_residencies(plan, graph, residencies, name, report)
     _check_overlaps(residencies, name, report, plan, graph, columns)
+    _check_one_copy(by_tensor, name, report)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
     residency_at = ResidencyIndex(by_tensor)
     load_columns = _load_columns(plan, graph)  # the loads as arrays if no transfer was reported or left out
@@ -122,6 +124,23 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
 
 # Each check below reports one kind of violation (``report(kind, message)``); ``validate`` runs
 # them in a fixed order, item by item where one item can break several rules.
+
+def _check_one_copy(by_tensor: dict, name, report) -> None:
+    """double_residency: a tensor has one copy on chip at a time, so two of its residencies
+    never hold one step (else a load, a read or a store of it names no single residency: the
+    validator and the lowering could pick different ones, the simulator then finds a race)."""
+    for t, rs in by_tensor.items():
+        if len(rs) < 2:
+            continue
+        ordered = sorted((r for r in rs if r.first <= r.last), key=lambda r: (r.first, r.last))
+        # sorted by first step, some two coexist only if two neighbours do
+        pair = next(((a, b) for a, b in zip(ordered, ordered[1:]) if a.last >= b.first), None)
+        if pair is not None:
+            a, b = pair
+            report("double_residency",
+                   f"tensor {name(t)!r} has two residencies at step {b.first}: steps {a.first}..{a.last} at "
+                   f"offset {a.offset} and steps {b.first}..{b.last} at offset {b.offset}; expected one copy at a time")
+
 
 def _check_order(plan: Plan, graph: Graph, report) -> bool:
     """order: the plan's order is a topological permutation of the ops."""
