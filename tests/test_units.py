@@ -172,3 +172,12 @@ def test_unit_error_is_a_value_error():
 def test_format_bytes(n, text):
     assert format_bytes(n) == text
 
+
+
+@pytest.mark.parametrize("text, quantity", [("1.7555597020139804e+305KiB", "size"), ("1e300GB/s", "bandwidth"),
+                                            ("2e305 MiB", "size")])
+def test_a_finite_number_whose_unit_overflows_is_refused(text, quantity):
+    """Found by the slow hardware fuzz: 1.7e305 KiB is finite, its bytes are not (was an
+    OverflowError, exit 3, from ``int(inf)``)."""
+    with pytest.raises(UnitError, match="overflows in the base unit"):
+        parse_size(text) if quantity == "size" else parse(text, quantity)

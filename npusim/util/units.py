@@ -112,7 +112,7 @@ def parse(value: object, quantity: str, *, clock_hz: float | None = None) -> flo
     if quantity == "bandwidth" and unit in ("B/cycle", "B/cyc"):
         if clock_hz is None:
             raise UnitError("a bandwidth in B/cycle needs the clock frequency")
-        return number * clock_hz
+        return _finite(number * clock_hz, value, quantity)
     if unit not in units:
         # A common mistake is the case of the unit (e.g. 'kib', 'Mhz'): name the fix.
         hint = next((u for u in units if u.lower() == unit.lower()), None)
@@ -121,7 +121,15 @@ def parse(value: object, quantity: str, *, clock_hz: float | None = None) -> flo
         raise UnitError(
             f"unknown {quantity} unit {unit!r} in {value!r}{suggestion}; expected one of {expected}"
         )
-    return scale(number, units[unit])
+    return _finite(scale(number, units[unit]), value, quantity)
+
+
+def _finite(number: float, value: object, quantity: str) -> float:
+    """``number`` (``value`` in the base unit), unless its unit made it overflow: 1.7e305 KiB
+    is a finite number of KiB but no number of bytes."""
+    if not math.isfinite(number):
+        raise UnitError(f"expected a finite {quantity}, got {value!r}, which overflows in the base unit")
+    return number
 
 
 def scale(number: float, factor: float) -> float:
