@@ -484,11 +484,16 @@ class _Machine:
         return found
 
     def _op_cycles(self, op) -> tuple[tuple[float, str], list[float]]:
-        """((cycles, bound), cycles of each of the stream's cores), computed once per cost class."""
-        key = self._cost_class(op)
-        found = self._cycles.get(key)
+        """((cycles, bound), cycles of each of the stream's cores), computed once per cost class.
+        Asked of every op several times (the compiled loop's inputs, the critical path, the
+        breakdown): an op whose class is known is answered without a second call."""
+        found = self._cycles.get(self._class_of[op.id])  # (class -1, not found yet, has none)
         if found is None:
-            found = self._cycles[key] = op_core_cycles(op, self.graph, self.hw, self.group, self._scratchpad_bytes(op))
+            key = self._cost_class(op)
+            found = self._cycles.get(key)
+            if found is None:
+                found = self._cycles[key] = op_core_cycles(op, self.graph, self.hw, self.group,
+                                                           self._scratchpad_bytes(op))
         return found
 
     def _scratchpad_bytes(self, op) -> tuple[int, int]:
