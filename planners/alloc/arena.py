@@ -559,13 +559,14 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
-        resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
+        resident, in_dram, loadable, sources = self.resident_since, self.in_dram, self._loadable, self.sources
         order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
         alloc_size, prefetched = self.alloc_size, self.prefetched
         for u in range(s + 1, min(s + 1 + self.prefetch, len(order))):
             op = order[u]
             for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
-                if t in resident or (t not in in_dram and not loadable(t)):
+                # not in DRAM and read from no tiles (a partial sum, mostly): not loadable
+                if t in resident or (t not in in_dram and not (sources[t] and loadable(t))):
                     continue
                 size = alloc_size[t]
                 offset = arena.find(size)
