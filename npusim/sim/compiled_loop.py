@@ -47,7 +47,7 @@ from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
 from npusim.sim.report import Pairs, TimelineEntry
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 
 # Statuses
 OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL = range(5)
@@ -944,8 +944,8 @@ class HeldTimes(Sequence):
 
 #: ``CommandTiming(...)`` and ``TimelineEntry(...)`` with every field given, made faster
 #: (``npusim.util.fast_init``): one of each per command.
-new_timing = positional_constructor(CommandTiming)
-new_entry = positional_constructor(TimelineEntry)
+new_timing = twin_constructor(CommandTiming)
+new_entry = twin_constructor(TimelineEntry)
 
 
 class RecordedTimings:
