@@ -992,19 +992,19 @@ class RecordedTimings:
         """Entry i of a recorded time column as SimPy held it (``_as_simpy_held``)."""
         return int(times[i]) if self.int_mask[i] & bit else times[i]
 
-    def compute_rows(self, ids: list[int]) -> list[tuple]:
-        """(start, end, binding, lane, bound cause) of each of compute commands ``ids``: what
-        ``critical_path.op_breakdown`` reads of their CommandTimings, without making them,
-        from whole columns (the breakdown asks it of every compute)."""
+    def compute_rows(self, ids):
+        """(start, end, binding, lane, bound cause) of each of compute commands ``ids``, one at
+        a time: what ``critical_path.op_breakdown`` reads of their CommandTimings, without
+        making them, read from the columns directly (the breakdown asks it of every compute)."""
         table, ops, op_cycles, lanes = self.commands, self.ops, self.machine._op_cycles, self.lanes
-        starts, ends, binding, op_of, queue_of = self.starts.tolist(), self.ends.tolist(), self.binding, table.op, table.queue
+        starts, ends, int_mask, binding = self.starts.values, self.ends.values, self.int_mask, self.binding
+        op_of, queue_of = table.op, table.queue
         lane_of = [lanes[name][1] if name in lanes else None for name in table.queue_names]
-        rows = []
         for i in ids:
             (_, bound), _ = op_cycles(ops[op_of[i]])
-            b = binding[i]
-            rows.append((starts[i], ends[i], None if b < 0 else b, lane_of[queue_of[i]], BOUND_CAUSE[bound]))
-        return rows
+            start, end, mask, b = starts[i], ends[i], int_mask[i], binding[i]
+            yield (int(start) if mask & START_INT else start, int(end) if mask & END_INT else end,
+                   None if b < 0 else b, lane_of[queue_of[i]], BOUND_CAUSE[bound])
 
     def __getitem__(self, i: int) -> CommandTiming:
         machine, table = self.machine, self.commands  # columns: no Command is made

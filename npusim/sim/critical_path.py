@@ -223,8 +223,8 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     table = program.commands
     computes = np.flatnonzero(table.column("kind") == KIND_CODES["compute"])
     computes = _by_start(computes, starts)
-    rows_of = getattr(timings, "compute_rows", None)  # the compiled run's columns, read at once
-    found = rows_of(computes) if rows_of is not None else [_compute_row(timings[i]) for i in computes]
+    rows_of = getattr(timings, "compute_rows", None)  # the compiled run's columns, no CommandTiming made
+    found = rows_of(computes) if rows_of is not None else (_compute_row(timings[i]) for i in computes)
     op_of, step_of, queue_of, queue_names, queue_code = table.op, table.step, table.queue_of, table.queue_names, table.queue
     for i, (start, end, binding, lane, bound) in zip(computes, found):
         op_id, queue = op_of[i], queue_names[queue_code[i]]
