@@ -56,7 +56,7 @@ import numpy as np
 from npusim.errors import InternalError, PlanError
 from npusim.graph.analysis import check_order, step_of
 from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, Graph
-from npusim.graph.regions import RESHAPE_LIKE, input_boxes, input_steps
+from npusim.graph.regions import RESHAPE_LIKE, box_rule, input_steps
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
 from npusim.plan.bound import BindError, as_bound
@@ -653,6 +653,7 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
         bases = [untiled.tensors[t] for t in original.inputs]
         base_strides = [base.strides for base in bases]
         views = []
+        boxes_of = None  # the op's ``input_boxes`` as a function of the tile (``box_rule``), made once
         for op in ops:
             written = tiled.tensors[op.outputs[0]]
             if written.view is None:
@@ -660,8 +661,12 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
             views.append(written.view)
             k = op.attrs.get("k")
             box = tuple(tuple(r) for r in op.attrs["box"])
-            needed = [] if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE \
-                else input_boxes(original, untiled, box, tuple(k) if k else None, True)
+            if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE:
+                needed = []
+            else:
+                if boxes_of is None:
+                    boxes_of = box_rule(original, untiled)
+                needed = boxes_of(box, tuple(k) if k else None, True)
             for base, strides, region, step in zip(bases, base_strides, needed, steps):
                 if region is None:
                     continue
