@@ -134,3 +134,25 @@ def test_access_columns_give_the_accesses_of_the_residencies():
     assert list(table) == commands and table == CommandTable.from_commands(commands)
     assert [x.tolist() for x in table.access_columns("reads")] == [[0, 0, 2], [3, 7], [plain[3].offset, plain[7].offset],
                                                                     [plain[3].size, plain[7].size]]
+
+
+def test_streamed_waits_are_the_streamed_rows_kept_to_the_waits():
+    """``engine._streamed_waits`` (every row at once) keeps of each command's streamed row the
+    waits that are among its waits, in order, as the row-by-row definition does: on tables whose
+    streamed rows name waits and non-waits, repeat some, and (last) name no command."""
+    from npusim.sim.engine import _streamed_waits
+
+    rng = random.Random(11)
+    for n in (0, 1, 7, 200):
+        commands = random_commands(rng, n)
+        for broken in (False, True):
+            changed = []
+            for c in commands:
+                earlier = (*c.waits, *range(c.id))  # waits, and other commands before it
+                streamed = tuple(rng.choice(earlier) for _ in range(rng.randrange(4) if earlier else 0))
+                if broken and rng.random() < 0.1:
+                    streamed += (n + 5,)
+                changed.append(replace(c, streamed=streamed))
+            table = CommandTable.from_commands(changed)
+            expected = [(c.id, tuple(w for w in c.streamed if w in c.waits)) for c in changed]
+            assert _streamed_waits(table) == [(i, s) for i, s in expected if s]

@@ -225,6 +225,7 @@ def cmd_simulate(args) -> int:
     else:
         print(report.summary())
         print(f"  wall time      {wall:.2f} s ({report.events / max(wall, 1e-9):,.0f} events/s overall)")
+    _keep_until_exit(graph, program, report)
     return 0
 
 
@@ -282,6 +283,7 @@ def _simulate_llm(args) -> int:
     if args.html:
         atomic_write_text(args.html, llm_html(report))
     print(json.dumps(report.to_dict(), indent=1, sort_keys=True) if args.json else report.summary())
+    _keep_until_exit(report)
     return 0
 
 
@@ -427,8 +429,11 @@ def cmd_list(args) -> int:
 #: Allocations between collections of the youngest generation in a command (default 700).
 #: Planning and lowering allocate millions of small, long-lived objects (tiles, residencies,
 #: commands): the default sends the collector through them again and again. Measured with
-#: farm-bench on resnet50 at 256 KiB: 5 % less CPU (median of 6 pairs).
-GC_THRESHOLD = 100_000
+#: farm-bench on resnet50 at 256 KiB: 5 % less CPU (median of 6 pairs). At 100,000 the
+#: llama-3.2-1b decode step still ran 11 young collections (0.15 s of its ~2.4 s CPU); at
+#: 1,000,000 one (0.03 s); fcn_resnet50 at 64 KiB kept its peak memory (1,590 and 1,583 MiB
+#: against 1,580 and 1,603 MiB before, in two pairs of runs).
+GC_THRESHOLD = 1_000_000
 
 #: The collector's three thresholds in a command: the middle generation is collected after
 #: 1,000 collections of the youngest (default 10; it was 50). A collection of it goes through
@@ -455,6 +460,19 @@ HANDLERS = {
     "list": cmd_list,
     "experiment": cmd_experiment,
 }
+
+
+#: What a command built, kept until the process ends when it ends by ``os._exit``
+#: (``command``): freed when its handler returns, a tiled run's graphs, program and report
+#: are hundreds of thousands of objects freed one by one (~60 ms of CPU on an LLM decode
+#: step) just before the exit that skips freeing them. None under ``main`` (tests, library
+#: callers): nothing is kept.
+_kept_until_exit: list | None = None
+
+
+def _keep_until_exit(*objects) -> None:
+    if _kept_until_exit is not None:
+        _kept_until_exit.extend(objects)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -519,8 +537,15 @@ def command() -> None:
     the interpreter would free one by one at exit: about 5 % of the quick start's CPU and
     seconds on a large tiled run, for nothing the user sees. Everything the command writes is
     already closed (results are written atomically, ``npusim.util.atomic_io``), and standard
-    output and error are flushed here; tests call ``main``, which returns."""
-    code = main()
+    output and error are flushed here; tests call ``main``, which returns.
+
+    Hence also: the collector's thresholds are set as ``main`` sets them but not restored (the
+    default's 700 would start a young collection of everything the command allocated since
+    the last one, for nothing), and what the command built is kept (``_keep_until_exit``)."""
+    global _kept_until_exit
+    _kept_until_exit = []
+    gc.set_threshold(*GC_THRESHOLDS)
+    code = _run()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -331,11 +331,12 @@ class _Builder:
         # region again and again (weights across row tiles, inputs across channel tiles);
         # emptied when a view of the tensor is written, the only change that alters the answer
         self.reads: dict[int, dict[tuple, dict[tuple, int]]] = {}
-        self.counter: dict[str, int] = {}
+        self.counter: dict[str, dict[str, int]] = {"r": {}, "w": {}}  # tag -> stem -> views named so far
 
     def _fresh(self, stem: str, tag: str) -> str:
-        n = self.counter.get(stem + tag, 0)
-        self.counter[stem + tag] = n + 1
+        counts = self.counter[tag]  # (a dict per tag: the stem, a tensor's name, keeps its hash)
+        n = counts.get(stem, 0)
+        counts[stem] = n + 1
         return f"{stem}@{tag}{n}"
 
     def keep(self, t: int) -> int:

@@ -557,10 +557,12 @@ def chain_position(op: Op, hw: Hardware | None = None) -> str | None:
     return None
 
 
-def gemm_identity(gemm: Gemm | None) -> tuple:
-    """What the figures here read of a GEMM, as a key: the GEMM and its loop nest, which
-    ``Gemm``'s equality leaves out (an unrolled array's cycles read it)."""
-    return gemm, None if gemm is None else gemm.loops
+def gemm_identity(gemm: Gemm | None) -> tuple | None:
+    """What the figures here read of a GEMM, as a key: the fields ``Gemm``'s equality
+    compares and its loop nest, which that equality leaves out (an unrolled array's cycles
+    read it). A plain tuple: it hashes without a call of the dataclass's ``__hash__`` (the
+    simulator keys every op of a tiled graph by it, ``cost_signature``)."""
+    return None if gemm is None else (gemm.m, gemm.n, gemm.k, gemm.batch, gemm.loops)
 
 
 #: What ``cost_signature`` reads of each input and output: (shape, dtype, itemsize, kind).

@@ -35,7 +35,7 @@ from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
 from npusim.graph.tiling import check_spec
 from npusim.plan.dram import known_buffers
-from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
+from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer, residency_key
 from npusim.graph.fusion import fusion_problems
 from npusim.plan.bound import BindError, BoundPlan, as_bound, bound_to, fused_graph, plan_graphs
 from npusim.util.schema_check import SchemaViolation, check, load_schema, short
@@ -120,7 +120,7 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> BoundPla
     dram = _dram(data, graph, source)
     meta = _meta(data, source)
     plan = Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
-                streams=streams, residencies=tuple(sorted(residencies)),
+                streams=streams, residencies=tuple(sorted(residencies, key=residency_key)),
                 transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
                 tiling=dict(tiling), fusion=fusion, meta=meta)
     return bound_to(plan, graph, base, given)

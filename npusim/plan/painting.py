@@ -31,6 +31,11 @@ class AddressPainter:
             ends.insert(first, hi)
             owners.insert(first, owner)
             return set()
+        if stop == first + 1 and starts[first] == lo and ends[first] == hi:
+            # exactly one segment painted over (an allocator reusing a block: most paints)
+            found = {owners[first]}
+            owners[first] = owner
+            return found
         found = set(owners[first:stop])
         new_starts, new_ends, new_owners = [lo], [hi], [owner]
         if starts[first] < lo:  # the head of the first segment stays its owner's

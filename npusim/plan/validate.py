@@ -57,7 +57,7 @@ import numpy as np
 from npusim.errors import InternalError, PlanError
 from npusim.graph.analysis import check_order, step_of
 from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, Graph
-from npusim.graph.regions import RESHAPE_LIKE, input_boxes, input_steps
+from npusim.graph.regions import RESHAPE_LIKE, box_rule, input_steps
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import Plan
 from npusim.plan.bound import BindError, as_bound
@@ -672,6 +672,7 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
         bases = [untiled.tensors[t] for t in original.inputs]
         base_strides = [base.strides for base in bases]
         views = []
+        boxes_of = None  # the op's ``input_boxes`` as a function of the tile (``box_rule``), made once
         for op in ops:
             written = tiled.tensors[op.outputs[0]]
             if written.view is None:
@@ -679,8 +680,12 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
             views.append(written.view)
             k = op.attrs.get("k")
             box = tuple(tuple(r) for r in op.attrs["box"])
-            needed = [] if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE \
-                else input_boxes(original, untiled, box, tuple(k) if k else None, True)
+            if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE:
+                needed = []
+            else:
+                if boxes_of is None:
+                    boxes_of = box_rule(original, untiled)
+                needed = boxes_of(box, tuple(k) if k else None, True)
             for base, strides, region, step in zip(bases, base_strides, needed, steps):
                 if region is None:
                     continue
@@ -970,7 +975,9 @@ def _coexisting_pairs(live: list, fields: np.ndarray | None = None,
 
     Every pair whose steps overlap is tested, as by that sweep, but as array work: the
     residencies whose steps overlap ``live[a]``'s after it are a run ``a + 1 .. end[a] - 1``
-    (sorted by first step), listed ``block`` pairs at a time to bound the memory."""
+    (sorted by first step), listed ``block`` pairs at a time to bound the memory. Per pair
+    only ``r`` is indexed; ``a``'s addresses are repeated over its run, and ``a`` itself is
+    made for the pairs that overlap (none in a valid plan)."""
     if fields is None:  # else given: (first, last, offset, size) of each of ``live``
         fields = _exact_ints(list(chain.from_iterable(map(attrgetter("first", "last", "offset", "size"), live))))
         fields = fields.reshape(-1, 4)
@@ -979,14 +986,16 @@ def _coexisting_pairs(live: list, fields: np.ndarray | None = None,
     after = np.maximum(np.searchsorted(first, last, side="right") - np.arange(len(live)) - 1, 0)
     total = np.cumsum(after)
     cuts = np.searchsorted(total, np.arange(block, int(total[-1]) if len(total) else 0, block), side="right")
-    earlier, later = [], []
+    earlier, later = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(live)]):
         counts = after[start:stop]
-        a = np.repeat(np.arange(start, stop), counts)
-        r = a + 1 + np.arange(len(a)) - np.repeat(np.cumsum(counts) - counts, counts)
-        overlap = (lo[a] < hi[r]) & (lo[r] < hi[a])
-        earlier.append(a[overlap])
-        later.append(r[overlap])
+        # r = a + 1 + (its place in a's run): 1, 2, ... over the slice, less where a's run starts
+        r = np.arange(1, int(counts.sum()) + 1, dtype=np.int64)
+        r += np.repeat(np.arange(start, stop) - (np.cumsum(counts) - counts), counts)
+        overlap = np.flatnonzero((np.repeat(lo[start:stop], counts) < hi[r]) & (lo[r] < np.repeat(hi[start:stop], counts)))
+        if len(overlap):
+            earlier.append(np.repeat(np.arange(start, stop), counts)[overlap])
+            later.append(r[overlap])
     earlier, later = np.concatenate(earlier), np.concatenate(later)
     by_later = np.lexsort((earlier, later))
     return earlier[by_later], later[by_later]

@@ -47,7 +47,7 @@ from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
 from npusim.sim.report import Pairs, TimelineEntry
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 
 # Statuses
 OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL = range(5)
@@ -944,8 +944,8 @@ class HeldTimes(Sequence):
 
 #: ``CommandTiming(...)`` and ``TimelineEntry(...)`` with every field given, made faster
 #: (``npusim.util.fast_init``): one of each per command.
-new_timing = positional_constructor(CommandTiming)
-new_entry = positional_constructor(TimelineEntry)
+new_timing = twin_constructor(CommandTiming)
+new_entry = twin_constructor(TimelineEntry)
 
 
 class RecordedTimings:
@@ -992,14 +992,19 @@ class RecordedTimings:
         """Entry i of a recorded time column as SimPy held it (``_as_simpy_held``)."""
         return int(times[i]) if self.int_mask[i] & bit else times[i]
 
-    def compute_row(self, i: int) -> tuple:
-        """(start, end, binding, lane, bound cause) of compute command ``i``: what
-        ``critical_path.op_breakdown`` reads of its CommandTiming, without making one."""
-        table = self.commands
-        (_, bound), _ = self.machine._op_cycles(self.ops[table.op[i]])
-        binding = self.binding[i]
-        return (self.starts[i], self.ends[i], None if binding < 0 else binding, self.lanes[table.queue_of(i)][1],
-                BOUND_CAUSE[bound])
+    def compute_rows(self, ids):
+        """(start, end, binding, lane, bound cause) of each of compute commands ``ids``, one at
+        a time: what ``critical_path.op_breakdown`` reads of their CommandTimings, without
+        making them, read from the columns directly (the breakdown asks it of every compute)."""
+        table, ops, op_cycles, lanes = self.commands, self.ops, self.machine._op_cycles, self.lanes
+        starts, ends, int_mask, binding = self.starts.values, self.ends.values, self.int_mask, self.binding
+        op_of, queue_of = table.op, table.queue
+        lane_of = [lanes[name][1] if name in lanes else None for name in table.queue_names]
+        for i in ids:
+            (_, bound), _ = op_cycles(ops[op_of[i]])
+            start, end, mask, b = starts[i], ends[i], int_mask[i], binding[i]
+            yield (int(start) if mask & START_INT else start, int(end) if mask & END_INT else end,
+                   None if b < 0 else b, lane_of[queue_of[i]], BOUND_CAUSE[bound])
 
     def __getitem__(self, i: int) -> CommandTiming:
         machine, table = self.machine, self.commands  # columns: no Command is made

@@ -196,8 +196,8 @@ new_row = positional_constructor(BreakdownRow)
 
 def _compute_row(t: CommandTiming) -> tuple:
     """(start, end, binding, lane, bound cause) of a compute's timing: what ``op_breakdown``
-    reads of it (a timings store may give these without making the CommandTiming:
-    ``compute_row``)."""
+    reads of it (a timings store may give these without making the CommandTimings:
+    ``compute_rows``)."""
     return t.start, t.end, t.binding, t.lane, next(iter(t.parts), "")
 
 
@@ -223,11 +223,11 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     table = program.commands
     computes = np.flatnonzero(table.column("kind") == KIND_CODES["compute"])
     computes = _by_start(computes, starts)
-    row_of = getattr(timings, "compute_row", None) or (lambda i: _compute_row(timings[i]))
-    op_of, step_of, queue_of = table.op, table.step, table.queue_of
-    for i in computes:
-        op_id, queue = op_of[i], queue_of(i)
-        start, end, binding, lane, bound = row_of(i)
+    rows_of = getattr(timings, "compute_rows", None)  # the compiled run's columns, no CommandTiming made
+    found = rows_of(computes) if rows_of is not None else (_compute_row(timings[i]) for i in computes)
+    op_of, step_of, queue_of, queue_names, queue_code = table.op, table.step, table.queue_of, table.queue_names, table.queue
+    for i, (start, end, binding, lane, bound) in zip(computes, found):
+        op_id, queue = op_of[i], queue_names[queue_code[i]]
         op = graph.ops[op_id]
         idle = max(start - previous_end.get(queue, 0.0), 0.0)
         previous_end[queue] = end

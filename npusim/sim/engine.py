@@ -285,7 +285,7 @@ class _Machine:
         ``run()``: the compiled loop asks only which commands have one)."""
         table, ops = program.commands, self.graph.ops
         n = len(table)
-        op_of, kind_of, waits = table.op, table.kind, table.waits
+        op_of, kind_of = table.op, table.kind
         self.bands = [1] * n
         op_bands = self._op_bands
         for i in np.flatnonzero(table.column("kind") == KIND_CODES["compute"]).tolist():
@@ -293,11 +293,7 @@ class _Machine:
         self.streams_from: list[tuple[int, ...]] = [()] * n
         self.band_done: dict[int, simpy.Event | None] = {}
         compute = KIND_CODES["compute"]
-        for i in np.flatnonzero(table.streamed.lengths()).tolist():
-            waited = waits[i]
-            streamed = tuple(w for w in table.streamed[i] if w in waited)  # a streamed wait is still a wait
-            if not streamed:
-                continue
+        for i, streamed in _streamed_waits(table):
             if kind_of[i] == compute:
                 if self.bands[i] < 2:
                     continue
@@ -484,11 +480,16 @@ class _Machine:
         return found
 
     def _op_cycles(self, op) -> tuple[tuple[float, str], list[float]]:
-        """((cycles, bound), cycles of each of the stream's cores), computed once per cost class."""
-        key = self._cost_class(op)
-        found = self._cycles.get(key)
+        """((cycles, bound), cycles of each of the stream's cores), computed once per cost class.
+        Asked of every op several times (the compiled loop's inputs, the critical path, the
+        breakdown): an op whose class is known is answered without a second call."""
+        found = self._cycles.get(self._class_of[op.id])  # (class -1, not found yet, has none)
         if found is None:
-            found = self._cycles[key] = op_core_cycles(op, self.graph, self.hw, self.group, self._scratchpad_bytes(op))
+            key = self._cost_class(op)
+            found = self._cycles.get(key)
+            if found is None:
+                found = self._cycles[key] = op_core_cycles(op, self.graph, self.hw, self.group,
+                                                           self._scratchpad_bytes(op))
         return found
 
     def _scratchpad_bytes(self, op) -> tuple[int, int]:
@@ -786,6 +787,34 @@ def _new_machine(program: Program, hw: Hardware, jitter: float, seed: int | None
 
         machine.dram_memory = DramContents(program, program.graph)
     return machine
+
+
+def _streamed_waits(table) -> list[tuple[int, tuple[int, ...]]]:
+    """(command, its streamed waits that are among its waits, in their order) of every
+    command with any, in command order: a streamed wait is still a wait (lowering streams
+    only waits it makes; a Program made by hand may name others). Tested for every command
+    at once, by the (command, wait) pairs of both rows as one integer each."""
+    n = len(table)
+    s_ptr, s_val = table.streamed.arrays()
+    w_ptr, w_val = table.waits.arrays()
+    if len(s_val) == 0:
+        return []
+    if min(s_val.min(), w_val.min(initial=0)) < 0 or max(s_val.max(), w_val.max(initial=0)) >= n:
+        # a row naming no command (a Program made by hand): tested row by row
+        found = ((i, tuple(w for w in table.streamed[i] if w in table.waits[i]))
+                 for i in np.flatnonzero(table.streamed.lengths()).tolist())
+        return [(i, streamed) for i, streamed in found if streamed]
+    s_row = np.repeat(np.arange(n, dtype=np.int64), np.diff(s_ptr))
+    w_row = np.repeat(np.arange(n, dtype=np.int64), np.diff(w_ptr))
+    wanted, held = s_row * n + s_val, np.sort(w_row * n + w_val)  # sorted already for lowering's tables
+    at = np.minimum(np.searchsorted(held, wanted), max(len(held) - 1, 0))
+    kept = held[at] == wanted if len(held) else np.zeros(len(wanted), dtype=bool)
+    rows, values = s_row[kept], s_val[kept].tolist()
+    if not len(rows):
+        return []
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])  # each row's first kept wait
+    ends = np.r_[starts[1:], len(rows)].tolist()
+    return [(i, tuple(values[a:b])) for i, a, b in zip(rows[starts].tolist(), starts.tolist(), ends)]
 
 
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:

@@ -40,9 +40,10 @@ import numpy as np
 
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
+from npusim.graph.model import TENSOR_KINDS, TILED_KINDS
 from npusim.plan.model import Residency, Transfer
 from npusim.planner_options import Option
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 from planners.alloc.best_fit import BestFitArena
 from planners.alloc.prefetch import PREFETCH_OPTIONS, prefetch_depth
 from planners.tiling.tiler import PREFETCH_DEPTH
@@ -54,9 +55,10 @@ from planners.tiling.tiler import PREFETCH_DEPTH
 PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
 
 #: ``Residency(first, last, offset, tensor, size)`` and ``Transfer(step, kind, tensor, cause,
-#: size)``, made faster (``npusim.util.fast_init``): a tiled graph's plan has 100,000s of them.
-_new_residency = positional_constructor(Residency)
-_new_transfer = positional_constructor(Transfer)
+#: size)``, made faster (``npusim.util.fast_init``'s twin constructor, as lowering makes its
+#: commands): a tiled graph's plan has 100,000s of them.
+_new_residency = twin_constructor(Residency)
+_new_transfer = twin_constructor(Transfer)
 _NEVER = float("inf")  # the next use of a tensor used no more
 #: Steps between two reports of the allocation's progress: a tiled graph has 100,000s of
 #: steps of tens of microseconds, and a report per step cost more than its bar shows.
@@ -170,6 +172,12 @@ def _loads_weights_first(graph, weights: set[int]) -> tuple[list[int], list[int]
     return ptr.tolist(), idx[by_op_weights_first].tolist()
 
 
+def _tensors_by_kind(graph) -> dict[str, list[int]]:
+    """The ids of the tensors of each kind, ascending, from the graph's kind column."""
+    kind = graph.arrays.tensor_kind
+    return {name: np.flatnonzero(kind == code).tolist() for code, name in enumerate(TENSOR_KINDS + TILED_KINDS)}
+
+
 def _steps_placing_nothing(steps) -> int:
     """Leading look-ahead steps with no block to place: they fit wherever the new block goes."""
     for n, (new, _) in enumerate(steps):
@@ -251,14 +259,15 @@ class _ArenaRun:
         np.cumsum(alloc_size[self.uses.used], out=in_step_order[1:])
         self.step_bytes = in_step_order[self.uses.step_ptr].tolist()
         self.resident_since: dict[int, int] = {}  # tensor -> first step of its open residency
-        self.in_dram = {t.id for t in graph.tensors if t.kind in ("input", "weight")}  # Tensor.in_dram_initially
+        of_kind = _tensors_by_kind(graph)
+        self.in_dram = set(of_kind["input"] + of_kind["weight"])  # Tensor.in_dram_initially
         self.initially_in_dram = frozenset(self.in_dram)
         self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
         self.sources_stored: dict[int, int] = {}  # read view -> its leading sources DRAM holds (_loadable)
-        self.weights = {t.id for t in graph.tensors if t.kind == "weight"}
+        self.weights = set(of_kind["weight"])
         # The store after the op that writes a tensor (_finish): graph outputs are written back,
         # tiles that later tiles are read from are written through to DRAM.
-        self.store_cause = {t.id: "writeback" for t in graph.tensors if t.kind == "output"}
+        self.store_cause = dict.fromkeys(of_kind["output"], "writeback")
         for t in graph.dram_sources:
             self.store_cause.setdefault(t, "spill")
         self.load_ptr, self.load_idx = _loads_weights_first(graph, self.weights)
@@ -559,13 +568,14 @@ class _ArenaRun:
         The next op's inputs are the second buffer of double buffering: to make room for them
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
-        resident, in_dram, loadable = self.resident_since, self.in_dram, self._loadable
+        resident, in_dram, loadable, sources = self.resident_since, self.in_dram, self._loadable, self.sources
         order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
         alloc_size, prefetched = self.alloc_size, self.prefetched
         for u in range(s + 1, min(s + 1 + self.prefetch, len(order))):
             op = order[u]
             for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
-                if t in resident or (t not in in_dram and not loadable(t)):
+                # not in DRAM and read from no tiles (a partial sum, mostly): not loadable
+                if t in resident or (t not in in_dram and not (sources[t] and loadable(t))):
                     continue
                 size = alloc_size[t]
                 offset = arena.find(size)
