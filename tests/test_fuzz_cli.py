@@ -1,5 +1,5 @@
-"""The fuzz oracle through the command line: every fuzzed input to the four loaders (hardware
-YAML, trace JSON, plan JSON, ONNX), given to ``npusim`` as a user would, ends in exit 0 with
+"""The fuzz oracle through the command line: every fuzzed input to the five loaders (hardware
+YAML, trace JSON, plan JSON, ONNX, LLM arguments), given to ``npusim`` as a user would, ends in exit 0 with
 a report free of inf/nan, or exit 2 with one line on stderr (or 1: a documented non-error
 outcome). Never a traceback, never exit 3 (an internal error), never a hang, and each input
 within the limits of issue 21: at most ``WALL_SECONDS`` of wall time and at most
@@ -83,8 +83,9 @@ def _reset_peak() -> bool:
 class Limits:
     """Per-input wall and memory limits, and the figures of a loader's run."""
 
-    def __init__(self, loader: str, wall_seconds: int = WALL_SECONDS) -> None:
+    def __init__(self, loader: str, wall_seconds: int = WALL_SECONDS, wanted: int | None = None) -> None:
         self.loader, self.wall_seconds = loader, wall_seconds
+        self.wanted = cases(CI_INPUTS, SLOW_INPUTS) if wanted is None else wanted  # inputs the run must see
         self.inputs = 0
         self.codes: Counter = Counter()
         self.slowest = (0.0, "")
@@ -153,15 +154,17 @@ class Limits:
                 print("\n" + self.summary())
         assert not self.failures, (f"{len(self.failures)} of {self.inputs} {self.loader} inputs failed -- "
                                    + self.summary() + "\n" + "\n".join(m for _, m in self.failures[:10]))
-        wanted = cases(CI_INPUTS, SLOW_INPUTS)
-        assert self.inputs >= wanted, f"{self.loader}: only {self.inputs} inputs ran, expected >= {wanted}"
+        assert self.inputs >= self.wanted, f"{self.loader}: only {self.inputs} inputs ran, expected >= {self.wanted}"
 
 
 def npusim(capsys, limits: Limits, what, *argv) -> tuple[int, str, str]:
     """``npusim *argv`` in this process, under ``limits``; a MemoryError inside the command
     (exit 3, since ``cli.main`` catches it) is a memory violation."""
     with limits.one(what):
-        code = main([str(a) for a in argv])
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as stop:  # argparse refuses an option's value (one line, exit 2) this way
+            code = stop.code
     out, err = capsys.readouterr()
     limits.codes[code] += 1
     if code == 3 and "MemoryError" in err:
@@ -181,7 +184,8 @@ def check_outcome(code: int, out: str, err: str, report=None, what=lambda: "") -
         text = report.read_text()
         assert "Infinity" not in text and "NaN" not in text, f"a report with inf or nan -- input: {what()}"
         data = json.loads(text)
-        assert math.isfinite(data["cycles"]) and data["cycles"] >= 0, what()
+        time = data["cycles"] if "cycles" in data else data["ttft_seconds"]  # one run, or an LLM run's
+        assert math.isfinite(time) and time >= 0, what()
 
 
 def _short(data, limit: int = 400) -> str:
@@ -282,6 +286,83 @@ def test_onnx_through_the_cli(capsys, files):
         _fresh(imported)
         what = lambda: f"the test model with bytes (offset, value) {flips} replaced"  # noqa: E731
         limits.check(capsys, what, ["import", model, "-o", imported])
+
+    one()
+    limits.finish(capsys)
+
+
+#: LLM runs: a valid one simulates a decoder step or a prefill and some decode steps (~1 s each), so
+#: the slow run takes fewer than the loaders' 10,000 (``NPUSIM_FUZZ_LLM_INPUTS`` overrides).
+LLM_INPUTS = cases(CI_INPUTS, int(os.environ.get("NPUSIM_FUZZ_LLM_INPUTS") or 1_000))
+#: A valid value of each LLM argument, and what a mutation puts in its place: values at and past
+#: every bound, of the wrong type, digits ``int`` refuses (``²``), empty and random text.
+LLM_VALID = {"model": ["gpt2-small"], "prefill": ["1", "4", "16"],
+             "decode": ["1", "2", "8"], "batch": ["1", "2"], "samples": ["1", "2"], "kv-on-chip": ["none", "auto", "1"]}
+LLM_JUNK = st.one_of(
+    st.sampled_from(["0", "-1", "-0", "131072", "131073", "100000000", "1024", "1025", "1000", "1001", "1e3", "1.5",
+                     "²", "١٢", "٣", "0x10", "+3", " 4", "4 ", "", "nan", "inf", "9" * 30, "四", "all", "none",
+                     "GPT2-small", "gpt2", "llama-2-7b", "decode", "=", ":"]),
+    st.integers(-5, 5000).map(str), st.text(max_size=6))
+
+
+@st.composite
+def llm_arguments(draw) -> list[str]:
+    """``simulate`` arguments of an LLM run, a valid one with 0-3 mutations (about a third run as
+    they are; valid runs are of gpt2-small, the smallest preset, unless a mutation names another): one step named by the trace (``llm:<preset>:decode=<L>[:batch=<B>]``), or a prompt
+    and generated tokens (``llm:<preset> --prefill P --decode D [--batch B] [--samples S]
+    [--kv-on-chip K]``). A mutation replaces a value by junk, drops or repeats a part, renames a
+    key or changes a separator."""
+    pick = lambda key: draw(st.sampled_from(LLM_VALID[key]))  # noqa: E731
+    one_step = draw(st.booleans())
+    if one_step:
+        parts = [["decode" if draw(st.booleans()) else "prefill", "=", pick("decode")]]
+        if draw(st.booleans()):
+            parts.append(["batch", "=", pick("batch")])
+    else:
+        parts = [["--prefill", "", pick("prefill")], ["--decode", "", pick("decode")]]
+        parts += [[f"--{k}", "", pick(k)] for k in ("batch", "samples", "kv-on-chip") if draw(st.integers(0, 3)) == 0]
+    model = pick("model")
+    for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2, 3]))):
+        what = draw(st.sampled_from(["value", "value", "value", "key", "drop", "repeat", "separator", "model"]))
+        i = draw(st.integers(0, max(len(parts) - 1, 0)))
+        if what == "model":
+            model = draw(LLM_JUNK)
+        elif not parts:
+            continue
+        elif what == "value":
+            parts[i][2] = draw(LLM_JUNK)
+        elif what == "key":
+            parts[i][0] = draw(st.one_of(st.sampled_from(["prefill", "decode", "batch", "PREFILL", "--batch", "--samples"]),
+                                         st.text(max_size=6)))
+        elif what == "drop":
+            parts.pop(i)
+        elif what == "repeat":
+            parts.append(list(parts[i]))
+        else:
+            parts[i][1] = draw(st.sampled_from(["", "==", ":"]))
+    if one_step:
+        return [f"llm:{model}" + "".join(f":{k}{sep}{v}" for k, sep, v in parts)]
+    argv = [f"llm:{model}"]
+    for flag, _, value in parts:
+        argv += [f"{flag}={value}"] if value.startswith("-") or not value else [flag, value]
+    return argv
+
+
+def test_llm_arguments_through_the_cli(capsys, files):
+    """The LLM argument loaders (the ``llm:`` trace names of ``npusim.graph.decoder`` and the
+    ``--prefill``/``--decode``/``--batch``/``--samples``/``--kv-on-chip`` options) under the same
+    oracle and limits as the files: a valid run simulates within them, everything else is one
+    line and exit 2 (found this way: ``decode=²``, whose digit ``int`` refuses, was exit 3)."""
+    folder, _ = files
+    limits = Limits("LLM arguments", wanted=LLM_INPUTS)
+    report = folder / "report.json"
+
+    @settings(max_examples=LLM_INPUTS, **SETTINGS)
+    @given(argv=llm_arguments())
+    def one(argv):
+        _fresh(report)
+        limits.check(capsys, lambda: " ".join(map(repr, argv)),
+                     ["simulate", *argv, "--hw", "edge-npu", "--report", report], report)
 
     one()
     limits.finish(capsys)

@@ -192,6 +192,14 @@ def test_llm_arguments_have_a_largest_value(capsys, argv, words):
     assert code == 2 and words in err, err
 
 
+@pytest.mark.parametrize("spec", ["llm:gpt2-small:decode=²", "llm:gpt2-small:prefill=٣", "llm:gpt2-small:decode=+3",
+                                  "llm:gpt2-small:decode=4:batch= 2"])
+def test_llm_token_counts_are_ascii_digits(capsys, spec):
+    """Found by the LLM-argument fuzz: '²' is a digit to ``str.isdigit`` but not to ``int`` (exit 3)."""
+    code, out, err = run_cli(capsys, "simulate", spec, "--hw", "edge-npu")
+    assert code == 2 and "with a positive integer" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_dse_workers_are_bounded_by_the_points_and_the_memory(monkeypatch, tmp_path):
     from npusim import dse
 

@@ -160,7 +160,9 @@ def graph_from_name(source: str) -> Graph:
     fields = {}
     for part in parts[2:]:
         key, sep, value = part.partition("=")
-        if key not in ("prefill", "decode", "batch") or not sep or not value.isdigit() or int(value) <= 0:
+        # ASCII digits only: str.isdigit also takes '²', which int() refuses
+        if key not in ("prefill", "decode", "batch") or not sep or not (value.isascii() and value.isdigit()) \
+                or int(value) <= 0:
             raise TraceError(f"{source}: {part!r}: expected prefill=<P>, decode=<L> or batch=<B> with a positive "
                              "integer")
         fields[key] = int(value)
