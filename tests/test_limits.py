@@ -200,6 +200,14 @@ def test_llm_token_counts_are_ascii_digits(capsys, spec):
     assert code == 2 and "with a positive integer" in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("argv", [["llm:gpt2-small:G\nx"], ["llm:gp\nt2:decode=1"],
+                                  ["llm:gp\u2028t2", "--prefill", "1", "--decode", "1"]])
+def test_an_llm_name_with_a_line_break_is_one_line(capsys, argv):
+    """Found by the LLM-argument fuzz: the name was echoed as typed, its line break splitting the error."""
+    code, out, err = run_cli(capsys, "simulate", *argv, "--hw", "edge-npu")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "'llm:" in err, err
+
+
 def test_dse_workers_are_bounded_by_the_points_and_the_memory(monkeypatch, tmp_path):
     from npusim import dse
 

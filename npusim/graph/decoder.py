@@ -117,7 +117,7 @@ PRESETS = {
 
 def preset(name: str) -> DecoderSpec:
     if name not in PRESETS:
-        raise TraceError(f"llm:{name}: no such decoder preset; expected one of {', '.join(PRESETS)}")
+        raise TraceError(f"{_shown('llm:' + name)}: no such decoder preset; expected one of {', '.join(PRESETS)}")
     return PRESETS[name]
 
 
@@ -150,11 +150,17 @@ def kv_cache_tensors(graph: Graph) -> dict[str, list[str]]:
     return dict(graph.meta.get("kv_cache", {}))
 
 
+def _shown(name: str) -> str:
+    """A generated graph's name as an error shows it: as typed, or its repr when it holds a line
+    break or another unprintable character (the error stays one line)."""
+    return name if name.isprintable() else repr(name)
+
+
 def graph_from_name(source: str) -> Graph:
     """``llm:<preset>:prefill=<P>`` or ``llm:<preset>:decode=<L>``, optionally ``:batch=<B>``."""
-    parts = source.split(":")
+    parts, shown = source.split(":"), _shown(source)
     if len(parts) < 3 or parts[0] != "llm":
-        raise TraceError(f"{source}: expected llm:<preset>:prefill=<P> or llm:<preset>:decode=<L> "
+        raise TraceError(f"{shown}: expected llm:<preset>:prefill=<P> or llm:<preset>:decode=<L> "
                          f"(presets: {', '.join(PRESETS)}), optionally :batch=<B>")
     spec = preset(parts[1])
     fields = {}
@@ -163,11 +169,11 @@ def graph_from_name(source: str) -> Graph:
         # ASCII digits only: str.isdigit also takes '²', which int() refuses
         if key not in ("prefill", "decode", "batch") or not sep or not (value.isascii() and value.isdigit()) \
                 or int(value) <= 0:
-            raise TraceError(f"{source}: {part!r}: expected prefill=<P>, decode=<L> or batch=<B> with a positive "
+            raise TraceError(f"{shown}: {part!r}: expected prefill=<P>, decode=<L> or batch=<B> with a positive "
                              "integer")
         fields[key] = int(value)
     if ("prefill" in fields) == ("decode" in fields):
-        raise TraceError(f"{source}: give exactly one of prefill=<P> (prompt tokens) or decode=<L> (KV length)")
+        raise TraceError(f"{shown}: give exactly one of prefill=<P> (prompt tokens) or decode=<L> (KV length)")
     batch = fields.get("batch", 1)
     if "prefill" in fields:
         return prefill_graph(spec, fields["prefill"], batch)
