@@ -105,6 +105,10 @@ class Plan:
     def offchip_bytes(self) -> dict[str, int]:
         """Bytes crossing the DRAM bus by cause, from the transfers alone."""
         total = dict.fromkeys(CAUSES, 0)
-        for tr in self.transfers:
+        transfers = self.transfers
+        if hasattr(transfers, "column"):  # a TransferTable: its causes are codes into CAUSES
+            cause, size = transfers.column("cause"), transfers.column("size")
+            return {name: int(size[cause == code].sum()) for code, name in enumerate(CAUSES)}
+        for tr in transfers:
             total[tr.cause] += tr.size
         return total
