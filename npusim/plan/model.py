@@ -86,7 +86,7 @@ class Plan:
     def __post_init__(self) -> None:
         """Residencies and transfers are kept as columns (``npusim.plan.records``): planners
         and edits may give any sequence of records."""
-        from npusim.plan.records import ResidencyTable, TransferTable, table_of  # it imports this module
+        from npusim.plan.records import ResidencyTable, TransferTable, table_of  # lazy: it imports this module
 
         object.__setattr__(self, "residencies", table_of(self.residencies, ResidencyTable))
         object.__setattr__(self, "transfers", table_of(self.transfers, TransferTable))
