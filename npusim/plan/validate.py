@@ -150,7 +150,9 @@ def _nothing_else_to_report(plan: Plan, graph: Graph, columns) -> bool:
     first_store = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_store, stored, store_step)
     has_store = np.flatnonzero(first_store != np.iinfo(np.int64).max)
-    loads = dict.fromkeys(np.unique(load_columns[0]).tolist())  # ``_loads_hold`` asks which tensors are loaded
+    loaded = np.zeros(graph.n_tensors, dtype=bool)  # (not np.unique: it imports numpy.ma)
+    loaded[load_columns[0]] = True
+    loads = dict.fromkeys(np.flatnonzero(loaded).tolist())  # ``_loads_hold`` asks which tensors are loaded
     return (_loads_hold(graph, loads, dict(zip(has_store.tolist(), first_store[has_store].tolist())), table,
                         load_columns)
             and _stores_hold(graph, table, stored, store_step, trs.column("cause")[store]))
