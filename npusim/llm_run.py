@@ -39,6 +39,7 @@ from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_byte
                                   kv_cache_tensors, prefill_graph, preset)
 from npusim.hw.config import Hardware
 from npusim.plan.bound import as_bound
+from npusim.plan.records import field_lists
 from npusim.sim.report import Report
 from npusim.util.progress import silent
 from npusim.workflow import DEFAULT_PIPELINE, plan_graph, resolve_budget, simulate_plan
@@ -232,6 +233,6 @@ def kv_bytes_moved(plan, graph) -> int:
     for kind in ("read", "written"):
         names.update(kv_cache_tensors(graph).get(kind, ()))
     tensors = as_bound(plan, graph).bound_graph.tensors
-    return sum(t.size for t in plan.transfers
-               if (tensors[t.tensor].view.base if tensors[t.tensor].view is not None else tensors[t.tensor].name)
-               in names)
+    moved, sizes = field_lists(plan.transfers, "tensor", "size")
+    return sum(size for t, size in zip(moved, sizes)
+               if (tensors[t].view.base if tensors[t].view is not None else tensors[t].name) in names)

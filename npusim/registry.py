@@ -30,7 +30,8 @@ from npusim.errors import RegistryError, did_you_mean
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.bound import BoundPlan, bound_to
-from npusim.plan.model import Plan, PlanMeta, Residency, Transfer, residency_key
+from npusim.plan.model import Plan, PlanMeta, Residency, Transfer
+from npusim.plan.records import ResidencyTable, TransferTable, sorted_records
 from npusim.util.progress import reporting, silent
 
 #: fusion -> tiling -> schedule -> stream assignment -> spill policy -> on-chip offsets (with eviction)
@@ -264,8 +265,8 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     plan = Plan(
         graph=ctx.graph.name, capacity=ctx.capacity, alignment=ctx.alignment,
         order=tuple(ctx.order), streams=tuple(ctx.streams or [0] * ctx.graph.n_ops),
-        residencies=tuple(sorted(ctx.residencies, key=residency_key)),
-        transfers=tuple(sorted(ctx.transfers or [], key=lambda t: (t.step, t.kind != "load", t.tensor))),
+        residencies=sorted_records(ctx.residencies, ResidencyTable),
+        transfers=sorted_records(ctx.transfers or (), TransferTable),
         dram=dict(ctx.dram), tiling=dict(ctx.tiling), fusion=dict(ctx.fusion),
         meta=PlanMeta(planner="+".join(n.strip() for n in pipeline.split("+")), options=given,
                       solve_seconds=round(seconds, 6), status=ctx.status,

@@ -33,12 +33,13 @@ def mutants():
     return found
 
 
-def _loops(plan):
-    """What the loops give: reports, residencies by tensor, loads and stores, fill."""
+def _loops(plan, residencies):
+    """What the loops give: reports, residencies by tensor, loads and stores, fill (keyed by
+    the objects of ``residencies``, the plan's: a table makes new ones each time it is read)."""
     graph, reports = plan.bound_graph, []
     report = lambda kind, msg: reports.append((kind, msg))  # noqa: E731
     name = lambda t: graph.tensors[t].name  # noqa: E731
-    residencies = [r for r in plan.residencies if _known_tensor(r.tensor, graph.n_tensors, "residency", report)]
+    residencies = [r for r in residencies if _known_tensor(r.tensor, graph.n_tensors, "residency", report)]
     by_tensor = _check_residencies(plan, graph, residencies, name, report)
     residency_reports = list(reports)
     loads, stores = _transfers_by_tensor(plan, graph, name, report)
@@ -51,7 +52,8 @@ def test_column_fast_paths_match_the_loops(mutants):
     declined = taken = 0
     for plan in mutants:
         graph = plan.bound_graph
-        residency_reports, transfer_reports, by_tensor, loads, stores, fill, reports = _loops(plan)
+        residencies = list(plan.residencies)
+        residency_reports, transfer_reports, by_tensor, loads, stores, fill, reports = _loops(plan, residencies)
         columns = _sound_columns(plan, graph)
         assert (columns is None) == bool(residency_reports or not plan.residencies)
         load_columns = _load_columns(plan, graph)
@@ -62,7 +64,7 @@ def test_column_fast_paths_match_the_loops(mutants):
                 (tr.tensor, tr.step) for trs in loads.values() for tr in trs)
         else:
             assert transfer_reports or kept < len(plan.transfers) or not loads
-        fast_fill, table = _filled_fast(plan, graph, list(plan.residencies), columns, load_columns)
+        fast_fill, table = _filled_fast(plan, graph, residencies, columns, load_columns)
         if fast_fill is None:
             declined += 1
             assert columns is None or load_columns is None or any(k == "empty_residency" for k, _ in reports)

@@ -32,6 +32,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from npusim.plan.records import ResidencyTable
 from npusim.util.fast_init import twin_constructor
 
 #: Command kinds by code (the compiled loop's ``COMPUTE, LOAD, STORE`` are these codes).
@@ -122,7 +123,11 @@ class AccessColumns(Sequence):
 
     @classmethod
     def of_residencies(cls, residencies) -> AccessColumns:
-        """One Access per residency, its index the residency's."""
+        """One Access per residency, its index the residency's (a ResidencyTable's columns
+        shared, not copied: neither changes)."""
+        if isinstance(residencies, ResidencyTable):
+            return cls(array("q", range(len(residencies))),
+                       *(residencies.columns[residencies.FIELDS.index(name)] for name in ("tensor", "offset", "size")))
         return cls(array("q", range(len(residencies))), array("q", map(attrgetter("tensor"), residencies)),
                    array("q", map(attrgetter("offset"), residencies)), array("q", map(attrgetter("size"), residencies)))
 

@@ -35,7 +35,8 @@ from npusim.graph.analysis import aligned
 from npusim.graph.model import Graph
 from npusim.graph.tiling import check_spec
 from npusim.plan.dram import known_buffers
-from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer, residency_key
+from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
+from npusim.plan.records import ResidencyTable, TransferTable, field_lists, sorted_records
 from npusim.graph.fusion import fusion_problems
 from npusim.plan.bound import BindError, BoundPlan, as_bound, bound_to, fused_graph, plan_graphs
 from npusim.util.schema_check import SchemaViolation, check, load_schema, short
@@ -58,13 +59,12 @@ def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = Fals
         "order": [oname[o] for o in plan.order],
         "streams": {oname[o]: s for o, s in enumerate(plan.streams) if s != 0},
         "residencies": [
-            {"tensor": tname[r.tensor], "offset": r.offset, "first": r.first, "last": r.last,
-             "size": r.size}
-            for r in plan.residencies
+            {"tensor": tname[t], "offset": offset, "first": first, "last": last, "size": size}
+            for first, last, offset, t, size in zip(*field_lists(plan.residencies, *ResidencyTable.FIELDS))
         ],
         "transfers": [
-            {"step": t.step, "kind": t.kind, "tensor": tname[t.tensor], "cause": t.cause}
-            for t in plan.transfers
+            {"step": step, "kind": kind, "tensor": tname[t], "cause": cause}
+            for step, kind, t, cause in zip(*field_lists(plan.transfers, "step", "kind", "tensor", "cause"))
         ],
         "dram": dict(sorted(plan.dram.items())),
         "tiling": dict(sorted(plan.tiling.items())),
@@ -120,8 +120,8 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> BoundPla
     dram = _dram(data, graph, source)
     meta = _meta(data, source)
     plan = Plan(graph=graph.name, capacity=capacity, alignment=alignment, order=order,
-                streams=streams, residencies=tuple(sorted(residencies, key=residency_key)),
-                transfers=tuple(sorted(transfers, key=transfer_sort_key)), dram=dram,
+                streams=streams, residencies=sorted_records(residencies, ResidencyTable),
+                transfers=sorted_records(transfers, TransferTable), dram=dram,
                 tiling=dict(tiling), fusion=fusion, meta=meta)
     return bound_to(plan, graph, base, given)
 
@@ -237,7 +237,7 @@ def _meta(data: dict, source: str) -> PlanMeta:
 
 def transfer_sort_key(t: Transfer):
     # Within a step: stores (after the op) sort after loads (before the op).
-    return (t.step, t.kind != "load", t.tensor)
+    return TransferTable.sort_key(t)
 
 
 def _mapping(data: dict, key: str, source: str) -> dict:

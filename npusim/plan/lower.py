@@ -58,6 +58,7 @@ from npusim.plan.dram import arena_bytes, buffer_of
 from npusim.plan.layout import DramLayout
 from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
+from npusim.plan.records import field_lists
 from npusim.plan.bound import as_bound
 from npusim.plan.command_table import KIND_CODES, NONE, Access, AccessColumns, Command, CommandTable  # noqa: F401 (Access, Command: their home for importers)
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
@@ -171,25 +172,25 @@ def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw, queue_name
     million commands never holds a million drafts, nor does the collector scan them."""
     access_at = _access_finder(plan, graph)
     dram_side = _dram_side_finder(plan, graph, layout, hw)
-    transfers, order, ops, streams = plan.transfers, plan.order, graph.ops, plan.streams
+    order, ops, streams = plan.order, graph.ops, plan.streams
+    steps, kinds, tensors, causes, sizes = field_lists(plan.transfers, "step", "kind", "tensor", "cause", "size")
     # (step, phase, tensor or op) packed into one int (cheaper to sort than a tuple): the
     # tensor or op id is below ``width``, the phase below 3.
     width = max(len(graph.tensors), len(graph.ops)) + 1
-    keys = [(tr.step * 3 + PHASE[tr.kind]) * width + tr.tensor for tr in transfers]
+    keys = [(step * 3 + PHASE[kind]) * width + t for step, kind, t in zip(steps, kinds, tensors)]
     keys += [(s * 3 + 1) * width + op_id for s, op_id in enumerate(order)]
     code = {name: k for k, name in enumerate(queue_names)}
     stream_queue = [code[f"stream{s}"] for s in range(max(streams, default=0) + 1)]
-    n_transfers = len(transfers)
+    n_transfers = len(steps)
     load_queue, store_queue = code[DMA_QUEUE["load"]], code[DMA_QUEUE["store"]]
     for i in sorted(range(len(keys)), key=keys.__getitem__):
         if i < n_transfers:
-            tr = transfers[i]
-            step, t = tr.step, tr.tensor
+            step, t = steps[i], tensors[i]
             view, cost = dram_side(t)
-            if tr.kind == "load":
-                yield (load_queue, "load", step, None, t, tr.cause, tr.size, view, cost, (), (access_at(t, step),))
+            if kinds[i] == "load":
+                yield (load_queue, "load", step, None, t, causes[i], sizes[i], view, cost, (), (access_at(t, step),))
             else:
-                yield (store_queue, "store", step, None, t, tr.cause, tr.size, view, cost, (access_at(t, step),), ())
+                yield (store_queue, "store", step, None, t, causes[i], sizes[i], view, cost, (access_at(t, step),), ())
         else:
             s = i - n_transfers
             op_id = order[s]
@@ -210,16 +211,14 @@ def _access_finder(plan: Plan, graph: Graph):
     are disjoint in steps (every valid plan's; a weight loaded again by each tile) by
     bisection on their first steps; others (an invalid plan) by a scan in plan order. Steps
     are kept in lists by residency (no tuple per residency for the collector)."""
-    residencies = plan.residencies
-    first = [r.first for r in residencies]
-    last = [r.last for r in residencies]
+    first, last, tensor_of = field_lists(plan.residencies, "first", "last", "tensor")
     only: list = [None] * len(graph.tensors)  # tensor -> its one residency, or a list of its residencies
-    for i, r in enumerate(residencies):
-        held = only[r.tensor]
+    for i, t in enumerate(tensor_of):
+        held = only[t]
         if held is None:
-            only[r.tensor] = i
+            only[t] = i
         elif held.__class__ is int:
-            only[r.tensor] = [held, i]
+            only[t] = [held, i]
         else:
             held.append(i)
     several: dict[int, list[int]] = {}  # tensor of several residencies -> them, in plan order
@@ -401,7 +400,7 @@ def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) ->
     ``npusim.plan.dram``); else one region per tensor moved."""
     if plan.dram:
         return arena_bytes(plan.dram, graph, untiled)
-    in_dram = {t.tensor for t in plan.transfers}
+    in_dram = set(*field_lists(plan.transfers, "tensor"))
     return sum(graph.tensors[t].size for t in in_dram)
 
 
@@ -416,18 +415,17 @@ def _previous_occupants(residencies) -> list:
     painter = AddressPainter()
     n = len(residencies)
     previous: list = [()] * n
-    last = [r.last for r in residencies]
+    first, last, offsets, sizes = field_lists(residencies, "first", "last", "offset", "size")
     # By (first, offset) packed into one int (cheaper to sort than a tuple), ties in residency
     # order (the sort is stable): an offset is below ``span``.
-    span = max((r.offset for r in residencies), default=0) + 1
-    keys = [r.first * span + r.offset for r in residencies]
+    span = max(offsets, default=0) + 1
+    keys = [begins * span + offset for begins, offset in zip(first, offsets)]
     paint = painter.paint
     for i in sorted(range(n), key=keys.__getitem__):
-        r = residencies[i]
-        offset = r.offset
-        found = paint(offset, offset + r.size, i)
+        offset = offsets[i]
+        found = paint(offset, offset + sizes[i], i)
         if found:
-            begins = r.first
+            begins = first[i]
             if len(found) == 1:
                 (q,) = found
                 if last[q] < begins:

@@ -10,6 +10,7 @@ off-chip bytes into compulsory loads, write-backs, spills and retrieves.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 
@@ -75,12 +76,20 @@ class Plan:
     alignment: int
     order: tuple[int, ...]
     streams: tuple[int, ...]  # stream of each op, indexed by op id
-    residencies: tuple[Residency, ...]
-    transfers: tuple[Transfer, ...]
+    residencies: Sequence[Residency]  # a ResidencyTable (npusim.plan.records) unless a field has no column
+    transfers: Sequence[Transfer]  # a TransferTable, likewise
     dram: dict = field(default_factory=dict)  # DRAM buffer name -> byte offset, when planned (npusim.plan.dram)
     tiling: dict = field(default_factory=dict)  # op name (untiled graph) -> tile spec, when tiled
     fusion: dict = field(default_factory=dict)  # GEMM op name -> element-wise ops fused into it (npusim.graph.fusion)
     meta: PlanMeta = field(default_factory=PlanMeta)
+
+    def __post_init__(self) -> None:
+        """Residencies and transfers are kept as columns (``npusim.plan.records``): planners
+        and edits may give any sequence of records."""
+        from npusim.plan.records import ResidencyTable, TransferTable, table_of  # lazy: it imports this module
+
+        object.__setattr__(self, "residencies", table_of(self.residencies, ResidencyTable))
+        object.__setattr__(self, "transfers", table_of(self.transfers, TransferTable))
 
     def __eq__(self, other) -> bool:
         """Plans are equal when their fields are, whatever carries them (a ``BoundPlan``
@@ -96,6 +105,10 @@ class Plan:
     def offchip_bytes(self) -> dict[str, int]:
         """Bytes crossing the DRAM bus by cause, from the transfers alone."""
         total = dict.fromkeys(CAUSES, 0)
-        for tr in self.transfers:
+        transfers = self.transfers
+        if hasattr(transfers, "column"):  # a TransferTable: its causes are codes into CAUSES
+            cause, size = transfers.column("cause"), transfers.column("size")
+            return {name: int(size[cause == code].sum()) for code, name in enumerate(CAUSES)}
+        for tr in transfers:
             total[tr.cause] += tr.size
         return total

@@ -59,7 +59,8 @@ from npusim.graph.analysis import check_order, step_of
 from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, Graph
 from npusim.graph.regions import RESHAPE_LIKE, box_rule, input_steps
 from npusim.plan.dram import buffer_of, known_buffers
-from npusim.plan.model import Plan
+from npusim.plan.model import CAUSES, TRANSFER_KINDS, Plan
+from npusim.plan.records import ResidencyTable, TransferTable
 from npusim.plan.bound import BindError, as_bound
 
 
@@ -94,6 +95,11 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     name = lambda t: graph.tensors[t].name  # noqa: E731
     n_tensors = graph.n_tensors
     columns = _sound_columns(plan, graph)  # every residency breaks none of the rules by residency, or None
+    if _nothing_else_to_report(plan, graph, columns):  # only overlaps and the DRAM layout are left to check
+        _check_overlaps(plan.residencies, name, report, plan, graph, columns)
+        if plan.dram:
+            _check_dram(plan, graph, report)
+        return found
     if columns is not None:
         residencies = list(plan.residencies)
         by_tensor = _by_tensor(residencies, columns)
@@ -120,6 +126,57 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     if plan.dram:
         _check_dram(plan, graph, report)
     return found
+
+
+def _nothing_else_to_report(plan: Plan, graph: Graph, columns) -> bool:
+    """Whether the checks of residencies and transfers but overlaps and the DRAM layout find
+    nothing, seen as array work over a table's columns (no object per residency or transfer):
+    every residency is sound (``columns``) and filled, one copy of a tensor at a time (else
+    ``_ResidencyTable.of_columns`` declines), every transfer kept with nothing to report
+    (``_load_columns``), and the operands, loads, stores and write-backs hold. False when
+    anything fails or the plan has no tables: ``validate``'s loops then report."""
+    trs = plan.transfers
+    if columns is None or not isinstance(trs, TransferTable):
+        return False
+    load_columns = _load_columns(plan, graph)
+    filled = _fill_steps(plan, graph, columns, load_columns)
+    if filled is None:
+        return False
+    table = _ResidencyTable.of_columns(columns, filled, plan.n_steps)
+    if table is None or not _operands_hold(plan, graph, table):
+        return False
+    store = trs.column("kind") == TRANSFER_KINDS.index("store")
+    stored, store_step = trs.column("tensor")[store], trs.column("step")[store]
+    first_store = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_store, stored, store_step)
+    has_store = np.flatnonzero(first_store != np.iinfo(np.int64).max)
+    loaded = np.zeros(graph.n_tensors, dtype=bool)  # (not np.unique: it imports numpy.ma)
+    loaded[load_columns[0]] = True
+    loads = dict.fromkeys(np.flatnonzero(loaded).tolist())  # ``_loads_hold`` asks which tensors are loaded
+    return (_loads_hold(graph, loads, dict(zip(has_store.tolist(), first_store[has_store].tolist())), table,
+                        load_columns)
+            and _stores_hold(graph, table, stored, store_step, trs.column("cause")[store]))
+
+
+def _stores_hold(graph: Graph, table: _ResidencyTable, tensor: np.ndarray, step: np.ndarray,
+                 cause: np.ndarray) -> bool:
+    """``_check_stores`` and ``_check_written_back`` find nothing, seen as array work: one store
+    of a tensor per step, each from a residency holding its step and filled by then, with the
+    cause its tensor's kind gives, and every graph output written back."""
+    kinds = TENSOR_KINDS + TILED_KINDS
+    expected = np.array([CAUSES.index(STORE_CAUSE[k]) if k in STORE_CAUSE else -1 for k in kinds], dtype=np.int8)
+    tensor_kind = graph.arrays.tensor_kind
+    if (cause != expected[tensor_kind[tensor]]).any():
+        return False
+    key = np.sort(tensor * max(int(step.max(initial=0)) + 1, 1) + step)
+    if (key[1:] == key[:-1]).any():
+        return False
+    held, found = table.find(tensor, step)
+    if not held or (table.filled[found] > step).any():
+        return False
+    written_back = np.zeros(graph.n_tensors, dtype=bool)
+    written_back[tensor[cause == CAUSES.index("writeback")]] = True
+    return bool(written_back[tensor_kind == kinds.index("output")].all())
 
 
 # Each check below reports one kind of violation (``report(kind, message)``); ``validate`` runs
@@ -219,16 +276,19 @@ def _sound_columns(plan: Plan, graph: Graph) -> np.ndarray | None:
     rs = plan.residencies
     if not rs:
         return None
-    columns = []
-    for field in FIELDS:
-        values = list(map(attrgetter(field), rs))
-        if set(map(type, values)) != {int}:
-            return None
-        try:
-            columns.append(np.fromiter(values, np.int64, len(values)))
-        except OverflowError:  # past int64
-            return None
-    columns = np.stack(columns)
+    if isinstance(rs, ResidencyTable):  # plain ints within int64 (npusim.plan.records)
+        columns = np.stack([rs.column(field) for field in FIELDS])
+    else:
+        columns = []
+        for field in FIELDS:
+            values = list(map(attrgetter(field), rs))
+            if set(map(type, values)) != {int}:
+                return None
+            try:
+                columns.append(np.fromiter(values, np.int64, len(values)))
+            except OverflowError:  # past int64
+                return None
+        columns = np.stack(columns)
     if columns.min() <= -(1 << 62) or columns.max() >= 1 << 62:  # offset + size must not wrap
         return None
     first, last, offset, tensor, size = columns
@@ -340,6 +400,8 @@ def _load_columns(plan: Plan, graph: Graph) -> tuple[np.ndarray, np.ndarray, np.
     tensor (a plain ``int``), is a load or a store at a step (a plain ``int``) within the
     plan's, of a tensor not held in accumulators. None otherwise, or with no loads."""
     trs = plan.transfers
+    if isinstance(trs, TransferTable):
+        return _table_load_columns(plan, graph, trs)
     tensor, step = list(map(attrgetter("tensor"), trs)), list(map(attrgetter("step"), trs))
     if (not trs or set(map(type, tensor)) != {int} or set(map(type, step)) != {int}
             or not (0 <= min(tensor) and max(tensor) < graph.n_tensors and 0 <= min(step) and max(step) < plan.n_steps)):
@@ -358,6 +420,21 @@ def _load_columns(plan: Plan, graph: Graph) -> tuple[np.ndarray, np.ndarray, np.
     return tensor[load], np.array(step, dtype=np.int64)[load], cause
 
 
+#: ``CAUSE_CODE`` of each cause by its code in a TransferTable (``npusim.plan.records``)
+_TABLE_CAUSE_CODE = np.array([CAUSE_CODE.get(cause, -1) for cause in CAUSES], dtype=np.int8)
+
+
+def _table_load_columns(plan: Plan, graph: Graph, trs: TransferTable):
+    """``_load_columns`` of a TransferTable: its kinds are loads and stores, its fields ints."""
+    tensor, step = trs.column("tensor"), trs.column("step")
+    if not len(trs) or not (0 <= tensor.min() and tensor.max() < graph.n_tensors and 0 <= step.min() and step.max() < plan.n_steps):
+        return None
+    load = trs.column("kind") == TRANSFER_KINDS.index("load")
+    if (graph.arrays.tensor_kind[tensor] == ACCUMULATOR).any() or not load.any():
+        return None
+    return tensor[load], step[load], _TABLE_CAUSE_CODE[trs.column("cause")[load]]
+
+
 def _filled_fast(plan: Plan, graph: Graph, residencies: list, columns, load_columns) -> tuple[dict | None, object]:
     """``_check_filled``'s fill map and ``_ResidencyTable.of``'s table, as array work over the
     residency ``columns`` (``_sound_columns``, every residency in plan order), when every
@@ -365,8 +442,17 @@ def _filled_fast(plan: Plan, graph: Graph, residencies: list, columns, load_colu
     producer's step if earlier and within them. (None, None) when there are no columns or a
     residency is never filled (or no ``load_columns``: ``_load_columns``): ``_check_filled`` then
     reports it."""
-    if columns is None or load_columns is None:
+    filled = _fill_steps(plan, graph, columns, load_columns)
+    if filled is None:
         return None, None
+    fill = dict(zip(map(id, residencies), filled.tolist()))
+    return fill, _ResidencyTable.of_columns(columns, filled, plan.n_steps)
+
+
+def _fill_steps(plan: Plan, graph: Graph, columns, load_columns) -> np.ndarray | None:
+    """The step each residency is filled from (``_filled_fast``), or None."""
+    if columns is None or load_columns is None:
+        return None
     first, last, _, tensor, _ = columns
     n = plan.n_steps
     load_key = np.sort(load_columns[0] * n + load_columns[1])
@@ -378,10 +464,7 @@ def _filled_fast(plan: Plan, graph: Graph, residencies: list, columns, load_colu
     made = np.where(producer >= 0, step[np.maximum(producer, 0)], -1)
     by_producer = (producer >= 0) & (first <= made) & (made <= last) & ((filled < 0) | (made < filled))
     filled = np.where(by_producer, made, filled)
-    if (filled < 0).any():
-        return None, None
-    fill = dict(zip(map(id, residencies), filled.tolist()))
-    return fill, _ResidencyTable.of_columns(columns, filled, n)
+    return None if (filled < 0).any() else filled
 
 
 def _check_filled(plan: Plan, graph: Graph, by_tensor, loads, name, report) -> dict:
@@ -907,7 +990,7 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None, columns=No
     if not multi:
         if columns is not None and _rows_sorted(columns):  # ``residencies`` is the plan's, in order
             keep = np.flatnonzero(columns[4] > 0)  # (first <= last holds for all: sound columns)
-            live = [residencies[i] for i in keep.tolist()]
+            live = _Picked(residencies, keep.tolist())  # (a table makes only the residencies reported)
             earlier, later = _coexisting_pairs(live, columns[[0, 1, 2, 4]][:, keep].T)
         else:
             live = [r for r in sorted(residencies) if r.first <= r.last and r.size > 0]
@@ -952,6 +1035,21 @@ def _check_overlaps(residencies, name, report, plan=None, graph=None, columns=No
         report("overlap",
                f"{name(a_.tensor)!r} [{a_.offset}, {a_.offset + a_.size}) steps {a_.first}..{a_.last} "
                f"overlaps {name(r.tensor)!r} [{r.offset}, {r.offset + r.size}) steps {r.first}..{r.last}{why}")
+
+
+class _Picked:
+    """``picked[k]`` is ``items[rows[k]]``."""
+
+    __slots__ = ("items", "rows")
+
+    def __init__(self, items, rows: list[int]) -> None:
+        self.items, self.rows = items, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, k: int):
+        return self.items[self.rows[k]]
 
 
 def _rows_sorted(columns: np.ndarray) -> bool:

@@ -41,9 +41,8 @@ import numpy as np
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
 from npusim.graph.model import TENSOR_KINDS, TILED_KINDS
-from npusim.plan.model import Residency, Transfer
+from npusim.plan.records import CAUSE_CODE, KIND_CODE, ResidencyTable, TransferTable
 from npusim.planner_options import Option
-from npusim.util.fast_init import twin_constructor
 from planners.alloc.best_fit import BestFitArena
 from planners.alloc.prefetch import PREFETCH_OPTIONS, prefetch_depth
 from planners.tiling.tiler import PREFETCH_DEPTH
@@ -54,11 +53,6 @@ from planners.tiling.tiler import PREFETCH_DEPTH
 #: (with or without the tile stage: fragmentation does not depend on it).
 PLACEMENT_LOOKAHEAD = PREFETCH_DEPTH
 
-#: ``Residency(first, last, offset, tensor, size)`` and ``Transfer(step, kind, tensor, cause,
-#: size)``, made faster (``npusim.util.fast_init``'s twin constructor, as lowering makes its
-#: commands): a tiled graph's plan has 100,000s of them.
-_new_residency = twin_constructor(Residency)
-_new_transfer = twin_constructor(Transfer)
 _NEVER = float("inf")  # the next use of a tensor used no more
 #: Steps between two reports of the allocation's progress: a tiled graph has 100,000s of
 #: steps of tens of microseconds, and a report per step cost more than its bar shows.
@@ -223,7 +217,13 @@ class ArenaAllocator:
             ctx.notes.append(f"arena: {state.evicted_for_overlap:,} cached tensors ({state.evicted_for_overlap_bytes:,} B) "
                              "given up to keep the next op's loads double-buffered; they are loaded again when next used")
         if ctx.status == "heuristic":  # an earlier stage's claim (a scheduler's optimal peak) stands
-            ctx.objective = float(sum(t.size for t in state.transfers if t.cause in ("spill", "retrieve")))
+            ctx.objective = float(_moved_bytes(state.transfers, ("spill", "retrieve")))
+
+
+def _moved_bytes(transfers: TransferTable, causes: tuple[str, ...]) -> int:
+    """Bytes the transfers of these causes move."""
+    cause, size = transfers.column("cause"), transfers.column("size")
+    return sum(int(size[cause == CAUSE_CODE[name]].sum()) for name in causes)  # (np.isin: imports numpy.ma)
 
 
 class _ArenaRun:
@@ -274,8 +274,8 @@ class _ArenaRun:
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
-        self.residencies: list[Residency] = []
-        self.transfers: list[Transfer] = []
+        self.residencies = ResidencyTable()  # appended to as columns (npusim.plan.records): 100,000s when tiled
+        self.transfers = TransferTable()
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _open(self, t: int, offset: int, s: int) -> None:
@@ -284,7 +284,7 @@ class _ArenaRun:
     def _close(self, t: int, last: int) -> None:
         first = self.resident_since.pop(t)
         offset = self.arena.free(t)
-        self.residencies.append(_new_residency(first, last, offset, t, self.alloc_size[t]))
+        self.residencies.add(first, last, offset, t, self.alloc_size[t])
 
     def _evict(self, t: int, s: int) -> None:
         """Evict ``t`` before step s: spill it at s-1 if DRAM has no copy and it is needed later.
@@ -295,7 +295,7 @@ class _ArenaRun:
             return
         self.held.discard(t)
         if t not in self.in_dram and self.uses.last[t] >= s:  # used again from step s on
-            self.transfers.append(_new_transfer(s - 1, "store", t, "spill", self.uses.size[t]))
+            self.transfers.add(s - 1, KIND_CODE["store"], t, CAUSE_CODE["spill"], self.uses.size[t])
             self.in_dram.add(t)
         self._close(t, s - 1)
 
@@ -530,7 +530,7 @@ class _ArenaRun:
             raise InternalError(f"{self.graph.tensors[t].name!r} must be loaded at step {s} but DRAM has no copy")
         cause = "compulsory" if t in self.initially_in_dram and t not in self.loaded_once else "retrieve"
         self.loaded_once.add(t)
-        self.transfers.append(_new_transfer(s, "load", t, cause, self.uses.size[t]))
+        self.transfers.add(s, KIND_CODE["load"], t, CAUSE_CODE[cause], self.uses.size[t])
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
         self.uses.accessed(s)
@@ -542,7 +542,7 @@ class _ArenaRun:
         for t in op.outputs:
             cause = self.store_cause.get(t)  # written back or through as soon as produced
             if cause is not None:
-                self.transfers.append(_new_transfer(s, "store", t, cause, self.uses.size[t]))
+                self.transfers.add(s, KIND_CODE["store"], t, CAUSE_CODE[cause], self.uses.size[t])
                 self.in_dram.add(t)
                 stored.add(t)
         # Reserve the next ops' loads while everything live at this step still holds its place.
