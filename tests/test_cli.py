@@ -239,3 +239,23 @@ def test_simulate_frees_the_plan_before_the_run(capsys, monkeypatch):
     assert main(["simulate", "bert_tiny", "--hw", "edge-npu"]) == 0
     assert "latency" in capsys.readouterr().out
     assert alive_at_run == [False]
+
+
+def test_commands_of_many_runs_collect_the_young_generation_more_often(capsys, monkeypatch, tmp_path):
+    """``regress``, ``dse``, ``compare`` and ``experiment`` run the collector at
+    ``MANY_RUNS_GC_THRESHOLDS`` (a case's simulator is freed only by a collection); the others at
+    ``GC_THRESHOLDS``; the caller's setting is back after either."""
+    import gc
+
+    import npusim.cli as cli
+
+    before, seen = gc.get_threshold(), {}
+    for name in ("regress", "list"):
+        handler = cli.HANDLERS.get(name)
+        fake = lambda args, name=name: seen.setdefault(name, gc.get_threshold()) and 0  # noqa: E731
+        fake.__name__ = handler.__name__
+        monkeypatch.setattr(cli, handler.__name__, fake)
+        monkeypatch.setitem(cli.HANDLERS, name, fake)
+    assert main(["regress", "--only", "nothing"]) == 0 and main(["list"]) == 0
+    assert seen == {"regress": cli.MANY_RUNS_GC_THRESHOLDS, "list": cli.GC_THRESHOLDS}
+    assert gc.get_threshold() == before
