@@ -107,9 +107,9 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
         residencies = [r for r in plan.residencies if _known_tensor(r.tensor, n_tensors, "residency", report)]
         by_tensor = _check_residencies(plan, graph, residencies, name, report)
     _check_overlaps(residencies, name, report, plan, graph, columns)
-    _check_one_copy(by_tensor, name, report)
-    loads, stores = _transfers_by_tensor(plan, graph, name, report)
     residency_at = ResidencyIndex(by_tensor)
+    _check_one_copy(residency_at, name, report)
+    loads, stores = _transfers_by_tensor(plan, graph, name, report)
     load_columns = _load_columns(plan, graph)  # the loads as arrays if no transfer was reported or left out
     fill, table = _filled_fast(plan, graph, residencies, columns, load_columns)
     if fill is None:
@@ -182,12 +182,14 @@ def _stores_hold(graph: Graph, table: _ResidencyTable, tensor: np.ndarray, step:
 # Each check below reports one kind of violation (``report(kind, message)``); ``validate`` runs
 # them in a fixed order, item by item where one item can break several rules.
 
-def _check_one_copy(by_tensor: dict, name, report) -> None:
+def _check_one_copy(residency_at: ResidencyIndex, name, report) -> None:
     """double_residency: a tensor has one copy on chip at a time, so two of its residencies
     never hold one step (else a load, a read or a store of it names no single residency: the
-    validator and the lowering could pick different ones, the simulator then finds a race)."""
-    for t, rs in by_tensor.items():
-        if len(rs) < 2:
+    validator and the lowering could pick different ones, the simulator then finds a race).
+    Only the tensors ``residency_at`` did not find disjoint (neither one residency nor sorted
+    ones) are looked at again."""
+    for t, rs in residency_at.by_tensor.items():
+        if t in residency_at.only or t in residency_at.sorted:
             continue
         ordered = sorted((r for r in rs if r.first <= r.last), key=lambda r: (r.first, r.last))
         # sorted by first step, some two coexist only if two neighbours do
