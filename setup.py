@@ -1,0 +1,10 @@
+"""Builds npusim's C kernels (``npusim/native/*.c``, see ``npusim/native/__init__.py``); the
+rest of the package is described in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+KERNELS: list[str] = []  # each name: npusim/native/<name>.c -> npusim.native._<name>
+
+setup(ext_modules=[Extension(f"npusim.native._{name}", [f"npusim/native/{name}.c"],
+                             depends=["npusim/native/buffers.h"], extra_compile_args=["-O2"])
+                   for name in KERNELS])
