@@ -14,7 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
+# Before numpy loads: its OpenBLAS starts a thread per core that spins for ~0.1 s of CPU waiting
+# for work (10-20 % of a quick start's CPU, perf: blas_thread_server). npusim does no linear
+# algebra worth a second thread; a user's own setting is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import yaml  # noqa: E402 (after the thread setting)
 
 from npusim.util.atomic_io import atomic_write_text
 from npusim.cli.parser import build_parser

@@ -4,7 +4,7 @@
 accesses of the flows in flight (one flow per transfer or band: its access addresses, whether
 it writes, its priority and start time). ``add_flow`` decodes a flow's addresses with the
 address mapping and appends them, grouped by channel, to a pool; ``run(stop)`` advances the
-controller to ``stop`` (ns) with the Numba kernel, or with the pure-Python reference
+controller to ``stop`` (ns) with the C kernel, or with the pure-Python reference
 (``backend="reference"``, ``npusim.dram.reference``) for tests; ``copy`` gives an
 independent controller to look ahead with (``npusim.dram.model`` predicts completions so).
 Flows are slots reused once released; the pool drops released flows' accesses when they
@@ -26,7 +26,7 @@ from npusim.dram.reference import ReferenceController
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
 _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "sq", "sqa", "tq", "tqa", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-          "fc_next", "fc_end", "flow_first", "flow_last")
+          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other")
 
 _POOL_ROWS = ("bank", "row", "rank", "bg", "flow")
 
@@ -78,31 +78,15 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
     }
 
 
-_ENTRY: dict = {}
-
-
-def _compiled(kernel, args):
-    """The compiled entry point of a Numba ``kernel`` for ``args``, found on the first call:
-    calling it skips Numba's dispatch (working out the types of the 40 arguments on every one
-    of the thousands of calls a run makes, most of a short call's cost). Valid because the
-    controller's arrays never change type: each is created C-contiguous with a fixed dtype and
-    number of dimensions (``__init__``, ``_pack``, ``_set_pool``)."""
-    entry = _ENTRY.get(kernel)
-    if entry is None:
-        compile_ = getattr(kernel, "compile", None)  # none with NUMBA_DISABLE_JIT: the Python function
-        entry = _ENTRY[kernel] = compile_(tuple(kernel.typeof_pyval(a) for a in args)) if compile_ else kernel
-    return entry
-
-
 class Controller:
     """One device's controller state and flows (module docstring)."""
 
     #: Pool size (accesses) from which released flows' accesses are dropped (``_compact_if_needed``).
     compact_from = 65536
 
-    def __init__(self, cfg: ControllerConfig, backend: str = "numba") -> None:
-        if backend not in ("numba", "reference"):
-            raise ValueError(f"backend {backend!r}: expected 'numba' or 'reference'")
+    def __init__(self, cfg: ControllerConfig, backend: str = "compiled") -> None:
+        if backend not in ("compiled", "reference"):
+            raise ValueError(f"backend {backend!r}: expected 'compiled' or 'reference'")
         d = cfg.device
         self.cfg = cfg
         self.backend = backend
@@ -165,6 +149,8 @@ class Controller:
         # the first and last slot of its entries there (-1: none)
         self.bank_n = np.zeros((self.n_banks, 8), dtype=np.int64)
         self.bank_n[:, 4:] = -1
+        # per bank, entries of the scheduler's read / write queue that miss its open row (the row-hit cap's question)
+        self.bank_other = np.zeros((self.n_banks, 2), dtype=np.int64)
         self.stats_i = np.zeros(7, dtype=np.int64)
         self.stats_f = np.zeros(3)
         # the pool of accesses
@@ -182,10 +168,8 @@ class Controller:
         self.flow_first = np.zeros(cap, dtype=np.int64)  # pool range of each flow's accesses
         self.flow_last = np.zeros(cap, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)
-        # the kernel's scratch (it allocates nothing): shared by copies, never run at once
-        self._scratch = (np.zeros((self.n_banks, 3), dtype=np.int64), np.zeros((self.n_banks, 2)),
-                         np.zeros(1, dtype=np.int64),
-                         np.zeros(C, dtype=np.int64), np.zeros((C, 4), dtype=np.int64), np.zeros((C, 4)))
+        # the kernel's scratch (``kernel.run``): shared by copies, never run at once
+        self._scratch = (np.zeros(self.n_banks * 2 + 1 + 5 * C, dtype=np.int64), np.zeros(self.n_banks * 2 + 4 * C))
         self._pack()
 
     def _pack(self) -> None:
@@ -201,6 +185,9 @@ class Controller:
         for name, k, lo, hi, shape in layout:
             buffers[k][lo:hi] = getattr(self, name).ravel()
         self._layout = layout
+        # where the kernel finds each array: its offset in its buffer, then the flows' capacity
+        self._offsets = np.array([lo for _name, _k, lo, _hi, _shape in layout] + [len(self.flow_prio)],
+                                 dtype=np.int64)
         self._buffers = buffers
         self._views()
 
@@ -208,13 +195,11 @@ class Controller:
         buffers = self._buffers
         self._views_of = {name: buffers[k][lo:hi].reshape(shape) for name, k, lo, hi, shape in self._layout}
         self.__dict__.update(self._views_of)
-        self._args = None
 
     def _set_pool(self, pool: np.ndarray, req_end: np.ndarray) -> None:
         """The accesses' pool: rows bank, row, rank, bank group, flow (``req``: a new dict of the
         rows, so a copy sharing the old one keeps it) and the end times the kernel writes."""
         self.pool = pool
-        self._args = None
         self.req = dict(zip(_POOL_ROWS, pool))
         self.req_end = req_end
 
@@ -254,7 +239,7 @@ class Controller:
                               float(start))
             return fid
         grouped, prefix, offsets = prepared
-        m = int((prefix[:, hi] - prefix[:, lo]).sum())
+        m = sum(prefix[:, hi].tolist()) - sum(prefix[:, lo].tolist())  # a few channels: no numpy reduction
         self._compact_if_needed(m)  # before the new flow is live: its slot may hold a released flow's range
         fid = self._slot()
         self._live.add(fid)
@@ -273,18 +258,15 @@ class Controller:
         self.n += m
         self._used += m
         self._active = np.array(sorted(self._live), dtype=np.int64)
-        self._args = None
         return fid
 
     def release(self, fid: int) -> None:
         """Forget a finished flow (its id may be given to a new one)."""
         self._live.discard(fid)
         self._free.append(fid)
-        if self.backend == "numba":
+        if self.backend == "compiled":
             self._used -= int(self.flow_last[fid] - self.flow_first[fid])
-        if self.backend == "numba":
             self._active = np.array(sorted(self._live), dtype=np.int64)
-            self._args = None
             self.fc_next[fid] = self.fc_end[fid]
 
     def remaining(self, fid: int) -> int:
@@ -303,24 +285,15 @@ class Controller:
 
     # -- running ---------------------------------------------------------------------------
     def run(self, stop: float, until_complete: bool = False) -> int:
-        """Advance every channel to ``stop`` ns (``npusim.dram.kernel``); with
-        ``until_complete`` (Numba only) stop earlier, just after the access that completes a
+        """Advance every channel to ``stop`` ns (``npusim.dram.kernel.run``); with
+        ``until_complete`` (compiled only) stop earlier, just after the access that completes a
         flow (returns 1 then)."""
         if self.backend == "reference":
             self.ref.run(stop)
             return 0
-        args = self._args
-        if args is None:  # the kernel's arrays after the state's views, the pool or the live flows changed
-            r = self.req
-            args = self._args = (
-                self.bank_f, self.bank_i, self.rank_f, self.rank_i, self.rank_bg_f, self.chan_f, self.chan_i,
-                self.sq, self.sqa, self.tq, self.tqa, self.bank_n, self.stats_i, self.stats_f, r["bank"], r["row"],
-                r["rank"], r["bg"], r["flow"], self.req_end, self._active, self.flow_write, self.flow_prio,
-                self.flow_start, self.flow_remaining, self.flow_end, self.flow_delay, self.fc_next, self.fc_end,
-                *self._scratch)
-        kernel = K.run_until_complete if until_complete else K.run_channels
-        run = _ENTRY.get(kernel) or _compiled(kernel, (self.T, self.G, 0.0) + args)
-        return run(self.T, self.G, float(stop), *args)
+        fbuf, ibuf = self._buffers
+        return K.run(self.T, self.G, float(stop), until_complete, fbuf, ibuf, self._offsets, self.pool, self.req_end,
+                     self._active, *self._scratch)
 
     def commands_before_end(self, flows: list[int] | None = None) -> int:
         """A lower bound on the column commands one channel issues before the first of
@@ -343,7 +316,6 @@ class Controller:
                 np.copyto(mine, theirs)
             other._buffers, other._views_of = buffers, views
             other.__dict__.update(views)
-            other._args = None
         else:
             other = copy.copy(self)
             other._buffers = [b.copy() for b in self._buffers]
@@ -440,10 +412,12 @@ class Controller:
         if n <= cap:
             return
         new = max(cap * 2, n)
-        pool = np.zeros((5, new), dtype=np.int64)
-        pool[:, :cap] = self.pool
-        req_end = np.zeros(new)
-        req_end[:cap] = self.req_end
+        # past self.n nothing is read before add_accesses writes it: no zeroing (the pages are
+        # touched only as accesses arrive), and only the accesses so far are copied
+        pool = np.empty((5, new), dtype=np.int64)
+        pool[:, :self.n] = self.pool[:, :self.n]
+        req_end = np.empty(new)
+        req_end[:self.n] = self.req_end[:self.n]
         self._set_pool(pool, req_end)
 
     def _compact_if_needed(self, incoming: int) -> None:
@@ -453,8 +427,8 @@ class Controller:
             return
         live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
-        new_pool = np.zeros((5, max(len(self.req_end), 2 * (used + incoming))), dtype=np.int64)  # no smaller
-        new_end = np.zeros(new_pool.shape[1])
+        new_pool = np.empty((5, max(len(self.req_end), 2 * (used + incoming))), dtype=np.int64)  # no smaller
+        new_end = np.empty(new_pool.shape[1])
         pos = 0
         for f in live:
             lo, hi = int(self.flow_first[f]), int(self.flow_last[f])

@@ -259,7 +259,7 @@ def _base_extent(tensor, graph) -> int:
 class BankedDram:
     """DRAM with banks and rows for the SimPy model (module docstring)."""
 
-    def __init__(self, env, hw, program=None, backend: str = "numba") -> None:
+    def __init__(self, env, hw, program=None, backend: str = "compiled") -> None:
         self.env = env
         self.hw = hw
         self.cfg = controller_config(hw)
@@ -288,7 +288,6 @@ class BankedDram:
         self._prepared: dict[int, tuple] = {}
         self._generation = 0
         self._now_ns = 0.0
-        self._snapshots = [(0.0, self.ctrl)]
         self._ahead = None
         self.delay_ns: dict[int, float] = {}  # command id -> bank delay of its flows (ns, summed)
         self._flow_cmd: dict[int, int] = {}
@@ -325,8 +324,7 @@ class BankedDram:
         if hi <= lo:
             done.succeed()
             return done
-        now = self.env.now * self.ns_per_cycle
-        self._bring_to(now)
+        now = self._bring_to(self.env.now * self.ns_per_cycle)
         prepared = self._prepared.get(cmd.id)
         if prepared is None:  # decoded once for the command's bands
             prepared = self._prepared[cmd.id] = self.ctrl.prepare(addresses)
@@ -344,10 +342,9 @@ class BankedDram:
         the controller is advanced to that moment (``_advance``: it only ever moves forward,
         nothing is redone) and asked again. Once a flow is in its tail, a copy of the
         controller runs ahead to the first completion (the exact end, data included), kept
-        for the timeout to adopt (``_wake``); a transfer starting before then resumes from
-        the latest copy taken before its start (``_snapshots``) and discards the rest."""
+        for the timeout to adopt (``_wake``); a transfer starting before then advances the
+        controller itself to its start (``_bring_to``) and the copy is dropped."""
         self._generation += 1
-        self._snapshots = [(self._now_ns, self.ctrl)]
         if not self._events:
             return
         now = self._now_ns
@@ -375,12 +372,15 @@ class BankedDram:
         self._bring_to(when)
         self._predict()
 
-    def _bring_to(self, now: float) -> None:
-        """The controller at ``now`` ns (before the predicted completion): from the latest snapshot."""
-        start, state = max((s for s in self._snapshots if s[0] <= now), key=lambda s: s[0])
-        state.run(now)  # a snapshot is used once: the next prediction takes new ones
-        self.ctrl = state
+    def _bring_to(self, now: float) -> float:
+        """The controller brought to ``now`` ns (no later than the predicted completion); the
+        controller's present. SimPy's clock counts cycles, so a moment the model set in ns comes
+        back as cycles x ns per cycle, which can fall an ulp before it (58255.000799999994 for
+        58255.0008): such a moment is the present, the controller never goes back."""
+        now = max(now, self._now_ns)
+        self.ctrl.run(now)
         self._now_ns = now
+        return now
 
     def _wake(self, generation: int) -> None:
         if generation != self._generation:

@@ -559,7 +559,7 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
     if not _is_power_of_two(burst):
         _fail(settings, origin, "dma.burst_bytes", burst, "expected a power of two such as 64")
     if hw.dram.model == "banks":
-        from npusim.dram.model import check_dram  # lazy: the device model (Numba), only for configs that use it
+        from npusim.dram.model import check_dram  # lazy: the device model, only for configs that use it
         problem = check_dram(hw)
         if problem is not None:
             _fail(settings, origin, *problem)
