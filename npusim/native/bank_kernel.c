@@ -72,7 +72,11 @@ typedef struct {
     double *flow_prio, *flow_start, *flow_end, *flow_delay;
     int64_t *btag, *picks, *whats, *ki;  /* scratch */
     double *barr, *kf;
-    int64_t C, BG, QD, FRONT;
+    /* int32, not int64: a store through one of the int64 state pointers may alias any int64
+     * object, so the compiler would reload (and re-derive every index from) int64 fields after
+     * each store; it knows no int64 store changes an int32. Geometry and policies of G, copied. */
+    int32_t C, BG, QD, FRONT;
+    int32_t g[N_G];
 } Ctl;
 
 #define BF(b, col) k->bank_f[(b) * BANK_F_COLUMNS + (col)]
@@ -94,7 +98,7 @@ typedef struct {
 #define FCN(f, c) k->fc_next[(f) * k->C + (c)]
 #define FCE(f, c) k->fc_end[(f) * k->C + (c)]
 #define TT(i) k->T[i]
-#define GG(i) k->G[i]
+#define GG(i) k->g[i]
 
 /* The access ``_candidate`` picked, or the refresh that goes first. */
 typedef struct {
@@ -624,10 +628,17 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     const int64_t *G = k->G;
     int64_t C = G[G_CHANNELS], R = C * G[G_RANKS], BG = G[G_BANKGROUPS];
     int64_t NB = R * BG * G[G_BANKS_PER_GROUP], F = layout[L_FLOW_CAP];
-    k->C = C;
-    k->BG = BG;
-    k->QD = G[G_RQ] > G[G_WQ] ? G[G_RQ] : G[G_WQ];
-    k->FRONT = G[G_BANKQ] > 0 ? (G[G_RT] > G[G_WT] ? G[G_RT] : G[G_WT]) : 1;
+    for (int i = 0; i < N_G; i++) {
+        if (G[i] < -1 || G[i] > INT32_MAX / 64) {
+            PyErr_Format(PyExc_ValueError, "npusim bank kernel: G[%d] = %lld out of range", i, (long long)G[i]);
+            return -1;
+        }
+        k->g[i] = (int32_t)G[i];
+    }
+    k->C = (int32_t)C;
+    k->BG = (int32_t)BG;
+    k->QD = (int32_t)(G[G_RQ] > G[G_WQ] ? G[G_RQ] : G[G_WQ]);
+    k->FRONT = (int32_t)(G[G_BANKQ] > 0 ? (G[G_RT] > G[G_WT] ? G[G_RT] : G[G_WT]) : 1);
     /* name, 1 if float, items */
     const int64_t sizes[N_LAYOUT - 1][2] = {
         {1, NB * BANK_F_COLUMNS}, {0, NB * BANK_I_COLUMNS}, {1, R * RANK_F_COLUMNS}, {0, R * RANK_I_COLUMNS},
