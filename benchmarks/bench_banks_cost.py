@@ -1,0 +1,46 @@
+"""What ``dram.model: banks`` costs over the bandwidth model (issue 31's speed target: at most
+1.3x on the quick start and a 20-point DSE), both measured in this tree in the same run:
+
+    python benchmarks/bench_banks_cost.py              # best of 3 of each, runs alternating
+    python benchmarks/bench_banks_cost.py --repeat 5
+
+Each run is a fresh interpreter (``bench_speed.measure``: ``python -m npusim.cli``, CPU = user +
+system of the child, peak resident set), so imports and start-up count as a user sees them.
+Prints CPU seconds and peak MiB with each model and the ratio banks / bandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+
+from bench_speed import HERE, WORKLOADS, measure
+
+TARGET = 1.3
+NAMES = ("quick start", "20-point DSE")
+BANKS = ["--set", "dram.model=banks"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per model; the least CPU counts (default 3)")
+    args = parser.parse_args(argv)
+    print(f"{'workload':16s} {'bandwidth CPU s':>15s} {'banks CPU s':>11s} {'ratio':>6s} {'bandwidth MiB':>13s} "
+          f"{'banks MiB':>9s} {'target':>7s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, cli, _target, _slow in (w for w in WORKLOADS if w[0] in NAMES):
+            cli = [a.format(tmp=tmp) for a in cli]
+            best = {}
+            for _ in range(args.repeat):
+                for label, extra in (("bandwidth", []), ("banks", BANKS)):
+                    cpu, mib = measure(HERE, cli + extra)
+                    if cpu < best.get(label, (float("inf"), 0.0))[0]:
+                        best[label] = (cpu, mib)
+            (bw, bw_mib), (banks, banks_mib) = best["bandwidth"], best["banks"]
+            print(f"{name:16s} {bw:15.2f} {banks:11.2f} {banks / bw:6.2f} {bw_mib:13.0f} {banks_mib:9.0f} "
+                  f"{'<= ' + str(TARGET):>7s}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
