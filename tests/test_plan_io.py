@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from npusim.errors import PlanError
-from npusim.plan.io import FORMAT, load_plan, plan_from_dict, plan_to_dict, save_plan
+from npusim.plan.io import FORMAT, _rows as _ROWS, load_plan, plan_from_dict, plan_to_dict, save_plan
 from npusim.plan.model import PlanMeta
 from npusim.plan.validate import require_valid, validate
 from plan_fixtures import JOIN, LEFT, find_residency, graph_fixture, plan_fixture, tiny_graph  # noqa: F401 (fixtures)
@@ -50,6 +50,26 @@ def test_file_round_trip_gives_an_equal_plan(graph, which, request, tmp_path):
     assert loaded == original
     save_plan(loaded, tmp_path / "again.json", graph)
     assert (tmp_path / "again.json").read_text() == path.read_text()
+
+
+def test_the_file_is_the_indented_json_of_the_plan_record(graph, plan, full_plan, tmp_path, monkeypatch):
+    """save_plan streams the residencies and transfers (a tiled plan has millions) in chunks,
+    and writes exactly ``json.dumps(plan_to_dict(plan), indent=1)``: plans whose records are
+    columns and plans whose records are tuples, no transfers at all, chunks smaller than the
+    records."""
+    import functools
+
+    import npusim.plan.io as plan_io
+    from npusim.plan.records import RecordTable
+
+    monkeypatch.setattr(plan_io, "_rows", functools.partial(_ROWS, chunk=2))
+    as_tuples = replace(full_plan, transfers=())
+    object.__setattr__(as_tuples, "residencies", tuple(full_plan.residencies))  # as a hand-edited plan may hold them
+    assert isinstance(plan.residencies, RecordTable) and not isinstance(as_tuples.residencies, RecordTable)
+    for which in (plan, full_plan, as_tuples):
+        path = tmp_path / "plan.json"
+        save_plan(which, path, graph)
+        assert path.read_text() == json.dumps(plan_to_dict(which, graph), indent=1) + "\n"
 
 
 def test_the_file_names_tensors_and_ops(graph, full_plan, tmp_path):

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from itertools import islice
+from operator import attrgetter
 from pathlib import Path
 
-from npusim.util.atomic_io import atomic_write_text
+from npusim.util.atomic_io import atomic_open
 from npusim.util.bounded_read import JSON_EXPANSION, TooLarge, json_cap, read_bounded
 from npusim.util.finite_json import loads_finite
 from npusim.errors import PlanError
@@ -36,7 +38,7 @@ from npusim.graph.model import Graph
 from npusim.graph.tiling import check_spec
 from npusim.plan.dram import known_buffers
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
-from npusim.plan.records import ResidencyTable, TransferTable, field_lists, sorted_records
+from npusim.plan.records import RecordTable, ResidencyTable, TransferTable, decoded_list, sorted_records
 from npusim.graph.fusion import fusion_problems
 from npusim.plan.bound import BindError, BoundPlan, as_bound, bound_to, fused_graph, plan_graphs
 from npusim.util.schema_check import SchemaViolation, check, load_schema, short
@@ -46,11 +48,54 @@ SCHEMA = "plan.schema.json"
 MAX_PLAN_BYTES = 1 << 31  # a plan of 10 million tiles is about 1.5 GB of JSON
 
 
-def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = False) -> dict:
-    """The plan file's record of a bound plan (``graph``: only for a plan not bound yet)."""
+class _Streamed(list):
+    """A JSON array whose items are made as json's encoder iterates it: a tiled plan has
+    millions of residencies and transfers, and ``save_plan`` then holds neither their dicts nor
+    the file's text at once (it peaked at 2.8 GB writing fcn_resnet50 at 64 KiB). Empty as a
+    list: only iteration (and its length) give its items, which is all the encoder asks."""
+
+    def __init__(self, count: int, items) -> None:
+        super().__init__()
+        self._count, self._items = count, items
+
+    def __iter__(self):
+        return self._items()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+
+def _rows(records, names: tuple[str, ...], chunk: int = 1 << 16):
+    """The named fields of every record as tuples, in record order (a table's coded field as its
+    names), a chunk of its columns at a time."""
+    if isinstance(records, RecordTable):
+        for start in range(0, len(records), chunk):
+            yield from zip(*(decoded_list(records, name, start, start + chunk) for name in names))
+    else:
+        yield from map(attrgetter(*names), records)
+
+
+def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = False, streamed: bool = False) -> dict:
+    """The plan file's record of a bound plan (``graph``: only for a plan not bound yet); with
+    ``streamed``, its residencies and transfers are made as they are encoded (``_Streamed``)."""
     graph = as_bound(plan, graph).bound_graph
     tname = [t.name for t in graph.tensors]
     oname = [o.name for o in graph.ops]
+
+    def residencies():
+        return ({"tensor": tname[t], "offset": offset, "first": first, "last": last, "size": size}
+                for first, last, offset, t, size in _rows(plan.residencies, ResidencyTable.FIELDS))
+
+    def transfers():
+        return ({"step": step, "kind": kind, "tensor": tname[t], "cause": cause}
+                for step, kind, t, cause in _rows(plan.transfers, ("step", "kind", "tensor", "cause")))
+
+    def array(count, items):
+        return _Streamed(count, items) if streamed else list(items())
+
     return {
         "format": FORMAT,
         "graph": plan.graph,
@@ -58,14 +103,8 @@ def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = Fals
         "alignment": plan.alignment,
         "order": [oname[o] for o in plan.order],
         "streams": {oname[o]: s for o, s in enumerate(plan.streams) if s != 0},
-        "residencies": [
-            {"tensor": tname[t], "offset": offset, "first": first, "last": last, "size": size}
-            for first, last, offset, t, size in zip(*field_lists(plan.residencies, *ResidencyTable.FIELDS))
-        ],
-        "transfers": [
-            {"step": step, "kind": kind, "tensor": tname[t], "cause": cause}
-            for step, kind, t, cause in zip(*field_lists(plan.transfers, "step", "kind", "tensor", "cause"))
-        ],
+        "residencies": array(len(plan.residencies), residencies),
+        "transfers": array(len(plan.transfers), transfers),
         "dram": dict(sorted(plan.dram.items())),
         "tiling": dict(sorted(plan.tiling.items())),
         **({"fusion": {k: list(v) for k, v in sorted(plan.fusion.items())}} if plan.fusion else {}),
@@ -81,7 +120,12 @@ def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = Fals
 
 
 def save_plan(plan: Plan, path: str | Path, graph: Graph | None = None, *, timings: bool = False) -> None:
-    atomic_write_text(path, json.dumps(plan_to_dict(plan, graph, timings=timings), indent=1) + "\n")
+    """Write the plan file: ``json.dumps(plan_to_dict(...), indent=1)``'s bytes, streamed."""
+    pieces = json.JSONEncoder(indent=1).iterencode(plan_to_dict(plan, graph, timings=timings, streamed=True))
+    with atomic_open(path, "w") as handle:
+        for text in iter(lambda: "".join(islice(pieces, 1 << 14)), ""):
+            handle.write(text)
+        handle.write("\n")
 
 
 def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:

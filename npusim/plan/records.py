@@ -97,7 +97,7 @@ class RecordTable(Sequence):
         return chain.from_iterable(map(self._chunk, range(0, len(self), _CHUNK)))
 
     def _chunk(self, start: int):
-        return map(self._new, *(_decoded_list(self, name, start, start + _CHUNK) for name in self.FIELDS))
+        return map(self._new, *(decoded_list(self, name, start, start + _CHUNK) for name in self.FIELDS))
 
     def column(self, name: str) -> np.ndarray:
         """One field as a NumPy view (int64; int8 codes for a coded field), not a copy."""
@@ -215,11 +215,11 @@ def field_lists(records, *names: str) -> list[list]:
     """Each named field of every record, as a list (in record order): from the columns of a
     table (a coded field as its names), else read from each record."""
     if isinstance(records, RecordTable):
-        return [_decoded_list(records, name) for name in names]
+        return [decoded_list(records, name) for name in names]
     return [list(map(attrgetter(name), records)) for name in names]
 
 
-def _decoded_list(table: RecordTable, name: str, start: int = 0, stop: int | None = None) -> list:
+def decoded_list(table: RecordTable, name: str, start: int = 0, stop: int | None = None) -> list:
     """Rows ``start:stop`` of a field as a list (a coded field as its names)."""
     column = table.columns[table.FIELDS.index(name)]
     values = (column if start == 0 and stop is None else column[start:stop]).tolist()
