@@ -164,11 +164,11 @@ def _repeated(program, times: int):
 
 
 def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
-    """Small programs stay on SimPy (loading Numba would cost more than the loop saves); so
-    do runs with jitter or banked DRAM, which the compiled loop does not model."""
+    """Small programs stay on SimPy (packing the loop's arrays would cost more than the loop
+    saves); so do runs with jitter or banked DRAM, which the compiled loop does not model."""
     monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
     program, hw = program_of("bert_tiny", budget="256KiB")
-    assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
+    assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS
     assert not engine._compiled_loop_fits(program, hw, 0.0)
     big = _repeated(program, engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1)
     assert engine._compiled_loop_fits(big, hw, 0.0)
@@ -200,16 +200,20 @@ def test_the_wall_clock_guard_holds_on_the_compiled_loop(monkeypatch):
         run(program, hw, True, monkeypatch)
 
 
-def test_once_the_loop_is_loaded_smaller_programs_take_it(monkeypatch):
-    """Loading Numba and the loop is paid once per process: after that (an LLM run's later
-    steps, a DSE's later points) programs from COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED on use it."""
+def test_the_choice_does_not_depend_on_what_the_process_loaded(monkeypatch):
+    """The loop is C (no Numba to load, ~1 ms to import): programs from
+    COMPILED_LOOP_MIN_COMMANDS on take it, before and after a first compiled run alike."""
     program, hw = program_of("bert_tiny", budget="256KiB")
+    least = engine.COMPILED_LOOP_MIN_COMMANDS
+
+    def choices():
+        monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
+        return (engine._compiled_loop_fits(_repeated(program, least // len(program.commands) + 1), hw, 0.0),
+                engine._compiled_loop_fits(replace(program, commands=program.commands[:least - 1]), hw, 0.0))
+
+    before = choices()
     run(program, hw, True, monkeypatch)  # the loop is loaded now
-    monkeypatch.delenv("NPUSIM_SIM_LOOP")
-    least = engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
-    assert engine._compiled_loop_fits(_repeated(program, least // len(program.commands) + 1),
-                                      hw, 0.0)
-    assert not engine._compiled_loop_fits(replace(program, commands=program.commands[:least - 1]), hw, 0.0)
+    assert choices() == before == (True, False)
 
 
 def test_recorded_timings_are_the_simpy_runs_command_timings():
