@@ -6,7 +6,7 @@ make the float operations of their Python references, rounded as those round the
 
 from setuptools import Extension, setup
 
-KERNELS: list[str] = ["event_loop"]  # each name: npusim/native/<name>.c -> npusim.native._<name>
+KERNELS: list[str] = ["event_loop", "dram_contents"]  # each name: npusim/native/<name>.c -> npusim.native._<name>
 
 setup(ext_modules=[Extension(f"npusim.native._{name}", [f"npusim/native/{name}.c"],
                              depends=["npusim/native/buffers.h"], extra_compile_args=["-O2", "-ffp-contract=off"])
