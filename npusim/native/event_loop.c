@@ -539,6 +539,7 @@ static int64_t run_loop(Loop *L, const int64_t *queue_ptr, const int64_t *queue_
 
     for (int64_t q = 0; q < n_queues; q++) { /* every queue starts as SimPy starts a process: URGENT, at 0 */
         int64_t ev = new_event(L);
+        if (ev == -1) break; /* a pool smaller than the queues: POOL_FULL */
         schedule(L, ev, 0.0, URGENT, 1);
         on(L, ev, RESUME_QUEUE, q);
     }
