@@ -164,11 +164,11 @@ def _repeated(program, times: int):
 
 
 def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
-    """Small programs stay on SimPy (loading Numba would cost more than the loop saves); so
-    do runs with jitter or banked DRAM, which the compiled loop does not model."""
+    """Small programs stay on SimPy (packing the loop's arrays would cost more than the loop
+    saves); so do runs with jitter or banked DRAM, which the compiled loop does not model."""
     monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
     program, hw = program_of("bert_tiny", budget="256KiB")
-    assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
+    assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS
     assert not engine._compiled_loop_fits(program, hw, 0.0)
     big = _repeated(program, engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1)
     assert engine._compiled_loop_fits(big, hw, 0.0)
@@ -200,16 +200,20 @@ def test_the_wall_clock_guard_holds_on_the_compiled_loop(monkeypatch):
         run(program, hw, True, monkeypatch)
 
 
-def test_once_the_loop_is_loaded_smaller_programs_take_it(monkeypatch):
-    """Loading Numba and the loop is paid once per process: after that (an LLM run's later
-    steps, a DSE's later points) programs from COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED on use it."""
+def test_the_choice_does_not_depend_on_what_the_process_loaded(monkeypatch):
+    """The loop is C (no Numba to load, ~1 ms to import): programs from
+    COMPILED_LOOP_MIN_COMMANDS on take it, before and after a first compiled run alike."""
     program, hw = program_of("bert_tiny", budget="256KiB")
+    least = engine.COMPILED_LOOP_MIN_COMMANDS
+
+    def choices():
+        monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
+        return (engine._compiled_loop_fits(_repeated(program, least // len(program.commands) + 1), hw, 0.0),
+                engine._compiled_loop_fits(replace(program, commands=program.commands[:least - 1]), hw, 0.0))
+
+    before = choices()
     run(program, hw, True, monkeypatch)  # the loop is loaded now
-    monkeypatch.delenv("NPUSIM_SIM_LOOP")
-    least = engine.COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
-    assert engine._compiled_loop_fits(_repeated(program, least // len(program.commands) + 1),
-                                      hw, 0.0)
-    assert not engine._compiled_loop_fits(replace(program, commands=program.commands[:least - 1]), hw, 0.0)
+    assert choices() == before == (True, False)
 
 
 def test_recorded_timings_are_the_simpy_runs_command_timings():
@@ -266,3 +270,69 @@ def test_recorded_timeline_orders_ties_as_a_sort_of_the_entries():
     assert list(timeline) == expected
     assert timeline == tuple(expected) and timeline[5] == expected[5] and timeline[2:9] == expected[2:9]
     assert pickle.loads(pickle.dumps(timeline)) == tuple(expected)
+
+
+def _status(program, hw) -> int:
+    """The status the compiled loop itself stops with on ``program``."""
+    machine = engine._new_machine(program, hw, 0.0, None, engine.silent)
+    cores = {q: machine._cores_of(q)[0][0] for q in program.queues if q.startswith("stream")}
+    return compiled_loop.run(machine, cores, machine.env.max_events)[0]
+
+
+def test_the_kernel_stops_with_the_status_of_the_error(monkeypatch):
+    """Each error stops the C kernel with its own status (the engine then reruns SimPy, which
+    words it): a read too early, a deadlock, the event budget; a plain run is OK."""
+    program, hw = program_of("resnet18", budget="64KiB")
+    assert _status(program, hw) == compiled_loop.OK
+    assert _status(_without_a_wait(program), hw) == compiled_loop.SCRATCHPAD_ERROR
+    commands = list(program.commands)
+    commands[0] = replace(commands[0], waits=commands[0].waits + (commands[-1].id,))
+    assert _status(replace(program, commands=tuple(commands)), hw) == compiled_loop.DEADLOCK
+    monkeypatch.setattr(engine, "MAX_EVENTS_PER_COMMAND", 1)
+    monkeypatch.setattr(engine, "MIN_EVENT_BUDGET", 0)
+    assert _status(program, hw) == compiled_loop.EVENT_BUDGET
+
+
+def test_the_event_budget_fails_with_the_simpy_models_message(monkeypatch):
+    program, hw = program_of("resnet18", budget="64KiB")
+    monkeypatch.setattr(engine, "MAX_EVENTS_PER_COMMAND", 1)
+    monkeypatch.setattr(engine, "MIN_EVENT_BUDGET", 0)
+    assert "events" in _same_error(program, hw, monkeypatch)
+
+
+def test_a_run_stopped_by_a_full_pool_is_repeated_from_the_program(monkeypatch):
+    """A small pool: runs stop with POOL_FULL and are repeated with twice as many events, each
+    from the program (the kernel changes none of its arguments, e.g. the residencies' user
+    counts), to the SimPy model's report."""
+    program, hw = program_of("bert_tiny", budget="256KiB")
+    calls = []
+    kernel = compiled_loop._kernel
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(kernel, name)
+
+        def run_program(self, *args):
+            calls.append(args[-1])
+            return kernel.run_program(*args)
+
+    monkeypatch.setattr(compiled_loop, "_kernel", Counting())
+    monkeypatch.setattr(compiled_loop, "POOL_PER_QUEUE", 1)
+    assert_same(program, hw, monkeypatch)
+    assert len(calls) > 1 and calls[-1] == calls[0] * 2 ** (len(calls) - 1)
+
+
+def test_the_kernel_refuses_arrays_it_cannot_read():
+    """An argument of the wrong type or count is a TypeError naming it (the Python side builds
+    every array, so this is an internal error, never a wrong run)."""
+    import numpy as np
+
+    ints, floats = np.zeros(3, np.int64), np.zeros(3)
+    args = [ints, ints, ints, floats, ints, floats, floats, floats, floats] + [ints] * 17 + [1, 1, False, 1.0, 0,
+                                                                                             10, 8]
+    with pytest.raises(TypeError, match="argument cycles has format"):
+        compiled_loop._kernel.run_program(*args[:3], ints, *args[4:])
+    with pytest.raises(TypeError, match="argument kind has format"):
+        compiled_loop._kernel.run_program(np.zeros(3, np.int32), *args[1:])
+    with pytest.raises(TypeError, match="arguments, expected"):
+        compiled_loop._kernel.run_program(*args[:-1])

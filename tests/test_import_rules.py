@@ -4,6 +4,7 @@ simulator, the core reaches planners only through the registry, the product neve
 the test helpers, and an import inside a function says why."""
 
 import ast
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,3 +204,26 @@ def test_the_default_pipeline_loads_neither_numba_nor_or_tools():
                          cwd=Path(__file__).parent.parent)
     assert out.returncode == 0, out.stderr[-500:]
     assert out.stdout.strip().splitlines()[-2:] == ["[]", "[]"]
+
+
+def test_the_compiled_loop_and_the_dram_check_load_no_numba(tmp_path):
+    """The compiled event loop (``npusim.sim.compiled_loop``) and the DRAM contents check
+    (``npusim.sim.dram_memory``) are C (``npusim.native``): a tiled or LLM run, or the
+    simulation of a plan with a DRAM layout, does not pay Numba's start-up (~0.25 s)."""
+    import subprocess
+    import sys
+    root = Path(__file__).parent.parent
+    plan = tmp_path / "taa.json"
+    made = subprocess.run([sys.executable, "-m", "npusim.cli", "plan", "squeezenet1_0", "--hw", "edge-npu",
+                           "--budget", "64KiB", "--planner", "tile+default+arena+belady+taa", "-o", str(plan)],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert made.returncode == 0, made.stderr[-500:]
+    code = ("import sys; from npusim.cli import main\n"
+            "try:\n    main(['simulate', 'squeezenet1_0', '--hw', 'edge-npu', '--plan', sys.argv[1]])\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(sorted(m for m in ('numba', 'npusim.sim.compiled_loop', 'npusim.sim.dram_memory')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(plan)], capture_output=True, text=True, timeout=300,
+                         cwd=root, env={**os.environ, "NPUSIM_SIM_LOOP": "compiled"})
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.strip().splitlines()[-1] == "['npusim.sim.compiled_loop', 'npusim.sim.dram_memory']"

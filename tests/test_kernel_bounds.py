@@ -33,7 +33,7 @@ ROOT = TESTS.parent
 # The test files of the kernel modules: planners/alloc/canonical/kernel.py (test_canonical_search),
 # planners/alloc/mindspore/kernels.py (test_offsets), npusim/kernels/render_chunks.py (test_render_chunks),
 # npusim/plan/safety/kernels.py + npusim/kernels/bitsets.py (test_safety),
-# planners/offchip/collision/kernels.py + npusim/sim/dram_memory.py (test_taa).
+# planners/offchip/collision/kernels.py (test_taa).
 KERNEL_TEST_FILES = ["test_canonical_search.py", "test_offsets.py", "test_render_chunks.py",
                      "test_safety.py", "test_taa.py"]
 # Planner tests that run the kernels on real graphs (slow set only).
@@ -58,7 +58,6 @@ CI_KEYWORDS = " or ".join([
     "test_collision_size_kernel_matches_reference",               # collision kernels
     "test_collision_skip",
     "test_tensor_allocate",
-    "test_dram_tracker_overlap_kernel_matches_reference",         # dram_memory.first_overlap
 ])
 # Already a bounds-checked subprocess of its own.
 EXCLUDED = "not test_kernels_stay_in_bounds_with_pinned_items"

@@ -34,6 +34,6 @@ def load(name: str):
         built = os.path.getmtime(module.__file__)
         newest = max(os.path.getmtime(os.path.join(_HERE, f)) for f in os.listdir(_HERE)
                      if f == f"{name}.c" or f.endswith(".h"))
-        if newest > built:
+        if int(newest) > int(built):  # whole seconds: setuptools copies the built module with its mtime truncated
             raise InternalError(f"npusim's C kernel {module.__file__} is older than its source {name}.c: {_REBUILD}")
     return module

@@ -21,7 +21,7 @@ typedef struct {
 } Buffers;
 
 /* 'q': int64, 'd': float64 */
-static int format_is(const char *format, char kind) {
+static inline int format_is(const char *format, char kind) {
     if (format == NULL) return kind == 'B';
     while (*format == '@' || *format == '=' || *format == '<') format++;
     if (kind == 'q') return (format[0] == 'q' || format[0] == 'l') && format[1] == '\0';
@@ -30,7 +30,8 @@ static int format_is(const char *format, char kind) {
 
 /* The data of ``obj`` as int64 (``kind`` 'q') or float64 ('d'); its item count in ``*len``
  * (may be NULL). NULL with an exception set when it is not such an array. */
-static void *buffer_of(Buffers *b, PyObject *obj, char kind, int writable, Py_ssize_t *len, const char *name) {
+static inline void *buffer_of(Buffers *b, PyObject *obj, char kind, int writable, Py_ssize_t *len, const char *name) {
+    if (len) *len = 0;
     if (b->n >= BUFFERS_MAX) {
         PyErr_SetString(PyExc_RuntimeError, "npusim C kernel: too many array arguments");
         return NULL;
@@ -52,19 +53,19 @@ static void *buffer_of(Buffers *b, PyObject *obj, char kind, int writable, Py_ss
     return v->buf;
 }
 
-static void release_buffers(Buffers *b) {
+static inline void release_buffers(Buffers *b) {
     for (int i = 0; i < b->n; i++) PyBuffer_Release(&b->view[i]);
     b->n = 0;
 }
 
 /* A new bytearray of ``n`` 8-byte items (Python wraps it with numpy.frombuffer, no copy). */
-static PyObject *new_items(Py_ssize_t n, void **data) {
+static inline PyObject *new_items(Py_ssize_t n, void **data) {
     PyObject *out = PyByteArray_FromStringAndSize(NULL, n * 8);
     if (out != NULL) *data = PyByteArray_AS_STRING(out);
     return out;
 }
 
-static int arg_count(Py_ssize_t given, Py_ssize_t expected, const char *function) {
+static inline int arg_count(Py_ssize_t given, Py_ssize_t expected, const char *function) {
     if (given == expected) return 0;
     PyErr_Format(PyExc_TypeError, "npusim C kernel %s: %zd arguments, expected %zd", function, given, expected);
     return -1;

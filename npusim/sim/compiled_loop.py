@@ -1,4 +1,4 @@
-"""The simulator's event loop compiled (Numba): the same run as ``npusim.sim.engine``'s SimPy
+"""The simulator's event loop compiled (C: ``npusim/native/event_loop.c``): the same run as ``npusim.sim.engine``'s SimPy
 model, event for event, without one Python object per event and per command.
 
 Why it exists: a tiled plan runs tens of thousands to a million commands, and the SimPy model
@@ -18,11 +18,18 @@ callback list. Events are integers: ``done`` of command c is event c, its first-
 n + c; the others (timeouts, channel requests and releases, bandwidth wake-ups) come from a
 pool and are recycled once processed (nothing refers to them after that).
 
+Why C and not Numba (which it was): Numba costs every process ~0.1 s to import and ~0.15 s to
+load a cached kernel, more than the loop itself takes on an LLM decode step; a C extension
+loads in a millisecond (``npusim.native``). The C is this model's code function for function
+(each named as the Numba function it was), with the same float operations in the same order.
+
 What it does not do (``engine.simulate`` keeps SimPy for these): jitter, ``dram.model:
-banks``, plans with a DRAM layout (live DRAM contents are checked); nor progress reports or
-a stop at the wall-clock guard midway (the engine checks the guard once, at the end). On any error (a scratchpad check failing, a deadlock, the event budget, a
-pool too small) it stops and returns a status; the caller then runs the SimPy model, which
-raises the same error with its message (or, for a small pool, reruns with a larger one).
+banks``; nor progress reports or a stop at the wall-clock guard midway (the engine checks the
+guard once, at the end). A plan with a DRAM layout runs on it, its DRAM contents checked
+after the run from the order of its transfers (``engine._Machine.dram_contents_hold``). On any
+error (a scratchpad check failing, a deadlock, the event budget) it stops and returns a status;
+the caller then runs the SimPy model, which raises the same error with its message. A pool of
+events too small is not an error: ``run`` repeats the run with a larger one.
 
 It returns what the run recorded per command (ready/start/end/band times, binding
 predecessor, DMA data-phase times, channel), the completion order (energy and busy times are
@@ -38,9 +45,9 @@ from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 
-import numba
 import numpy as np
 
+from npusim import native
 from npusim.errors import SimulationError
 from npusim.plan.command_table import KIND_CODES, KINDS
 from npusim.plan.transfer_cost import address_cycles
@@ -49,773 +56,18 @@ from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
 from npusim.sim.report import Pairs, TimelineEntry
 from npusim.util.fast_init import twin_constructor
 
-# Statuses
-OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL = range(5)
+_kernel = native.load("event_loop")  # npusim/native/event_loop.c
 
-# Callback kinds
-RESUME_QUEUE, RESUME_DMA, BANDWIDTH_WAKE, GRANT, BAND_SIGNAL = range(5)
-
-# SimPy priorities
-URGENT, NORMAL = 0, 1
-
-# binding_at codes (CommandTiming.binding_at)
-AT_END, AT_START, AT_BAND = range(3)
+# Statuses, binding_at codes (CommandTiming.binding_at) and the bits of ``int_mask`` (which
+# recorded times SimPy held as int: an event chain from time 0 of zero delays only, SimPy's
+# clock starting at int 0, so reports print them alike): the kernel's own
+OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL = (
+    _kernel.OK, _kernel.SCRATCHPAD_ERROR, _kernel.DEADLOCK, _kernel.EVENT_BUDGET, _kernel.POOL_FULL)
+AT_END, AT_START, AT_BAND = _kernel.AT_END, _kernel.AT_START, _kernel.AT_BAND
+READY_INT, START_INT, END_INT, BAND_INT = _kernel.READY_INT, _kernel.START_INT, _kernel.END_INT, _kernel.BAND_INT
 
 # Command kinds: the codes of the Program's kind column
 COMPUTE, LOAD, STORE = KIND_CODES["compute"], KIND_CODES["load"], KIND_CODES["store"]
-
-# Bits of ``int_mask``: which recorded times SimPy held as int (an event chain from time 0
-# of zero delays only: SimPy's clock starts at int 0), so reports print them alike
-READY_INT, START_INT, END_INT, BAND_INT = 1, 2, 4, 8
-
-
-# Slots of the kernel's integer state ``S`` (scalars the helpers update)
-(SEQ, FREE_EVENTS, FREE_NODES, NODES_TAKEN, BLOCKS, USED, PEAK, N_OCC, N_DRAM, FLOWS_NOW, INFLIGHT, MOVING,
- NEXT_FLOW, PENDING, STATUS, N_DONE, HEAP_SIZE, N_DMA_STEPS, N_STATE) = range(19)
-PRIORITY_STEP = 1 << 62  # a key's priority part: above any scheduling order
-# Rows of the event table ``E`` and of the callback table ``K``
-HEAD, TAIL, UNIT_NEXT = range(3)
-NEXT, WHAT, ARG = range(3)
-
-
-# -- events and callbacks ----------------------------------------------------------------------
-@numba.njit(cache=True)
-def _new_event(S, free_events):
-    """An event from the pool (-1, and the status set, when the pool is empty)."""
-    if S[FREE_EVENTS] == 0:
-        S[STATUS] = POOL_FULL
-        return -1
-    S[FREE_EVENTS] -= 1
-    return free_events[S[FREE_EVENTS]]
-
-
-@numba.njit(cache=True)
-def _schedule(heap, S, ev, at, priority, is_int):
-    """``Environment.schedule``: the event is processed at ``at``, after every event scheduled
-    before it for the same time and priority. The heap is SimPy's (time, priority, scheduling
-    order) as arrays: times, keys (priority * 2**62 + order), events and is-int flags."""
-    times, keys, events, ints = heap
-    key = priority * PRIORITY_STEP + S[SEQ]
-    S[SEQ] += 1
-    i = S[HEAP_SIZE]
-    S[HEAP_SIZE] += 1
-    while i > 0:  # sift up
-        parent = (i - 1) >> 1
-        if times[parent] < at or (times[parent] == at and keys[parent] < key):
-            break
-        times[i], keys[i], events[i], ints[i] = times[parent], keys[parent], events[parent], ints[parent]
-        i = parent
-    times[i], keys[i], events[i], ints[i] = at, key, ev, is_int
-
-
-@numba.njit(cache=True)
-def _pop(heap, S):
-    """(time, event, is-int) of the earliest event, removed from the heap."""
-    times, keys, events, ints = heap
-    at, ev, is_int = times[0], events[0], ints[0]
-    S[HEAP_SIZE] -= 1
-    size = S[HEAP_SIZE]
-    t, k, e, b = times[size], keys[size], events[size], ints[size]
-    i = 0
-    while True:  # sift the last entry down from the root
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and (times[child + 1] < times[child]
-                                 or (times[child + 1] == times[child] and keys[child + 1] < keys[child])):
-            child += 1
-        if t < times[child] or (t == times[child] and k < keys[child]):
-            break
-        times[i], keys[i], events[i], ints[i] = times[child], keys[child], events[child], ints[child]
-        i = child
-    times[i], keys[i], events[i], ints[i] = t, k, e, b
-    return at, ev, is_int
-
-
-@numba.njit(cache=True)
-def _on(S, E, K, free_nodes, ev, what, arg):
-    """Add a callback to ``ev`` (after those it has: SimPy runs them in that order). Its node
-    is the last one freed (``free_nodes`` is a stack of them), else the lowest never taken."""
-    if S[FREE_NODES] > 0:
-        S[FREE_NODES] -= 1
-        node = free_nodes[S[FREE_NODES]]
-    elif S[NODES_TAKEN] < free_nodes.shape[0]:
-        node = S[NODES_TAKEN]
-        S[NODES_TAKEN] += 1
-    else:
-        S[STATUS] = POOL_FULL
-        return
-    K[NEXT, node], K[WHAT, node], K[ARG, node] = -1, what, arg
-    if E[HEAD, ev] == -1:
-        E[HEAD, ev] = node
-    else:
-        K[NEXT, E[TAIL, ev]] = node
-    E[TAIL, ev] = node
-
-
-@numba.njit(cache=True)
-def _timeout(heap, S, E, K, free_events, free_nodes, at, is_int, what, arg):
-    """A new event scheduled at ``at`` (a Timeout, or a process start when URGENT is asked
-    through ``what`` = RESUME_DMA), with one callback (none when ``what`` < 0)."""
-    ev = _new_event(S, free_events)
-    if ev == -1:
-        return -1
-    _schedule(heap, S, ev, at, np.int64(URGENT if what == RESUME_DMA else NORMAL), is_int)
-    if what >= 0:
-        _on(S, E, K, free_nodes, ev, what, arg)
-    return ev
-
-
-@numba.njit(cache=True)
-def _sample(times, values, ints, S, count, now, now_int, value):
-    """Append (now, value) to a counter track, or replace its last sample taken at ``now``."""
-    i = S[count]
-    if i > 0 and times[i - 1] == now:
-        i -= 1
-    else:
-        S[count] += 1
-    times[i], values[i], ints[i] = now, value, now_int
-
-
-# -- units: DMA channels and shared cores (engine._Units) ---------------------------------------
-@numba.njit(cache=True)
-def _grant(heap, S, E, units, u, now, now_int):
-    """Grant the head of unit ``u``'s queue if a unit is free (its request event succeeds)."""
-    head = units[2, u]
-    if head != -1 and units[1, u] < units[0, u]:
-        units[1, u] += 1
-        units[2, u] = E[UNIT_NEXT, head]
-        if units[2, u] == -1:
-            units[3, u] = -1
-        _schedule(heap, S, head, now, np.int64(NORMAL), now_int)
-
-
-@numba.njit(cache=True)
-def _request(heap, S, E, free_events, units, u, now, now_int):
-    """A request of unit ``u``: it joins the queue, the head is granted if a unit is free."""
-    request = _new_event(S, free_events)
-    if request == -1:
-        return -1
-    E[UNIT_NEXT, request] = -1
-    if units[3, u] == -1:
-        units[2, u] = request
-    else:
-        E[UNIT_NEXT, units[3, u]] = request
-    units[3, u] = request
-    _grant(heap, S, E, units, u, now, now_int)
-    return request
-
-
-@numba.njit(cache=True)
-def _release_unit(heap, S, E, K, free_events, free_nodes, units, u, now, now_int):
-    """Free a unit at once; a release event grants the head of the queue when processed."""
-    units[1, u] -= 1
-    _timeout(heap, S, E, K, free_events, free_nodes, now, now_int, np.int64(GRANT), u)
-
-
-# -- the scratchpad (npusim.sim.scratchpad.TaggedScratchpad) ------------------------------------
-@numba.njit(cache=True)
-def _bisect(starts, count, value):
-    """How many of the first ``count`` (sorted) ``starts`` are <= ``value`` (bisect_right)."""
-    lo, hi = 0, count
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if starts[mid] <= value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(cache=True)
-def _claim(S, c, write_ptr, write_res, write_off, write_size, live, valid, res_start, blocks, capacity):
-    """Claim the ranges command ``c`` writes; False when one is past the capacity or overlaps a
-    live block."""
-    for i in range(write_ptr[c], write_ptr[c + 1]):
-        r, size = write_res[i], write_size[i]
-        if live[r] or size <= 0:
-            continue  # a later write into its own residency, or no bytes
-        lo = write_off[i]
-        hi = lo + size
-        n_blocks = S[BLOCKS]
-        if hi > capacity:
-            return False
-        j = _bisect(blocks[0], n_blocks, lo)  # the blocks starting before lo ...
-        j = max(j - 1, 0)
-        while j < n_blocks and blocks[0, j] < hi:  # ... from the last of them, overlapping [lo, hi)
-            if blocks[1, j] > lo:
-                return False
-            j += 1
-        j = _bisect(blocks[0], n_blocks, lo)
-        for k in range(n_blocks, j, -1):
-            blocks[0, k], blocks[1, k] = blocks[0, k - 1], blocks[1, k - 1]
-        blocks[0, j], blocks[1, j] = lo, hi
-        S[BLOCKS] += 1
-        live[r], valid[r], res_start[r] = True, False, lo
-        S[USED] += size
-        S[PEAK] = max(S[PEAK], S[USED])
-    return True
-
-
-@numba.njit(cache=True)
-def _release(S, r, live, res_start, blocks):
-    """Free residency ``r``'s block (its last user completed)."""
-    if not live[r]:
-        return
-    n_blocks = S[BLOCKS]
-    j = _bisect(blocks[0], n_blocks, res_start[r] - 1)  # the block starting at res_start[r]
-    S[USED] -= blocks[1, j] - blocks[0, j]
-    for k in range(j, n_blocks - 1):
-        blocks[0, k], blocks[1, k] = blocks[0, k + 1], blocks[1, k + 1]
-    S[BLOCKS] -= 1
-    live[r] = False
-
-
-@numba.njit(cache=True)
-def _reads_ok(c, which, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list, late,
-              write_ptr, write_res):
-    """Whether command ``c``'s reads find their residencies filled: all of them (``which`` 0),
-    those no streamed command still arriving writes (1), or only those (2)."""
-    for i in range(read_ptr[c], read_ptr[c + 1]):
-        r = read_res[i]
-        if which != 0:
-            arriving = False
-            for j in range(stream_ptr[c], stream_ptr[c + 1]):
-                if late[j]:
-                    w = stream_list[j]
-                    for k in range(write_ptr[w], write_ptr[w + 1]):
-                        if write_res[k] == r:
-                            arriving = True
-            if arriving != (which == 2):
-                continue
-        if read_size[i] > 0 and not (live[r] and valid[r]):
-            return False
-    return True
-
-
-# -- the bus (npusim.sim.bandwidth.SharedBandwidth) --------------------------------------------
-@numba.njit(cache=True)
-def _advance(S, F, flow_left, moving, rate, now):
-    """Move the moving flows' bytes on to now, the bus shared equally among them."""
-    dt = now - F[0]
-    n_moving = S[MOVING]
-    if n_moving > 0 and dt > 0:
-        share = rate * dt / n_moving
-        for i in range(n_moving):
-            flow_left[moving[i]] -= share
-        F[1] += dt
-    F[0] = now
-
-
-@numba.njit(cache=True)
-def _next_completion(heap, S, E, K, free_events, free_nodes, flow_left, moving, rate, now):
-    """Schedule a wake-up at the next completion of a moving flow (``_schedule``)."""
-    n_moving = S[MOVING]
-    if n_moving == 0:
-        S[PENDING] = -1
-        return
-    soonest = flow_left[moving[0]]
-    for i in range(1, n_moving):
-        soonest = min(soonest, flow_left[moving[i]])
-    delay = max(soonest, 0.0) * n_moving / rate
-    S[PENDING] = _timeout(heap, S, E, K, free_events, free_nodes, now + delay, np.bool_(False), np.int64(BANDWIDTH_WAKE),
-                           np.int64(0))
-
-
-@numba.njit(cache=True)
-def _transfer(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority, flow_done, inflight,
-              moving, rate, nbytes, priority, now, now_int):
-    """An event that succeeds when ``nbytes`` have crossed the bus (lower ``priority`` first)."""
-    done = _new_event(S, free_events)
-    if done == -1:
-        return -1
-    if nbytes <= 0:
-        _schedule(heap, S, done, now, np.int64(NORMAL), now_int)
-        return done
-    _advance(S, F, flow_left, moving, rate, now)
-    f = S[NEXT_FLOW]
-    S[NEXT_FLOW] += 1
-    flow_left[f], flow_priority[f], flow_done[f] = nbytes, priority, done
-    inflight[S[INFLIGHT]] = f
-    S[INFLIGHT] += 1
-    if S[MOVING] == 0 or priority == flow_priority[moving[0]]:
-        moving[S[MOVING]] = f
-        S[MOVING] += 1
-    elif priority < flow_priority[moving[0]]:
-        moving[0] = f
-        S[MOVING] = 1
-    _next_completion(heap, S, E, K, free_events, free_nodes, flow_left, moving, rate, now)
-    return done
-
-
-@numba.njit(cache=True)
-def _wake(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority, flow_done, inflight,
-          moving, still, rate, now, now_int):
-    """The next completion: the flows done succeed, the bus goes to the most urgent left."""
-    _advance(S, F, flow_left, moving, rate, now)
-    limit = 1e-6 * max(1.0, rate)  # remaining bytes are floats accumulated over many updates
-    n_moving = S[MOVING]
-    finished = 0
-    for i in range(n_moving):
-        if flow_left[moving[i]] <= limit:
-            finished += 1
-    nearest = -1
-    if finished == 0:  # the nearest one (the first of them on a tie), despite rounding
-        nearest = 0
-        for i in range(1, n_moving):
-            if flow_left[moving[i]] < flow_left[moving[nearest]]:
-                nearest = i
-    n_still = 0
-    for i in range(n_moving):
-        f = moving[i]
-        if (flow_left[f] <= limit) if nearest == -1 else (i == nearest):
-            j = 0
-            while inflight[j] != f:
-                j += 1
-            for k in range(j, S[INFLIGHT] - 1):
-                inflight[k] = inflight[k + 1]
-            S[INFLIGHT] -= 1
-            _schedule(heap, S, flow_done[f], now, np.int64(NORMAL), now_int)
-        else:
-            still[n_still] = f
-            n_still += 1
-    if n_still > 0:
-        for i in range(n_still):
-            moving[i] = still[i]
-        S[MOVING] = n_still
-    else:  # the most urgent flows in flight, in start order
-        S[MOVING] = 0
-        if S[INFLIGHT] > 0:
-            top = flow_priority[inflight[0]]
-            for i in range(1, S[INFLIGHT]):
-                top = min(top, flow_priority[inflight[i]])
-            for i in range(S[INFLIGHT]):
-                if flow_priority[inflight[i]] == top:
-                    moving[S[MOVING]] = inflight[i]
-                    S[MOVING] += 1
-    _next_completion(heap, S, E, K, free_events, free_nodes, flow_left, moving, rate, now)
-
-
-# -- commands ---------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _first_wait(c, position, processed, n, wait_ptr, wait_list, stream_ptr, stream_list):
-    """(the event command ``c`` must wait for next, from wait ``position`` on: a semaphore not
-    processed yet, or for a streamed one its first band; -1 when none) and the position after it."""
-    while position < wait_ptr[c + 1]:
-        w = wait_list[position]
-        position += 1
-        if not processed[w]:
-            target = w
-            for i in range(stream_ptr[c], stream_ptr[c + 1]):
-                if stream_list[i] == w:
-                    target = n + w
-            if not processed[target]:
-                return target, position
-    return -1, position
-
-
-@numba.njit(cache=True)
-def _next_arrival(c, position, processed, stream_ptr, stream_list, late):
-    """(``_stream_tail``: the next streamed command ``c`` waits to end, from ``position`` on,
-    -1 when none) and the position after it."""
-    while position < stream_ptr[c + 1]:
-        i = position
-        position += 1
-        if late[i] and not processed[stream_list[i]]:
-            return stream_list[i], position
-    return -1, position
-
-
-@numba.njit(cache=True)
-def _bind(c, previous, previous_at_start, processed, wait_ptr, wait_list, start, end, band, binding, binding_at):
-    """Which command made ``c`` ready last (engine ``_bind``): the queue's previous command
-    (at its end, or its start for an in-order DMA queue) or the semaphore signalled last (at
-    its first band for a streamed one); ties go to the queue."""
-    best, best_time, at = -1, -1.0, AT_END
-    if previous != -1:
-        if previous_at_start:
-            best, best_time, at = previous, start[previous], AT_START
-        else:
-            best, best_time, at = previous, end[previous], AT_END
-    for i in range(wait_ptr[c], wait_ptr[c + 1]):
-        w = wait_list[i]
-        if processed[w]:
-            when, how = end[w], AT_END
-        else:
-            when, how = band[w], AT_BAND
-        if when > best_time:
-            best, best_time, at = w, when, how
-    binding[c], binding_at[c] = best, at
-
-
-@numba.njit(cache=True)
-def _latest(c, stream_ptr, stream_list, late, end):
-    """The streamed command ``c`` waited for that ended last (ties: the higher id)."""
-    best = -1
-    for i in range(stream_ptr[c], stream_ptr[c + 1]):
-        if late[i]:
-            w = stream_list[i]
-            if best == -1 or end[w] > end[best] or (end[w] == end[best] and w > best):
-                best = w
-    return best
-
-
-@numba.njit(cache=True)
-def _mark_late(c, processed, stream_ptr, stream_list, late):
-    """Flag the streamed waits of ``c`` not done yet (still arriving); whether there is one."""
-    any_late = False
-    for i in range(stream_ptr[c], stream_ptr[c + 1]):
-        late[i] = not processed[stream_list[i]]
-        any_late = any_late or late[i]
-    return any_late
-
-
-@numba.njit(cache=True)
-def _any_late(c, stream_ptr, late):
-    for i in range(stream_ptr[c], stream_ptr[c + 1]):
-        if late[i]:
-            return True
-    return False
-
-
-@numba.njit(cache=True)
-def run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,
-                wait_ptr, wait_list, stream_ptr, stream_list,
-                read_ptr, read_res, read_off, read_size, write_ptr, write_res, write_off, write_size,
-                users_left, queue_ptr, queue_cmds, queue_compute, queue_core,
-                channels, cores, shared_cores, rate, capacity, max_events, pool):
-    n = kind.shape[0]
-    n_queues = queue_compute.shape[0]
-    n_res = users_left.shape[0]
-    users_left = users_left.copy()
-    S = np.zeros(N_STATE, np.int64)
-    F = np.zeros(2)  # the bus: last update, busy cycles
-    # constants as typed values: a literal argument would compile a helper once per value
-    i0, i1, i2, none = np.int64(0), np.int64(1), np.int64(2), np.int64(-1)
-    urgent, normal, n_occ, n_dram = np.int64(URGENT), np.int64(NORMAL), np.int64(N_OCC), np.int64(N_DRAM)
-    no, yes = np.bool_(False), np.bool_(True)
-
-    # results
-    ready, start, end = np.zeros(n), np.zeros(n), np.zeros(n)
-    band = np.full(n, np.nan)
-    binding = np.full(n, -1, np.int64)
-    binding_at = np.zeros(n, np.int64)
-    tail = np.full(n, -1, np.int64)
-    flowing = np.zeros(n)       # a DMA's data phase: its start,
-    data_end = np.zeros(n)      # its end,
-    mark = np.full(n, np.nan)   # when it stopped to wait for its op's last band,
-    last_start = np.zeros(n)    # when its last band started moving
-    channel_of = np.full(n, -1, np.int64)
-    int_mask = np.zeros(n, np.int64)
-    order = np.full(n, -1, np.int64)  # completion order
-    # the DMA starts (c) and ends (n + c) in the order they happen, where the SimPy model checks
-    # and releases DRAM contents (engine._Machine.dram_contents_hold)
-    dma_steps = np.full(2 * n, -1, np.int64)
-    # Buffers sized for the most a run can take, of which an entry is written before it is read
-    # (the counters' samples, the heap's entries, the flows): np.empty, so the pages a run never
-    # reaches are never touched and take no memory (a run of a million commands: ~250 MB)
-    occ_time, occ_used, occ_int = np.empty(3 * n + 2), np.empty(3 * n + 2, np.int64), np.empty(3 * n + 2, np.bool_)
-    dram_time, dram_flows, dram_int = np.empty(4 * n + 2), np.empty(4 * n + 2, np.int64), np.empty(4 * n + 2, np.bool_)
-
-    # events: done of command c is event c, its first band n + c, then the pool
-    n_events = 2 * n + pool
-    processed = np.zeros(n_events, np.bool_)
-    # an event's callbacks (HEAD: -1 for none; TAIL is read only behind a HEAD, UNIT_NEXT only
-    # once written): np.empty but for the heads, as 4-byte ids (events and nodes are < 2**31, run())
-    E = np.empty((3, n_events), np.int32)
-    E[HEAD, :] = -1
-    free_events = np.arange(n_events - 1, 2 * n - 1, -1).astype(np.int64)  # a stack: 2n is on top
-    S[FREE_EVENTS] = pool
-    n_nodes = n_events + n_queues + n + 8
-    K = np.empty((3, n_nodes), np.int64)  # a node's fields are set when it is taken (_on): only the nodes used are touched
-    free_nodes = np.empty(n_nodes, np.int64)  # the freed nodes, a stack (_on); none yet, none taken
-    S[FREE_NODES] = 0
-    S[NODES_TAKEN] = 0
-    heap = (np.empty(n_events), np.empty(n_events, np.int64), np.empty(n_events, np.int64),
-            np.empty(n_events, np.bool_))
-
-    # units (0: the DMA channels, 1 + k: core k when streams share cores): rows capacity,
-    # in use, queue head, queue tail
-    units = np.full((4, 1 + cores), -1, np.int64)
-    units[0, :] = 1
-    units[1, :] = 0
-    units[0, 0] = channels
-    free_channels = np.arange(channels + 1).astype(np.int64)  # sorted; the first n_free are free
-    n_free_channels = channels
-
-    # the bus
-    flow_left, flow_priority = np.empty(3 * n + 4), np.empty(3 * n + 4)
-    flow_done = np.empty(3 * n + 4, np.int64)
-    inflight, moving, still = np.zeros(channels + 4, np.int64), np.zeros(channels + 4, np.int64), np.zeros(channels + 4, np.int64)
-    S[PENDING] = -1
-
-    # the scratchpad
-    live, valid = np.zeros(n_res, np.bool_), np.zeros(n_res, np.bool_)
-    res_start = np.zeros(n_res, np.int64)
-    blocks = np.zeros((2, n_res + 1), np.int64)  # live blocks (start, end) by start
-
-    # tasks: a queue's position, phase, wait and tail cursors, previous command; a transfer's phase
-    queue_pos = queue_ptr[:-1].copy()
-    queue_phase = np.zeros(n_queues, np.int64)
-    queue_cursor = np.zeros(n_queues, np.int64)
-    queue_prev = np.full(n_queues, -1, np.int64)
-    queue_before = np.zeros(n_queues)
-    dma_phase = np.zeros(n, np.int64)
-    dma_cursor = np.zeros(n, np.int64)
-    late = np.zeros(stream_list.shape[0] + 1, np.bool_)  # a streamed wait not done when it started
-
-    for q in range(n_queues):  # every queue starts as SimPy starts a process: URGENT, at 0
-        ev = _new_event(S, free_events)
-        _schedule(heap, S, ev, 0.0, urgent, yes)
-        _on(S, E, K, free_nodes, ev, np.int64(RESUME_QUEUE), q)
-
-    now, now_int, n_processed = 0.0, True, 0
-    while S[HEAP_SIZE] > 0 and S[STATUS] == OK:
-        now, ev, now_int = _pop(heap, S)
-        n_processed += 1
-        if n_processed > max_events:
-            S[STATUS] = EVENT_BUDGET
-            break
-        processed[ev] = True
-        node = E[HEAD, ev]
-        E[HEAD, ev] = -1
-        while node != -1 and S[STATUS] == OK:
-            what, task = K[WHAT, node], K[ARG, node]
-            free_nodes[S[FREE_NODES]] = node
-            S[FREE_NODES] += 1
-            node = K[NEXT, node]
-            if what == BANDWIDTH_WAKE:
-                if ev == S[PENDING]:  # else a start or end since rescheduled the next completion
-                    _wake(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority, flow_done,
-                          inflight, moving, still, rate, now, now_int)
-                continue
-            if what == GRANT:
-                _grant(heap, S, E, units, task, now, now_int)
-                continue
-            if what == BAND_SIGNAL:  # a compute's first band is done
-                _schedule(heap, S, n + task, now, normal, now_int)
-                continue
-            # A task resumes: its generator runs on until it yields an event not processed yet
-            # (``block``: it registers on it) or ends.
-            block = -1
-            while S[STATUS] == OK:
-                done_cmd = -1  # a command it completed
-                if what == RESUME_QUEUE:
-                    q = task
-                    phase = queue_phase[q]
-                    if phase == 0:  # the next command of the queue
-                        if queue_pos[q] == queue_ptr[q + 1]:
-                            break
-                        queue_cursor[q] = wait_ptr[queue_cmds[queue_pos[q]]]
-                        queue_phase[q] = 1
-                        continue
-                    c = queue_cmds[queue_pos[q]]
-                    if phase == 1:  # its semaphores
-                        block, queue_cursor[q] = _first_wait(c, queue_cursor[q], processed, n, wait_ptr, wait_list,
-                                                             stream_ptr, stream_list)
-                        if block != -1:
-                            break
-                        ready[c] = now
-                        int_mask[c] |= READY_INT if now_int else 0
-                        _bind(c, queue_prev[q], not queue_compute[q], processed, wait_ptr, wait_list, start, end,
-                              band, binding, binding_at)
-                        queue_phase[q] = 2
-                        if queue_compute[q] and not shared_cores:
-                            continue
-                        # a DMA channel, or the core shared with other streams
-                        block = _request(heap, S, E, free_events, units, 1 + queue_core[q] if queue_compute[q] else i0,
-                                         now, now_int)
-                        break
-                    if not queue_compute[q]:  # a DMA queue got a channel: the transfer runs as its own task
-                        start[c] = now
-                        int_mask[c] |= START_INT if now_int else 0
-                        _timeout(heap, S, E, K, free_events, free_nodes, now, now_int, np.int64(RESUME_DMA), c)
-                        queue_prev[q] = c
-                        queue_pos[q] += 1
-                        queue_phase[q] = 0
-                        continue
-                    b = bands[c]
-                    if phase == 2:  # a compute got its core: start
-                        start[c] = now
-                        int_mask[c] |= START_INT if now_int else 0
-                        any_late = _mark_late(c, processed, stream_ptr, stream_list, late)
-                        if not _reads_ok(c, i1, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list,
-                                         late, write_ptr, write_res) \
-                                or not _claim(S, c, write_ptr, write_res, write_off, write_size, live, valid,
-                                              res_start, blocks, capacity):
-                            S[STATUS] = SCRATCHPAD_ERROR
-                            break
-                        _sample(occ_time, occ_used, occ_int, S, n_occ, now, now_int, S[USED])
-                        if has_band[c]:  # a store streams out its results: signal the first band
-                            band[c] = now + cycles[c] / b
-                            _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c] / b, no,
-                                     np.int64(BAND_SIGNAL), c)
-                        if any_late:  # all bands but the last, then wait for the inputs still arriving
-                            block = _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c] * (b - 1) / b,
-                                             no, none, i0)
-                            queue_phase[q] = 3
-                        else:
-                            block = _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c],
-                                             now_int and cycles_int[c], none, i0)
-                            queue_phase[q] = 5
-                        break
-                    if phase == 3:  # _stream_tail: wait for the streamed inputs still arriving
-                        queue_before[q] = now
-                        queue_cursor[q] = stream_ptr[c]
-                        queue_phase[q] = 4
-                        continue
-                    if phase == 4:
-                        block, queue_cursor[q] = _next_arrival(c, queue_cursor[q], processed, stream_ptr, stream_list,
-                                                               late)
-                        if block != -1:
-                            break
-                        if now > queue_before[q]:  # held up by the latest of them
-                            tail[c] = _latest(c, stream_ptr, stream_list, late, end)
-                        if not _reads_ok(c, i2, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list,
-                                         late, write_ptr, write_res):
-                            S[STATUS] = SCRATCHPAD_ERROR
-                            break
-                        block = _timeout(heap, S, E, K, free_events, free_nodes, now + cycles[c] / b, no, none, i0)
-                        queue_phase[q] = 5
-                        break
-                    # phase 5: computed
-                    for i in range(write_ptr[c], write_ptr[c + 1]):
-                        valid[write_res[i]] = valid[write_res[i]] or live[write_res[i]]  # fill
-                    end[c] = now
-                    int_mask[c] |= END_INT if now_int else 0
-                    if shared_cores:
-                        _release_unit(heap, S, E, K, free_events, free_nodes, units, 1 + queue_core[q], now, now_int)
-                    done_cmd = c
-                    queue_prev[q] = c
-                    queue_pos[q] += 1
-                    queue_phase[q] = 0
-                else:  # a DMA transfer (engine._Machine._dma)
-                    c = task
-                    phase = dma_phase[c]
-                    nbytes = 0.0  # the bytes of the transfer on the bus it starts now (phases 1, 2, 4)
-                    if phase == 0:
-                        any_late = _mark_late(c, processed, stream_ptr, stream_list, late)
-                        if not _claim(S, c, write_ptr, write_res, write_off, write_size, live, valid, res_start,
-                                      blocks, capacity) \
-                                or (not any_late and not _reads_ok(c, i0, read_ptr, read_res, read_size, live, valid,
-                                                                   stream_ptr, stream_list, late, write_ptr, write_res)):
-                            S[STATUS] = SCRATCHPAD_ERROR
-                            break
-                        _sample(occ_time, occ_used, occ_int, S, n_occ, now, now_int, S[USED])
-                        dma_steps[S[N_DMA_STEPS]] = c
-                        S[N_DMA_STEPS] += 1
-                        n_free_channels -= 1  # it takes the lowest free channel
-                        channel_of[c] = free_channels[0]
-                        for k in range(n_free_channels):
-                            free_channels[k] = free_channels[k + 1]
-                        block = _timeout(heap, S, E, K, free_events, free_nodes, now + setup_latency[c], no, none, i0)
-                        dma_phase[c] = 1
-                        break
-                    if phase == 1:  # setup and latency paid: the data phase
-                        flowing[c] = now
-                        S[FLOWS_NOW] += 1
-                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
-                        if _any_late(c, stream_ptr, late) or has_band[c]:  # in bands
-                            nbytes = bus[c] / bands[c]
-                            dma_phase[c] = 2
-                        else:
-                            nbytes = bus[c]
-                            dma_phase[c] = 6
-                    elif phase == 2:  # the first band has moved
-                        if has_band[c]:
-                            band[c] = now
-                            int_mask[c] |= BAND_INT if now_int else 0
-                            _schedule(heap, S, n + c, now, normal, now_int)
-                        first = bus[c] / bands[c]
-                        if _any_late(c, stream_ptr, late):
-                            nbytes = bus[c] - 2 * first
-                            dma_phase[c] = 3
-                        else:
-                            nbytes = bus[c] - first
-                            dma_phase[c] = 6
-                    elif phase == 3:  # all but the last band moved: wait for the op's last band
-                        S[FLOWS_NOW] -= 1
-                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
-                        mark[c] = now
-                        dma_cursor[c] = stream_ptr[c]
-                        dma_phase[c] = 4
-                        continue
-                    elif phase == 4:
-                        block, dma_cursor[c] = _next_arrival(c, dma_cursor[c], processed, stream_ptr, stream_list, late)
-                        if block != -1:
-                            break
-                        if now > mark[c]:
-                            tail[c] = _latest(c, stream_ptr, stream_list, late, end)
-                        S[FLOWS_NOW] += 1
-                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
-                        last_start[c] = now
-                        nbytes = bus[c] / bands[c]
-                        dma_phase[c] = 6
-                    elif phase == 6:  # the data has moved
-                        S[FLOWS_NOW] -= 1
-                        _sample(dram_time, dram_flows, dram_int, S, n_dram, now, now_int, S[FLOWS_NOW])
-                        if _any_late(c, stream_ptr, late) and not _reads_ok(
-                                c, i0, read_ptr, read_res, read_size, live, valid, stream_ptr, stream_list, late,
-                                write_ptr, write_res):
-                            S[STATUS] = SCRATCHPAD_ERROR
-                            break
-                        data_end[c] = now
-                        addresses_left = flowing[c] + addr_cycles[c] - now
-                        dma_phase[c] = 7
-                        if addresses_left > 0:  # the address generator, not the bus, was the bottleneck
-                            block = _timeout(heap, S, E, K, free_events, free_nodes, now + addresses_left, no, none, i0)
-                            break
-                        continue
-                    else:  # phase 7: done
-                        dma_steps[S[N_DMA_STEPS]] = n + c
-                        S[N_DMA_STEPS] += 1
-                        for i in range(write_ptr[c], write_ptr[c + 1]):
-                            valid[write_res[i]] = valid[write_res[i]] or live[write_res[i]]  # fill
-                        _release_unit(heap, S, E, K, free_events, free_nodes, units, i0, now, now_int)
-                        k = n_free_channels  # its channel is free again (kept sorted)
-                        while k > 0 and free_channels[k - 1] > channel_of[c]:
-                            free_channels[k] = free_channels[k - 1]
-                            k -= 1
-                        free_channels[k] = channel_of[c]
-                        n_free_channels += 1
-                        end[c] = now
-                        int_mask[c] |= END_INT if now_int else 0
-                        done_cmd = c
-                    if done_cmd == -1:  # phases 1, 2 and 4: a transfer on the bus
-                        block = _transfer(heap, S, F, E, K, free_events, free_nodes, flow_left, flow_priority,
-                                          flow_done, inflight, moving, rate, nbytes, urgency[c], now, now_int)
-                        break
-                # _complete: signal the command done, release what it was the last user of
-                _schedule(heap, S, done_cmd, now, normal, now_int)
-                for i in range(read_ptr[done_cmd], read_ptr[done_cmd + 1]):  # engine: touched
-                    users_left[read_res[i]] -= 1
-                    if users_left[read_res[i]] == 0:
-                        _release(S, read_res[i], live, res_start, blocks)
-                for i in range(write_ptr[done_cmd], write_ptr[done_cmd + 1]):
-                    users_left[write_res[i]] -= 1
-                    if users_left[write_res[i]] == 0:
-                        _release(S, write_res[i], live, res_start, blocks)
-                _sample(occ_time, occ_used, occ_int, S, n_occ, now, now_int, S[USED])
-                order[S[N_DONE]] = done_cmd
-                S[N_DONE] += 1
-                if what == RESUME_DMA:
-                    break  # the transfer's task ends
-            if block != -1 and S[STATUS] == OK:  # the task waits for ``block``
-                _on(S, E, K, free_nodes, block, what, task)
-        if ev >= 2 * n:  # a pool event: nothing refers to it once processed
-            processed[ev] = False
-            E[HEAD, ev] = -1
-            free_events[S[FREE_EVENTS]] = ev
-            S[FREE_EVENTS] += 1
-
-    status = S[STATUS]
-    if status == OK and S[N_DONE] < n:
-        status = DEADLOCK
-    return status, (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail,
-                    flowing, data_end, mark, last_start, channel_of, int_mask, order,
-                    occ_time[:S[N_OCC]], occ_used[:S[N_OCC]], occ_int[:S[N_OCC]],
-                    dram_time[:S[N_DRAM]], dram_flows[:S[N_DRAM]], dram_int[:S[N_DRAM]], S[PEAK], F[1],
-                    dma_steps[:S[N_DMA_STEPS]])
 
 
 #: Pool events per queue and per DMA channel to start with (timeouts, requests, releases and
@@ -836,9 +88,14 @@ def _csr(rows) -> tuple[np.ndarray, np.ndarray]:
     return pointers, np.fromiter(chain.from_iterable(rows), np.int64, int(pointers[-1]))
 
 
+def _int64(column) -> np.ndarray:
+    """A column as the kernel's int64 array (no copy when it is one already)."""
+    return np.ascontiguousarray(column, dtype=np.int64)
+
+
 def run(machine, cores_of_queue: dict, max_events: int):
     """Run ``machine``'s program (an ``engine._Machine``) with the compiled loop: the status,
-    and the recorded arrays (``run_program``'s result) when it is ``OK``."""
+    and the recorded arrays (``record``'s ``result``) when it is ``OK``."""
     program, hw = machine.program, machine.hw
     table = program.commands
     n = len(table)
@@ -864,33 +121,45 @@ def run(machine, cores_of_queue: dict, max_events: int):
     values = [op_cycles(ops[op_of[i]])[0][0] for i in compute_ids.tolist()]
     cycles = np.zeros(n)
     cycles[compute_ids] = values
-    cycles_int = np.zeros(n, np.bool_)
+    cycles_int = np.zeros(n, np.int64)  # flags as int64: the kernel takes 8-byte items
     cycles_int[compute_ids] = [isinstance(v, int) for v in values]
-    has_band = np.zeros(n, np.bool_)
-    has_band[list(machine.band_done)] = True
+    has_band = np.zeros(n, np.int64)
+    has_band[list(machine.band_done)] = 1
     bands = np.asarray(machine.bands, np.int64)
-    wait_ptr, wait_list = program.wait_lists
+    wait_ptr, wait_list = map(_int64, program.wait_lists)
     stream_ptr, stream_list = _csr(machine.streams_from)
-    read = table.access_columns("reads")
-    write = table.access_columns("writes")
+    read = list(map(_int64, table.access_columns("reads")))
+    write = list(map(_int64, table.access_columns("writes")))
     users_left = np.fromiter(map(len, program.residency_users), np.int64, len(program.residency_users))
     queue_ptr, queue_cmds = _csr(list(program.queues.values()))
-    queue_compute = np.array([q.startswith("stream") for q in program.queues], np.bool_)
+    queue_compute = np.array([q.startswith("stream") for q in program.queues], np.int64)
     queue_core = np.array([cores_of_queue.get(q, 0) for q in program.queues], np.int64)
     shared = program.streams > len(machine.cores)
     pool = POOL_PER_QUEUE * (len(program.queues) + hw.dma.channels)
     while True:
-        if 3 * n + pool + len(program.queues) + 8 >= 2 ** 31:  # the kernel's 4-byte event table (run_program)
+        if 3 * n + pool + len(program.queues) + 8 >= 2 ** 31:  # the kernel's 4-byte event and node ids
             raise SimulationError(f"{n:,} commands are more than the compiled event loop holds")
-        status, result = run_program(
+        (status, now, now_int, n_processed, peak, busy_cycles), arrays = _kernel.run_program(
             kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,
             wait_ptr, wait_list, stream_ptr, stream_list, *read, *write, users_left,
             queue_ptr, queue_cmds, queue_compute, queue_core,
             hw.dma.channels, len(machine.cores), shared, float(machine.dram.rate), program.capacity,
             max_events, pool)
         if status != POOL_FULL:
-            return status, result
+            break
         pool *= 2
+    (ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark, last_start, channel_of,
+     int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int, dma_steps) = (
+        np.frombuffer(a, dtype) for a, dtype in zip(arrays, _RESULT_TYPES))
+    return status, (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing,
+                    data_end, mark, last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int,
+                    dram_time, dram_flows, dram_int, peak, busy_cycles, dma_steps)
+
+
+_F, _I, _B = np.float64, np.int64, np.bool_
+#: The types of the kernel's arrays (bytearrays), in ``run``'s order.
+_RESULT_TYPES = (_F, _F, _F, _F, _I, _I, _I, _F, _F, _F, _F, _I, _I, _I,  # ready ... order
+                 _F, _I, _B, _F, _I, _B, _I)  # the occupancy, DRAM-flow samples; dma_steps
 
 
 class HeldTimes(Sequence):
@@ -1208,9 +477,8 @@ def record(machine, result) -> float:
     timings = machine.timings = RecordedTimings(machine, ready, start, end, band, int_mask, binding, binding_at, tail,
                                                 flowing, data_end, mark, last_start, channel_of)
     machine.timeline = RecordedTimeline(timings, order, program.queues, machine.dma_lanes)
-    # copies: the samples are views of buffers sized for the most a run can take
-    machine.occupancy = Pairs(occ_time.copy(), occ_used.copy(), occ_int.copy())
-    machine.dram_samples = Pairs(dram_time.copy(), dram_flows.copy(), dram_int.copy())
+    machine.occupancy = Pairs(occ_time, occ_used, occ_int)
+    machine.dram_samples = Pairs(dram_time, dram_flows, dram_int)
     machine.scratchpad.peak = int(peak)
     machine.dma_steps = dma_steps
     machine.dram.busy_cycles = float(busy_cycles)

@@ -21,27 +21,17 @@ live to the end.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from npusim import native
 from npusim.errors import SimulationError
 from npusim.kernels.render_chunks import chunk_arrays
 from npusim.plan.dram import buffer_of
 
 
-@njit(cache=True)
-def first_overlap(o1, s1, o2, s2):
-    """(start, end) of the first overlap of two sorted chunk lists, or (-1, -1)."""
-    i = j = 0
-    while i < o1.shape[0] and j < o2.shape[0]:
-        e1 = o1[i] + s1[i]
-        e2 = o2[j] + s2[j]
-        if e1 <= o2[j]:
-            i += 1
-        elif e2 <= o1[i]:
-            j += 1
-        else:
-            return max(o1[i], o2[j]), min(e1, e2)
-    return -1, -1
+#: ``first_overlap(o1, s1, o2, s2)``: (start, end) of the first overlap of two chunk lists sorted
+#: by address (int64 arrays), or (-1, -1); C (``npusim/native/dram_contents.c``): checking a plan
+#: must not pay Numba's start-up.
+first_overlap = native.load("dram_contents").first_overlap
 
 
 def first_overlap_reference(chunks1, chunks2):

@@ -18,7 +18,7 @@ scratchpad; it executes a Program and returns a Report.
 Time is counted in core clock cycles.
 
 Programs of ``COMPILED_LOOP_MIN_COMMANDS`` commands or more run the same model, event for
-event, in ``npusim.sim.compiled_loop`` (a Numba kernel: ~2 us per command against ~80 us here);
+event, in ``npusim.sim.compiled_loop`` (a C kernel: ~2 us per command against ~80 us here);
 ``tests/test_compiled_loop.py`` holds the two to the same report. Jitter and ``dram.model:
 banks`` stay here. A DRAM layout's contents are checked after a compiled run, in the order
 its transfers started and ended (``_Machine.dram_contents_hold``); a check that fails there
@@ -37,7 +37,6 @@ and ``_Units`` to SimPy's order.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections import deque
 from heapq import heappop
@@ -663,7 +662,7 @@ class _Machine:
     def run_compiled(self) -> float | None:
         """The run of ``run()``, by the compiled event loop (``npusim.sim.compiled_loop``): the
         cycles, or None when that loop stopped on an error (``run()`` then raises it)."""
-        from npusim.sim import compiled_loop  # lazy: Numba loads only for programs large enough to pay for it
+        from npusim.sim import compiled_loop  # lazy: only programs large enough to pay for it load it
 
         cores = {q: self._cores_of(q)[0][0] for q in self.program.queues if q.startswith("stream")}
         status, result = compiled_loop.run(self, cores, self.env.max_events)
@@ -768,15 +767,9 @@ def _samples(samples) -> Pairs:
     return samples if isinstance(samples, Pairs) else Pairs.of_samples(samples)
 
 
-#: Programs of at least this many commands run on the compiled event loop: below it, loading
-#: Numba and the loop (~0.6 s CPU) costs more than the loop saves (~70 us per command) ...
-COMPILED_LOOP_MIN_COMMANDS = 10_000
-#: ... once Numba is loaded (by a planner, banked DRAM, an earlier run), loading the loop
-#: alone (~0.2 s) pays from this many ...
-COMPILED_LOOP_MIN_COMMANDS_NUMBA_LOADED = 3_000
-#: ... and once the loop is loaded (an LLM run's later steps, a DSE's later points), from this
-#: many: the packing and unpacking around it cost less than SimPy from here on.
-COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED = 500
+#: Programs of at least this many commands run on the compiled event loop: below it, packing
+#: its arrays and unpacking its results cost more than SimPy's ~80 us per command save.
+COMPILED_LOOP_MIN_COMMANDS = 500
 
 
 def _new_machine(program: Program, hw: Hardware, jitter: float, seed: int | None, progress) -> _Machine:
@@ -819,20 +812,14 @@ def _streamed_waits(table) -> list[tuple[int, tuple[int, ...]]]:
 
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
     """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``): one it
-    models (no jitter or banked DRAM), large enough to pay for loading
-    Numba unless ``NPUSIM_SIM_LOOP`` asks for one loop."""
+    models (no jitter or banked DRAM), large enough to pay for packing its arrays unless
+    ``NPUSIM_SIM_LOOP`` asks for one loop."""
     choice = sim_loop()
     if choice == "simpy" or jitter != 0 or hw.dram.model == "banks":
         return False
     if choice == "compiled":
         return True
-    if "npusim.sim.compiled_loop" in sys.modules and sys.modules["npusim.sim.compiled_loop"].run_program.signatures:
-        least = COMPILED_LOOP_MIN_COMMANDS_LOOP_LOADED
-    elif "numba" in sys.modules:
-        least = COMPILED_LOOP_MIN_COMMANDS_NUMBA_LOADED
-    else:
-        least = COMPILED_LOOP_MIN_COMMANDS
-    return len(program.commands) >= least
+    return len(program.commands) >= COMPILED_LOOP_MIN_COMMANDS
 
 
 def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int | None = None,

@@ -1,0 +1,1029 @@
+/* The simulator's event loop, compiled: the kernel of ``npusim.sim.compiled_loop``.
+ *
+ * That module's docstring explains the model (SimPy's processes as tasks with a phase, events
+ * as integers processed in SimPy's order, the heap, the units, the bus and the scratchpad) and
+ * what the kernel returns; here is its code. Every function below is the one of the same name
+ * (without the underscore) that module held as a Numba kernel until it moved here, operation
+ * for operation: the same float operations in the same order (built with -ffp-contract=off: no
+ * fused multiply-add), ``max``/``min`` as Python's (the first argument unless the other is
+ * strictly larger/smaller, ``MAX``/``MIN``), int64 integers (no division or modulo of negative
+ * values occurs). Its reference is the SimPy model itself: ``tests/test_compiled_loop.py``
+ * requires identical reports on programs of every kind.
+ *
+ * The kernel's state is one ``Loop``: Numba's state array ``S`` and bus array ``F`` as named
+ * fields, the event table ``E`` and the callback table ``K`` as one array per row. */
+
+#include "buffers.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Statuses */
+enum { OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL };
+/* Callback kinds */
+enum { RESUME_QUEUE, RESUME_DMA, BANDWIDTH_WAKE, GRANT, BAND_SIGNAL };
+/* SimPy priorities */
+enum { URGENT, NORMAL };
+/* binding_at codes (CommandTiming.binding_at) */
+enum { AT_END, AT_START, AT_BAND };
+/* Bits of ``int_mask``: which recorded times SimPy held as int (an event chain from time 0
+ * of zero delays only: SimPy's clock starts at int 0), so reports print them alike */
+enum { READY_INT = 1, START_INT = 2, END_INT = 4, BAND_INT = 8 };
+
+#define PRIORITY_STEP ((int64_t)1 << 62) /* a key's priority part: above any scheduling order */
+
+/* Python's max(a, b) and min(a, b): ``a`` unless ``b`` is strictly larger (smaller) */
+#define MAX(a, b) ((b) > (a) ? (b) : (a))
+#define MIN(a, b) ((b) < (a) ? (b) : (a))
+
+/* An entry of the heap: SimPy's (time, priority, scheduling order) of an event; ``key`` is
+ * priority * 2**62 + order */
+typedef struct {
+    double time;
+    int64_t key;
+    int32_t event;
+    int32_t is_int;
+} Entry;
+
+typedef struct {
+    /* the program (read only) */
+    int64_t n;
+    const int64_t *bands, *has_band, *cycles_int;
+    const double *cycles, *bus, *setup_latency, *addr_cycles, *urgency;
+    const int64_t *wait_ptr, *wait_list, *stream_ptr, *stream_list;
+    const int64_t *read_ptr, *read_res, *read_size, *write_ptr, *write_res, *write_off, *write_size;
+    double rate;
+    int64_t capacity;
+    /* the state scalars (Numba's ``S``) */
+    int64_t seq, n_free_events, n_free_nodes, nodes_taken, n_blocks, used, peak, n_occ, n_dram, flows_now,
+        n_inflight, n_moving, next_flow, pending, status, n_done, heap_size, n_dma_steps;
+    double bus_updated, bus_busy; /* Numba's ``F``: the bus's last update, busy cycles */
+    /* events (done of command c is event c, its first band n + c, then the pool) */
+    Entry *heap;
+    char *processed;
+    int32_t *head, *tail, *unit_next; /* Numba's ``E``: HEAD (-1: none), TAIL, UNIT_NEXT */
+    int32_t *free_events;             /* a stack: 2n is on top */
+    /* callback nodes (Numba's ``K``: NEXT, WHAT, ARG) and the freed ones, a stack */
+    int32_t *node_next, *node_what, *node_arg, *free_nodes;
+    int64_t n_nodes;
+    /* units (0: the DMA channels, 1 + k: core k when streams share cores) */
+    int64_t *unit_capacity, *unit_in_use, *unit_head, *unit_tail;
+    /* the bus */
+    double *flow_left, *flow_priority;
+    int64_t *flow_done, *inflight, *moving, *still;
+    /* the scratchpad: live blocks (start, end) by start */
+    char *live, *valid;
+    int64_t *res_start, *block_lo, *block_hi;
+    char *late; /* a streamed wait not done when it started */
+    /* results (the recorded times ``_bind`` reads) */
+    double *start, *end, *band;
+    int64_t *binding, *binding_at;
+} Loop;
+
+/* -- events and callbacks ------------------------------------------------------------------ */
+
+/* An event from the pool (-1, and the status set, when the pool is empty). */
+static int64_t new_event(Loop *L) {
+    if (L->n_free_events == 0) {
+        L->status = POOL_FULL;
+        return -1;
+    }
+    L->n_free_events -= 1;
+    return L->free_events[L->n_free_events];
+}
+
+/* ``Environment.schedule``: the event is processed at ``at``, after every event scheduled
+ * before it for the same time and priority. */
+static void schedule(Loop *L, int64_t ev, double at, int64_t priority, int is_int) {
+    Entry *h = L->heap;
+    int64_t key = priority * PRIORITY_STEP + L->seq;
+    L->seq += 1;
+    int64_t i = L->heap_size;
+    L->heap_size += 1;
+    while (i > 0) { /* sift up */
+        int64_t parent = (i - 1) >> 1;
+        if (h[parent].time < at || (h[parent].time == at && h[parent].key < key)) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i].time = at;
+    h[i].key = key;
+    h[i].event = (int32_t)ev;
+    h[i].is_int = is_int != 0;
+}
+
+/* The earliest entry, removed from the heap. */
+static Entry pop(Loop *L) {
+    Entry *h = L->heap;
+    Entry top = h[0];
+    L->heap_size -= 1;
+    int64_t size = L->heap_size;
+    Entry last = h[size];
+    int64_t i = 0;
+    for (;;) { /* sift the last entry down from the root */
+        int64_t child = 2 * i + 1;
+        if (child >= size) break;
+        if (child + 1 < size && (h[child + 1].time < h[child].time
+                                 || (h[child + 1].time == h[child].time && h[child + 1].key < h[child].key)))
+            child += 1;
+        if (last.time < h[child].time || (last.time == h[child].time && last.key < h[child].key)) break;
+        h[i] = h[child];
+        i = child;
+    }
+    h[i] = last;
+    return top;
+}
+
+/* Add a callback to ``ev`` (after those it has: SimPy runs them in that order). Its node is
+ * the last one freed, else the lowest never taken. */
+static void on(Loop *L, int64_t ev, int64_t what, int64_t arg) {
+    int64_t node;
+    if (L->n_free_nodes > 0) {
+        L->n_free_nodes -= 1;
+        node = L->free_nodes[L->n_free_nodes];
+    } else if (L->nodes_taken < L->n_nodes) {
+        node = L->nodes_taken;
+        L->nodes_taken += 1;
+    } else {
+        L->status = POOL_FULL;
+        return;
+    }
+    L->node_next[node] = -1;
+    L->node_what[node] = (int32_t)what;
+    L->node_arg[node] = (int32_t)arg;
+    if (L->head[ev] == -1)
+        L->head[ev] = (int32_t)node;
+    else
+        L->node_next[L->tail[ev]] = (int32_t)node;
+    L->tail[ev] = (int32_t)node;
+}
+
+/* A new event scheduled at ``at`` (a Timeout, or a process start when URGENT is asked through
+ * ``what`` = RESUME_DMA), with one callback (none when ``what`` < 0). */
+static int64_t timeout(Loop *L, double at, int is_int, int64_t what, int64_t arg) {
+    int64_t ev = new_event(L);
+    if (ev == -1) return -1;
+    schedule(L, ev, at, what == RESUME_DMA ? URGENT : NORMAL, is_int);
+    if (what >= 0) on(L, ev, what, arg);
+    return ev;
+}
+
+/* Append (now, value) to a counter track, or replace its last sample taken at ``now``. */
+static void sample(double *times, int64_t *values, char *ints, int64_t *count, double now, int now_int,
+                   int64_t value) {
+    int64_t i = *count;
+    if (i > 0 && times[i - 1] == now)
+        i -= 1;
+    else
+        *count += 1;
+    times[i] = now;
+    values[i] = value;
+    ints[i] = (char)(now_int != 0);
+}
+
+/* -- units: DMA channels and shared cores (engine._Units) ---------------------------------- */
+
+/* Grant the head of unit ``u``'s queue if a unit is free (its request event succeeds). */
+static void grant(Loop *L, int64_t u, double now, int now_int) {
+    int64_t head = L->unit_head[u];
+    if (head != -1 && L->unit_in_use[u] < L->unit_capacity[u]) {
+        L->unit_in_use[u] += 1;
+        L->unit_head[u] = L->unit_next[head];
+        if (L->unit_head[u] == -1) L->unit_tail[u] = -1;
+        schedule(L, head, now, NORMAL, now_int);
+    }
+}
+
+/* A request of unit ``u``: it joins the queue, the head is granted if a unit is free. */
+static int64_t request(Loop *L, int64_t u, double now, int now_int) {
+    int64_t req = new_event(L);
+    if (req == -1) return -1;
+    L->unit_next[req] = -1;
+    if (L->unit_tail[u] == -1)
+        L->unit_head[u] = req;
+    else
+        L->unit_next[L->unit_tail[u]] = (int32_t)req;
+    L->unit_tail[u] = req;
+    grant(L, u, now, now_int);
+    return req;
+}
+
+/* Free a unit at once; a release event grants the head of the queue when processed. */
+static void release_unit(Loop *L, int64_t u, double now, int now_int) {
+    L->unit_in_use[u] -= 1;
+    timeout(L, now, now_int, GRANT, u);
+}
+
+/* -- the scratchpad (npusim.sim.scratchpad.TaggedScratchpad) ------------------------------- */
+
+/* How many of the first ``count`` (sorted) ``starts`` are <= ``value`` (bisect_right). */
+static int64_t bisect(const int64_t *starts, int64_t count, int64_t value) {
+    int64_t lo = 0, hi = count;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (starts[mid] <= value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Claim the ranges command ``c`` writes; 0 when one is past the capacity or overlaps a live
+ * block. */
+static int claim(Loop *L, int64_t c) {
+    for (int64_t i = L->write_ptr[c]; i < L->write_ptr[c + 1]; i++) {
+        int64_t r = L->write_res[i], size = L->write_size[i];
+        if (L->live[r] || size <= 0) continue; /* a later write into its own residency, or no bytes */
+        int64_t lo = L->write_off[i];
+        int64_t hi = lo + size;
+        int64_t n_blocks = L->n_blocks;
+        if (hi > L->capacity) return 0;
+        int64_t j = bisect(L->block_lo, n_blocks, lo); /* the blocks starting before lo ... */
+        j = MAX(j - 1, 0);
+        while (j < n_blocks && L->block_lo[j] < hi) { /* ... from the last of them, overlapping [lo, hi) */
+            if (L->block_hi[j] > lo) return 0;
+            j += 1;
+        }
+        j = bisect(L->block_lo, n_blocks, lo);
+        for (int64_t k = n_blocks; k > j; k--) {
+            L->block_lo[k] = L->block_lo[k - 1];
+            L->block_hi[k] = L->block_hi[k - 1];
+        }
+        L->block_lo[j] = lo;
+        L->block_hi[j] = hi;
+        L->n_blocks += 1;
+        L->live[r] = 1;
+        L->valid[r] = 0;
+        L->res_start[r] = lo;
+        L->used += size;
+        L->peak = MAX(L->peak, L->used);
+    }
+    return 1;
+}
+
+/* Free residency ``r``'s block (its last user completed). */
+static void release(Loop *L, int64_t r) {
+    if (!L->live[r]) return;
+    int64_t n_blocks = L->n_blocks;
+    int64_t j = bisect(L->block_lo, n_blocks, L->res_start[r] - 1); /* the block starting at res_start[r] */
+    L->used -= L->block_hi[j] - L->block_lo[j];
+    for (int64_t k = j; k < n_blocks - 1; k++) {
+        L->block_lo[k] = L->block_lo[k + 1];
+        L->block_hi[k] = L->block_hi[k + 1];
+    }
+    L->n_blocks -= 1;
+    L->live[r] = 0;
+}
+
+/* Whether command ``c``'s reads find their residencies filled: all of them (``which`` 0),
+ * those no streamed command still arriving writes (1), or only those (2). */
+static int reads_ok(const Loop *L, int64_t c, int which) {
+    for (int64_t i = L->read_ptr[c]; i < L->read_ptr[c + 1]; i++) {
+        int64_t r = L->read_res[i];
+        if (which != 0) {
+            int arriving = 0;
+            for (int64_t j = L->stream_ptr[c]; j < L->stream_ptr[c + 1]; j++) {
+                if (L->late[j]) {
+                    int64_t w = L->stream_list[j];
+                    for (int64_t k = L->write_ptr[w]; k < L->write_ptr[w + 1]; k++)
+                        if (L->write_res[k] == r) arriving = 1;
+                }
+            }
+            if (arriving != (which == 2)) continue;
+        }
+        if (L->read_size[i] > 0 && !(L->live[r] && L->valid[r])) return 0;
+    }
+    return 1;
+}
+
+/* -- the bus (npusim.sim.bandwidth.SharedBandwidth) ---------------------------------------- */
+
+/* Move the moving flows' bytes on to now, the bus shared equally among them. */
+static void advance(Loop *L, double now) {
+    double dt = now - L->bus_updated;
+    int64_t n_moving = L->n_moving;
+    if (n_moving > 0 && dt > 0) {
+        double share = L->rate * dt / (double)n_moving;
+        for (int64_t i = 0; i < n_moving; i++) L->flow_left[L->moving[i]] -= share;
+        L->bus_busy += dt;
+    }
+    L->bus_updated = now;
+}
+
+/* Schedule a wake-up at the next completion of a moving flow. */
+static void next_completion(Loop *L, double now) {
+    int64_t n_moving = L->n_moving;
+    if (n_moving == 0) {
+        L->pending = -1;
+        return;
+    }
+    double soonest = L->flow_left[L->moving[0]];
+    for (int64_t i = 1; i < n_moving; i++) soonest = MIN(soonest, L->flow_left[L->moving[i]]);
+    double delay = MAX(soonest, 0.0) * (double)n_moving / L->rate;
+    L->pending = timeout(L, now + delay, 0, BANDWIDTH_WAKE, 0);
+}
+
+/* An event that succeeds when ``nbytes`` have crossed the bus (lower ``priority`` first). */
+static int64_t transfer(Loop *L, double nbytes, double priority, double now, int now_int) {
+    int64_t done = new_event(L);
+    if (done == -1) return -1;
+    if (nbytes <= 0) {
+        schedule(L, done, now, NORMAL, now_int);
+        return done;
+    }
+    advance(L, now);
+    int64_t f = L->next_flow;
+    L->next_flow += 1;
+    L->flow_left[f] = nbytes;
+    L->flow_priority[f] = priority;
+    L->flow_done[f] = done;
+    L->inflight[L->n_inflight] = f;
+    L->n_inflight += 1;
+    if (L->n_moving == 0 || priority == L->flow_priority[L->moving[0]]) {
+        L->moving[L->n_moving] = f;
+        L->n_moving += 1;
+    } else if (priority < L->flow_priority[L->moving[0]]) {
+        L->moving[0] = f;
+        L->n_moving = 1;
+    }
+    next_completion(L, now);
+    return done;
+}
+
+/* The next completion: the flows done succeed, the bus goes to the most urgent left. */
+static void wake(Loop *L, double now, int now_int) {
+    advance(L, now);
+    double limit = 1e-6 * MAX(1.0, L->rate); /* remaining bytes are floats accumulated over many updates */
+    int64_t n_moving = L->n_moving;
+    int64_t finished = 0;
+    for (int64_t i = 0; i < n_moving; i++)
+        if (L->flow_left[L->moving[i]] <= limit) finished += 1;
+    int64_t nearest = -1;
+    if (finished == 0) { /* the nearest one (the first of them on a tie), despite rounding */
+        nearest = 0;
+        for (int64_t i = 1; i < n_moving; i++)
+            if (L->flow_left[L->moving[i]] < L->flow_left[L->moving[nearest]]) nearest = i;
+    }
+    int64_t n_still = 0;
+    for (int64_t i = 0; i < n_moving; i++) {
+        int64_t f = L->moving[i];
+        if (nearest == -1 ? L->flow_left[f] <= limit : i == nearest) {
+            int64_t j = 0;
+            while (L->inflight[j] != f) j += 1;
+            for (int64_t k = j; k < L->n_inflight - 1; k++) L->inflight[k] = L->inflight[k + 1];
+            L->n_inflight -= 1;
+            schedule(L, L->flow_done[f], now, NORMAL, now_int);
+        } else {
+            L->still[n_still] = f;
+            n_still += 1;
+        }
+    }
+    if (n_still > 0) {
+        for (int64_t i = 0; i < n_still; i++) L->moving[i] = L->still[i];
+        L->n_moving = n_still;
+    } else { /* the most urgent flows in flight, in start order */
+        L->n_moving = 0;
+        if (L->n_inflight > 0) {
+            double top = L->flow_priority[L->inflight[0]];
+            for (int64_t i = 1; i < L->n_inflight; i++) top = MIN(top, L->flow_priority[L->inflight[i]]);
+            for (int64_t i = 0; i < L->n_inflight; i++) {
+                if (L->flow_priority[L->inflight[i]] == top) {
+                    L->moving[L->n_moving] = L->inflight[i];
+                    L->n_moving += 1;
+                }
+            }
+        }
+    }
+    next_completion(L, now);
+}
+
+/* -- commands ------------------------------------------------------------------------------ */
+
+/* The event command ``c`` must wait for next, from wait ``*position`` on (a semaphore not
+ * processed yet, or for a streamed one its first band; -1 when none); ``*position`` moves
+ * past it. */
+static int64_t first_wait(const Loop *L, int64_t c, int64_t *position) {
+    while (*position < L->wait_ptr[c + 1]) {
+        int64_t w = L->wait_list[*position];
+        *position += 1;
+        if (!L->processed[w]) {
+            int64_t target = w;
+            for (int64_t i = L->stream_ptr[c]; i < L->stream_ptr[c + 1]; i++)
+                if (L->stream_list[i] == w) target = L->n + w;
+            if (!L->processed[target]) return target;
+        }
+    }
+    return -1;
+}
+
+/* (``_stream_tail``) The next streamed command ``c`` waits to end, from ``*position`` on (-1
+ * when none); ``*position`` moves past it. */
+static int64_t next_arrival(const Loop *L, int64_t c, int64_t *position) {
+    while (*position < L->stream_ptr[c + 1]) {
+        int64_t i = *position;
+        *position += 1;
+        if (L->late[i] && !L->processed[L->stream_list[i]]) return L->stream_list[i];
+    }
+    return -1;
+}
+
+/* Which command made ``c`` ready last (engine ``_bind``): the queue's previous command (at
+ * its end, or its start for an in-order DMA queue) or the semaphore signalled last (at its
+ * first band for a streamed one); ties go to the queue. */
+static void bind(Loop *L, int64_t c, int64_t previous, int previous_at_start) {
+    int64_t best = -1, at = AT_END;
+    double best_time = -1.0;
+    if (previous != -1) {
+        if (previous_at_start) {
+            best = previous, best_time = L->start[previous], at = AT_START;
+        } else {
+            best = previous, best_time = L->end[previous], at = AT_END;
+        }
+    }
+    for (int64_t i = L->wait_ptr[c]; i < L->wait_ptr[c + 1]; i++) {
+        int64_t w = L->wait_list[i], how;
+        double when;
+        if (L->processed[w]) {
+            when = L->end[w], how = AT_END;
+        } else {
+            when = L->band[w], how = AT_BAND;
+        }
+        if (when > best_time) best = w, best_time = when, at = how;
+    }
+    L->binding[c] = best;
+    L->binding_at[c] = at;
+}
+
+/* The streamed command ``c`` waited for that ended last (ties: the higher id). */
+static int64_t latest(const Loop *L, int64_t c) {
+    int64_t best = -1;
+    for (int64_t i = L->stream_ptr[c]; i < L->stream_ptr[c + 1]; i++) {
+        if (L->late[i]) {
+            int64_t w = L->stream_list[i];
+            if (best == -1 || L->end[w] > L->end[best] || (L->end[w] == L->end[best] && w > best)) best = w;
+        }
+    }
+    return best;
+}
+
+/* Flag the streamed waits of ``c`` not done yet (still arriving); whether there is one. */
+static int mark_late(Loop *L, int64_t c) {
+    int any = 0;
+    for (int64_t i = L->stream_ptr[c]; i < L->stream_ptr[c + 1]; i++) {
+        L->late[i] = !L->processed[L->stream_list[i]];
+        any = any || L->late[i];
+    }
+    return any;
+}
+
+static int any_late(const Loop *L, int64_t c) {
+    for (int64_t i = L->stream_ptr[c]; i < L->stream_ptr[c + 1]; i++)
+        if (L->late[i]) return 1;
+    return 0;
+}
+
+/* -- the run ------------------------------------------------------------------------------- */
+
+/* What the run records, returned to Python as bytearrays (numpy.frombuffer): 8-byte items
+ * but the counters' int marks (1 byte). */
+enum {
+    OUT_READY, OUT_START, OUT_END, OUT_BAND, OUT_BINDING, OUT_BINDING_AT, OUT_TAIL, OUT_FLOWING, OUT_DATA_END,
+    OUT_MARK, OUT_LAST_START, OUT_CHANNEL_OF, OUT_INT_MASK, OUT_ORDER, OUT_OCC_TIME, OUT_OCC_USED, OUT_OCC_INT,
+    OUT_DRAM_TIME, OUT_DRAM_FLOWS, OUT_DRAM_INT, OUT_DMA_STEPS, N_OUT
+};
+
+/* The run's working arrays, each NULL until allocated. Buffers of which an entry is written
+ * before it is read (the heap, the flows, the nodes) are malloc'ed, so the pages a run never
+ * reaches are never touched and take no memory; the others are calloc'ed (zeros) or filled. */
+typedef struct {
+    void *p[48];
+    int n, failed;
+} Allocations;
+
+static void *take(Allocations *a, int64_t count, size_t size, int zeroed) {
+    size_t items = count > 0 ? (size_t)count : 1;
+    void *p = a->n < 48 ? (zeroed ? calloc(items, size) : malloc(items * size)) : NULL;
+    if (p == NULL) {
+        a->failed = 1;
+        return NULL;
+    }
+    a->p[a->n++] = p;
+    return p;
+}
+
+static void free_all(Allocations *a) {
+    for (int i = 0; i < a->n; i++) free(a->p[i]);
+    a->n = 0;
+}
+
+/* The loop itself: SimPy's events in SimPy's order, each callback resuming its task until
+ * it waits again. Returns the status; the scalars of the result in ``*now``, ``*now_int``,
+ * ``*n_processed``. */
+static int64_t run_loop(Loop *L, const int64_t *queue_ptr, const int64_t *queue_cmds, const int64_t *queue_compute,
+                        const int64_t *queue_core, int64_t n_queues, int64_t channels, int shared_cores,
+                        int64_t max_events, int64_t *users_left, int64_t *queue_pos, int64_t *queue_phase,
+                        int64_t *queue_cursor, int64_t *queue_prev, double *queue_before, int64_t *dma_phase,
+                        int64_t *dma_cursor, int64_t *free_channels, void **out, double *now_out, int *now_int_out,
+                        int64_t *n_processed_out) {
+    const int64_t n = L->n;
+    double *ready = out[OUT_READY], *start = out[OUT_START], *end = out[OUT_END], *band = out[OUT_BAND];
+    int64_t *tail = out[OUT_TAIL], *channel_of = out[OUT_CHANNEL_OF], *int_mask = out[OUT_INT_MASK];
+    int64_t *order = out[OUT_ORDER], *dma_steps = out[OUT_DMA_STEPS];
+    double *flowing = out[OUT_FLOWING], *data_end = out[OUT_DATA_END], *mark = out[OUT_MARK];
+    double *last_start = out[OUT_LAST_START];
+    double *occ_time = out[OUT_OCC_TIME], *dram_time = out[OUT_DRAM_TIME];
+    int64_t *occ_used = out[OUT_OCC_USED], *dram_flows = out[OUT_DRAM_FLOWS];
+    char *occ_int = out[OUT_OCC_INT], *dram_int = out[OUT_DRAM_INT];
+    int64_t n_free_channels = channels;
+
+    for (int64_t q = 0; q < n_queues; q++) { /* every queue starts as SimPy starts a process: URGENT, at 0 */
+        int64_t ev = new_event(L);
+        if (ev == -1) break; /* a pool smaller than the queues: POOL_FULL */
+        schedule(L, ev, 0.0, URGENT, 1);
+        on(L, ev, RESUME_QUEUE, q);
+    }
+
+    double now = 0.0;
+    int now_int = 1;
+    int64_t n_processed = 0;
+    while (L->heap_size > 0 && L->status == OK) {
+        Entry top = pop(L);
+        now = top.time;
+        now_int = top.is_int;
+        int64_t ev = top.event;
+        n_processed += 1;
+        if (n_processed > max_events) {
+            L->status = EVENT_BUDGET;
+            break;
+        }
+        L->processed[ev] = 1;
+        int64_t node = L->head[ev];
+        L->head[ev] = -1;
+        while (node != -1 && L->status == OK) {
+            int64_t what = L->node_what[node], task = L->node_arg[node];
+            L->free_nodes[L->n_free_nodes] = (int32_t)node;
+            L->n_free_nodes += 1;
+            node = L->node_next[node];
+            if (what == BANDWIDTH_WAKE) {
+                if (ev == L->pending) wake(L, now, now_int); /* else a start or end since rescheduled it */
+                continue;
+            }
+            if (what == GRANT) {
+                grant(L, task, now, now_int);
+                continue;
+            }
+            if (what == BAND_SIGNAL) { /* a compute's first band is done */
+                schedule(L, n + task, now, NORMAL, now_int);
+                continue;
+            }
+            /* A task resumes: its generator runs on until it yields an event not processed yet
+             * (``block``: it registers on it) or ends. */
+            int64_t block = -1;
+            while (L->status == OK) {
+                int64_t done_cmd = -1; /* a command it completed */
+                if (what == RESUME_QUEUE) {
+                    int64_t q = task;
+                    int64_t phase = queue_phase[q];
+                    if (phase == 0) { /* the next command of the queue */
+                        if (queue_pos[q] == queue_ptr[q + 1]) break;
+                        queue_cursor[q] = L->wait_ptr[queue_cmds[queue_pos[q]]];
+                        queue_phase[q] = 1;
+                        continue;
+                    }
+                    int64_t c = queue_cmds[queue_pos[q]];
+                    if (phase == 1) { /* its semaphores */
+                        block = first_wait(L, c, &queue_cursor[q]);
+                        if (block != -1) break;
+                        ready[c] = now;
+                        int_mask[c] |= now_int ? READY_INT : 0;
+                        bind(L, c, queue_prev[q], !queue_compute[q]);
+                        queue_phase[q] = 2;
+                        if (queue_compute[q] && !shared_cores) continue;
+                        /* a DMA channel, or the core shared with other streams */
+                        block = request(L, queue_compute[q] ? 1 + queue_core[q] : 0, now, now_int);
+                        break;
+                    }
+                    if (!queue_compute[q]) { /* a DMA queue got a channel: the transfer runs as its own task */
+                        start[c] = now;
+                        int_mask[c] |= now_int ? START_INT : 0;
+                        timeout(L, now, now_int, RESUME_DMA, c);
+                        queue_prev[q] = c;
+                        queue_pos[q] += 1;
+                        queue_phase[q] = 0;
+                        continue;
+                    }
+                    int64_t b = L->bands[c];
+                    if (phase == 2) { /* a compute got its core: start */
+                        start[c] = now;
+                        int_mask[c] |= now_int ? START_INT : 0;
+                        int late = mark_late(L, c);
+                        if (!reads_ok(L, c, 1) || !claim(L, c)) {
+                            L->status = SCRATCHPAD_ERROR;
+                            break;
+                        }
+                        sample(occ_time, occ_used, occ_int, &L->n_occ, now, now_int, L->used);
+                        if (L->has_band[c]) { /* a store streams out its results: signal the first band */
+                            band[c] = now + L->cycles[c] / (double)b;
+                            timeout(L, now + L->cycles[c] / (double)b, 0, BAND_SIGNAL, c);
+                        }
+                        if (late) { /* all bands but the last, then wait for the inputs still arriving */
+                            block = timeout(L, now + L->cycles[c] * (double)(b - 1) / (double)b, 0, -1, 0);
+                            queue_phase[q] = 3;
+                        } else {
+                            block = timeout(L, now + L->cycles[c], now_int && L->cycles_int[c], -1, 0);
+                            queue_phase[q] = 5;
+                        }
+                        break;
+                    }
+                    if (phase == 3) { /* _stream_tail: wait for the streamed inputs still arriving */
+                        queue_before[q] = now;
+                        queue_cursor[q] = L->stream_ptr[c];
+                        queue_phase[q] = 4;
+                        continue;
+                    }
+                    if (phase == 4) {
+                        block = next_arrival(L, c, &queue_cursor[q]);
+                        if (block != -1) break;
+                        if (now > queue_before[q]) tail[c] = latest(L, c); /* held up by the latest of them */
+                        if (!reads_ok(L, c, 2)) {
+                            L->status = SCRATCHPAD_ERROR;
+                            break;
+                        }
+                        block = timeout(L, now + L->cycles[c] / (double)b, 0, -1, 0);
+                        queue_phase[q] = 5;
+                        break;
+                    }
+                    /* phase 5: computed */
+                    for (int64_t i = L->write_ptr[c]; i < L->write_ptr[c + 1]; i++) /* fill */
+                        L->valid[L->write_res[i]] = L->valid[L->write_res[i]] || L->live[L->write_res[i]];
+                    end[c] = now;
+                    int_mask[c] |= now_int ? END_INT : 0;
+                    if (shared_cores) release_unit(L, 1 + queue_core[q], now, now_int);
+                    done_cmd = c;
+                    queue_prev[q] = c;
+                    queue_pos[q] += 1;
+                    queue_phase[q] = 0;
+                } else { /* a DMA transfer (engine._Machine._dma) */
+                    int64_t c = task;
+                    int64_t phase = dma_phase[c];
+                    double nbytes = 0.0; /* the bytes of the transfer on the bus it starts now (phases 1, 2, 4) */
+                    if (phase == 0) {
+                        int late = mark_late(L, c);
+                        if (!claim(L, c) || (!late && !reads_ok(L, c, 0))) {
+                            L->status = SCRATCHPAD_ERROR;
+                            break;
+                        }
+                        sample(occ_time, occ_used, occ_int, &L->n_occ, now, now_int, L->used);
+                        dma_steps[L->n_dma_steps] = c;
+                        L->n_dma_steps += 1;
+                        n_free_channels -= 1; /* it takes the lowest free channel */
+                        channel_of[c] = free_channels[0];
+                        for (int64_t k = 0; k < n_free_channels; k++) free_channels[k] = free_channels[k + 1];
+                        block = timeout(L, now + L->setup_latency[c], 0, -1, 0);
+                        dma_phase[c] = 1;
+                        break;
+                    }
+                    if (phase == 1) { /* setup and latency paid: the data phase */
+                        flowing[c] = now;
+                        L->flows_now += 1;
+                        sample(dram_time, dram_flows, dram_int, &L->n_dram, now, now_int, L->flows_now);
+                        if (any_late(L, c) || L->has_band[c]) { /* in bands */
+                            nbytes = L->bus[c] / (double)L->bands[c];
+                            dma_phase[c] = 2;
+                        } else {
+                            nbytes = L->bus[c];
+                            dma_phase[c] = 6;
+                        }
+                    } else if (phase == 2) { /* the first band has moved */
+                        if (L->has_band[c]) {
+                            band[c] = now;
+                            int_mask[c] |= now_int ? BAND_INT : 0;
+                            schedule(L, n + c, now, NORMAL, now_int);
+                        }
+                        double first = L->bus[c] / (double)L->bands[c];
+                        if (any_late(L, c)) {
+                            nbytes = L->bus[c] - 2.0 * first;
+                            dma_phase[c] = 3;
+                        } else {
+                            nbytes = L->bus[c] - first;
+                            dma_phase[c] = 6;
+                        }
+                    } else if (phase == 3) { /* all but the last band moved: wait for the op's last band */
+                        L->flows_now -= 1;
+                        sample(dram_time, dram_flows, dram_int, &L->n_dram, now, now_int, L->flows_now);
+                        mark[c] = now;
+                        dma_cursor[c] = L->stream_ptr[c];
+                        dma_phase[c] = 4;
+                        continue;
+                    } else if (phase == 4) {
+                        block = next_arrival(L, c, &dma_cursor[c]);
+                        if (block != -1) break;
+                        if (now > mark[c]) tail[c] = latest(L, c);
+                        L->flows_now += 1;
+                        sample(dram_time, dram_flows, dram_int, &L->n_dram, now, now_int, L->flows_now);
+                        last_start[c] = now;
+                        nbytes = L->bus[c] / (double)L->bands[c];
+                        dma_phase[c] = 6;
+                    } else if (phase == 6) { /* the data has moved */
+                        L->flows_now -= 1;
+                        sample(dram_time, dram_flows, dram_int, &L->n_dram, now, now_int, L->flows_now);
+                        if (any_late(L, c) && !reads_ok(L, c, 0)) {
+                            L->status = SCRATCHPAD_ERROR;
+                            break;
+                        }
+                        data_end[c] = now;
+                        double addresses_left = flowing[c] + L->addr_cycles[c] - now;
+                        dma_phase[c] = 7;
+                        if (addresses_left > 0) { /* the address generator, not the bus, was the bottleneck */
+                            block = timeout(L, now + addresses_left, 0, -1, 0);
+                            break;
+                        }
+                        continue;
+                    } else { /* phase 7: done */
+                        dma_steps[L->n_dma_steps] = n + c;
+                        L->n_dma_steps += 1;
+                        for (int64_t i = L->write_ptr[c]; i < L->write_ptr[c + 1]; i++) /* fill */
+                            L->valid[L->write_res[i]] = L->valid[L->write_res[i]] || L->live[L->write_res[i]];
+                        release_unit(L, 0, now, now_int);
+                        int64_t k = n_free_channels; /* its channel is free again (kept sorted) */
+                        while (k > 0 && free_channels[k - 1] > channel_of[c]) {
+                            free_channels[k] = free_channels[k - 1];
+                            k -= 1;
+                        }
+                        free_channels[k] = channel_of[c];
+                        n_free_channels += 1;
+                        end[c] = now;
+                        int_mask[c] |= now_int ? END_INT : 0;
+                        done_cmd = c;
+                    }
+                    if (done_cmd == -1) { /* phases 1, 2 and 4: a transfer on the bus */
+                        block = transfer(L, nbytes, L->urgency[c], now, now_int);
+                        break;
+                    }
+                }
+                /* _complete: signal the command done, release what it was the last user of */
+                schedule(L, done_cmd, now, NORMAL, now_int);
+                for (int64_t i = L->read_ptr[done_cmd]; i < L->read_ptr[done_cmd + 1]; i++) { /* engine: touched */
+                    users_left[L->read_res[i]] -= 1;
+                    if (users_left[L->read_res[i]] == 0) release(L, L->read_res[i]);
+                }
+                for (int64_t i = L->write_ptr[done_cmd]; i < L->write_ptr[done_cmd + 1]; i++) {
+                    users_left[L->write_res[i]] -= 1;
+                    if (users_left[L->write_res[i]] == 0) release(L, L->write_res[i]);
+                }
+                sample(occ_time, occ_used, occ_int, &L->n_occ, now, now_int, L->used);
+                order[L->n_done] = done_cmd;
+                L->n_done += 1;
+                if (what == RESUME_DMA) break; /* the transfer's task ends */
+            }
+            if (block != -1 && L->status == OK) on(L, block, what, task); /* the task waits for ``block`` */
+        }
+        if (ev >= 2 * n) { /* a pool event: nothing refers to it once processed */
+            L->processed[ev] = 0;
+            L->head[ev] = -1;
+            L->free_events[L->n_free_events] = (int32_t)ev;
+            L->n_free_events += 1;
+        }
+    }
+    *now_out = now;
+    *now_int_out = now_int;
+    *n_processed_out = n_processed;
+    int64_t status = L->status;
+    if (status == OK && L->n_done < n) status = DEADLOCK;
+    return status;
+}
+
+/* The arguments of run_program, in order (the arrays first). */
+enum {
+    A_KIND, A_BANDS, A_HAS_BAND, A_CYCLES, A_CYCLES_INT, A_BUS, A_SETUP_LATENCY, A_ADDR_CYCLES, A_URGENCY,
+    A_WAIT_PTR, A_WAIT_LIST, A_STREAM_PTR, A_STREAM_LIST, A_READ_PTR, A_READ_RES, A_READ_OFF, A_READ_SIZE,
+    A_WRITE_PTR, A_WRITE_RES, A_WRITE_OFF, A_WRITE_SIZE, A_USERS_LEFT, A_QUEUE_PTR, A_QUEUE_CMDS,
+    A_QUEUE_COMPUTE, A_QUEUE_CORE, N_ARRAYS,
+    A_CHANNELS = N_ARRAYS, A_CORES, A_SHARED_CORES, A_RATE, A_CAPACITY, A_MAX_EVENTS, A_POOL, N_ARGS
+};
+
+static const char *const ARRAY_NAMES[N_ARRAYS] = {
+    "kind", "bands", "has_band", "cycles", "cycles_int", "bus", "setup_latency", "addr_cycles", "urgency",
+    "wait_ptr", "wait_list", "stream_ptr", "stream_list", "read_ptr", "read_res", "read_off", "read_size",
+    "write_ptr", "write_res", "write_off", "write_size", "users_left", "queue_ptr", "queue_cmds",
+    "queue_compute", "queue_core"};
+
+static int is_float_array(int a) {
+    return a == A_CYCLES || a == A_BUS || a == A_SETUP_LATENCY || a == A_ADDR_CYCLES || a == A_URGENCY;
+}
+
+/* The results' bytearrays, sized for the most a run can take (sample tracks are cut to what
+ * the run took before they are returned). */
+static int make_outputs(PyObject **objects, void **out, int64_t n) {
+    for (int k = 0; k < N_OUT; k++) {
+        Py_ssize_t count = n;
+        if (k == OUT_OCC_TIME || k == OUT_OCC_USED || k == OUT_OCC_INT) count = 3 * n + 2;
+        if (k == OUT_DRAM_TIME || k == OUT_DRAM_FLOWS || k == OUT_DRAM_INT) count = 4 * n + 2;
+        if (k == OUT_DMA_STEPS) count = 2 * n;
+        if (k == OUT_OCC_INT || k == OUT_DRAM_INT) { /* 1-byte marks */
+            objects[k] = PyByteArray_FromStringAndSize(NULL, count);
+            if (objects[k] != NULL) out[k] = PyByteArray_AS_STRING(objects[k]);
+        } else {
+            objects[k] = new_items(count, &out[k]);
+        }
+        if (objects[k] == NULL) return -1;
+    }
+    double *band = out[OUT_BAND], *mark = out[OUT_MARK];
+    int64_t *binding = out[OUT_BINDING], *tail = out[OUT_TAIL], *channel_of = out[OUT_CHANNEL_OF];
+    int64_t *order = out[OUT_ORDER], *dma_steps = out[OUT_DMA_STEPS];
+    for (int64_t i = 0; i < n; i++) {
+        band[i] = mark[i] = NAN;
+        binding[i] = tail[i] = channel_of[i] = order[i] = -1;
+        dma_steps[2 * i] = dma_steps[2 * i + 1] = -1;
+    }
+    int zeroed[] = {OUT_READY, OUT_START, OUT_END, OUT_BINDING_AT, OUT_FLOWING, OUT_DATA_END, OUT_LAST_START,
+                    OUT_INT_MASK};
+    for (size_t k = 0; k < sizeof zeroed / sizeof zeroed[0]; k++) memset(out[zeroed[k]], 0, (size_t)n * 8);
+    return 0;
+}
+
+/* Cut bytearray ``object`` to ``count`` items of ``size`` bytes. */
+static int cut(PyObject *object, int64_t count, size_t size) {
+    return PyByteArray_Resize(object, (Py_ssize_t)(count * (int64_t)size));
+}
+
+static int64_t int_arg(PyObject *arg, const char *name, int *failed) {
+    int64_t value = PyLong_AsLongLong(arg);
+    if (value == -1 && PyErr_Occurred()) {
+        PyErr_Format(PyExc_TypeError, "npusim C kernel run_program: argument %s is not an int64", name);
+        *failed = 1;
+    }
+    return value;
+}
+
+PyDoc_STRVAR(run_program_doc,
+             "run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,\n"
+             "            wait_ptr, wait_list, stream_ptr, stream_list, read_ptr, read_res, read_off, read_size,\n"
+             "            write_ptr, write_res, write_off, write_size, users_left, queue_ptr, queue_cmds,\n"
+             "            queue_compute, queue_core, channels, cores, shared_cores, rate, capacity, max_events,\n"
+             "            pool)\n"
+             "--\n\n"
+             "Run a program on the compiled event loop (npusim.sim.compiled_loop.run builds the arguments:\n"
+             "int64 arrays, float64 for cycles, bus, setup_latency, addr_cycles and urgency). Returns\n"
+             "(status, now, now_int, n_processed, peak, busy_cycles, ready, start, end, band, binding,\n"
+             "binding_at, tail, flowing, data_end, mark, last_start, channel_of, int_mask, order, occ_time,\n"
+             "occ_used, occ_int, dram_time, dram_flows, dram_int, dma_steps), the arrays as bytearrays of\n"
+             "int64 or float64 items (the int marks occ_int, dram_int: 1 byte each). users_left is not\n"
+             "changed.");
+
+static PyObject *run_program(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (arg_count(nargs, N_ARGS, "run_program") < 0) return NULL;
+    Buffers buffers = {.n = 0};
+    Allocations mem = {.n = 0, .failed = 0};
+    PyObject *objects[N_OUT] = {NULL};
+    void *out[N_OUT] = {NULL};
+    PyObject *result = NULL;
+    const void *in[N_ARRAYS];
+    Py_ssize_t len[N_ARRAYS];
+    for (int a = 0; a < N_ARRAYS; a++) {
+        in[a] = buffer_of(&buffers, args[a], is_float_array(a) ? 'd' : 'q', 0, &len[a], ARRAY_NAMES[a]);
+        if (in[a] == NULL) goto done;
+    }
+    int failed = 0;
+    int64_t channels = int_arg(args[A_CHANNELS], "channels", &failed);
+    int64_t cores = int_arg(args[A_CORES], "cores", &failed);
+    int shared_cores = PyObject_IsTrue(args[A_SHARED_CORES]);
+    double rate = PyFloat_AsDouble(args[A_RATE]);
+    int64_t capacity = int_arg(args[A_CAPACITY], "capacity", &failed);
+    int64_t max_events = int_arg(args[A_MAX_EVENTS], "max_events", &failed);
+    int64_t pool = int_arg(args[A_POOL], "pool", &failed);
+    if (failed || shared_cores < 0 || (rate == -1.0 && PyErr_Occurred())) goto done;
+
+    const int64_t n = len[A_KIND];
+    const int64_t n_queues = len[A_QUEUE_COMPUTE];
+    const int64_t n_res = len[A_USERS_LEFT];
+    const int64_t n_events = 2 * n + pool;
+    Loop L = {0};
+    L.n = n;
+    L.bands = in[A_BANDS], L.has_band = in[A_HAS_BAND], L.cycles_int = in[A_CYCLES_INT];
+    L.cycles = in[A_CYCLES], L.bus = in[A_BUS], L.setup_latency = in[A_SETUP_LATENCY];
+    L.addr_cycles = in[A_ADDR_CYCLES], L.urgency = in[A_URGENCY];
+    L.wait_ptr = in[A_WAIT_PTR], L.wait_list = in[A_WAIT_LIST];
+    L.stream_ptr = in[A_STREAM_PTR], L.stream_list = in[A_STREAM_LIST];
+    L.read_ptr = in[A_READ_PTR], L.read_res = in[A_READ_RES], L.read_size = in[A_READ_SIZE];
+    L.write_ptr = in[A_WRITE_PTR], L.write_res = in[A_WRITE_RES];
+    L.write_off = in[A_WRITE_OFF], L.write_size = in[A_WRITE_SIZE];
+    L.rate = rate;
+    L.capacity = capacity;
+
+    if (make_outputs(objects, out, n) < 0) goto done;
+    L.start = out[OUT_START], L.end = out[OUT_END], L.band = out[OUT_BAND];
+    L.binding = out[OUT_BINDING], L.binding_at = out[OUT_BINDING_AT];
+
+    /* events: done of command c is event c, its first band n + c, then the pool */
+    int64_t n_nodes = n_events + n_queues + n + 8;
+    int64_t n_flows = 3 * n + 4;
+    int64_t *users_left = take(&mem, n_res, 8, 0);
+    int64_t *queue_pos = take(&mem, n_queues, 8, 0), *queue_phase = take(&mem, n_queues, 8, 1);
+    int64_t *queue_cursor = take(&mem, n_queues, 8, 1), *queue_prev = take(&mem, n_queues, 8, 0);
+    double *queue_before = take(&mem, n_queues, 8, 1);
+    int64_t *dma_phase = take(&mem, n, 8, 1), *dma_cursor = take(&mem, n, 8, 1);
+    int64_t *free_channels = take(&mem, channels + 1, 8, 0);
+    L.heap = take(&mem, n_events, sizeof(Entry), 0);
+    L.processed = take(&mem, n_events, 1, 1);
+    L.head = take(&mem, n_events, 4, 0), L.tail = take(&mem, n_events, 4, 0);
+    L.unit_next = take(&mem, n_events, 4, 0), L.free_events = take(&mem, n_events, 4, 0);
+    L.node_next = take(&mem, n_nodes, 4, 0), L.node_what = take(&mem, n_nodes, 4, 0);
+    L.node_arg = take(&mem, n_nodes, 4, 0), L.free_nodes = take(&mem, n_nodes, 4, 0);
+    L.unit_capacity = take(&mem, 1 + cores, 8, 0), L.unit_in_use = take(&mem, 1 + cores, 8, 1);
+    L.unit_head = take(&mem, 1 + cores, 8, 0), L.unit_tail = take(&mem, 1 + cores, 8, 0);
+    L.flow_left = take(&mem, n_flows, 8, 0), L.flow_priority = take(&mem, n_flows, 8, 0);
+    L.flow_done = take(&mem, n_flows, 8, 0);
+    L.inflight = take(&mem, channels + 4, 8, 1), L.moving = take(&mem, channels + 4, 8, 1);
+    L.still = take(&mem, channels + 4, 8, 1);
+    L.live = take(&mem, n_res, 1, 1), L.valid = take(&mem, n_res, 1, 1);
+    L.res_start = take(&mem, n_res, 8, 1);
+    L.block_lo = take(&mem, n_res + 1, 8, 1), L.block_hi = take(&mem, n_res + 1, 8, 1);
+    L.late = take(&mem, len[A_STREAM_LIST] + 1, 1, 1);
+    if (mem.failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(users_left, in[A_USERS_LEFT], (size_t)n_res * 8);
+    memcpy(queue_pos, in[A_QUEUE_PTR], (size_t)n_queues * 8); /* queue_ptr[:-1] */
+    for (int64_t q = 0; q < n_queues; q++) queue_prev[q] = -1;
+    for (int64_t e = 0; e < n_events; e++) L.head[e] = -1;
+    /* a stack: 2n is on top */
+    for (int64_t k = 0; k < pool; k++) L.free_events[k] = (int32_t)(n_events - 1 - k);
+    L.n_free_events = pool;
+    L.n_nodes = n_nodes;
+    /* units: rows capacity, in use, queue head, queue tail */
+    for (int64_t u = 0; u <= cores; u++) {
+        L.unit_capacity[u] = 1;
+        L.unit_head[u] = L.unit_tail[u] = -1;
+    }
+    L.unit_capacity[0] = channels;
+    for (int64_t k = 0; k <= channels; k++) free_channels[k] = k; /* sorted; the first n_free are free */
+    L.pending = -1;
+
+    double now;
+    int now_int;
+    int64_t n_processed;
+    int64_t status = run_loop(&L, in[A_QUEUE_PTR], in[A_QUEUE_CMDS], in[A_QUEUE_COMPUTE], in[A_QUEUE_CORE],
+                              n_queues, channels, shared_cores, max_events, users_left, queue_pos, queue_phase,
+                              queue_cursor, queue_prev, queue_before, dma_phase, dma_cursor, free_channels, out, &now,
+                              &now_int, &n_processed);
+    if (cut(objects[OUT_OCC_TIME], L.n_occ, 8) < 0 || cut(objects[OUT_OCC_USED], L.n_occ, 8) < 0
+        || cut(objects[OUT_OCC_INT], L.n_occ, 1) < 0 || cut(objects[OUT_DRAM_TIME], L.n_dram, 8) < 0
+        || cut(objects[OUT_DRAM_FLOWS], L.n_dram, 8) < 0 || cut(objects[OUT_DRAM_INT], L.n_dram, 1) < 0
+        || cut(objects[OUT_DMA_STEPS], L.n_dma_steps, 8) < 0)
+        goto done;
+    result = Py_BuildValue("(LdNLLd)", (long long)status, now, PyBool_FromLong(now_int), (long long)n_processed,
+                           (long long)L.peak, L.bus_busy);
+    if (result == NULL) goto done;
+    PyObject *arrays = PyTuple_New(N_OUT);
+    if (arrays == NULL) {
+        Py_CLEAR(result);
+        goto done;
+    }
+    for (int k = 0; k < N_OUT; k++) {
+        PyTuple_SET_ITEM(arrays, k, objects[k]);
+        objects[k] = NULL;
+    }
+    PyObject *both = PyTuple_Pack(2, result, arrays);
+    Py_DECREF(result);
+    Py_DECREF(arrays);
+    result = both;
+done:
+    for (int k = 0; k < N_OUT; k++) Py_XDECREF(objects[k]);
+    free_all(&mem);
+    release_buffers(&buffers);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"run_program", (PyCFunction)(void (*)(void))run_program, METH_FASTCALL, run_program_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_event_loop",
+    "The simulator's event loop (npusim.sim.compiled_loop's kernel; see event_loop.c).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__event_loop(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    const struct {
+        const char *name;
+        long value;
+    } constants[] = {
+        {"OK", OK}, {"SCRATCHPAD_ERROR", SCRATCHPAD_ERROR}, {"DEADLOCK", DEADLOCK}, {"EVENT_BUDGET", EVENT_BUDGET},
+        {"POOL_FULL", POOL_FULL}, {"AT_END", AT_END}, {"AT_START", AT_START}, {"AT_BAND", AT_BAND},
+        {"READY_INT", READY_INT}, {"START_INT", START_INT}, {"END_INT", END_INT}, {"BAND_INT", BAND_INT},
+    };
+    for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++) {
+        if (PyModule_AddIntConstant(m, constants[k].name, constants[k].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
