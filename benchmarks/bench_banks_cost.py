@@ -4,7 +4,7 @@
     python benchmarks/bench_banks_cost.py              # best of 3 of each, runs alternating
     python benchmarks/bench_banks_cost.py --repeat 5
 
-Each run is a fresh interpreter (``bench_speed.measure``: ``python -m npusim.cli``, CPU = user +
+Each run is a fresh interpreter (``bench_speed.best_of`` and ``measure``: ``python -m npusim.cli``, CPU = user +
 system of the child, peak resident set), so imports and start-up count as a user sees them.
 Prints CPU seconds and peak MiB with each model and the ratio banks / bandwidth.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from bench_speed import HERE, WORKLOADS, measure
+from bench_speed import HERE, WORKLOADS, best_of
 
 TARGET = 1.3
 NAMES = ("quick start", "20-point DSE")
@@ -30,12 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, cli, _target, _slow in (w for w in WORKLOADS if w[0] in NAMES):
             cli = [a.format(tmp=tmp) for a in cli]
-            best = {}
-            for _ in range(args.repeat):
-                for label, extra in (("bandwidth", []), ("banks", BANKS)):
-                    cpu, mib = measure(HERE, cli + extra)
-                    if cpu < best.get(label, (float("inf"), 0.0))[0]:
-                        best[label] = (cpu, mib)
+            best = best_of({"bandwidth": (HERE, cli), "banks": (HERE, cli + BANKS)}, args.repeat)
             (bw, bw_mib), (banks, banks_mib) = best["bandwidth"], best["banks"]
             print(f"{name:16s} {bw:15.2f} {banks:11.2f} {banks / bw:6.2f} {bw_mib:13.0f} {banks_mib:9.0f} "
                   f"{'<= ' + str(TARGET):>7s}", flush=True)

@@ -58,6 +58,18 @@ def measure(tree: Path, args: list[str]) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def best_of(runs: dict[str, tuple[Path, list[str]]], repeat: int) -> dict[str, tuple[float, float]]:
+    """Each labelled run's (CPU seconds, peak MiB) with the least CPU over ``repeat`` rounds, the
+    runs alternating within a round (so a change of load touches them alike)."""
+    best = {label: (float("inf"), 0.0) for label in runs}
+    for _ in range(repeat):
+        for label, (tree, cli) in runs.items():
+            cpu, mib = measure(tree, cli)
+            if cpu < best[label][0]:
+                best[label] = (cpu, mib)
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("other", type=Path, help="the other source tree (e.g. the base commit's worktree)")
@@ -75,12 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, cli, target, _ in wanted:
             cli = [a.format(tmp=tmp) for a in cli]
-            best = {"this": (float("inf"), 0.0), "other": (float("inf"), 0.0)}
-            for _ in range(args.repeat):
-                for label, tree in (("this", HERE), ("other", args.other.resolve())):
-                    cpu, mib = measure(tree, cli)
-                    if cpu < best[label][0]:
-                        best[label] = (cpu, mib)
+            best = best_of({"this": (HERE, cli), "other": (args.other.resolve(), cli)}, args.repeat)
             (this, this_mib), (other, other_mib) = best["this"], best["other"]
             print(f"{name:38s} {this:10.2f} {other:11.2f} {this / other:6.3f} {this_mib:9.0f} {other_mib:9.0f} "
                   f"{'' if target is None else f'<= {target:g}':>7s}", flush=True)
