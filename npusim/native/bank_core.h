@@ -69,7 +69,7 @@ typedef struct {
     double *req_end;
     const int64_t *active;
     int64_t n_active;
-    int64_t *flow_write, *flow_remaining, *fc_next, *fc_end;
+    int64_t *flow_write, *flow_remaining, *fc_next, *fc_end, *flow_first, *flow_last;
     double *flow_prio, *flow_start, *flow_end, *flow_delay;
     int64_t *btag, *picks, *whats, *ki;  /* scratch */
     double *barr, *kf;
@@ -676,6 +676,8 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     k->flow_delay = FPTR(L_FLOW_DELAY);
     k->fc_next = IPTR(L_FC_NEXT);
     k->fc_end = IPTR(L_FC_END);
+    k->flow_first = IPTR(L_FLOW_FIRST);
+    k->flow_last = IPTR(L_FLOW_LAST);
     k->bank_other = IPTR(L_BANK_OTHER);
 #undef FPTR
 #undef IPTR

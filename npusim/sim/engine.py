@@ -812,10 +812,10 @@ def _streamed_waits(table) -> list[tuple[int, tuple[int, ...]]]:
 
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
     """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``): one it
-    models (no jitter or banked DRAM), large enough to pay for packing its arrays unless
+    models (no jitter), large enough to pay for packing its arrays unless
     ``NPUSIM_SIM_LOOP`` asks for one loop."""
     choice = sim_loop()
-    if choice == "simpy" or jitter != 0 or hw.dram.model == "banks":
+    if choice == "simpy" or jitter != 0:
         return False
     if choice == "compiled":
         return True
