@@ -433,7 +433,7 @@ class BankedDram:
         shifts, masks = ctrl._decode
         d = self.cfg.device
         ints = np.array([m.offset_bits, m.rows, self.cfg.ranks, d.bankgroups, d.banks_per_group, self.burst,
-                         self.access, min(self.cfg.read_queue, self.cfg.write_queue)], np.int64)
+                         self.access, min(self.cfg.read_queue, self.cfg.write_queue), ctrl.compact_from], np.int64)
         floats = np.array([self.ns_per_cycle, max(ctrl.t["tBurst"], ctrl.t["tCCD_S"])])
         fbuf, ibuf = ctrl._buffers
         return (ctrl.T, ctrl.G, ctrl._offsets, fbuf, ibuf, view_ptr, flat(shapes), flat(strides), itemsize, base,

@@ -433,7 +433,7 @@ typedef struct Banks {
     /* each command's DRAM view: shape and strides from view_ptr[c], item size, byte address */
     const int64_t *view_ptr, *view_shape, *view_strides, *itemsize, *base, *write;
     Decoding dec;
-    int64_t burst, access, depth;
+    int64_t burst, access, depth, compact_from;
     double ns_per_cycle, step_ns;
     int64_t *scratch_i;
     double *scratch_f;
@@ -480,7 +480,7 @@ static int banks_grow_pool(Banks *B, int64_t cap, int64_t keep) {
  * pool; the live flows' accesses keep their order, the queues' entries follow them. */
 static int banks_compact(Banks *B, int64_t incoming) {
     int64_t used = B->used;
-    if (B->n_pool < 65536 || B->n_pool - used < used + incoming) return 0;
+    if (B->n_pool < B->compact_from || B->n_pool - used < used + incoming) return 0;
     Ctl *k = &B->k[B->cur];
     int64_t cap = MAX(B->cap, 2 * (used + incoming));
     int64_t *remap = malloc((size_t)B->n_pool * 8), *pool = malloc((size_t)cap * 5 * 8);
@@ -1243,7 +1243,8 @@ enum {
     K_T, K_G, K_LAYOUT, K_FBUF, K_IBUF, K_VIEW_PTR, K_VIEW_SHAPE, K_VIEW_STRIDES, K_ITEMSIZE, K_BASE, K_WRITE,
     K_SHIFTS, K_MASKS, K_INTS, K_FLOATS, N_BANK_ARGS
 };
-/* K_INTS: offset_bits, rows, ranks, bankgroups, banks_per_group, burst, access, depth; K_FLOATS: ns per cycle, step */
+/* K_INTS: offset_bits, rows, ranks, bankgroups, banks_per_group, burst, access, depth (the queue depth of
+ * commands_before_end), compact_from (Controller.compact_from); K_FLOATS: ns per cycle, step (max(tBurst, tCCD_S)) */
 
 static void banks_free(Banks *B, int64_t n) {
     if (B == NULL) return;
@@ -1272,7 +1273,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
                          "banks");
         if (a[i] == NULL) return NULL;
     }
-    if (len[K_T] != N_TIMING || len[K_G] != N_G || len[K_SHIFTS] < 6 || len[K_MASKS] < 6 || len[K_INTS] < 8
+    if (len[K_T] != N_TIMING || len[K_G] != N_G || len[K_SHIFTS] < 6 || len[K_MASKS] < 6 || len[K_INTS] < 9
         || len[K_FLOATS] < 2 || len[K_VIEW_PTR] != n + 1 || len[K_ITEMSIZE] != n || len[K_BASE] != n
         || len[K_WRITE] != n) {
         PyErr_SetString(PyExc_ValueError, "npusim C kernel run_program: banks arrays of the wrong sizes");
@@ -1329,7 +1330,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
     B->dec.offset_bits = ints[0], B->dec.rows = ints[1], B->dec.ranks = ints[2], B->dec.bankgroups = ints[3];
     B->dec.banks_per_group = ints[4];
     for (int f = 0; f < 6; f++) B->dec.shifts[f] = shifts[f], B->dec.masks[f] = masks[f];
-    B->burst = ints[5], B->access = ints[6], B->depth = ints[7];
+    B->burst = ints[5], B->access = ints[6], B->depth = ints[7], B->compact_from = ints[8];
     B->ns_per_cycle = floats[0], B->step_ns = floats[1];
     B->pending = -1;
     if (B->burst <= 0 || B->access <= 0 || B->dec.rows <= 0) {
