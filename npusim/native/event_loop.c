@@ -11,7 +11,9 @@
  * requires identical reports on programs of every kind.
  *
  * The kernel's state is one ``Loop``: Numba's state array ``S`` and bus array ``F`` as named
- * fields, the event table ``E`` and the callback table ``K`` as one array per row. */
+ * fields, the event table ``E`` and the callback table ``K`` as one array per row. With
+ * ``dram.model: banks`` the bus is ``Banks`` instead: npusim.dram.model's BankedDram, its
+ * controller the one of bank_core.h (the code the SimPy model runs through bank_kernel.c). */
 
 #include "bank_core.h"
 

@@ -4,7 +4,8 @@ model, event for event, without one Python object per event and per command.
 Why it exists: a tiled plan runs tens of thousands to a million commands, and the SimPy model
 spends ~80 µs of Python per command on events, generators and bookkeeping (issue 28). This
 kernel holds the same model as arrays: the command queues, DMA transfers, DMA channels and
-shared cores, the shared DRAM bandwidth (``npusim.sim.bandwidth``) and the tagged scratchpad
+shared cores, the shared DRAM bandwidth (``npusim.sim.bandwidth``) or the DRAM with banks
+(``npusim.dram.model``), and the tagged scratchpad
 (``npusim.sim.scratchpad``), and processes SimPy's events in SimPy's order — by (time,
 priority, scheduling order), the callbacks of an event in the order they were added — so every
 time, tie and float operation is the one the SimPy model makes. Its reference is the SimPy
@@ -23,8 +24,16 @@ load a cached kernel, more than the loop itself takes on an LLM decode step; a C
 loads in a millisecond (``npusim.native``). The C is this model's code function for function
 (each named as the Numba function it was), with the same float operations in the same order.
 
-What it does not do (``engine.simulate`` keeps SimPy for these): jitter, ``dram.model:
-banks``; nor progress reports or a stop at the wall-clock guard midway (the engine checks the
+With ``dram.model: banks`` the bus is the DRAM of ``npusim.dram.model.BankedDram`` instead,
+in C (``Banks`` in event_loop.c, driving the controller of ``npusim/native/bank_core.h``, the
+code ``npusim.dram.controller`` runs): a band starts a flow of its command's accesses (decoded
+in C from the command's DRAM view at its first band), and the model's prediction timeouts
+(``_advance``, ``_wake``, with the look-ahead copy of the controller) are events of this loop,
+scheduled and processed where SimPy's are; the run returns each command's bank delay, the row
+hit rate's samples and the controller's final state for the report (``record``,
+``BankedDram.adopt_compiled``).
+
+What it does not do (``engine.simulate`` keeps SimPy for these): jitter; nor progress reports or a stop at the wall-clock guard midway (the engine checks the
 guard once, at the end). A plan with a DRAM layout runs on it, its DRAM contents checked
 after the run from the order of its transfers (``engine._Machine.dram_contents_hold``). On any
 error (a scratchpad check failing, a deadlock, the event budget) it stops and returns a status;

@@ -19,8 +19,8 @@ Time is counted in core clock cycles.
 
 Programs of ``COMPILED_LOOP_MIN_COMMANDS`` commands or more run the same model, event for
 event, in ``npusim.sim.compiled_loop`` (a C kernel: ~2 us per command against ~80 us here);
-``tests/test_compiled_loop.py`` holds the two to the same report. Jitter and ``dram.model:
-banks`` stay here. A DRAM layout's contents are checked after a compiled run, in the order
+``tests/test_compiled_loop.py`` holds the two to the same report, ``dram.model: banks``
+included (the loop drives the DRAM controller from C). Jitter stays here. A DRAM layout's contents are checked after a compiled run, in the order
 its transfers started and ended (``_Machine.dram_contents_hold``); a check that fails there
 reruns the program here, which raises the error.
 
