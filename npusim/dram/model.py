@@ -49,7 +49,7 @@ from npusim.dram.controller import Controller, ControllerConfig, timings
 from npusim.dram.kernel import access_addresses, view_chunks
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
-from npusim.plan.dram import buffer_of, buffer_size
+from npusim.plan.dram import buffer_of
 
 #: Accesses per channel a flow has left when the model starts looking for its exact end
 #: (``BankedDram._predict``).
@@ -120,13 +120,21 @@ def _first_moves(program):
     """``first_moves`` with the step of each buffer's first DMA."""
     seen: set[str] = set()
     graph = program.graph
+    view_extents = None
     for cmd in program.commands.transfers():
         tensor = graph.tensors[cmd.tensor]
         name = buffer_of(tensor)
         if name in seen:
             continue
         seen.add(name)
-        extent = _view_end(cmd.dram) if tensor.view is None else _base_extent(tensor, graph)
+        if tensor.view is None:
+            extent = _view_end(cmd.dram)
+        elif name in graph.tensor_by_name:
+            extent = graph.tensor_by_name[name].size
+        else:  # a base known only through its views (buffer_size)
+            if view_extents is None:
+                view_extents = _view_extents(graph)
+            extent = view_extents.get(name, 0)
         yield name, max(extent, 1), cmd.step
 
 
@@ -253,8 +261,17 @@ def _view_end(view) -> int:
     return (last + 1) * view.itemsize
 
 
-def _base_extent(tensor, graph) -> int:
-    return buffer_size(tensor.view.base, graph)
+def _view_extents(graph) -> dict[str, int]:
+    """``buffer_size`` of every base known through views, in one pass over the tensors:
+    ``buffer_size`` scans every tensor of the graph for each base it is asked (11 ms per base
+    of a tiled transformer's 250,000 commands: 7.4 s for its 688 tiled bases)."""
+    ends: dict[str, int] = {}
+    for t in graph.tensors:
+        v = t.view
+        if v is not None:
+            last = v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides))
+            ends[v.base] = max(ends.get(v.base, 0), (last + 1) * t.itemsize)
+    return ends
 
 
 class BankedDram:
