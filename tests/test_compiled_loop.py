@@ -213,7 +213,8 @@ def _repeated(program, times: int):
 
 def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     """Small programs stay on SimPy (packing the loop's arrays would cost more than the loop
-    saves); so do runs with jitter, which the compiled loop does not model. Banked DRAM runs on it."""
+    saves); so do runs with jitter, which the compiled loop does not model. Banked DRAM runs on
+    it at any size (SimPy's banks model costs more per transfer than the packing)."""
     monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
     program, hw = program_of("bert_tiny", budget="256KiB")
     assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS
@@ -222,6 +223,8 @@ def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     assert engine._compiled_loop_fits(big, hw, 0.0)
     assert not engine._compiled_loop_fits(big, hw, 0.1)
     assert engine._compiled_loop_fits(big, load_hw("edge-npu", BANKS), 0.0)
+    assert engine._compiled_loop_fits(program, load_hw("edge-npu", BANKS), 0.0)
+    assert not engine._compiled_loop_fits(program, load_hw("edge-npu", BANKS), 0.1)
 
 
 def test_the_loop_knob_picks_the_loop_and_refuses_a_bad_value(monkeypatch):

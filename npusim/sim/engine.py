@@ -813,11 +813,14 @@ def _streamed_waits(table) -> list[tuple[int, tuple[int, ...]]]:
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
     """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``): one it
     models (no jitter), large enough to pay for packing its arrays unless
-    ``NPUSIM_SIM_LOOP`` asks for one loop."""
+    ``NPUSIM_SIM_LOOP`` asks for one loop. A run with ``dram.model: banks`` takes it at any size:
+    the SimPy model's Python per transfer (its ``BankedDram``) costs more than the packing even
+    on a program of 68 commands (resnet18 at 5 MiB: 0.20 against 0.22 s CPU; the 20-point DSE
+    of ``benchmarks/bench_banks_cost.py``: 1.56 against 2.0 s, 66 against 177 MiB)."""
     choice = sim_loop()
     if choice == "simpy" or jitter != 0:
         return False
-    if choice == "compiled":
+    if choice == "compiled" or hw.dram.model == "banks":
         return True
     return len(program.commands) >= COMPILED_LOOP_MIN_COMMANDS
 
