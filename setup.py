@@ -10,5 +10,5 @@ KERNELS = sorted(p.stem for p in Path(__file__).parent.joinpath("npusim", "nativ
 
 # -ffp-contract=off: no fused multiply-add, so every float operation rounds as Python's does
 setup(ext_modules=[Extension(f"npusim.native._{name}", [f"npusim/native/{name}.c"],
-                             depends=["npusim/native/buffers.h"], extra_compile_args=["-O2", "-ffp-contract=off"])
+                             depends=["npusim/native/buffers.h", "npusim/native/bank_core.h"], extra_compile_args=["-O2", "-ffp-contract=off"])
                    for name in KERNELS])

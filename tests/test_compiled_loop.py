@@ -156,6 +156,54 @@ def test_the_dram_check_on_recorded_times_fails_where_simpys_does(monkeypatch):
         assert machine.dram_contents_hold() is holds
 
 
+BANKS = {"dram.model": "banks"}
+
+
+@pytest.mark.parametrize("trace, budget, overrides, pipeline", [
+    ("squeezenet1_0", "64KiB", {}, None),  # tiled, streamed loads and stores, 2 channels
+    ("resnet18", "64KiB", {"dram.device": "lpddr5-6400"}, None),  # bank groups
+    ("mobilenet_v2", "128KiB", {"dram.device": "ddr4-3200", "dram.page_policy": "closed", "dma.channels": "4"}, None),
+    ("bert_tiny", "256KiB", {"dram.device": "hbm2-2000", "dram.page_policy": "adaptive", "dma.channels": "3"}, None),
+    ("squeezenet1_0", "64KiB", {"dram.scheduler": "fcfs", "dram.placement": "pages"}, None),
+    ("resnet18", "128KiB", {"dram.bank_queue": "0", "dram.placement": "rows", "dma.channels": "1"}, None),
+    ("squeezenet1_0", "64KiB", {"dram.device": "ddr5-4800"}, TILED_TAA),  # a DRAM layout: the plan's addresses
+    ("resnet18", None, {"cores.count": "4"}, None),  # one stream split over 4 cores
+])
+def test_a_program_on_dram_with_banks_gives_the_simpy_models_report(trace, budget, overrides, pipeline, monkeypatch):
+    """``dram.model: banks`` on the compiled loop (its ``Banks``: flows, the look-ahead copy, the
+    prediction's timeouts) gives the SimPy run's report: row statistics, the DRAM energy, the
+    row hit rate's samples, the bank timing on the critical path, the event count."""
+    program, hw = program_of(trace, "edge-npu", {**BANKS, **overrides}, budget, pipeline)
+    report = assert_same(program, hw, monkeypatch)
+    assert report.dram_stats["row_hits"] > 0 and report.counters["DRAM row hit rate %"]
+
+
+def test_streams_sharing_cores_on_dram_with_banks_give_the_simpy_models_report(monkeypatch):
+    program, hw = program_of("googlenet", "edge-npu", {**BANKS, "streams": "3", "cores.count": "2",
+                                                       "scratchpad.size": "8MiB", "dram.placement": "rows"},
+                             pipeline="default+streams-rr+mindspore-mo:size,best-fit")
+    assert program.streams == 3
+    assert_same(program, hw, monkeypatch)
+
+
+def test_the_pool_of_accesses_compacts_alike_in_both_loops(monkeypatch):
+    """Released flows' accesses are dropped from the pool (``Controller._compact_if_needed``,
+    the loop's ``banks_compact``) from ``compact_from`` accesses on; with a low threshold they
+    are, many times over, and the report stays the SimPy run's."""
+    from npusim.dram.controller import Controller
+
+    monkeypatch.setattr(Controller, "compact_from", 256)
+    program, hw = program_of("squeezenet1_0", "edge-npu", BANKS, "64KiB")
+    assert_same(program, hw, monkeypatch)
+
+
+def test_a_pool_too_small_on_dram_with_banks_is_grown_and_the_report_is_the_same(monkeypatch):
+    """The banks' stale prediction timeouts take pool events too."""
+    program, hw = program_of("squeezenet1_0", "edge-npu", BANKS, "64KiB")
+    monkeypatch.setattr(compiled_loop, "POOL_PER_QUEUE", 1)
+    assert_same(program, hw, monkeypatch)
+
+
 def _repeated(program, times: int):
     """``program`` with its commands ``times`` over (renumbered): a long program, for the
     questions asked of its length only."""
@@ -165,7 +213,8 @@ def _repeated(program, times: int):
 
 def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     """Small programs stay on SimPy (packing the loop's arrays would cost more than the loop
-    saves); so do runs with jitter or banked DRAM, which the compiled loop does not model."""
+    saves); so do runs with jitter, which the compiled loop does not model. Banked DRAM runs on
+    it at any size (SimPy's banks model costs more per transfer than the packing)."""
     monkeypatch.delenv("NPUSIM_SIM_LOOP", raising=False)
     program, hw = program_of("bert_tiny", budget="256KiB")
     assert len(program.commands) < engine.COMPILED_LOOP_MIN_COMMANDS
@@ -173,7 +222,9 @@ def test_only_large_plain_runs_take_the_compiled_loop(monkeypatch):
     big = _repeated(program, engine.COMPILED_LOOP_MIN_COMMANDS // len(program.commands) + 1)
     assert engine._compiled_loop_fits(big, hw, 0.0)
     assert not engine._compiled_loop_fits(big, hw, 0.1)
-    assert not engine._compiled_loop_fits(big, load_hw("edge-npu", {"dram.model": "banks"}), 0.0)
+    assert engine._compiled_loop_fits(big, load_hw("edge-npu", BANKS), 0.0)
+    assert engine._compiled_loop_fits(program, load_hw("edge-npu", BANKS), 0.0)
+    assert not engine._compiled_loop_fits(program, load_hw("edge-npu", BANKS), 0.1)
 
 
 def test_the_loop_knob_picks_the_loop_and_refuses_a_bad_value(monkeypatch):
@@ -313,7 +364,7 @@ def test_a_run_stopped_by_a_full_pool_is_repeated_from_the_program(monkeypatch):
             return getattr(kernel, name)
 
         def run_program(self, *args):
-            calls.append(args[-1])
+            calls.append(args[-2])  # the pool (then the banks: None)
             return kernel.run_program(*args)
 
     monkeypatch.setattr(compiled_loop, "_kernel", Counting())
@@ -329,10 +380,12 @@ def test_the_kernel_refuses_arrays_it_cannot_read():
 
     ints, floats = np.zeros(3, np.int64), np.zeros(3)
     args = [ints, ints, ints, floats, ints, floats, floats, floats, floats] + [ints] * 17 + [1, 1, False, 1.0, 0,
-                                                                                             10, 8]
+                                                                                             10, 8, None]
     with pytest.raises(TypeError, match="argument cycles has format"):
         compiled_loop._kernel.run_program(*args[:3], ints, *args[4:])
     with pytest.raises(TypeError, match="argument kind has format"):
         compiled_loop._kernel.run_program(np.zeros(3, np.int32), *args[1:])
     with pytest.raises(TypeError, match="arguments, expected"):
         compiled_loop._kernel.run_program(*args[:-1])
+    with pytest.raises(TypeError, match="banks is not a tuple of its arrays"):
+        compiled_loop._kernel.run_program(*args[:-1], (ints, ints))

@@ -11,17 +11,19 @@
  * requires identical reports on programs of every kind.
  *
  * The kernel's state is one ``Loop``: Numba's state array ``S`` and bus array ``F`` as named
- * fields, the event table ``E`` and the callback table ``K`` as one array per row. */
+ * fields, the event table ``E`` and the callback table ``K`` as one array per row. With
+ * ``dram.model: banks`` the bus is ``Banks`` instead: npusim.dram.model's BankedDram, its
+ * controller the one of bank_core.h (the code the SimPy model runs through bank_kernel.c). */
 
-#include "buffers.h"
+#include "bank_core.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 /* Statuses */
-enum { OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL };
+enum { OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL, BANKS_FAILED };
 /* Callback kinds */
-enum { RESUME_QUEUE, RESUME_DMA, BANDWIDTH_WAKE, GRANT, BAND_SIGNAL };
+enum { RESUME_QUEUE, RESUME_DMA, BANDWIDTH_WAKE, GRANT, BAND_SIGNAL, DRAM_ADVANCE, DRAM_WAKE };
 /* SimPy priorities */
 enum { URGENT, NORMAL };
 /* binding_at codes (CommandTiming.binding_at) */
@@ -78,6 +80,7 @@ typedef struct {
     /* results (the recorded times ``_bind`` reads) */
     double *start, *end, *band;
     int64_t *binding, *binding_at;
+    struct Banks *banks; /* dram.model: banks (NULL: the shared bus) */
 } Loop;
 
 /* -- events and callbacks ------------------------------------------------------------------ */
@@ -398,6 +401,372 @@ static void wake(Loop *L, double now, int now_int) {
     next_completion(L, now);
 }
 
+/* -- the DRAM with banks (npusim.dram.model.BankedDram) ------------------------------------ */
+
+/* Accesses per channel a flow has left when the model starts looking for its exact end (model.py: TAIL). */
+#define TAIL 16
+
+/* ``BankedDram`` and its ``Controller`` (npusim/dram/model.py, controller.py). The controller's
+ * state is in two buffer sets, the controller's and its look-ahead copy's (the twin of
+ * ``Controller.copy(reuse=True)``); adopting the copy's prediction swaps them. The flows'
+ * bookkeeping (live flows, free slots, ``_events`` in order) and the pool of accesses belong to
+ * both alike: a copy is adopted only if no flow was added since it was made. */
+typedef struct Banks {
+    Ctl k[2];
+    double *fbuf[2];
+    int64_t *ibuf[2];
+    int64_t nf, ni, cur, flow_cap;
+    /* the pool (rows bank, row, rank, bank group, flow; ``cap`` each) and its end times */
+    int64_t *pool;
+    double *req_end;
+    int64_t cap, n_pool, used;
+    /* flows: the live ones sorted (``_active``), free slots, slots ever taken, ``_events`` in
+     * order, each flow's done event and command */
+    int64_t *active, n_active, *free_slots, n_free, slots, *order, n_order, *flow_done, *flow_cmd;
+    /* the prediction: its timeout event (-1: none; ``_generation``), the moment ``_advance``
+     * brings the controller to, the completion the look-ahead copy reached; the controller's present */
+    int64_t pending;
+    double pending_when, ahead_when, now_ns;
+    /* per command: bus bytes asked for, accesses issued, its accesses decoded (5 rows: channel,
+     * bank, row, rank, bank group; NULL until its first band), their count, its flows' bank delay */
+    double *moved, *delay_ns;
+    int64_t *cursor, *n_acc;
+    int64_t **acc;
+    /* each command's DRAM view: shape and strides from view_ptr[c], item size, byte address */
+    const int64_t *view_ptr, *view_shape, *view_strides, *itemsize, *base, *write;
+    Decoding dec;
+    int64_t burst, access, depth, compact_from;
+    double ns_per_cycle, step_ns;
+    int64_t *scratch_i;
+    double *scratch_f;
+    /* results: the row hit rate's samples (time, hits, accesses), the channels' busy ns at the last wake */
+    double *hit_time;
+    int64_t *hit_hits, *hit_total, n_hits, hits_cap;
+    double *last_busy;
+    int64_t woke;
+} Banks;
+
+/* Point both controllers at the pool and the live flows. */
+static void banks_bind_pool(Banks *B) {
+    for (int s = 0; s < 2; s++) {
+        Ctl *k = &B->k[s];
+        k->req_bank = B->pool;
+        k->req_row = B->pool + B->cap;
+        k->req_rank = B->pool + 2 * B->cap;
+        k->req_bg = B->pool + 3 * B->cap;
+        k->req_flow = B->pool + 4 * B->cap;
+        k->req_end = B->req_end;
+        k->active = B->active;
+        k->n_active = B->n_active;
+    }
+}
+
+/* A pool of ``cap`` accesses holding the first ``keep`` of the old one (``_ensure_requests``). */
+static int banks_grow_pool(Banks *B, int64_t cap, int64_t keep) {
+    int64_t *pool = malloc((size_t)cap * 5 * 8);
+    double *req_end = malloc((size_t)cap * 8);
+    if (!pool || !req_end) {
+        free(pool), free(req_end);
+        return -1;
+    }
+    for (int64_t r = 0; r < 5 && keep > 0; r++) memcpy(pool + r * cap, B->pool + r * B->cap, (size_t)keep * 8);
+    if (keep > 0) memcpy(req_end, B->req_end, (size_t)keep * 8);
+    free(B->pool);
+    free(B->req_end);
+    B->pool = pool, B->req_end = req_end, B->cap = cap;
+    banks_bind_pool(B);
+    return 0;
+}
+
+/* ``Controller._compact_if_needed``: drop released flows' accesses when they are most of the
+ * pool; the live flows' accesses keep their order, the queues' entries follow them. */
+static int banks_compact(Banks *B, int64_t incoming) {
+    int64_t used = B->used;
+    if (B->n_pool < B->compact_from || B->n_pool - used < used + incoming) return 0;
+    Ctl *k = &B->k[B->cur];
+    int64_t cap = MAX(B->cap, 2 * (used + incoming));
+    int64_t *remap = malloc((size_t)B->n_pool * 8), *pool = malloc((size_t)cap * 5 * 8);
+    double *req_end = malloc((size_t)cap * 8);
+    if (!remap || !pool || !req_end) {
+        free(remap), free(pool), free(req_end);
+        return -1;
+    }
+    int64_t pos = 0;
+    for (int64_t a = 0; a < B->n_active; a++) {
+        int64_t f = B->active[a], lo = k->flow_first[f], hi = k->flow_last[f];
+        if (hi <= lo) continue;
+        int64_t m = hi - lo;
+        for (int64_t r = 0; r < 5; r++) memcpy(pool + r * cap + pos, B->pool + r * B->cap + lo, (size_t)m * 8);
+        memcpy(req_end + pos, B->req_end + lo, (size_t)m * 8);
+        for (int64_t i = 0; i < m; i++) remap[lo + i] = pos + i;
+        for (int64_t c = 0; c < k->C; c++) {
+            FCN(f, c) += pos - lo;
+            FCE(f, c) += pos - lo;
+        }
+        k->flow_first[f] = pos;
+        k->flow_last[f] = pos + m;
+        pos += m;
+    }
+    for (int64_t c = 0; c < k->C; c++) {
+        for (int64_t d = 0; d < 2; d++) { /* the scheduler's queues' entries */
+            for (int64_t i = 0; i < CI(c, C_RQ_N + d); i++) {
+                int64_t j = at(CI(c, C_RQ_HEAD + d), i, GG(G_RQ + d));
+                SQ(d, c, j) = remap[SQ(d, c, j)];
+            }
+        }
+    }
+    for (int64_t s = 0; s < 2 * k->C * k->FRONT; s++) /* the transaction queues' slots in use */
+        if (k->tq[s * TQ_COLUMNS + T_ACCESS] >= 0)
+            k->tq[s * TQ_COLUMNS + T_ACCESS] = remap[k->tq[s * TQ_COLUMNS + T_ACCESS]];
+    free(remap);
+    free(B->pool);
+    free(B->req_end);
+    B->pool = pool, B->req_end = req_end, B->cap = cap, B->n_pool = pos;
+    banks_bind_pool(B);
+    return 0;
+}
+
+/* The live flows, sorted, anew (``Controller._active``). */
+static void banks_set_active(Banks *B, int64_t fid, int live) {
+    int64_t n = 0;
+    for (int64_t a = 0; a < B->n_active; a++)
+        if (B->active[a] != fid) B->active[n++] = B->active[a];
+    if (live) {
+        int64_t i = n;
+        while (i > 0 && B->active[i - 1] > fid) {
+            B->active[i] = B->active[i - 1];
+            i -= 1;
+        }
+        B->active[i] = fid;
+        n += 1;
+    }
+    B->n_active = n;
+    B->k[0].n_active = B->k[1].n_active = n;
+}
+
+/* Command ``c``'s device accesses, decoded once for its bands (``BankedDram.addresses`` and
+ * ``Controller.prepare``): the chunks of its DRAM view, the accesses they make, each one's
+ * channel, bank, row, rank and bank group. 0, or -1 when out of memory. */
+static int banks_decode(Banks *B, int64_t c) {
+    const int64_t *shape = B->view_shape + B->view_ptr[c], *strides = B->view_strides + B->view_ptr[c];
+    int64_t rank = B->view_ptr[c + 1] - B->view_ptr[c], first, block;
+    int64_t count = view_blocks(shape, strides, rank, B->itemsize[c], &first, &block);
+    if (count < 0) return -1;
+    int64_t *index = calloc((size_t)(first > 0 ? first : 1), 8), *o = malloc((size_t)(count + 1) * 8),
+            *s = malloc((size_t)(count + 1) * 8);
+    int64_t *addresses = NULL, *rows = NULL;
+    int status = -1;
+    if (!index || !o || !s) goto out;
+    int64_t chunks = view_chunks_fill(shape, strides, first, block, count, B->itemsize[c], index, o, s);
+    int64_t bound = access_bound(o, s, chunks, B->base[c], B->burst, B->access);
+    addresses = malloc((size_t)(bound + 1) * 8);
+    if (!addresses) goto out;
+    int64_t m = access_fill(o, s, chunks, B->base[c], B->burst, B->access, addresses);
+    rows = malloc((size_t)(5 * m + 1) * 8);
+    if (!rows) goto out;
+    for (int64_t i = 0; i < m; i++) {
+        int64_t fields[4];
+        rows[i] = decode_access(&B->dec, addresses[i], fields);
+        if (rows[i] < 0 || rows[i] >= B->k[0].C) goto out; /* (decode_grouped's check) */
+        for (int f = 0; f < 4; f++) rows[(f + 1) * m + i] = fields[f];
+    }
+    B->acc[c] = rows;
+    B->n_acc[c] = m;
+    rows = NULL;
+    status = 0;
+out:
+    free(index), free(o), free(s), free(addresses), free(rows);
+    return status;
+}
+
+/* ``Controller.add_prepared``: a new flow of command ``c``'s accesses lo:hi from ``start`` ns,
+ * channel by channel; its id (-1: out of memory or of flow slots). */
+static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int write, double priority, double start) {
+    int64_t m = hi - lo;
+    if (banks_compact(B, m) < 0) return -1; /* before the new flow is live: its slot may hold a released flow's range */
+    int64_t fid;
+    if (B->n_free > 0) { /* the smallest free slot */
+        int64_t best = 0;
+        for (int64_t i = 1; i < B->n_free; i++)
+            if (B->free_slots[i] < B->free_slots[best]) best = i;
+        fid = B->free_slots[best];
+        for (int64_t i = best; i < B->n_free - 1; i++) B->free_slots[i] = B->free_slots[i + 1];
+        B->n_free -= 1;
+    } else {
+        fid = B->slots++;
+    }
+    if (fid >= B->flow_cap) return -1;
+    banks_set_active(B, fid, 1);
+    if (B->n_pool + m > B->cap && banks_grow_pool(B, MAX(2 * B->cap, B->n_pool + m), B->n_pool) < 0) return -1;
+    Ctl *k = &B->k[B->cur];
+    const int64_t *rows = B->acc[c];
+    int64_t n = B->n_acc[c], pos = B->n_pool;
+    for (int64_t ch = 0; ch < k->C; ch++) {
+        FCN(fid, ch) = pos;
+        for (int64_t j = lo; j < hi; j++) {
+            if (rows[j] != ch) continue;
+            for (int f = 0; f < 4; f++) B->pool[f * B->cap + pos] = rows[(f + 1) * n + j];
+            B->pool[4 * B->cap + pos] = fid;
+            B->req_end[pos] = 0.0;
+            pos++;
+        }
+        FCE(fid, ch) = pos;
+    }
+    k->flow_first[fid] = B->n_pool;
+    k->flow_last[fid] = B->n_pool + m;
+    k->flow_write[fid] = write ? 1 : 0;
+    k->flow_prio[fid] = priority;
+    k->flow_start[fid] = start;
+    k->flow_remaining[fid] = m;
+    k->flow_end[fid] = start;
+    k->flow_delay[fid] = 0.0;
+    B->n_pool += m;
+    B->used += m;
+    return fid;
+}
+
+/* ``Controller.release``: forget a finished flow. */
+static void banks_release(Banks *B, int64_t fid) {
+    Ctl *k = &B->k[B->cur];
+    banks_set_active(B, fid, 0);
+    B->free_slots[B->n_free++] = fid;
+    B->used -= k->flow_last[fid] - k->flow_first[fid];
+    for (int64_t c = 0; c < k->C; c++) FCN(fid, c) = FCE(fid, c);
+}
+
+/* ``BankedDram._bring_to``: the controller brought to ``when`` ns (never back); its present. */
+static double banks_bring_to(Banks *B, double when) {
+    when = MAX(when, B->now_ns);
+    run_channels(&B->k[B->cur], when);
+    B->now_ns = when;
+    return when;
+}
+
+/* The earliest end of the flows of ``_events`` that completed in controller ``k`` (``when``
+ * if none is earlier). */
+static double banks_first_end(const Banks *B, const Ctl *k, double when) {
+    for (int64_t i = 0; i < B->n_order; i++) {
+        int64_t f = B->order[i];
+        if (k->flow_remaining[f] == 0) when = MIN(when, k->flow_end[f]);
+    }
+    return when;
+}
+
+/* ``BankedDram._predict``: the next timeout of the DRAM, at a lower bound on the first
+ * completion while every flow has more than TAIL accesses per channel left (``_advance``
+ * then), else at the first completion a look-ahead copy of the controller reaches (``_wake``). */
+static void banks_predict(Loop *L, Banks *B, double now) {
+    B->pending = -1;
+    if (B->n_order == 0) return;
+    Ctl *k = &B->k[B->cur];
+    int64_t fewest = fewest_before_end(B->active, B->n_active, k->fc_next, k->fc_end, k->flow_prio, k->C, B->depth);
+    if (fewest > TAIL) {
+        double when = B->now_ns + (double)(fewest - TAIL) * B->step_ns;
+        double delay = MAX(0.0, when / B->ns_per_cycle - now);
+        B->pending = timeout(L, now + delay, 0, DRAM_ADVANCE, 0);
+        B->pending_when = when;
+        return;
+    }
+    int64_t other = 1 - B->cur;
+    memcpy(B->fbuf[other], B->fbuf[B->cur], (size_t)B->nf * 8);
+    memcpy(B->ibuf[other], B->ibuf[B->cur], (size_t)B->ni * 8);
+    Ctl *state = &B->k[other];
+    double when = banks_first_end(B, state, INFINITY);
+    while (run_until_complete(state, when < INFINITY ? when : 1e300))
+        when = MIN(when, banks_first_end(B, state, INFINITY));
+    B->ahead_when = when;
+    double delay = MAX(0.0, when / B->ns_per_cycle - now);
+    B->pending = timeout(L, now + delay, 0, DRAM_WAKE, 0);
+}
+
+/* ``BankedDram._advance``. */
+static void banks_advance(Loop *L, Banks *B, double now) {
+    banks_bring_to(B, B->pending_when);
+    banks_predict(L, B, now);
+}
+
+/* ``BankedDram._wake``: the look-ahead copy becomes the controller; the flows it completed
+ * release, their events succeed; the busy time and the row hit rate are sampled. */
+static void banks_wake(Loop *L, Banks *B, double now, int now_int) {
+    B->cur = 1 - B->cur;
+    double when = B->ahead_when;
+    B->now_ns = when;
+    Ctl *k = &B->k[B->cur];
+    int64_t kept = 0, n_order = B->n_order;
+    for (int64_t i = 0; i < n_order; i++) {
+        int64_t f = B->order[i];
+        if (k->flow_remaining[f] == 0 && k->flow_end[f] <= when + 1e-9) {
+            int64_t c = B->flow_cmd[f];
+            B->delay_ns[c] = B->delay_ns[c] + k->flow_delay[f];
+            banks_release(B, f);
+            schedule(L, B->flow_done[f], now, NORMAL, now_int);
+        } else {
+            B->order[kept++] = f;
+        }
+    }
+    B->n_order = kept;
+    for (int64_t c = 0; c < k->C; c++) B->last_busy[c] = CF(c, C_BUS_BUSY);
+    B->woke = 1;
+    int64_t hits = k->stats_i[S_HITS], total = hits + k->stats_i[S_MISSES] + k->stats_i[S_CONFLICTS];
+    if (total) {
+        if (B->n_hits == B->hits_cap) {
+            int64_t cap = 2 * B->hits_cap + 1024;
+            double *t = realloc(B->hit_time, (size_t)cap * 8);
+            if (t) B->hit_time = t;
+            int64_t *h = realloc(B->hit_hits, (size_t)cap * 8);
+            if (h) B->hit_hits = h;
+            int64_t *a = realloc(B->hit_total, (size_t)cap * 8);
+            if (a) B->hit_total = a;
+            if (!t || !h || !a) {
+                L->status = BANKS_FAILED;
+                return;
+            }
+            B->hits_cap = cap;
+        }
+        B->hit_time[B->n_hits] = now;
+        B->hit_hits[B->n_hits] = hits;
+        B->hit_total[B->n_hits] = total;
+        B->n_hits += 1;
+    }
+    banks_predict(L, B, now);
+}
+
+/* ``BankedDram.transfer``: an event that succeeds when the next ``nbytes`` of command ``c``'s
+ * bus bytes have moved (its accesses in proportion: a band is a share of them). */
+static int64_t banks_transfer(Loop *L, Banks *B, int64_t c, double nbytes, double priority, double now, int now_int) {
+    int64_t done = new_event(L);
+    if (done == -1) return -1;
+    if (B->acc[c] == NULL && banks_decode(B, c) < 0) {
+        L->status = BANKS_FAILED;
+        return -1;
+    }
+    double total = MAX(L->bus[c], 1.0);
+    int64_t m = B->n_acc[c], lo = B->cursor[c];
+    double moved = B->moved[c] + MAX(nbytes, 0.0);
+    B->moved[c] = moved;
+    int64_t hi = m;
+    if (!(moved >= total - 1e-6)) {
+        int64_t share = (int64_t)nearbyint(moved / total * (double)m);
+        hi = share < m ? share : m;
+    }
+    B->cursor[c] = hi;
+    if (hi <= lo) {
+        schedule(L, done, now, NORMAL, now_int);
+        return done;
+    }
+    double start = banks_bring_to(B, now * B->ns_per_cycle);
+    int64_t fid = banks_add_flow(B, c, lo, hi, B->write[c] != 0, priority, start);
+    if (fid < 0) {
+        L->status = BANKS_FAILED;
+        return -1;
+    }
+    B->order[B->n_order++] = fid;
+    B->flow_done[fid] = done;
+    B->flow_cmd[fid] = c;
+    banks_predict(L, B, now);
+    return done;
+}
+
 /* -- commands ------------------------------------------------------------------------------ */
 
 /* The event command ``c`` must wait for next, from wait ``*position`` on (a semaphore not
@@ -573,6 +942,15 @@ static int64_t run_loop(Loop *L, const int64_t *queue_ptr, const int64_t *queue_
                 grant(L, task, now, now_int);
                 continue;
             }
+            if (what == DRAM_ADVANCE || what == DRAM_WAKE) { /* else a transfer since predicted anew */
+                if (ev == L->banks->pending) {
+                    if (what == DRAM_ADVANCE)
+                        banks_advance(L, L->banks, now);
+                    else
+                        banks_wake(L, L->banks, now, now_int);
+                }
+                continue;
+            }
             if (what == BAND_SIGNAL) { /* a compute's first band is done */
                 schedule(L, n + task, now, NORMAL, now_int);
                 continue;
@@ -741,6 +1119,10 @@ static int64_t run_loop(Loop *L, const int64_t *queue_ptr, const int64_t *queue_
                         }
                         continue;
                     } else { /* phase 7: done */
+                        if (L->banks) { /* its accesses are issued: drop them */
+                            free(L->banks->acc[c]);
+                            L->banks->acc[c] = NULL;
+                        }
                         dma_steps[L->n_dma_steps] = n + c;
                         L->n_dma_steps += 1;
                         for (int64_t i = L->write_ptr[c]; i < L->write_ptr[c + 1]; i++) /* fill */
@@ -758,7 +1140,8 @@ static int64_t run_loop(Loop *L, const int64_t *queue_ptr, const int64_t *queue_
                         done_cmd = c;
                     }
                     if (done_cmd == -1) { /* phases 1, 2 and 4: a transfer on the bus */
-                        block = transfer(L, nbytes, L->urgency[c], now, now_int);
+                        block = L->banks ? banks_transfer(L, L->banks, c, nbytes, L->urgency[c], now, now_int)
+                                         : transfer(L, nbytes, L->urgency[c], now, now_int);
                         break;
                     }
                 }
@@ -800,7 +1183,7 @@ enum {
     A_WAIT_PTR, A_WAIT_LIST, A_STREAM_PTR, A_STREAM_LIST, A_READ_PTR, A_READ_RES, A_READ_OFF, A_READ_SIZE,
     A_WRITE_PTR, A_WRITE_RES, A_WRITE_OFF, A_WRITE_SIZE, A_USERS_LEFT, A_QUEUE_PTR, A_QUEUE_CMDS,
     A_QUEUE_COMPUTE, A_QUEUE_CORE, N_ARRAYS,
-    A_CHANNELS = N_ARRAYS, A_CORES, A_SHARED_CORES, A_RATE, A_CAPACITY, A_MAX_EVENTS, A_POOL, N_ARGS
+    A_CHANNELS = N_ARRAYS, A_CORES, A_SHARED_CORES, A_RATE, A_CAPACITY, A_MAX_EVENTS, A_POOL, A_BANKS, N_ARGS
 };
 
 static const char *const ARRAY_NAMES[N_ARRAYS] = {
@@ -857,12 +1240,126 @@ static int64_t int_arg(PyObject *arg, const char *name, int *failed) {
     return value;
 }
 
+/* The arrays of the ``banks`` argument of run_program, in order. */
+enum {
+    K_T, K_G, K_LAYOUT, K_FBUF, K_IBUF, K_VIEW_PTR, K_VIEW_SHAPE, K_VIEW_STRIDES, K_ITEMSIZE, K_BASE, K_WRITE,
+    K_SHIFTS, K_MASKS, K_INTS, K_FLOATS, N_BANK_ARGS
+};
+/* K_INTS: offset_bits, rows, ranks, bankgroups, banks_per_group, burst, access, depth (the queue depth of
+ * commands_before_end), compact_from (Controller.compact_from); K_FLOATS: ns per cycle, step (max(tBurst, tCCD_S)) */
+
+static void banks_free(Banks *B, int64_t n) {
+    if (B == NULL) return;
+    for (int s = 0; s < 2; s++) free(B->fbuf[s]), free(B->ibuf[s]);
+    if (B->acc)
+        for (int64_t c = 0; c < n; c++) free(B->acc[c]);
+    free(B->acc), free(B->pool), free(B->req_end), free(B->active), free(B->free_slots), free(B->order);
+    free(B->flow_done), free(B->flow_cmd), free(B->moved), free(B->delay_ns), free(B->cursor), free(B->n_acc);
+    free(B->scratch_i), free(B->scratch_f), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
+    free(B->last_busy);
+    free(B);
+}
+
+/* The DRAM with banks of a run, from the ``banks`` argument (its arrays in ``buffers``); NULL
+ * with an exception set on an error. */
+static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state_f, void **state_i) {
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != N_BANK_ARGS) {
+        PyErr_SetString(PyExc_TypeError, "npusim C kernel run_program: banks is not a tuple of its arrays");
+        return NULL;
+    }
+    const void *a[N_BANK_ARGS];
+    Py_ssize_t len[N_BANK_ARGS];
+    for (int i = 0; i < N_BANK_ARGS; i++) {
+        int is_float = i == K_T || i == K_FBUF || i == K_FLOATS;
+        a[i] = buffer_of(buffers, PyTuple_GET_ITEM(arg, i), is_float ? 'd' : 'q', i == K_FBUF || i == K_IBUF, &len[i],
+                         "banks");
+        if (a[i] == NULL) return NULL;
+    }
+    if (len[K_T] != N_TIMING || len[K_G] != N_G || len[K_SHIFTS] < 6 || len[K_MASKS] < 6 || len[K_INTS] < 9
+        || len[K_FLOATS] < 2 || len[K_VIEW_PTR] != n + 1 || len[K_ITEMSIZE] != n || len[K_BASE] != n
+        || len[K_WRITE] != n) {
+        PyErr_SetString(PyExc_ValueError, "npusim C kernel run_program: banks arrays of the wrong sizes");
+        return NULL;
+    }
+    Banks *B = calloc(1, sizeof(Banks));
+    if (B == NULL) return (Banks *)PyErr_NoMemory();
+    *state_f = (void *)a[K_FBUF], *state_i = (void *)a[K_IBUF];
+    const int64_t *G = a[K_G], *ints = a[K_INTS], *layout = a[K_LAYOUT];
+    const double *floats = a[K_FLOATS];
+    int64_t C = G[G_CHANNELS], NB = C * G[G_RANKS] * G[G_BANKGROUPS] * G[G_BANKS_PER_GROUP];
+    B->nf = len[K_FBUF], B->ni = len[K_IBUF];
+    B->flow_cap = len[K_LAYOUT] == N_LAYOUT ? layout[L_FLOW_CAP] : 0;
+    int64_t F = B->flow_cap > 0 ? B->flow_cap : 1;
+    for (int s = 0; s < 2; s++) {
+        B->fbuf[s] = malloc((size_t)(B->nf > 0 ? B->nf : 1) * 8);
+        B->ibuf[s] = malloc((size_t)(B->ni > 0 ? B->ni : 1) * 8);
+    }
+    B->cap = 1024;
+    B->pool = malloc((size_t)B->cap * 5 * 8), B->req_end = malloc((size_t)B->cap * 8);
+    B->active = malloc(F * 8), B->free_slots = malloc(F * 8), B->order = malloc(F * 8);
+    B->flow_done = malloc(F * 8), B->flow_cmd = malloc(F * 8);
+    B->moved = calloc(n + 1, 8), B->delay_ns = calloc(n + 1, 8), B->cursor = calloc(n + 1, 8);
+    B->n_acc = calloc(n + 1, 8), B->acc = calloc(n + 1, sizeof(int64_t *));
+    B->scratch_i = calloc(NB * 2 + 1 + 5 * C, 8), B->scratch_f = calloc(NB * 2 + 4 * C, 8);
+    B->last_busy = calloc(C > 0 ? C : 1, 8);
+    if (!B->fbuf[0] || !B->fbuf[1] || !B->ibuf[0] || !B->ibuf[1] || !B->pool || !B->req_end || !B->active
+        || !B->free_slots || !B->order || !B->flow_done || !B->flow_cmd || !B->moved || !B->delay_ns || !B->cursor
+        || !B->n_acc || !B->acc || !B->scratch_i || !B->scratch_f || !B->last_busy) {
+        banks_free(B, n);
+        return (Banks *)PyErr_NoMemory();
+    }
+    for (int s = 0; s < 2; s++) {
+        memcpy(B->fbuf[s], a[K_FBUF], (size_t)B->nf * 8);
+        memcpy(B->ibuf[s], a[K_IBUF], (size_t)B->ni * 8);
+        Ctl *k = &B->k[s];
+        k->T = a[K_T];
+        k->G = G;
+        if (bind_state(k, B->fbuf[s], B->nf, B->ibuf[s], B->ni, layout, len[K_LAYOUT]) < 0) {
+            banks_free(B, n);
+            return NULL;
+        }
+        k->btag = B->scratch_i;
+        k->picks = B->scratch_i + NB * 2;
+        k->whats = B->scratch_i + NB * 2 + 1;
+        k->ki = B->scratch_i + NB * 2 + 1 + C;
+        k->barr = B->scratch_f;
+        k->kf = B->scratch_f + NB * 2;
+    }
+    banks_bind_pool(B);
+    B->view_ptr = a[K_VIEW_PTR], B->view_shape = a[K_VIEW_SHAPE], B->view_strides = a[K_VIEW_STRIDES];
+    B->itemsize = a[K_ITEMSIZE], B->base = a[K_BASE], B->write = a[K_WRITE];
+    const int64_t *shifts = a[K_SHIFTS], *masks = a[K_MASKS];
+    B->dec.offset_bits = ints[0], B->dec.rows = ints[1], B->dec.ranks = ints[2], B->dec.bankgroups = ints[3];
+    B->dec.banks_per_group = ints[4];
+    for (int f = 0; f < 6; f++) B->dec.shifts[f] = shifts[f], B->dec.masks[f] = masks[f];
+    B->burst = ints[5], B->access = ints[6], B->depth = ints[7], B->compact_from = ints[8];
+    B->ns_per_cycle = floats[0], B->step_ns = floats[1];
+    B->pending = -1;
+    if (B->burst <= 0 || B->access <= 0 || B->dec.rows <= 0) {
+        banks_free(B, n);
+        PyErr_SetString(PyExc_ValueError, "npusim C kernel run_program: banks with no burst, access or rows");
+        return NULL;
+    }
+    return B;
+}
+
+/* What a run with banks returns: (delay_ns, hit_time, hit_hits, hit_total, last_busy, woke),
+ * the controller's final state written into the caller's state buffers. */
+static PyObject *banks_result(Banks *B, int64_t n, double *state_f, int64_t *state_i) {
+    memcpy(state_f, B->fbuf[B->cur], (size_t)B->nf * 8);
+    memcpy(state_i, B->ibuf[B->cur], (size_t)B->ni * 8);
+    return Py_BuildValue("(y#y#y#y#y#L)", (const char *)B->delay_ns, (Py_ssize_t)(n * 8), (const char *)B->hit_time,
+                         (Py_ssize_t)(B->n_hits * 8), (const char *)B->hit_hits, (Py_ssize_t)(B->n_hits * 8),
+                         (const char *)B->hit_total, (Py_ssize_t)(B->n_hits * 8), (const char *)B->last_busy,
+                         (Py_ssize_t)(B->k[0].C * 8), (long long)B->woke);
+}
+
 PyDoc_STRVAR(run_program_doc,
              "run_program(kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,\n"
              "            wait_ptr, wait_list, stream_ptr, stream_list, read_ptr, read_res, read_off, read_size,\n"
              "            write_ptr, write_res, write_off, write_size, users_left, queue_ptr, queue_cmds,\n"
              "            queue_compute, queue_core, channels, cores, shared_cores, rate, capacity, max_events,\n"
-             "            pool)\n"
+             "            pool, banks)\n"
              "--\n\n"
              "Run a program on the compiled event loop (npusim.sim.compiled_loop.run builds the arguments:\n"
              "int64 arrays, float64 for cycles, bus, setup_latency, addr_cycles and urgency). Returns\n"
@@ -870,7 +1367,8 @@ PyDoc_STRVAR(run_program_doc,
              "binding_at, tail, flowing, data_end, mark, last_start, channel_of, int_mask, order, occ_time,\n"
              "occ_used, occ_int, dram_time, dram_flows, dram_int, dma_steps), the arrays as bytearrays of\n"
              "int64 or float64 items (the int marks occ_int, dram_int: 1 byte each). users_left is not\n"
-             "changed.");
+             "changed. banks: None (the shared bus), or the arrays of a DRAM with banks (compiled_loop.run's\n"
+             "_banks_arguments); the result then has a third item, the banks' results (banks_result).");
 
 static PyObject *run_program(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -882,6 +1380,8 @@ static PyObject *run_program(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL;
     const void *in[N_ARRAYS];
     Py_ssize_t len[N_ARRAYS];
+    Loop L = {0};
+    int64_t n_banks_cmds = 0; /* the commands L.banks holds per-command arrays for */
     for (int a = 0; a < N_ARRAYS; a++) {
         in[a] = buffer_of(&buffers, args[a], is_float_array(a) ? 'd' : 'q', 0, &len[a], ARRAY_NAMES[a]);
         if (in[a] == NULL) goto done;
@@ -895,12 +1395,12 @@ static PyObject *run_program(PyObject *self, PyObject *const *args, Py_ssize_t n
     int64_t max_events = int_arg(args[A_MAX_EVENTS], "max_events", &failed);
     int64_t pool = int_arg(args[A_POOL], "pool", &failed);
     if (failed || shared_cores < 0 || (rate == -1.0 && PyErr_Occurred())) goto done;
+    void *state_f = NULL, *state_i = NULL;
 
     const int64_t n = len[A_KIND];
     const int64_t n_queues = len[A_QUEUE_COMPUTE];
     const int64_t n_res = len[A_USERS_LEFT];
     const int64_t n_events = 2 * n + pool;
-    Loop L = {0};
     L.n = n;
     L.bands = in[A_BANDS], L.has_band = in[A_HAS_BAND], L.cycles_int = in[A_CYCLES_INT];
     L.cycles = in[A_CYCLES], L.bus = in[A_BUS], L.setup_latency = in[A_SETUP_LATENCY];
@@ -913,6 +1413,11 @@ static PyObject *run_program(PyObject *self, PyObject *const *args, Py_ssize_t n
     L.rate = rate;
     L.capacity = capacity;
 
+    if (args[A_BANKS] != Py_None) {
+        L.banks = banks_new(args[A_BANKS], &buffers, n, &state_f, &state_i);
+        n_banks_cmds = n;
+        if (L.banks == NULL) goto done;
+    }
     if (make_outputs(objects, out, n) < 0) goto done;
     L.start = out[OUT_START], L.end = out[OUT_END], L.band = out[OUT_BAND];
     L.binding = out[OUT_BINDING], L.binding_at = out[OUT_BINDING_AT];
@@ -987,11 +1492,14 @@ static PyObject *run_program(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyTuple_SET_ITEM(arrays, k, objects[k]);
         objects[k] = NULL;
     }
-    PyObject *both = PyTuple_Pack(2, result, arrays);
+    PyObject *banked = L.banks && status == OK ? banks_result(L.banks, n, state_f, state_i) : Py_NewRef(Py_None);
+    PyObject *both = banked ? PyTuple_Pack(3, result, arrays, banked) : NULL;
     Py_DECREF(result);
     Py_DECREF(arrays);
+    Py_XDECREF(banked);
     result = both;
 done:
+    banks_free(L.banks, n_banks_cmds);
     for (int k = 0; k < N_OUT; k++) Py_XDECREF(objects[k]);
     free_all(&mem);
     release_buffers(&buffers);
@@ -1016,7 +1524,7 @@ PyMODINIT_FUNC PyInit__event_loop(void) {
         long value;
     } constants[] = {
         {"OK", OK}, {"SCRATCHPAD_ERROR", SCRATCHPAD_ERROR}, {"DEADLOCK", DEADLOCK}, {"EVENT_BUDGET", EVENT_BUDGET},
-        {"POOL_FULL", POOL_FULL}, {"AT_END", AT_END}, {"AT_START", AT_START}, {"AT_BAND", AT_BAND},
+        {"POOL_FULL", POOL_FULL}, {"BANKS_FAILED", BANKS_FAILED}, {"AT_END", AT_END}, {"AT_START", AT_START}, {"AT_BAND", AT_BAND},
         {"READY_INT", READY_INT}, {"START_INT", START_INT}, {"END_INT", END_INT}, {"BAND_INT", BAND_INT},
     };
     for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++) {

@@ -4,7 +4,8 @@ model, event for event, without one Python object per event and per command.
 Why it exists: a tiled plan runs tens of thousands to a million commands, and the SimPy model
 spends ~80 µs of Python per command on events, generators and bookkeeping (issue 28). This
 kernel holds the same model as arrays: the command queues, DMA transfers, DMA channels and
-shared cores, the shared DRAM bandwidth (``npusim.sim.bandwidth``) and the tagged scratchpad
+shared cores, the shared DRAM bandwidth (``npusim.sim.bandwidth``) or the DRAM with banks
+(``npusim.dram.model``), and the tagged scratchpad
 (``npusim.sim.scratchpad``), and processes SimPy's events in SimPy's order — by (time,
 priority, scheduling order), the callbacks of an event in the order they were added — so every
 time, tie and float operation is the one the SimPy model makes. Its reference is the SimPy
@@ -23,8 +24,16 @@ load a cached kernel, more than the loop itself takes on an LLM decode step; a C
 loads in a millisecond (``npusim.native``). The C is this model's code function for function
 (each named as the Numba function it was), with the same float operations in the same order.
 
-What it does not do (``engine.simulate`` keeps SimPy for these): jitter, ``dram.model:
-banks``; nor progress reports or a stop at the wall-clock guard midway (the engine checks the
+With ``dram.model: banks`` the bus is the DRAM of ``npusim.dram.model.BankedDram`` instead,
+in C (``Banks`` in event_loop.c, driving the controller of ``npusim/native/bank_core.h``, the
+code ``npusim.dram.controller`` runs): a band starts a flow of its command's accesses (decoded
+in C from the command's DRAM view at its first band), and the model's prediction timeouts
+(``_advance``, ``_wake``, with the look-ahead copy of the controller) are events of this loop,
+scheduled and processed where SimPy's are; the run returns each command's bank delay, the row
+hit rate's samples and the controller's final state for the report (``record``,
+``BankedDram.adopt_compiled``).
+
+What it does not do (``engine.simulate`` keeps SimPy for these): jitter; nor progress reports or a stop at the wall-clock guard midway (the engine checks the
 guard once, at the end). A plan with a DRAM layout runs on it, its DRAM contents checked
 after the run from the order of its transfers (``engine._Machine.dram_contents_hold``). On any
 error (a scratchpad check failing, a deadlock, the event budget) it stops and returns a status;
@@ -61,8 +70,9 @@ _kernel = native.load("event_loop")  # npusim/native/event_loop.c
 # Statuses, binding_at codes (CommandTiming.binding_at) and the bits of ``int_mask`` (which
 # recorded times SimPy held as int: an event chain from time 0 of zero delays only, SimPy's
 # clock starting at int 0, so reports print them alike): the kernel's own
-OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL = (
-    _kernel.OK, _kernel.SCRATCHPAD_ERROR, _kernel.DEADLOCK, _kernel.EVENT_BUDGET, _kernel.POOL_FULL)
+OK, SCRATCHPAD_ERROR, DEADLOCK, EVENT_BUDGET, POOL_FULL, BANKS_FAILED = (
+    _kernel.OK, _kernel.SCRATCHPAD_ERROR, _kernel.DEADLOCK, _kernel.EVENT_BUDGET, _kernel.POOL_FULL,
+    _kernel.BANKS_FAILED)
 AT_END, AT_START, AT_BAND = _kernel.AT_END, _kernel.AT_START, _kernel.AT_BAND
 READY_INT, START_INT, END_INT, BAND_INT = _kernel.READY_INT, _kernel.START_INT, _kernel.END_INT, _kernel.BAND_INT
 
@@ -136,15 +146,16 @@ def run(machine, cores_of_queue: dict, max_events: int):
     queue_core = np.array([cores_of_queue.get(q, 0) for q in program.queues], np.int64)
     shared = program.streams > len(machine.cores)
     pool = POOL_PER_QUEUE * (len(program.queues) + hw.dma.channels)
+    banks = machine.dram.compiled_arguments(kind, STORE) if machine.banked else None
+    rate = 0.0 if machine.banked else float(machine.dram.rate)
     while True:
         if 3 * n + pool + len(program.queues) + 8 >= 2 ** 31:  # the kernel's 4-byte event and node ids
             raise SimulationError(f"{n:,} commands are more than the compiled event loop holds")
-        (status, now, now_int, n_processed, peak, busy_cycles), arrays = _kernel.run_program(
+        (status, now, now_int, n_processed, peak, busy_cycles), arrays, banked = _kernel.run_program(
             kind, bands, has_band, cycles, cycles_int, bus, setup_latency, addr_cycles, urgency,
             wait_ptr, wait_list, stream_ptr, stream_list, *read, *write, users_left,
             queue_ptr, queue_cmds, queue_compute, queue_core,
-            hw.dma.channels, len(machine.cores), shared, float(machine.dram.rate), program.capacity,
-            max_events, pool)
+            hw.dma.channels, len(machine.cores), shared, rate, program.capacity, max_events, pool, banks)
         if status != POOL_FULL:
             break
         pool *= 2
@@ -153,7 +164,7 @@ def run(machine, cores_of_queue: dict, max_events: int):
         np.frombuffer(a, dtype) for a, dtype in zip(arrays, _RESULT_TYPES))
     return status, (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing,
                     data_end, mark, last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int,
-                    dram_time, dram_flows, dram_int, peak, busy_cycles, dma_steps)
+                    dram_time, dram_flows, dram_int, peak, busy_cycles, dma_steps, banked)
 
 
 _F, _I, _B = np.float64, np.int64, np.bool_
@@ -230,7 +241,7 @@ class RecordedTimings:
     numbers at list speed); a time SimPy held as an int is given back as one."""
 
     def __init__(self, machine, ready, start, end, band, int_mask, binding, binding_at, tail, flowing, data_end,
-                 mark, last_start, channel_of) -> None:
+                 mark, last_start, channel_of, bank_delay=None) -> None:
         # A proxy: the machine holds its timings, and a cycle would keep a run of a million
         # commands alive until the next full collection.
         self.machine = weakref.proxy(machine)
@@ -239,6 +250,10 @@ class RecordedTimings:
         self.binding, self.binding_at, self.tail = _packed(binding), _packed(binding_at), _packed(tail)
         self.flowing, self.data_end = _packed(flowing), _packed(data_end)
         self.mark, self.last_start, self.channel_of = _packed(mark), _packed(last_start), _packed(channel_of)
+        # dram.model: banks: each command's bank delay (ns, its flows' summed; BankedDram.delay_ns)
+        self.bank_delay = None if bank_delay is None else _packed(bank_delay)
+        if bank_delay is not None:
+            self.bank_channels, self.ns_per_cycle = machine.dram.cfg.channels, machine.dram.ns_per_cycle
         self.lanes = {q: machine._cores_of(q) for q in machine.program.queues if q.startswith("stream")}
         # read on every item (the machine's own objects, which refer to nothing of it)
         self.commands, self.ops, self.tensors, self.bands, self.band_done = (
@@ -297,7 +312,13 @@ class RecordedTimings:
             setup = cost.descriptors * machine.dma_setup_cycles
             latency = machine.dram_latency
             addresses_left = flowing + address_cycles(cost, machine.hw) - data_end
-            parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: data_end - flowing}
+            moving = data_end - flowing
+            parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: moving}
+            if self.bank_delay is not None:  # the data phase's share lost to bank timing (engine._dma)
+                bank = min(moving, self.bank_delay[i] / self.bank_channels / self.ns_per_cycle)
+                if bank > 0:
+                    parts[moving_cause] = moving - bank
+                    parts[DMA_CAUSES[KINDS[kind]][3]] = bank
             if i in self.band_done:
                 band_at = self._held(self.band, i, BAND_INT)
                 band_parts = {overhead: setup, waiting: latency, moving_cause: band_at - flowing}
@@ -439,7 +460,7 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
             column("level", key)[positions] = pj
     machine.energy_by_op.update(zip(map(attrgetter("name"), op_of),
                                     map(machine._energy_total.__getitem__, classes.tolist())))
-    # transfers (_account_transfer; the compiled loop never runs dram.model: banks)
+    # transfers (_account_transfer)
     e = hw.energy
     nbytes = table.column("nbytes")
     for kind_name, dram, scratchpad, byte in (("load", "dram_read", "scratchpad_write", machine.scratchpad_write_byte),
@@ -447,8 +468,10 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
         positions = at[kind_name]
         moved = order[positions]
         costs = list(map(table.cost.__getitem__, moved.tolist()))
-        column("energy", dram)[positions] = (np.fromiter(map(attrgetter("bus_bytes"), costs), np.int64, len(costs))
-                                             * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
+        if not machine.banked:  # (with banks, the device's energy is charged at the end: engine._account_transfer)
+            column("energy", dram)[positions] = (
+                np.fromiter(map(attrgetter("bus_bytes"), costs), np.int64, len(costs))
+                * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
         column("energy", scratchpad)[positions] = nbytes[moved] * byte
         column("energy", "dma_descriptor")[positions] = (
             np.fromiter(map(attrgetter("descriptors"), costs), np.int64, len(costs)) * e.dma_descriptor)
@@ -471,16 +494,18 @@ def record(machine, result) -> float:
     cycles."""
     (now, now_int, n_processed, ready, start, end, band, binding, binding_at, tail, flowing, data_end, mark,
      last_start, channel_of, int_mask, order, occ_time, occ_used, occ_int, dram_time, dram_flows, dram_int,
-     peak, busy_cycles, dma_steps) = result
+     peak, busy_cycles, dma_steps, banked) = result
     program = machine.program
     _account(machine, order, end - start)
+    bank_delay = machine.dram.adopt_compiled(banked) if machine.banked else None
     timings = machine.timings = RecordedTimings(machine, ready, start, end, band, int_mask, binding, binding_at, tail,
-                                                flowing, data_end, mark, last_start, channel_of)
+                                                flowing, data_end, mark, last_start, channel_of, bank_delay)
     machine.timeline = RecordedTimeline(timings, order, program.queues, machine.dma_lanes)
     machine.occupancy = Pairs(occ_time, occ_used, occ_int)
     machine.dram_samples = Pairs(dram_time, dram_flows, dram_int)
     machine.scratchpad.peak = int(peak)
     machine.dma_steps = dma_steps
-    machine.dram.busy_cycles = float(busy_cycles)
+    if not machine.banked:  # (a banked run's: adopt_compiled)
+        machine.dram.busy_cycles = float(busy_cycles)
     machine.env.processed = int(n_processed) + 1  # and the empty queue's step, as SimPy's run counts it
     return int(now) if now_int else float(now)

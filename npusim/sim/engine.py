@@ -19,8 +19,8 @@ Time is counted in core clock cycles.
 
 Programs of ``COMPILED_LOOP_MIN_COMMANDS`` commands or more run the same model, event for
 event, in ``npusim.sim.compiled_loop`` (a C kernel: ~2 us per command against ~80 us here);
-``tests/test_compiled_loop.py`` holds the two to the same report. Jitter and ``dram.model:
-banks`` stay here. A DRAM layout's contents are checked after a compiled run, in the order
+``tests/test_compiled_loop.py`` holds the two to the same report, ``dram.model: banks``
+included (the loop drives the DRAM controller from C). Jitter stays here. A DRAM layout's contents are checked after a compiled run, in the order
 its transfers started and ended (``_Machine.dram_contents_hold``); a check that fails there
 reruns the program here, which raises the error.
 
@@ -235,7 +235,7 @@ class _Machine:
         self.cores = [_Units(self.env, 1) for _ in range(hw.cores.count)]
         self.channels = _Units(self.env, hw.dma.channels)
         if hw.dram.model == "banks":  # a device with banks and rows at the DMA's addresses (npusim.dram.model)
-            from npusim.dram.model import BankedDram  # lazy: its Numba kernel loads only when used
+            from npusim.dram.model import BankedDram  # lazy: the device model, only when used
 
             self.dram = BankedDram(self.env, hw, program)
             self.dram_latency = self.dram.front_end_cycles
@@ -812,12 +812,15 @@ def _streamed_waits(table) -> list[tuple[int, tuple[int, ...]]]:
 
 def _compiled_loop_fits(program: Program, hw: Hardware, jitter: float) -> bool:
     """Whether the compiled event loop runs ``program`` (``npusim.sim.compiled_loop``): one it
-    models (no jitter or banked DRAM), large enough to pay for packing its arrays unless
-    ``NPUSIM_SIM_LOOP`` asks for one loop."""
+    models (no jitter), large enough to pay for packing its arrays unless
+    ``NPUSIM_SIM_LOOP`` asks for one loop. A run with ``dram.model: banks`` takes it at any size:
+    the SimPy model's Python per transfer (its ``BankedDram``) costs more than the packing even
+    on a program of 68 commands (resnet18 at 5 MiB: 0.20 against 0.22 s CPU; the 20-point DSE
+    of ``benchmarks/bench_banks_cost.py``: 1.56 against 2.0 s, 66 against 177 MiB)."""
     choice = sim_loop()
-    if choice == "simpy" or jitter != 0 or hw.dram.model == "banks":
+    if choice == "simpy" or jitter != 0:
         return False
-    if choice == "compiled":
+    if choice == "compiled" or hw.dram.model == "banks":
         return True
     return len(program.commands) >= COMPILED_LOOP_MIN_COMMANDS
 

@@ -1,0 +1,817 @@
+/* The DRAM controller of the banks model in C, shared by its two drivers: bank_kernel.c (the
+ * Python entry points npusim.dram.controller calls, for the SimPy model and the tests) and
+ * event_loop.c (the compiled event loop, which drives a controller itself with dram.model:
+ * banks). One copy of the code, so both time every access alike.
+ *
+ * The model (admission, transaction and command queues, read/write turnaround, FR-FCFS with a
+ * row-hit cap, every command's timing rule, page policy, power-down, refresh) and the layout of
+ * the state arrays are described once, in npusim/dram/kernel.py's docstring; the constants
+ * below are that module's (tests/test_dram.py checks they agree). npusim/dram/reference.py is
+ * the same controller in plain Python, and tests hold this kernel equal to it on random flows,
+ * stop times and configurations.
+ *
+ * Floats: every operation is the one the Python reference makes, in its order (built with
+ * -ffp-contract=off, so no fused multiply-add changes a rounding); max/min keep the first of
+ * equal values, as Python's do. Integer division and modulo round down, as Python's do. */
+#ifndef NPUSIM_BANK_CORE_H
+#define NPUSIM_BANK_CORE_H
+
+#include "buffers.h"
+
+/* kernel.py: TIMING_FIELDS */
+enum { T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S, T_RRD_L, T_FAW, T_WR, T_WTR_S,
+       T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, N_TIMING };
+/* kernel.py: G_* */
+enum { G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
+       G_POWERDOWN, G_BANKQ, G_RT, G_WT, N_G };
+enum { OPEN, CLOSED, ADAPTIVE };
+enum { HIT, MISS, CONFLICT };
+enum { NOTHING, ACCESS, REFRESH };
+enum { B_NEXT_ACT, B_NEXT_PRE, B_NEXT_CAS, B_BUSY, BANK_F_COLUMNS };
+enum { B_OPEN_ROW, B_STREAK, B_ACTS, BANK_I_COLUMNS };
+enum { R_LAST_ACT, R_NEXT_REF, R_ACTIVE_SINCE, R_ACTIVE_TIME, R_LAST_BUSY, R_PD_ACT, R_PD_PRE, R_FAW,
+       RANK_F_COLUMNS = R_FAW + 4 };
+enum { R_FAW_POS, R_OPEN_COUNT, R_REFRESHES, RANK_I_COLUMNS };
+enum { BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR, RANK_BG_COLUMNS };
+enum { C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY, CHAN_F_COLUMNS };
+enum { C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
+       C_WT_HEAD, C_T_NEW, C_T_NEW_W, C_T_FREED, C_T_FREED_W, C_T_TAIL, C_T_TAIL_W, C_T_FREE, C_T_FREE_W, C_T_SEQ,
+       C_T_SEQ_W, CHAN_I_COLUMNS };
+enum { T_ACCESS, T_NEXT, T_PREV, T_BANK_NEXT, T_SEQ, TQ_COLUMNS };
+enum { BANK_N_COLUMNS = 8 };
+enum { S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES, N_STATS_I };
+enum { SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY, N_STATS_F };
+/* controller.py: _STATE, the arrays in the two state buffers, in this order */
+enum { L_BANK_F, L_BANK_I, L_RANK_F, L_RANK_I, L_RANK_BG_F, L_CHAN_F, L_CHAN_I, L_SQ, L_SQA, L_TQ, L_TQA, L_BANK_N,
+       L_STATS_I, L_STATS_F, L_FLOW_WRITE, L_FLOW_PRIO, L_FLOW_START, L_FLOW_REMAINING, L_FLOW_END, L_FLOW_DELAY,
+       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_FLOW_CAP, N_LAYOUT };
+
+#define NEG (-1e300)
+
+static inline double max2(double a, double b) { return b > a ? b : a; }
+static inline double min2(double a, double b) { return b < a ? b : a; }
+static inline int64_t floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t floormod(int64_t a, int64_t b) {
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/* One controller's state: pointers into the caller's arrays, and their dimensions. */
+typedef struct {
+    const double *T;
+    const int64_t *G;
+    double *bank_f, *rank_f, *rank_bg_f, *chan_f, *sqa, *tqa, *stats_f;
+    int64_t *bank_i, *rank_i, *chan_i, *sq, *tq, *bank_n, *bank_other, *stats_i;
+    const int64_t *req_bank, *req_row, *req_rank, *req_bg, *req_flow;
+    double *req_end;
+    const int64_t *active;
+    int64_t n_active;
+    int64_t *flow_write, *flow_remaining, *fc_next, *fc_end, *flow_first, *flow_last;
+    double *flow_prio, *flow_start, *flow_end, *flow_delay;
+    int64_t *btag, *picks, *whats, *ki;  /* scratch */
+    double *barr, *kf;
+    /* int32, not int64: a store through one of the int64 state pointers may alias any int64
+     * object, so the compiler would reload (and re-derive every index from) int64 fields after
+     * each store; it knows no int64 store changes an int32. Geometry and policies of G, copied. */
+    int32_t C, BG, QD, FRONT;
+    int32_t g[N_G];
+} Ctl;
+
+#define BF(b, col) k->bank_f[(b) * BANK_F_COLUMNS + (col)]
+#define BI(b, col) k->bank_i[(b) * BANK_I_COLUMNS + (col)]
+#define RF(r, col) k->rank_f[(r) * RANK_F_COLUMNS + (col)]
+#define RI(r, col) k->rank_i[(r) * RANK_I_COLUMNS + (col)]
+#define RBG(r, g, col) k->rank_bg_f[((r) * k->BG + (g)) * RANK_BG_COLUMNS + (col)]
+#define CF(c, col) k->chan_f[(c) * CHAN_F_COLUMNS + (col)]
+#define CI(c, col) k->chan_i[(c) * CHAN_I_COLUMNS + (col)]
+#define SQ(d, c, j) k->sq[((d) * k->C + (c)) * k->QD + (j)]
+#define SQA(d, c, j) k->sqa[((d) * k->C + (c)) * k->QD + (j)]
+#define TQ(d, c, s, f) k->tq[(((d) * k->C + (c)) * k->FRONT + (s)) * TQ_COLUMNS + (f)]
+#define TQA(d, c, s) k->tqa[((d) * k->C + (c)) * k->FRONT + (s)]
+#define BN(b, col) k->bank_n[(b) * BANK_N_COLUMNS + (col)]
+/* bank_other[b, d]: entries of bank b in scheduler queue d (of its channel) that miss its open
+ * row. FR-FCFS's row-hit cap asks whether one waits at every pick of a streaming bank; kept as
+ * a count, updated when an entry enters or leaves and recounted when the bank's row changes. */
+#define BO(b, d) k->bank_other[(b) * 2 + (d)]
+#define FCN(f, c) k->fc_next[(f) * k->C + (c)]
+#define FCE(f, c) k->fc_end[(f) * k->C + (c)]
+#define TT(i) k->T[i]
+#define GG(i) k->g[i]
+
+/* The access ``_candidate`` picked, or the refresh that goes first. */
+typedef struct {
+    int64_t what, k, d, kind, rank;
+    double pre, act, time, delay;
+} Pick;
+
+static inline void close_row(Ctl *k, int64_t b, int64_t rk, double when) {
+    BI(b, B_OPEN_ROW) = -1;
+    RI(rk, R_OPEN_COUNT) -= 1;
+    if (RI(rk, R_OPEN_COUNT) == 0) RF(rk, R_ACTIVE_TIME) += max2(0.0, when - RF(rk, R_ACTIVE_SINCE));
+}
+
+static inline double act_time(Ctl *k, int64_t rk, int64_t g, double t0) {
+    int64_t pos = RI(rk, R_FAW_POS);
+    double t = t0;
+    t = max2(t, RF(rk, R_LAST_ACT) + TT(T_RRD_S));
+    t = max2(t, RBG(rk, g, BG_LAST_ACT) + TT(T_RRD_L));
+    return max2(t, RF(rk, R_FAW + pos) + TT(T_FAW));
+}
+
+/* Whether rank ``rk`` went into power-down before an access arriving at ``arrival``. */
+static inline int asleep(Ctl *k, int64_t rk, double arrival) {
+    return GG(G_POWERDOWN) == 1 && arrival > RF(rk, R_LAST_BUSY) + TT(T_PD);
+}
+
+/* kind, pre, act, cas (in ``time``) and bank delay of access ``rid`` in channel ``c``. */
+static inline Pick timing(Ctl *k, int64_t c, int64_t rid, double arrival, int write) {
+    Pick p;
+    int64_t b = k->req_bank[rid], rk = k->req_rank[rid], g = k->req_bg[rid];
+    double wake = asleep(k, rk, arrival) ? arrival + TT(T_XP) : arrival;
+    double bus = arrival;
+    if (write) {
+        bus = max2(bus, CF(c, C_LAST_WR) + max2(TT(T_CCD_S), TT(T_BURST)));
+        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L));
+        bus = max2(bus, CF(c, C_LAST_RD) + TT(T_RTW));
+    } else {
+        bus = max2(bus, CF(c, C_LAST_RD) + max2(TT(T_CCD_S), TT(T_BURST)));
+        bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
+        bus = max2(bus, CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
+        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
+    }
+    int64_t local = rk - c * GG(G_RANKS);
+    if (CI(c, C_LAST_RANK) >= 0 && CI(c, C_LAST_RANK) != local)
+        bus = max2(bus, CF(c, C_LAST_CAS) + TT(T_BURST) + TT(T_RTRS));
+    double ready;
+    p.pre = NEG;
+    p.act = NEG;
+    int64_t open_row = BI(b, B_OPEN_ROW);
+    if (open_row == k->req_row[rid]) {
+        p.kind = HIT;
+        ready = max2(wake, BF(b, B_NEXT_CAS));
+    } else if (open_row < 0) {
+        p.kind = MISS;
+        p.act = act_time(k, rk, g, max2(wake, BF(b, B_NEXT_ACT)));
+        ready = p.act + TT(T_RCD);
+    } else {
+        p.kind = CONFLICT;
+        p.pre = max2(wake, BF(b, B_NEXT_PRE));
+        p.act = act_time(k, rk, g, max2(p.pre + TT(T_RP), BF(b, B_NEXT_ACT)));
+        ready = p.act + TT(T_RCD);
+    }
+    p.time = max2(bus, ready);
+    p.delay = max2(0.0, ready - bus);
+    return p;
+}
+
+/* Position of entry ``i`` of a ring queue starting at ``head``. */
+static inline int64_t at(int64_t head, int64_t i, int64_t depth) {
+    int64_t j = head + i;
+    return j >= depth ? j - depth : j;
+}
+
+/* Access ``r`` entered scheduler queue ``d``: counted if it misses its bank's open row. */
+static inline void enter_queue(Ctl *k, int64_t d, int64_t r) {
+    int64_t b = k->req_bank[r];
+    if (BI(b, B_OPEN_ROW) != k->req_row[r]) BO(b, d) += 1;
+}
+
+/* Banks lo..hi-1 (of channel c) changed rows: their counts of queued entries missing it, anew. */
+static void recount_other(Ctl *k, int64_t c, int64_t lo, int64_t hi) {
+    for (int64_t b = lo; b < hi; b++) BO(b, 0) = BO(b, 1) = 0;
+    for (int64_t d = 0; d < 2; d++) {
+        int64_t head = CI(c, C_RQ_HEAD + d), depth = GG(G_RQ + d);
+        for (int64_t i = 0; i < CI(c, C_RQ_N + d); i++) {
+            int64_t o = SQ(d, c, at(head, i, depth));
+            int64_t b = k->req_bank[o];
+            if (b >= lo && b < hi && BI(b, B_OPEN_ROW) != k->req_row[o]) BO(b, d) += 1;
+        }
+    }
+}
+
+/* Remove entry ``i`` of scheduler queue d of channel c (``n`` entries from ``head``), keeping
+ * the others in order; the new head. The shorter side moves (kernel.py: _remove). */
+static inline int64_t remove_entry(Ctl *k, int64_t d, int64_t c, int64_t head, int64_t n, int64_t i, int64_t depth) {
+    if (i < n - 1 - i) {
+        for (int64_t m = i; m > 0; m--) {
+            SQ(d, c, at(head, m, depth)) = SQ(d, c, at(head, m - 1, depth));
+            SQA(d, c, at(head, m, depth)) = SQA(d, c, at(head, m - 1, depth));
+        }
+        return at(head, 1, depth);
+    }
+    for (int64_t m = i; m < n - 1; m++) {
+        SQ(d, c, at(head, m, depth)) = SQ(d, c, at(head, m + 1, depth));
+        SQA(d, c, at(head, m, depth)) = SQA(d, c, at(head, m + 1, depth));
+    }
+    return head;
+}
+
+/* The flow the front end of channel ``c`` admits from next, or -1 (kernel.py: _next_flow). */
+static inline int64_t next_flow(Ctl *k, int64_t c, int64_t rr_last) {
+    double top = 1e300;
+    int64_t first = -1, after = -1;
+    for (int64_t i = 0; i < k->n_active; i++) {
+        int64_t f = k->active[i];
+        if (FCN(f, c) >= FCE(f, c)) continue;
+        double p = k->flow_prio[f];
+        if (p < top) {
+            top = p;
+            first = -1;
+            after = -1;
+        }
+        if (p == top) {
+            if (first < 0 || f < first) first = f;
+            if (f > rr_last && (after < 0 || f < after)) after = f;
+        }
+    }
+    return after >= 0 ? after : first;
+}
+
+static void refresh(Ctl *k, int64_t rk, double start) {
+    int64_t nb = GG(G_BANKGROUPS) * GG(G_BANKS_PER_GROUP);
+    int any_open = 0;
+    for (int64_t b = rk * nb; b < rk * nb + nb; b++)
+        if (BI(b, B_OPEN_ROW) >= 0) any_open = 1;
+    double begin = start + (any_open ? TT(T_RP) : 0.0);
+    double done = begin + TT(T_RFC);
+    for (int64_t b = rk * nb; b < rk * nb + nb; b++) {
+        BI(b, B_OPEN_ROW) = -1;
+        BI(b, B_STREAK) = 0;
+        BF(b, B_NEXT_ACT) = max2(BF(b, B_NEXT_ACT), done);
+    }
+    if (RI(rk, R_OPEN_COUNT) > 0) RF(rk, R_ACTIVE_TIME) += max2(0.0, start - RF(rk, R_ACTIVE_SINCE));
+    RI(rk, R_OPEN_COUNT) = 0;
+    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), done);
+    RF(rk, R_NEXT_REF) += TT(T_REFI);
+    RI(rk, R_REFRESHES) += 1;
+    recount_other(k, rk / GG(G_RANKS), rk * nb, rk * nb + nb);
+}
+
+static inline double refresh_start(Ctl *k, int64_t rk) {
+    int64_t nb = GG(G_BANKGROUPS) * GG(G_BANKS_PER_GROUP);
+    double start = RF(rk, R_NEXT_REF);
+    for (int64_t b = rk * nb; b < rk * nb + nb; b++)
+        if (BI(b, B_OPEN_ROW) >= 0) start = max2(start, BF(b, B_NEXT_PRE));
+    return start;
+}
+
+/* Access ``r`` into a free slot at the end of transaction queue ``d`` of channel ``c`` and at
+ * the end of its bank's chain. */
+static inline void tq_append(Ctl *k, int64_t c, int64_t d, int64_t r, double arrival) {
+    int64_t s = CI(c, C_T_FREE + d);
+    CI(c, C_T_FREE + d) = TQ(d, c, s, T_NEXT);
+    int64_t tail = CI(c, C_T_TAIL + d);
+    TQ(d, c, s, T_ACCESS) = r;
+    TQ(d, c, s, T_NEXT) = -1;
+    TQ(d, c, s, T_PREV) = tail;
+    TQ(d, c, s, T_BANK_NEXT) = -1;
+    TQ(d, c, s, T_SEQ) = CI(c, C_T_SEQ + d);
+    TQA(d, c, s) = arrival;
+    CI(c, C_T_SEQ + d) += 1;
+    if (tail >= 0)
+        TQ(d, c, tail, T_NEXT) = s;
+    else
+        CI(c, C_RT_HEAD + 2 * d) = s;
+    CI(c, C_T_TAIL + d) = s;
+    int64_t b = k->req_bank[r];
+    int64_t last = BN(b, 6 + d);
+    if (last >= 0)
+        TQ(d, c, last, T_BANK_NEXT) = s;
+    else
+        BN(b, 4 + d) = s;
+    BN(b, 6 + d) = s;
+    BN(b, 2 + d) += 1;
+    if (CI(c, C_T_NEW + d) < 0) CI(c, C_T_NEW + d) = s;
+}
+
+/* The entry in slot ``s`` of transaction queue ``d`` (its bank's oldest there) moves to the end
+ * of its bank's command queue; its slot is freed. */
+static inline void tq_to_bank_queue(Ctl *k, int64_t c, int64_t d, int64_t s) {
+    int64_t r = TQ(d, c, s, T_ACCESS);
+    int64_t b = k->req_bank[r];
+    int64_t ns = CI(c, C_RQ_N + d);
+    int64_t js = at(CI(c, C_RQ_HEAD + d), ns, GG(G_RQ + d));
+    SQ(d, c, js) = r;
+    SQA(d, c, js) = TQA(d, c, s);
+    CI(c, C_RQ_N + d) = ns + 1;
+    enter_queue(k, d, r);
+    BN(b, d) += 1;
+    int64_t prev = TQ(d, c, s, T_PREV), nxt = TQ(d, c, s, T_NEXT);
+    if (prev >= 0)
+        TQ(d, c, prev, T_NEXT) = nxt;
+    else
+        CI(c, C_RT_HEAD + 2 * d) = nxt;
+    if (nxt >= 0)
+        TQ(d, c, nxt, T_PREV) = prev;
+    else
+        CI(c, C_T_TAIL + d) = prev;
+    BN(b, 4 + d) = TQ(d, c, s, T_BANK_NEXT);
+    if (BN(b, 4 + d) < 0) BN(b, 6 + d) = -1;
+    BN(b, 2 + d) -= 1;
+    TQ(d, c, s, T_ACCESS) = -1;
+    TQ(d, c, s, T_NEXT) = CI(c, C_T_FREE + d);
+    CI(c, C_T_FREE + d) = s;
+    CI(c, C_RT_N + 2 * d) -= 1;
+}
+
+/* Admission: the most urgent flow's next access enters its queue, until a queue is full or no
+ * flow has one left (kernel.py: _admit). */
+static inline void admit(Ctl *k, int64_t c) {
+    int front = GG(G_BANKQ) > 0;
+    for (;;) {
+        int64_t f = next_flow(k, c, CI(c, C_RR_LAST));
+        if (f < 0) break;
+        double arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
+        int64_t d = k->flow_write[f];
+        if (front) {
+            int64_t n = CI(c, C_RT_N + 2 * d);
+            if (n >= GG(G_RT + d)) break;
+            tq_append(k, c, d, FCN(f, c), arrival);
+            CI(c, C_RT_N + 2 * d) = n + 1;
+        } else {
+            int64_t n = CI(c, C_RQ_N + d), depth = GG(G_RQ + d);
+            if (n >= depth) break;
+            int64_t j = at(CI(c, C_RQ_HEAD + d), n, depth);
+            SQ(d, c, j) = FCN(f, c);
+            SQA(d, c, j) = arrival;
+            CI(c, C_RQ_N + d) = n + 1;
+            enter_queue(k, d, FCN(f, c));
+        }
+        FCN(f, c) += 1;
+        CI(c, C_RR_LAST) = f;
+    }
+}
+
+/* Transaction queues -> per-bank command queues: every entry whose bank queue has room moves,
+ * looking only where a move can happen (kernel.py: _to_command_queues); whether any moved. */
+static inline int to_command_queues(Ctl *k, int64_t c) {
+    int64_t cap = GG(G_BANKQ);
+    int moved = 0;
+    for (int64_t d = 0; d < 2; d++) {
+        int64_t fresh = CI(c, C_T_NEW + d);
+        int64_t fb = CI(c, C_T_FREED + d);
+        if (fb == -2) {
+            fresh = CI(c, C_RT_HEAD + 2 * d);  /* every entry */
+        } else if (fb >= 0) {
+            int64_t newest_old = fresh >= 0 ? TQ(d, c, fresh, T_SEQ) : CI(c, C_T_SEQ + d);
+            while (BN(fb, d) < cap) {
+                int64_t s = BN(fb, 4 + d);
+                if (s < 0 || TQ(d, c, s, T_SEQ) >= newest_old) break;
+                tq_to_bank_queue(k, c, d, s);
+                moved = 1;
+            }
+        }
+        int64_t s = fresh;
+        while (s >= 0) {
+            int64_t nxt = TQ(d, c, s, T_NEXT);
+            if (BN(k->req_bank[TQ(d, c, s, T_ACCESS)], d) < cap) {
+                tq_to_bank_queue(k, c, d, s);
+                moved = 1;
+            }
+            s = nxt;
+        }
+        CI(c, C_T_NEW + d) = -1;
+        CI(c, C_T_FREED + d) = -1;
+    }
+    return moved;
+}
+
+/* Channel ``c``'s next command: NOTHING, ACCESS (entry ``k`` of queue ``d``) or REFRESH (of
+ * ``rank``, from ``time``), after admission, the command queues, the read/write turnaround and
+ * the pick (kernel.py: _candidate, whose comments explain the FR-FCFS shortcuts). */
+static Pick candidate(Ctl *k, int64_t c) {
+    for (;;) {
+        admit(k, c);
+        if (GG(G_BANKQ) == 0 || !to_command_queues(k, c)) break;
+    }
+    Pick p = {NOTHING, 0, 0, HIT, 0, 0.0, 0.0, 0.0, 0.0};
+    int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N);
+    if (nr == 0 && nw == 0) return p;
+    int64_t w_all = nw + CI(c, C_WT_N);
+    if (CI(c, C_WRITE_MODE) == 1) {
+        if (nw == 0 || (nr > 0 && w_all <= GG(G_LOW))) CI(c, C_WRITE_MODE) = 0;
+    } else if (nw > 0 && (w_all >= GG(G_HIGH) || nr == 0)) {
+        CI(c, C_WRITE_MODE) = 1;
+    }
+    int64_t d = CI(c, C_WRITE_MODE);
+    int write = d == 1;
+    int64_t n = CI(c, C_RQ_N + d), head = CI(c, C_RQ_HEAD + d), depth = GG(G_RQ + d);
+    int64_t pick = -1;
+    Pick best_p = p;
+    if (GG(G_FRFCFS) == 1) {
+        k->picks[0] += 1;
+        int64_t tag = k->picks[0];
+        double floor_t;
+        if (write)
+            floor_t = max2(CF(c, C_LAST_WR) + max2(TT(T_CCD_S), TT(T_BURST)), CF(c, C_LAST_RD) + TT(T_RTW));
+        else
+            floor_t = max2(CF(c, C_LAST_RD) + max2(TT(T_CCD_S), TT(T_BURST)),
+                           CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
+        double best = 1e300;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t j = at(head, i, depth);
+            int64_t r = SQ(d, c, j);
+            int64_t b = k->req_bank[r];
+            int64_t miss = BI(b, B_OPEN_ROW) == k->req_row[r] ? 0 : 1;
+            if (miss == 0 && BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0)
+                continue;  /* capped: another row of the bank waits and its PRE could go */
+            double arrival = SQA(d, c, j);
+            if (k->btag[b * 2 + miss] == tag && k->barr[b * 2 + miss] <= arrival) continue;
+            k->btag[b * 2 + miss] = tag;
+            k->barr[b * 2 + miss] = arrival;
+            Pick t = timing(k, c, r, arrival, write);
+            if (t.time < best) {
+                best = t.time;
+                pick = i;
+                best_p = t;
+                if (t.time <= floor_t) break;
+            }
+        }
+    }
+    int timed = pick >= 0;
+    if (pick < 0) pick = 0;
+    int64_t j = at(head, pick, depth);
+    int64_t r = SQ(d, c, j);
+    int64_t rk = k->req_rank[r];
+    if (!timed) best_p = timing(k, c, r, SQA(d, c, j), write);
+    best_p.k = pick;
+    best_p.d = d;
+    best_p.rank = rk;
+    if (best_p.time >= RF(rk, R_NEXT_REF)) {  /* a refresh first, then the pick again */
+        best_p.what = REFRESH;
+        best_p.time = refresh_start(k, rk);
+        return best_p;
+    }
+    best_p.what = ACCESS;
+    return best_p;
+}
+
+/* Commit the access ``candidate`` picked: its commands' effect on the bank, rank and channel,
+ * the counts, its flow, the queue, the page policy (kernel.py: _issue). Its flow. */
+static int64_t issue(Ctl *k, int64_t c, const Pick *p) {
+    int64_t d = p->d, kind = p->kind;
+    double pre = p->pre, act = p->act, cas = p->time, delay = p->delay;
+    int write = d == 1;
+    int64_t n = CI(c, C_RQ_N + d), head = CI(c, C_RQ_HEAD + d), depth = GG(G_RQ + d);
+    int64_t j = at(head, p->k, depth);
+    int64_t r = SQ(d, c, j);
+    double arrival = SQA(d, c, j);
+    int64_t rk = k->req_rank[r], b = k->req_bank[r], g = k->req_bg[r];
+    int64_t row_before = BI(b, B_OPEN_ROW);
+    if (asleep(k, rk, arrival)) {
+        double slept = arrival - (RF(rk, R_LAST_BUSY) + TT(T_PD));
+        if (RI(rk, R_OPEN_COUNT) > 0)
+            RF(rk, R_PD_ACT) += slept;
+        else
+            RF(rk, R_PD_PRE) += slept;
+    }
+    if (kind == CONFLICT) {
+        close_row(k, b, rk, pre);
+        k->stats_i[S_PRES] += 1;
+        BF(b, B_NEXT_ACT) = max2(BF(b, B_NEXT_ACT), pre + TT(T_RP));
+    }
+    if (kind != HIT) {
+        BI(b, B_OPEN_ROW) = k->req_row[r];
+        BF(b, B_NEXT_CAS) = act + TT(T_RCD);
+        BF(b, B_NEXT_PRE) = act + TT(T_RAS);
+        BF(b, B_NEXT_ACT) = act + TT(T_RC);
+        BI(b, B_STREAK) = 0;
+        BI(b, B_ACTS) += 1;
+        k->stats_i[S_ACTS] += 1;
+        RF(rk, R_LAST_ACT) = act;
+        RBG(rk, g, BG_LAST_ACT) = act;
+        int64_t pos = RI(rk, R_FAW_POS);
+        RF(rk, R_FAW + pos) = act;
+        RI(rk, R_FAW_POS) = (pos + 1) % 4;
+        if (RI(rk, R_OPEN_COUNT) == 0) RF(rk, R_ACTIVE_SINCE) = act;
+        RI(rk, R_OPEN_COUNT) += 1;
+    }
+    if (kind == HIT) {
+        k->stats_i[S_HITS] += 1;
+        BI(b, B_STREAK) += 1;
+    } else if (kind == MISS) {
+        k->stats_i[S_MISSES] += 1;
+    } else {
+        k->stats_i[S_CONFLICTS] += 1;
+    }
+    double end;
+    if (write) {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
+        end = cas + TT(T_CWL) + TT(T_BURST);
+        CF(c, C_LAST_WR) = cas;
+        RBG(rk, g, BG_LAST_WR) = cas;
+        k->stats_i[S_WRITES] += 1;
+        k->stats_f[SF_WRITE_LATENCY] += end - arrival;
+    } else {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
+        end = cas + TT(T_CL) + TT(T_BURST);
+        CF(c, C_LAST_RD) = cas;
+        RBG(rk, g, BG_LAST_RD) = cas;
+        k->stats_i[S_READS] += 1;
+        k->stats_f[SF_READ_LATENCY] += end - arrival;
+    }
+    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
+    CF(c, C_LAST_CAS) = cas;
+    CI(c, C_LAST_RANK) = rk - c * GG(G_RANKS);
+    CF(c, C_LAST_ISSUE) = cas;
+    CF(c, C_BUS_BUSY) += TT(T_BURST);
+    double extra = 0.0;
+    if (kind == MISS)
+        extra = TT(T_RCD);
+    else if (kind == CONFLICT)
+        extra = TT(T_RP) + TT(T_RCD);
+    BF(b, B_BUSY) += TT(T_BURST) + extra;
+    k->stats_f[SF_DELAY] += delay;
+    k->req_end[r] = end;
+    if (GG(G_BANKQ) > 0) {
+        BN(b, d) -= 1;
+        int64_t freed = CI(c, C_T_FREED + d);
+        CI(c, C_T_FREED + d) = (freed == -1 || freed == b) ? b : -2;  /* two banks: every entry looked at */
+    }
+    int64_t f = k->req_flow[r];
+    k->flow_remaining[f] -= 1;
+    k->flow_end[f] = max2(k->flow_end[f], end);
+    k->flow_delay[f] += delay;
+    CI(c, C_RQ_HEAD + d) = remove_entry(k, d, c, head, n, p->k, depth);
+    CI(c, C_RQ_N + d) = n - 1;
+    if (GG(G_POLICY) != OPEN) {  /* page policy */
+        int hit_waits = 0, miss_waits = 0;
+        for (int64_t e = 0; e < 2; e++) {
+            for (int64_t i = 0; i < CI(c, C_RQ_N + e); i++) {
+                int64_t o = SQ(e, c, at(CI(c, C_RQ_HEAD + e), i, GG(G_RQ + e)));
+                if (k->req_bank[o] == b) {
+                    if (k->req_row[o] == k->req_row[r])
+                        hit_waits = 1;
+                    else
+                        miss_waits = 1;
+                }
+            }
+        }
+        if (!hit_waits && (GG(G_POLICY) == CLOSED || miss_waits)) {
+            double when = BF(b, B_NEXT_PRE);
+            close_row(k, b, rk, when);
+            k->stats_i[S_PRES] += 1;
+            BF(b, B_NEXT_ACT) = max2(BF(b, B_NEXT_ACT), when + TT(T_RP));
+        }
+    }
+    if (BI(b, B_OPEN_ROW) != row_before) recount_other(k, c, b, b + 1);  /* a hit leaves it: not counted */
+    return f;
+}
+
+/* Every channel to ``stop``, channel by channel. */
+static int64_t run_channels(Ctl *k, double stop) {
+    for (int64_t c = 0; c < k->C; c++) {
+        for (;;) {
+            Pick p = candidate(k, c);
+            if (p.what == NOTHING || p.time > stop) break;
+            if (p.what == REFRESH) {
+                refresh(k, p.rank, p.time);
+                continue;
+            }
+            issue(k, c, &p);
+        }
+    }
+    return 0;
+}
+
+static inline void keep_pick(Ctl *k, int64_t c, const Pick *p) {
+    k->whats[c] = p->what;
+    k->ki[c * 4] = p->k;
+    k->ki[c * 4 + 1] = p->d;
+    k->ki[c * 4 + 2] = p->kind;
+    k->ki[c * 4 + 3] = p->rank;
+    k->kf[c * 4] = p->pre;
+    k->kf[c * 4 + 1] = p->act;
+    k->kf[c * 4 + 2] = p->time;
+    k->kf[c * 4 + 3] = p->delay;
+}
+
+/* ``run_channels`` in time order across channels: 1 just after the access that completes a
+ * flow, or 0 with every command up to ``stop`` issued (kernel.py: run_until_complete). */
+static int64_t run_until_complete(Ctl *k, double stop) {
+    for (int64_t c = 0; c < k->C; c++) {
+        Pick p = candidate(k, c);
+        keep_pick(k, c, &p);
+    }
+    for (;;) {
+        int64_t c = -1;  /* the earliest command of all channels */
+        for (int64_t j = 0; j < k->C; j++)
+            if (k->whats[j] != NOTHING && k->kf[j * 4 + 2] <= stop && (c < 0 || k->kf[j * 4 + 2] < k->kf[c * 4 + 2]))
+                c = j;
+        if (c < 0) return 0;
+        int done = 0;
+        if (k->whats[c] == REFRESH) {
+            refresh(k, k->ki[c * 4 + 3], k->kf[c * 4 + 2]);
+        } else {
+            Pick p = {ACCESS, k->ki[c * 4], k->ki[c * 4 + 1], k->ki[c * 4 + 2], k->ki[c * 4 + 3],
+                      k->kf[c * 4], k->kf[c * 4 + 1], k->kf[c * 4 + 2], k->kf[c * 4 + 3]};
+            int64_t f = issue(k, c, &p);
+            done = k->flow_remaining[f] == 0;
+        }
+        if (done) return 1;
+        Pick p = candidate(k, c);
+        keep_pick(k, c, &p);
+    }
+}
+
+
+/* The state's arrays: at ``layout[L_x]`` in the float or int buffer; the sizes they must have. */
+static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssize_t ni, const int64_t *layout,
+                      Py_ssize_t nl) {
+    if (nl != N_LAYOUT) {
+        PyErr_Format(PyExc_ValueError, "npusim bank kernel: layout has %zd entries, expected %d", nl, N_LAYOUT);
+        return -1;
+    }
+    const int64_t *G = k->G;
+    int64_t C = G[G_CHANNELS], R = C * G[G_RANKS], BG = G[G_BANKGROUPS];
+    int64_t NB = R * BG * G[G_BANKS_PER_GROUP], F = layout[L_FLOW_CAP];
+    for (int i = 0; i < N_G; i++) {
+        if (G[i] < -1 || G[i] > INT32_MAX / 64) {
+            PyErr_Format(PyExc_ValueError, "npusim bank kernel: G[%d] = %lld out of range", i, (long long)G[i]);
+            return -1;
+        }
+        k->g[i] = (int32_t)G[i];
+    }
+    k->C = (int32_t)C;
+    k->BG = (int32_t)BG;
+    k->QD = (int32_t)(G[G_RQ] > G[G_WQ] ? G[G_RQ] : G[G_WQ]);
+    k->FRONT = (int32_t)(G[G_BANKQ] > 0 ? (G[G_RT] > G[G_WT] ? G[G_RT] : G[G_WT]) : 1);
+    /* name, 1 if float, items */
+    const int64_t sizes[N_LAYOUT - 1][2] = {
+        {1, NB * BANK_F_COLUMNS}, {0, NB * BANK_I_COLUMNS}, {1, R * RANK_F_COLUMNS}, {0, R * RANK_I_COLUMNS},
+        {1, R * BG * RANK_BG_COLUMNS}, {1, C * CHAN_F_COLUMNS}, {0, C * CHAN_I_COLUMNS}, {0, 2 * C * k->QD},
+        {1, 2 * C * k->QD}, {0, 2 * C * k->FRONT * TQ_COLUMNS}, {1, 2 * C * k->FRONT}, {0, NB * BANK_N_COLUMNS},
+        {0, N_STATS_I}, {1, N_STATS_F}, {0, F}, {1, F}, {1, F}, {0, F}, {1, F}, {1, F}, {0, F * C}, {0, F * C},
+        {0, F}, {0, F}, {0, NB * 2}};
+    for (int i = 0; i < N_LAYOUT - 1; i++) {
+        if (layout[i] < 0 || layout[i] + sizes[i][1] > (sizes[i][0] ? nf : ni)) {
+            PyErr_Format(PyExc_ValueError, "npusim bank kernel: state array %d does not fit its buffer", i);
+            return -1;
+        }
+    }
+#define FPTR(i) (fbuf + layout[i])
+#define IPTR(i) (ibuf + layout[i])
+    k->bank_f = FPTR(L_BANK_F);
+    k->bank_i = IPTR(L_BANK_I);
+    k->rank_f = FPTR(L_RANK_F);
+    k->rank_i = IPTR(L_RANK_I);
+    k->rank_bg_f = FPTR(L_RANK_BG_F);
+    k->chan_f = FPTR(L_CHAN_F);
+    k->chan_i = IPTR(L_CHAN_I);
+    k->sq = IPTR(L_SQ);
+    k->sqa = FPTR(L_SQA);
+    k->tq = IPTR(L_TQ);
+    k->tqa = FPTR(L_TQA);
+    k->bank_n = IPTR(L_BANK_N);
+    k->stats_i = IPTR(L_STATS_I);
+    k->stats_f = FPTR(L_STATS_F);
+    k->flow_write = IPTR(L_FLOW_WRITE);
+    k->flow_prio = FPTR(L_FLOW_PRIO);
+    k->flow_start = FPTR(L_FLOW_START);
+    k->flow_remaining = IPTR(L_FLOW_REMAINING);
+    k->flow_end = FPTR(L_FLOW_END);
+    k->flow_delay = FPTR(L_FLOW_DELAY);
+    k->fc_next = IPTR(L_FC_NEXT);
+    k->fc_end = IPTR(L_FC_END);
+    k->flow_first = IPTR(L_FLOW_FIRST);
+    k->flow_last = IPTR(L_FLOW_LAST);
+    k->bank_other = IPTR(L_BANK_OTHER);
+#undef FPTR
+#undef IPTR
+    return 0;
+}
+
+
+/* -- the addresses of a DMA command, and the prediction's bound ----------------------------- */
+
+/* The chunks of a strided view (kernel.py: view_chunks): the first axis from which it is
+ * contiguous (``*first``), the bytes of that contiguous block (``*block``), and how many blocks
+ * (the leading axes' product; 0 for an empty view, -1 when over 2**40). */
+static int64_t view_blocks(const int64_t *shape, const int64_t *strides, int64_t rank, int64_t itemsize,
+                           int64_t *first, int64_t *block) {
+    int64_t f = rank, expected = 1, count = 1;
+    for (int64_t a = rank - 1; a >= 0; a--) {
+        if (shape[a] != 1 && strides[a] != expected) break;
+        expected *= shape[a];
+        f = a;
+    }
+    int64_t bytes = itemsize;
+    for (int64_t a = f; a < rank; a++) bytes *= shape[a];
+    for (int64_t a = 0; a < f; a++) {
+        if (shape[a] < 0 || (shape[a] > 0 && count > ((int64_t)1 << 40) / shape[a])) return -1;
+        count *= shape[a];
+    }
+    *first = f;
+    *block = bytes;
+    return bytes == 0 || count == 0 ? 0 : count;
+}
+
+/* The ``count`` blocks of ``view_blocks`` as chunks (byte offset ``o``, size ``s``) in issue
+ * order, abutting ones merged; how many. ``index``: ``first`` zeroed items of scratch. */
+static int64_t view_chunks_fill(const int64_t *shape, const int64_t *strides, int64_t first, int64_t block,
+                                int64_t count, int64_t itemsize, int64_t *index, int64_t *o, int64_t *s) {
+    int64_t element = 0, m = 0;
+    for (int64_t it = 0; it < count; it++) {
+        int64_t start = element * itemsize;
+        if (m > 0 && o[m - 1] + s[m - 1] == start) {
+            s[m - 1] += block;
+        } else {
+            o[m] = start;
+            s[m] = block;
+            m++;
+        }
+        for (int64_t a = first - 1; a >= 0; a--) { /* the last leading axis steps, carrying */
+            index[a] += 1;
+            element += strides[a];
+            if (index[a] < shape[a]) break;
+            element -= strides[a] * shape[a];
+            index[a] = 0;
+        }
+    }
+    return m;
+}
+
+/* At most how many device accesses the chunks (``offsets`` + ``shift``, ``sizes``) make
+ * (kernel.py: access_addresses). */
+static int64_t access_bound(const int64_t *offsets, const int64_t *sizes, int64_t n, int64_t shift, int64_t burst,
+                            int64_t access) {
+    int64_t count = 0, last = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t first_b = floordiv(offsets[i] + shift, burst), last_b = floordiv(offsets[i] + shift + sizes[i] - 1, burst);
+        count += last_b - first_b + 1;
+        if (first_b == last) count -= 1;
+        last = last_b;
+    }
+    return count * (burst > access ? floordiv(burst, access) : 1);
+}
+
+/* The addresses of those accesses, in issue order, into ``a``; how many. */
+static int64_t access_fill(const int64_t *offsets, const int64_t *sizes, int64_t n, int64_t shift, int64_t burst,
+                           int64_t access, int64_t *a) {
+    int64_t per = burst > access ? floordiv(burst, access) : 1;
+    int64_t m = 0, prev_access = -1, last = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t first_b = floordiv(offsets[i] + shift, burst), last_b = floordiv(offsets[i] + shift + sizes[i] - 1, burst);
+        for (int64_t bb = first_b; bb <= last_b; bb++) {
+            if (bb == last) continue;
+            last = bb;
+            if (burst >= access) {
+                for (int64_t j = 0; j < per; j++) a[m++] = bb * burst + j * access;
+            } else {
+                int64_t x = floordiv(bb * burst, access) * access;
+                if (x != prev_access) {
+                    a[m++] = x;
+                    prev_access = x;
+                }
+            }
+        }
+    }
+    return m;
+}
+
+/* The address mapping's decoding (kernel.py: decode_grouped): field f of an access is
+ * ``(address >> offset_bits >> shifts[f]) & masks[f]``, the row modulo ``rows``. */
+typedef struct {
+    int64_t offset_bits, rows, ranks, bankgroups, banks_per_group;
+    int64_t shifts[6], masks[6];
+} Decoding;
+
+/* The channel of the access at ``address``; its global bank, row, global rank and bank group in ``out``. */
+static inline int64_t decode_access(const Decoding *m, int64_t address, int64_t out[4]) {
+    int64_t a = address >> m->offset_bits;
+    int64_t c = (a >> m->shifts[5]) & m->masks[5];
+    int64_t rank = c * m->ranks + ((a >> m->shifts[1]) & m->masks[1]);
+    int64_t bg = (a >> m->shifts[2]) & m->masks[2];
+    out[0] = (rank * m->bankgroups + bg) * m->banks_per_group + ((a >> m->shifts[3]) & m->masks[3]);
+    out[1] = floormod(a >> m->shifts[0], m->rows);
+    out[2] = rank;
+    out[3] = bg;
+    return c;
+}
+
+/* The fewest column commands one channel issues before any of ``flows`` ends (kernel.py:
+ * commands_before_end). */
+static int64_t fewest_before_end(const int64_t *flows, int64_t nflows, const int64_t *fc_next, const int64_t *fc_end,
+                                 const double *prio, int64_t C, int64_t depth) {
+    int64_t fewest = (int64_t)1 << 62;
+    for (int64_t a = 0; a < nflows; a++) {
+        int64_t f = flows[a], worst = 0;
+        for (int64_t c = 0; c < C; c++) {
+            int64_t ahead = 0;
+            for (int64_t e = 0; e < nflows; e++) {
+                int64_t g = flows[e];
+                if (prio[g] < prio[f]) ahead += fc_end[g * C + c] - fc_next[g * C + c];
+            }
+            int64_t beyond = ahead - depth > 0 ? ahead - depth : 0;
+            int64_t w = fc_end[f * C + c] - fc_next[f * C + c] + beyond;
+            if (w > worst) worst = w;
+        }
+        if (worst < fewest) fewest = worst;
+    }
+    return fewest;
+}
+
+#endif
