@@ -36,6 +36,11 @@ class RegistryError(NpusimError):
     """A planner pipeline names an unknown planner or combines stages wrongly."""
 
 
+class InstallError(NpusimError):
+    """npusim's install is incomplete or stale (a C kernel not built, or built before its source
+    changed): the message names the fix, which is the user's to make."""
+
+
 class InternalError(NpusimError):
     """A bug in npusim or in a planner (e.g. a planner's plan fails the validator): the CLI
     says "internal error" and exits 3, where a user's error exits 2."""

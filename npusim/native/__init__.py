@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 
-from npusim.errors import InternalError
+from npusim.errors import InstallError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+#: A source checkout has the build script two levels up; an installed copy (a wheel) carries the
+#: sources beside the modules too, but with file times that say nothing about the build's age.
+_CHECKOUT = os.path.exists(os.path.join(_HERE, os.pardir, os.pardir, "setup.py"))
 _REBUILD = "rebuild it with `pip install -e .` in the checkout (or reinstall npusim)"
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def load(name: str):
@@ -28,12 +33,27 @@ def load(name: str):
     try:
         module = importlib.import_module(f"npusim.native._{name}")
     except ImportError as exc:
-        raise InternalError(f"npusim's C kernel npusim.native._{name} is not built ({exc}): {_REBUILD}") from None
-    source = os.path.join(_HERE, f"{name}.c")
-    if os.path.exists(source):  # a source checkout: the build must be newer than what it was built from
-        built = os.path.getmtime(module.__file__)
-        newest = max(os.path.getmtime(os.path.join(_HERE, f)) for f in os.listdir(_HERE)
-                     if f == f"{name}.c" or f.endswith(".h"))
-        if int(newest) > int(built):  # whole seconds: setuptools copies the built module with its mtime truncated
-            raise InternalError(f"npusim's C kernel {module.__file__} is older than its source {name}.c: {_REBUILD}")
+        raise InstallError(f"npusim's C kernel npusim.native._{name} is not built ({exc}): {_REBUILD}") from None
+    if _CHECKOUT:
+        changed = _changed_since(f"{name}.c", os.path.getmtime(module.__file__))
+        if changed:
+            raise InstallError(f"npusim's C kernel {module.__file__} is older than its source {changed}: {_REBUILD}")
     return module
+
+
+def _changed_since(source: str, built: float) -> str | None:
+    """The first of ``source`` and the files it includes (transitively, from this folder) written
+    after ``built``, or None. Whole seconds: setuptools copies the built module with its mtime
+    truncated."""
+    seen, todo = set(), [source]
+    while todo:
+        name = todo.pop(0)
+        path = os.path.join(_HERE, name)
+        if name in seen or not os.path.exists(path):
+            continue
+        seen.add(name)
+        if int(os.path.getmtime(path)) > int(built):
+            return name
+        with open(path, encoding="utf-8") as handle:
+            todo += _INCLUDE.findall(handle.read())
+    return None
