@@ -1,3 +1,3 @@
 """A DRAM device with banks and rows (``dram.model: banks``): presets, address mapping, the
-controller's bank-state kernel (Numba) with its pure-Python reference, and the SimPy-facing
-model the simulator drives with the DMA's planned addresses (``npusim.dram.model``)."""
+controller's bank-state kernel (C: ``npusim/native/bank_core.h``) with its pure-Python reference, and
+the model the simulator drives with the DMA's planned addresses (``npusim.dram.model``)."""

@@ -5,10 +5,10 @@ admits the accesses of the flows in flight into each channel's read and write qu
 one at a time as the scheduler would, works out its commands' times from the bank, rank and
 channel state, and commits it when its column command falls at or before ``stop_time``;
 ``run_until_complete`` does the same in time order across channels and stops when a flow
-completes. The simulator (``npusim.dram.model``) calls them when a transfer starts and on the
-way to the completion it predicts, so a descriptor's thousands of accesses cost a few calls,
-not one SimPy event each.
-The kernel is C (``npusim/native/bank_kernel.c``, built at install; why C: ``npusim.native``);
+completes. The simulator calls them when a transfer starts and on the way to the completion it
+predicts (the compiled event loop from C, the SimPy model through ``npusim.dram.model``), so a
+descriptor's thousands of accesses cost a few calls, not one event each.
+The kernel is C (``npusim/native/bank_core.h``, built at install; why C: ``npusim.native``);
 this module holds the model's description, the state layout both sides share, and the
 functions the controller calls. ``npusim.dram.reference`` is the same controller in plain
 Python; a test holds them equal.

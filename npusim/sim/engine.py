@@ -776,7 +776,7 @@ def _new_machine(program: Program, hw: Hardware, jitter: float, seed: int | None
     """A machine to run ``program`` on, with a DRAM contents tracker when the plan has a DRAM layout."""
     machine = _Machine(program, hw, jitter, seed, progress)
     if program.dram_planned:
-        from npusim.sim.dram_memory import DramContents  # lazy: its Numba kernels load only when used
+        from npusim.sim.dram_memory import DramContents  # lazy: only plans with a DRAM layout need it
 
         machine.dram_memory = DramContents(program, program.graph)
     return machine
