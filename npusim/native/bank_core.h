@@ -209,10 +209,12 @@ static inline int64_t remove_entry(Ctl *k, int64_t d, int64_t c, int64_t head, i
     return head;
 }
 
-/* The flow the front end of channel ``c`` admits from next, or -1 (kernel.py: _next_flow). */
-static inline int64_t next_flow(Ctl *k, int64_t c, int64_t rr_last) {
+/* The flow the front end of channel ``c`` admits from next, or -1 (kernel.py: _next_flow);
+ * ``*alone``: whether no other flow of its priority has accesses left here (round-robin then
+ * has no one else to turn to: it is the next one again as long as it has some). */
+static inline int64_t next_flow(Ctl *k, int64_t c, int64_t rr_last, int *alone) {
     double top = 1e300;
-    int64_t first = -1, after = -1;
+    int64_t first = -1, after = -1, tied = 0;
     for (int64_t i = 0; i < k->n_active; i++) {
         int64_t f = k->active[i];
         if (FCN(f, c) >= FCE(f, c)) continue;
@@ -221,12 +223,15 @@ static inline int64_t next_flow(Ctl *k, int64_t c, int64_t rr_last) {
             top = p;
             first = -1;
             after = -1;
+            tied = 0;
         }
         if (p == top) {
+            tied += 1;
             if (first < 0 || f < first) first = f;
             if (f > rr_last && (after < 0 || f < after)) after = f;
         }
     }
+    *alone = tied == 1;
     return after >= 0 ? after : first;
 }
 
@@ -318,22 +323,28 @@ static inline void tq_to_bank_queue(Ctl *k, int64_t c, int64_t d, int64_t s) {
 }
 
 /* Admission: the most urgent flow's next access enters its queue, until a queue is full or no
- * flow has one left (kernel.py: _admit). */
-static inline void admit(Ctl *k, int64_t c) {
-    int front = GG(G_BANKQ) > 0;
+ * flow has one left (kernel.py: _admit); whether one entered a transaction queue while its
+ * bank's command queue had room (else ``to_command_queues`` would move none of them). ``*next``: the flow ``next_flow`` gives now (-2: not
+ * known), kept across calls while nothing is admitted (moves to the command queues change
+ * none of what it reads), and while a flow alone at its priority has accesses left. */
+static inline int admit(Ctl *k, int64_t c, int64_t *next, int *alone) {
+    int front = GG(G_BANKQ) > 0, room = 0;
     for (;;) {
-        int64_t f = next_flow(k, c, CI(c, C_RR_LAST));
-        if (f < 0) break;
+        if (*next == -2) *next = next_flow(k, c, CI(c, C_RR_LAST), alone);
+        int64_t f = *next;
+        if (f < 0) return room;
         double arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
         int64_t d = k->flow_write[f];
         if (front) {
             int64_t n = CI(c, C_RT_N + 2 * d);
-            if (n >= GG(G_RT + d)) break;
-            tq_append(k, c, d, FCN(f, c), arrival);
+            if (n >= GG(G_RT + d)) return room;
+            int64_t r = FCN(f, c);
+            if (BN(k->req_bank[r], d) < GG(G_BANKQ)) room = 1;
+            tq_append(k, c, d, r, arrival);
             CI(c, C_RT_N + 2 * d) = n + 1;
         } else {
             int64_t n = CI(c, C_RQ_N + d), depth = GG(G_RQ + d);
-            if (n >= depth) break;
+            if (n >= depth) return room;
             int64_t j = at(CI(c, C_RQ_HEAD + d), n, depth);
             SQ(d, c, j) = FCN(f, c);
             SQA(d, c, j) = arrival;
@@ -342,6 +353,7 @@ static inline void admit(Ctl *k, int64_t c) {
         }
         FCN(f, c) += 1;
         CI(c, C_RR_LAST) = f;
+        if (!*alone || FCN(f, c) >= FCE(f, c)) *next = -2;
     }
 }
 
@@ -383,9 +395,16 @@ static inline int to_command_queues(Ctl *k, int64_t c) {
  * ``rank``, from ``time``), after admission, the command queues, the read/write turnaround and
  * the pick (kernel.py: _candidate, whose comments explain the FR-FCFS shortcuts). */
 static Pick candidate(Ctl *k, int64_t c) {
+    int64_t next = -2;
+    int alone = 0;
     for (;;) {
-        admit(k, c);
-        if (GG(G_BANKQ) == 0 || !to_command_queues(k, c)) break;
+        int room = admit(k, c, &next, &alone);
+        if (GG(G_BANKQ) == 0) break;
+        if (!room && CI(c, C_T_FREED) == -1 && CI(c, C_T_FREED_W) == -1) {
+            CI(c, C_T_NEW) = CI(c, C_T_NEW_W) = -1;  /* to_command_queues' outcome: nothing moves */
+            break;
+        }
+        if (!to_command_queues(k, c)) break;
     }
     Pick p = {NOTHING, 0, 0, HIT, 0, 0.0, 0.0, 0.0, 0.0};
     int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N);
