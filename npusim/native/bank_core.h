@@ -72,6 +72,11 @@ typedef struct {
     int64_t *flow_write, *flow_remaining, *fc_next, *fc_end, *flow_first, *flow_last;
     double *flow_prio, *flow_start, *flow_end, *flow_delay;
     int64_t *btag, *picks, *whats, *ki;  /* scratch */
+    /* per channel: the flow next_flow gives and whether it is alone at its priority (-2: not
+     * known). A cache: whoever changes the live flows, their priorities or admission pointers
+     * other than admit (a flow added or released, the pool compacted, the state copied in)
+     * calls forget_next_flows. */
+    int64_t *next_memo;
     double *barr, *kf;
     /* int32, not int64: a store through one of the int64 state pointers may alias any int64
      * object, so the compiler would reload (and re-derive every index from) int64 fields after
@@ -165,6 +170,10 @@ static inline Pick timing(Ctl *k, int64_t c, int64_t rid, double arrival, int wr
     p.time = max2(bus, ready);
     p.delay = max2(0.0, ready - bus);
     return p;
+}
+
+static inline void forget_next_flows(Ctl *k) {
+    for (int64_t c = 0; c < k->C; c++) k->next_memo[2 * c] = -2;
 }
 
 /* Position of entry ``i`` of a ring queue starting at ``head``. */
@@ -326,7 +335,8 @@ static inline void tq_to_bank_queue(Ctl *k, int64_t c, int64_t d, int64_t s) {
  * flow has one left (kernel.py: _admit); whether one entered a transaction queue while its
  * bank's command queue had room (else ``to_command_queues`` would move none of them). ``*next``: the flow ``next_flow`` gives now (-2: not
  * known), kept across calls while nothing is admitted (moves to the command queues change
- * none of what it reads), and while a flow alone at its priority has accesses left. */
+ * none of what it reads, nor do issues), and while a flow alone at its priority has accesses
+ * left. */
 static inline int admit(Ctl *k, int64_t c, int64_t *next, int *alone) {
     int front = GG(G_BANKQ) > 0, room = 0;
     for (;;) {
@@ -395,10 +405,10 @@ static inline int to_command_queues(Ctl *k, int64_t c) {
  * ``rank``, from ``time``), after admission, the command queues, the read/write turnaround and
  * the pick (kernel.py: _candidate, whose comments explain the FR-FCFS shortcuts). */
 static Pick candidate(Ctl *k, int64_t c) {
-    int64_t next = -2;
-    int alone = 0;
+    int64_t *next = k->next_memo + 2 * c;
+    int alone = (int)next[1];
     for (;;) {
-        int room = admit(k, c, &next, &alone);
+        int room = admit(k, c, next, &alone);
         if (GG(G_BANKQ) == 0) break;
         if (!room && CI(c, C_T_FREED) == -1 && CI(c, C_T_FREED_W) == -1) {
             CI(c, C_T_NEW) = CI(c, C_T_NEW_W) = -1;  /* to_command_queues' outcome: nothing moves */
@@ -406,6 +416,7 @@ static Pick candidate(Ctl *k, int64_t c) {
         }
         if (!to_command_queues(k, c)) break;
     }
+    next[1] = alone;
     Pick p = {NOTHING, 0, 0, HIT, 0, 0.0, 0.0, 0.0, 0.0};
     int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N);
     if (nr == 0 && nw == 0) return p;
@@ -430,8 +441,7 @@ static Pick candidate(Ctl *k, int64_t c) {
             floor_t = max2(CF(c, C_LAST_RD) + max2(TT(T_CCD_S), TT(T_BURST)),
                            CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
         double best = 1e300;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t j = at(head, i, depth);
+        for (int64_t i = 0, j = head; i < n; i++, j = j + 1 == depth ? 0 : j + 1) {  /* j: at(head, i, depth) */
             int64_t r = SQ(d, c, j);
             int64_t b = k->req_bank[r];
             int64_t miss = BI(b, B_OPEN_ROW) == k->req_row[r] ? 0 : 1;

@@ -57,7 +57,14 @@ static PyObject *py_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     k.ki = si + NB * 2 + 1 + k.C;
     k.barr = sf;
     k.kf = sf + NB * 2;
+    k.next_memo = malloc((size_t)(2 * k.C + 1) * 8);
+    if (!k.next_memo) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    forget_next_flows(&k);
     int64_t r = until ? run_until_complete(&k, stop) : run_channels(&k, stop);
+    free(k.next_memo);
     result = PyLong_FromLongLong(r);
 out:
     release_buffers(&b);

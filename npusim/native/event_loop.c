@@ -523,6 +523,7 @@ static int banks_compact(Banks *B, int64_t incoming) {
     free(B->req_end);
     B->pool = pool, B->req_end = req_end, B->cap = cap, B->n_pool = pos;
     banks_bind_pool(B);
+    forget_next_flows(k);
     return 0;
 }
 
@@ -542,14 +543,26 @@ static void banks_set_active(Banks *B, int64_t fid, int live) {
     }
     B->n_active = n;
     B->k[0].n_active = B->k[1].n_active = n;
+    forget_next_flows(&B->k[0]);  /* (both see the live flows) */
+    forget_next_flows(&B->k[1]);
 }
 
 /* Command ``c``'s device accesses, decoded once for its bands (``BankedDram.addresses`` and
  * ``Controller.prepare``): the chunks of its DRAM view, the accesses they make, each one's
- * channel, bank, row, rank and bank group. 0, or -1 when out of memory. */
+ * channel, bank, row, rank and bank group. 0, or -1 when out of memory.
+ *
+ * ``B->acc[c]`` holds, for its ``m`` accesses and ``C`` channels: their channels in issue order
+ * (``m``), then bank, row, rank and bank group (``m`` each) grouped by channel, each channel's in
+ * issue order (so a band's accesses of a channel are one run to copy), then where each channel's
+ * group starts (``C + 1``), how many of its accesses the bands so far took (``C``), and ``C``
+ * of scratch (``ACC_*`` give the offsets). */
+#define ACC_FIELDS(m) (m)
+#define ACC_START(m) (5 * (m))
+#define ACC_TAKEN(m, C) (5 * (m) + (C) + 1)
+#define ACC_COUNT(m, C) (5 * (m) + 2 * (C) + 1)
 static int banks_decode(Banks *B, int64_t c) {
     const int64_t *shape = B->view_shape + B->view_ptr[c], *strides = B->view_strides + B->view_ptr[c];
-    int64_t rank = B->view_ptr[c + 1] - B->view_ptr[c], first, block;
+    int64_t rank = B->view_ptr[c + 1] - B->view_ptr[c], first, block, C = B->k[0].C;
     int64_t count = view_blocks(shape, strides, rank, B->itemsize[c], &first, &block);
     if (count < 0) return -1;
     int64_t *index = calloc((size_t)(first > 0 ? first : 1), 8), *o = malloc((size_t)(count + 1) * 8),
@@ -562,13 +575,24 @@ static int banks_decode(Banks *B, int64_t c) {
     addresses = malloc((size_t)(bound + 1) * 8);
     if (!addresses) goto out;
     int64_t m = access_fill(o, s, chunks, B->base[c], B->burst, B->access, addresses);
-    rows = malloc((size_t)(5 * m + 1) * 8);
+    rows = malloc((size_t)(5 * m + 3 * C + 1) * 8);
     if (!rows) goto out;
+    int64_t *start = rows + ACC_START(m), *next = rows + ACC_COUNT(m, C); /* (scratch: the fill) */
+    memset(start, 0, (size_t)(2 * C + 1) * 8);  /* group starts, and none taken yet */
     for (int64_t i = 0; i < m; i++) {
         int64_t fields[4];
         rows[i] = decode_access(&B->dec, addresses[i], fields);
-        if (rows[i] < 0 || rows[i] >= B->k[0].C) goto out; /* (decode_grouped's check) */
-        for (int f = 0; f < 4; f++) rows[(f + 1) * m + i] = fields[f];
+        if (rows[i] < 0 || rows[i] >= C) goto out; /* (decode_grouped's check) */
+        start[rows[i] + 1] += 1;
+    }
+    for (int64_t ch = 0; ch < C; ch++) {
+        start[ch + 1] += start[ch];
+        next[ch] = start[ch];
+    }
+    for (int64_t i = 0; i < m; i++) { /* decoded again, into its channel's group: cheaper than a copy */
+        int64_t fields[4], g = next[rows[i]]++;
+        decode_access(&B->dec, addresses[i], fields);
+        for (int f = 0; f < 4; f++) rows[ACC_FIELDS(m) + f * m + g] = fields[f];
     }
     B->acc[c] = rows;
     B->n_acc[c] = m;
@@ -579,8 +603,9 @@ out:
     return status;
 }
 
-/* ``Controller.add_prepared``: a new flow of command ``c``'s accesses lo:hi from ``start`` ns,
- * channel by channel; its id (-1: out of memory or of flow slots). */
+/* ``Controller.add_prepared``: a new flow of command ``c``'s accesses lo:hi (lo: the accesses
+ * earlier bands took) from ``start`` ns, channel by channel; its id (-1: out of memory or of
+ * flow slots). */
 static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int write, double priority, double start) {
     int64_t m = hi - lo;
     if (banks_compact(B, m) < 0) return -1; /* before the new flow is live: its slot may hold a released flow's range */
@@ -599,17 +624,21 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     banks_set_active(B, fid, 1);
     if (B->n_pool + m > B->cap && banks_grow_pool(B, MAX(2 * B->cap, B->n_pool + m), B->n_pool) < 0) return -1;
     Ctl *k = &B->k[B->cur];
-    const int64_t *rows = B->acc[c];
-    int64_t n = B->n_acc[c], pos = B->n_pool;
-    for (int64_t ch = 0; ch < k->C; ch++) {
+    int64_t *rows = B->acc[c], n = B->n_acc[c], pos = B->n_pool, C = k->C;
+    int64_t *group = rows + ACC_START(n), *taken = rows + ACC_TAKEN(n, C), *here = rows + ACC_COUNT(n, C);
+    for (int64_t ch = 0; ch < C; ch++) here[ch] = 0;
+    for (int64_t j = lo; j < hi; j++) here[rows[j]] += 1;
+    for (int64_t ch = 0; ch < C; ch++) {
         FCN(fid, ch) = pos;
-        for (int64_t j = lo; j < hi; j++) {
-            if (rows[j] != ch) continue;
-            for (int f = 0; f < 4; f++) B->pool[f * B->cap + pos] = rows[(f + 1) * n + j];
-            B->pool[4 * B->cap + pos] = fid;
-            B->req_end[pos] = 0.0;
-            pos++;
+        int64_t from = group[ch] + taken[ch], count = here[ch];
+        for (int f = 0; f < 4; f++)
+            memcpy(B->pool + f * B->cap + pos, rows + ACC_FIELDS(n) + f * n + from, (size_t)count * 8);
+        for (int64_t i = pos; i < pos + count; i++) {
+            B->pool[4 * B->cap + i] = fid;
+            B->req_end[i] = 0.0;
         }
+        taken[ch] += count;
+        pos += count;
         FCE(fid, ch) = pos;
     }
     k->flow_first[fid] = B->n_pool;
@@ -671,6 +700,7 @@ static void banks_predict(Loop *L, Banks *B, double now) {
     memcpy(B->fbuf[other], B->fbuf[B->cur], (size_t)B->nf * 8);
     memcpy(B->ibuf[other], B->ibuf[B->cur], (size_t)B->ni * 8);
     Ctl *state = &B->k[other];
+    memcpy(state->next_memo, k->next_memo, (size_t)(2 * k->C) * 8);  /* the same state, the same answers */
     double when = banks_first_end(B, state, INFINITY);
     while (run_until_complete(state, when < INFINITY ? when : 1e300))
         when = MIN(when, banks_first_end(B, state, INFINITY));
@@ -1256,6 +1286,7 @@ static void banks_free(Banks *B, int64_t n) {
     free(B->acc), free(B->pool), free(B->req_end), free(B->active), free(B->free_slots), free(B->order);
     free(B->flow_done), free(B->flow_cmd), free(B->moved), free(B->delay_ns), free(B->cursor), free(B->n_acc);
     free(B->scratch_i), free(B->scratch_f), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
+    free(B->k[0].next_memo), free(B->k[1].next_memo);
     free(B->last_busy);
     free(B);
 }
@@ -1324,6 +1355,12 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
         k->ki = B->scratch_i + NB * 2 + 1 + C;
         k->barr = B->scratch_f;
         k->kf = B->scratch_f + NB * 2;
+        k->next_memo = malloc((size_t)(2 * C + 1) * 8);
+        if (!k->next_memo) {
+            banks_free(B, n);
+            return (Banks *)PyErr_NoMemory();
+        }
+        forget_next_flows(k);
     }
     banks_bind_pool(B);
     B->view_ptr = a[K_VIEW_PTR], B->view_shape = a[K_VIEW_SHAPE], B->view_strides = a[K_VIEW_STRIDES];
