@@ -579,9 +579,9 @@ static int banks_decode(Banks *B, int64_t c) {
     if (!rows) goto out;
     int64_t *start = rows + ACC_START(m), *next = rows + ACC_COUNT(m, C); /* (scratch: the fill) */
     memset(start, 0, (size_t)(2 * C + 1) * 8);  /* group starts, and none taken yet */
-    for (int64_t i = 0; i < m; i++) {
-        int64_t fields[4];
-        rows[i] = decode_access(&B->dec, addresses[i], fields);
+    const Decoding *dec = &B->dec;
+    for (int64_t i = 0; i < m; i++) { /* the channel (decode_access's first field) */
+        rows[i] = ((addresses[i] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5];
         if (rows[i] < 0 || rows[i] >= C) goto out; /* (decode_grouped's check) */
         start[rows[i] + 1] += 1;
     }
@@ -589,9 +589,9 @@ static int banks_decode(Banks *B, int64_t c) {
         start[ch + 1] += start[ch];
         next[ch] = start[ch];
     }
-    for (int64_t i = 0; i < m; i++) { /* decoded again, into its channel's group: cheaper than a copy */
+    for (int64_t i = 0; i < m; i++) { /* the rest, into its channel's group */
         int64_t fields[4], g = next[rows[i]]++;
-        decode_access(&B->dec, addresses[i], fields);
+        decode_access(dec, addresses[i], fields);
         for (int f = 0; f < 4; f++) rows[ACC_FIELDS(m) + f * m + g] = fields[f];
     }
     B->acc[c] = rows;
