@@ -559,3 +559,24 @@ def test_buffers_moved_together_start_in_different_banks():
         return c.counts()["acts"]
 
     assert acts(rows) < acts(plain)
+
+
+def test_the_default_controller_is_the_structure_validated_against_ramulator2():
+    """hw_configs/README.md's validation claim holds for the default controller only because the
+    default is the structure benchmarks/dram_validation.py runs against Ramulator 2 (one queue per
+    direction seen whole). Changing either without the other breaks that claim: re-run the
+    validation (``--ramulator2``) and move the README's figures with it."""
+    import importlib.util
+    from pathlib import Path
+
+    from npusim import workflow as W
+    from npusim.dram.model import controller_config
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "dram_validation.py"
+    spec = importlib.util.spec_from_file_location("dram_validation", path)
+    validation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(validation)
+    cfg = controller_config(W.load_hw("edge-npu", {"dram.model": "banks"}))
+    assert cfg.bank_queue == validation.LIKE["Ramulator 2"]["bank_queue"] == 0
+    assert (cfg.read_queue, cfg.write_queue) == (32, 32)  # GenericDDR's buffers
+    assert cfg.scheduler == "frfcfs" and cfg.policy == "open"

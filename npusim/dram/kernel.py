@@ -21,7 +21,9 @@ Python; a test holds them equal.
   first (lowest priority value: the step the data is needed at), round-robin among equally
   urgent ones, one access at a time; when the queue the next access goes to is full, the
   front end waits (head-of-line blocking). An access arrives when admitted: at the column
-  command that freed its slot, or at its flow's start. With per-bank command queues
+  command that freed its slot, or at its flow's start. The scheduler sees these queues whole
+  (``bank_queue`` 0, the default: Ramulator 2's ``GenericDDR``, which
+  ``benchmarks/dram_validation.py`` holds it to). With per-bank command queues
   (``bank_queue`` > 0, DRAMsim3's ``PER_BANK`` structure) the read and write queues are
   transaction queues: their oldest accesses whose bank's command queue (``bank_queue``
   deep, reads and writes apart) has room move on to it, the slots they free are filled again
