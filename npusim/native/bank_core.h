@@ -132,7 +132,7 @@ static inline int asleep(Ctl *k, int64_t rk, double arrival) {
 }
 
 /* kind, pre, act, cas (in ``time``) and bank delay of access ``rid`` in channel ``c``. */
-static inline Pick timing(Ctl *k, int64_t c, int64_t rid, double arrival, int write) {
+static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int64_t rid, double arrival, int write) {
     Pick p;
     int64_t b = k->req_bank[rid], rk = k->req_rank[rid], g = k->req_bg[rid];
     double wake = asleep(k, rk, arrival) ? arrival + TT(T_XP) : arrival;
