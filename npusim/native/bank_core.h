@@ -404,7 +404,7 @@ static inline int to_command_queues(Ctl *k, int64_t c) {
 /* Channel ``c``'s next command: NOTHING, ACCESS (entry ``k`` of queue ``d``) or REFRESH (of
  * ``rank``, from ``time``), after admission, the command queues, the read/write turnaround and
  * the pick (kernel.py: _candidate, whose comments explain the FR-FCFS shortcuts). */
-static Pick candidate(Ctl *k, int64_t c) {
+static inline __attribute__((always_inline)) Pick candidate(Ctl *k, int64_t c) {
     int64_t *next = k->next_memo + 2 * c;
     int alone = (int)next[1];
     for (;;) {
@@ -480,7 +480,7 @@ static Pick candidate(Ctl *k, int64_t c) {
 
 /* Commit the access ``candidate`` picked: its commands' effect on the bank, rank and channel,
  * the counts, its flow, the queue, the page policy (kernel.py: _issue). Its flow. */
-static int64_t issue(Ctl *k, int64_t c, const Pick *p) {
+static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, const Pick *p) {
     int64_t d = p->d, kind = p->kind;
     double pre = p->pre, act = p->act, cas = p->time, delay = p->delay;
     int write = d == 1;
