@@ -192,9 +192,9 @@ static inline void enter_queue(Ctl *k, int64_t d, int64_t r) {
 static void recount_other(Ctl *k, int64_t c, int64_t lo, int64_t hi) {
     for (int64_t b = lo; b < hi; b++) BO(b, 0) = BO(b, 1) = 0;
     for (int64_t d = 0; d < 2; d++) {
-        int64_t head = CI(c, C_RQ_HEAD + d), depth = GG(G_RQ + d);
-        for (int64_t i = 0; i < CI(c, C_RQ_N + d); i++) {
-            int64_t o = SQ(d, c, at(head, i, depth));
+        int64_t head = CI(c, C_RQ_HEAD + d), depth = GG(G_RQ + d), n = CI(c, C_RQ_N + d);
+        for (int64_t i = 0, j = head; i < n; i++, j = j + 1 == depth ? 0 : j + 1) {  /* j: at(head, i, depth) */
+            int64_t o = SQ(d, c, j);
             int64_t b = k->req_bank[o];
             if (b >= lo && b < hi && BI(b, B_OPEN_ROW) != k->req_row[o]) BO(b, d) += 1;
         }
@@ -337,24 +337,24 @@ static inline void tq_to_bank_queue(Ctl *k, int64_t c, int64_t d, int64_t s) {
  * known), kept across calls while nothing is admitted (moves to the command queues change
  * none of what it reads, nor do issues), and while a flow alone at its priority has accesses
  * left. */
-static inline int admit(Ctl *k, int64_t c, int64_t *next, int *alone) {
+static inline __attribute__((always_inline)) int admit(Ctl *k, int64_t c, int64_t *next, int *alone) {
     int front = GG(G_BANKQ) > 0, room = 0;
     for (;;) {
         if (*next == -2) *next = next_flow(k, c, CI(c, C_RR_LAST), alone);
         int64_t f = *next;
         if (f < 0) return room;
-        double arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
         int64_t d = k->flow_write[f];
         if (front) {
             int64_t n = CI(c, C_RT_N + 2 * d);
             if (n >= GG(G_RT + d)) return room;
             int64_t r = FCN(f, c);
             if (BN(k->req_bank[r], d) < GG(G_BANKQ)) room = 1;
-            tq_append(k, c, d, r, arrival);
+            tq_append(k, c, d, r, max2(k->flow_start[f], CF(c, C_LAST_ISSUE)));
             CI(c, C_RT_N + 2 * d) = n + 1;
         } else {
             int64_t n = CI(c, C_RQ_N + d), depth = GG(G_RQ + d);
             if (n >= depth) return room;
+            double arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
             int64_t j = at(CI(c, C_RQ_HEAD + d), n, depth);
             SQ(d, c, j) = FCN(f, c);
             SQA(d, c, j) = arrival;
