@@ -169,7 +169,7 @@ class Controller:
         self.flow_last = np.zeros(cap, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)
         # the kernel's scratch (``kernel.run``): shared by copies, never run at once
-        self._scratch = (np.zeros(self.n_banks * 2 + 1 + 5 * C, dtype=np.int64), np.zeros(self.n_banks * 2 + 4 * C))
+        self._scratch = (np.zeros(self.n_banks * 2 + 1, dtype=np.int64), np.zeros(self.n_banks * 2))
         self._pack()
 
     def _pack(self) -> None:

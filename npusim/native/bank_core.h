@@ -71,13 +71,14 @@ typedef struct {
     int64_t n_active;
     int64_t *flow_write, *flow_remaining, *fc_next, *fc_end, *flow_first, *flow_last;
     double *flow_prio, *flow_start, *flow_end, *flow_delay;
-    int64_t *btag, *picks, *whats, *ki;  /* scratch */
+    int64_t *btag, *picks;  /* scratch */
+    double *barr;
     /* per channel: the flow next_flow gives and whether it is alone at its priority (-2: not
      * known). A cache: whoever changes the live flows, their priorities or admission pointers
      * other than admit (a flow added or released, the pool compacted, the state copied in)
      * calls forget_next_flows. */
     int64_t *next_memo;
-    double *barr, *kf;
+    struct Pick *held;  /* run_until_complete's next command of each channel (C of them; scratch) */
     /* int32, not int64: a store through one of the int64 state pointers may alias any int64
      * object, so the compiler would reload (and re-derive every index from) int64 fields after
      * each store; it knows no int64 store changes an int32. Geometry and policies of G, copied. */
@@ -107,7 +108,7 @@ typedef struct {
 #define GG(i) k->g[i]
 
 /* The access ``_candidate`` picked, or the refresh that goes first. */
-typedef struct {
+typedef struct Pick {
     int64_t what, k, d, kind, rank;
     double pre, act, time, delay;
 } Pick;
@@ -606,43 +607,23 @@ static int64_t run_channels(Ctl *k, double stop) {
     return 0;
 }
 
-static inline void keep_pick(Ctl *k, int64_t c, const Pick *p) {
-    k->whats[c] = p->what;
-    k->ki[c * 4] = p->k;
-    k->ki[c * 4 + 1] = p->d;
-    k->ki[c * 4 + 2] = p->kind;
-    k->ki[c * 4 + 3] = p->rank;
-    k->kf[c * 4] = p->pre;
-    k->kf[c * 4 + 1] = p->act;
-    k->kf[c * 4 + 2] = p->time;
-    k->kf[c * 4 + 3] = p->delay;
-}
-
 /* ``run_channels`` in time order across channels: 1 just after the access that completes a
  * flow, or 0 with every command up to ``stop`` issued (kernel.py: run_until_complete). */
 static int64_t run_until_complete(Ctl *k, double stop) {
-    for (int64_t c = 0; c < k->C; c++) {
-        Pick p = candidate(k, c);
-        keep_pick(k, c, &p);
-    }
+    Pick *next = k->held;  /* each channel's next command */
+    for (int64_t c = 0; c < k->C; c++) next[c] = candidate(k, c);
     for (;;) {
         int64_t c = -1;  /* the earliest command of all channels */
         for (int64_t j = 0; j < k->C; j++)
-            if (k->whats[j] != NOTHING && k->kf[j * 4 + 2] <= stop && (c < 0 || k->kf[j * 4 + 2] < k->kf[c * 4 + 2]))
-                c = j;
+            if (next[j].what != NOTHING && next[j].time <= stop && (c < 0 || next[j].time < next[c].time)) c = j;
         if (c < 0) return 0;
-        int done = 0;
-        if (k->whats[c] == REFRESH) {
-            refresh(k, k->ki[c * 4 + 3], k->kf[c * 4 + 2]);
+        if (next[c].what == REFRESH) {
+            refresh(k, next[c].rank, next[c].time);
         } else {
-            Pick p = {ACCESS, k->ki[c * 4], k->ki[c * 4 + 1], k->ki[c * 4 + 2], k->ki[c * 4 + 3],
-                      k->kf[c * 4], k->kf[c * 4 + 1], k->kf[c * 4 + 2], k->kf[c * 4 + 3]};
-            int64_t f = issue(k, c, &p);
-            done = k->flow_remaining[f] == 0;
+            int64_t f = issue(k, c, &next[c]);
+            if (k->flow_remaining[f] == 0) return 1;
         }
-        if (done) return 1;
-        Pick p = candidate(k, c);
-        keep_pick(k, c, &p);
+        next[c] = candidate(k, c);
     }
 }
 

@@ -41,7 +41,7 @@ static PyObject *py_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!fbuf || !ibuf || !layout || !pool || !k.req_end || !k.active || !si || !sf) goto out;
     if (bind_state(&k, fbuf, nf, ibuf, ni, layout, nl) < 0) goto out;
     int64_t cap = npool / 5, NB = k.C * k.G[G_RANKS] * k.BG * k.G[G_BANKS_PER_GROUP];
-    if (nend != cap || nsi < NB * 2 + 1 + 5 * k.C || nsf < NB * 2 + 4 * k.C) {
+    if (nend != cap || nsi < NB * 2 + 1 || nsf < NB * 2) {
         PyErr_SetString(PyExc_ValueError, "npusim bank kernel: pool or scratch of the wrong size");
         goto out;
     }
@@ -53,18 +53,17 @@ static PyObject *py_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     k.n_active = nact;
     k.btag = si;
     k.picks = si + NB * 2;
-    k.whats = si + NB * 2 + 1;
-    k.ki = si + NB * 2 + 1 + k.C;
     k.barr = sf;
-    k.kf = sf + NB * 2;
     k.next_memo = malloc((size_t)(2 * k.C + 1) * 8);
-    if (!k.next_memo) {
+    k.held = malloc((size_t)(k.C + 1) * sizeof(Pick));
+    if (!k.next_memo || !k.held) {
+        free(k.next_memo), free(k.held);
         PyErr_NoMemory();
         goto out;
     }
     forget_next_flows(&k);
     int64_t r = until ? run_until_complete(&k, stop) : run_channels(&k, stop);
-    free(k.next_memo);
+    free(k.next_memo), free(k.held);
     result = PyLong_FromLongLong(r);
 out:
     release_buffers(&b);

@@ -445,6 +445,7 @@ typedef struct Banks {
     double ns_per_cycle, step_ns;
     int64_t *scratch_i;
     double *scratch_f;
+    Pick *held;
     /* results: the row hit rate's samples (time, hits, accesses), the channels' busy ns at the last wake */
     double *hit_time;
     int64_t *hit_hits, *hit_total, n_hits, hits_cap;
@@ -1325,7 +1326,7 @@ static void banks_free(Banks *B, int64_t n) {
     keep_pool(&B->spare_pool, &B->spare_req_end, B->spare_cap, &kept.spare, &kept.spare_end, &kept.spare_cap);
     free(B->acc), free(B->active), free(B->free_slots), free(B->order);
     free(B->flow_done), free(B->flow_cmd), free(B->moved), free(B->delay_ns), free(B->cursor), free(B->n_acc);
-    free(B->scratch_i), free(B->scratch_f), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
+    free(B->scratch_i), free(B->scratch_f), free(B->held), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
     free(B->k[0].next_memo), free(B->k[1].next_memo);
     free(B->remap);
     free(B->last_busy);
@@ -1378,11 +1379,12 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
     B->flow_done = malloc(F * 8), B->flow_cmd = malloc(F * 8);
     B->moved = calloc(n + 1, 8), B->delay_ns = calloc(n + 1, 8), B->cursor = calloc(n + 1, 8);
     B->n_acc = calloc(n + 1, 8), B->acc = calloc(n + 1, sizeof(int64_t *));
-    B->scratch_i = calloc(NB * 2 + 1 + 5 * C, 8), B->scratch_f = calloc(NB * 2 + 4 * C, 8);
+    B->scratch_i = calloc(NB * 2 + 1, 8), B->scratch_f = calloc(NB * 2 + 1, 8);
+    B->held = malloc((size_t)(C + 1) * sizeof(Pick));
     B->last_busy = calloc(C > 0 ? C : 1, 8);
     if (!B->fbuf[0] || !B->fbuf[1] || !B->ibuf[0] || !B->ibuf[1] || !B->pool || !B->req_end || !B->active
         || !B->free_slots || !B->order || !B->flow_done || !B->flow_cmd || !B->moved || !B->delay_ns || !B->cursor
-        || !B->n_acc || !B->acc || !B->scratch_i || !B->scratch_f || !B->last_busy) {
+        || !B->n_acc || !B->acc || !B->scratch_i || !B->scratch_f || !B->held || !B->last_busy) {
         banks_free(B, n);
         return (Banks *)PyErr_NoMemory();
     }
@@ -1398,10 +1400,8 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
         }
         k->btag = B->scratch_i;
         k->picks = B->scratch_i + NB * 2;
-        k->whats = B->scratch_i + NB * 2 + 1;
-        k->ki = B->scratch_i + NB * 2 + 1 + C;
         k->barr = B->scratch_f;
-        k->kf = B->scratch_f + NB * 2;
+        k->held = B->held;  /* (shared: the two controllers never run at once) */
         k->next_memo = malloc((size_t)(2 * C + 1) * 8);
         if (!k->next_memo) {
             banks_free(B, n);
