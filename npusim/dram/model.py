@@ -49,6 +49,7 @@ from npusim.dram.controller import Controller, ControllerConfig, timings
 from npusim.dram.kernel import access_addresses, view_chunks
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
+from npusim.plan.command_table import KIND_CODES
 from npusim.plan.dram import buffer_of
 
 #: Accesses per channel a flow has left when the model starts looking for its exact end
@@ -119,23 +120,27 @@ def first_moves(program):
 def _first_moves(program):
     """``first_moves`` with the step of each buffer's first DMA."""
     seen: set[str] = set()
-    graph = program.graph
+    graph, table = program.graph, program.commands
     view_extents = None
-    for cmd in program.commands.transfers():
-        tensor = graph.tensors[cmd.tensor]
+    # the first load or store of each tensor, in command order, read from the table's columns
+    transfers = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
+    _, first = np.unique(table.column("tensor")[transfers], return_index=True)
+    steps, tensor_of = table.step, table.tensor
+    for c in transfers[np.sort(first)].tolist():
+        tensor = graph.tensors[tensor_of[c]]
         name = buffer_of(tensor)
         if name in seen:
             continue
         seen.add(name)
         if tensor.view is None:
-            extent = _view_end(cmd.dram)
+            extent = _view_end(table.dram[c])
         elif name in graph.tensor_by_name:
             extent = graph.tensor_by_name[name].size
         else:  # a base known only through its views (buffer_size)
             if view_extents is None:
                 view_extents = _view_extents(graph)
             extent = view_extents.get(name, 0)
-        yield name, max(extent, 1), cmd.step
+        yield name, max(extent, 1), steps[c]
 
 
 def bump_layout(program, stripe: int = 64, banks: int = 1) -> dict[str, int]:

@@ -129,7 +129,8 @@ static inline double act_time(Ctl *k, int64_t rk, int64_t g, double t0) {
 
 /* Whether rank ``rk`` went into power-down before an access arriving at ``arrival``. */
 static inline int asleep(Ctl *k, int64_t rk, double arrival) {
-    return GG(G_POWERDOWN) == 1 && arrival > RF(rk, R_LAST_BUSY) + TT(T_PD);
+    if (__builtin_expect(GG(G_POWERDOWN) != 1, 1)) return 0;  /* (power-down is off by default) */
+    return arrival > RF(rk, R_LAST_BUSY) + TT(T_PD);
 }
 
 /* kind, pre, act, cas (in ``time``) and bank delay of access ``rid`` in channel ``c``. */
