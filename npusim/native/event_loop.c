@@ -561,27 +561,18 @@ static void banks_set_active(Banks *B, int64_t fid, int live) {
     forget_next_flows(&B->k[1]);
 }
 
-/* Command ``c``'s device accesses, decoded once for its bands (``BankedDram.addresses`` and
- * ``Controller.prepare``): the chunks of its DRAM view, the accesses they make, each one's
- * channel, bank, row, rank and bank group. 0, or -1 when out of memory.
- *
- * ``B->acc[c]`` holds, for its ``m`` accesses and ``C`` channels: their channels in issue order
- * (``m``), then bank, row, rank and bank group (``m`` each) grouped by channel, each channel's in
- * issue order (so a band's accesses of a channel are one run to copy), then where each channel's
- * group starts (``C + 1``), how many of its accesses the bands so far took (``C``), and ``C``
- * of scratch (``ACC_*`` give the offsets). */
-#define ACC_FIELDS(m) (m)
-#define ACC_START(m) (5 * (m))
-#define ACC_TAKEN(m, C) (5 * (m) + (C) + 1)
-#define ACC_COUNT(m, C) (5 * (m) + 2 * (C) + 1)
+/* Command ``c``'s device accesses, found once for its bands (``BankedDram.addresses``): the
+ * chunks of its DRAM view and the byte addresses of the accesses they make, in issue order,
+ * into ``B->acc[c]`` (``B->n_acc[c]`` of them). Each band decodes its own (``banks_add_flow``).
+ * 0, or -1 when out of memory. */
 static int banks_decode(Banks *B, int64_t c) {
     const int64_t *shape = B->view_shape + B->view_ptr[c], *strides = B->view_strides + B->view_ptr[c];
-    int64_t rank = B->view_ptr[c + 1] - B->view_ptr[c], first, block, C = B->k[0].C;
+    int64_t rank = B->view_ptr[c + 1] - B->view_ptr[c], first, block;
     int64_t count = view_blocks(shape, strides, rank, B->itemsize[c], &first, &block);
     if (count < 0) return -1;
     int64_t *index = calloc((size_t)(first > 0 ? first : 1), 8), *o = malloc((size_t)(count + 1) * 8),
             *s = malloc((size_t)(count + 1) * 8);
-    int64_t *addresses = NULL, *rows = NULL;
+    int64_t *addresses = NULL;
     int status = -1;
     if (!index || !o || !s) goto out;
     int64_t chunks = view_chunks_fill(shape, strides, first, block, count, B->itemsize[c], index, o, s);
@@ -589,37 +580,23 @@ static int banks_decode(Banks *B, int64_t c) {
     addresses = malloc((size_t)(bound + 1) * 8);
     if (!addresses) goto out;
     int64_t m = access_fill(o, s, chunks, B->base[c], B->burst, B->access, addresses);
-    rows = malloc((size_t)(5 * m + 3 * C + 1) * 8);
-    if (!rows) goto out;
-    int64_t *start = rows + ACC_START(m), *next = rows + ACC_COUNT(m, C); /* (scratch: the fill) */
-    memset(start, 0, (size_t)(2 * C + 1) * 8);  /* group starts, and none taken yet */
     const Decoding *dec = &B->dec;
-    for (int64_t i = 0; i < m; i++) { /* the channel (decode_access's first field) */
-        rows[i] = ((addresses[i] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5];
-        if (rows[i] < 0 || rows[i] >= C) goto out; /* (decode_grouped's check) */
-        start[rows[i] + 1] += 1;
+    for (int64_t i = 0; i < m; i++) { /* (decode_grouped's check) */
+        int64_t ch = ((addresses[i] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5];
+        if (ch < 0 || ch >= B->k[0].C) goto out;
     }
-    for (int64_t ch = 0; ch < C; ch++) {
-        start[ch + 1] += start[ch];
-        next[ch] = start[ch];
-    }
-    for (int64_t i = 0; i < m; i++) { /* the rest, into its channel's group */
-        int64_t fields[4], g = next[rows[i]]++;
-        decode_access(dec, addresses[i], fields);
-        for (int f = 0; f < 4; f++) rows[ACC_FIELDS(m) + f * m + g] = fields[f];
-    }
-    B->acc[c] = rows;
+    B->acc[c] = addresses;
     B->n_acc[c] = m;
-    rows = NULL;
+    addresses = NULL;
     status = 0;
 out:
-    free(index), free(o), free(s), free(addresses), free(rows);
+    free(index), free(o), free(s), free(addresses);
     return status;
 }
 
-/* ``Controller.add_prepared``: a new flow of command ``c``'s accesses lo:hi (lo: the accesses
- * earlier bands took) from ``start`` ns, channel by channel; its id (-1: out of memory or of
- * flow slots). */
+/* ``Controller.add_prepared``: a new flow of command ``c``'s accesses lo:hi from ``start`` ns,
+ * channel by channel (each access decoded into the pool where its channel's run goes); its id
+ * (-1: out of memory or of flow slots). */
 static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int write, double priority, double start) {
     int64_t m = hi - lo;
     if (banks_compact(B, m) < 0) return -1; /* before the new flow is live: its slot may hold a released flow's range */
@@ -638,22 +615,21 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     banks_set_active(B, fid, 1);
     if (B->n_pool + m > B->cap && banks_grow_pool(B, MAX(2 * B->cap, B->n_pool + m), B->n_pool) < 0) return -1;
     Ctl *k = &B->k[B->cur];
-    int64_t *rows = B->acc[c], n = B->n_acc[c], pos = B->n_pool, C = k->C;
-    int64_t *group = rows + ACC_START(n), *taken = rows + ACC_TAKEN(n, C), *here = rows + ACC_COUNT(n, C);
-    for (int64_t ch = 0; ch < C; ch++) here[ch] = 0;
-    for (int64_t j = lo; j < hi; j++) here[rows[j]] += 1;
-    for (int64_t ch = 0; ch < C; ch++) {
+    const int64_t *addresses = B->acc[c];
+    const Decoding *dec = &B->dec;
+    int64_t C = k->C, cap = B->cap, *pool = B->pool;
+    for (int64_t ch = 0; ch < C; ch++) FCE(fid, ch) = 0; /* (counts first, then each channel's end) */
+    for (int64_t j = lo; j < hi; j++) FCE(fid, ((addresses[j] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5]) += 1;
+    for (int64_t ch = 0, pos = B->n_pool; ch < C; ch++) {
         FCN(fid, ch) = pos;
-        int64_t from = group[ch] + taken[ch], count = here[ch];
-        for (int f = 0; f < 4; f++)
-            memcpy(B->pool + f * B->cap + pos, rows + ACC_FIELDS(n) + f * n + from, (size_t)count * 8);
-        for (int64_t i = pos; i < pos + count; i++) {
-            B->pool[4 * B->cap + i] = fid;
-            B->req_end[i] = 0.0;
-        }
-        taken[ch] += count;
-        pos += count;
-        FCE(fid, ch) = pos;
+        pos += FCE(fid, ch);
+        FCE(fid, ch) = FCN(fid, ch);  /* the channel's next free place, its end once all are in */
+    }
+    for (int64_t j = lo; j < hi; j++) {
+        int64_t fields[4], ch = decode_access(dec, addresses[j], fields), at = FCE(fid, ch)++;
+        for (int f = 0; f < 4; f++) pool[f * cap + at] = fields[f];
+        pool[4 * cap + at] = fid;
+        B->req_end[at] = 0.0;
     }
     k->flow_first[fid] = B->n_pool;
     k->flow_last[fid] = B->n_pool + m;
