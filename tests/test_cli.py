@@ -34,6 +34,18 @@ def test_symbolic_budgets(capsys, budget):
     assert json.loads(out)["offchip_bytes"]["compulsory"] > 0
 
 
+def test_plan_dash_o_dash_writes_the_plan_to_standard_output(capsys, tmp_path, monkeypatch):
+    """``-o -`` is standard output (the plan's bytes, as the file would hold them), with the
+    summary on standard error; no file named "-" appears."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "plan", "squeezenet1_0", "--hw", "edge-npu", "-o", "-")
+    assert code == 0, err
+    assert err.startswith("standard output: squeezenet1_0") and not (tmp_path / "-").exists()
+    code, _, err = run_cli(capsys, "plan", "squeezenet1_0", "--hw", "edge-npu", "-o", str(tmp_path / "p.json"))
+    assert code == 0, err
+    assert out == (tmp_path / "p.json").read_text()
+
+
 def test_plan_validate_simulate_round_trip(capsys, tmp_path):
     plan = tmp_path / "plan.json"
     code, out, err = run_cli(capsys, "plan", "resnet18", "--hw", "edge-npu", "--budget", "MR", "-o", str(plan),

@@ -35,7 +35,7 @@ from npusim.graph.training import make_training_graph
 from npusim.hw.loader import list_hardware
 from npusim.hw.silicon import budget_text
 from npusim.llm_run import run_llm
-from npusim.plan.io import load_plan, save_plan
+from npusim.plan.io import load_plan, save_plan, write_plan
 from npusim.plan.validate import validate
 from npusim.plot import (dse_figure, figure_svg, pareto_figure, parse_formats, plot_dse_curves, plot_pareto, plot_plan,
                          require_matplotlib, varies_area)
@@ -172,16 +172,21 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 def cmd_plan(args) -> int:
-    _check_writable(("-o", args.output))
+    to_stdout = args.output == "-"  # the plan on standard output, the summary on standard error
+    if not to_stdout:
+        _check_writable(("-o", args.output))
     graph = load_graph(args.trace)
     hw = load_hw(args.hw, _hw_overrides(args.set))
     with Progress("npusim plan") as progress:
         plan = _plan_for(args, graph, hw, progress)
-    save_plan(plan, args.output, timings=args.timings)
+    if to_stdout:
+        write_plan(plan, sys.stdout, timings=args.timings)
+    else:
+        save_plan(plan, args.output, timings=args.timings)
     spill = plan.offchip_bytes()
-    print(f"{args.output}: {graph.name} with {plan.meta.planner}, budget {plan.capacity:,} B, "
-          f"{len(plan.residencies)} residencies, {len(plan.transfers)} transfers, "
-          f"spill {spill['spill']:,} B, retrieve {spill['retrieve']:,} B")
+    print(f"{'standard output' if to_stdout else args.output}: {graph.name} with {plan.meta.planner}, budget "
+          f"{plan.capacity:,} B, {len(plan.residencies)} residencies, {len(plan.transfers)} transfers, "
+          f"spill {spill['spill']:,} B, retrieve {spill['retrieve']:,} B", file=sys.stderr if to_stdout else sys.stdout)
     return 0
 
 

@@ -152,7 +152,7 @@ def _add_simulate(sub, handler: Callable) -> None:
 def _add_plan(sub, handler: Callable) -> None:
     p = sub.add_parser("plan", help="write a plan JSON")
     _planning_args(p)
-    _output_arg(p, "plan JSON to write", required=True)
+    _output_arg(p, "plan JSON to write (- for standard output)", required=True)
     p.add_argument("--timings", action="store_true", help="also write meta.solve_seconds (wall clock: not reproducible)")
     p.set_defaults(func=handler)
 

@@ -121,11 +121,16 @@ def plan_to_dict(plan: Plan, graph: Graph | None = None, *, timings: bool = Fals
 
 def save_plan(plan: Plan, path: str | Path, graph: Graph | None = None, *, timings: bool = False) -> None:
     """Write the plan file: ``json.dumps(plan_to_dict(...), indent=1)``'s bytes, streamed."""
-    pieces = json.JSONEncoder(indent=1).iterencode(plan_to_dict(plan, graph, timings=timings, streamed=True))
     with atomic_open(path, "w") as handle:
-        for text in iter(lambda: "".join(islice(pieces, 1 << 14)), ""):
-            handle.write(text)
-        handle.write("\n")
+        write_plan(plan, handle, graph, timings=timings)
+
+
+def write_plan(plan: Plan, handle, graph: Graph | None = None, *, timings: bool = False) -> None:
+    """``save_plan`` into an open text file (``npusim plan -o -``: standard output)."""
+    pieces = json.JSONEncoder(indent=1).iterencode(plan_to_dict(plan, graph, timings=timings, streamed=True))
+    for text in iter(lambda: "".join(islice(pieces, 1 << 14)), ""):
+        handle.write(text)
+    handle.write("\n")
 
 
 def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:
