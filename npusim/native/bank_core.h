@@ -797,7 +797,8 @@ static inline int64_t decode_access(const Decoding *m, int64_t address, int64_t 
     int64_t rank = c * m->ranks + ((a >> m->shifts[1]) & m->masks[1]);
     int64_t bg = (a >> m->shifts[2]) & m->masks[2];
     out[0] = (rank * m->bankgroups + bg) * m->banks_per_group + ((a >> m->shifts[3]) & m->masks[3]);
-    out[1] = floormod(a >> m->shifts[0], m->rows);
+    int64_t row = a >> m->shifts[0];  /* >= 0: addresses are */
+    out[1] = (m->rows & (m->rows - 1)) == 0 ? row & (m->rows - 1) : floormod(row, m->rows);  /* (no division per access) */
     out[2] = rank;
     out[3] = bg;
     return c;
