@@ -33,7 +33,7 @@ points).
 
 ``--closed-form`` needs no reference: for every preset (one channel, the simulator's default
 queues), a sequential read stream against the pins' peak and the refresh bound
-1 - tRFC/tREFI, and random 64 B reads against the activation bound max(tRRD_S, tFAW/4,
+1 - tRFC/tREFI, and random reads of one access against the activation bound max(tRRD_S, tFAW/4,
 tRC/banks) per rank.
 """
 
@@ -224,7 +224,7 @@ def closed_form() -> None:
     from npusim.dram.presets import PRESETS, default_mapping
 
     rng = np.random.default_rng(0)
-    print("| preset | sequential / peak | 1 - tRFC/tREFI | row hits | random 64 B ns/read | activation bound ns |")
+    print("| preset | sequential / peak | 1 - tRFC/tREFI | row hits | random access ns/read | activation bound ns |")
     print("|---|---|---|---|---|---|")
     for name, d in PRESETS.items():
         cfg = ControllerConfig(d, 1, d.ranks, default_mapping(d))
@@ -237,7 +237,10 @@ def closed_form() -> None:
         hits = c.counts()["hits"] / n
         c = Controller(cfg)
         m = 20000
-        f = c.add_flow(rng.integers(0, d.capacity // 64, m).astype(np.int64) * 64, False, 0.0, 0.0)
+        # aligned to the access (a 64 B-aligned address never sets the bit of a 32 B access's
+        # bank group 0 under LPDDR5's RoRaBaCoBgCh, and would reach half the banks)
+        f = c.add_flow(rng.integers(0, d.capacity // d.access_bytes, m).astype(np.int64) * d.access_bytes, False,
+                       0.0, 0.0)
         c.run(1e15)
         bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / d.banks, t["tBurst"]) / d.ranks
         print(f"| {name} | {seq:.1%} | {1 - t['tRFC'] / t['tREFI']:.1%} | {hits:.1%} | {c.end(f) / m:.2f} | "

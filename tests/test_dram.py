@@ -123,15 +123,19 @@ def test_refresh_overhead_matches_trfc_over_trefi():
     assert c.counts()["refreshes"] == pytest.approx(c.end(f) / t["tREFI"], abs=2)
 
 
-@pytest.mark.parametrize("name", ["ddr4-3200", "lpddr4-3200", "hbm2-2000"])
+@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"hbm3-6400"}))
 def test_random_reads_bound_by_activation_rate(name):
-    """Random 64 B reads (nearly every one a row miss or conflict) go no faster than the
-    activations allow: one per max(tRRD_S, tFAW / 4) per rank and tRC per bank, and within
-    25 % of that bound (the queue's bank-level parallelism)."""
+    """Random reads of one access each (nearly every one a row miss or conflict) go no faster
+    than the activations allow: one per max(tRRD_S, tFAW / 4) per rank and tRC per bank, and
+    within 25 % of that bound (the queue's bank-level parallelism). The addresses are aligned
+    to the access, not to 64 B: with 32 B accesses, 64 B-aligned ones never set the address bit
+    that LPDDR5's mapping gives to bank group 0, and reach half the banks. HBM3's two stack IDs
+    share one bus, where a column command to the other one waits tBurst + tRTRS, which this
+    bound ignores (1.4x it)."""
     d = PRESETS[name]
     rng = np.random.default_rng(5)
     n = 4000
-    c, f = _stream(name, rng.integers(0, d.capacity // 64, n) * 64)
+    c, f = _stream(name, rng.integers(0, d.capacity // d.access_bytes, n) * d.access_bytes)
     t = c.t
     bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / d.banks, t["tBurst"]) / d.ranks
     per = c.end(f) / n
