@@ -72,6 +72,9 @@ def row(trace: str, wins: dict, hw_name: str = "edge-npu") -> str:
 
 
 def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
     traces = argv or TRACES
     names = " / ".join(PLACEMENTS)
     print(f"| trace | latency {names} (cycles; pages, rows vs bump) | row hits {names} | activations {names} "

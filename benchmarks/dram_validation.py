@@ -248,7 +248,7 @@ def closed_form() -> None:
 
 
 #: npusim as each reference's controller is built: DRAMsim3's PER_BANK command queues (8 per bank
-#: behind 32-entry transaction queues, a row-hit cap of 4, writes drained from 3/4 to 1/4 full);
+#: behind 32-entry transaction queues, a row-hit cap of 4, writes drained once the write queue is full);
 #: Ramulator 2's GenericDDR (one 32-entry buffer per direction scheduled as a whole, no row-hit
 #: cap, write mode above 0.8 x 32 = 25.6 writes until below 0.2 x 32 = 6.4).
 LIKE = {"DRAMsim3": {"write_high": 32, "write_low": 0}, "Ramulator 2": {"bank_queue": 0, "row_hit_cap": 1 << 20, "write_high": 26, "write_low": 6}}
@@ -283,21 +283,27 @@ def main() -> int:
     parser.add_argument("--bank-queue", type=int, default=8, help="npusim's per-bank command queues against DRAMsim3 "
                         "(dram.bank_queue; 0: one shared queue per direction)")
     args = parser.parse_args()
+    if args.queue < 1 or args.bank_queue < 0:
+        parser.error("--queue must be at least 1 and --bank-queue at least 0")
+    for flag, tree in (("--dramsim3", args.dramsim3), ("--ramulator2", args.ramulator2)):
+        if tree is not None and not (tree / "src").is_dir():
+            parser.error(f"{flag} {tree}: not a source tree (no src/ folder)")
     if args.closed_form or (args.dramsim3 is None and args.ramulator2 is None):
         closed_form()
         return 0
     traces_by_name = traces(np.random.default_rng(31))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        ok = True
         if args.dramsim3 is not None:
             driver, config = dramsim3_build(args.dramsim3), dramsim3_config(args.dramsim3, folder)
-            compare("DRAMsim3", lambda t: dramsim3_run(driver, config, t, folder),
-                    {"queue": args.queue, "bank_queue": args.bank_queue, **LIKE["DRAMsim3"]}, traces_by_name)
+            ok &= compare("DRAMsim3", lambda t: dramsim3_run(driver, config, t, folder),
+                          {"queue": args.queue, "bank_queue": args.bank_queue, **LIKE["DRAMsim3"]}, traces_by_name)
         if args.ramulator2 is not None:
             driver, config = ramulator2_build(args.ramulator2), ramulator2_config(args.ramulator2, folder)
-            compare("Ramulator 2", lambda t: ramulator2_run(driver, config, t, folder),
-                    {"queue": args.queue, **LIKE["Ramulator 2"]}, traces_by_name)
-    return 0
+            ok &= compare("Ramulator 2", lambda t: ramulator2_run(driver, config, t, folder),
+                          {"queue": args.queue, **LIKE["Ramulator 2"]}, traces_by_name)
+    return 0 if ok else 1  # 1: some figure outside the targets (printed above)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ class StepResult:
     energy_pj: float
     kv_bytes: int  # KV-cache bytes loaded and stored by the step
     offchip_bytes: dict  # cause -> bytes
+    dram_stats: dict = field(default_factory=dict)  # dram.model: banks: the step's row statistics (Report)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,22 @@ class LlmReport:
             f"  KV cache on chip     {self.kv_on_chip} of {self.layers} layers ({self.kv_choice})",
             f"  KV cache per token   {self.kv_bytes_per_token:,.0f} B moved",
             "  off-chip per token   " + ", ".join(f"{k} {v:,.0f}" for k, v in per_cause.items() if v) + " B",
+            *self._dram_rows(),
         ])
+
+    def _dram_rows(self) -> list[str]:
+        """With ``dram.model: banks``: the prefill's and the sampled decode steps' row-hit rates."""
+        d = self.prefill.dram_stats
+        if not d:
+            return []
+        decode = [s.dram_stats for s in self.sampled if s.dram_stats]
+        hits = sum(s["row_hits"] for s in decode)
+        accesses = sum(s["row_hits"] + s["row_misses"] + s["row_conflicts"] for s in decode)
+        text = (f"  DRAM rows            {d['device']} x{d['channels']} {d['mapping']} {d['page_policy']}: row hits "
+                f"{d['row_hit_rate']:.1%} in the prefill")
+        if accesses:
+            text += f", {hits / accesses:.1%} over the {len(decode)} decode steps simulated"
+        return [text]
 
     def to_dict(self) -> dict:
         return {
@@ -169,7 +185,7 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
         plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}), progress=inner)
         report: Report = simulate_plan(plan, hw, validated=True, progress=inner)
         return StepResult(kv_length, report.cycles, report.seconds, report.total_energy_pj,
-                          kv_bytes_moved(plan, graph), dict(report.offchip_bytes))
+                          kv_bytes_moved(plan, graph), dict(report.offchip_bytes), dict(report.dram_stats))
 
     steps: dict[tuple[int, int], StepResult] = {}  # (KV length, layers on chip): each step simulated once
 

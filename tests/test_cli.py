@@ -271,3 +271,18 @@ def test_commands_of_many_runs_collect_the_young_generation_more_often(capsys, m
     assert main(["regress", "--only", "nothing"]) == 0 and main(["list"]) == 0
     assert seen == {"regress": cli.MANY_RUNS_GC_THRESHOLDS, "list": cli.GC_THRESHOLDS}
     assert gc.get_threshold() == before
+
+
+def test_compare_text_shows_the_banks_models_energy_and_rows(capsys):
+    """With dram.model: banks the text table has the DRAM device's energy (activation, refresh,
+    background: part of the static total above them) and its row statistics; without it, none."""
+    args = ["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "512KiB", "--planner",
+            "fuse+tile+default+arena+belady"]
+    code, out, err = run_cli(capsys, *args, "--set", "dram.model=banks")
+    assert code == 0, err
+    for label in ("dram_activate (uJ)", "dram_refresh (uJ)", "dram_background (uJ)", "DRAM row hit rate",
+                  "DRAM activations"):
+        assert label in out
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert "DRAM" not in out and "dram_background" not in out

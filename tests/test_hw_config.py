@@ -299,9 +299,9 @@ def test_wrong_case_unit_is_hinted(tmp_path):
 @pytest.mark.parametrize(
     ("yaml_text", "key", "expected"),
     [
-        ("cores: {count: '2'}", "cores.count = '2'", "positive integer"),
-        ("cores: {pe_rows: 2.5}", "cores.pe_rows = 2.5", "positive integer"),
-        ("cores: {pe_cols: true}", "cores.pe_cols = True", "positive integer"),
+        ("cores: {count: '2'}", "cores.count = '2'", "an integer such as 16"),
+        ("cores: {pe_rows: 2.5}", "cores.pe_rows = 2.5", "an integer such as 16"),
+        ("cores: {pe_cols: true}", "cores.pe_cols = True", "an integer such as 16"),
         ("cores: {dataflow: OS}", "cores.dataflow = 'OS'", "did you mean 'os'?"),
         ("cores: {dataflow: rs}", "cores.dataflow = 'rs'", "expected one of os, ws, is"),
         ("name: 123", "name = 123", "expected text"),

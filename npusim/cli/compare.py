@@ -16,7 +16,7 @@ from npusim.errors import NpusimError
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.registry import check_pipelines, default_registry
-from npusim.sim.report import ENERGY_COMPONENTS
+from npusim.sim.report import DRAM_DYNAMIC_COMPONENTS, DRAM_STATIC_COMPONENTS, ENERGY_COMPONENTS
 from npusim.sim.metrics import (  # noqa: F401 (re-exported: the rows compare prints)
     METRIC_COLUMNS, READ_CAUSES, WALL_CLOCK_COLUMNS, WRITE_CAUSES, infeasible_row, metrics_row, rows_to_csv,
 )
@@ -95,6 +95,13 @@ _TEXT_LINES = (
     ("  static (uJ)", "energy_static_pj", lambda v: f"{v / 1e6:.3f}"),
     ("  on-chip dynamic (uJ)", "energy_onchip_pj", lambda v: f"{v / 1e6:.3f}"),
     *((f"  {c} (uJ)", f"energy_{c}_pj", lambda v: f"{v / 1e6:.3f}") for c in ENERGY_COMPONENTS),
+    # dram.model: banks (a row the rows leave empty is not printed: rows_to_text)
+    *((f"  {c} (uJ)", f"energy_{c}_pj", lambda v: f"{v / 1e6:.3f}")
+      for c in (*DRAM_DYNAMIC_COMPONENTS, *DRAM_STATIC_COMPONENTS)),
+    ("DRAM row hit rate", "dram_row_hit_rate", lambda v: f"{v:.1%}"),
+    ("DRAM activations", "dram_activations", lambda v: f"{v:,}"),
+    ("DRAM refreshes", "dram_refreshes", lambda v: f"{v:,}"),
+    ("DRAM ctl. read latency (ns)", "dram_avg_read_latency_ns", lambda v: f"{v:.1f}"),
     ("area (mm2)", "area_mm2", lambda v: f"{v:.2f}"),
     ("solve time (s)", "solve_seconds", lambda v: f"{v:.4f}"),
 )
@@ -105,6 +112,9 @@ def rows_to_text(rows: list[dict]) -> str:
     header = ["metric", *(r["planner"] for r in rows)]
     table = [header]
     for label, column, fmt in _TEXT_LINES:
+        if label.startswith(("DRAM ", "  dram_activate", "  dram_refresh", "  dram_background")) and all(
+                row.get(column) in (None, "") for row in rows):
+            continue  # the banks model's rows, in a run without it
         cells = [label]
         for row in rows:
             value = row.get(column)

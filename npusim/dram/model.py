@@ -85,21 +85,38 @@ def controller_config(hw) -> ControllerConfig:
                             bank_queue=d.bank_queue)
 
 
+#: The most channels the banks model takes: its pick looks at every channel for each access
+#: (a 1 PB/s bus of LPDDR4 would be 16,384 channels and run for minutes), and 512 is more than
+#: eight stacks of HBM3 have.
+MAX_CHANNELS = 512
+
+
 def check_dram(hw):
     """None, or (dotted field, value, what was expected) for the loader's one-line error."""
     d = hw.dram
     if d.channels and d.channels & (d.channels - 1):
         return "dram.channels", d.channels, "expected a power of two (the address mapping slices bits), or 0"
     device = PRESETS[d.device]
+    if d.channels > MAX_CHANNELS:
+        return "dram.channels", d.channels, f"expected at most {MAX_CHANNELS} (the banks model's limit), or 0"
+    if channels_for(hw) > MAX_CHANNELS:
+        return ("dram.bandwidth", d.bandwidth, f"needs {channels_for(hw):,} channels of {d.device}; the banks model "
+                                               f"takes at most {MAX_CHANNELS}: pick a faster dram.device")
     try:
         parse_mapping(d.mapping or default_mapping(device), device, channels_for(hw), device.ranks)
     except ValueError as error:
         return "dram.mapping", d.mapping, str(error)
     rate = controller_config(hw).rate
     if not 0.25 * device.data_rate <= rate <= 2.0 * device.data_rate:
-        return ("dram.bandwidth", d.bandwidth,
-                f"needs {rate:.0f} MT/s per pin on {channels_for(hw)} channel(s) of {d.device} (nominal "
-                f"{device.data_rate:.0f}); set dram.channels so the rate is within 0.25x-2x of nominal")
+        channels = channels_for(hw)
+        low, high = d.bandwidth / (2.0 * device.data_rate * 1e6 * device.bus_bits / 8), \
+            d.bandwidth / (0.25 * device.data_rate * 1e6 * device.bus_bits / 8)
+        fits = [2 ** k for k in range(0, 12) if low <= 2 ** k <= high]  # channel counts within 0.25x-2x
+        fix = (f"dram.channels {fits[0]}" + (f" to {fits[-1]}" if len(fits) > 1 else "") if fits
+               else "another dram.device (no power of two of its channels does)")
+        where = ("dram.channels", d.channels) if d.channels else ("dram.bandwidth", d.bandwidth)
+        return (*where, f"{d.bandwidth / 1e9:g} GB/s needs {rate:.0f} MT/s per pin on {channels} channel(s) of "
+                        f"{d.device} (nominal {device.data_rate:.0f}), outside 0.25x-2x of nominal: use {fix}")
     return None
 
 

@@ -494,7 +494,7 @@ STRUCTURED = {"unroll": _parse_unroll, "dims": _parse_dims, "operands": _parse_o
 
 def _parse_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise units.UnitError(f"expected a positive integer such as 16, got a {type(value).__name__}")
+        raise units.UnitError(f"expected an integer such as 16, got a {type(value).__name__}")
     return value
 
 

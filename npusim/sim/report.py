@@ -362,7 +362,7 @@ class Report:
             lines.insert(-1, f"  DRAM rows      {d['device']} x{d['channels']} {d['mapping']} {d['page_policy']}: row hits "
                              f"{d['row_hit_rate']:.1%} ({d['row_hits']:,} hits, {d['row_misses']:,} misses, "
                              f"{d['row_conflicts']:,} conflicts), {d['activations']:,} ACT, {d['refreshes']:,} REF, "
-                             f"read latency {d['avg_read_latency_ns']:.1f} ns")
+                             f"controller read latency {d['avg_read_latency_ns']:.1f} ns")
         if self.idle_cores_note:
             lines.insert(-1, "  note           " + self.idle_cores_note)
         if self.streams_note:
