@@ -46,6 +46,11 @@ def test_parse_sweep(text, key, values):
     ("scratchpad.size=1 parsec", "unknown size unit"),
     ("budget=MR,MR", "given twice"),
     ("scratchpad.size=1B..1GiB:+1", "more than"),
+    # a value the field refuses on its own is bad input, not an infeasible point
+    ("dram.bank_queue=-1,8", "-1: expected a whole number of 0 or more"),
+    ("dram.read_queue=0,8", "0: expected a whole number greater than 0"),
+    ("dram.bank_queue=0,abc", "'abc': expected an integer such as 16"),
+    ("dram.bank_queue=1e1,4", "'1e1': expected an integer such as 16"),
 ])
 def test_parse_sweep_errors_name_the_problem(text, message):
     with pytest.raises(dse.DseError, match=message.replace("(", r"\(").replace(")", r"\)")):

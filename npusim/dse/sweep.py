@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from npusim.util import units
 from npusim.errors import NpusimError, did_you_mean
-from npusim.hw.loader import iter_knobs
+from npusim.hw.loader import _check_range, iter_knobs
 
 BUDGET_KEY = "budget"
 #: Sweep keys of a generated decoder (trace ``llm:<preset>``): each point is one prefill
@@ -46,7 +46,26 @@ def parse_sweep(text: str) -> Sweep:
         raise DseError(f"--sweep {text!r}: no values")
     if len(set(map(repr, values))) != len(values):
         raise DseError(f"--sweep {text!r}: a value is given twice")
+    _check_each(key, quantity, values, text)
     return Sweep(key, tuple(values))
+
+
+def _check_each(key: str, quantity: str, values, text: str) -> None:
+    """A value the field refuses on its own (a negative queue depth) is bad input (exit 2), not an
+    infeasible point: the range the loader holds every field to, checked here before any run."""
+    field = knob_fields().get(key)
+    if field is None or quantity == "budget":
+        return
+    for value in values:
+        try:
+            _check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
+        except units.UnitError as exc:
+            raise DseError(f"--sweep {text!r}: {value!r}: {exc}") from None
+
+
+@functools.cache
+def knob_fields() -> dict:
+    return dict(iter_knobs())
 
 
 @functools.cache
@@ -78,11 +97,11 @@ def parse_value(raw: str, quantity: str, text: str):
             return units.parse_size(raw)
         if quantity in ("str", "choice"):
             return raw
-        if quantity == "int":
-            number = units.parse(raw, "cycles")  # a plain number
-            if number != int(number):
-                raise units.UnitError(f"expected a whole number, got {raw!r}")
-            return int(number)
+        if quantity == "int":  # as the hardware file takes it: an integer literal
+            try:
+                return int(raw, 10)
+            except ValueError:
+                raise units.UnitError("expected an integer such as 16") from None
         if quantity == "size":
             return units.parse_size(raw)
         number = units.parse(raw, quantity)
