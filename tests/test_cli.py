@@ -286,3 +286,19 @@ def test_compare_text_shows_the_banks_models_energy_and_rows(capsys):
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     assert "DRAM" not in out and "dram_background" not in out
+
+
+def test_banks_only_settings_on_the_bandwidth_model_are_said_not_dropped(capsys):
+    """``dram.device`` (or any field only the banks model reads) given for a run of the bandwidth
+    model gets a note on standard error; with the banks model, or without such a setting, none."""
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.device=hbm3-6400",
+                             "--set", "dram.bank_queue=8")
+    assert code == 0, err
+    assert "note: dram.device, dram.bank_queue only apply with dram.model: banks" in err
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.device=hbm3-6400",
+                             "--set", "dram.model=banks")
+    assert code == 0, err
+    assert "only appl" not in err
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.bandwidth=25.6GB/s")
+    assert code == 0, err
+    assert "only appl" not in err

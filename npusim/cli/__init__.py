@@ -60,6 +60,18 @@ def _hw_overrides(pairs: list[str] | None) -> dict:
     return overrides
 
 
+def _note_unused_dram_settings(keys, model: str) -> None:
+    """Banks-only settings given for a run of the bandwidth model: said on standard error."""
+    keys = list(keys)
+    if model == "banks" or not any(k.startswith("dram.") for k in keys):
+        return
+    from npusim.dram.model import unused_banks_settings  # lazy: the banks model's modules (~5 ms), not needed here
+
+    note = unused_banks_settings(keys, model)
+    if note:
+        print(f"npusim: note: {note}", file=sys.stderr)
+
+
 def cmd_info(args) -> int:
     if args.trace is None:
         if not args.hw:
@@ -213,7 +225,9 @@ def cmd_simulate(args) -> int:
     start = time.perf_counter()
     with Progress("npusim simulate") as progress:
         graph = load_graph(args.trace)
-        hw = load_hw(args.hw, _hw_overrides(args.set))
+        overrides = _hw_overrides(args.set)
+        hw = load_hw(args.hw, overrides)
+        _note_unused_dram_settings(overrides, hw.dram.model)
         # The plan is not kept: its residencies and transfers are freed once it is lowered.
         program = lower_plan(_plan_for(args, graph, hw, progress), hw, source=args.plan or "plan", progress=progress,
                              validated=not args.plan)  # plan_graph validated a plan it made
@@ -282,7 +296,9 @@ def _simulate_llm(args) -> int:
     if unused:
         raise NpusimError(f"{', '.join(unused)}: not available for a multi-step LLM run (simulate one step, "
                           f"e.g. {args.trace}:decode={args.prefill}, for those)")
-    hw = load_hw(args.hw, _hw_overrides(args.set))
+    overrides = _hw_overrides(args.set)
+    hw = load_hw(args.hw, overrides)
+    _note_unused_dram_settings(overrides, hw.dram.model)
     with Progress("npusim simulate") as progress:
         report = run_llm(model, hw, prefill=args.prefill, decode=args.decode, batch=args.batch,
                          pipeline=args.planner or DEFAULT_PIPELINE, budget=args.budget,
@@ -313,6 +329,8 @@ def cmd_dse(args) -> int:
     points = dse.make_points(args.trace, args.hw, sweeps, pipelines, budget=args.budget,
                              base_overrides=_hw_overrides(args.set), allow_oversize=args.allow_oversize,
                              options=_planner_options(args.option))
+    if not any(s.key == "dram.model" for s in sweeps) and points and points[0].hw is not None:
+        _note_unused_dram_settings([*_hw_overrides(args.set), *(s.key for s in sweeps)], points[0].hw.dram.model)
     if args.plot:
         formats = parse_formats(args.format)
     if args.plot or args.html:
@@ -347,7 +365,9 @@ def cmd_dse(args) -> int:
 
 def cmd_compare(args) -> int:
     graph = load_graph(args.trace)
-    hw = load_hw(args.hw, _hw_overrides(args.set))
+    overrides = _hw_overrides(args.set)
+    hw = load_hw(args.hw, overrides)
+    _note_unused_dram_settings(overrides, hw.dram.model)
     rows = compare_planners(graph, hw, parse_pipelines(args.planner), args.budget, trace=args.trace,
                             allow_oversize=args.allow_oversize, options=_planner_options(args.option))
     text = format_rows(rows, args.format)

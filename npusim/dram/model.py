@@ -85,6 +85,22 @@ def controller_config(hw) -> ControllerConfig:
                             bank_queue=d.bank_queue)
 
 
+#: The fields of ``dram`` only ``dram.model: banks`` reads (the bandwidth model ignores them)
+BANKS_ONLY_FIELDS = ("dram.device", "dram.channels", "dram.mapping", "dram.page_policy", "dram.scheduler",
+                     "dram.row_hit_cap", "dram.placement", "dram.read_queue", "dram.write_queue", "dram.bank_queue")
+
+
+def unused_banks_settings(keys, model: str) -> str:
+    """A note when ``keys`` (settings the user gave) name banks-only fields but the run uses the
+    bandwidth model: they would be dropped silently otherwise. Empty when there is nothing to say."""
+    unused = [k for k in dict.fromkeys(keys) if k in BANKS_ONLY_FIELDS]
+    if not unused or model == "banks":
+        return ""
+    verb, them = ("applies", "it") if len(unused) == 1 else ("apply", "them")
+    return (f"{', '.join(unused)} only {verb} with dram.model: banks (--set dram.model=banks); this run uses the "
+            f"bandwidth model, which does not read {them}")
+
+
 #: The most channels the banks model takes: its pick looks at every channel for each access
 #: (a 1 PB/s bus of LPDDR4 would be 16,384 channels and run for minutes), and 512 is more than
 #: eight stacks of HBM3 have.
