@@ -302,3 +302,8 @@ def test_banks_only_settings_on_the_bandwidth_model_are_said_not_dropped(capsys)
     code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.bandwidth=25.6GB/s")
     assert code == 0, err
     assert "only appl" not in err
+    # a placement for a plan that places its tensors itself (an off-chip planner) is said unused too
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--offchip", "taa",
+                             "--set", "dram.model=banks", "--set", "dram.placement=rows")
+    assert code == 0, err
+    assert "note: dram.placement is not used: the plan (" in err

@@ -231,6 +231,9 @@ def cmd_simulate(args) -> int:
         # The plan is not kept: its residencies and transfers are freed once it is lowered.
         program = lower_plan(_plan_for(args, graph, hw, progress), hw, source=args.plan or "plan", progress=progress,
                              validated=not args.plan)  # plan_graph validated a plan it made
+        if "dram.placement" in overrides and hw.dram.model == "banks" and program.dram_planned:
+            print(f"npusim: note: dram.placement is not used: the plan ({program.planner}) gives every tensor its "
+                  "DRAM offset", file=sys.stderr)
         report = simulate_program(program, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
                                   seed=args.jitter, progress=progress)
     wall = time.perf_counter() - start
