@@ -329,11 +329,12 @@ def cmd_dse(args) -> int:
                           f"{' x '.join(str(len(s.values)) for s in sweeps) or '1'} setting(s) x "
                           f"{len(pipelines)} pipeline(s)), above --max-points {args.max_points:,}; "
                           "narrow the ranges or raise --max-points")
+    overrides = _hw_overrides(args.set)
     points = dse.make_points(args.trace, args.hw, sweeps, pipelines, budget=args.budget,
-                             base_overrides=_hw_overrides(args.set), allow_oversize=args.allow_oversize,
+                             base_overrides=overrides, allow_oversize=args.allow_oversize,
                              options=_planner_options(args.option))
     if not any(s.key == "dram.model" for s in sweeps) and points and points[0].hw is not None:
-        _note_unused_dram_settings([*_hw_overrides(args.set), *(s.key for s in sweeps)], points[0].hw.dram.model)
+        _note_unused_dram_settings([*overrides, *(s.key for s in sweeps)], points[0].hw.dram.model)
     if args.plot:
         formats = parse_formats(args.format)
     if args.plot or args.html:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from npusim.util import units
 from npusim.errors import NpusimError, did_you_mean
-from npusim.hw.loader import _check_range, iter_knobs
+from npusim.hw.loader import check_range, iter_knobs
 
 BUDGET_KEY = "budget"
 #: Sweep keys of a generated decoder (trace ``llm:<preset>``): each point is one prefill
@@ -58,7 +58,7 @@ def _check_each(key: str, quantity: str, values, text: str) -> None:
         return
     for value in values:
         try:
-            _check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
+            check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
         except units.UnitError as exc:
             raise DseError(f"--sweep {text!r}: {value!r}: {exc}") from None
 

@@ -421,7 +421,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
             value = units.parse_size(setting.value)
         else:
             value = units.parse(setting.value, quantity, clock_hz=clock_hz)
-        _check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
+        check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
     except units.UnitError as error:
         raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: {error}") from error
     return value
@@ -521,7 +521,7 @@ def _parse_choice(value: object, choices: tuple[str, ...]) -> str:
     raise units.UnitError(f"expected one of {', '.join(choices)}{suggestion}")
 
 
-def _check_range(value: object, quantity: str, maximum: int | None = None, minimum: int | None = None) -> None:
+def check_range(value: object, quantity: str, maximum: int | None = None, minimum: int | None = None) -> None:
     """``minimum=0`` lets a size or count be 0 (a level that is absent)."""
     if quantity in ("str", "choice", "bool") or quantity in STRUCTURED:
         return
