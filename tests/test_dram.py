@@ -199,8 +199,9 @@ def test_c_kernel_layout_is_the_python_one():
     controller describe: a column added on one side only would read the wrong state."""
     from npusim.dram import controller, kernel
     C = kernel._C
-    assert C.N_TIMING == len(kernel.TIMING_FIELDS) and C.T_PD == kernel.T_PD
-    assert (C.N_G, C.G_WT) == (kernel.G_WT + 1, kernel.G_WT)
+    assert C.N_TIMING == len(kernel.TIMING_FIELDS) and (C.T_PD, C.T_CMD) == (kernel.T_PD, kernel.T_CMD)
+    assert (C.N_G, C.G_WT, C.G_CMD_DUAL) == (kernel.G_CMD_SPLIT + 1, kernel.G_WT, kernel.G_CMD_DUAL)
+    assert C.CMD_STRIDE == kernel.CMD_STRIDE
     assert C.CHAN_I_COLUMNS == kernel.CHAN_I_COLUMNS and C.C_T_SEQ_W == kernel.C_T_SEQ_W
     assert C.RANK_F_COLUMNS == kernel.R_FAW + 4 and C.TQ_COLUMNS == kernel.T_SEQ + 1
     assert (C.SF_DELAY, C.S_PRES) == (kernel.SF_DELAY, kernel.S_PRES)

@@ -26,7 +26,7 @@ from npusim.dram.reference import ReferenceController
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
 _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "sq", "sqa", "tq", "tqa", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other")
+          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other", "cmd_bus")
 
 _POOL_ROWS = ("bank", "row", "rank", "bg", "flow")
 
@@ -64,7 +64,7 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
     has about the same ns figures); those counted in clocks of the command bus (tCCD_S,
     tCCD_L) scale with the clock: ``tCK x nominal rate / rate``. tBurst = BL / rate;
     tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's rule); tRTRS = 1 tCK (DRAMsim3's
-    tRTRS of 1 nCK)."""
+    tRTRS of 1 nCK); tCMD, a tick of the command bus, = tCK / its ticks per clock."""
     d = cfg.device
     scale = d.data_rate / cfg.rate
     tck = d.tCK * scale
@@ -75,6 +75,7 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
         "tRRD_L": d.tRRD_L, "tFAW": d.tFAW, "tWR": d.tWR, "tWTR_S": d.tWTR_S, "tWTR_L": d.tWTR_L,
         "tRTP": d.tRTP, "tRTW": max(d.tCL + burst + 2 * tck - d.tCWL, 0.0), "tREFI": d.tREFI, "tRFC": d.tRFC,
         "tRTRS": tck, "tXP": d.tXP, "tPD": max(cfg.powerdown_after, 0.0),
+        "tCMD": tck / d.command_bus.ticks_per_ck,
     }
 
 
@@ -97,13 +98,15 @@ class Controller:
         low = min(max(cfg.write_low, 0), high - 1)
         # the scheduler's queues: the read/write queues, or with per-bank command queues, those
         # (every bank's, of a channel), the read/write queues then being transaction queues before them
+        bus = d.command_bus
         sched_r = sched_w = cfg.ranks * d.banks * cfg.bank_queue
         if cfg.bank_queue <= 0:
             sched_r, sched_w = cfg.read_queue, cfg.write_queue
         self.G = np.array([cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group, POLICIES[cfg.policy],
                            1 if cfg.scheduler == "frfcfs" else 0, cfg.row_hit_cap, sched_r, sched_w,
                            high, low, 1 if cfg.powerdown_after >= 0 else 0, max(cfg.bank_queue, 0), cfg.read_queue,
-                           cfg.write_queue], dtype=np.int64)
+                           cfg.write_queue, bus.pre, bus.act, bus.cas, int(bus.dual), int(bus.split_act)],
+                          dtype=np.int64)
         self.n_ranks = cfg.channels * cfg.ranks
         self.n_banks = self.n_ranks * d.banks
         self._free: list[int] = []
@@ -115,7 +118,8 @@ class Controller:
             self.ref = ReferenceController(self.t, cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group,
                                            POLICIES[cfg.policy], cfg.scheduler == "frfcfs", cfg.row_hit_cap,
                                            cfg.read_queue, cfg.write_queue, high, low, cfg.powerdown_after >= 0,
-                                           max(cfg.bank_queue, 0))
+                                           max(cfg.bank_queue, 0),
+                                           (bus.pre, bus.act, bus.cas, bus.dual, bus.split_act))
             return
         C, R, BG = cfg.channels, self.n_ranks, d.bankgroups
         self.bank_f = np.zeros((self.n_banks, 4))
@@ -151,6 +155,7 @@ class Controller:
         self.bank_n[:, 4:] = -1
         # per bank, entries of the scheduler's read / write queue that miss its open row (the row-hit cap's question)
         self.bank_other = np.zeros((self.n_banks, 2), dtype=np.int64)
+        self.cmd_bus = np.zeros((C, 2, K.CMD_STRIDE), dtype=np.int64)  # every tick free, windows from tick 0
         self.stats_i = np.zeros(7, dtype=np.int64)
         self.stats_f = np.zeros(3)
         # the pool of accesses

@@ -57,6 +57,19 @@ Python; a test holds them equal.
   with tBurst = BL / data rate and tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's LPDDR5
   read-to-write rule). Data moves tCL (reads) or tCWL (writes) after the column command, for
   tBurst; an access completes when its data has moved.
+- *Command bus.* Each command holds the channel's command/address bus for its length in ticks
+  (``DramDevice.command_bus``: LPDDR4's ACT and RD take 4 clocks, its PRE 2; DDR5's ACT and RD
+  2; HBM's row and column commands have a bus each), one command per tick at most, as
+  Ramulator 2 (``command_cycles``) and DRAMSys (``commandLengthInCycles``) model it: once the
+  scheduler has picked an access, its PRE, ACT and column command each move to the first
+  free run of ticks from the time above (tick = floor(time / tCMD); a later start begins on a
+  tick), the ACT then tRP after the PRE and the column command tRCD after the ACT. A split ACT
+  (LPDDR5's ACT-1 and ACT-2, one tick each, other commands allowed between) goes at the first
+  free tick, its second part at the first free tick after that when the access is committed. The bus
+  remembers the last ``CMD_WINDOW`` ticks before the latest it gave out; a command earlier
+  than that finds its ticks free. What the scheduler compares stays the times above (the bus
+  only delays the pick). Not on the bus: refresh (one REF per tREFI) and the precharges of the
+  closed and adaptive page policies (an auto-precharge, RDA/WRA, needs no command of its own).
 - *Page policy* after each column command: ``open`` keeps the row open; ``closed``
   precharges it (as soon as tRAS/tRTP/tWR allow) unless a queued access hits it; ``adaptive``
   precharges only when no queued access hits the row and one waits for another row of the
@@ -72,8 +85,9 @@ Python; a test holds them equal.
 
 Every access adds to the counts (hits, misses, conflicts, activations, precharges, reads,
 writes), to its bank's and channel's busy time, and to its flow's *bank delay*: how much
-later its column command went than the channel's bus would have allowed (the ACT/PRE/refresh
-timing the bank imposed), which the simulator reports as DRAM bank timing.
+later its column command went than the channel's data bus would have allowed (the ACT/PRE/
+refresh timing the bank imposed, and the wait for the command bus), which the simulator
+reports as DRAM bank timing.
 """
 
 from __future__ import annotations
@@ -84,15 +98,18 @@ from npusim.native import load
 
 #: Timing parameters, in this order in the kernel's float array (ns).
 TIMING_FIELDS = ("tRCD", "tRP", "tRAS", "tRC", "tCL", "tCWL", "tBurst", "tCCD_S", "tCCD_L", "tRRD_S",
-                 "tRRD_L", "tFAW", "tWR", "tWTR_S", "tWTR_L", "tRTP", "tRTW", "tREFI", "tRFC", "tRTRS", "tXP", "tPD")
+                 "tRRD_L", "tFAW", "tWR", "tWTR_S", "tWTR_L", "tRTP", "tRTW", "tREFI", "tRFC", "tRTRS", "tXP", "tPD",
+                 "tCMD")
 (T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S, T_RRD_L, T_FAW, T_WR, T_WTR_S,
- T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD) = range(len(TIMING_FIELDS))
+ T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, T_CMD) = range(len(TIMING_FIELDS))
 
 #: Integer parameters (``G``): geometry and policies.
 #: G_RQ / G_WQ: the scheduler's queues per channel; with G_BANKQ > 0 (per-bank command queues of
 #: that depth, DRAMsim3's PER_BANK structure) transaction queues of G_RT / G_WT entries come first.
+#: G_CMD_PRE / ACT / CAS: ticks (of tCMD ns) a command holds the command bus (0: no bus model);
+#: G_CMD_DUAL: separate row and column command buses; G_CMD_SPLIT: the ACT is G_CMD_ACT one-tick commands.
 (G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
- G_POWERDOWN, G_BANKQ, G_RT, G_WT) = range(15)
+ G_POWERDOWN, G_BANKQ, G_RT, G_WT, G_CMD_PRE, G_CMD_ACT, G_CMD_CAS, G_CMD_DUAL, G_CMD_SPLIT) = range(20)
 OPEN, CLOSED, ADAPTIVE = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
 NOTHING, ACCESS, REFRESH = 0, 1, 2  # what a channel does next (_candidate)
@@ -124,6 +141,11 @@ CHAN_I_COLUMNS = 21
 T_ACCESS, T_NEXT, T_PREV, T_BANK_NEXT, T_SEQ = range(5)  # tq[d, c, slot]
 S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
 SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
+# cmd_bus[c, bus]: the window of a command bus (bus 1, the column commands', used only when
+# G_CMD_DUAL): its first tick, then one bit per tick of the CMD_WINDOW ticks from it (tick j at
+# bit j mod 64 of word (j mod CMD_WINDOW) // 64).
+CMD_WINDOW = 1024
+CMD_STRIDE = 1 + CMD_WINDOW // 64
 
 NEG = -1e300
 

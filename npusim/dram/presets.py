@@ -33,6 +33,18 @@ Sources (``S1`` ... in the comments beside each figure):
   8 Gb channel 350 ns.
 - **S9** gem5, ``src/python/gem5/components/memory/dram_interfaces/lpddr5.py``
   (``LPDDR5_5500_1x16_BG_BL32``, "based on initial JEDEC specification"): tXP 7 ns.
+- **S10** command/address bus occupancy per command, in clocks of the command bus (the
+  ``command_bus`` of each preset, ``CommandBus``): LPDDR4 from DRAMSys
+  ``src/libdram/dram/memspec/MemSpecLPDDR4.cpp`` (``commandLengthInCycles``: ACT 4, PRE 2,
+  RD/WR 4, REF 2 -- JESD209-4's two-part commands, ACTIVATE-1 + ACTIVATE-2 and READ-1 +
+  CAS-2, of two clocks each on the 6-bit SDR CA bus); DDR4 from JESD79-4 (every command one
+  clock; Ramulator 2 ``ddr4.py`` lists no multi-cycle command); DDR5 from Ramulator 2
+  ``ddr5.py`` ``command_cycles`` (ACT, RD, WR 2 clocks; PRE 1; JESD79-5's two-cycle
+  commands); LPDDR5 from Ramulator 2 ``lpddr5.py`` (every command one clock on the DDR CA
+  bus, an activation two commands, ACT-1 and ACT-2; with WCK always on, no CAS before a
+  column command); HBM2 from Ramulator 2 ``hbm2.py`` (separate row and column command
+  buses, ACT 2 clocks); HBM3 from Ramulator 2 ``hbm3.py`` (separate buses in half-clock
+  ticks: ACT 1.5 clocks, PRE 0.5, a column command 1).
 - **S8** supply voltages of the standards: LPDDR4X VDDQ 0.6 V (JESD209-4-1), LPDDR5 VDD2H
   1.05 V and VDDQ 0.5 V (JESD209-5), DDR5 VDD 1.1 V (JESD79-5), HBM3 VDD 1.1 V (JESD238).
 
@@ -77,6 +89,27 @@ class Supply:
 
 
 @dataclass(frozen=True)
+class CommandBus:
+    """The command/address (CA) bus of one channel: how long each command holds it, in ticks of
+    ``tCK / ticks_per_ck`` (source S10 per preset). One command per tick at most, so a stream of
+    row conflicts can be bound by its commands rather than its data: on LPDDR4 a conflict is
+    PRE + ACT + RD = 2 + 4 + 4 = 10 clocks against its 8-clock burst. ``dual``: separate row
+    (ACT, PRE) and column (RD, WR) buses, as HBM has. A command of several ticks holds them in a
+    row, except a split ACT."""
+
+    pre: int
+    act: int
+    cas: int
+    ticks_per_ck: int = 1
+    dual: bool = False
+    split_act: bool = False   # the ACT is ``act`` one-tick commands (LPDDR5's ACT-1, ACT-2) others may go between
+
+
+#: JESD79-4 (DDR4): every command one clock of one shared bus.
+SINGLE_CYCLE = CommandBus(pre=1, act=1, cas=1)
+
+
+@dataclass(frozen=True)
 class DramDevice:
     """One channel of a DRAM standard part (module docstring). Times in ns."""
 
@@ -113,6 +146,7 @@ class DramDevice:
     tXP: float                # power-down exit
     supplies: tuple[Supply, ...] = field(default=())
     notes: str = ""
+    command_bus: CommandBus = SINGLE_CYCLE
 
     @property
     def banks(self) -> int:
@@ -182,6 +216,7 @@ LPDDR4_3200 = DramDevice(
     tREFI=_ns(6246, _T1), tRFC=_ns(448, _T1),       # S1: REFI 6246, RFCab 448
     tXP=_ns(12, _T1),                               # S1: XP 12
     supplies=_LPDDR4_SUPPLIES,
+    command_bus=CommandBus(pre=2, act=4, cas=4),   # S10: DRAMSys LPDDR4 ACT 4, PRE 2, RD/WR 4
 )
 
 _T2 = 0.469  # S2 tCK, ns
@@ -204,6 +239,7 @@ LPDDR4X_4266 = DramDevice(
     # assumption (S2 lists no currents): S1's LPDDR4 currents, VDDQ at LPDDR4X's 0.6 V (S8),
     # read/write currents x 4266/3200 (the same charge per bit at the higher rate)
     supplies=_scaled(_LPDDR4_SUPPLIES, {"VDDQ": 0.6}, 4266 / 3200),
+    command_bus=CommandBus(pre=2, act=4, cas=4),   # S10: as LPDDR4 (JESD209-4-1 keeps its commands)
 )
 
 _T3 = 0.625  # DDR4-3200: S3 writes tCK = 0.63 ns; JEDEC's 3200 MT/s is 0.625 ns
@@ -227,6 +263,7 @@ DDR4_3200 = DramDevice(
         Supply("VDD", 1.2, idd0=57e-3, idd2n=37e-3, idd3n=52e-3, idd4r=168e-3, idd4w=150e-3, idd5=250e-3,
                idd2p=25e-3, idd3p=43e-3),   # S3: IDD2P 25, IDD3P 43
     ),
+    command_bus=SINGLE_CYCLE,                      # S10: JESD79-4, one clock per command
 )
 
 _T4 = 1.25  # S4 tCK (CK), ns
@@ -249,6 +286,7 @@ LPDDR5_6400 = DramDevice(
     # assumption (no source gives LPDDR5 currents): S1's LPDDR4 currents at LPDDR5's rails
     # (S8: VDD2H 1.05 V, VDDQ 0.5 V), read/write currents x 6400/3200
     supplies=_scaled(_LPDDR4_SUPPLIES, {"VDD2": 1.05, "VDDQ": 0.5}, 6400 / 3200),
+    command_bus=CommandBus(pre=1, act=2, cas=1, split_act=True),   # S10: one clock each, ACT = ACT-1 + ACT-2
 )
 
 _T5 = 2000 / 4800  # S5 tCK = 0.4167 ns (Ramulator writes 416 ps)
@@ -272,6 +310,7 @@ DDR5_4800 = DramDevice(
     # read/write currents x 4800/3200
     supplies=(Supply("VDD", 1.1, idd0=57e-3, idd2n=37e-3, idd3n=52e-3, idd4r=52e-3 + 116e-3 * 1.5,
                      idd4w=52e-3 + 98e-3 * 1.5, idd5=250e-3, idd2p=25e-3, idd3p=43e-3),),
+    command_bus=CommandBus(pre=1, act=2, cas=2),   # S10: Ramulator 2 DDR5 command_cycles
 )
 
 _T6 = 1.0  # S6 tCK, ns
@@ -296,6 +335,7 @@ HBM2_2000 = DramDevice(
     tREFI=3900.0, tRFC=260.0,                       # S6: tREFI 3900, tRFC 260
     tXP=8.0,                                        # S6: tXP 8
     supplies=_HBM2_SUPPLIES,
+    command_bus=CommandBus(pre=1, act=2, cas=1, dual=True),   # S10: Ramulator 2 HBM2, row/column buses
 )
 
 _T7 = 0.625  # HBM2E at 3.2 Gb/s per pin
@@ -313,6 +353,7 @@ HBM2E_3200 = DramDevice(
     tREFI=3900.0, tRFC=260.0, tXP=8.0,
     # assumption: S6's currents, read/write currents x 3200/2000
     supplies=_scaled(_HBM2_SUPPLIES, {}, 3200 / 2000),
+    command_bus=CommandBus(pre=1, act=2, cas=1, dual=True),   # S10: as HBM2
 )
 
 _T8 = 0.625  # S7 tCK, ns
@@ -337,6 +378,7 @@ HBM3_6400 = DramDevice(
     supplies=(Supply("VDD", 1.1, idd0=65e-3 / 4, idd2n=40e-3 / 4, idd3n=55e-3 / 4,
                      idd4r=(55e-3 + 335e-3 * 3.2) / 4, idd4w=(55e-3 + 445e-3 * 3.2) / 4, idd5=250e-3 / 4,
                      idd2p=28e-3 / 4, idd3p=40e-3 / 4),),
+    command_bus=CommandBus(pre=1, act=3, cas=2, ticks_per_ck=2, dual=True),  # S10: half-clock ticks
 )
 
 PRESETS: dict[str, DramDevice] = {d.name: d for d in (

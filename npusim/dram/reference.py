@@ -58,6 +58,39 @@ class Channel:
         self.rr_last = -1
         self.rtq: list[tuple[int, float]] = []  # transaction queues, with per-bank command queues
         self.wtq: list[tuple[int, float]] = []
+        self.row_bus = CommandBus()
+        self.column_bus = CommandBus()  # used for column commands only with separate buses
+
+
+class CommandBus:
+    """The ticks a channel's command bus has given out, the last ``WINDOW`` before the latest
+    remembered (``npusim.dram.kernel``: "Command bus")."""
+
+    WINDOW = 1024
+
+    def __init__(self):
+        self.base = 0  # the first tick remembered
+        self.taken: set[int] = set()
+
+    def free(self, first: int, n: int) -> bool:
+        return all(j < self.base or j not in self.taken for j in range(first, first + n))
+
+    def place(self, time: float, n: int, tick: float) -> tuple[float, int]:
+        """The earliest start from ``time`` with ``n`` free ticks, and its tick."""
+        s = math.floor(time / tick)
+        if self.free(s, n):
+            return time, s
+        s += 1
+        while not self.free(s, n):
+            s += 1
+        return max(time, s * tick), s
+
+    def take(self, first: int, n: int) -> None:
+        end = first + n
+        if end > self.base + self.WINDOW:
+            self.base = end - self.WINDOW
+            self.taken = {j for j in self.taken if j >= self.base}
+        self.taken.update(range(max(first, self.base), end))
 
 
 class Flow:
@@ -77,8 +110,12 @@ class ReferenceController:
 
     def __init__(self, t: dict, channels: int, ranks: int, bankgroups: int, banks_per_group: int,
                  policy: int, frfcfs: bool, cap: int, read_queue: int, write_queue: int, high: int, low: int,
-                 powerdown: bool = False, bank_queue: int = 0):
+                 powerdown: bool = False, bank_queue: int = 0, command_bus: tuple = (0, 0, 0, False, False)):
+        """``command_bus``: ticks a PRE, an ACT and a column command hold the command bus (0:
+        no bus), whether row and column commands have a bus each, whether the ACT's ticks are
+        one-tick commands of their own."""
         self.t = t
+        self.cmd_pre, self.cmd_act, self.cmd_cas, self.cmd_dual, self.cmd_split = command_bus
         self.bank_queue = bank_queue
         self.in_bank_queue = {}  # (bank, is write) -> accesses in its command queue
         self.C, self.R, self.BG, self.BPG = channels, ranks, bankgroups, banks_per_group
@@ -153,6 +190,37 @@ class ReferenceController:
             act = self._act_time(rank, bg, max(pre + t["tRP"], bank.next_act))
             ready = act + t["tRCD"]
         return kind, pre, act, max(bus, ready), max(0.0, ready - bus)
+
+    def _on_bus(self, ch: Channel, kind, pre, act, cas, delay):
+        """The picked access's commands moved to free ticks of the command bus, PRE, then ACT
+        (tRP after it), then the column command (tRCD after the ACT); the moves add to its
+        delay. Returns the new times and the ticks to take."""
+        t, tick = self.t, self.t["tCMD"]
+        column_bus = ch.column_bus if self.cmd_dual else ch.row_bus
+        ticks = [None, None, None]
+        new = cas
+        if kind == CONFLICT:
+            pre, ticks[0] = ch.row_bus.place(pre, self.cmd_pre, tick)
+            act = max(act, pre + t["tRP"])
+        if kind != HIT:
+            act, ticks[1] = ch.row_bus.place(act, 1 if self.cmd_split else self.cmd_act, tick)
+            new = max(new, act + t["tRCD"])
+        new, ticks[2] = column_bus.place(new, self.cmd_cas, tick)
+        return pre, act, new, delay + (new - cas), ticks
+
+    def _take_bus(self, ch: Channel, kind, ticks) -> None:
+        column_bus = ch.column_bus if self.cmd_dual else ch.row_bus
+        if kind == CONFLICT:
+            ch.row_bus.take(ticks[0], self.cmd_pre)
+        if kind != HIT and self.cmd_split:  # ACT-1 where placed, each next part at the next free tick
+            part = ticks[1]
+            for _ in range(self.cmd_act):
+                while not ch.row_bus.free(part, 1):
+                    part += 1
+                ch.row_bus.take(part, 1)
+        elif kind != HIT:
+            ch.row_bus.take(ticks[1], self.cmd_act)
+        column_bus.take(ticks[2], self.cmd_cas)
 
     def _refresh(self, rank_index: int, start: float) -> None:
         t = self.t
@@ -271,6 +339,9 @@ class ReferenceController:
             rid, arrival = queue[k]
             r = self.req[rid]
             kind, pre, act, cas, delay = self._timing(ch, rid, arrival, write)
+            ticks = None
+            if self.cmd_cas:
+                pre, act, cas, delay, ticks = self._on_bus(ch, kind, pre, act, cas, delay)
             if cas >= self.ranks[r["rank"]].next_ref:  # a refresh first, then the pick again
                 start = self._refresh_start(r["rank"])
                 if start > stop:
@@ -279,6 +350,8 @@ class ReferenceController:
                 continue
             if cas > stop:
                 return
+            if ticks is not None:
+                self._take_bus(ch, kind, ticks)
             self._commit(ch, queue, k, rid, arrival, write, kind, pre, act, cas, delay)
 
     def _commit(self, ch, queue, k, rid, arrival, write, kind, pre, act, cas, delay) -> None:

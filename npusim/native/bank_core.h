@@ -20,10 +20,10 @@
 
 /* kernel.py: TIMING_FIELDS */
 enum { T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S, T_RRD_L, T_FAW, T_WR, T_WTR_S,
-       T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, N_TIMING };
+       T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, T_CMD, N_TIMING };
 /* kernel.py: G_* */
 enum { G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
-       G_POWERDOWN, G_BANKQ, G_RT, G_WT, N_G };
+       G_POWERDOWN, G_BANKQ, G_RT, G_WT, G_CMD_PRE, G_CMD_ACT, G_CMD_CAS, G_CMD_DUAL, G_CMD_SPLIT, N_G };
 enum { OPEN, CLOSED, ADAPTIVE };
 enum { HIT, MISS, CONFLICT };
 enum { NOTHING, ACCESS, REFRESH };
@@ -44,7 +44,9 @@ enum { SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY, N_STATS_F };
 /* controller.py: _STATE, the arrays in the two state buffers, in this order */
 enum { L_BANK_F, L_BANK_I, L_RANK_F, L_RANK_I, L_RANK_BG_F, L_CHAN_F, L_CHAN_I, L_SQ, L_SQA, L_TQ, L_TQA, L_BANK_N,
        L_STATS_I, L_STATS_F, L_FLOW_WRITE, L_FLOW_PRIO, L_FLOW_START, L_FLOW_REMAINING, L_FLOW_END, L_FLOW_DELAY,
-       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_FLOW_CAP, N_LAYOUT };
+       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_CAP, N_LAYOUT };
+/* kernel.py: CMD_WINDOW, CMD_STRIDE -- a command bus: its window's first tick, then a bit per tick of the window */
+enum { CMD_WINDOW = 1024, CMD_STRIDE = 1 + CMD_WINDOW / 64 };
 
 #define NEG (-1e300)
 
@@ -64,7 +66,7 @@ typedef struct {
     const double *T;
     const int64_t *G;
     double *bank_f, *rank_f, *rank_bg_f, *chan_f, *sqa, *tqa, *stats_f;
-    int64_t *bank_i, *rank_i, *chan_i, *sq, *tq, *bank_n, *bank_other, *stats_i;
+    int64_t *bank_i, *rank_i, *chan_i, *sq, *tq, *bank_n, *bank_other, *stats_i, *cmd_bus;
     const int64_t *req_bank, *req_row, *req_rank, *req_bg, *req_flow;
     double *req_end;
     const int64_t *active;
@@ -111,6 +113,7 @@ typedef struct {
 typedef struct Pick {
     int64_t what, k, d, kind, rank;
     double pre, act, time, delay;
+    int64_t pre_tick, act_tick, cas_tick;  /* where its commands go on the command bus */
 } Pick;
 
 static inline void close_row(Ctl *k, int64_t b, int64_t rk, double when) {
@@ -172,6 +175,73 @@ static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int6
     p.time = max2(bus, ready);
     p.delay = max2(0.0, ready - bus);
     return p;
+}
+
+/* -- the command bus (kernel.py: "Command bus") -- */
+
+/* Channel c's row-command bus (which 0) or column-command bus (1; the same one unless G_CMD_DUAL). */
+static inline int64_t *cmd_bus(Ctl *k, int64_t c, int64_t which) {
+    return k->cmd_bus + (c * 2 + (GG(G_CMD_DUAL) ? which : 0)) * CMD_STRIDE;
+}
+
+/* Whether ticks s..s+n-1 of ``bus`` are free: a tick outside the window is. */
+static inline int bus_free(const int64_t *bus, int64_t s, int64_t n) {
+    int64_t base = bus[0];
+    for (int64_t j = s; j < s + n; j++) {
+        if (j < base || j >= base + CMD_WINDOW) continue;
+        int64_t pos = j & (CMD_WINDOW - 1);
+        if (((uint64_t)bus[1 + (pos >> 6)] >> (pos & 63)) & 1) return 0;
+    }
+    return 1;
+}
+
+/* The earliest time from ``t`` a command of ``n`` ticks finds them free on ``bus``: ``t`` if
+ * its own tick and those after are, else the start of the first free run; its tick. */
+static inline double bus_place(Ctl *k, const int64_t *bus, double t, int64_t n, int64_t *tick) {
+    int64_t s = (int64_t)floor(t / TT(T_CMD));
+    if (bus_free(bus, s, n)) {
+        *tick = s;
+        return t;
+    }
+    do s++; while (!bus_free(bus, s, n));
+    *tick = s;
+    return max2(t, (double)s * TT(T_CMD));
+}
+
+/* Ticks s..s+n-1 of ``bus`` taken; the window moves on first if they go past its end (ticks
+ * before its new start are forgotten: free to whatever comes that late). */
+static inline void bus_take(int64_t *bus, int64_t s, int64_t n) {
+    int64_t end = s + n;
+    if (end > bus[0] + CMD_WINDOW) {
+        int64_t base = end - CMD_WINDOW;
+        for (int64_t j = bus[0]; j < base && j < bus[0] + CMD_WINDOW; j++) {
+            int64_t pos = j & (CMD_WINDOW - 1);
+            bus[1 + (pos >> 6)] &= (int64_t)~((uint64_t)1 << (pos & 63));
+        }
+        bus[0] = base;
+    }
+    for (int64_t j = s > bus[0] ? s : bus[0]; j < end; j++) {
+        int64_t pos = j & (CMD_WINDOW - 1);
+        bus[1 + (pos >> 6)] |= (int64_t)((uint64_t)1 << (pos & 63));
+    }
+}
+
+/* The picked access's commands moved to free ticks of the command bus, in their order: PRE,
+ * ACT (tRP after it), the column command (tRCD after the ACT); the moves add to its delay. */
+static inline void on_bus(Ctl *k, int64_t c, Pick *p) {
+    int64_t *row = cmd_bus(k, c, 0), *col = cmd_bus(k, c, 1);
+    double cas = p->time;
+    if (p->kind == CONFLICT) {
+        p->pre = bus_place(k, row, p->pre, GG(G_CMD_PRE), &p->pre_tick);
+        p->act = max2(p->act, p->pre + TT(T_RP));
+    }
+    if (p->kind != HIT) {
+        p->act = bus_place(k, row, p->act, GG(G_CMD_SPLIT) ? 1 : GG(G_CMD_ACT), &p->act_tick);
+        cas = max2(cas, p->act + TT(T_RCD));
+    }
+    cas = bus_place(k, col, cas, GG(G_CMD_CAS), &p->cas_tick);
+    p->delay = p->delay + (cas - p->time);
+    p->time = cas;
 }
 
 static inline void forget_next_flows(Ctl *k) {
@@ -471,6 +541,7 @@ static inline __attribute__((always_inline)) Pick candidate(Ctl *k, int64_t c) {
     best_p.k = pick;
     best_p.d = d;
     best_p.rank = rk;
+    if (GG(G_CMD_CAS) > 0) on_bus(k, c, &best_p);
     if (best_p.time >= RF(rk, R_NEXT_REF)) {  /* a refresh first, then the pick again */
         best_p.what = REFRESH;
         best_p.time = refresh_start(k, rk);
@@ -492,6 +563,19 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
     double arrival = SQA(d, c, j);
     int64_t rk = k->req_rank[r], b = k->req_bank[r], g = k->req_bg[r];
     int64_t row_before = BI(b, B_OPEN_ROW);
+    if (GG(G_CMD_CAS) > 0) {
+        if (kind == CONFLICT) bus_take(cmd_bus(k, c, 0), p->pre_tick, GG(G_CMD_PRE));
+        if (kind != HIT && GG(G_CMD_SPLIT)) {  /* ACT-1 where placed, each next part at the next free tick */
+            int64_t *row = cmd_bus(k, c, 0), part = p->act_tick;
+            for (int64_t i = 0; i < GG(G_CMD_ACT); i++) {
+                while (!bus_free(row, part, 1)) part++;
+                bus_take(row, part, 1);
+            }
+        } else if (kind != HIT) {
+            bus_take(cmd_bus(k, c, 0), p->act_tick, GG(G_CMD_ACT));
+        }
+        bus_take(cmd_bus(k, c, 1), p->cas_tick, GG(G_CMD_CAS));
+    }
     if (asleep(k, rk, arrival)) {
         double slept = arrival - (RF(rk, R_LAST_BUSY) + TT(T_PD));
         if (RI(rk, R_OPEN_COUNT) > 0)
@@ -656,7 +740,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
         {1, R * BG * RANK_BG_COLUMNS}, {1, C * CHAN_F_COLUMNS}, {0, C * CHAN_I_COLUMNS}, {0, 2 * C * k->QD},
         {1, 2 * C * k->QD}, {0, 2 * C * k->FRONT * TQ_COLUMNS}, {1, 2 * C * k->FRONT}, {0, NB * BANK_N_COLUMNS},
         {0, N_STATS_I}, {1, N_STATS_F}, {0, F}, {1, F}, {1, F}, {0, F}, {1, F}, {1, F}, {0, F * C}, {0, F * C},
-        {0, F}, {0, F}, {0, NB * 2}};
+        {0, F}, {0, F}, {0, NB * 2}, {0, C * 2 * CMD_STRIDE}};
     for (int i = 0; i < N_LAYOUT - 1; i++) {
         if (layout[i] < 0 || layout[i] + sizes[i][1] > (sizes[i][0] ? nf : ni)) {
             PyErr_Format(PyExc_ValueError, "npusim bank kernel: state array %d does not fit its buffer", i);
@@ -690,6 +774,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     k->flow_first = IPTR(L_FLOW_FIRST);
     k->flow_last = IPTR(L_FLOW_LAST);
     k->bank_other = IPTR(L_BANK_OTHER);
+    k->cmd_bus = IPTR(L_CMD_BUS);
 #undef FPTR
 #undef IPTR
     return 0;

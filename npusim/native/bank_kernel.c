@@ -345,7 +345,8 @@ PyMODINIT_FUNC PyInit__bank_kernel(void) {
         PyModule_AddIntConstant(m, "TQ_COLUMNS", TQ_COLUMNS) < 0 || PyModule_AddIntConstant(m, "N_LAYOUT", N_LAYOUT) < 0 ||
         PyModule_AddIntConstant(m, "C_T_SEQ_W", C_T_SEQ_W) < 0 || PyModule_AddIntConstant(m, "G_WT", G_WT) < 0 ||
         PyModule_AddIntConstant(m, "T_PD", T_PD) < 0 || PyModule_AddIntConstant(m, "SF_DELAY", SF_DELAY) < 0 ||
-        PyModule_AddIntConstant(m, "S_PRES", S_PRES) < 0) {
+        PyModule_AddIntConstant(m, "S_PRES", S_PRES) < 0 || PyModule_AddIntConstant(m, "T_CMD", T_CMD) < 0 ||
+        PyModule_AddIntConstant(m, "G_CMD_DUAL", G_CMD_DUAL) < 0 || PyModule_AddIntConstant(m, "CMD_STRIDE", CMD_STRIDE) < 0) {
         Py_DECREF(m);
         return NULL;
     }
