@@ -1,8 +1,9 @@
 // Drives Ramulator 2 with an address trace as a saturating front end, like
 // benchmarks/dram/dramsim3_driver.cc: every request is offered as soon as the controller accepts
-// it, and the run ends when the last one completes. Prints the stats (YAML), then a line:
-// requests, cycles to the last completion, tCK (ns), mean read latency (cycles from acceptance to
-// data). Trace lines: "<hex address> R|W". Config: a YAML file from `python -m ramulator export`.
+// it, and the run ends when the last one completes. Prints the stats (YAML), a line "tx_bytes: N"
+// (the bytes of one request, the device's access: get_tx_bytes), then a line: requests, cycles to
+// the last completion, tCK (ns; one cycle is one tick of the controller), mean read latency
+// (cycles from acceptance to data). Trace lines: "<hex address> R|W". Config: a YAML file from `python -m ramulator export`.
 // Built by benchmarks/dram_validation.py; not a dependency.
 #include <cstdint>
 #include <cstdio>
@@ -54,6 +55,7 @@ int main(int argc, char **argv) {
     }
     ms->update_stats_recursive();
     ms->print_stats(std::cout);
+    std::printf("tx_bytes: %d\n", ms->get_tx_bytes());
     std::printf("%zu %llu %.6f %.6f\n", reqs.size(), (unsigned long long)last, ms->get_tCK(),
                 reads ? lat / double(reads) : 0.0);
     return 0;
