@@ -326,6 +326,13 @@ def differences(device: DramDevice, ram: Ramulator2Device, resolved: dict, overr
     kept = [f"{k} {v}" for k, v in timing.items() if k not in NPUSIM_TIMING and k not in UNMODELLED]
     if kept:
         lines.append("  no counterpart in npusim (preset kept): " + ", ".join(kept))
+    org = resolved["org"]
+    theirs = (org.get("rank", org.get("sid")), org["bankgroup"], org["bank"], org["row"],
+              org["column"] * org["channel_width"] // 8, org["channel_width"])
+    ours = (device.ranks, device.bankgroups, device.banks_per_group, device.rows, device.page_bytes, device.bus_bits)
+    if theirs != ours:
+        lines.append(f"  organisation (ranks, bank groups, banks, rows, page bytes, bus bits): Ramulator {theirs}, "
+                     f"npusim {ours}")
     tck_ns = timing["tCK_ps"] / 1000
     if abs(tck_ns - device.tCK) > 1e-9:
         lines.append(f"  clock: Ramulator tCK {tck_ns} ns, npusim {device.tCK} ns")
