@@ -55,15 +55,16 @@ figure in Ramulator's clock, round(ns / tCK) (``timing_overrides``; the script p
 DDR4 nRFC 576 -> 560 (npusim has DRAMsim3's 560 tCK, Ramulator 2 360 ns); LPDDR5 nBL_max 4 -> 2
 (its same-group write-to-read is nCWL + BL/n_max + nWTRL, npusim's tCWL + tBurst + tWTR_L),
 nRPab 17 -> 15 (npusim precharges for refresh in tRP), nPPD 2 -> 0 (npusim has no PRE-to-PRE
-delay); DDR5 nCCDL_WR 48 -> 12 (JESD79-5's write-to-write within a bank group: npusim has one
-tCCD_L for reads and writes), nRFC 710 -> 709 (295 ns in 416 ps clocks), nPPD 2 -> 0; HBM3
+delay); DDR5 nRFC 710 -> 709 (295 ns in 416 ps clocks), nPPD 2 -> 0; HBM3
 nRCDWR 15 -> 31 (npusim has one tRCD), nRTW 20 -> 14 (npusim's tCL + tBurst + 2 tCK - tCWL),
 nPPD 2 -> 0. What stays different:
 
-- No command/address bus in npusim. Ramulator 2 issues at most one command per clock per
-  channel and some take more (``command_cycles``): DDR5 ACT, RD and WR take 2 CK; an LPDDR5
-  activation is two commands, ACT-1 and ACT-2, of one CK; HBM3 has a row and a column bus,
-  in half-CK ticks (ACT 1.5 CK, PRE 0.5, a column command 1), column commands on rising edges.
+- The command/address bus: both issue one command per clock (HBM3: per half-clock tick, on
+  each of its row and column buses), each held as long as the standard says (Ramulator 2's
+  ``command_cycles``, npusim's ``DramDevice.command_bus``: DDR5 ACT, RD and WR 2 CK, LPDDR5's
+  activation ACT-1 and ACT-2 of one CK each, HBM3 ACT 1.5 CK and PRE 0.5); Ramulator 2 picks a
+  command per clock, npusim moves a picked access's commands to the first free ticks, and
+  HBM3's column commands go on rising edges only in Ramulator 2.
 - Ramulator 2's clock is whole picoseconds: DDR5 tCK 416 ps (npusim 416.7), HBM3 ticks of
   312 ps (half of 625, rounded down): its times run 0.16 % short.
 - DDR5 read-to-write: Ramulator 2's nCL + nBL + 2 - nCWL + 2 (the write preamble) against
@@ -260,7 +261,7 @@ RAMULATOR2_DEVICES = {
 NPUSIM_TIMING = {
     "nBL": "tBurst", "nBL_min": "tBurst", "nBL_max": "tBurst", "nCL": "tCL", "nCWL": "tCWL", "nRCD": "tRCD",
     "nRCDRD": "tRCD", "nRCDWR": "tRCD", "nRP": "tRP", "nRPab": "tRP", "nRAS": "tRAS", "nRC": "tRC", "nWR": "tWR",
-    "nRTP": "tRTP", "nCCDS": "tCCD_S", "nCCDS_WR": "tCCD_S", "nCCDL": "tCCD_L", "nCCDL_WR": "tCCD_L",
+    "nRTP": "tRTP", "nCCDS": "tCCD_S", "nCCDS_WR": "tCCD_S", "nCCDL": "tCCD_L", "nCCDL_WR": "tCCD_L_WR",
     "nRRDS": "tRRD_S", "nRRDL": "tRRD_L", "nFAW": "tFAW", "nWTRS": "tWTR_S", "nWTRL": "tWTR_L", "nRFC": "tRFC",
     "nREFI": "tREFI", "nRTW": "tRTW", "nCCDR": "tBurst + tRTRS", "nPPD": "0",
 }

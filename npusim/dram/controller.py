@@ -64,7 +64,7 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
     has about the same ns figures); those counted in clocks of the command bus (tCCD_S,
     tCCD_L) scale with the clock: ``tCK x nominal rate / rate``. tBurst = BL / rate;
     tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's rule); tRTRS = 1 tCK (DRAMsim3's
-    tRTRS of 1 nCK); tCMD, a tick of the command bus, = tCK / its ticks per clock."""
+    tRTRS of 1 nCK); tCCD_L_WR, where the device has none, = tCCD_L; tCMD, a tick of the command bus, = tCK / its ticks per clock."""
     d = cfg.device
     scale = d.data_rate / cfg.rate
     tck = d.tCK * scale
@@ -75,7 +75,7 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
         "tRRD_L": d.tRRD_L, "tFAW": d.tFAW, "tWR": d.tWR, "tWTR_S": d.tWTR_S, "tWTR_L": d.tWTR_L,
         "tRTP": d.tRTP, "tRTW": max(d.tCL + burst + 2 * tck - d.tCWL, 0.0), "tREFI": d.tREFI, "tRFC": d.tRFC,
         "tRTRS": tck, "tXP": d.tXP, "tPD": max(cfg.powerdown_after, 0.0),
-        "tCMD": tck / d.command_bus.ticks_per_ck,
+        "tCMD": tck / d.command_bus.ticks_per_ck, "tCCD_L_WR": (d.tCCD_L_WR or d.tCCD_L) * scale,
     }
 
 

@@ -51,10 +51,11 @@ Python; a test holds them equal.
               ACT + tRRD_L (bank group), 4th-last ACT of the rank + tFAW
       RD   >= ACT + tRCD, RD + max(tCCD_S, tBurst) (channel), RD + tCCD_L (bank group),
               WR + tCWL + tBurst + tWTR_S (channel), WR + tCWL + tBurst + tWTR_L (bank group)
-      WR   >= ACT + tRCD, WR + max(tCCD_S, tBurst), WR + tCCD_L (bank group), RD + tRTW
+      WR   >= ACT + tRCD, WR + max(tCCD_S, tBurst), WR + tCCD_L_WR (bank group), RD + tRTW
       any column command after one to another rank: + tBurst + tRTRS
 
-  with tBurst = BL / data rate and tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's LPDDR5
+  with tCCD_L_WR = tCCD_L but on DDR5 (JESD79-5's longer write-to-write within a bank group),
+  tBurst = BL / data rate and tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's LPDDR5
   read-to-write rule). Data moves tCL (reads) or tCWL (writes) after the column command, for
   tBurst; an access completes when its data has moved.
 - *Command bus.* Each command holds the channel's command/address bus for its length in ticks
@@ -99,9 +100,9 @@ from npusim.native import load
 #: Timing parameters, in this order in the kernel's float array (ns).
 TIMING_FIELDS = ("tRCD", "tRP", "tRAS", "tRC", "tCL", "tCWL", "tBurst", "tCCD_S", "tCCD_L", "tRRD_S",
                  "tRRD_L", "tFAW", "tWR", "tWTR_S", "tWTR_L", "tRTP", "tRTW", "tREFI", "tRFC", "tRTRS", "tXP", "tPD",
-                 "tCMD")
+                 "tCMD", "tCCD_L_WR")
 (T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S, T_RRD_L, T_FAW, T_WR, T_WTR_S,
- T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, T_CMD) = range(len(TIMING_FIELDS))
+ T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, T_CMD, T_CCD_L_WR) = range(len(TIMING_FIELDS))
 
 #: Integer parameters (``G``): geometry and policies.
 #: G_RQ / G_WQ: the scheduler's queues per channel; with G_BANKQ > 0 (per-bank command queues of

@@ -147,6 +147,7 @@ class DramDevice:
     supplies: tuple[Supply, ...] = field(default=())
     notes: str = ""
     command_bus: CommandBus = SINGLE_CYCLE
+    tCCD_L_WR: float = 0.0    # write to write in one bank group where longer than tCCD_L (DDR5); 0: tCCD_L
 
     @property
     def banks(self) -> int:
@@ -302,6 +303,7 @@ DDR5_4800 = DramDevice(
     tRRD_S=_ns(8, _T5), tRRD_L=_ns(12, _T5),        # S5: nRRDS 8, nRRDL 12 (x8 at 4800)
     tFAW=_ns(48, _T5),                              # S5: max(32, ceil(20 ns / tCK)) = 48 nCK
     tCCD_S=_ns(8, _T5), tCCD_L=_ns(12, _T5),        # S5: nCCDS 8, nCCDL 12
+    tCCD_L_WR=_ns(48, _T5),                         # S5: nCCDL_WR 48 (writes within a bank group)
     tWR=_ns(72, _T5), tWTR_S=_ns(6, _T5), tWTR_L=_ns(24, _T5),    # S5: nWR 72, nWTRS 6, nWTRL 24
     tRTP=_ns(18, _T5),                              # S5: nRTP 18
     tREFI=3900.0, tRFC=295.0,                       # S5: tREFI 3.9 us, tRFC1 (16 Gb) 295 ns

@@ -170,7 +170,7 @@ class ReferenceController:
         wake = arrival + t["tXP"] if self._asleep(rank, arrival) else arrival
         ccd_s = max(t["tCCD_S"], t["tBurst"])
         if write:
-            bus = max(arrival, ch.last_wr + ccd_s, rank.bg_last_wr[bg] + t["tCCD_L"], ch.last_rd + t["tRTW"])
+            bus = max(arrival, ch.last_wr + ccd_s, rank.bg_last_wr[bg] + t["tCCD_L_WR"], ch.last_rd + t["tRTW"])
         else:
             bus = max(arrival, ch.last_rd + ccd_s, rank.bg_last_rd[bg] + t["tCCD_L"],
                       ch.last_wr + t["tCWL"] + t["tBurst"] + t["tWTR_S"],

@@ -20,7 +20,7 @@
 
 /* kernel.py: TIMING_FIELDS */
 enum { T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S, T_RRD_L, T_FAW, T_WR, T_WTR_S,
-       T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, T_CMD, N_TIMING };
+       T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, T_CMD, T_CCD_L_WR, N_TIMING };
 /* kernel.py: G_* */
 enum { G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
        G_POWERDOWN, G_BANKQ, G_RT, G_WT, G_CMD_PRE, G_CMD_ACT, G_CMD_CAS, G_CMD_DUAL, G_CMD_SPLIT, N_G };
@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int6
     double bus = arrival;
     if (write) {
         bus = max2(bus, CF(c, C_LAST_WR) + max2(TT(T_CCD_S), TT(T_BURST)));
-        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L));
+        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
         bus = max2(bus, CF(c, C_LAST_RD) + TT(T_RTW));
     } else {
         bus = max2(bus, CF(c, C_LAST_RD) + max2(TT(T_CCD_S), TT(T_BURST)));
