@@ -108,6 +108,53 @@ def test_sequential_stream_reaches_peak(name):
     assert c.counts()["hits"] / n > 0.9
 
 
+def _bus_device(name, **bus):
+    """Preset ``name`` with its command bus changed (``CommandBus`` fields) and no refresh."""
+    d = PRESETS[name]
+    return dataclasses.replace(d, tREFI=1e12, command_bus=dataclasses.replace(d.command_bus, **bus))
+
+
+def _bus_stream(device, addresses):
+    c = Controller(ControllerConfig(device, 1, device.ranks, default_mapping(device)))
+    f = c.add_flow(np.asarray(addresses, dtype=np.int64), False, 0.0, 0.0)
+    c.run(1e15)
+    return c, f
+
+
+def test_row_misses_are_bound_by_their_commands_on_the_command_bus():
+    """One command per tick of the command bus, each held for its length (Ramulator 2's
+    command_cycles, DRAMSys' commandLengthInCycles): random reads whose PRE + ACT + RD hold the
+    bus longer than the activation rate allows go no faster than one access per (pre + act +
+    cas) ticks, and within 20 % of it (the commands of a picked access go to the first free runs
+    of ticks, so runs too short for the next 16-tick ACT stay empty: 86 % of the ticks are used)."""
+    d = _bus_device("lpddr4-3200", pre=8, act=16, cas=8)  # 32 ticks of 0.625 ns against a 10 ns ACT rate
+    rng = np.random.default_rng(3)
+    n = 3000
+    c, f = _bus_stream(d, rng.integers(0, d.capacity // d.access_bytes, n) * d.access_bytes)
+    per = c.end(f) / n
+    bound = 32 * c.t["tCMD"]
+    assert c.counts()["hits"] / n < 0.05
+    assert bound * 0.999 <= per <= bound * 1.2
+    c0, f0 = _bus_stream(_bus_device("lpddr4-3200"), rng.integers(0, d.capacity // d.access_bytes, n) * d.access_bytes)
+    assert c0.end(f0) / n < 0.5 * per  # the preset's 10 ticks do not bind there: the ACT rate does
+
+
+def test_column_commands_longer_than_the_burst_bind_a_stream_unless_the_buses_are_separate():
+    """A row-hit stream issues a column command per access: when it holds the bus longer than the
+    data burst, the stream goes at one access per column command. HBM's row and column commands
+    have a bus each: long ACTs there leave a stream's column commands alone."""
+    d = _bus_device("lpddr4-3200", cas=16)  # 10 ns per RD against a 5 ns burst
+    n = 4096
+    c, f = _bus_stream(d, np.arange(n) * d.access_bytes)
+    assert 16 * c.t["tCMD"] <= c.end(f) / n <= 1.06 * 16 * c.t["tCMD"]  # (+ an ACT and tRCD per row: 3 %)
+    hbm = PRESETS["hbm2-2000"]
+    plain, f1 = _bus_stream(_bus_device("hbm2-2000"), np.arange(n) * hbm.access_bytes)
+    slow_acts, f2 = _bus_stream(_bus_device("hbm2-2000", act=6), np.arange(n) * hbm.access_bytes)
+    assert slow_acts.end(f2) == pytest.approx(plain.end(f1), rel=0.01)
+    shared, f3 = _bus_stream(_bus_device("hbm2-2000", act=6, cas=2, dual=False), np.arange(n) * hbm.access_bytes)
+    assert shared.end(f3) > 1.2 * plain.end(f1)  # on one bus, a column command per burst leaves no room
+
+
 def test_refresh_overhead_matches_trfc_over_trefi():
     """With rows that never change bank state, the loss of a stream is the refresh: tRFC
     every tREFI (LPDDR4X's 380 ns every 3.9 us caps it near 90 %)."""
