@@ -63,12 +63,12 @@ Python; a test holds them equal.
   2; HBM's row and column commands have a bus each), one command per tick at most, as
   Ramulator 2 (``command_cycles``) and DRAMSys (``commandLengthInCycles``) model it: once the
   scheduler has picked an access, its PRE, ACT and column command each move to the first
-  free run of ticks from the time above (tick = floor(time / tCMD); a later start begins on a
+  free run of ticks from the time above (tick = floor(time x (1 / tCMD)); a later start begins on a
   tick), the ACT then tRP after the PRE and the column command tRCD after the ACT. A split ACT
   (LPDDR5's ACT-1 and ACT-2, one tick each, other commands allowed between) goes at the first
   free tick, its second part at the first free tick after that when the access is committed. The bus
-  remembers the last ``CMD_WINDOW`` ticks before the latest it gave out; a command earlier
-  than that finds its ticks free. What the scheduler compares stays the times above (the bus
+  remembers at least the last ``CMD_WINDOW / 2`` ticks before the latest it gave out (its
+  window moves on by half its length); a command earlier than that finds its ticks free. What the scheduler compares stays the times above (the bus
   only delays the pick). Not on the bus: refresh (one REF per tREFI) and the precharges of the
   closed and adaptive page policies (an auto-precharge, RDA/WRA, needs no command of its own).
 - *Page policy* after each column command: ``open`` keeps the row open; ``closed``
@@ -143,10 +143,10 @@ T_ACCESS, T_NEXT, T_PREV, T_BANK_NEXT, T_SEQ = range(5)  # tq[d, c, slot]
 S_READS, S_WRITES, S_HITS, S_MISSES, S_CONFLICTS, S_ACTS, S_PRES = range(7)  # stats_i
 SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY = range(3)              # stats_f
 # cmd_bus[c, bus]: the window of a command bus (bus 1, the column commands', used only when
-# G_CMD_DUAL): its first tick, then one bit per tick of the CMD_WINDOW ticks from it (tick j at
-# bit j mod 64 of word (j mod CMD_WINDOW) // 64).
+# G_CMD_DUAL): its first tick, the tick after the latest taken, then one bit per tick of the
+# CMD_WINDOW ticks from the first (tick j at bit j mod 64 of word (j mod CMD_WINDOW) // 64).
 CMD_WINDOW = 1024
-CMD_STRIDE = 1 + CMD_WINDOW // 64
+CMD_STRIDE = 2 + CMD_WINDOW // 64
 
 NEG = -1e300
 

@@ -63,8 +63,9 @@ class Channel:
 
 
 class CommandBus:
-    """The ticks a channel's command bus has given out, the last ``WINDOW`` before the latest
-    remembered (``npusim.dram.kernel``: "Command bus")."""
+    """The ticks a channel's command bus has given out, from ``base`` (``npusim.dram.kernel``:
+    "Command bus"): when a command ends past ``base + WINDOW``, ``base`` moves to half a window
+    before its end, and earlier ticks are forgotten."""
 
     WINDOW = 1024
 
@@ -76,8 +77,9 @@ class CommandBus:
         return all(j < self.base or j not in self.taken for j in range(first, first + n))
 
     def place(self, time: float, n: int, tick: float) -> tuple[float, int]:
-        """The earliest start from ``time`` with ``n`` free ticks, and its tick."""
-        s = math.floor(time / tick)
+        """The earliest start from ``time`` with ``n`` free ticks, and its tick (a time's tick:
+        floor(time x (1 / tick)), as the kernel computes it)."""
+        s = math.floor(time * (1.0 / tick))
         if self.free(s, n):
             return time, s
         s += 1
@@ -87,8 +89,8 @@ class CommandBus:
 
     def take(self, first: int, n: int) -> None:
         end = first + n
-        if end > self.base + self.WINDOW:
-            self.base = end - self.WINDOW
+        if end > self.base + self.WINDOW:  # the window moves on so that they end half way through it
+            self.base = end - self.WINDOW // 2
             self.taken = {j for j in self.taken if j >= self.base}
         self.taken.update(range(max(first, self.base), end))
 

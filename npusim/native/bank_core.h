@@ -45,8 +45,9 @@ enum { SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY, N_STATS_F };
 enum { L_BANK_F, L_BANK_I, L_RANK_F, L_RANK_I, L_RANK_BG_F, L_CHAN_F, L_CHAN_I, L_SQ, L_SQA, L_TQ, L_TQA, L_BANK_N,
        L_STATS_I, L_STATS_F, L_FLOW_WRITE, L_FLOW_PRIO, L_FLOW_START, L_FLOW_REMAINING, L_FLOW_END, L_FLOW_DELAY,
        L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_CAP, N_LAYOUT };
-/* kernel.py: CMD_WINDOW, CMD_STRIDE -- a command bus: its window's first tick, then a bit per tick of the window */
-enum { CMD_WINDOW = 1024, CMD_STRIDE = 1 + CMD_WINDOW / 64 };
+/* kernel.py: CMD_WINDOW, CMD_STRIDE -- a command bus: its window's first tick, the tick after the
+ * latest taken, then a bit per tick of the window */
+enum { CMD_WINDOW = 1024, CMD_STRIDE = 2 + CMD_WINDOW / 64 };
 
 #define NEG (-1e300)
 
@@ -80,6 +81,7 @@ typedef struct {
      * other than admit (a flow added or released, the pool compacted, the state copied in)
      * calls forget_next_flows. */
     int64_t *next_memo;
+    double cmd_inv;  /* 1 / T[T_CMD]: a command's tick is floor(time x cmd_inv) */
     struct Pick *held;  /* run_until_complete's next command of each channel (C of them; scratch) */
     /* int32, not int64: a store through one of the int64 state pointers may alias any int64
      * object, so the compiler would reload (and re-derive every index from) int64 fields after
@@ -179,26 +181,38 @@ static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int6
 
 /* -- the command bus (kernel.py: "Command bus") -- */
 
-/* Channel c's row-command bus (which 0) or column-command bus (1; the same one unless G_CMD_DUAL). */
-static inline int64_t *cmd_bus(Ctl *k, int64_t c, int64_t which) {
-    return k->cmd_bus + (c * 2 + (GG(G_CMD_DUAL) ? which : 0)) * CMD_STRIDE;
+/* The bits of ticks lo..hi-1 of a bus's window (hi - lo < CMD_WINDOW), a word at a time: any set
+ * (op 0), cleared (op 1) or set (op 2). */
+static inline int ring_bits(int64_t *bits, int64_t lo, int64_t hi, int op) {
+    while (lo < hi) {
+        int64_t pos = lo & (CMD_WINDOW - 1), bit = pos & 63, span = 64 - bit;
+        if (span > hi - lo) span = hi - lo;
+        uint64_t mask = (span == 64 ? ~(uint64_t)0 : (((uint64_t)1 << span) - 1)) << bit;
+        int64_t *word = bits + (pos >> 6);
+        if (op == 0) {
+            if ((uint64_t)*word & mask) return 1;
+        } else if (op == 1) {
+            *word = (int64_t)((uint64_t)*word & ~mask);
+        } else {
+            *word = (int64_t)((uint64_t)*word | mask);
+        }
+        lo += span;
+    }
+    return 0;
 }
 
 /* Whether ticks s..s+n-1 of ``bus`` are free: a tick outside the window is. */
-static inline int bus_free(const int64_t *bus, int64_t s, int64_t n) {
-    int64_t base = bus[0];
-    for (int64_t j = s; j < s + n; j++) {
-        if (j < base || j >= base + CMD_WINDOW) continue;
-        int64_t pos = j & (CMD_WINDOW - 1);
-        if (((uint64_t)bus[1 + (pos >> 6)] >> (pos & 63)) & 1) return 0;
-    }
-    return 1;
+static inline int bus_free(int64_t *bus, int64_t s, int64_t n) {
+    if (s >= bus[1]) return 1;  /* (after every tick taken: the usual case of a column command) */
+    int64_t lo = s > bus[0] ? s : bus[0], hi = s + n < bus[0] + CMD_WINDOW ? s + n : bus[0] + CMD_WINDOW;
+    return lo >= hi || !ring_bits(bus + 2, lo, hi, 0);
 }
 
 /* The earliest time from ``t`` a command of ``n`` ticks finds them free on ``bus``: ``t`` if
  * its own tick and those after are, else the start of the first free run; its tick. */
-static inline double bus_place(Ctl *k, const int64_t *bus, double t, int64_t n, int64_t *tick) {
-    int64_t s = (int64_t)floor(t / TT(T_CMD));
+static inline double bus_place(Ctl *k, int64_t *bus, double t, int64_t n, int64_t *tick) {
+    double q = t * k->cmd_inv;
+    int64_t s = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);  /* (a cast is floor from 0 up, and cheaper) */
     if (bus_free(bus, s, n)) {
         *tick = s;
         return t;
@@ -208,29 +222,40 @@ static inline double bus_place(Ctl *k, const int64_t *bus, double t, int64_t n, 
     return max2(t, (double)s * TT(T_CMD));
 }
 
-/* Ticks s..s+n-1 of ``bus`` taken; the window moves on first if they go past its end (ticks
- * before its new start are forgotten: free to whatever comes that late). */
+/* Ticks s..s+n-1 of ``bus`` taken; the window moves on first if they go past its end, so that
+ * they end half way through it (ticks before its new start are forgotten: free to whatever comes
+ * that late). */
 static inline void bus_take(int64_t *bus, int64_t s, int64_t n) {
     int64_t end = s + n;
-    if (end > bus[0] + CMD_WINDOW) {
-        int64_t base = end - CMD_WINDOW;
-        for (int64_t j = bus[0]; j < base && j < bus[0] + CMD_WINDOW; j++) {
-            int64_t pos = j & (CMD_WINDOW - 1);
-            bus[1 + (pos >> 6)] &= (int64_t)~((uint64_t)1 << (pos & 63));
-        }
+    if (end > bus[0] + CMD_WINDOW) {  /* by half a window (or more): not at every command */
+        int64_t base = end - CMD_WINDOW / 2;
+        if (base - bus[0] >= CMD_WINDOW)
+            memset(bus + 2, 0, sizeof(int64_t) * (CMD_WINDOW / 64));
+        else
+            ring_bits(bus + 2, bus[0], base, 1);
         bus[0] = base;
     }
-    for (int64_t j = s > bus[0] ? s : bus[0]; j < end; j++) {
-        int64_t pos = j & (CMD_WINDOW - 1);
-        bus[1 + (pos >> 6)] |= (int64_t)((uint64_t)1 << (pos & 63));
-    }
+    int64_t lo = s > bus[0] ? s : bus[0], pos = lo & (CMD_WINDOW - 1), bit = pos & 63;
+    if (lo < end && end - lo + bit <= 63)  /* (one word: the usual case) */
+        bus[2 + (pos >> 6)] |= (int64_t)((((uint64_t)1 << (end - lo)) - 1) << bit);
+    else if (lo < end)
+        ring_bits(bus + 2, lo, end, 2);
+    if (end > bus[1]) bus[1] = end;
 }
 
 /* The picked access's commands moved to free ticks of the command bus, in their order: PRE,
  * ACT (tRP after it), the column command (tRCD after the ACT); the moves add to its delay. */
-static inline void on_bus(Ctl *k, int64_t c, Pick *p) {
-    int64_t *row = cmd_bus(k, c, 0), *col = cmd_bus(k, c, 1);
+/* Channel c's row-command bus is k->cmd_bus + 2c CMD_STRIDE, its column-command bus the next
+ * one with G_CMD_DUAL, else the same. */
+static inline __attribute__((always_inline)) void on_bus(Ctl *k, int64_t c, Pick *p) {
+    int64_t *row = k->cmd_bus + c * 2 * CMD_STRIDE, *col = GG(G_CMD_DUAL) ? row + CMD_STRIDE : row;
     double cas = p->time;
+    if (p->kind == HIT) {  /* (most picks: the column command alone) */
+        cas = bus_place(k, col, cas, GG(G_CMD_CAS), &p->cas_tick);
+        p->delay = p->delay + (cas - p->time);
+        p->time = cas;
+        return;
+    }
     if (p->kind == CONFLICT) {
         p->pre = bus_place(k, row, p->pre, GG(G_CMD_PRE), &p->pre_tick);
         p->act = max2(p->act, p->pre + TT(T_RP));
@@ -564,17 +589,18 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
     int64_t rk = k->req_rank[r], b = k->req_bank[r], g = k->req_bg[r];
     int64_t row_before = BI(b, B_OPEN_ROW);
     if (GG(G_CMD_CAS) > 0) {
-        if (kind == CONFLICT) bus_take(cmd_bus(k, c, 0), p->pre_tick, GG(G_CMD_PRE));
+        int64_t *row = k->cmd_bus + c * 2 * CMD_STRIDE;
+        if (kind == CONFLICT) bus_take(row, p->pre_tick, GG(G_CMD_PRE));
         if (kind != HIT && GG(G_CMD_SPLIT)) {  /* ACT-1 where placed, each next part at the next free tick */
-            int64_t *row = cmd_bus(k, c, 0), part = p->act_tick;
+            int64_t part = p->act_tick;
             for (int64_t i = 0; i < GG(G_CMD_ACT); i++) {
                 while (!bus_free(row, part, 1)) part++;
                 bus_take(row, part, 1);
             }
         } else if (kind != HIT) {
-            bus_take(cmd_bus(k, c, 0), p->act_tick, GG(G_CMD_ACT));
+            bus_take(row, p->act_tick, GG(G_CMD_ACT));
         }
-        bus_take(cmd_bus(k, c, 1), p->cas_tick, GG(G_CMD_CAS));
+        bus_take(GG(G_CMD_DUAL) ? row + CMD_STRIDE : row, p->cas_tick, GG(G_CMD_CAS));
     }
     if (asleep(k, rk, arrival)) {
         double slept = arrival - (RF(rk, R_LAST_BUSY) + TT(T_PD));
@@ -732,6 +758,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     }
     k->C = (int32_t)C;
     k->BG = (int32_t)BG;
+    k->cmd_inv = k->T[T_CMD] > 0.0 ? 1.0 / k->T[T_CMD] : 0.0;
     k->QD = (int32_t)(G[G_RQ] > G[G_WQ] ? G[G_RQ] : G[G_WQ]);
     k->FRONT = (int32_t)(G[G_BANKQ] > 0 ? (G[G_RT] > G[G_WT] ? G[G_RT] : G[G_WT]) : 1);
     /* name, 1 if float, items */
