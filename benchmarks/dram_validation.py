@@ -1,4 +1,4 @@
-"""npusim's DRAM controller (``dram.model: banks``) against Ramulator 2 and DRAMsim3 on six address traces.
+"""npusim's DRAM controller (``dram.model: banks``) against Ramulator 2 and DRAMsim3 on seven address traces.
 
 Neither reference is a dependency: give this script their source trees (``--ramulator2 DIR``,
 ``--dramsim3 DIR``, e.g. a ``git archive`` of the mirror the ``fetch`` tool makes). It builds
@@ -16,7 +16,8 @@ accepts them (npusim: each run of reads or writes one flow, each more urgent tha
 its front end admits them in that order and waits when a queue is full), one channel, open
 page, the same address mapping (Ramulator 2's ``RoBaRaCoCh`` = npusim ``RoBaBgRaCoCh``, MAPPING;
 with one rank DRAMsim3's ``rochrababgco``). The traces come from the device's geometry
-(``traces``): sequential; strided by a quarter page (2 KiB on DDR4's 8 KiB page); random
+(``traces``): sequential; strided by a quarter page (2 KiB on DDR4's 8 KiB page) and by half a
+page (two accesses per row: the command bus binds on LPDDR5); random
 accesses aligned to the access over the capacity; two interleaved streams on one bank, the
 second one row above the first (the stride to the same bank's next row under the mapping,
 ``row_stride``); a read stream and a write stream 512 such rows above it; the accesses of
@@ -132,6 +133,9 @@ def traces(device: DramDevice, rng) -> dict[str, list[tuple[int, bool]]]:
     out = {}
     out["sequential"] = [(a * i, False) for i in range(n)]
     out[f"strided {size_name(quarter)}"] = [(quarter * i, False) for i in range(8192)]
+    # two accesses per row: on LPDDR5 a PRE, ACT-1, ACT-2 and two RDs per 2 x 2.5 ns of data, bound by
+    # the command bus (one command per 1.25 ns clock) rather than the data
+    out[f"strided {size_name(2 * quarter)}"] = [(2 * quarter * i, False) for i in range(8192)]
     out[f"random {a} B"] = [(int(x) * a, False) for x in rng.integers(0, device.capacity // a, 8192)]
     first = [(a * i, False) for i in range(4096)]
     second = [(stride + a * i, False) for i in range(4096)]
