@@ -29,7 +29,7 @@ command queues behind 32-entry transaction queues (its ``PER_BANK``), a row-hit 
 writes drained once the write queue is full.
 
 Devices (``--device``, repeatable or a comma list; default ``ddr4-3200``; ``all``: ddr4-3200,
-lpddr5-6400, ddr5-4800): npusim's preset (``npusim/dram/presets.py``) against Ramulator 2's
+lpddr5-6400, ddr5-4800, hbm3-6400): npusim's preset (``npusim/dram/presets.py``) against Ramulator 2's
 model of the same part (``RAMULATOR2_DEVICES``: standard, org and timing preset, controller;
 all-bank refresh, open rows, FR-FCFS, RoBaRaCoCh, one channel):
 
@@ -41,15 +41,13 @@ all-bank refresh, open rows, FR-FCFS, RoBaRaCoCh, one channel):
   npusim has no WCK), one rank.
 - ``ddr5-4800``: ``DDR5``, ``DDR5_16Gb_x8``, ``DDR5_4800AN``, ``GenericDDR``, one rank (a
   32-bit sub-channel, as npusim's preset).
-- ``hbm3-6400``, only when named: ``HBM3``, ``HBM3_16Gb_8hi``, ``HBM3_6400Mbps``, ``HBM34``,
-  one pseudo channel (``pseudochannel=1``; its channel holds two). The counts match npusim's
-  (a 32-bit pseudo channel, 2 stack IDs, 4 bank groups x 4 banks, 16,384 rows of 1 KiB), not
-  the scopes: npusim models the stack IDs as ranks, each with its own tRRD_S and tFAW (twice
-  the activation rate of random traffic) and its own all-bank refresh, the two tREFI / 2 apart
-  (a stream over both SIDs stalls twice per tREFI); Ramulator 2 has tRRD_S, tFAW and all-bank
-  refresh per pseudo channel, both SIDs at once. Both cost a SID switch of reads tBurst + tRTRS
-  = 3 CK (Ramulator's nCCDR), which npusim also adds to writes. Modelling the SIDs as 8 bank groups
-  of one rank would match the activation and refresh scope but lose the SID-switch cost.
+- ``hbm3-6400``: ``HBM3``, ``HBM3_16Gb_8hi``, ``HBM3_6400Mbps``, ``HBM34``, one pseudo channel
+  (``pseudochannel=1``; its channel holds two): a 32-bit pseudo channel, 2 stack IDs, 4 bank
+  groups x 4 banks, 16,384 rows of 1 KiB in both. npusim models the stack IDs as ranks that
+  share the pseudo channel's tRRD_S, tFAW and all-bank refresh (``DramDevice.stack_ids``), as
+  Ramulator 2 has them (before it did, each had its own: random reads were +49 % and a stream
+  -9 %, two refreshes per tREFI). Both cost a SID switch of reads tBurst + tRTRS = 3 CK
+  (Ramulator's nCCDR), which npusim also adds to writes.
 
 Every Ramulator 2 timing that has an npusim counterpart (``NPUSIM_TIMING``) is set to npusim's
 figure in Ramulator's clock, round(ns / tCK) (``timing_overrides``; the script prints them):
@@ -65,7 +63,7 @@ nPPD 2 -> 0. What stays different:
   ``command_cycles``, npusim's ``DramDevice.command_bus``: DDR5 ACT, RD and WR 2 CK, LPDDR5's
   activation ACT-1 and ACT-2 of one CK each, HBM3 ACT 1.5 CK and PRE 0.5); Ramulator 2 picks a
   command per clock, npusim moves a picked access's commands to the first free ticks, and
-  HBM3's column commands go on rising edges only in Ramulator 2.
+  HBM3's column commands go on rising edges only in Ramulator 2 (npusim: on any tick).
 - Ramulator 2's clock is whole picoseconds: DDR5 tCK 416 ps (npusim 416.7), HBM3 ticks of
   312 ps (half of 625, rounded down): its times run 0.16 % short.
 - DDR5 read-to-write: Ramulator 2's nCL + nBL + 2 - nCWL + 2 (the write preamble) against
@@ -254,8 +252,7 @@ RAMULATOR2_DEVICES = {
     "ddr5-4800": Ramulator2Device("DDR5", "DDR5_16Gb_x8", "DDR5_4800AN", "rank=1", "GenericDDR"),
     "hbm3-6400": Ramulator2Device(
         "HBM3", "HBM3_16Gb_8hi", "HBM3_6400Mbps", "pseudochannel=1", "HBM34",
-        unlike="npusim's stack IDs are ranks, each with its own tRRD_S, tFAW and all-bank refresh (in turn); "
-               "Ramulator 2 has them per pseudo channel, both stack IDs at once"),
+    ),
 }
 
 #: npusim's timing (an expression of ``npusim.dram.controller.timings``, ns) each Ramulator 2

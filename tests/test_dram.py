@@ -172,24 +172,45 @@ def test_refresh_overhead_matches_trfc_over_trefi():
     assert c.counts()["refreshes"] == pytest.approx(c.end(f) / t["tREFI"], abs=2)
 
 
-@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"hbm3-6400"}))
+@pytest.mark.parametrize("name", sorted(PRESETS))
 def test_random_reads_bound_by_activation_rate(name):
     """Random reads of one access each (nearly every one a row miss or conflict) go no faster
-    than the activations allow: one per max(tRRD_S, tFAW / 4) per rank and tRC per bank, and
-    within 25 % of that bound (the queue's bank-level parallelism). The addresses are aligned
-    to the access, not to 64 B: with 32 B accesses, 64 B-aligned ones never set the address bit
-    that LPDDR5's mapping gives to bank group 0, and reach half the banks. HBM3's two stack IDs
-    share one bus, where a column command to the other one waits tBurst + tRTRS, which this
-    bound ignores (1.4x it)."""
+    than the activations allow: one per max(tRRD_S, tFAW / 4) per activation window (a rank;
+    HBM3's pseudo channel, whose two stack IDs share theirs) and tRC per bank, and within 25 %
+    of that bound (the queue's bank-level parallelism). The addresses are aligned to the
+    access, not to 64 B: with 32 B accesses, 64 B-aligned ones never set the address bit that
+    LPDDR5's mapping gives to bank group 0, and reach half the banks."""
     d = PRESETS[name]
     rng = np.random.default_rng(5)
     n = 4000
     c, f = _stream(name, rng.integers(0, d.capacity // d.access_bytes, n) * d.access_bytes)
     t = c.t
-    bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / d.banks, t["tBurst"]) / d.ranks
+    windows = 1 if d.stack_ids else d.ranks
+    bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / (d.banks * d.ranks), t["tBurst"]) / windows
     per = c.end(f) / n
     assert c.counts()["hits"] / n < 0.05
     assert bound * 0.999 <= per <= bound * 1.25
+
+
+def test_hbm3_stack_ids_share_the_activation_window_and_refresh():
+    """HBM3's stack IDs (npusim's ranks of its channel) count their ACTs in one tRRD_S / tFAW
+    window and refresh together (JESD238; Ramulator 2's HBM3): random reads go at the pseudo
+    channel's activation rate, about half as fast as two independent ranks would allow, and
+    both stack IDs of a channel are due for refresh at the same moments."""
+    from npusim.dram import kernel as K
+
+    d = PRESETS["hbm3-6400"]
+    assert d.stack_ids and d.ranks == 2
+    rng = np.random.default_rng(7)
+    addresses = rng.integers(0, d.capacity // d.access_bytes, 4000) * d.access_bytes
+    shared, f = _stream("hbm3-6400", addresses, channels=2)
+    apart = Controller(ControllerConfig(dataclasses.replace(d, stack_ids=False), 2, 2, default_mapping(d)))
+    g = apart.add_flow(np.asarray(addresses, dtype=np.int64), False, 0.0, 0.0)
+    apart.run(1e15)
+    assert shared.end(f) > 1.6 * apart.end(g)
+    due = shared.rank_f[:, K.R_NEXT_REF]
+    assert due[0] == due[1] and due[2] == due[3] and due[0] != due[2]  # per channel, channels staggered
+    assert apart.rank_f[0, K.R_NEXT_REF] != apart.rank_f[1, K.R_NEXT_REF]
 
 
 def test_frfcfs_serves_row_hits_before_an_older_conflict():
@@ -247,7 +268,7 @@ def test_c_kernel_layout_is_the_python_one():
     from npusim.dram import controller, kernel
     C = kernel._C
     assert C.N_TIMING == len(kernel.TIMING_FIELDS) and (C.T_PD, C.T_CMD) == (kernel.T_PD, kernel.T_CMD)
-    assert (C.N_G, C.G_WT, C.G_CMD_DUAL) == (kernel.G_CMD_SPLIT + 1, kernel.G_WT, kernel.G_CMD_DUAL)
+    assert (C.N_G, C.G_WT, C.G_CMD_DUAL) == (kernel.G_STACK_IDS + 1, kernel.G_WT, kernel.G_CMD_DUAL)
     assert C.CMD_STRIDE == kernel.CMD_STRIDE
     assert C.CHAN_I_COLUMNS == kernel.CHAN_I_COLUMNS and C.C_T_SEQ_W == kernel.C_T_SEQ_W
     assert C.RANK_F_COLUMNS == kernel.R_FAW + 4 and C.TQ_COLUMNS == kernel.T_SEQ + 1

@@ -79,6 +79,13 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
     }
 
 
+def first_refresh_order(total_ranks: int, ranks: int, stack_ids: bool) -> np.ndarray:
+    """Rank k first refreshes at tREFI x (1 + order[k] / total_ranks): ranks staggered, or with
+    stack IDs (refreshed together) their channels."""
+    k = np.arange(total_ranks)
+    return k // ranks * ranks if stack_ids else k
+
+
 class Controller:
     """One device's controller state and flows (module docstring)."""
 
@@ -105,7 +112,8 @@ class Controller:
         self.G = np.array([cfg.channels, cfg.ranks, d.bankgroups, d.banks_per_group, POLICIES[cfg.policy],
                            1 if cfg.scheduler == "frfcfs" else 0, cfg.row_hit_cap, sched_r, sched_w,
                            high, low, 1 if cfg.powerdown_after >= 0 else 0, max(cfg.bank_queue, 0), cfg.read_queue,
-                           cfg.write_queue, bus.pre, bus.act, bus.cas, int(bus.dual), int(bus.split_act)],
+                           cfg.write_queue, bus.pre, bus.act, bus.cas, int(bus.dual), int(bus.split_act),
+                           int(d.stack_ids)],
                           dtype=np.int64)
         self.n_ranks = cfg.channels * cfg.ranks
         self.n_banks = self.n_ranks * d.banks
@@ -119,7 +127,7 @@ class Controller:
                                            POLICIES[cfg.policy], cfg.scheduler == "frfcfs", cfg.row_hit_cap,
                                            cfg.read_queue, cfg.write_queue, high, low, cfg.powerdown_after >= 0,
                                            max(cfg.bank_queue, 0),
-                                           (bus.pre, bus.act, bus.cas, bus.dual, bus.split_act))
+                                           (bus.pre, bus.act, bus.cas, bus.dual, bus.split_act), d.stack_ids)
             return
         C, R, BG = cfg.channels, self.n_ranks, d.bankgroups
         self.bank_f = np.zeros((self.n_banks, 4))
@@ -128,7 +136,7 @@ class Controller:
         self.rank_f = np.zeros((R, K.R_FAW + 4))
         self.rank_f[:, K.R_LAST_ACT] = K.NEG
         self.rank_f[:, K.R_FAW:] = K.NEG
-        self.rank_f[:, K.R_NEXT_REF] = self.t["tREFI"] * (1.0 + np.arange(R) / R)
+        self.rank_f[:, K.R_NEXT_REF] = self.t["tREFI"] * (1.0 + first_refresh_order(R, cfg.ranks, d.stack_ids) / R)
         self.rank_i = np.zeros((R, 3), dtype=np.int64)
         self.rank_bg_f = np.full((R, BG, 3), K.NEG)
         self.chan_f = np.zeros((C, 5))
@@ -390,7 +398,7 @@ class Controller:
     def refreshes_until(self, end: float) -> int:
         """All-bank refreshes every rank owes by ``end`` (done, or due while idle)."""
         t = self.t["tREFI"]
-        first = t * (1.0 + np.arange(self.n_ranks) / self.n_ranks)
+        first = t * (1.0 + first_refresh_order(self.n_ranks, self.cfg.ranks, self.cfg.device.stack_ids) / self.n_ranks)
         return int(np.sum(np.where(end >= first, np.floor((end - first) / t) + 1, 0)))
 
     # -- pool management ---------------------------------------------------------------------

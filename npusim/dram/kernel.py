@@ -79,7 +79,11 @@ Python; a test holds them equal.
   DRAM stays powered up): a rank with no access for that long
   since its last data (or refresh) enters power-down (active power-down if a row is open,
   precharged power-down if not), and the next access's commands wait tXP for it to exit.
-- *Refresh*: all-bank refresh of each rank every tREFI (ranks staggered by tREFI / ranks):
+- *Stack IDs* (HBM3, ``DramDevice.stack_ids``): the ranks of a channel are the stack IDs of one
+  pseudo channel; tRRD_S and tFAW count the ACTs of all of them (tRRD_L stays per bank group
+  of each), and they refresh together (JESD238, as Ramulator 2's HBM3 has it).
+- *Refresh*: all-bank refresh of each rank every tREFI (ranks staggered by tREFI / ranks; with
+  stack IDs, channels staggered by tREFI / channels):
   when an access's column command would fall after a refresh is due, the rank's open rows are
   precharged, the rank refreshes for tRFC (rows closed, no ACT until it ends), then the
   scheduler picks again.
@@ -109,8 +113,10 @@ TIMING_FIELDS = ("tRCD", "tRP", "tRAS", "tRC", "tCL", "tCWL", "tBurst", "tCCD_S"
 #: that depth, DRAMsim3's PER_BANK structure) transaction queues of G_RT / G_WT entries come first.
 #: G_CMD_PRE / ACT / CAS: ticks (of tCMD ns) a command holds the command bus (0: no bus model);
 #: G_CMD_DUAL: separate row and column command buses; G_CMD_SPLIT: the ACT is G_CMD_ACT one-tick commands.
+#: G_STACK_IDS: a channel's ranks are the stack IDs of one HBM3 pseudo channel, sharing its activation
+#: window (tRRD_S, tFAW) and all-bank refresh.
 (G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
- G_POWERDOWN, G_BANKQ, G_RT, G_WT, G_CMD_PRE, G_CMD_ACT, G_CMD_CAS, G_CMD_DUAL, G_CMD_SPLIT) = range(20)
+ G_POWERDOWN, G_BANKQ, G_RT, G_WT, G_CMD_PRE, G_CMD_ACT, G_CMD_CAS, G_CMD_DUAL, G_CMD_SPLIT, G_STACK_IDS) = range(21)
 OPEN, CLOSED, ADAPTIVE = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
 NOTHING, ACCESS, REFRESH = 0, 1, 2  # what a channel does next (_candidate)

@@ -148,6 +148,7 @@ class DramDevice:
     notes: str = ""
     command_bus: CommandBus = SINGLE_CYCLE
     tCCD_L_WR: float = 0.0    # write to write in one bank group where longer than tCCD_L (DDR5); 0: tCCD_L
+    stack_ids: bool = False   # the ranks are HBM3 stack IDs: one activation window (tRRD_S, tFAW), refreshed together
 
     @property
     def banks(self) -> int:
@@ -381,6 +382,7 @@ HBM3_6400 = DramDevice(
                      idd4r=(55e-3 + 335e-3 * 3.2) / 4, idd4w=(55e-3 + 445e-3 * 3.2) / 4, idd5=250e-3 / 4,
                      idd2p=28e-3 / 4, idd3p=40e-3 / 4),),
     command_bus=CommandBus(pre=1, act=3, cas=2, ticks_per_ck=2, dual=True),  # S10: half-clock ticks
+    stack_ids=True,                                 # S7: nRRDS, nFAW and REFab at the pseudo channel, over both SIDs
 )
 
 PRESETS: dict[str, DramDevice] = {d.name: d for d in (

@@ -112,10 +112,13 @@ class ReferenceController:
 
     def __init__(self, t: dict, channels: int, ranks: int, bankgroups: int, banks_per_group: int,
                  policy: int, frfcfs: bool, cap: int, read_queue: int, write_queue: int, high: int, low: int,
-                 powerdown: bool = False, bank_queue: int = 0, command_bus: tuple = (0, 0, 0, False, False)):
+                 powerdown: bool = False, bank_queue: int = 0, command_bus: tuple = (0, 0, 0, False, False),
+                 stack_ids: bool = False):
         """``command_bus``: ticks a PRE, an ACT and a column command hold the command bus (0:
         no bus), whether row and column commands have a bus each, whether the ACT's ticks are
-        one-tick commands of their own."""
+        one-tick commands of their own. ``stack_ids``: a channel's ranks share one activation
+        window (tRRD_S, tFAW) and refresh together (HBM3's stack IDs)."""
+        self.stack_ids = stack_ids
         self.t = t
         self.cmd_pre, self.cmd_act, self.cmd_cas, self.cmd_dual, self.cmd_split = command_bus
         self.bank_queue = bank_queue
@@ -125,7 +128,8 @@ class ReferenceController:
         self.read_queue, self.write_queue, self.high, self.low = read_queue, write_queue, high, low
         total_ranks = channels * ranks
         self.banks = [Bank() for _ in range(total_ranks * bankgroups * banks_per_group)]
-        self.ranks = [Rank(bankgroups, t["tREFI"] * (1.0 + k / total_ranks)) for k in range(total_ranks)]
+        self.ranks = [Rank(bankgroups, t["tREFI"] * (1.0 + (k // ranks * ranks if stack_ids else k) / total_ranks))
+                      for k in range(total_ranks)]
         self.channels = [Channel() for _ in range(channels)]
         self.flows: dict[int, Flow] = {}
         self.req: dict[int, dict] = {}  # request id -> fields
@@ -158,9 +162,18 @@ class ReferenceController:
         if rank.open_count == 0:
             rank.active_time += max(0.0, when - rank.active_since)
 
-    def _act_time(self, rank: Rank, bg: int, t0: float) -> float:
+    def _group(self, rank_index: int) -> range:
+        """The ranks that share rank ``rank_index``'s activation window and refresh."""
+        if not self.stack_ids:
+            return range(rank_index, rank_index + 1)
+        first = rank_index - rank_index % self.R
+        return range(first, first + self.R)
+
+    def _act_time(self, rank_index: int, bg: int, t0: float) -> float:
         t = self.t
-        return max(t0, rank.last_act + t["tRRD_S"], rank.bg_last_act[bg] + t["tRRD_L"], rank.faw[rank.faw_pos] + t["tFAW"])
+        rank, window = self.ranks[rank_index], self.ranks[self._group(rank_index)[0]]
+        return max(t0, window.last_act + t["tRRD_S"], rank.bg_last_act[bg] + t["tRRD_L"],
+                   window.faw[window.faw_pos] + t["tFAW"])
 
     def _asleep(self, rank: Rank, arrival: float) -> bool:
         return self.powerdown and arrival > rank.last_busy + self.t["tPD"]
@@ -184,12 +197,12 @@ class ReferenceController:
             kind, ready = HIT, max(wake, bank.next_cas)
         elif bank.open_row < 0:
             kind = MISS
-            act = self._act_time(rank, bg, max(wake, bank.next_act))
+            act = self._act_time(r["rank"], bg, max(wake, bank.next_act))
             ready = act + t["tRCD"]
         else:
             kind = CONFLICT
             pre = max(wake, bank.next_pre)
-            act = self._act_time(rank, bg, max(pre + t["tRP"], bank.next_act))
+            act = self._act_time(r["rank"], bg, max(pre + t["tRP"], bank.next_act))
             ready = act + t["tRCD"]
         return kind, pre, act, max(bus, ready), max(0.0, ready - bus)
 
@@ -226,28 +239,29 @@ class ReferenceController:
 
     def _refresh(self, rank_index: int, start: float) -> None:
         t = self.t
-        rank = self.ranks[rank_index]
-        first = rank_index * self.BG * self.BPG
-        any_open = any(self.banks[b].open_row >= 0 for b in range(first, first + self.BG * self.BPG))
+        group, per = self._group(rank_index), self.BG * self.BPG
+        banks = range(group[0] * per, (group[-1] + 1) * per)
+        any_open = any(self.banks[b].open_row >= 0 for b in banks)
         begin = start + (t["tRP"] if any_open else 0.0)
         done = begin + t["tRFC"]
-        for b in range(first, first + self.BG * self.BPG):
+        for b in banks:
             bank = self.banks[b]
             bank.open_row = -1
             bank.streak = 0
             bank.next_act = max(bank.next_act, done)
-        if rank.open_count > 0:
-            rank.active_time += max(0.0, start - rank.active_since)
-        rank.open_count = 0
-        rank.last_busy = max(rank.last_busy, done)
-        rank.next_ref += t["tREFI"]
-        rank.refreshes += 1
+        for k in group:
+            rank = self.ranks[k]
+            if rank.open_count > 0:
+                rank.active_time += max(0.0, start - rank.active_since)
+            rank.open_count = 0
+            rank.last_busy = max(rank.last_busy, done)
+            rank.next_ref += t["tREFI"]
+            rank.refreshes += 1
 
     def _refresh_start(self, rank_index: int) -> float:
-        rank = self.ranks[rank_index]
-        first = rank_index * self.BG * self.BPG
-        start = rank.next_ref
-        for b in range(first, first + self.BG * self.BPG):
+        group, per = self._group(rank_index), self.BG * self.BPG
+        start = self.ranks[rank_index].next_ref
+        for b in range(group[0] * per, (group[-1] + 1) * per):
             if self.banks[b].open_row >= 0:
                 start = max(start, self.banks[b].next_pre)
         return start
@@ -378,10 +392,11 @@ class ReferenceController:
             bank.streak = 0
             bank.acts += 1
             self.stats["acts"] += 1
-            rank.last_act = act
+            window = self.ranks[self._group(r["rank"])[0]]
+            window.last_act = act
             rank.bg_last_act[bg] = act
-            rank.faw[rank.faw_pos] = act
-            rank.faw_pos = (rank.faw_pos + 1) % 4
+            window.faw[window.faw_pos] = act
+            window.faw_pos = (window.faw_pos + 1) % 4
             if rank.open_count == 0:
                 rank.active_since = act
             rank.open_count += 1

@@ -23,7 +23,7 @@ enum { T_RCD, T_RP, T_RAS, T_RC, T_CL, T_CWL, T_BURST, T_CCD_S, T_CCD_L, T_RRD_S
        T_WTR_L, T_RTP, T_RTW, T_REFI, T_RFC, T_RTRS, T_XP, T_PD, T_CMD, T_CCD_L_WR, N_TIMING };
 /* kernel.py: G_* */
 enum { G_CHANNELS, G_RANKS, G_BANKGROUPS, G_BANKS_PER_GROUP, G_POLICY, G_FRFCFS, G_CAP, G_RQ, G_WQ, G_HIGH, G_LOW,
-       G_POWERDOWN, G_BANKQ, G_RT, G_WT, G_CMD_PRE, G_CMD_ACT, G_CMD_CAS, G_CMD_DUAL, G_CMD_SPLIT, N_G };
+       G_POWERDOWN, G_BANKQ, G_RT, G_WT, G_CMD_PRE, G_CMD_ACT, G_CMD_CAS, G_CMD_DUAL, G_CMD_SPLIT, G_STACK_IDS, N_G };
 enum { OPEN, CLOSED, ADAPTIVE };
 enum { HIT, MISS, CONFLICT };
 enum { NOTHING, ACCESS, REFRESH };
@@ -124,12 +124,21 @@ static inline void close_row(Ctl *k, int64_t b, int64_t rk, double when) {
     if (RI(rk, R_OPEN_COUNT) == 0) RF(rk, R_ACTIVE_TIME) += max2(0.0, when - RF(rk, R_ACTIVE_SINCE));
 }
 
+/* The first rank of the ranks that share rank rk's activation window (tRRD_S, tFAW) and its
+ * all-bank refresh: rk itself, or with G_STACK_IDS the first of its channel (HBM3's stack IDs
+ * share their pseudo channel's); how many share them. */
+static inline int64_t rank_group(Ctl *k, int64_t rk, int64_t *n) {
+    *n = GG(G_STACK_IDS) ? GG(G_RANKS) : 1;
+    return GG(G_STACK_IDS) ? rk - rk % GG(G_RANKS) : rk;
+}
+
 static inline double act_time(Ctl *k, int64_t rk, int64_t g, double t0) {
-    int64_t pos = RI(rk, R_FAW_POS);
+    int64_t n, w = rank_group(k, rk, &n);
+    int64_t pos = RI(w, R_FAW_POS);
     double t = t0;
-    t = max2(t, RF(rk, R_LAST_ACT) + TT(T_RRD_S));
+    t = max2(t, RF(w, R_LAST_ACT) + TT(T_RRD_S));
     t = max2(t, RBG(rk, g, BG_LAST_ACT) + TT(T_RRD_L));
-    return max2(t, RF(rk, R_FAW + pos) + TT(T_FAW));
+    return max2(t, RF(w, R_FAW + pos) + TT(T_FAW));
 }
 
 /* Whether rank ``rk`` went into power-down before an access arriving at ``arrival``. */
@@ -341,30 +350,33 @@ static inline int64_t next_flow(Ctl *k, int64_t c, int64_t rr_last, int *alone) 
     return after >= 0 ? after : first;
 }
 
+/* All-bank refresh of rank rk (and of the ranks that share it, rank_group) from ``start``. */
 static void refresh(Ctl *k, int64_t rk, double start) {
-    int64_t nb = GG(G_BANKGROUPS) * GG(G_BANKS_PER_GROUP);
+    int64_t nb = GG(G_BANKGROUPS) * GG(G_BANKS_PER_GROUP), n, r0 = rank_group(k, rk, &n);
     int any_open = 0;
-    for (int64_t b = rk * nb; b < rk * nb + nb; b++)
+    for (int64_t b = r0 * nb; b < (r0 + n) * nb; b++)
         if (BI(b, B_OPEN_ROW) >= 0) any_open = 1;
     double begin = start + (any_open ? TT(T_RP) : 0.0);
     double done = begin + TT(T_RFC);
-    for (int64_t b = rk * nb; b < rk * nb + nb; b++) {
+    for (int64_t b = r0 * nb; b < (r0 + n) * nb; b++) {
         BI(b, B_OPEN_ROW) = -1;
         BI(b, B_STREAK) = 0;
         BF(b, B_NEXT_ACT) = max2(BF(b, B_NEXT_ACT), done);
     }
-    if (RI(rk, R_OPEN_COUNT) > 0) RF(rk, R_ACTIVE_TIME) += max2(0.0, start - RF(rk, R_ACTIVE_SINCE));
-    RI(rk, R_OPEN_COUNT) = 0;
-    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), done);
-    RF(rk, R_NEXT_REF) += TT(T_REFI);
-    RI(rk, R_REFRESHES) += 1;
-    recount_other(k, rk / GG(G_RANKS), rk * nb, rk * nb + nb);
+    for (int64_t r = r0; r < r0 + n; r++) {
+        if (RI(r, R_OPEN_COUNT) > 0) RF(r, R_ACTIVE_TIME) += max2(0.0, start - RF(r, R_ACTIVE_SINCE));
+        RI(r, R_OPEN_COUNT) = 0;
+        RF(r, R_LAST_BUSY) = max2(RF(r, R_LAST_BUSY), done);
+        RF(r, R_NEXT_REF) += TT(T_REFI);
+        RI(r, R_REFRESHES) += 1;
+    }
+    recount_other(k, rk / GG(G_RANKS), r0 * nb, (r0 + n) * nb);
 }
 
 static inline double refresh_start(Ctl *k, int64_t rk) {
-    int64_t nb = GG(G_BANKGROUPS) * GG(G_BANKS_PER_GROUP);
+    int64_t nb = GG(G_BANKGROUPS) * GG(G_BANKS_PER_GROUP), n, r0 = rank_group(k, rk, &n);
     double start = RF(rk, R_NEXT_REF);
-    for (int64_t b = rk * nb; b < rk * nb + nb; b++)
+    for (int64_t b = r0 * nb; b < (r0 + n) * nb; b++)
         if (BI(b, B_OPEN_ROW) >= 0) start = max2(start, BF(b, B_NEXT_PRE));
     return start;
 }
@@ -622,11 +634,12 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
         BI(b, B_STREAK) = 0;
         BI(b, B_ACTS) += 1;
         k->stats_i[S_ACTS] += 1;
-        RF(rk, R_LAST_ACT) = act;
+        int64_t n_window, w = rank_group(k, rk, &n_window);
+        RF(w, R_LAST_ACT) = act;
         RBG(rk, g, BG_LAST_ACT) = act;
-        int64_t pos = RI(rk, R_FAW_POS);
-        RF(rk, R_FAW + pos) = act;
-        RI(rk, R_FAW_POS) = (pos + 1) % 4;
+        int64_t pos = RI(w, R_FAW_POS);
+        RF(w, R_FAW + pos) = act;
+        RI(w, R_FAW_POS) = (pos + 1) % 4;
         if (RI(rk, R_OPEN_COUNT) == 0) RF(rk, R_ACTIVE_SINCE) = act;
         RI(rk, R_OPEN_COUNT) += 1;
     }
