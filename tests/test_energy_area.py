@@ -122,6 +122,21 @@ def test_info_prints_area_and_power_budget(capsys):
     assert main(["info"]) == 2
 
 
+def test_info_names_the_dram_and_the_part_the_banks_model_times(capsys):
+    """A hardware engineer sizing a config sees the DRAM: bandwidth, latency and model, and the
+    part dram.model: banks would time — channels, their rate (that gives dram.bandwidth), the
+    mapping and the command bus — from the config, not a fixed text."""
+    assert main(["info", "--hw", "mid-npu"]) == 0
+    out = capsys.readouterr().out
+    assert "51.2 GB/s" in out and "dram.model: bandwidth" in out
+    part = next(s for s in out.splitlines() if s.strip().startswith("dram part"))
+    assert "lpddr5-6400 x4 channels at 6,400 MT/s" in part and "16 banks" in part
+    assert "ACT 2, PRE 1, RD/WR 1 ticks of 1.25 ns" in out
+    assert main(["info", "--hw", "datacenter-npu"]) == 0
+    out = capsys.readouterr().out
+    assert "hbm2e-3200" in out and "row and column command buses" in out
+
+
 def test_a_bigger_scratchpad_costs_energy_and_area_when_it_saves_no_traffic():
     """The issue's finding: one energy per byte from 64 KiB to 320 MiB made every size above
     the working set cost the same. Now a bigger SRAM costs more per access, leaks more and is

@@ -184,7 +184,28 @@ def budget_text(hw: Hardware) -> str:
         f"{flavour}: read {read:.3g} pJ/B, write {write:.3g} pJ/B",
         f"  static power   {sum(static.values()) * 1e3:,.1f} mW{parts(static, 1e3, ',.2f', 'mW')}{gating}{whole}",
         f"  peak dynamic   {sum(peak.values()):,.2f} W{parts(peak, 1, ',.2f', 'W')}   (int8 MACs, every part at full rate)",
+        *_dram_lines(hw),
     ])
+
+
+def _dram_lines(hw: Hardware) -> list[str]:
+    """``budget_text``'s lines on the DRAM: the model in use, its bandwidth and latency, and the
+    part ``dram.model: banks`` times (channels, rate, mapping, policy, command lengths)."""
+    from npusim.dram.controller import timings  # lazy: npusim.dram sits above npusim.hw (and loads the C kernel)
+    from npusim.dram.model import controller_config  # lazy: as above
+
+    d = hw.dram
+    cfg = controller_config(hw)
+    dev, bus, t = cfg.device, cfg.device.command_bus, timings(cfg)
+    buses = "row and column command buses" if bus.dual else "one command bus"
+    return [
+        f"  dram           {d.bandwidth / 1e9:,.1f} GB/s, {d.latency * 1e9:,.0f} ns, dram.model: {d.model}",
+        f"  dram part      {dev.name} x{cfg.channels} channels at {cfg.rate:,.0f} MT/s, {dev.access_bytes} B accesses, "
+        f"{dev.ranks} x {dev.banks} banks, {format_bytes(dev.page_bytes)} rows"
+        + ("" if d.model == "banks" else "   (timed with dram.model: banks)"),
+        f"                 {cfg.mapping}, {cfg.policy} page, {cfg.scheduler}; {buses}: ACT {bus.act}, PRE {bus.pre}, "
+        f"RD/WR {bus.cas} ticks of {t['tCMD']:.3g} ns",
+    ]
 
 
 def _array_lines(hw: Hardware) -> list[str]:
