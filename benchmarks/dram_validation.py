@@ -23,8 +23,9 @@ second one row above the first (the stride to the same bank's next row under the
 ``row_stride``); a read stream and a write stream 512 such rows above it; the accesses of
 resnet18's tiled DMA commands at the access size. npusim runs with each reference's controller
 structure (``LIKE``): against Ramulator 2's controllers (``GenericDDR``, ``LPDDR5``, ``HBM34``:
-the same buffers), one 32-entry queue per direction that FR-FCFS sees whole (``bank_queue`` 0,
-npusim's default), no row-hit cap, their write watermarks; against DRAMsim3, 8-deep per-bank
+the same buffers), npusim's defaults: one 32-entry queue per direction that FR-FCFS sees whole
+(``bank_queue`` 0), their write watermarks (0.8 and 0.2), and npusim's row-hit cap of 4 where
+Ramulator 2 has none; against DRAMsim3, 8-deep per-bank
 command queues behind 32-entry transaction queues (its ``PER_BANK``), a row-hit cap of 4,
 writes drained once the write queue is full.
 
@@ -79,7 +80,7 @@ and the differences (targets: bandwidth and service time within 10 %, row-hit ra
 points); exit status 1 when a figure is outside them.
 
     .venv/bin/python benchmarks/dram_validation.py --ramulator2 /tmp/ramulator2 --dramsim3 /tmp/dramsim3
-    .venv/bin/python benchmarks/dram_validation.py --ramulator2 /tmp/ramulator2 --device all --device hbm3-6400
+    .venv/bin/python benchmarks/dram_validation.py --ramulator2 /tmp/ramulator2 --device all
     .venv/bin/python benchmarks/dram_validation.py --closed-form
 
 ``--closed-form`` needs no reference: for every preset (one channel, the simulator's default
@@ -103,6 +104,7 @@ import numpy as np
 from npusim.dram.controller import Controller, ControllerConfig, timings
 from npusim.dram.kernel import access_addresses
 from npusim.dram.mapping import parse_mapping
+from npusim.dram.model import write_watermarks
 from npusim.dram.presets import PRESETS, DramDevice
 
 HERE = Path(__file__).resolve().parent
@@ -413,16 +415,19 @@ def closed_form() -> None:
         f = c.add_flow(rng.integers(0, d.capacity // d.access_bytes, m).astype(np.int64) * d.access_bytes, False,
                        0.0, 0.0)
         c.run(1e15)
-        bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / d.banks, t["tBurst"]) / d.ranks
+        windows = 1 if d.stack_ids else d.ranks  # (HBM3's stack IDs share one activation window)
+        bound = max(t["tRRD_S"], t["tFAW"] / 4, t["tRC"] / (d.banks * d.ranks), t["tBurst"]) / windows
         print(f"| {name} | {seq:.1%} | {1 - t['tRFC'] / t['tREFI']:.1%} | {hits:.1%} | {c.end(f) / m:.2f} | "
               f"{bound:.2f} |")
 
 
 #: npusim as each reference's controller is built: DRAMsim3's PER_BANK command queues (8 per bank
 #: behind 32-entry transaction queues, a row-hit cap of 4, writes drained once the write queue is full);
-#: Ramulator 2's GenericDDR (one 32-entry buffer per direction scheduled as a whole, no row-hit
-#: cap, write mode above 0.8 x 32 = 25.6 writes until below 0.2 x 32 = 6.4).
-LIKE = {"DRAMsim3": {"write_high": 32, "write_low": 0}, "Ramulator 2": {"bank_queue": 0, "row_hit_cap": 1 << 20, "write_high": 26, "write_low": 6}}
+#: Ramulator 2's GenericDDR: npusim's defaults (one 32-entry queue per direction scheduled as a
+#: whole, write mode above 0.8 x 32 = 25.6 writes until below 0.2 x 32 = 6.4), with its row-hit
+#: cap of 4 (Ramulator 2 has none).
+LIKE = {"DRAMsim3": {"write_high": 32, "write_low": 0},
+        "Ramulator 2": dict(zip(("write_high", "write_low"), write_watermarks(32)), bank_queue=0)}
 
 
 def compare(name: str, run, ours_settings: dict, traces_by_name: dict, device: DramDevice) -> bool:

@@ -94,17 +94,17 @@ def test_row_conflict_costs_precharge_and_activate():
     assert c.counts()["conflicts"] == 1 and d.bankgroups == 4
 
 
-@pytest.mark.parametrize("name", ["lpddr4-3200", "lpddr5-6400", "ddr4-3200", "hbm2-2000", "hbm3-6400"])
+@pytest.mark.parametrize("name", sorted(PRESETS))
 def test_sequential_stream_reaches_peak(name):
     """A sequential read stream reaches >= 90 % of the pins' peak (the rest: refresh, row
-    switches) and never more than the peak. (Not bounded by peak x (1 - tRFC / tREFI): where the
-    stream spreads over ranks, e.g. HBM3's two stack IDs, one rank refreshes while the other
-    streams, and hbm3-6400 reaches 98 % against 91 %.)"""
+    switches), or within 1.5 points of what all-bank refresh leaves, 1 - tRFC / tREFI, where
+    that is below 91 % (LPDDR4X: 380 ns every 3.9 us, 90.3 %), and never more than the peak."""
     d = PRESETS[name]
     n = 1 << 15
     c, f = _stream(name, np.arange(n) * d.access_bytes)
     share = n * d.access_bytes / c.end(f) / (d.channel_bandwidth / 1e9)
-    assert 0.90 <= share <= 1.0
+    refresh_bound = 1 - c.t["tRFC"] / c.t["tREFI"]
+    assert min(0.90, refresh_bound - 0.015) <= share <= min(1.0, refresh_bound)
     assert c.counts()["hits"] / n > 0.9
 
 
@@ -211,6 +211,24 @@ def test_hbm3_stack_ids_share_the_activation_window_and_refresh():
     due = shared.rank_f[:, K.R_NEXT_REF]
     assert due[0] == due[1] and due[2] == due[3] and due[0] != due[2]  # per channel, channels staggered
     assert apart.rank_f[0, K.R_NEXT_REF] != apart.rank_f[1, K.R_NEXT_REF]
+
+
+def test_hbm3_reports_one_refresh_command_per_channel_and_trefi():
+    """A run's ``refreshes`` counts REF commands: on HBM3 one REFab per pseudo channel every
+    tREFI refreshes both stack IDs (the energy still charges both)."""
+    from npusim import workflow as W
+    from npusim.dram.controller import timings
+    from npusim.dram.model import controller_config
+
+    hw = W.load_hw("edge-npu", {"dram.model": "banks", "dram.device": "hbm3-6400"})
+    report = W.simulate_plan(W.plan_graph(W.load_graph("squeezenet1_0"), hw), hw)
+    cfg = controller_config(hw)
+    t = timings(cfg)
+    seconds = report.cycles / hw.clock
+    per_channel = report.dram_stats["refreshes"] / cfg.channels
+    assert per_channel == pytest.approx(seconds * 1e9 / t["tREFI"], abs=1.5)
+    e = device_energy(cfg.device)
+    assert report.energy_pj["dram_refresh"] == pytest.approx(report.dram_stats["refreshes"] * cfg.ranks * e.refresh)
 
 
 def test_frfcfs_serves_row_hits_before_an_older_conflict():
@@ -660,6 +678,22 @@ def test_the_default_controller_is_the_structure_validated_against_ramulator2():
     validation = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(validation)
     cfg = controller_config(W.load_hw("edge-npu", {"dram.model": "banks"}))
-    assert cfg.bank_queue == validation.LIKE["Ramulator 2"]["bank_queue"] == 0
+    like = validation.LIKE["Ramulator 2"]
+    assert cfg.bank_queue == like["bank_queue"] == 0
+    assert (cfg.write_high, cfg.write_low) == (like["write_high"], like["write_low"]) == (26, 6)
+    assert "row_hit_cap" not in like and "queue" not in like  # npusim's own cap and queue depth
     assert (cfg.read_queue, cfg.write_queue) == (32, 32)  # GenericDDR's buffers
     assert cfg.scheduler == "frfcfs" and cfg.policy == "open"
+
+
+def test_a_mapping_without_bg_puts_the_bank_group_just_below_the_bank_as_ramulator_does():
+    """Ramulator's RoBaRaCoCh names one Ba field for the bank group and the bank (the group in
+    its low bits): on a part with bank groups it is npusim's RoBaBgRaCoCh, not an error."""
+    from npusim.dram.mapping import parse_mapping
+
+    d = PRESETS["ddr4-3200"]
+    addresses = np.random.default_rng(0).integers(0, d.capacity, 1000)
+    short, spelled = parse_mapping("RoBaRaCoCh", d, 2, 1), parse_mapping("RoBaBgRaCoCh", d, 2, 1)
+    assert all((short.decode(addresses)[f] == spelled.decode(addresses)[f]).all() for f in ("Ro", "Ra", "Bg", "Ba", "Co", "Ch"))
+    with pytest.raises(ValueError, match="missing field.s. Ba"):
+        parse_mapping("RoRaCoCh", d, 2, 1)

@@ -130,11 +130,22 @@ def test_info_names_the_dram_and_the_part_the_banks_model_times(capsys):
     out = capsys.readouterr().out
     assert "51.2 GB/s" in out and "dram.model: bandwidth" in out
     part = next(s for s in out.splitlines() if s.strip().startswith("dram part"))
-    assert "lpddr5-6400 x4 channels at 6,400 MT/s" in part and "16 banks" in part
+    assert "lpddr5-6400 x 4 channels at 6,400 MT/s" in part and "16 banks" in part
     assert "ACT 2, PRE 1, RD/WR 1 ticks of 1.25 ns" in out
+    assert "wrap onto its rows" in out  # dram.capacity 8 GiB against 4 channels of 1 GiB
     assert main(["info", "--hw", "datacenter-npu"]) == 0
     out = capsys.readouterr().out
     assert "hbm2e-3200" in out and "row and column command buses" in out
+
+
+def test_info_says_when_the_banks_model_would_refuse_the_dram(capsys, tmp_path):
+    """A DRAM part the banks model cannot run (here LPDDR4 pins at 400 MT/s, 0.125x nominal)
+    is named as refused, with the fix, not printed as if it were timed."""
+    path = tmp_path / "slow.yaml"
+    path.write_text("extends: edge-npu\nname: slow\ndram: {device: lpddr4-3200, channels: 16}\n")
+    assert main(["info", "--hw", str(path)]) == 0
+    part = next(s for s in capsys.readouterr().out.splitlines() if s.strip().startswith("dram part"))
+    assert "would refuse dram.channels = 16" in part and "use dram.channels 1 to 8" in part
 
 
 def test_a_bigger_scratchpad_costs_energy_and_area_when_it_saves_no_traffic():

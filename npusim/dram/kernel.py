@@ -29,7 +29,8 @@ Python; a test holds them equal.
   deep, reads and writes apart) has room move on to it, the slots they free are filled again
   at once (so pausing the controller anywhere changes nothing), and the scheduler sees the
   command queues; an access's arrival stays its admission to the transaction queue.
-- *Read/write turnaround* with watermarks (DRAMsim3's and most controllers' write drain): the
+- *Read/write turnaround* with watermarks (Ramulator 2's and most controllers' write drain;
+  ``npusim.dram.model.write_watermarks``): the
   channel serves reads until ``write_high`` writes are pending (or no read is waiting), then
   writes until ``write_low`` are (or none is in a command queue).
 - *Scheduling.* ``fcfs``: the oldest access of the queue served. ``frfcfs`` (Rixner et al.,

@@ -5,7 +5,9 @@ first: ``RoBaRaCoCh`` (row | bank | rank | column | channel), ``ChRaBaRoCo``,
 ``RoRaBaCoBgCh`` (bank groups just above the channel bits: consecutive accesses of a channel
 alternate between groups). Fields: ``Ro`` row, ``Ra`` rank, ``Bg`` bank group, ``Ba`` bank
 within its group, ``Co`` column (one access of ``bus bytes x BL`` per column), ``Ch``
-channel. Every field appears once; ``Bg`` may be left out of a device without bank groups.
+channel. Every field appears once; ``Bg`` left out goes just below ``Ba`` (Ramulator's mappers
+slice the bank group and the bank as one field ``Ba``, the group in its low bits), so
+Ramulator's ``RoBaRaCoCh`` is ``RoBaBgRaCoCh`` here.
 
 Below the fields are the bits of one access (``log2(access bytes)``). Each field takes
 ``log2(count)`` bits (counts must be powers of two, checked by ``parse_mapping``); the row
@@ -63,9 +65,13 @@ def parse_mapping(text: str, device: DramDevice, channels: int, ranks: int) -> M
                          "e.g. 'RoBaRaCoCh'")
     if len(set(tokens)) != len(tokens):
         raise ValueError("a field appears twice; each of " + ", ".join(FIELDS) + " at most once")
-    missing = [f for f in FIELDS if f not in tokens and not (f == "Bg" and device.bankgroups == 1)]
+    if "Bg" not in tokens and "Ba" in tokens:  # Ramulator's Ba: the bank group in its low bits
+        tokens.insert(tokens.index("Ba") + 1, "Bg")
+        s = "".join(tokens)
+    missing = [f for f in FIELDS if f not in tokens and f != "Bg"]
     if missing:
-        raise ValueError(f"missing field(s) {', '.join(missing)}; expected each of {', '.join(FIELDS)} once")
+        raise ValueError(f"missing field(s) {', '.join(missing)}; expected each of Ro, Ra, Ba, Co, Ch once, and Bg "
+                         "(left out: just below Ba)")
     counts = {"Ra": ranks, "Bg": device.bankgroups, "Ba": device.banks_per_group, "Co": device.columns,
               "Ch": channels}
     bits = {}

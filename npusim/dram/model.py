@@ -33,7 +33,8 @@ latency (``front_end_ns``), and an isolated read costs ``dram.latency`` in both 
 Energy (``energy_pj``), from the controller's counts and the device's per-operation energies
 (``npusim.dram.presets.device_energy``, Micron TN-41-01 / DRAMPower):
 ``activate`` = activations x E_act, ``read``/``write`` = accesses x E_rd/E_wr, ``refresh`` =
-refreshes owed over the run x E_ref per rank, ``background`` = per rank, time with a row open
+refreshes owed over the run x E_ref per rank (HBM3's stack IDs: each refreshed by the REFab of
+their channel; ``refreshes`` counts those commands), ``background`` = per rank, time with a row open
 x P(IDD3N) + the rest x P(IDD2N) (power-down at IDD3P/IDD2P when ``powerdown_after`` is set),
 for every rank of every channel.
 """
@@ -71,6 +72,14 @@ def channels_for(hw) -> int:
     return 1 << int(np.ceil(np.log2(need) - 1e-9))
 
 
+def write_watermarks(write_queue: int) -> tuple[int, int]:
+    """The write drain of a write queue of ``write_queue`` entries: writes are served from more
+    than 0.8 of it pending until fewer than 0.2 are (Ramulator 2's ``wr_high_watermark`` and
+    ``wr_low_watermark``, the controller ``benchmarks/dram_validation.py`` holds npusim to), as
+    the kernel's ``write_high`` (pending writes that start the drain) and ``write_low`` (that end it)."""
+    return min(write_queue, 4 * write_queue // 5 + 1), max(0, (write_queue + 4) // 5 - 1)
+
+
 def controller_config(hw) -> ControllerConfig:
     """The controller of ``hw.dram``: pins at the rate that gives ``dram.bandwidth``."""
     d = hw.dram
@@ -78,10 +87,11 @@ def controller_config(hw) -> ControllerConfig:
     channels = channels_for(hw)
     rate = d.bandwidth / (channels * device.bus_bits / 8) / 1e6  # MT/s per pin
     wq = d.write_queue
+    high, low = write_watermarks(wq)
     return ControllerConfig(device=device, channels=channels, ranks=device.ranks,
                             mapping=d.mapping or default_mapping(device), policy=d.page_policy,
                             scheduler=d.scheduler, row_hit_cap=d.row_hit_cap, read_queue=d.read_queue,
-                            write_queue=wq, write_high=max(1, (3 * wq) // 4), write_low=wq // 4, data_rate=rate,
+                            write_queue=wq, write_high=high, write_low=low, data_rate=rate,
                             bank_queue=d.bank_queue)
 
 
@@ -536,7 +546,9 @@ class BankedDram:
             "device": self.cfg.device.name, "channels": self.cfg.channels, "mapping": self.cfg.mapping,
             "page_policy": self.cfg.policy, "row_hits": hits, "row_misses": misses, "row_conflicts": conflicts,
             "row_hit_rate": hits / accesses, "activations": c["acts"], "precharges": c["pres"],
-            "refreshes": refreshes, "reads": c["reads"], "writes": c["writes"],
+            # REF commands: HBM3's stack IDs refresh together, one REFab for the ranks of a channel
+            "refreshes": refreshes // self.cfg.ranks if self.cfg.device.stack_ids else refreshes,
+            "reads": c["reads"], "writes": c["writes"],
             "avg_read_latency_ns": read_lat / max(c["reads"], 1),
             "avg_write_latency_ns": write_lat / max(c["writes"], 1), "bank_delay_ns": delay,
             "channel_utilisation": [round(float(x), 4) for x in chan],

@@ -187,7 +187,8 @@ class DramConfig:
     channels: int = knob(0, "int", "channels of dram.device (a power of two); 0: as many as dram.bandwidth "
                          "needs at the device's nominal rate", minimum=0, maximum=MAX_UNITS)
     mapping: str = knob("", "str", "address mapping, most significant field first (Ro row, Ra rank, Bg bank "
-                        "group, Ba bank, Co column, Ch channel), e.g. RoBaRaCoCh; empty: the device's default")
+                        "group, Ba bank, Co column, Ch channel), e.g. RoBaRaCoCh (Bg left out: just below Ba, as in "
+                        "Ramulator); empty: the device's default")
     page_policy: str = knob("open", "choice", "row buffer after a column command: open, closed (precharge "
                             "unless a queued access hits it) or adaptive (precharge when another row of the "
                             "bank waits)", choices=("open", "closed", "adaptive"))

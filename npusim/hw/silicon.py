@@ -192,19 +192,30 @@ def _dram_lines(hw: Hardware) -> list[str]:
     """``budget_text``'s lines on the DRAM: the model in use, its bandwidth and latency, and the
     part ``dram.model: banks`` times (channels, rate, mapping, policy, command lengths)."""
     from npusim.dram.controller import timings  # lazy: npusim.dram sits above npusim.hw (and loads the C kernel)
-    from npusim.dram.model import controller_config  # lazy: as above
+    from npusim.dram.model import check_dram, controller_config  # lazy: as above
 
     d = hw.dram
+    head = f"  dram           {d.bandwidth / 1e9:,.1f} GB/s, {d.latency * 1e9:,.0f} ns, dram.model: {d.model}"
+    problem = check_dram(hw)
+    if problem is not None:  # (only a run of dram.model: banks refuses it)
+        field, value, expected = problem
+        return [head, f"  dram part      {d.device}: dram.model: banks would refuse {field} = {value:g}: {expected}"]
     cfg = controller_config(hw)
     dev, bus, t = cfg.device, cfg.device.command_bus, timings(cfg)
     buses = "row and column command buses" if bus.dual else "one command bus"
+    ticks = "half-clock ticks" if bus.ticks_per_ck == 2 else "ticks"
+    channels = f"{cfg.channels} channel{'s' if cfg.channels > 1 else ''}"
+    ranks = f"{dev.ranks} stack IDs" if dev.stack_ids else f"{dev.ranks} rank{'s' if dev.ranks > 1 else ''}"
     return [
-        f"  dram           {d.bandwidth / 1e9:,.1f} GB/s, {d.latency * 1e9:,.0f} ns, dram.model: {d.model}",
-        f"  dram part      {dev.name} x{cfg.channels} channels at {cfg.rate:,.0f} MT/s, {dev.access_bytes} B accesses, "
-        f"{dev.ranks} x {dev.banks} banks, {format_bytes(dev.page_bytes)} rows"
+        head,
+        f"  dram part      {dev.name} x {channels} at {cfg.rate:,.0f} MT/s, {format_bytes(dev.capacity * cfg.channels)}, "
+        f"{dev.access_bytes} B accesses, {ranks} x {dev.banks} banks, {format_bytes(dev.page_bytes)} rows"
         + ("" if d.model == "banks" else "   (timed with dram.model: banks)"),
+        *([f"                 dram.capacity {format_bytes(d.capacity)} is more: addresses past "
+           f"{format_bytes(dev.capacity * cfg.channels)} wrap onto its rows"] if d.capacity > dev.capacity * cfg.channels
+          else []),
         f"                 {cfg.mapping}, {cfg.policy} page, {cfg.scheduler}; {buses}: ACT {bus.act}, PRE {bus.pre}, "
-        f"RD/WR {bus.cas} ticks of {t['tCMD']:.3g} ns",
+        f"RD/WR {bus.cas} {ticks} of {t['tCMD']:.3g} ns",
     ]
 
 
