@@ -211,6 +211,16 @@ def test_the_summary_shows_values_in_their_units_and_lines_up(chain_trace):
     assert len({line.index(" cyc") for line in lines if " cyc" in line}) == 1
 
 
+def test_the_summary_shows_the_row_hit_rate_of_a_banks_sweep(chain_trace):
+    """With dram.model: banks each point's line ends with its DRAM row-hit rate (the CSV has the
+    rest); the bandwidth model has none to show."""
+    points = dse.make_points([chain_trace], "edge-npu", [dse.parse_sweep("dram.model=banks,bandwidth")],
+                             ["default+arena+belady"], budget="3KiB")
+    banks, bandwidth = dse.summary(dse.run_sweep(points, jobs=1, cache_dir=None)).splitlines()[:2]
+    assert "dram.model=banks" in banks and banks.endswith("row hits")
+    assert "dram.model=bandwidth" in bandwidth and "row hits" not in bandwidth
+
+
 def test_a_sweep_off_a_terminal_says_how_far_it_got(chain_trace, monkeypatch, capfd):
     """Off a terminal (CI logs, pipes) a sweep prints a line with the point reached and the time
     left, every NPUSIM_PROGRESS_SECONDS, as the other long commands do."""

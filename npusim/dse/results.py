@@ -86,6 +86,8 @@ def summary(result: SweepResult) -> str:
         if row["status"] == "ok":
             metrics = (f"{row['cycles']:>14,.0f} cyc {row['energy_pj'] / 1e6:>10.3f} uJ "
                        f"{row['offchip_bytes']:>13,} B off-chip")
+            if row.get("dram_row_hit_rate") not in (None, ""):  # dram.model: banks
+                metrics += f" {row['dram_row_hit_rate']:>7.2%} row hits"
         else:
             metrics = "infeasible: " + row["reason"][:90]
         cells.append((point.trace_name, settings, point.pipeline, metrics))
