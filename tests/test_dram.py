@@ -353,7 +353,11 @@ def test_bad_dram_config_names_field_and_value():
     # the pins' rate out of range: the field the user set is named, with what would fit
     with pytest.raises(ConfigError, match=r"dram\.channels = 64: .*100 MT/s per pin.*use dram\.channels 1 to 8"):
         W.load_hw("edge-npu", {"dram.model": "banks", "dram.channels": 64})
-    with pytest.raises(ConfigError, match=r"dram\.bandwidth = '1GB/s': .*use another dram\.device"):
+    with pytest.raises(ConfigError, match=r"dram\.bandwidth = '3GB/s': .*use another dram\.device: lpddr4-3200, "
+                                          r"lpddr4x-4266$"):  # the parts that run that slowly
+        W.load_hw("edge-npu", {"dram.model": "banks", "dram.device": "hbm3-6400", "dram.bandwidth": "3GB/s"})
+    with pytest.raises(ConfigError, match=r"dram\.bandwidth = '1GB/s': .*use dram\.model: bandwidth \(no part runs "
+                                          r"that slowly; the slowest, lpddr4-3200, needs at least 1\.6 GB/s\)"):
         W.load_hw("edge-npu", {"dram.model": "banks", "dram.bandwidth": "1GB/s"})
     # more channels than the banks model takes (each access looks at every channel)
     with pytest.raises(ConfigError, match=r"dram\.channels = 1024: expected at most 512"):

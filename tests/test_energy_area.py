@@ -146,6 +146,9 @@ def test_info_says_when_the_banks_model_would_refuse_the_dram(capsys, tmp_path):
     assert main(["info", "--hw", str(path)]) == 0
     part = next(s for s in capsys.readouterr().out.splitlines() if s.strip().startswith("dram part"))
     assert "would refuse dram.channels = 16" in part and "use dram.channels 1 to 8" in part
+    assert main(["info", "--hw", "edge-npu", "--set", "dram.device=ddr5-4800"]) == 0  # another part, no file
+    assert "ddr5-4800 x 1 channel at 3,200 MT/s" in capsys.readouterr().out
+    assert main(["info", "resnet18", "--set", "dram.device=ddr5-4800"]) == 2  # --set needs --hw
 
 
 def test_a_bigger_scratchpad_costs_energy_and_area_when_it_saves_no_traffic():

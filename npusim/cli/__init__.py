@@ -76,10 +76,12 @@ def cmd_info(args) -> int:
     if args.trace is None:
         if not args.hw:
             raise NpusimError("info: give a trace (npusim info resnet18) or a hardware config (npusim info --hw edge-npu)")
-        print(budget_text(load_hw(args.hw)))
+        print(budget_text(load_hw(args.hw, _hw_overrides(args.set))))
         return 0
+    if args.set and not args.hw:
+        raise NpusimError("info: --set overrides a hardware config: give one with --hw")
     graph = load_graph(args.trace)
-    align = load_hw(args.hw).scratchpad.alignment if args.hw else 1
+    align = load_hw(args.hw, _hw_overrides(args.set)).scratchpad.alignment if args.hw else 1
     bounds = memory_bounds(graph, align)
     kinds = {}
     for t in graph.tensors:

@@ -168,6 +168,8 @@ def _add_info(sub, handler: Callable) -> None:
     p = sub.add_parser("info", help="summarise a trace (sizes, M_R, peaks) or a hardware config (area, power)")
     p.add_argument("trace", nargs="?", help="trace to summarise; without it, --hw's area and power budget")
     p.add_argument("--hw", help="round sizes up to this hardware's alignment; alone: its area and power budget")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a hardware field, e.g. dram.device=ddr5-4800 (to see another DRAM part)")
     p.set_defaults(func=handler)
 
 

@@ -139,11 +139,25 @@ def check_dram(hw):
             d.bandwidth / (0.25 * device.data_rate * 1e6 * device.bus_bits / 8)
         fits = [2 ** k for k in range(0, 12) if low <= 2 ** k <= high]  # channel counts within 0.25x-2x
         fix = (f"dram.channels {fits[0]}" + (f" to {fits[-1]}" if len(fits) > 1 else "") if fits
-               else "another dram.device (no power of two of its channels does)")
+               else _other_devices(d.bandwidth))
         where = ("dram.channels", d.channels) if d.channels else ("dram.bandwidth", d.bandwidth)
         return (*where, f"{d.bandwidth / 1e9:g} GB/s needs {rate:.0f} MT/s per pin on {channels} channel(s) of "
                         f"{d.device} (nominal {device.data_rate:.0f}), outside 0.25x-2x of nominal: use {fix}")
     return None
+
+
+def _other_devices(bandwidth: float) -> str:
+    """What to do when no channel count of the configured part gives ``bandwidth`` (B/s) within
+    0.25x-2x of its nominal rate: the parts some power of two of whose channels do, or none."""
+    def fits(dev) -> bool:
+        return any(0.25 * dev.channel_bandwidth <= bandwidth / 2 ** k <= 2.0 * dev.channel_bandwidth
+                   for k in range(0, MAX_CHANNELS.bit_length()))
+    names = [name for name, dev in PRESETS.items() if fits(dev)]
+    if names:
+        return "another dram.device: " + ", ".join(names)
+    slowest = min(PRESETS.values(), key=lambda dev: dev.channel_bandwidth)
+    return (f"dram.model: bandwidth (no part runs that slowly; the slowest, {slowest.name}, needs at least "
+            f"{0.25 * slowest.channel_bandwidth / 1e9:g} GB/s)")
 
 
 def front_end_ns(hw, cfg: ControllerConfig | None = None) -> float:
