@@ -541,14 +541,27 @@ static inline __attribute__((always_inline)) Pick candidate(Ctl *k, int64_t c) {
     int64_t pick = -1;
     Pick best_p = p;
     if (GG(G_FRFCFS) == 1) {
-        k->picks[0] += 1;
-        int64_t tag = k->picks[0];
         double floor_t;
         if (write)
             floor_t = max2(CF(c, C_LAST_WR) + max2(TT(T_CCD_S), TT(T_BURST)), CF(c, C_LAST_RD) + TT(T_RTW));
         else
             floor_t = max2(CF(c, C_LAST_RD) + max2(TT(T_CCD_S), TT(T_BURST)),
                            CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
+        /* The oldest access, a row hit the cap lets go at the channel's next column slot, is
+         * what the scan below would pick at its first step (most picks: a stream's next
+         * access); picked here, without the scan's bookkeeping. */
+        int64_t r0 = SQ(d, c, head), b0 = k->req_bank[r0];
+        if (BI(b0, B_OPEN_ROW) == k->req_row[r0]
+            && !(BI(b0, B_STREAK) >= GG(G_CAP) && BF(b0, B_NEXT_PRE) <= floor_t && BO(b0, d) > 0)) {
+            Pick t = timing(k, c, r0, SQA(d, c, head), write);
+            if (t.time <= floor_t) {
+                pick = 0;
+                best_p = t;
+                goto picked;
+            }
+        }
+        k->picks[0] += 1;
+        int64_t tag = k->picks[0];
         double best = 1e300;
         for (int64_t i = 0, j = head; i < n; i++, j = j + 1 == depth ? 0 : j + 1) {  /* j: at(head, i, depth) */
             int64_t r = SQ(d, c, j);
@@ -569,6 +582,7 @@ static inline __attribute__((always_inline)) Pick candidate(Ctl *k, int64_t c) {
             }
         }
     }
+picked:;
     int timed = pick >= 0;
     if (pick < 0) pick = 0;
     int64_t j = at(head, pick, depth);
