@@ -193,6 +193,8 @@ def test_dse_command_writes_csv_json_and_uses_the_cache(capsys, chain_trace, tmp
     (["--set", "scratchpad.size=1 MB/s"], "scratchpad.size"),
     (["--budget", "12 parsecs"], "--budget '12 parsecs'"),
     (["--sweep", "budget=1KiB..64KiB:+1KiB", "--max-points", "10"], "64 points (1 trace(s) x 64 setting(s)"),
+    (["--sweep", "dram.device=lpddr4-3200,ddr3"], "'ddr3': expected one of lpddr4-3200"),  # not an infeasible point
+    (["--sweep", "dram.page_policy=open,shut"], "'shut': expected one of open, closed, adaptive"),
 ])
 def test_dse_user_errors_are_one_line(capsys, chain_trace, tmp_path, argv, expected):
     code = main(["dse", chain_trace, "--hw", "edge-npu", "--no-cache", "-o", str(tmp_path / "r.csv"), *argv])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from npusim.util import units
 from npusim.errors import NpusimError, did_you_mean
-from npusim.hw.loader import check_range, iter_knobs
+from npusim.hw.loader import check_range, iter_knobs, parse_choice
 
 BUDGET_KEY = "budget"
 #: Sweep keys of a generated decoder (trace ``llm:<preset>``): each point is one prefill
@@ -58,6 +58,8 @@ def _check_each(key: str, quantity: str, values, text: str) -> None:
         return
     for value in values:
         try:
+            if quantity == "choice":  # a typo (dram.device=ddr3) is bad input, not an infeasible point
+                parse_choice(value, field.metadata["choices"])
             check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
         except units.UnitError as exc:
             raise DseError(f"--sweep {text!r}: {value!r}: {exc}") from None

@@ -416,7 +416,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
         elif quantity == "bool":
             value = _parse_bool(setting.value)
         elif quantity == "choice":
-            value = _parse_choice(setting.value, field.metadata["choices"])
+            value = parse_choice(setting.value, field.metadata["choices"])
         elif quantity == "size":
             value = units.parse_size(setting.value)
         else:
@@ -512,7 +512,8 @@ def _parse_text(value: object) -> str:
     return value
 
 
-def _parse_choice(value: object, choices: tuple[str, ...]) -> str:
+def parse_choice(value: object, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices``, else UnitError naming them (and the closest)."""
     if value in choices:
         return value
     hint = next((c for c in choices if str(value).lower() == c.lower()), None)
