@@ -82,6 +82,7 @@ typedef struct {
      * calls forget_next_flows. */
     int64_t *next_memo;
     double cmd_inv;  /* 1 / T[T_CMD]: a command's tick is floor(time x cmd_inv) */
+    double ccd_s;    /* max(T[T_CCD_S], T[T_BURST]): column command to column command, any bank group */
     struct Pick *held;  /* run_until_complete's next command of each channel (C of them; scratch) */
     /* int32, not int64: a store through one of the int64 state pointers may alias any int64
      * object, so the compiler would reload (and re-derive every index from) int64 fields after
@@ -154,11 +155,11 @@ static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int6
     double wake = asleep(k, rk, arrival) ? arrival + TT(T_XP) : arrival;
     double bus = arrival;
     if (write) {
-        bus = max2(bus, CF(c, C_LAST_WR) + max2(TT(T_CCD_S), TT(T_BURST)));
+        bus = max2(bus, CF(c, C_LAST_WR) + k->ccd_s);
         bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
         bus = max2(bus, CF(c, C_LAST_RD) + TT(T_RTW));
     } else {
-        bus = max2(bus, CF(c, C_LAST_RD) + max2(TT(T_CCD_S), TT(T_BURST)));
+        bus = max2(bus, CF(c, C_LAST_RD) + k->ccd_s);
         bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
         bus = max2(bus, CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
         bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
@@ -543,9 +544,9 @@ static inline __attribute__((always_inline)) Pick candidate(Ctl *k, int64_t c) {
     if (GG(G_FRFCFS) == 1) {
         double floor_t;
         if (write)
-            floor_t = max2(CF(c, C_LAST_WR) + max2(TT(T_CCD_S), TT(T_BURST)), CF(c, C_LAST_RD) + TT(T_RTW));
+            floor_t = max2(CF(c, C_LAST_WR) + k->ccd_s, CF(c, C_LAST_RD) + TT(T_RTW));
         else
-            floor_t = max2(CF(c, C_LAST_RD) + max2(TT(T_CCD_S), TT(T_BURST)),
+            floor_t = max2(CF(c, C_LAST_RD) + k->ccd_s,
                            CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
         /* The oldest access, a row hit the cap lets go at the channel's next column slot, is
          * what the scan below would pick at its first step (most picks: a stream's next
@@ -786,6 +787,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     k->C = (int32_t)C;
     k->BG = (int32_t)BG;
     k->cmd_inv = k->T[T_CMD] > 0.0 ? 1.0 / k->T[T_CMD] : 0.0;
+    k->ccd_s = max2(k->T[T_CCD_S], k->T[T_BURST]);
     k->QD = (int32_t)(G[G_RQ] > G[G_WQ] ? G[G_RQ] : G[G_WQ]);
     k->FRONT = (int32_t)(G[G_BANKQ] > 0 ? (G[G_RT] > G[G_WT] ? G[G_RT] : G[G_WT]) : 1);
     /* name, 1 if float, items */
