@@ -254,23 +254,17 @@ static inline void bus_take(int64_t *bus, int64_t s, int64_t n) {
 }
 
 /* The picked access's commands moved to free ticks of the command bus, in their order: PRE,
- * ACT (tRP after it), the column command (tRCD after the ACT); the moves add to its delay. */
-/* Channel c's row-command bus is k->cmd_bus + 2c CMD_STRIDE, its column-command bus the next
+ * ACT (tRP after it), the column command (tRCD after the ACT); the moves add to its delay.
+ * Channel c's row-command bus is k->cmd_bus + 2c CMD_STRIDE, its column-command bus the next
  * one with G_CMD_DUAL, else the same. */
 static inline __attribute__((always_inline)) void on_bus(Ctl *k, int64_t c, Pick *p) {
     int64_t *row = k->cmd_bus + c * 2 * CMD_STRIDE, *col = GG(G_CMD_DUAL) ? row + CMD_STRIDE : row;
     double cas = p->time;
-    if (p->kind == HIT) {  /* (most picks: the column command alone) */
-        cas = bus_place(k, col, cas, GG(G_CMD_CAS), &p->cas_tick);
-        p->delay = p->delay + (cas - p->time);
-        p->time = cas;
-        return;
-    }
-    if (p->kind == CONFLICT) {
-        p->pre = bus_place(k, row, p->pre, GG(G_CMD_PRE), &p->pre_tick);
-        p->act = max2(p->act, p->pre + TT(T_RP));
-    }
-    if (p->kind != HIT) {
+    if (p->kind != HIT) {  /* (most picks are hits: the column command alone) */
+        if (p->kind == CONFLICT) {
+            p->pre = bus_place(k, row, p->pre, GG(G_CMD_PRE), &p->pre_tick);
+            p->act = max2(p->act, p->pre + TT(T_RP));
+        }
         p->act = bus_place(k, row, p->act, GG(G_CMD_SPLIT) ? 1 : GG(G_CMD_ACT), &p->act_tick);
         cas = max2(cas, p->act + TT(T_RCD));
     }
