@@ -149,6 +149,12 @@ def test_info_says_when_the_banks_model_would_refuse_the_dram(capsys, tmp_path):
     assert main(["info", "--hw", "edge-npu", "--set", "dram.device=ddr5-4800"]) == 0  # another part, no file
     assert "ddr5-4800 x 1 channel at 3,200 MT/s" in capsys.readouterr().out
     assert main(["info", "resnet18", "--set", "dram.device=ddr5-4800"]) == 2  # --set needs --hw
+    capsys.readouterr()
+    assert main(["info", "--hw", "edge-npu", "--set", "dram.mapping=RoBaBaCoCh"]) == 0  # a text field refused
+    assert "would refuse dram.mapping = 'RoBaBaCoCh': a field appears twice" in capsys.readouterr().out
+    assert main(["info", "--hw", "tpu-v4", "--set", "dram.bandwidth=0.1GB/s"]) == 0  # 32 channels at 0.2 MT/s
+    part = next(s for s in capsys.readouterr().out.splitlines() if s.strip().startswith("dram part"))
+    assert "needs 0.2 MT/s per pin on 32 channel(s)" in part and "use dram.model: bandwidth" in part
 
 
 def test_a_bigger_scratchpad_costs_energy_and_area_when_it_saves_no_traffic():

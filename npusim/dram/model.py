@@ -141,7 +141,8 @@ def check_dram(hw):
         fix = (f"dram.channels {fits[0]}" + (f" to {fits[-1]}" if len(fits) > 1 else "") if fits
                else _other_devices(d.bandwidth))
         where = ("dram.channels", d.channels) if d.channels else ("dram.bandwidth", d.bandwidth)
-        return (*where, f"{d.bandwidth / 1e9:g} GB/s needs {rate:.0f} MT/s per pin on {channels} channel(s) of "
+        pins = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # (0.2 MT/s, not 0)
+        return (*where, f"{d.bandwidth / 1e9:g} GB/s needs {pins} MT/s per pin on {channels} channel(s) of "
                         f"{d.device} (nominal {device.data_rate:.0f}), outside 0.25x-2x of nominal: use {fix}")
     return None
 

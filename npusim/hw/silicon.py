@@ -199,7 +199,9 @@ def _dram_lines(hw: Hardware) -> list[str]:
     problem = check_dram(hw)
     if problem is not None:  # (only a run of dram.model: banks refuses it)
         field, value, expected = problem
-        return [head, f"  dram part      {d.device}: dram.model: banks would refuse {field} = {value:g}: {expected}"]
+        shown = (repr(value) if not isinstance(value, (int, float))  # (a mapping is text)
+                 else f"{value / 1e9:g} GB/s" if field == "dram.bandwidth" else f"{value:g}")
+        return [head, f"  dram part      {d.device}: dram.model: banks would refuse {field} = {shown}: {expected}"]
     cfg = controller_config(hw)
     dev, bus, t = cfg.device, cfg.device.command_bus, timings(cfg)
     buses = "row and column command buses" if bus.dual else "one command bus"

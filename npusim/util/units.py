@@ -10,7 +10,7 @@ quantity   base unit   accepted units
 =========  ==========  =====================================================
 size       byte        B, KB, MB, GB (powers of 1000), KiB, MiB, GiB (1024)
 frequency  Hz          Hz, kHz, MHz, GHz
-bandwidth  byte/s      B/s, KB/s, MB/s, GB/s, KiB/s, MiB/s, GiB/s, and
+bandwidth  byte/s      B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s, TiB/s, and
                        B/cycle (converted with the clock)
 energy     pJ          fJ, pJ, nJ, uJ
 power      W           uW, mW, W
@@ -33,8 +33,8 @@ SIZE_UNITS = {
 }
 FREQUENCY_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
 BANDWIDTH_UNITS = {
-    "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9,
-    "KiB/s": 1024.0, "MiB/s": 1024.0**2, "GiB/s": 1024.0**3,
+    "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,  # (TB/s: an HBM3 stack's 819 GB/s and up)
+    "KiB/s": 1024.0, "MiB/s": 1024.0**2, "GiB/s": 1024.0**3, "TiB/s": 1024.0**4,
 }
 ENERGY_UNITS = {"fJ": 1e-3, "pJ": 1.0, "nJ": 1e3, "uJ": 1e6}
 POWER_UNITS = {"uW": 1e-6, "mW": 1e-3, "W": 1.0}
