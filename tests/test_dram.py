@@ -66,6 +66,61 @@ def test_kernel_matches_reference(trial):
     assert fast[1]["reads"] + fast[1]["writes"] == sum(len(f[0]) for f in flows)
 
 
+def _stream_flows(rng, n_flows=6):
+    """Long sequential reads and writes (row-hit streams), with some random accesses among them."""
+    flows, start = [], 0.0
+    for i in range(n_flows):
+        n = int(rng.integers(200, 900))
+        if i % 3 == 2:
+            a = rng.integers(0, 1 << 28, n) // 64 * 64
+        else:
+            a = rng.integers(0, 1 << 22) // 64 * 64 + 64 * np.arange(n)
+        flows.append((a.astype(np.int64), bool(i % 4 == 1), float(rng.integers(2)), start))
+        start += float(rng.integers(0, 2000))
+    return flows
+
+
+@pytest.mark.parametrize("trial", range(8))
+def test_streamed_row_hits_match_reference(trial):
+    """The kernel's shortcut for a stream of row hits (``stream`` in bank_core.h: open pages,
+    FR-FCFS, the shared read/write queues, no power-down) times every access as the general
+    pick does: against the reference, on every preset, with 1, 2 and 4 channels and streams of
+    reads and writes."""
+    rng = np.random.default_rng(100 + trial)
+    name = list(PRESETS)[trial % len(PRESETS)]
+    cfg = _config(name, channels=(1, 2, 4)[trial % 3], policy="open", scheduler="frfcfs", row_hit_cap=4, read_queue=8,
+                  write_queue=8, write_high=6, write_low=2, bank_queue=0)
+    flows = _stream_flows(rng)
+    stops = sorted(rng.uniform(0, 40000, 8).tolist()) + [1e9]
+    fast = _run("compiled", cfg, flows, stops)
+    assert fast == _run("reference", cfg, flows, stops)
+    assert fast[1]["hits"] > 0.2 * sum(len(f[0]) for f in flows)
+
+
+@pytest.mark.parametrize("name", ["lpddr4-3200", "ddr5-4800", "hbm3-6400"])
+def test_time_ordered_run_stops_at_each_completion_and_ends_as_the_plain_run(name):
+    """``run(stop, until_complete=True)`` (time order across channels, the simulator's
+    look-ahead) stops just after each access that completes a flow, and called until it
+    returns 0 leaves the controller as ``run(stop)`` does; streamed row hits included."""
+    rng = np.random.default_rng(7)
+    cfg = _config(name, channels=4, row_hit_cap=4, read_queue=16, write_queue=16, write_high=12, write_low=4)
+    flows = _stream_flows(rng, 8)
+    plain, ordered = Controller(cfg), Controller(cfg)
+    ids = [(plain.add_flow(*f), ordered.add_flow(*f)) for f in flows]
+    plain.run(1e9)
+    completions = 0
+    while ordered.run(1e9, until_complete=True):
+        done = [b for _, b in ids if ordered.remaining(b) == 0]
+        assert len(done) == completions + 1  # one flow more each time
+        completions += 1
+    assert completions == len(flows)
+    assert [(plain.remaining(a), plain.end(a), plain.delay(a)) for a, _ in ids] == \
+        [(ordered.remaining(b), ordered.end(b), ordered.delay(b)) for _, b in ids]
+    assert plain.counts() == ordered.counts()
+    # (the same latencies, summed in another order: equal to the last bits of a float)
+    assert plain.latency_sums() == pytest.approx(ordered.latency_sums(), rel=1e-12)
+
+
 def _stream(name, addresses, write=False, channels=1, **kw):
     c = Controller(_config(name, channels, **kw))
     f = c.add_flow(np.asarray(addresses, dtype=np.int64), write, 0.0, 0.0)

@@ -117,6 +117,7 @@ typedef struct Pick {
     int64_t what, k, d, kind, rank;
     double pre, act, time, delay;
     int64_t pre_tick, act_tick, cas_tick;  /* where its commands go on the command bus */
+    int64_t streamed;  /* picked by ``stream``: a row hit of its queue's oldest access, ``issue_hit`` commits it */
 } Pick;
 
 static inline void close_row(Ctl *k, int64_t b, int64_t rk, double when) {
@@ -151,6 +152,7 @@ static inline int asleep(Ctl *k, int64_t rk, double arrival) {
 /* kind, pre, act, cas (in ``time``) and bank delay of access ``rid`` in channel ``c``. */
 static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int64_t rid, double arrival, int write) {
     Pick p;
+    p.streamed = 0;
     int64_t b = k->req_bank[rid], rk = k->req_rank[rid], g = k->req_bg[rid];
     double wake = asleep(k, rk, arrival) ? arrival + TT(T_XP) : arrival;
     double bus = arrival;
@@ -724,17 +726,120 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
     return f;
 }
 
+/* A row hit's commit (``issue`` of a HIT under can_stream: no ACT or PRE, no page policy, no
+ * power-down, the bank's row unchanged, the queue's oldest access); its flow. */
+static inline __attribute__((always_inline)) int64_t issue_hit(Ctl *k, int64_t c, const Pick *p) {
+    int64_t d = p->d, depth = GG(G_RQ + d), n = CI(c, C_RQ_N + d), head = CI(c, C_RQ_HEAD + d);
+    int64_t r = SQ(d, c, head);
+    double arrival = SQA(d, c, head), cas = p->time, delay = p->delay;
+    int64_t rk = p->rank, b = k->req_bank[r], g = k->req_bg[r];
+    if (GG(G_CMD_CAS) > 0) {
+        int64_t *row = k->cmd_bus + c * 2 * CMD_STRIDE;
+        bus_take(GG(G_CMD_DUAL) ? row + CMD_STRIDE : row, p->cas_tick, GG(G_CMD_CAS));
+    }
+    k->stats_i[S_HITS] += 1;
+    BI(b, B_STREAK) += 1;
+    double end;
+    if (d == 1) {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
+        end = cas + TT(T_CWL) + TT(T_BURST);
+        CF(c, C_LAST_WR) = cas;
+        RBG(rk, g, BG_LAST_WR) = cas;
+        k->stats_i[S_WRITES] += 1;
+        k->stats_f[SF_WRITE_LATENCY] += end - arrival;
+    } else {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
+        end = cas + TT(T_CL) + TT(T_BURST);
+        CF(c, C_LAST_RD) = cas;
+        RBG(rk, g, BG_LAST_RD) = cas;
+        k->stats_i[S_READS] += 1;
+        k->stats_f[SF_READ_LATENCY] += end - arrival;
+    }
+    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
+    CF(c, C_LAST_CAS) = cas;
+    CI(c, C_LAST_RANK) = rk - c * GG(G_RANKS);
+    CF(c, C_LAST_ISSUE) = cas;
+    CF(c, C_BUS_BUSY) += TT(T_BURST);
+    BF(b, B_BUSY) += TT(T_BURST) + 0.0;  /* (issue's burst + extra, extra 0 for a hit) */
+    k->stats_f[SF_DELAY] += delay;
+    k->req_end[r] = end;
+    int64_t f = k->req_flow[r];
+    k->flow_remaining[f] -= 1;
+    k->flow_end[f] = max2(k->flow_end[f], end);
+    k->flow_delay[f] += delay;
+    CI(c, C_RQ_HEAD + d) = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
+    CI(c, C_RQ_N + d) = n - 1;
+    return f;
+}
+
+/* Whether ``stream`` may run on this controller: the structure its shortcut assumes (the
+ * scheduler's queues are the read/write queues, FR-FCFS, open pages, no power-down). */
+static inline int can_stream(const Ctl *k) {
+    return GG(G_BANKQ) == 0 && GG(G_FRFCFS) == 1 && GG(G_POLICY) == OPEN && GG(G_POWERDOWN) == 0;
+}
+
+enum { STREAM_FELL_BACK = -1, STREAM_HELD = -2 };
+
+/* Channel c issues ``*p`` (its pick), then its next picks for as long as each is candidate's
+ * shortcut: the oldest access of the queue being served, a row hit the cap lets go at the
+ * channel's next column slot, no refresh due first. Each is committed as candidate and issue
+ * would, without their general paths (the pick among all, ACT and PRE, the page policy): a
+ * stream's accesses cost the least. Stops with
+ * - the flow that completed, when ``until_complete`` (the caller stops there);
+ * - STREAM_HELD, the next pick in ``*p`` (exactly candidate's), when it falls after ``stop``
+ *   or after ``before`` (the other channels' next command, which goes first at an equal time
+ *   when its channel ``before_c`` is lower);
+ * - STREAM_FELL_BACK when the next pick is not the shortcut: candidate's, from the same state. */
+static int64_t stream(Ctl *k, int64_t c, Pick *p, double stop, double before, int64_t before_c, int until_complete) {
+    int64_t *next = k->next_memo + 2 * c;
+    for (;;) {
+        int64_t f = p->streamed ? issue_hit(k, c, p) : issue(k, c, p);
+        if (until_complete && k->flow_remaining[f] == 0) return f;
+        if (p->kind != HIT) return STREAM_FELL_BACK;  /* (a stream begins at a hit) */
+        int alone = (int)next[1];
+        admit(k, c, next, &alone);
+        next[1] = alone;
+        int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N), d = CI(c, C_WRITE_MODE);
+        if (d == 1 ? (nw == 0 || (nr > 0 && nw <= GG(G_LOW))) : (nw > 0 && (nw >= GG(G_HIGH) || nr == 0)))
+            return STREAM_FELL_BACK;  /* the read/write turnaround */
+        if (CI(c, C_RQ_N + d) == 0) return STREAM_FELL_BACK;
+        int write = d == 1;
+        double floor_t = write ? max2(CF(c, C_LAST_WR) + k->ccd_s, CF(c, C_LAST_RD) + TT(T_RTW))
+                               : max2(CF(c, C_LAST_RD) + k->ccd_s,
+                                      CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
+        int64_t head = CI(c, C_RQ_HEAD + d), r = SQ(d, c, head), b = k->req_bank[r];
+        if (BI(b, B_OPEN_ROW) != k->req_row[r]
+            || (BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0))
+            return STREAM_FELL_BACK;
+        Pick t = timing(k, c, r, SQA(d, c, head), write);
+        if (t.time > floor_t) return STREAM_FELL_BACK;
+        t.what = ACCESS;
+        t.k = 0;
+        t.d = d;
+        t.rank = k->req_rank[r];
+        if (GG(G_CMD_CAS) > 0) on_bus(k, c, &t);
+        if (t.time >= RF(t.rank, R_NEXT_REF)) return STREAM_FELL_BACK;  /* a refresh first */
+        t.streamed = 1;
+        *p = t;
+        if (t.time > stop || t.time > before || (t.time == before && before_c < c)) return STREAM_HELD;
+    }
+}
+
 /* Every channel to ``stop``, channel by channel. */
 static int64_t run_channels(Ctl *k, double stop) {
+    int streams = can_stream(k);
     for (int64_t c = 0; c < k->C; c++) {
+        Pick p = candidate(k, c);
         for (;;) {
-            Pick p = candidate(k, c);
             if (p.what == NOTHING || p.time > stop) break;
             if (p.what == REFRESH) {
                 refresh(k, p.rank, p.time);
-                continue;
+            } else if (streams) {
+                if (stream(k, c, &p, stop, INFINITY, c, 0) == STREAM_HELD) continue;
+            } else {
+                issue(k, c, &p);
             }
-            issue(k, c, &p);
+            p = candidate(k, c);
         }
     }
     return 0;
@@ -744,6 +849,7 @@ static int64_t run_channels(Ctl *k, double stop) {
  * flow, or 0 with every command up to ``stop`` issued (kernel.py: run_until_complete). */
 static int64_t run_until_complete(Ctl *k, double stop) {
     Pick *next = k->held;  /* each channel's next command */
+    int streams = can_stream(k);
     for (int64_t c = 0; c < k->C; c++) next[c] = candidate(k, c);
     for (;;) {
         int64_t c = -1;  /* the earliest command of all channels */
@@ -752,6 +858,15 @@ static int64_t run_until_complete(Ctl *k, double stop) {
         if (c < 0) return 0;
         if (next[c].what == REFRESH) {
             refresh(k, next[c].rank, next[c].time);
+        } else if (streams) {
+            double before = INFINITY;  /* the other channels' earliest command, and its channel */
+            int64_t before_c = c;
+            for (int64_t j = 0; j < k->C; j++)
+                if (j != c && next[j].what != NOTHING && next[j].time <= stop && next[j].time < before)
+                    before = next[j].time, before_c = j;
+            int64_t s = stream(k, c, &next[c], stop, before, before_c, 1);
+            if (s >= 0) return 1;
+            if (s == STREAM_HELD) continue;
         } else {
             int64_t f = issue(k, c, &next[c]);
             if (k->flow_remaining[f] == 0) return 1;
