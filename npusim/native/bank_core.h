@@ -778,7 +778,156 @@ static inline int can_stream(const Ctl *k) {
     return GG(G_BANKQ) == 0 && GG(G_FRFCFS) == 1 && GG(G_POLICY) == OPEN && GG(G_POWERDOWN) == 0;
 }
 
-enum { STREAM_FELL_BACK = -1, STREAM_HELD = -2 };
+enum { STREAM_FELL_BACK = -1, STREAM_HELD = -2, STREAM_ADMIT = -3 };
+
+/* ``stream``'s steady state, with the channel's state in registers: one flow, alone at its
+ * priority, refills the full queue being served one access per access issued, and each pick is
+ * the oldest access, a row hit at the channel's next column slot whose column command finds the
+ * command bus free. Issues ``*p`` (streamed) and the picks after it as issue_hit, admit and
+ * stream would, in the same order of float operations. Returns as ``stream`` does, or
+ * STREAM_ADMIT: the last pick issued, the caller admits (its flow may be out of accesses) and
+ * picks again as ``stream`` does from there. */
+static int64_t stream_steady(Ctl *k, int64_t c, Pick *p, double stop, double before, int64_t before_c,
+                             int until_complete) {
+    int64_t d = p->d, depth = GG(G_RQ + d), n = CI(c, C_RQ_N + d), head = CI(c, C_RQ_HEAD + d);
+    int64_t *next = k->next_memo + 2 * c;
+    int64_t f = next[0], fcn = FCN(f, c), fce = FCE(f, c), pushed = 0;
+    int write = d == 1;
+    int64_t cas_ticks = GG(G_CMD_CAS), ranks = GG(G_RANKS), cap = GG(G_CAP);
+    int64_t *col = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
+    const int same_col = write ? C_LAST_WR : C_LAST_RD;
+    double last_same = CF(c, same_col), last_cas = CF(c, C_LAST_CAS), last_issue = CF(c, C_LAST_ISSUE);
+    double busy = CF(c, C_BUS_BUSY);
+    int64_t last_rank = CI(c, C_LAST_RANK);
+    /* the other direction's last column command: constant while only this one issues */
+    double other = write ? CF(c, C_LAST_RD) + TT(T_RTW) : CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S);
+    int64_t hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
+    double latency = k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY], delays = k->stats_f[SF_DELAY];
+    double start = k->flow_start[f];
+    double ccd_s = k->ccd_s, t_burst = TT(T_BURST), after = write ? TT(T_CWL) : TT(T_CL);
+    double cas = p->time, delay = p->delay;
+    int64_t rk = p->rank, tick = p->cas_tick;
+    int64_t status;
+    for (;;) {
+        /* issue: the oldest access, a row hit at ``cas`` */
+        int64_t r = SQ(d, c, head), b = k->req_bank[r], g = k->req_bg[r];
+        double arrival = SQA(d, c, head);
+        if (cas_ticks > 0) bus_take(col, tick, cas_ticks);
+        hits += 1;
+        BI(b, B_STREAK) += 1;
+        double end;
+        if (write) {
+            BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
+            end = cas + TT(T_CWL) + TT(T_BURST);
+            RBG(rk, g, BG_LAST_WR) = cas;
+        } else {
+            BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
+            end = cas + TT(T_CL) + TT(T_BURST);
+            RBG(rk, g, BG_LAST_RD) = cas;
+        }
+        last_same = cas;
+        count += 1;
+        latency += end - arrival;
+        RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
+        last_cas = cas;
+        last_rank = rk - c * ranks;
+        last_issue = cas;
+        busy += t_burst;
+        BF(b, B_BUSY) += t_burst + 0.0;
+        delays += delay;
+        k->req_end[r] = end;
+        int64_t fl = k->req_flow[r];
+        k->flow_remaining[fl] -= 1;
+        k->flow_end[fl] = max2(k->flow_end[fl], end);
+        k->flow_delay[fl] += delay;
+        head = n > 1 ? at(head, 1, depth) : head;
+        n -= 1;
+        if (until_complete && k->flow_remaining[fl] == 0) {
+            status = fl;
+            break;
+        }
+        /* admission: the flow's next access takes the freed slot */
+        int64_t j = at(head, n, depth);
+        SQ(d, c, j) = fcn;
+        SQA(d, c, j) = max2(start, last_issue);
+        n += 1;
+        enter_queue(k, d, fcn);
+        fcn += 1;
+        pushed = 1;
+        if (fcn >= fce) {
+            status = STREAM_ADMIT;  /* (the flow is out of accesses: next_flow's turn) */
+            break;
+        }
+        /* the next pick, if it is the shortcut's */
+        double floor_t = max2(last_same + ccd_s, other);
+        r = SQ(d, c, head);
+        b = k->req_bank[r];
+        if (BI(b, B_OPEN_ROW) != k->req_row[r]
+            || (BI(b, B_STREAK) >= cap && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0)) {
+            status = STREAM_ADMIT;
+            break;
+        }
+        rk = k->req_rank[r];
+        g = k->req_bg[r];
+        arrival = SQA(d, c, head);
+        double bus = arrival;  /* timing() of a hit */
+        if (write) {
+            bus = max2(bus, last_same + ccd_s);
+            bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
+            bus = max2(bus, other);
+        } else {
+            bus = max2(bus, last_same + ccd_s);
+            bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
+            bus = max2(bus, other);
+            bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
+        }
+        if (last_rank >= 0 && last_rank != rk - c * ranks) bus = max2(bus, last_cas + t_burst + TT(T_RTRS));
+        double ready = max2(arrival, BF(b, B_NEXT_CAS));
+        double time = max2(bus, ready);
+        if (time > floor_t) {
+            status = STREAM_ADMIT;
+            break;
+        }
+        if (cas_ticks > 0) {
+            double q = time * k->cmd_inv;
+            tick = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
+            if (!bus_free(col, tick, cas_ticks)) {
+                status = STREAM_ADMIT;  /* (on_bus would move it) */
+                break;
+            }
+        }
+        if (time >= RF(rk, R_NEXT_REF)) {
+            status = STREAM_ADMIT;
+            break;
+        }
+        cas = time;
+        delay = max2(0.0, ready - bus);
+        if (time > stop || time > before || (time == before && before_c < c)) {
+            Pick t = {ACCESS, 0, d, HIT, rk, NEG, NEG, time, delay, 0, 0, tick, 1};
+            *p = t;
+            status = STREAM_HELD;
+            break;
+        }
+    }
+    (void)after;
+    CF(c, same_col) = last_same;
+    CF(c, C_LAST_CAS) = last_cas;
+    CF(c, C_LAST_ISSUE) = last_issue;
+    CF(c, C_BUS_BUSY) = busy;
+    CI(c, C_LAST_RANK) = last_rank;
+    k->stats_i[S_HITS] = hits;
+    k->stats_i[write ? S_WRITES : S_READS] = count;
+    k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY] = latency;
+    k->stats_f[SF_DELAY] = delays;
+    CI(c, C_RQ_HEAD + d) = head;
+    CI(c, C_RQ_N + d) = n;
+    if (pushed) {
+        FCN(f, c) = fcn;
+        CI(c, C_RR_LAST) = f;
+        if (fcn >= fce) next[0] = -2;
+    }
+    return status;
+}
 
 /* Channel c issues ``*p`` (its pick), then its next picks for as long as each is candidate's
  * shortcut: the oldest access of the queue being served, a row hit the cap lets go at the
@@ -793,9 +942,16 @@ enum { STREAM_FELL_BACK = -1, STREAM_HELD = -2 };
 static int64_t stream(Ctl *k, int64_t c, Pick *p, double stop, double before, int64_t before_c, int until_complete) {
     int64_t *next = k->next_memo + 2 * c;
     for (;;) {
-        int64_t f = p->streamed ? issue_hit(k, c, p) : issue(k, c, p);
-        if (until_complete && k->flow_remaining[f] == 0) return f;
-        if (p->kind != HIT) return STREAM_FELL_BACK;  /* (a stream begins at a hit) */
+        int64_t f;
+        if (p->streamed && next[0] >= 0 && next[1] == 1 && k->flow_write[next[0]] == p->d
+            && CI(c, C_RQ_N + p->d) == GG(G_RQ + p->d) && FCN(next[0], c) < FCE(next[0], c)) {
+            f = stream_steady(k, c, p, stop, before, before_c, until_complete);
+            if (f != STREAM_ADMIT) return f;
+        } else {
+            f = p->streamed ? issue_hit(k, c, p) : issue(k, c, p);
+            if (until_complete && k->flow_remaining[f] == 0) return f;
+            if (p->kind != HIT) return STREAM_FELL_BACK;  /* (a stream begins at a hit) */
+        }
         int alone = (int)next[1];
         admit(k, c, next, &alone);
         next[1] = alone;
