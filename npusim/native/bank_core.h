@@ -84,6 +84,7 @@ typedef struct {
     double cmd_inv;  /* 1 / T[T_CMD]: a command's tick is floor(time x cmd_inv) */
     double ccd_s;    /* max(T[T_CCD_S], T[T_BURST]): column command to column command, any bank group */
     struct Pick *held;  /* run_until_complete's next command of each channel (C of them; scratch) */
+    struct Lane *lanes; /* and its lane (C of them; scratch) */
     /* int32, not int64: a store through one of the int64 state pointers may alias any int64
      * object, so the compiler would reload (and re-derive every index from) int64 fields after
      * each store; it knows no int64 store changes an int32. Geometry and policies of G, copied. */
@@ -772,230 +773,245 @@ static inline __attribute__((always_inline)) int64_t issue_hit(Ctl *k, int64_t c
     return f;
 }
 
-/* Whether ``stream`` may run on this controller: the structure its shortcut assumes (the
- * scheduler's queues are the read/write queues, FR-FCFS, open pages, no power-down). */
+/* Whether streams (``lane_*``) may run on this controller: the structure their shortcut assumes
+ * (the scheduler's queues are the read/write queues, FR-FCFS, open pages, no power-down). */
 static inline int can_stream(const Ctl *k) {
     return GG(G_BANKQ) == 0 && GG(G_FRFCFS) == 1 && GG(G_POLICY) == OPEN && GG(G_POWERDOWN) == 0;
 }
 
-enum { STREAM_FELL_BACK = -1, STREAM_HELD = -2, STREAM_ADMIT = -3 };
-
-/* ``stream``'s steady state, with the channel's state in registers: one flow, alone at its
- * priority, refills the full queue being served one access per access issued, and each pick is
- * the oldest access, a row hit at the channel's next column slot whose column command finds the
- * command bus free. Issues ``*p`` (streamed) and the picks after it as issue_hit, admit and
- * stream would, in the same order of float operations. Returns as ``stream`` does, or
- * STREAM_ADMIT: the last pick issued, the caller admits (its flow may be out of accesses) and
- * picks again as ``stream`` does from there. */
-static int64_t stream_steady(Ctl *k, int64_t c, Pick *p, double stop, double before, int64_t before_c,
-                             int until_complete) {
-    int64_t d = p->d, depth = GG(G_RQ + d), n = CI(c, C_RQ_N + d), head = CI(c, C_RQ_HEAD + d);
+/* candidate's shortcut, after the access just issued: admission, the read/write turnaround
+ * unchanged, and the oldest access of the queue served a row hit the cap lets go at the
+ * channel's next column slot, no refresh due first. 1 with that pick in ``*t`` (exactly
+ * candidate's), else 0: candidate picks, from this state (its admission then admits nothing). */
+static inline __attribute__((always_inline)) int shortcut_pick(Ctl *k, int64_t c, Pick *t) {
     int64_t *next = k->next_memo + 2 * c;
-    int64_t f = next[0], fcn = FCN(f, c), fce = FCE(f, c), pushed = 0;
+    int alone = (int)next[1];
+    admit(k, c, next, &alone);
+    next[1] = alone;
+    int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N), d = CI(c, C_WRITE_MODE);
+    if (d == 1 ? (nw == 0 || (nr > 0 && nw <= GG(G_LOW))) : (nw > 0 && (nw >= GG(G_HIGH) || nr == 0)))
+        return 0;  /* the read/write turnaround */
+    if (CI(c, C_RQ_N + d) == 0) return 0;
     int write = d == 1;
-    int64_t cas_ticks = GG(G_CMD_CAS), ranks = GG(G_RANKS), cap = GG(G_CAP);
-    int64_t *col = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
-    const int same_col = write ? C_LAST_WR : C_LAST_RD;
-    double last_same = CF(c, same_col), last_cas = CF(c, C_LAST_CAS), last_issue = CF(c, C_LAST_ISSUE);
-    double busy = CF(c, C_BUS_BUSY);
-    int64_t last_rank = CI(c, C_LAST_RANK);
-    /* the other direction's last column command: constant while only this one issues */
-    double other = write ? CF(c, C_LAST_RD) + TT(T_RTW) : CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S);
-    int64_t hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
-    double latency = k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY], delays = k->stats_f[SF_DELAY];
-    double start = k->flow_start[f];
-    double ccd_s = k->ccd_s, t_burst = TT(T_BURST), after = write ? TT(T_CWL) : TT(T_CL);
-    double cas = p->time, delay = p->delay;
-    int64_t rk = p->rank, tick = p->cas_tick;
-    int64_t status;
-    for (;;) {
-        /* issue: the oldest access, a row hit at ``cas`` */
-        int64_t r = SQ(d, c, head), b = k->req_bank[r], g = k->req_bg[r];
-        double arrival = SQA(d, c, head);
-        if (cas_ticks > 0) bus_take(col, tick, cas_ticks);
-        hits += 1;
-        BI(b, B_STREAK) += 1;
-        double end;
-        if (write) {
-            BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
-            end = cas + TT(T_CWL) + TT(T_BURST);
-            RBG(rk, g, BG_LAST_WR) = cas;
-        } else {
-            BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
-            end = cas + TT(T_CL) + TT(T_BURST);
-            RBG(rk, g, BG_LAST_RD) = cas;
-        }
-        last_same = cas;
-        count += 1;
-        latency += end - arrival;
-        RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
-        last_cas = cas;
-        last_rank = rk - c * ranks;
-        last_issue = cas;
-        busy += t_burst;
-        BF(b, B_BUSY) += t_burst + 0.0;
-        delays += delay;
-        k->req_end[r] = end;
-        int64_t fl = k->req_flow[r];
-        k->flow_remaining[fl] -= 1;
-        k->flow_end[fl] = max2(k->flow_end[fl], end);
-        k->flow_delay[fl] += delay;
-        head = n > 1 ? at(head, 1, depth) : head;
-        n -= 1;
-        if (until_complete && k->flow_remaining[fl] == 0) {
-            status = fl;
-            break;
-        }
-        /* admission: the flow's next access takes the freed slot */
-        int64_t j = at(head, n, depth);
-        SQ(d, c, j) = fcn;
-        SQA(d, c, j) = max2(start, last_issue);
-        n += 1;
-        enter_queue(k, d, fcn);
-        fcn += 1;
-        pushed = 1;
-        if (fcn >= fce) {
-            status = STREAM_ADMIT;  /* (the flow is out of accesses: next_flow's turn) */
-            break;
-        }
-        /* the next pick, if it is the shortcut's */
-        double floor_t = max2(last_same + ccd_s, other);
-        r = SQ(d, c, head);
-        b = k->req_bank[r];
-        if (BI(b, B_OPEN_ROW) != k->req_row[r]
-            || (BI(b, B_STREAK) >= cap && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0)) {
-            status = STREAM_ADMIT;
-            break;
-        }
-        rk = k->req_rank[r];
-        g = k->req_bg[r];
-        arrival = SQA(d, c, head);
-        double bus = arrival;  /* timing() of a hit */
-        if (write) {
-            bus = max2(bus, last_same + ccd_s);
-            bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
-            bus = max2(bus, other);
-        } else {
-            bus = max2(bus, last_same + ccd_s);
-            bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
-            bus = max2(bus, other);
-            bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
-        }
-        if (last_rank >= 0 && last_rank != rk - c * ranks) bus = max2(bus, last_cas + t_burst + TT(T_RTRS));
-        double ready = max2(arrival, BF(b, B_NEXT_CAS));
-        double time = max2(bus, ready);
-        if (time > floor_t) {
-            status = STREAM_ADMIT;
-            break;
-        }
-        if (cas_ticks > 0) {
-            double q = time * k->cmd_inv;
-            tick = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
-            if (!bus_free(col, tick, cas_ticks)) {
-                status = STREAM_ADMIT;  /* (on_bus would move it) */
-                break;
-            }
-        }
-        if (time >= RF(rk, R_NEXT_REF)) {
-            status = STREAM_ADMIT;
-            break;
-        }
-        cas = time;
-        delay = max2(0.0, ready - bus);
-        if (time > stop || time > before || (time == before && before_c < c)) {
-            Pick t = {ACCESS, 0, d, HIT, rk, NEG, NEG, time, delay, 0, 0, tick, 1};
-            *p = t;
-            status = STREAM_HELD;
-            break;
-        }
-    }
-    (void)after;
-    CF(c, same_col) = last_same;
-    CF(c, C_LAST_CAS) = last_cas;
-    CF(c, C_LAST_ISSUE) = last_issue;
-    CF(c, C_BUS_BUSY) = busy;
-    CI(c, C_LAST_RANK) = last_rank;
-    k->stats_i[S_HITS] = hits;
-    k->stats_i[write ? S_WRITES : S_READS] = count;
-    k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY] = latency;
-    k->stats_f[SF_DELAY] = delays;
-    CI(c, C_RQ_HEAD + d) = head;
-    CI(c, C_RQ_N + d) = n;
-    if (pushed) {
-        FCN(f, c) = fcn;
-        CI(c, C_RR_LAST) = f;
-        if (fcn >= fce) next[0] = -2;
-    }
-    return status;
+    double floor_t = write ? max2(CF(c, C_LAST_WR) + k->ccd_s, CF(c, C_LAST_RD) + TT(T_RTW))
+                           : max2(CF(c, C_LAST_RD) + k->ccd_s,
+                                  CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
+    int64_t head = CI(c, C_RQ_HEAD + d), r = SQ(d, c, head), b = k->req_bank[r];
+    if (BI(b, B_OPEN_ROW) != k->req_row[r]
+        || (BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0))
+        return 0;
+    *t = timing(k, c, r, SQA(d, c, head), write);
+    if (t->time > floor_t) return 0;
+    t->what = ACCESS;
+    t->k = 0;
+    t->d = d;
+    t->rank = k->req_rank[r];
+    if (GG(G_CMD_CAS) > 0) on_bus(k, c, t);
+    if (t->time >= RF(t->rank, R_NEXT_REF)) return 0;  /* a refresh first */
+    t->streamed = 1;
+    return 1;
 }
 
-/* Channel c issues ``*p`` (its pick), then its next picks for as long as each is candidate's
- * shortcut: the oldest access of the queue being served, a row hit the cap lets go at the
- * channel's next column slot, no refresh due first. Each is committed as candidate and issue
- * would, without their general paths (the pick among all, ACT and PRE, the page policy): a
- * stream's accesses cost the least. Stops with
- * - the flow that completed, when ``until_complete`` (the caller stops there);
- * - STREAM_HELD, the next pick in ``*p`` (exactly candidate's), when it falls after ``stop``
- *   or after ``before`` (the other channels' next command, which goes first at an equal time
- *   when its channel ``before_c`` is lower);
- * - STREAM_FELL_BACK when the next pick is not the shortcut: candidate's, from the same state. */
-static int64_t stream(Ctl *k, int64_t c, Pick *p, double stop, double before, int64_t before_c, int until_complete) {
-    int64_t *next = k->next_memo + 2 * c;
-    for (;;) {
-        int64_t f;
-        if (p->streamed && next[0] >= 0 && next[1] == 1 && k->flow_write[next[0]] == p->d
-            && CI(c, C_RQ_N + p->d) == GG(G_RQ + p->d) && FCN(next[0], c) < FCE(next[0], c)) {
-            f = stream_steady(k, c, p, stop, before, before_c, until_complete);
-            if (f != STREAM_ADMIT) return f;
-        } else {
-            f = p->streamed ? issue_hit(k, c, p) : issue(k, c, p);
-            if (until_complete && k->flow_remaining[f] == 0) return f;
-            if (p->kind != HIT) return STREAM_FELL_BACK;  /* (a stream begins at a hit) */
-        }
-        int alone = (int)next[1];
-        admit(k, c, next, &alone);
-        next[1] = alone;
-        int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N), d = CI(c, C_WRITE_MODE);
-        if (d == 1 ? (nw == 0 || (nr > 0 && nw <= GG(G_LOW))) : (nw > 0 && (nw >= GG(G_HIGH) || nr == 0)))
-            return STREAM_FELL_BACK;  /* the read/write turnaround */
-        if (CI(c, C_RQ_N + d) == 0) return STREAM_FELL_BACK;
-        int write = d == 1;
-        double floor_t = write ? max2(CF(c, C_LAST_WR) + k->ccd_s, CF(c, C_LAST_RD) + TT(T_RTW))
-                               : max2(CF(c, C_LAST_RD) + k->ccd_s,
-                                      CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
-        int64_t head = CI(c, C_RQ_HEAD + d), r = SQ(d, c, head), b = k->req_bank[r];
-        if (BI(b, B_OPEN_ROW) != k->req_row[r]
-            || (BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0))
-            return STREAM_FELL_BACK;
-        Pick t = timing(k, c, r, SQA(d, c, head), write);
-        if (t.time > floor_t) return STREAM_FELL_BACK;
-        t.what = ACCESS;
-        t.k = 0;
-        t.d = d;
-        t.rank = k->req_rank[r];
-        if (GG(G_CMD_CAS) > 0) on_bus(k, c, &t);
-        if (t.time >= RF(t.rank, R_NEXT_REF)) return STREAM_FELL_BACK;  /* a refresh first */
-        t.streamed = 1;
-        *p = t;
-        if (t.time > stop || t.time > before || (t.time == before && before_c < c)) return STREAM_HELD;
+/* A stream's steady state on one channel: one flow, alone at its priority, refills the full
+ * queue being served, one access per access issued, and each pick is the oldest access, a row
+ * hit at the channel's next column slot whose column command finds the command bus free. The
+ * lane holds the channel's last column commands, its queue and its admission (their copies in
+ * the state are stale while it is open: ``lane_close`` writes them back) and its next pick
+ * (``cas``, ``delay``, ``rk``, ``tick``). Its steps (``lane_step``) do what issue_hit, admit
+ * and shortcut_pick do, in the same order of float operations, without their general paths:
+ * a stream's accesses cost the least, and the lanes of several channels interleave in time
+ * order (``run_until_complete``) without leaving it. */
+typedef struct Lane {
+    int64_t open, d, depth, n, head, f, fcn, fce, pushed, last_rank, rk, tick;
+    double last_same, last_cas, last_issue, busy, other, start, cas, delay;
+} Lane;
+
+enum { LANE_NEXT = -2, LANE_CLOSE = -3 };
+
+/* Whether channel c's pick ``*p`` (streamed) begins a lane: its flow alone at its priority
+ * refills the full queue it is in. */
+static inline int lane_fits(const Ctl *k, int64_t c, const Pick *p) {
+    const int64_t *next = k->next_memo + 2 * c;
+    int64_t f = next[0];
+    return f >= 0 && next[1] == 1 && k->flow_write[f] == p->d && CI(c, C_RQ_N + p->d) == GG(G_RQ + p->d)
+           && FCN(f, c) < FCE(f, c);
+}
+
+static inline __attribute__((always_inline)) void lane_open(Ctl *k, int64_t c, Lane *L, const Pick *p) {
+    int64_t d = p->d, f = k->next_memo[2 * c];
+    L->open = 1;
+    L->d = d;
+    L->depth = GG(G_RQ + d);
+    L->n = CI(c, C_RQ_N + d);
+    L->head = CI(c, C_RQ_HEAD + d);
+    L->f = f;
+    L->fcn = FCN(f, c);
+    L->fce = FCE(f, c);
+    L->pushed = 0;
+    L->last_same = CF(c, d == 1 ? C_LAST_WR : C_LAST_RD);
+    L->last_cas = CF(c, C_LAST_CAS);
+    L->last_issue = CF(c, C_LAST_ISSUE);
+    L->busy = CF(c, C_BUS_BUSY);
+    L->last_rank = CI(c, C_LAST_RANK);
+    /* the other direction's last column command bounds the next: constant while only this one issues */
+    L->other = d == 1 ? CF(c, C_LAST_RD) + TT(T_RTW) : CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S);
+    L->start = k->flow_start[f];
+    L->cas = p->time;
+    L->delay = p->delay;
+    L->rk = p->rank;
+    L->tick = p->cas_tick;
+}
+
+static inline __attribute__((always_inline)) void lane_close(Ctl *k, int64_t c, Lane *L) {
+    int64_t d = L->d;
+    L->open = 0;
+    CF(c, d == 1 ? C_LAST_WR : C_LAST_RD) = L->last_same;
+    CF(c, C_LAST_CAS) = L->last_cas;
+    CF(c, C_LAST_ISSUE) = L->last_issue;
+    CF(c, C_BUS_BUSY) = L->busy;
+    CI(c, C_LAST_RANK) = L->last_rank;
+    CI(c, C_RQ_HEAD + d) = L->head;
+    CI(c, C_RQ_N + d) = L->n;
+    if (L->pushed) {
+        FCN(L->f, c) = L->fcn;
+        CI(c, C_RR_LAST) = L->f;
+        if (L->fcn >= L->fce) k->next_memo[2 * c] = -2;
     }
+}
+
+/* Issue the lane's pick and find its next: LANE_NEXT (held in the lane), the flow the access
+ * completed (``until_complete``; the next pick not yet looked for), or LANE_CLOSE (the next
+ * pick is not the lane's: close it, and candidate picks; its flow may be out of accesses). */
+static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c, Lane *L, int until_complete) {
+    int64_t d = L->d, depth = L->depth, n = L->n, head = L->head, rk = L->rk;
+    int write = d == 1;
+    double cas = L->cas, delay = L->delay;
+    /* issue_hit: the oldest access, a row hit at ``cas`` */
+    int64_t r = SQ(d, c, head), b = k->req_bank[r], g = k->req_bg[r];
+    double arrival = SQA(d, c, head);
+    if (GG(G_CMD_CAS) > 0)
+        bus_take(k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0), L->tick, GG(G_CMD_CAS));
+    k->stats_i[S_HITS] += 1;
+    BI(b, B_STREAK) += 1;
+    double end;
+    if (write) {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
+        end = cas + TT(T_CWL) + TT(T_BURST);
+        RBG(rk, g, BG_LAST_WR) = cas;
+        k->stats_i[S_WRITES] += 1;
+        k->stats_f[SF_WRITE_LATENCY] += end - arrival;
+    } else {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
+        end = cas + TT(T_CL) + TT(T_BURST);
+        RBG(rk, g, BG_LAST_RD) = cas;
+        k->stats_i[S_READS] += 1;
+        k->stats_f[SF_READ_LATENCY] += end - arrival;
+    }
+    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
+    double last_same = cas;
+    int64_t last_rank = rk - c * GG(G_RANKS);
+    L->last_same = L->last_cas = L->last_issue = cas;
+    L->last_rank = last_rank;
+    L->busy += TT(T_BURST);
+    BF(b, B_BUSY) += TT(T_BURST) + 0.0;  /* (issue's burst + extra, extra 0 for a hit) */
+    k->stats_f[SF_DELAY] += delay;
+    k->req_end[r] = end;
+    int64_t fl = k->req_flow[r];
+    k->flow_remaining[fl] -= 1;
+    k->flow_end[fl] = max2(k->flow_end[fl], end);
+    k->flow_delay[fl] += delay;
+    head = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
+    n -= 1;
+    L->head = head;
+    L->n = n;
+    if (until_complete && k->flow_remaining[fl] == 0) return fl;
+    /* admit: the flow's next access takes the freed slot */
+    int64_t j = at(head, n, depth);
+    SQ(d, c, j) = L->fcn;
+    SQA(d, c, j) = max2(L->start, cas);
+    L->n = n + 1;
+    enter_queue(k, d, L->fcn);
+    L->fcn += 1;
+    L->pushed = 1;
+    if (L->fcn >= L->fce) return LANE_CLOSE;  /* (next_flow's turn) */
+    /* shortcut_pick */
+    double floor_t = max2(last_same + k->ccd_s, L->other);
+    r = SQ(d, c, head);
+    b = k->req_bank[r];
+    if (BI(b, B_OPEN_ROW) != k->req_row[r]
+        || (BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0))
+        return LANE_CLOSE;
+    rk = k->req_rank[r];
+    g = k->req_bg[r];
+    arrival = SQA(d, c, head);
+    double bus = arrival;  /* timing() of a hit */
+    if (write) {
+        bus = max2(bus, last_same + k->ccd_s);
+        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
+        bus = max2(bus, L->other);
+    } else {
+        bus = max2(bus, last_same + k->ccd_s);
+        bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
+        bus = max2(bus, L->other);
+        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
+    }
+    if (last_rank != rk - c * GG(G_RANKS)) bus = max2(bus, cas + TT(T_BURST) + TT(T_RTRS));
+    double ready = max2(arrival, BF(b, B_NEXT_CAS));
+    double time = max2(bus, ready);
+    if (time > floor_t) return LANE_CLOSE;
+    if (GG(G_CMD_CAS) > 0) {
+        double q = time * k->cmd_inv;
+        int64_t tick = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
+        if (!bus_free(k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0), tick, GG(G_CMD_CAS)))
+            return LANE_CLOSE;  /* (on_bus would move it) */
+        L->tick = tick;
+    }
+    if (time >= RF(rk, R_NEXT_REF)) return LANE_CLOSE;  /* a refresh first */
+    L->cas = time;
+    L->delay = max2(0.0, ready - bus);
+    L->rk = rk;
+    return LANE_NEXT;
+}
+
+/* Channel c's pick ``*p`` issued; its next pick into ``*p``, or into the lane ``L`` when it
+ * begins one (``L->open``). The flow the access completed when ``until_complete``, else -1. */
+static inline __attribute__((always_inline)) int64_t issue_then_pick(Ctl *k, int64_t c, Pick *p, Lane *L,
+                                                                     int streams, int until_complete) {
+    int64_t f = p->streamed ? issue_hit(k, c, p) : issue(k, c, p);
+    if (until_complete && k->flow_remaining[f] == 0) return f;
+    if (streams && p->kind == HIT && shortcut_pick(k, c, p)) {
+        if (lane_fits(k, c, p)) lane_open(k, c, L, p);
+        return -1;
+    }
+    *p = candidate(k, c);
+    return -1;
 }
 
 /* Every channel to ``stop``, channel by channel. */
 static int64_t run_channels(Ctl *k, double stop) {
     int streams = can_stream(k);
     for (int64_t c = 0; c < k->C; c++) {
+        Lane L = {0};
         Pick p = candidate(k, c);
         for (;;) {
+            if (L.open) {
+                if (L.cas > stop) {
+                    lane_close(k, c, &L);
+                    break;
+                }
+                if (lane_step(k, c, &L, 0) == LANE_CLOSE) {
+                    lane_close(k, c, &L);
+                    p = candidate(k, c);
+                }
+                continue;
+            }
             if (p.what == NOTHING || p.time > stop) break;
             if (p.what == REFRESH) {
                 refresh(k, p.rank, p.time);
-            } else if (streams) {
-                if (stream(k, c, &p, stop, INFINITY, c, 0) == STREAM_HELD) continue;
+                p = candidate(k, c);
             } else {
-                issue(k, c, &p);
+                issue_then_pick(k, c, &p, &L, streams, 0);
             }
-            p = candidate(k, c);
         }
     }
     return 0;
@@ -1004,31 +1020,49 @@ static int64_t run_channels(Ctl *k, double stop) {
 /* ``run_channels`` in time order across channels: 1 just after the access that completes a
  * flow, or 0 with every command up to ``stop`` issued (kernel.py: run_until_complete). */
 static int64_t run_until_complete(Ctl *k, double stop) {
-    Pick *next = k->held;  /* each channel's next command */
+    Pick *next = k->held;  /* each channel's next command, or its lane's */
+    Lane *lanes = k->lanes;
     int streams = can_stream(k);
-    for (int64_t c = 0; c < k->C; c++) next[c] = candidate(k, c);
+    int64_t C = k->C, done = 0;
+    for (int64_t c = 0; c < C; c++) {
+        next[c] = candidate(k, c);
+        lanes[c].open = 0;
+    }
     for (;;) {
         int64_t c = -1;  /* the earliest command of all channels */
-        for (int64_t j = 0; j < k->C; j++)
-            if (next[j].what != NOTHING && next[j].time <= stop && (c < 0 || next[j].time < next[c].time)) c = j;
-        if (c < 0) return 0;
-        if (next[c].what == REFRESH) {
-            refresh(k, next[c].rank, next[c].time);
-        } else if (streams) {
-            double before = INFINITY;  /* the other channels' earliest command, and its channel */
-            int64_t before_c = c;
-            for (int64_t j = 0; j < k->C; j++)
-                if (j != c && next[j].what != NOTHING && next[j].time <= stop && next[j].time < before)
-                    before = next[j].time, before_c = j;
-            int64_t s = stream(k, c, &next[c], stop, before, before_c, 1);
-            if (s >= 0) return 1;
-            if (s == STREAM_HELD) continue;
-        } else {
-            int64_t f = issue(k, c, &next[c]);
-            if (k->flow_remaining[f] == 0) return 1;
+        double best = 0.0;
+        for (int64_t j = 0; j < C; j++) {
+            double t;
+            if (lanes[j].open)
+                t = lanes[j].cas;
+            else if (next[j].what != NOTHING)
+                t = next[j].time;
+            else
+                continue;
+            if (t <= stop && (c < 0 || t < best)) c = j, best = t;
         }
-        next[c] = candidate(k, c);
+        if (c < 0) break;
+        if (lanes[c].open) {
+            int64_t s = lane_step(k, c, &lanes[c], 1);
+            if (s >= 0) {
+                done = 1;
+                break;
+            }
+            if (s == LANE_CLOSE) {
+                lane_close(k, c, &lanes[c]);
+                next[c] = candidate(k, c);
+            }
+        } else if (next[c].what == REFRESH) {
+            refresh(k, next[c].rank, next[c].time);
+            next[c] = candidate(k, c);
+        } else if (issue_then_pick(k, c, &next[c], &lanes[c], streams, 1) >= 0) {
+            done = 1;
+            break;
+        }
     }
+    for (int64_t c = 0; c < C; c++)
+        if (lanes[c].open) lane_close(k, c, &lanes[c]);
+    return done;
 }
 
 

@@ -56,14 +56,15 @@ static PyObject *py_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     k.barr = sf;
     k.next_memo = malloc((size_t)(2 * k.C + 1) * 8);
     k.held = malloc((size_t)(k.C + 1) * sizeof(Pick));
-    if (!k.next_memo || !k.held) {
-        free(k.next_memo), free(k.held);
+    k.lanes = malloc((size_t)(k.C + 1) * sizeof(Lane));
+    if (!k.next_memo || !k.held || !k.lanes) {
+        free(k.next_memo), free(k.held), free(k.lanes);
         PyErr_NoMemory();
         goto out;
     }
     forget_next_flows(&k);
     int64_t r = until ? run_until_complete(&k, stop) : run_channels(&k, stop);
-    free(k.next_memo), free(k.held);
+    free(k.next_memo), free(k.held), free(k.lanes);
     result = PyLong_FromLongLong(r);
 out:
     release_buffers(&b);

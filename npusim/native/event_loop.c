@@ -446,6 +446,7 @@ typedef struct Banks {
     int64_t *scratch_i;
     double *scratch_f;
     Pick *held;
+    Lane *lanes;
     /* results: the row hit rate's samples (time, hits, accesses), the channels' busy ns at the last wake */
     double *hit_time;
     int64_t *hit_hits, *hit_total, n_hits, hits_cap;
@@ -1302,7 +1303,7 @@ static void banks_free(Banks *B, int64_t n) {
     keep_pool(&B->spare_pool, &B->spare_req_end, B->spare_cap, &kept.spare, &kept.spare_end, &kept.spare_cap);
     free(B->acc), free(B->active), free(B->free_slots), free(B->order);
     free(B->flow_done), free(B->flow_cmd), free(B->moved), free(B->delay_ns), free(B->cursor), free(B->n_acc);
-    free(B->scratch_i), free(B->scratch_f), free(B->held), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
+    free(B->scratch_i), free(B->scratch_f), free(B->held), free(B->lanes), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
     free(B->k[0].next_memo), free(B->k[1].next_memo);
     free(B->remap);
     free(B->last_busy);
@@ -1357,10 +1358,11 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
     B->n_acc = calloc(n + 1, 8), B->acc = calloc(n + 1, sizeof(int64_t *));
     B->scratch_i = calloc(NB * 2 + 1, 8), B->scratch_f = calloc(NB * 2 + 1, 8);
     B->held = malloc((size_t)(C + 1) * sizeof(Pick));
+    B->lanes = malloc((size_t)(C + 1) * sizeof(Lane));
     B->last_busy = calloc(C > 0 ? C : 1, 8);
     if (!B->fbuf[0] || !B->fbuf[1] || !B->ibuf[0] || !B->ibuf[1] || !B->pool || !B->req_end || !B->active
         || !B->free_slots || !B->order || !B->flow_done || !B->flow_cmd || !B->moved || !B->delay_ns || !B->cursor
-        || !B->n_acc || !B->acc || !B->scratch_i || !B->scratch_f || !B->held || !B->last_busy) {
+        || !B->n_acc || !B->acc || !B->scratch_i || !B->scratch_f || !B->held || !B->lanes || !B->last_busy) {
         banks_free(B, n);
         return (Banks *)PyErr_NoMemory();
     }
@@ -1378,6 +1380,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
         k->picks = B->scratch_i + NB * 2;
         k->barr = B->scratch_f;
         k->held = B->held;  /* (shared: the two controllers never run at once) */
+        k->lanes = B->lanes;
         k->next_memo = malloc((size_t)(2 * C + 1) * 8);
         if (!k->next_memo) {
             banks_free(B, n);
