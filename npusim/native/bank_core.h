@@ -118,7 +118,7 @@ typedef struct Pick {
     int64_t what, k, d, kind, rank;
     double pre, act, time, delay;
     int64_t pre_tick, act_tick, cas_tick;  /* where its commands go on the command bus */
-    int64_t streamed;  /* picked by ``stream``: a row hit of its queue's oldest access, ``issue_hit`` commits it */
+    int64_t streamed;  /* picked by ``shortcut_pick``: a row hit of its queue's oldest access, ``issue_hit`` commits it */
 } Pick;
 
 static inline void close_row(Ctl *k, int64_t b, int64_t rk, double when) {
