@@ -83,9 +83,9 @@ def _stream_flows(rng, n_flows=6):
 @pytest.mark.parametrize("trial", range(8))
 def test_streamed_row_hits_match_reference(trial):
     """The kernel's shortcut for a stream of row hits (``shortcut_pick``, ``lane_step`` in
-    bank_core.h: open pages, FR-FCFS, the shared read/write queues, no power-down) times every access as the general
-    pick does: against the reference, on every preset, with 1, 2 and 4 channels and streams of
-    reads and writes."""
+    bank_core.h: open pages, FR-FCFS, the shared read/write queues, no power-down) times every
+    access as the general pick does: against the reference, on every preset, with 1, 2 and 4
+    channels and streams of reads and writes."""
     rng = np.random.default_rng(100 + trial)
     name = list(PRESETS)[trial % len(PRESETS)]
     cfg = _config(name, channels=(1, 2, 4)[trial % 3], policy="open", scheduler="frfcfs", row_hit_cap=4, read_queue=8,
