@@ -189,7 +189,7 @@ def npusim_run(trace: list[tuple[int, bool]], device: DramDevice, queue: int = 3
     flows = [ctrl.add_flow(addresses[lo:hi], bool(writes[lo]), float(k), 0.0)
              for k, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:]))]
     ctrl.run(1e15)
-    end = max(ctrl.end(f) for f in flows)
+    end = max(ctrl.data_end(f) for f in flows)  # (a write flow is done at its admission: its data lands later)
     c = ctrl.counts()
     rd, _, _ = ctrl.latency_sums()
     n = len(trace)

@@ -26,7 +26,7 @@ from npusim.dram.reference import ReferenceController
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
 _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "sq", "sqa", "tq", "tqa", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other", "cmd_bus")
+          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other", "cmd_bus", "flow_waiting")
 
 _POOL_ROWS = ("bank", "row", "rank", "bg", "flow")
 
@@ -173,7 +173,8 @@ class Controller:
         self.flow_write = np.zeros(cap, dtype=np.int64)
         self.flow_prio = np.zeros(cap)
         self.flow_start = np.zeros(cap)
-        self.flow_remaining = np.zeros(cap, dtype=np.int64)
+        self.flow_remaining = np.zeros(cap, dtype=np.int64)  # accesses not yet issued
+        self.flow_waiting = np.zeros(cap, dtype=np.int64)    # accesses not yet admitted
         self.flow_end = np.zeros(cap)
         self.flow_delay = np.zeros(cap)
         self.fc_next = np.zeros((cap, C), dtype=np.int64)
@@ -266,6 +267,7 @@ class Controller:
         self.flow_prio[fid] = priority
         self.flow_start[fid] = start
         self.flow_remaining[fid] = m
+        self.flow_waiting[fid] = m
         self.flow_end[fid] = start
         self.flow_delay[fid] = 0.0
         self.n += m
@@ -283,10 +285,28 @@ class Controller:
             self.fc_next[fid] = self.fc_end[fid]
 
     def remaining(self, fid: int) -> int:
+        """Accesses of the flow not yet issued."""
         return self.ref.flows[fid].remaining if self.backend == "reference" else int(self.flow_remaining[fid])
 
+    def done(self, fid: int) -> bool:
+        """Whether the flow is done: a read once its data has moved, a write once its last access
+        is in the write queue (posted writes; ``npusim.dram.kernel``)."""
+        if self.backend == "reference":
+            f = self.ref.flows[fid]
+            return f.waiting == 0 if f.write else f.remaining == 0
+        return bool(self.flow_waiting[fid] == 0 if self.flow_write[fid] else self.flow_remaining[fid] == 0)
+
     def end(self, fid: int) -> float:
+        """When the flow is done (``done``): its last read's data, or its last write's admission."""
         return self.ref.flows[fid].end if self.backend == "reference" else float(self.flow_end[fid])
+
+    def data_end(self, fid: int) -> float:
+        """When the last of the flow's data has moved (for writes: reached the device), once all
+        its accesses are issued."""
+        if self.backend == "reference":
+            return max((r["end"] for r in self.ref.req.values() if r["flow"] == fid), default=self.end(fid))
+        lo, hi = int(self.flow_first[fid]), int(self.flow_last[fid])
+        return float(self.req_end[lo:hi].max()) if hi > lo else self.end(fid)
 
     def delay(self, fid: int) -> float:
         """ns the flow's column commands waited for bank timing beyond the bus (summed)."""
@@ -312,8 +332,8 @@ class Controller:
         """A lower bound on the column commands one channel issues before the first of
         ``flows`` (default: every live flow) ends (``kernel.commands_before_end``)."""
         flows = self._active if flows is None else np.asarray(flows, dtype=np.int64)
-        return int(K.commands_before_end(flows, self.fc_next, self.fc_end,
-                                         self.flow_prio, min(self.cfg.read_queue, self.cfg.write_queue)))
+        return int(K.commands_before_end(flows, self.fc_next, self.fc_end, self.flow_prio, self.flow_write,
+                                         min(self.cfg.read_queue, self.cfg.write_queue), self.cfg.write_queue))
 
     def copy(self, reuse: bool = False) -> "Controller":
         """An independent controller in the same state. With ``reuse``, the copy may be the
@@ -408,7 +428,7 @@ class Controller:
             return
         new = max(cap * 2, fid + 1)
         for name in ("flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-                     "flow_first", "flow_last"):
+                     "flow_first", "flow_last", "flow_waiting"):
             old = getattr(self, name)
             grown = np.zeros(new, dtype=old.dtype)
             grown[:cap] = old

@@ -59,6 +59,14 @@ Python; a test holds them equal.
   tBurst = BL / data rate and tRTW = tCL + tBurst + 2 tCK - tCWL (Ramulator 2's LPDDR5
   read-to-write rule). Data moves tCL (reads) or tCWL (writes) after the column command, for
   tBurst; an access completes when its data has moved.
+- *Posted writes.* A read flow is done when its last access's data has moved; a write flow
+  when its last access is in the write queue (its admission), as DRAMsim3 (``controller.cc``,
+  ``AddTransaction``: a write completes the cycle after it is added) and gem5 (``MemCtrl``: a
+  write is answered once it is in the write queue) acknowledge a write; Ramulator 2 calls a
+  write back when its WR issues. The DMA engine that stored the data is free then, and the
+  write queue (full, it admits a write only as the drain issues one) is what holds stores back.
+  A write flow's accesses are issued later, as the scheduler drains the queue; its slot is kept
+  until they are (``remaining``), and its bank delay is not counted (none of it delays the store).
 - *Command bus.* Each command holds the channel's command/address bus for its length in ticks
   (``DramDevice.command_bus``: LPDDR4's ACT and RD take 4 clocks, its PRE 2; DDR5's ACT and RD
   2; HBM's row and column commands have a bus each), one command per tick at most, as
@@ -183,12 +191,14 @@ def run(T, G, stop: float, until_complete: bool, state_f, state_i, layout, pool,
     return _C.run(T, G, stop, until_complete, state_f, state_i, layout, pool, req_end, active, scratch_i, scratch_f)
 
 
-def commands_before_end(flows, fc_next, fc_end, flow_prio, depth) -> int:
-    """The fewest column commands one channel issues before any of ``flows`` ends: per flow
+def commands_before_end(flows, fc_next, fc_end, flow_prio, flow_write, depth, write_depth) -> int:
+    """The fewest column commands one channel issues before any of ``flows`` ends: per read flow
     and channel, its accesses not yet admitted, after the more urgent flows' not yet admitted
-    there beyond a queue's depth (the front end admits the most urgent first); per flow the
-    largest over the channels; the smallest over the flows."""
-    return _C.commands_before_end(flows, fc_next, fc_end, flow_prio, fc_next.shape[1], depth)
+    there beyond a queue's depth (the front end admits the most urgent first); per write flow
+    (done at its last admission) its accesses not yet admitted beyond ``write_depth``, the
+    slots the write queue can have free; per flow the largest over the channels; the smallest
+    over the flows."""
+    return _C.commands_before_end(flows, fc_next, fc_end, flow_prio, flow_write, fc_next.shape[1], depth, write_depth)
 
 
 def view_chunks(shape, strides, itemsize: int) -> tuple[np.ndarray, np.ndarray]:

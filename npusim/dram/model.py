@@ -95,6 +95,15 @@ def controller_config(hw) -> ControllerConfig:
                             bank_queue=d.bank_queue)
 
 
+def flow_slots(hw, cfg: ControllerConfig) -> int:
+    """Flows a controller can hold at once: one per DMA channel in flight, and the write flows
+    done (posted) whose accesses are still queued, one per write-queue entry at most (with
+    per-bank command queues, those entries too)."""
+    device = cfg.device
+    queued = cfg.write_queue + (cfg.ranks * device.banks * cfg.bank_queue if cfg.bank_queue > 0 else 0)
+    return hw.dma.channels + cfg.channels * queued
+
+
 #: The fields of ``dram`` only ``dram.model: banks`` reads (the bandwidth model ignores them)
 BANKS_ONLY_FIELDS = ("dram.device", "dram.channels", "dram.mapping", "dram.page_policy", "dram.scheduler",
                      "dram.row_hit_cap", "dram.placement", "dram.read_queue", "dram.write_queue", "dram.bank_queue")
@@ -372,6 +381,8 @@ class BankedDram:
         self._ahead = None
         self.delay_ns: dict[int, float] = {}  # command id -> bank delay of its flows (ns, summed)
         self._flow_cmd: dict[int, int] = {}
+        self._draining: list[int] = []  # write flows done whose accesses are still queued (posted writes)
+        self._finished = False  # every access issued (``finish``)
         self.busy_cycles = 0.0
         self.hit_samples: list[tuple[float, float]] = []  # (cycle, row hit rate % so far): a Perfetto counter
 
@@ -406,6 +417,7 @@ class BankedDram:
             done.succeed()
             return done
         now = self._bring_to(self.env.now * self.ns_per_cycle)
+        self._release_drained()
         prepared = self._prepared.get(cmd.id)
         if prepared is None:  # decoded once for the command's bands
             prepared = self._prepared[cmd.id] = self.ctrl.prepare(addresses)
@@ -432,7 +444,7 @@ class BankedDram:
         live = list(self._events)
         t = self.ctrl.t
         channels = self.cfg.channels
-        fewest = self.ctrl.commands_before_end()  # every live flow: those of self._events
+        fewest = self.ctrl.commands_before_end(live)  # (not the draining writes: done already)
         generation = self._generation
         if fewest > TAIL:
             when = now + (fewest - TAIL) * max(t["tBurst"], t["tCCD_S"])
@@ -440,12 +452,29 @@ class BankedDram:
             self.env.timeout(delay).callbacks.append(lambda _e: self._advance(generation, when))
             return
         state = self.ctrl.copy(reuse=True)
-        when = min((state.end(f) for f in live if state.remaining(f) == 0), default=math.inf)
+        when = min((state.end(f) for f in live if state.done(f)), default=math.inf)
         while state.run(when if when < math.inf else 1e300, until_complete=True):
-            when = min(when, min(state.end(f) for f in live if state.remaining(f) == 0))
+            when = min(when, min(state.end(f) for f in live if state.done(f)))
         self._ahead = (when, state)
         delay = max(0.0, when / self.ns_per_cycle - self.env.now)
         self.env.timeout(delay).callbacks.append(lambda _e: self._wake(generation))
+
+    def _release_drained(self) -> None:
+        """Release the write flows done (posted) whose accesses have all been issued since, in
+        the order they were done: a flow's slot is kept while the controller still holds its
+        accesses."""
+        if self._draining:
+            for fid in [f for f in self._draining if self.ctrl.remaining(f) == 0]:
+                self.ctrl.release(fid)
+            self._draining = [f for f in self._draining if self.ctrl.remaining(f) > 0]
+
+    def finish(self) -> None:
+        """Issue the posted writes the controller still holds when the program ends, so that
+        the counts, the energy and the utilisation include them (``banks_result`` does the same
+        in the compiled loop)."""
+        if not self._finished:
+            self._finished = True
+            self.ctrl.run(math.inf)
 
     def _advance(self, generation: int, when: float) -> None:
         if generation != self._generation:
@@ -468,13 +497,14 @@ class BankedDram:
             return
         when, self.ctrl = self._ahead
         self._now_ns = when
-        for fid in [f for f in self._events if self.ctrl.remaining(f) == 0 and self.ctrl.end(f) <= when + 1e-9]:
+        for fid in [f for f in self._events if self.ctrl.done(f) and self.ctrl.end(f) <= when + 1e-9]:
             cid = self._flow_cmd.pop(fid)
             if self._cursor.get(cid) == len(self._addresses.get(cid, ())):  # its last band: drop its caches
                 self._prepared.pop(cid, None)
             self.delay_ns[cid] = self.delay_ns.get(cid, 0.0) + self.ctrl.delay(fid)
-            self.ctrl.release(fid)
+            self._draining.append(fid)  # (released below once its accesses are issued)
             self._events.pop(fid).succeed()
+        self._release_drained()
         self.busy_cycles = float(self.ctrl.channel_busy().sum()) / self.cfg.channels / self.ns_per_cycle
         c = self.ctrl.counts()
         n = c["hits"] + c["misses"] + c["conflicts"]
@@ -492,7 +522,7 @@ class BankedDram:
         address mapping's fields, and the constants of ``_predict``. ``kind``: every command's
         kind code, ``store`` the code of a store."""
         ctrl, program, m = self.ctrl, self.program, self.ctrl.mapping
-        ctrl._ensure_flow(self.hw.dma.channels)  # slots 0 .. channels - 1 at most: the lowest free is taken
+        ctrl._ensure_flow(flow_slots(self.hw, self.cfg))  # the lowest free slot is taken: no more are needed
         n = len(kind)
         table, tensors = program.commands, program.graph.tensors
         ids = [c for c, view in enumerate(table.dram) if view is not None]  # the transfers
@@ -513,7 +543,8 @@ class BankedDram:
         shifts, masks = ctrl._decode
         d = self.cfg.device
         ints = np.array([m.offset_bits, m.rows, self.cfg.ranks, d.bankgroups, d.banks_per_group, self.burst,
-                         self.access, min(self.cfg.read_queue, self.cfg.write_queue), ctrl.compact_from], np.int64)
+                         self.access, min(self.cfg.read_queue, self.cfg.write_queue), ctrl.compact_from,
+                         self.cfg.write_queue], np.int64)
         floats = np.array([self.ns_per_cycle, max(ctrl.t["tBurst"], ctrl.t["tCCD_S"])])
         fbuf, ibuf = ctrl._buffers
         return (ctrl.T, ctrl.G, ctrl._offsets, fbuf, ibuf, view_ptr, flat(shapes), flat(strides), itemsize, base,
@@ -524,6 +555,7 @@ class BankedDram:
         final state is in ``self.ctrl``'s buffers already) as ``_wake`` would have left them:
         ``busy_cycles``, ``hit_samples``; returns each command's bank delay (ns; ``delay_ns``)."""
         delay, hit_time, hit_hits, hit_total, last_busy, woke = result
+        self._finished = True  # (the loop issued the writes still queued: banks_result)
         if woke:
             busy = np.frombuffer(last_busy, np.float64).copy()  # the channel_busy() of the last wake
             self.busy_cycles = float(busy.sum()) / self.cfg.channels / self.ns_per_cycle
@@ -539,6 +571,7 @@ class BankedDram:
 
     def stats(self, end_cycles: float) -> dict:
         """Row statistics, utilisation and the energy split at the end of a run of ``end_cycles``."""
+        self.finish()
         end = end_cycles * self.ns_per_cycle
         c = self.ctrl.counts()
         hits, misses, conflicts = c["hits"], c["misses"], c["conflicts"]

@@ -102,7 +102,8 @@ class Flow:
         self.write = write
         self.priority = priority
         self.start = start
-        self.remaining = sum(len(v) for v in requests_by_channel)
+        self.remaining = sum(len(v) for v in requests_by_channel)  # not yet issued
+        self.waiting = self.remaining  # not yet admitted: a write flow is done at 0 (posted writes)
         self.end = start
         self.delay = 0.0
 
@@ -296,7 +297,11 @@ class ReferenceController:
                 if len(queue) >= depth:
                     break
                 rid = flow.pending[ch_index].pop(0)
-                queue.append((rid, max(flow.start, ch.last_issue)))
+                arrival = max(flow.start, ch.last_issue)
+                queue.append((rid, arrival))
+                flow.waiting -= 1
+                if flow.write:  # posted: the write flow ends at its last admission
+                    flow.end = max(flow.end, arrival)
                 ch.rr_last = flow.id
             if not self.bank_queue:
                 return
@@ -431,8 +436,9 @@ class ReferenceController:
         r["end"] = end
         flow = self.flows[r["flow"]]
         flow.remaining -= 1
-        flow.end = max(flow.end, end)
-        flow.delay += delay
+        if not write:  # (a write flow ended at its admission)
+            flow.end = max(flow.end, end)
+            flow.delay += delay
         del queue[k]
         if self.bank_queue:
             self.in_bank_queue[(r["bank"], write)] -= 1

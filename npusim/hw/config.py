@@ -203,8 +203,8 @@ class DramConfig:
                           "step start in far-apart banks)",
                           choices=("bump", "pages", "rows"))
     read_queue: int = knob(32, "int", "read queue entries per channel", maximum=MAX_WIDTH)
-    write_queue: int = knob(32, "int", "write queue entries per channel; writes drain from 3/4 full to 1/4",
-                            maximum=MAX_WIDTH)
+    write_queue: int = knob(32, "int", "write queue entries per channel; writes drain from 0.8 full to 0.2, and "
+                            "a store is done once its writes are in it (posted)", maximum=MAX_WIDTH)
     bank_queue: int = knob(0, "int", "0: the scheduler sees the read/write queues whole (Ramulator 2's "
                            "GenericDDR; the structure validated against it); > 0: per-bank command queues of "
                            "this depth behind them, which then hold transactions (DRAMsim3's PER_BANK)",

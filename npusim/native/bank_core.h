@@ -44,7 +44,7 @@ enum { SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY, N_STATS_F };
 /* controller.py: _STATE, the arrays in the two state buffers, in this order */
 enum { L_BANK_F, L_BANK_I, L_RANK_F, L_RANK_I, L_RANK_BG_F, L_CHAN_F, L_CHAN_I, L_SQ, L_SQA, L_TQ, L_TQA, L_BANK_N,
        L_STATS_I, L_STATS_F, L_FLOW_WRITE, L_FLOW_PRIO, L_FLOW_START, L_FLOW_REMAINING, L_FLOW_END, L_FLOW_DELAY,
-       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_CAP, N_LAYOUT };
+       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_WAITING, L_FLOW_CAP, N_LAYOUT };
 /* kernel.py: CMD_WINDOW, CMD_STRIDE -- a command bus: its window's first tick, the tick after the
  * latest taken, then a bit per tick of the window */
 enum { CMD_WINDOW = 1024, CMD_STRIDE = 2 + CMD_WINDOW / 64 };
@@ -72,7 +72,7 @@ typedef struct {
     double *req_end;
     const int64_t *active;
     int64_t n_active;
-    int64_t *flow_write, *flow_remaining, *fc_next, *fc_end, *flow_first, *flow_last;
+    int64_t *flow_write, *flow_remaining, *flow_waiting, *fc_next, *fc_end, *flow_first, *flow_last;
     double *flow_prio, *flow_start, *flow_end, *flow_delay;
     int64_t *btag, *picks;  /* scratch */
     double *barr;
@@ -89,6 +89,7 @@ typedef struct {
      * object, so the compiler would reload (and re-derive every index from) int64 fields after
      * each store; it knows no int64 store changes an int32. Geometry and policies of G, copied. */
     int32_t C, BG, QD, FRONT;
+    int32_t accepted;  /* a write flow's last access was admitted (run_until_complete stops there) */
     int32_t g[N_G];
 } Ctl;
 
@@ -438,6 +439,22 @@ static inline void tq_to_bank_queue(Ctl *k, int64_t c, int64_t d, int64_t s) {
     CI(c, C_RT_N + 2 * d) -= 1;
 }
 
+/* Flow f's access admitted at ``arrival``: a write is posted, its flow done once its last
+ * access is in a queue (the flow ends at that admission; ``accepted`` tells run_until_complete). */
+static inline __attribute__((always_inline)) void accept(Ctl *k, int64_t f, int64_t write, double arrival) {
+    k->flow_waiting[f] -= 1;
+    if (write) {
+        k->flow_end[f] = max2(k->flow_end[f], arrival);
+        if (k->flow_waiting[f] == 0) k->accepted = 1;
+    }
+}
+
+/* Whether flow f is done: a read once its data has moved, a write once its last access is
+ * admitted (posted); its end is then ``flow_end``. */
+static inline int flow_done(const Ctl *k, int64_t f) {
+    return k->flow_write[f] ? k->flow_waiting[f] == 0 : k->flow_remaining[f] == 0;
+}
+
 /* Admission: the most urgent flow's next access enters its queue, until a queue is full or no
  * flow has one left (kernel.py: _admit); whether one entered a transaction queue while its
  * bank's command queue had room (else ``to_command_queues`` would move none of them). ``*next``: the flow ``next_flow`` gives now (-2: not
@@ -451,23 +468,26 @@ static inline __attribute__((always_inline)) int admit(Ctl *k, int64_t c, int64_
         int64_t f = *next;
         if (f < 0) return room;
         int64_t d = k->flow_write[f];
+        double arrival;
         if (front) {
             int64_t n = CI(c, C_RT_N + 2 * d);
             if (n >= GG(G_RT + d)) return room;
             int64_t r = FCN(f, c);
             if (BN(k->req_bank[r], d) < GG(G_BANKQ)) room = 1;
-            tq_append(k, c, d, r, max2(k->flow_start[f], CF(c, C_LAST_ISSUE)));
+            arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
+            tq_append(k, c, d, r, arrival);
             CI(c, C_RT_N + 2 * d) = n + 1;
         } else {
             int64_t n = CI(c, C_RQ_N + d), depth = GG(G_RQ + d);
             if (n >= depth) return room;
-            double arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
+            arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
             int64_t j = at(CI(c, C_RQ_HEAD + d), n, depth);
             SQ(d, c, j) = FCN(f, c);
             SQA(d, c, j) = arrival;
             CI(c, C_RQ_N + d) = n + 1;
             enter_queue(k, d, FCN(f, c));
         }
+        accept(k, f, d, arrival);
         FCN(f, c) += 1;
         CI(c, C_RR_LAST) = f;
         if (!*alone || FCN(f, c) >= FCE(f, c)) *next = -2;
@@ -699,8 +719,10 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
     }
     int64_t f = k->req_flow[r];
     k->flow_remaining[f] -= 1;
-    k->flow_end[f] = max2(k->flow_end[f], end);
-    k->flow_delay[f] += delay;
+    if (!write) {  /* (a write's flow ended at its admission) */
+        k->flow_end[f] = max2(k->flow_end[f], end);
+        k->flow_delay[f] += delay;
+    }
     CI(c, C_RQ_HEAD + d) = remove_entry(k, d, c, head, n, p->k, depth);
     CI(c, C_RQ_N + d) = n - 1;
     if (GG(G_POLICY) != OPEN) {  /* page policy */
@@ -766,8 +788,10 @@ static inline __attribute__((always_inline)) int64_t issue_hit(Ctl *k, int64_t c
     k->req_end[r] = end;
     int64_t f = k->req_flow[r];
     k->flow_remaining[f] -= 1;
-    k->flow_end[f] = max2(k->flow_end[f], end);
-    k->flow_delay[f] += delay;
+    if (d == 0) {  /* (a write's flow ended at its admission) */
+        k->flow_end[f] = max2(k->flow_end[f], end);
+        k->flow_delay[f] += delay;
+    }
     CI(c, C_RQ_HEAD + d) = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
     CI(c, C_RQ_N + d) = n - 1;
     return f;
@@ -918,19 +942,23 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     k->req_end[r] = end;
     int64_t fl = k->req_flow[r];
     k->flow_remaining[fl] -= 1;
-    k->flow_end[fl] = max2(k->flow_end[fl], end);
-    k->flow_delay[fl] += delay;
+    if (!write) {  /* (a write's flow ended at its admission) */
+        k->flow_end[fl] = max2(k->flow_end[fl], end);
+        k->flow_delay[fl] += delay;
+    }
     head = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
     n -= 1;
     L->head = head;
     L->n = n;
-    if (until_complete && k->flow_remaining[fl] == 0) return fl;
+    if (until_complete && !write && k->flow_remaining[fl] == 0) return fl;
     /* admit: the flow's next access takes the freed slot */
     int64_t j = at(head, n, depth);
+    double admitted = max2(L->start, cas);
     SQ(d, c, j) = L->fcn;
-    SQA(d, c, j) = max2(L->start, cas);
+    SQA(d, c, j) = admitted;
     L->n = n + 1;
     enter_queue(k, d, L->fcn);
+    accept(k, L->f, d, admitted);
     L->fcn += 1;
     L->pushed = 1;
     if (L->fcn >= L->fce) return LANE_CLOSE;  /* (next_flow's turn) */
@@ -978,7 +1006,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
 static inline __attribute__((always_inline)) int64_t issue_then_pick(Ctl *k, int64_t c, Pick *p, Lane *L,
                                                                      int streams, int until_complete) {
     int64_t f = p->streamed ? issue_hit(k, c, p) : issue(k, c, p);
-    if (until_complete && k->flow_remaining[f] == 0) return f;
+    if (until_complete && p->d == 0 && k->flow_remaining[f] == 0) return f;
     if (streams && p->kind == HIT && shortcut_pick(k, c, p)) {
         if (lane_fits(k, c, p)) lane_open(k, c, L, p);
         return -1;
@@ -1018,16 +1046,17 @@ static int64_t run_channels(Ctl *k, double stop) {
 }
 
 /* ``run_channels`` in time order across channels: 1 just after the access that completes a
- * flow, or 0 with every command up to ``stop`` issued (kernel.py: run_until_complete). */
+ * flow (a read's column command, a write's admission), or 0 with every command up to ``stop``
+ * issued (kernel.py: run_until_complete). */
 static int64_t run_until_complete(Ctl *k, double stop) {
     Pick *next = k->held;  /* each channel's next command, or its lane's */
     Lane *lanes = k->lanes;
     int streams = can_stream(k);
     int64_t C = k->C, done = 0;
-    for (int64_t c = 0; c < C; c++) {
-        next[c] = candidate(k, c);
-        lanes[c].open = 0;
-    }
+    k->accepted = 0;
+    for (int64_t c = 0; c < C; c++) lanes[c].open = 0;
+    for (int64_t c = 0; c < C; c++) next[c] = candidate(k, c);
+    if (k->accepted) return 1;  /* (a write flow admitted whole at its start) */
     for (;;) {
         int64_t c = -1;  /* the earliest command of all channels */
         double best = 0.0;
@@ -1056,6 +1085,10 @@ static int64_t run_until_complete(Ctl *k, double stop) {
             refresh(k, next[c].rank, next[c].time);
             next[c] = candidate(k, c);
         } else if (issue_then_pick(k, c, &next[c], &lanes[c], streams, 1) >= 0) {
+            done = 1;
+            break;
+        }
+        if (k->accepted) {
             done = 1;
             break;
         }
@@ -1095,7 +1128,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
         {1, R * BG * RANK_BG_COLUMNS}, {1, C * CHAN_F_COLUMNS}, {0, C * CHAN_I_COLUMNS}, {0, 2 * C * k->QD},
         {1, 2 * C * k->QD}, {0, 2 * C * k->FRONT * TQ_COLUMNS}, {1, 2 * C * k->FRONT}, {0, NB * BANK_N_COLUMNS},
         {0, N_STATS_I}, {1, N_STATS_F}, {0, F}, {1, F}, {1, F}, {0, F}, {1, F}, {1, F}, {0, F * C}, {0, F * C},
-        {0, F}, {0, F}, {0, NB * 2}, {0, C * 2 * CMD_STRIDE}};
+        {0, F}, {0, F}, {0, NB * 2}, {0, C * 2 * CMD_STRIDE}, {0, F}};
     for (int i = 0; i < N_LAYOUT - 1; i++) {
         if (layout[i] < 0 || layout[i] + sizes[i][1] > (sizes[i][0] ? nf : ni)) {
             PyErr_Format(PyExc_ValueError, "npusim bank kernel: state array %d does not fit its buffer", i);
@@ -1130,6 +1163,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     k->flow_last = IPTR(L_FLOW_LAST);
     k->bank_other = IPTR(L_BANK_OTHER);
     k->cmd_bus = IPTR(L_CMD_BUS);
+    k->flow_waiting = IPTR(L_FLOW_WAITING);
 #undef FPTR
 #undef IPTR
     return 0;
@@ -1245,20 +1279,27 @@ static inline int64_t decode_access(const Decoding *m, int64_t address, int64_t 
 }
 
 /* The fewest column commands one channel issues before any of ``flows`` ends (kernel.py:
- * commands_before_end). */
+ * commands_before_end): a read flow's accesses not yet admitted, after the more urgent flows'
+ * beyond ``depth``; a write flow's (posted: it ends at its last admission) beyond
+ * ``write_depth``, the slots its queue can have free. */
 static int64_t fewest_before_end(const int64_t *flows, int64_t nflows, const int64_t *fc_next, const int64_t *fc_end,
-                                 const double *prio, int64_t C, int64_t depth) {
+                                 const double *prio, const int64_t *flow_write, int64_t C, int64_t depth,
+                                 int64_t write_depth) {
     int64_t fewest = (int64_t)1 << 62;
     for (int64_t a = 0; a < nflows; a++) {
         int64_t f = flows[a], worst = 0;
         for (int64_t c = 0; c < C; c++) {
-            int64_t ahead = 0;
-            for (int64_t e = 0; e < nflows; e++) {
-                int64_t g = flows[e];
-                if (prio[g] < prio[f]) ahead += fc_end[g * C + c] - fc_next[g * C + c];
+            int64_t w, left = fc_end[f * C + c] - fc_next[f * C + c];
+            if (flow_write[f]) {
+                w = left - write_depth > 0 ? left - write_depth : 0;
+            } else {
+                int64_t ahead = 0;
+                for (int64_t e = 0; e < nflows; e++) {
+                    int64_t g = flows[e];
+                    if (prio[g] < prio[f]) ahead += fc_end[g * C + c] - fc_next[g * C + c];
+                }
+                w = left + (ahead - depth > 0 ? ahead - depth : 0);
             }
-            int64_t beyond = ahead - depth > 0 ? ahead - depth : 0;
-            int64_t w = fc_end[f * C + c] - fc_next[f * C + c] + beyond;
             if (w > worst) worst = w;
         }
         if (worst < fewest) fewest = worst;

@@ -427,8 +427,10 @@ typedef struct Banks {
     double *spare_req_end;
     int64_t spare_cap, remap_cap;
     /* flows: the live ones sorted (``_active``), free slots, slots ever taken, ``_events`` in
-     * order, each flow's done event and command */
-    int64_t *active, n_active, *free_slots, n_free, slots, *order, n_order, *flow_done, *flow_cmd;
+     * order, each flow's done event and command, the write flows done whose accesses are still
+     * in the controller (``_draining``: released once it has issued them) */
+    int64_t *active, n_active, *free_slots, n_free, slots, *order, n_order, *flow_done, *flow_cmd, *draining,
+        n_draining;
     /* the prediction: its timeout event (-1: none; ``_generation``), the moment ``_advance``
      * brings the controller to, the completion the look-ahead copy reached; the controller's present */
     int64_t pending;
@@ -441,7 +443,7 @@ typedef struct Banks {
     /* each command's DRAM view: shape and strides from view_ptr[c], item size, byte address */
     const int64_t *view_ptr, *view_shape, *view_strides, *itemsize, *base, *write;
     Decoding dec;
-    int64_t burst, access, depth, compact_from;
+    int64_t burst, access, depth, write_depth, compact_from;
     double ns_per_cycle, step_ns;
     int64_t *scratch_i;
     double *scratch_f;
@@ -638,6 +640,7 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     k->flow_prio[fid] = priority;
     k->flow_start[fid] = start;
     k->flow_remaining[fid] = m;
+    k->flow_waiting[fid] = m;
     k->flow_end[fid] = start;
     k->flow_delay[fid] = 0.0;
     B->n_pool += m;
@@ -654,6 +657,21 @@ static void banks_release(Banks *B, int64_t fid) {
     for (int64_t c = 0; c < k->C; c++) FCN(fid, c) = FCE(fid, c);
 }
 
+/* ``BankedDram._release_drained``: the write flows done whose accesses have all been issued
+ * since are released, in the order they were done. */
+static void banks_release_drained(Banks *B) {
+    Ctl *k = &B->k[B->cur];
+    int64_t kept = 0;
+    for (int64_t i = 0; i < B->n_draining; i++) {
+        int64_t f = B->draining[i];
+        if (k->flow_remaining[f] == 0)
+            banks_release(B, f);
+        else
+            B->draining[kept++] = f;
+    }
+    B->n_draining = kept;
+}
+
 /* ``BankedDram._bring_to``: the controller brought to ``when`` ns (never back); its present. */
 static double banks_bring_to(Banks *B, double when) {
     when = MAX(when, B->now_ns);
@@ -667,7 +685,7 @@ static double banks_bring_to(Banks *B, double when) {
 static double banks_first_end(const Banks *B, const Ctl *k, double when) {
     for (int64_t i = 0; i < B->n_order; i++) {
         int64_t f = B->order[i];
-        if (k->flow_remaining[f] == 0) when = MIN(when, k->flow_end[f]);
+        if (flow_done(k, f)) when = MIN(when, k->flow_end[f]);
     }
     return when;
 }
@@ -679,7 +697,8 @@ static void banks_predict(Loop *L, Banks *B, double now) {
     B->pending = -1;
     if (B->n_order == 0) return;
     Ctl *k = &B->k[B->cur];
-    int64_t fewest = fewest_before_end(B->active, B->n_active, k->fc_next, k->fc_end, k->flow_prio, k->C, B->depth);
+    int64_t fewest = fewest_before_end(B->order, B->n_order, k->fc_next, k->fc_end, k->flow_prio, k->flow_write, k->C,
+                                       B->depth, B->write_depth);
     if (fewest > TAIL) {
         double when = B->now_ns + (double)(fewest - TAIL) * B->step_ns;
         double delay = MAX(0.0, when / B->ns_per_cycle - now);
@@ -716,16 +735,17 @@ static void banks_wake(Loop *L, Banks *B, double now, int now_int) {
     int64_t kept = 0, n_order = B->n_order;
     for (int64_t i = 0; i < n_order; i++) {
         int64_t f = B->order[i];
-        if (k->flow_remaining[f] == 0 && k->flow_end[f] <= when + 1e-9) {
+        if (flow_done(k, f) && k->flow_end[f] <= when + 1e-9) {
             int64_t c = B->flow_cmd[f];
             B->delay_ns[c] = B->delay_ns[c] + k->flow_delay[f];
-            banks_release(B, f);
+            B->draining[B->n_draining++] = f;  /* (released below once its accesses are issued) */
             schedule(L, B->flow_done[f], now, NORMAL, now_int);
         } else {
             B->order[kept++] = f;
         }
     }
     B->n_order = kept;
+    banks_release_drained(B);
     for (int64_t c = 0; c < k->C; c++) B->last_busy[c] = CF(c, C_BUS_BUSY);
     B->woke = 1;
     int64_t hits = k->stats_i[S_HITS], total = hits + k->stats_i[S_MISSES] + k->stats_i[S_CONFLICTS];
@@ -776,6 +796,7 @@ static int64_t banks_transfer(Loop *L, Banks *B, int64_t c, double nbytes, doubl
         return done;
     }
     double start = banks_bring_to(B, now * B->ns_per_cycle);
+    banks_release_drained(B);
     int64_t fid = banks_add_flow(B, c, lo, hi, B->write[c] != 0, priority, start);
     if (fid < 0) {
         L->status = BANKS_FAILED;
@@ -1266,8 +1287,9 @@ enum {
     K_T, K_G, K_LAYOUT, K_FBUF, K_IBUF, K_VIEW_PTR, K_VIEW_SHAPE, K_VIEW_STRIDES, K_ITEMSIZE, K_BASE, K_WRITE,
     K_SHIFTS, K_MASKS, K_INTS, K_FLOATS, N_BANK_ARGS
 };
-/* K_INTS: offset_bits, rows, ranks, bankgroups, banks_per_group, burst, access, depth (the queue depth of
- * commands_before_end), compact_from (Controller.compact_from); K_FLOATS: ns per cycle, step (max(tBurst, tCCD_S)) */
+/* K_INTS: offset_bits, rows, ranks, bankgroups, banks_per_group, burst, access, depth and (after
+ * compact_from, Controller.compact_from) write_depth: the queue depths of commands_before_end;
+ * K_FLOATS: ns per cycle, step (max(tBurst, tCCD_S)) */
 
 /* The access pools of the last run, kept for the next one (a DSE or a regression runs the model
  * dozens of times in a process): their pages stay mapped, where a fresh pool takes a page fault
@@ -1301,7 +1323,7 @@ static void banks_free(Banks *B, int64_t n) {
         for (int64_t c = 0; c < n; c++) free(B->acc[c]);
     keep_pool(&B->pool, &B->req_end, B->cap, &kept.pool, &kept.end, &kept.cap);
     keep_pool(&B->spare_pool, &B->spare_req_end, B->spare_cap, &kept.spare, &kept.spare_end, &kept.spare_cap);
-    free(B->acc), free(B->active), free(B->free_slots), free(B->order);
+    free(B->acc), free(B->active), free(B->free_slots), free(B->order), free(B->draining);
     free(B->flow_done), free(B->flow_cmd), free(B->moved), free(B->delay_ns), free(B->cursor), free(B->n_acc);
     free(B->scratch_i), free(B->scratch_f), free(B->held), free(B->lanes), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
     free(B->k[0].next_memo), free(B->k[1].next_memo);
@@ -1325,7 +1347,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
                          "banks");
         if (a[i] == NULL) return NULL;
     }
-    if (len[K_T] != N_TIMING || len[K_G] != N_G || len[K_SHIFTS] < 6 || len[K_MASKS] < 6 || len[K_INTS] < 9
+    if (len[K_T] != N_TIMING || len[K_G] != N_G || len[K_SHIFTS] < 6 || len[K_MASKS] < 6 || len[K_INTS] < 10
         || len[K_FLOATS] < 2 || len[K_VIEW_PTR] != n + 1 || len[K_ITEMSIZE] != n || len[K_BASE] != n
         || len[K_WRITE] != n) {
         PyErr_SetString(PyExc_ValueError, "npusim C kernel run_program: banks arrays of the wrong sizes");
@@ -1352,7 +1374,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
         B->cap = 1024;
         B->pool = malloc((size_t)B->cap * 5 * 8), B->req_end = malloc((size_t)B->cap * 8);
     }
-    B->active = malloc(F * 8), B->free_slots = malloc(F * 8), B->order = malloc(F * 8);
+    B->active = malloc(F * 8), B->free_slots = malloc(F * 8), B->order = malloc(F * 8), B->draining = malloc(F * 8);
     B->flow_done = malloc(F * 8), B->flow_cmd = malloc(F * 8);
     B->moved = calloc(n + 1, 8), B->delay_ns = calloc(n + 1, 8), B->cursor = calloc(n + 1, 8);
     B->n_acc = calloc(n + 1, 8), B->acc = calloc(n + 1, sizeof(int64_t *));
@@ -1361,7 +1383,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
     B->lanes = malloc((size_t)(C + 1) * sizeof(Lane));
     B->last_busy = calloc(C > 0 ? C : 1, 8);
     if (!B->fbuf[0] || !B->fbuf[1] || !B->ibuf[0] || !B->ibuf[1] || !B->pool || !B->req_end || !B->active
-        || !B->free_slots || !B->order || !B->flow_done || !B->flow_cmd || !B->moved || !B->delay_ns || !B->cursor
+        || !B->free_slots || !B->order || !B->draining || !B->flow_done || !B->flow_cmd || !B->moved || !B->delay_ns || !B->cursor
         || !B->n_acc || !B->acc || !B->scratch_i || !B->scratch_f || !B->held || !B->lanes || !B->last_busy) {
         banks_free(B, n);
         return (Banks *)PyErr_NoMemory();
@@ -1395,7 +1417,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
     B->dec.offset_bits = ints[0], B->dec.rows = ints[1], B->dec.ranks = ints[2], B->dec.bankgroups = ints[3];
     B->dec.banks_per_group = ints[4];
     for (int f = 0; f < 6; f++) B->dec.shifts[f] = shifts[f], B->dec.masks[f] = masks[f];
-    B->burst = ints[5], B->access = ints[6], B->depth = ints[7], B->compact_from = ints[8];
+    B->burst = ints[5], B->access = ints[6], B->depth = ints[7], B->compact_from = ints[8], B->write_depth = ints[9];
     B->ns_per_cycle = floats[0], B->step_ns = floats[1];
     B->pending = -1;
     if (B->burst <= 0 || B->access <= 0 || B->dec.rows <= 0) {
@@ -1409,6 +1431,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
 /* What a run with banks returns: (delay_ns, hit_time, hit_hits, hit_total, last_busy, woke),
  * the controller's final state written into the caller's state buffers. */
 static PyObject *banks_result(Banks *B, int64_t n, double *state_f, int64_t *state_i) {
+    run_channels(&B->k[B->cur], INFINITY);  /* the posted writes still queued: issued (``BankedDram.finish``) */
     memcpy(state_f, B->fbuf[B->cur], (size_t)B->nf * 8);
     memcpy(state_i, B->ibuf[B->cur], (size_t)B->ni * 8);
     return Py_BuildValue("(y#y#y#y#y#L)", (const char *)B->delay_ns, (Py_ssize_t)(n * 8), (const char *)B->hit_time,
