@@ -620,6 +620,49 @@ picked:;
     return best_p;
 }
 
+/* An access's column command at ``cas`` to bank b (rank rk, bank group g): the bank's next PRE,
+ * the bank group's last column command, the counts and latency, the rank's last data; the end
+ * of its data (issue, issue_hit and lane_step share it; the channel's fields are theirs). */
+static inline __attribute__((always_inline)) double column_command(Ctl *k, int64_t b, int64_t rk, int64_t g,
+                                                                   int write, double cas, double arrival) {
+    double end;
+    if (write) {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
+        end = cas + TT(T_CWL) + TT(T_BURST);
+        RBG(rk, g, BG_LAST_WR) = cas;
+        k->stats_i[S_WRITES] += 1;
+        k->stats_f[SF_WRITE_LATENCY] += end - arrival;
+    } else {
+        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
+        end = cas + TT(T_CL) + TT(T_BURST);
+        RBG(rk, g, BG_LAST_RD) = cas;
+        k->stats_i[S_READS] += 1;
+        k->stats_f[SF_READ_LATENCY] += end - arrival;
+    }
+    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
+    return end;
+}
+
+/* The channel's last column command: at ``cas`` to rank rk. */
+static inline __attribute__((always_inline)) void channel_column(Ctl *k, int64_t c, int64_t rk, int write,
+                                                                 double cas) {
+    CF(c, write ? C_LAST_WR : C_LAST_RD) = cas;
+    CF(c, C_LAST_CAS) = cas;
+    CI(c, C_LAST_RANK) = rk - c * GG(G_RANKS);
+    CF(c, C_LAST_ISSUE) = cas;
+    CF(c, C_BUS_BUSY) += TT(T_BURST);
+}
+
+/* Flow f's access issued, its data ending at ``end``: a read flow ends with its last data, a
+ * write flow ended at its admission (posted), its bank delay not counted. */
+static inline __attribute__((always_inline)) void flow_issued(Ctl *k, int64_t f, int write, double end, double delay) {
+    k->flow_remaining[f] -= 1;
+    if (!write) {
+        k->flow_end[f] = max2(k->flow_end[f], end);
+        k->flow_delay[f] += delay;
+    }
+}
+
 /* Commit the access ``candidate`` picked: its commands' effect on the bank, rank and channel,
  * the counts, its flow, the queue, the page policy (kernel.py: _issue). Its flow. */
 static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, const Pick *p) {
@@ -683,27 +726,8 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
     } else {
         k->stats_i[S_CONFLICTS] += 1;
     }
-    double end;
-    if (write) {
-        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
-        end = cas + TT(T_CWL) + TT(T_BURST);
-        CF(c, C_LAST_WR) = cas;
-        RBG(rk, g, BG_LAST_WR) = cas;
-        k->stats_i[S_WRITES] += 1;
-        k->stats_f[SF_WRITE_LATENCY] += end - arrival;
-    } else {
-        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
-        end = cas + TT(T_CL) + TT(T_BURST);
-        CF(c, C_LAST_RD) = cas;
-        RBG(rk, g, BG_LAST_RD) = cas;
-        k->stats_i[S_READS] += 1;
-        k->stats_f[SF_READ_LATENCY] += end - arrival;
-    }
-    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
-    CF(c, C_LAST_CAS) = cas;
-    CI(c, C_LAST_RANK) = rk - c * GG(G_RANKS);
-    CF(c, C_LAST_ISSUE) = cas;
-    CF(c, C_BUS_BUSY) += TT(T_BURST);
+    double end = column_command(k, b, rk, g, write, cas, arrival);
+    channel_column(k, c, rk, write, cas);
     double extra = 0.0;
     if (kind == MISS)
         extra = TT(T_RCD);
@@ -718,11 +742,7 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
         CI(c, C_T_FREED + d) = (freed == -1 || freed == b) ? b : -2;  /* two banks: every entry looked at */
     }
     int64_t f = k->req_flow[r];
-    k->flow_remaining[f] -= 1;
-    if (!write) {  /* (a write's flow ended at its admission) */
-        k->flow_end[f] = max2(k->flow_end[f], end);
-        k->flow_delay[f] += delay;
-    }
+    flow_issued(k, f, write, end, delay);
     CI(c, C_RQ_HEAD + d) = remove_entry(k, d, c, head, n, p->k, depth);
     CI(c, C_RQ_N + d) = n - 1;
     if (GG(G_POLICY) != OPEN) {  /* page policy */
@@ -762,36 +782,13 @@ static inline __attribute__((always_inline)) int64_t issue_hit(Ctl *k, int64_t c
     }
     k->stats_i[S_HITS] += 1;
     BI(b, B_STREAK) += 1;
-    double end;
-    if (d == 1) {
-        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
-        end = cas + TT(T_CWL) + TT(T_BURST);
-        CF(c, C_LAST_WR) = cas;
-        RBG(rk, g, BG_LAST_WR) = cas;
-        k->stats_i[S_WRITES] += 1;
-        k->stats_f[SF_WRITE_LATENCY] += end - arrival;
-    } else {
-        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
-        end = cas + TT(T_CL) + TT(T_BURST);
-        CF(c, C_LAST_RD) = cas;
-        RBG(rk, g, BG_LAST_RD) = cas;
-        k->stats_i[S_READS] += 1;
-        k->stats_f[SF_READ_LATENCY] += end - arrival;
-    }
-    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
-    CF(c, C_LAST_CAS) = cas;
-    CI(c, C_LAST_RANK) = rk - c * GG(G_RANKS);
-    CF(c, C_LAST_ISSUE) = cas;
-    CF(c, C_BUS_BUSY) += TT(T_BURST);
+    double end = column_command(k, b, rk, g, d == 1, cas, arrival);
+    channel_column(k, c, rk, d == 1, cas);
     BF(b, B_BUSY) += TT(T_BURST) + 0.0;  /* (issue's burst + extra, extra 0 for a hit) */
     k->stats_f[SF_DELAY] += delay;
     k->req_end[r] = end;
     int64_t f = k->req_flow[r];
-    k->flow_remaining[f] -= 1;
-    if (d == 0) {  /* (a write's flow ended at its admission) */
-        k->flow_end[f] = max2(k->flow_end[f], end);
-        k->flow_delay[f] += delay;
-    }
+    flow_issued(k, f, d == 1, end, delay);
     CI(c, C_RQ_HEAD + d) = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
     CI(c, C_RQ_N + d) = n - 1;
     return f;
@@ -917,21 +914,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
         bus_take(k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0), L->tick, GG(G_CMD_CAS));
     k->stats_i[S_HITS] += 1;
     BI(b, B_STREAK) += 1;
-    double end;
-    if (write) {
-        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
-        end = cas + TT(T_CWL) + TT(T_BURST);
-        RBG(rk, g, BG_LAST_WR) = cas;
-        k->stats_i[S_WRITES] += 1;
-        k->stats_f[SF_WRITE_LATENCY] += end - arrival;
-    } else {
-        BF(b, B_NEXT_PRE) = max2(BF(b, B_NEXT_PRE), cas + TT(T_RTP));
-        end = cas + TT(T_CL) + TT(T_BURST);
-        RBG(rk, g, BG_LAST_RD) = cas;
-        k->stats_i[S_READS] += 1;
-        k->stats_f[SF_READ_LATENCY] += end - arrival;
-    }
-    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
+    double end = column_command(k, b, rk, g, write, cas, arrival);
     double last_same = cas;
     int64_t last_rank = rk - c * GG(G_RANKS);
     L->last_same = L->last_cas = L->last_issue = cas;
@@ -941,11 +924,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     k->stats_f[SF_DELAY] += delay;
     k->req_end[r] = end;
     int64_t fl = k->req_flow[r];
-    k->flow_remaining[fl] -= 1;
-    if (!write) {  /* (a write's flow ended at its admission) */
-        k->flow_end[fl] = max2(k->flow_end[fl], end);
-        k->flow_delay[fl] += delay;
-    }
+    flow_issued(k, fl, write, end, delay);
     head = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
     n -= 1;
     L->head = head;
