@@ -28,7 +28,9 @@ than its size needs and starts buffers moved in the same step in far-apart banks
 Latency: the device's own latency (tRCD, tCL, the burst) is in the controller's timing, so
 of ``dram.latency`` (what one isolated read costs end to end) only the part beyond an
 isolated read of the device — interconnect, controller front end, PHY — is added as a fixed
-latency (``front_end_ns``), and an isolated read costs ``dram.latency`` in both models.
+latency (``front_end_ns``), and an isolated read costs ``dram.latency`` in both models (a
+``dram.latency`` below the device's own isolated read cannot be met: the front end adds nothing
+and the read takes the device's tRCD + tCL + burst).
 
 Energy (``energy_pj``), from the controller's counts and the device's per-operation energies
 (``npusim.dram.presets.device_energy``, Micron TN-41-01 / DRAMPower):

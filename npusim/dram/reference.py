@@ -52,6 +52,7 @@ class Channel:
         self.last_rank = -1
         self.last_issue = 0.0
         self.bus_busy = 0.0
+        self.write_ack = NEG  # the last write acknowledged (posted writes)
         self.write_mode = False
         self.rq: list[tuple[int, float]] = []  # (request, arrival), oldest first
         self.wq: list[tuple[int, float]] = []
@@ -300,8 +301,9 @@ class ReferenceController:
                 arrival = max(flow.start, ch.last_issue)
                 queue.append((rid, arrival))
                 flow.waiting -= 1
-                if flow.write:  # posted: the write flow ends at its last admission
-                    flow.end = max(flow.end, arrival)
+                if flow.write:  # posted: acknowledged once queued, a burst after the channel's last at the soonest
+                    ch.write_ack = max(arrival, ch.write_ack + self.t["tBurst"])
+                    flow.end = max(flow.end, ch.write_ack)
                 ch.rr_last = flow.id
             if not self.bank_queue:
                 return

@@ -407,7 +407,7 @@ def parse_value(dotted: str, setting: Setting, field: dataclasses.Field, clock_h
                 "choice": ", ".join(field.metadata.get("choices", ()))}.get(quantity)
         such = repr(units.example(quantity)) if such is None else such
         raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: expected a single "
-                          f"{_kind(quantity)} such as {such}, got a {type(setting.value).__name__}")
+                          f"{_kind(quantity)} such as {such}, got {_a_type(setting.value)}")
     try:
         if quantity == "int":
             value = _parse_int(setting.value)
@@ -492,9 +492,15 @@ def _parse_operands(value: object) -> tuple[str, ...]:
 STRUCTURED = {"unroll": _parse_unroll, "dims": _parse_dims, "operands": _parse_operands}
 
 
+def _a_type(value: object) -> str:
+    """The value's type with its article, for an error: "an int", "a float"."""
+    name = type(value).__name__
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
 def _parse_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise units.UnitError(f"expected an integer such as 16, got a {type(value).__name__}")
+        raise units.UnitError(f"expected an integer such as 16, got {_a_type(value)}")
     return value
 
 
@@ -508,7 +514,7 @@ def _parse_bool(value: object) -> bool:
 
 def _parse_text(value: object) -> str:
     if not isinstance(value, str):
-        raise units.UnitError(f"expected text, got a {type(value).__name__} (quote it in YAML)")
+        raise units.UnitError(f"expected text, got {_a_type(value)} (quote it in YAML)")
     return value
 
 

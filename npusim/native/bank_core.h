@@ -33,7 +33,7 @@ enum { R_LAST_ACT, R_NEXT_REF, R_ACTIVE_SINCE, R_ACTIVE_TIME, R_LAST_BUSY, R_PD_
        RANK_F_COLUMNS = R_FAW + 4 };
 enum { R_FAW_POS, R_OPEN_COUNT, R_REFRESHES, RANK_I_COLUMNS };
 enum { BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR, RANK_BG_COLUMNS };
-enum { C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY, CHAN_F_COLUMNS };
+enum { C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY, C_WRITE_ACK, CHAN_F_COLUMNS };
 enum { C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
        C_WT_HEAD, C_T_NEW, C_T_NEW_W, C_T_FREED, C_T_FREED_W, C_T_TAIL, C_T_TAIL_W, C_T_FREE, C_T_FREE_W, C_T_SEQ,
        C_T_SEQ_W, CHAN_I_COLUMNS };
@@ -439,12 +439,17 @@ static inline void tq_to_bank_queue(Ctl *k, int64_t c, int64_t d, int64_t s) {
     CI(c, C_RT_N + 2 * d) -= 1;
 }
 
-/* Flow f's access admitted at ``arrival``: a write is posted, its flow done once its last
- * access is in a queue (the flow ends at that admission; ``accepted`` tells run_until_complete). */
-static inline __attribute__((always_inline)) void accept(Ctl *k, int64_t f, int64_t write, double arrival) {
+/* Flow f's access admitted into channel c's queue at ``arrival``: a write is posted, acknowledged
+ * once in the queue but no sooner than a burst after the channel's last (its data crossed the
+ * channel's port at the channel's rate); its flow is done once its last access is acknowledged
+ * (the flow's end; ``accepted`` tells run_until_complete). */
+static inline __attribute__((always_inline)) void accept(Ctl *k, int64_t c, int64_t f, int64_t write,
+                                                         double arrival) {
     k->flow_waiting[f] -= 1;
     if (write) {
-        k->flow_end[f] = max2(k->flow_end[f], arrival);
+        double ack = max2(arrival, CF(c, C_WRITE_ACK) + TT(T_BURST));
+        CF(c, C_WRITE_ACK) = ack;
+        k->flow_end[f] = max2(k->flow_end[f], ack);
         if (k->flow_waiting[f] == 0) k->accepted = 1;
     }
 }
@@ -487,7 +492,7 @@ static inline __attribute__((always_inline)) int admit(Ctl *k, int64_t c, int64_
             CI(c, C_RQ_N + d) = n + 1;
             enter_queue(k, d, FCN(f, c));
         }
-        accept(k, f, d, arrival);
+        accept(k, c, f, d, arrival);
         FCN(f, c) += 1;
         CI(c, C_RR_LAST) = f;
         if (!*alone || FCN(f, c) >= FCE(f, c)) *next = -2;
@@ -937,7 +942,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     SQA(d, c, j) = admitted;
     L->n = n + 1;
     enter_queue(k, d, L->fcn);
-    accept(k, L->f, d, admitted);
+    accept(k, c, L->f, d, admitted);
     L->fcn += 1;
     L->pushed = 1;
     if (L->fcn >= L->fce) return LANE_CLOSE;  /* (next_flow's turn) */
