@@ -79,6 +79,14 @@ def timings(cfg: ControllerConfig) -> dict[str, float]:
     }
 
 
+def queue_depths(cfg: ControllerConfig) -> tuple[int, int]:
+    """The most accesses a channel holds admitted without issuing a column command: in either
+    queue (the larger), and in the write queue; with per-bank command queues, those too (the
+    transaction queues' entries move on to them without a command)."""
+    banked = cfg.ranks * cfg.device.banks * cfg.bank_queue if cfg.bank_queue > 0 else 0
+    return max(cfg.read_queue, cfg.write_queue) + banked, cfg.write_queue + banked
+
+
 def first_refresh_order(total_ranks: int, ranks: int, stack_ids: bool) -> np.ndarray:
     """Rank k first refreshes at tREFI x (1 + order[k] / total_ranks): ranks staggered, or with
     stack IDs (refreshed together) their channels."""
@@ -319,8 +327,8 @@ class Controller:
     # -- running ---------------------------------------------------------------------------
     def run(self, stop: float, until_complete: bool = False) -> int:
         """Advance every channel to ``stop`` ns (``npusim.dram.kernel.run``); with
-        ``until_complete`` (compiled only) stop earlier, just after the access that completes a
-        flow (returns 1 then)."""
+        ``until_complete`` (compiled only) stop earlier, just after the access that makes a flow
+        done (returns 1 then)."""
         if self.backend == "reference":
             self.ref.run(stop)
             return 0
@@ -332,8 +340,9 @@ class Controller:
         """A lower bound on the column commands one channel issues before the first of
         ``flows`` (default: every live flow) ends (``kernel.commands_before_end``)."""
         flows = self._active if flows is None else np.asarray(flows, dtype=np.int64)
-        return int(K.commands_before_end(flows, self.fc_next, self.fc_end, self.flow_prio, self.flow_write,
-                                         min(self.cfg.read_queue, self.cfg.write_queue), self.cfg.write_queue))
+        depth, write_depth = queue_depths(self.cfg)
+        return int(K.commands_before_end(flows, self.fc_next, self.fc_end, self.flow_prio, self.flow_write, depth,
+                                         write_depth))
 
     def copy(self, reuse: bool = False) -> "Controller":
         """An independent controller in the same state. With ``reuse``, the copy may be the

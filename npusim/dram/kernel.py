@@ -177,9 +177,11 @@ def run(T, G, stop: float, until_complete: bool, state_f, state_i, layout, pool,
         scratch_f) -> int:
     """Advance a controller to ``stop`` ns, every channel (``until_complete`` false: channel by
     channel, every column command up to ``stop`` issued; returns 0) or in time order across
-    channels, returning 1 just after the access that completes a flow (the state then being
-    that at its column command) or 0 with every command up to ``stop`` issued. Channels share
-    no state, so the order between them changes nothing but where the call stops.
+    channels, returning 1 just after the access that makes a flow done (``Controller.done``: a
+    read's column command, a write's admission; the state then being that at that moment, one
+    issue and the admissions after it possibly making more than one flow done) or 0 with every
+    command up to ``stop`` issued. Channels share no state, so the order between them changes
+    nothing but where the call stops.
 
     The state arrays (``npusim.dram.controller._STATE``) are views into ``state_f`` (float64)
     and ``state_i`` (int64) at the offsets ``layout`` gives, the flows' capacity last; ``pool``
@@ -193,11 +195,13 @@ def run(T, G, stop: float, until_complete: bool, state_f, state_i, layout, pool,
 
 def commands_before_end(flows, fc_next, fc_end, flow_prio, flow_write, depth, write_depth) -> int:
     """The fewest column commands one channel issues before any of ``flows`` ends: per read flow
-    and channel, its accesses not yet admitted, after the more urgent flows' not yet admitted
-    there beyond a queue's depth (the front end admits the most urgent first); per write flow
-    (done at its last admission) its accesses not yet admitted beyond ``write_depth``, the
-    slots the write queue can have free; per flow the largest over the channels; the smallest
-    over the flows."""
+    and channel, its accesses not yet admitted (if any: else none), after the more urgent flows'
+    not yet admitted there beyond ``depth`` (the front end admits the most urgent first; the
+    most entries a channel's queues hold without a column command); per write flow (done at its
+    last admission) its accesses not yet admitted beyond ``write_depth``, the slots its queues
+    can have free; per flow the largest over the channels; the smallest over the flows. A lower
+    bound: the simulator advances the controller that far without looking for completions
+    (``npusim.dram.controller.queue_depths`` gives both depths)."""
     return _C.commands_before_end(flows, fc_next, fc_end, flow_prio, flow_write, fc_next.shape[1], depth, write_depth)
 
 

@@ -48,7 +48,7 @@ from array import array
 
 import numpy as np
 
-from npusim.dram.controller import Controller, ControllerConfig, timings
+from npusim.dram.controller import Controller, ControllerConfig, queue_depths, timings
 from npusim.dram.kernel import access_addresses, view_chunks
 from npusim.dram.mapping import parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
@@ -101,9 +101,7 @@ def flow_slots(hw, cfg: ControllerConfig) -> int:
     """Flows a controller can hold at once: one per DMA channel in flight, and the write flows
     done (posted) whose accesses are still queued, one per write-queue entry at most (with
     per-bank command queues, those entries too)."""
-    device = cfg.device
-    queued = cfg.write_queue + (cfg.ranks * device.banks * cfg.bank_queue if cfg.bank_queue > 0 else 0)
-    return hw.dma.channels + cfg.channels * queued
+    return hw.dma.channels + cfg.channels * queue_depths(cfg)[1]
 
 
 #: The fields of ``dram`` only ``dram.model: banks`` reads (the bandwidth model ignores them)
@@ -544,9 +542,9 @@ class BankedDram:
         ctrl.prepare(np.zeros(0, np.int64))  # (sets ctrl._decode: the mapping's shifts and masks)
         shifts, masks = ctrl._decode
         d = self.cfg.device
+        depth, write_depth = queue_depths(self.cfg)
         ints = np.array([m.offset_bits, m.rows, self.cfg.ranks, d.bankgroups, d.banks_per_group, self.burst,
-                         self.access, min(self.cfg.read_queue, self.cfg.write_queue), ctrl.compact_from,
-                         self.cfg.write_queue], np.int64)
+                         self.access, depth, ctrl.compact_from, write_depth], np.int64)
         floats = np.array([self.ns_per_cycle, max(ctrl.t["tBurst"], ctrl.t["tCCD_S"])])
         fbuf, ibuf = ctrl._buffers
         return (ctrl.T, ctrl.G, ctrl._offsets, fbuf, ibuf, view_ptr, flat(shapes), flat(strides), itemsize, base,

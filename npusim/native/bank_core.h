@@ -1029,9 +1029,10 @@ static int64_t run_channels(Ctl *k, double stop) {
     return 0;
 }
 
-/* ``run_channels`` in time order across channels: 1 just after the access that completes a
- * flow (a read's column command, a write's admission), or 0 with every command up to ``stop``
- * issued (kernel.py: run_until_complete). */
+/* ``run_channels`` in time order across channels: 1 just after the access that makes a flow
+ * done (a read's column command, a write's admission; the issue and the admissions after it
+ * may make more than one done), or 0 with every command up to ``stop`` issued (kernel.py:
+ * run_until_complete). */
 static int64_t run_until_complete(Ctl *k, double stop) {
     Pick *next = k->held;  /* each channel's next command, or its lane's */
     Lane *lanes = k->lanes;
@@ -1264,8 +1265,9 @@ static inline int64_t decode_access(const Decoding *m, int64_t address, int64_t 
 
 /* The fewest column commands one channel issues before any of ``flows`` ends (kernel.py:
  * commands_before_end): a read flow's accesses not yet admitted, after the more urgent flows'
- * beyond ``depth``; a write flow's (posted: it ends at its last admission) beyond
- * ``write_depth``, the slots its queue can have free. */
+ * beyond ``depth`` (none when all of its are admitted: it may end with the next commands); a
+ * write flow's (posted: it ends at its last admission) beyond ``write_depth``, the slots its
+ * queues can have free. */
 static int64_t fewest_before_end(const int64_t *flows, int64_t nflows, const int64_t *fc_next, const int64_t *fc_end,
                                  const double *prio, const int64_t *flow_write, int64_t C, int64_t depth,
                                  int64_t write_depth) {
@@ -1282,7 +1284,7 @@ static int64_t fewest_before_end(const int64_t *flows, int64_t nflows, const int
                     int64_t g = flows[e];
                     if (prio[g] < prio[f]) ahead += fc_end[g * C + c] - fc_next[g * C + c];
                 }
-                w = left + (ahead - depth > 0 ? ahead - depth : 0);
+                w = left > 0 ? left + (ahead - depth > 0 ? ahead - depth : 0) : 0;
             }
             if (w > worst) worst = w;
         }
