@@ -24,6 +24,7 @@ import textwrap
 import pytest
 
 from npusim.errors import ConfigError
+from npusim.graph.model import ConvLoops, Gemm
 from npusim.hw import costs, mapping
 from npusim.hw.loader import hardware_from_mapping, hardware_to_dict, load_hardware
 from npusim.hw.silicon import area_mm2
@@ -122,6 +123,21 @@ def test_adder_tree_over_c_shares_output_registers():
     op = graph.op("/layer1/layer1.0/conv1/Conv")
     cost = costs.unrolled_cost(op.gemm, hw, costs.operand_bits(op, graph), op.kind)
     assert cost.levels["rf_2B"].writes <= op.macs / 8 * (1 + 1e-9)
+
+
+def test_a_reduction_slice_with_wide_partial_sums_maps_on_narrow_accumulators():
+    """A tile of a reduction the tiler split writes its partial sums as an int32 tensor; on
+    zigzag-ascend-like (16-bit output registers, C unrolled by 16) a slice of C = 16 has its
+    sums final in the registers, which hold 16 bits: the core's results are no wider than its
+    partial sums (the tensor keeps its 4 bytes an element), where it used to find no mapping
+    at all (an internal error at ``--budget 32KiB`` on mnasnet1_0)."""
+    hw = load_hardware("zigzag-ascend-like")
+    gemm = Gemm(m=49, n=32, k=16, loops=ConvLoops(b=1, g=1, k=32, c=16, oy=7, ox=7, fy=1, fx=1, sy=1, sx=1,
+                                                 dy=1, dx=1, iy=7, ix=7))
+    nest = costs.loop_nest(gemm, hw, (8, 8, 32), "Conv")
+    assert nest.o_bits == nest.psum_bits == 16
+    cost = costs.unrolled_cost(gemm, hw, (8, 8, 32), "Conv")
+    assert cost.cycles >= gemm.m * gemm.n * gemm.k / 1024
 
 
 def test_unrolling_c_speeds_up_conv1_and_changes_latency():

@@ -204,6 +204,10 @@ def loop_nest(gemm: Gemm, hw: Hardware, bits: tuple[int, int, int] | None = None
     (weights, inputs, outputs) operand widths."""
     w_bits, i_bits, o_bits = bits or DEFAULT_BITS
     psum = hw.cores.partial_sum_bits or 2 * i_bits
+    # the core's results are no wider than the partial sums they accumulate in: a reduction
+    # slice writing 32-bit partial sums (npusim.graph.tiling's .psum tensors) on a core with
+    # 16-bit accumulators holds 16 bits in its registers (the tensor keeps its 4 bytes an element)
+    o_bits = min(o_bits, psum)
     lp = gemm.loops
     if lp is not None:
         sizes = (("B", lp.b), ("G", lp.g), ("K", lp.k), ("C", lp.c), ("OY", lp.oy), ("OX", lp.ox), ("FY", lp.fy),
