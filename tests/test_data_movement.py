@@ -323,6 +323,29 @@ def test_critical_path_causes_add_up_to_the_latency_and_breakdown_lists_every_op
     assert sum(float(op["bytes_in"]) for op in ops) == pytest.approx(sum(float(r["bytes_in"]) for r in rows))
 
 
+def test_critical_path_follows_the_transfer_that_held_the_channel():
+    """A transfer that waited for its DMA channel started when the one before it on that
+    channel ended: the path goes on through that one (a DRAM-bound run's path is its
+    transfers' bandwidth, not channel waits), and only a wait no transfer's end explains is
+    ``dma_channel_wait``; in both cases the causes add up to the latency."""
+    from npusim.sim.critical_path import CommandTiming, critical_path
+
+    def load(ready, start, end, lane="dma0"):
+        return CommandTiming(ready=ready, start=start, end=end, parts={"load_bandwidth": end - start}, lane=lane)
+
+    compute = CommandTiming(ready=200, start=200, end=250, binding=1, parts={"array": 50}, lane="core0")
+    stalls, path = critical_path([load(0, 0, 100), load(0, 100, 200), compute])
+    assert path == [2, 1, 0] and stalls["load_bandwidth"] == 200 and stalls["dma_channel_wait"] == 0
+    # the channel was free before: nothing ended on it at 120, so the wait stays a channel wait
+    compute = CommandTiming(ready=220, start=220, end=270, binding=1, parts={"array": 50}, lane="core0")
+    stalls, path = critical_path([load(0, 0, 100), load(0, 120, 220), compute])
+    assert path == [2, 1] and stalls["dma_channel_wait"] == 120 and stalls["load_bandwidth"] == 100
+    # another channel's transfer ending then is not the one it waited for
+    stalls, path = critical_path([load(0, 0, 120, lane="dma1"), load(0, 120, 220), compute])
+    assert path == [2, 1] and stalls["dma_channel_wait"] == 120
+    assert sum(stalls.values()) == 270
+
+
 def test_timeline_has_one_track_per_core_and_channel_without_overlaps_and_counters():
     graph = load_graph("resnet50")
     _, report = run(graph, EDGE)

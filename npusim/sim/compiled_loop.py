@@ -265,6 +265,14 @@ class RecordedTimings:
     def __iter__(self):
         return (self[i] for i in range(len(self.ends)))
 
+    def channel_lanes(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(the DMA lanes' names, each command's lane among them, -1 for a compute, every
+        command's end as a float): ``critical_path``'s question of which transfer freed a
+        channel, from the columns."""
+        lane_of = np.frombuffer(self.channel_of, np.int64).copy()
+        lane_of[np.frombuffer(self.commands.kind, np.int8) == COMPUTE] = -1
+        return list(self.machine.dma_lanes), lane_of, self.ends.array()
+
     def lane(self, i: int) -> str:
         """The core or DMA channel command ``i`` ran on."""
         table = self.commands

@@ -9,8 +9,11 @@ own time splits into parts.
 
 The critical path is walked back from the command that ends last: its own parts, then the
 wait for its resource (``start - ready``), then its binding predecessor, and so on until
-cycle 0. Each cycle of the run lands in exactly one cause, so the causes add up to the
-latency.
+cycle 0. A transfer that waited for a DMA channel started when the transfer before it on that
+channel ended: the path goes on through that transfer (its bandwidth, DRAM latency and bank
+timing are then what held the channel), and ``dma_channel_wait`` keeps only waits no
+transfer's end explains. Each cycle of the run lands in exactly one cause, so the causes add
+up to the latency.
 
 Ops stream (``npusim.sim.engine``): a compute may start when the first band of a load it
 reads has arrived, and a store when the first band of the op it stores has been computed.
@@ -31,7 +34,8 @@ load_bandwidth             a load's bursts moving at the bandwidth DRAM granted 
 store_overhead / _latency / _bandwidth  the same for stores (write-backs, spills)
 load_bank_timing / store_bank_timing  dram.model: banks only: the part of the data phase the
                            banks' ACT/PRE/refresh timing added beyond the bus (npusim.dram.model)
-dma_channel_wait           a ready transfer waiting for a free DMA channel
+dma_channel_wait           a ready transfer waiting for a free DMA channel (beyond the end of
+                           the transfer before it on the channel, which the path follows)
 core_wait                  a ready op waiting for a core another stream holds
 idle                       nothing on the path (before the first command can start)
 =========================  ==============================================================
@@ -84,6 +88,7 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
         current = len(ends) - 1 - ends[::-1].index(max(ends))  # the last command of those ending last
     at = "end"
     path = []
+    holders = None  # made at the first transfer on the path that waited for its channel
     guard = 3 * len(timings) + 2
     while current is not None and guard:
         guard -= 1
@@ -98,6 +103,13 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
         for cause, cycles in own.items():
             stalls[cause] += cycles
         wait = t.start - t.ready
+        if wait > 0 and not t.lane.startswith("core"):
+            if holders is None:
+                holders = _ChannelHolders(timings)
+            held_by = holders.ended_at(t.lane, t.start)
+            if held_by is not None and held_by != current:  # the channel's previous transfer: on the path
+                current, at = held_by, "end"
+                continue
         if wait > 0:
             stalls["core_wait" if t.lane.startswith("core") else "dma_channel_wait"] += wait
         if t.binding is None:
@@ -106,6 +118,38 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
         at = t.binding_at
         current = t.binding
     return stalls, path
+
+
+class _ChannelHolders:
+    """Which transfer ended on a DMA channel at a given time: per channel, the transfers' ends
+    in order (columns of the compiled run's timings, ``channel_lanes``, or read from each
+    CommandTiming)."""
+
+    def __init__(self, timings) -> None:
+        columns = getattr(timings, "channel_lanes", None)
+        if columns is not None:
+            names, lane_of, ends = columns()
+        else:
+            codes: dict[str, int] = {}
+            lane_of = np.array([-1 if t.lane.startswith("core") or not t.lane else codes.setdefault(t.lane, len(codes))
+                                for t in timings], dtype=np.int64)
+            ends = np.array([float(t.end) for t in timings])
+            names = list(codes)
+        self.code = {name: c for c, name in enumerate(names)}
+        self.by_lane = []
+        for c in range(len(names)):
+            ids = np.flatnonzero(lane_of == c)
+            order = np.lexsort((ids, ends[ids]))  # by end, then id: the last of equal ends last
+            self.by_lane.append((ends[ids][order], ids[order]))
+
+    def ended_at(self, lane: str, time: float) -> int | None:
+        """The transfer on ``lane`` that ended at ``time`` (the last of them), or None."""
+        c = self.code.get(lane)
+        if c is None:
+            return None
+        ends, ids = self.by_lane[c]
+        k = int(np.searchsorted(ends, float(time), side="right")) - 1
+        return int(ids[k]) if k >= 0 and ends[k] == float(time) else None
 
 
 def _column(timings, column: str, field: str) -> list:
