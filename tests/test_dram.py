@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from npusim.dram import kernel as K
 from npusim.dram.controller import Controller, ControllerConfig, timings
 from npusim.dram.kernel import access_addresses
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
@@ -180,6 +181,41 @@ def test_a_wholly_admitted_flow_may_end_with_the_next_commands():
     while c.run(1e12, until_complete=True) and not c.done(queued):
         pass
     assert c.done(queued) and c.end(queued) < 100.0
+
+
+def test_an_access_a_new_flow_lets_in_is_admitted_when_it_arrives():
+    """A write flow and a read stream of one priority take turns at the front end, and the
+    write waits whenever the stream's queue is full (head-of-line). A more urgent flow arriving
+    at t moves the round-robin on, which lets the write's last access in: it is admitted, and
+    the store acknowledged, at t, not back-dated to the last column command before t."""
+    for backend in ("compiled", "reference"):
+        cfg = _config("lpddr4-3200", read_queue=1, write_queue=8, write_high=8, write_low=0)
+        c = Controller(cfg, backend)
+        write = c.add_flow((1 << 24) + 32 * np.arange(6, dtype=np.int64), True, 2.0, 0.0)
+        c.add_flow(32 * np.arange(400, dtype=np.int64), False, 2.0, 0.0)  # fid above the write's
+        t = 0.0
+        while t < 5000.0 and not (c.remaining(write) == 6 and waiting(c, write) == 1):
+            t += 0.5
+            c.run(t)
+        assert waiting(c, write) == 1, "the scenario: one write access left, held up by the stream"
+        c.add_flow((1 << 25) + np.array([0], dtype=np.int64), True, 1.0, t)
+        c.run(t)
+        assert c.done(write) and c.end(write) >= t
+        assert last_arrival(c, write) == t  # (it waits in the write queue: no drain below 8)
+
+
+def waiting(c, fid):
+    return c.ref.flows[fid].waiting if c.backend == "reference" else int(c.flow_waiting[fid])
+
+
+def last_arrival(c, fid):
+    """When the last access of write flow ``fid`` (channel 0) entered the write queue."""
+    if c.backend == "reference":
+        last = max(r for r, fields in c.ref.req.items() if fields["flow"] == fid)
+        return next(arrival for r, arrival in c.ref.channels[0].wq if r == last)
+    last = int(c.flow_last[fid]) - 1
+    head, n, depth = int(c.chan_i[0, K.C_WQ_HEAD]), int(c.chan_i[0, K.C_WQ_N]), int(c.G[K.G_WQ])
+    return next(float(c.sqa[1, 0, (head + i) % depth]) for i in range(n) if c.sq[1, 0, (head + i) % depth] == last)
 
 
 def _stream(name, addresses, write=False, channels=1, **kw):

@@ -147,8 +147,8 @@ class Controller:
         self.rank_f[:, K.R_NEXT_REF] = self.t["tREFI"] * (1.0 + first_refresh_order(R, cfg.ranks, d.stack_ids) / R)
         self.rank_i = np.zeros((R, 3), dtype=np.int64)
         self.rank_bg_f = np.full((R, BG, 3), K.NEG)
-        self.chan_f = np.zeros((C, 6))
-        self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS, K.C_WRITE_ACK]] = K.NEG
+        self.chan_f = np.zeros((C, 7))
+        self.chan_f[:, [K.C_LAST_RD, K.C_LAST_WR, K.C_LAST_CAS, K.C_WRITE_ACK, K.C_PRESENT]] = K.NEG
         self.chan_i = np.zeros((C, K.CHAN_I_COLUMNS), dtype=np.int64)
         self.chan_i[:, K.C_LAST_RANK] = -1
         self.chan_i[:, K.C_RR_LAST] = -1

@@ -21,7 +21,9 @@ Python; a test holds them equal.
   first (lowest priority value: the step the data is needed at), round-robin among equally
   urgent ones, one access at a time; when the queue the next access goes to is full, the
   front end waits (head-of-line blocking). An access arrives when admitted: at the column
-  command that freed its slot, or at its flow's start. The scheduler sees these queues whole
+  command that freed its slot, or at its flow's start, and no earlier than the time the
+  controller was last run to (``C_PRESENT``: an access a newly added flow unblocks is admitted
+  when that flow arrives, not back-dated to the last column command). The scheduler sees these queues whole
   (``bank_queue`` 0, the default: Ramulator 2's ``GenericDDR``, which
   ``benchmarks/dram_validation.py`` holds it to). With per-bank command queues
   (``bank_queue`` > 0, DRAMsim3's ``PER_BANK`` structure) the read and write queues are
@@ -137,7 +139,7 @@ B_OPEN_ROW, B_STREAK, B_ACTS = range(3)                             # bank_i
  R_FAW) = range(8)  # rank_f (R_FAW .. R_FAW + 3)
 R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
 BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR = range(3)                      # rank_bg_f
-C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY, C_WRITE_ACK = range(6)  # chan_f
+C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY, C_WRITE_ACK, C_PRESENT = range(7)  # chan_f
 (C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
  C_WT_HEAD, C_T_NEW, C_T_NEW_W, C_T_FREED, C_T_FREED_W, C_T_TAIL, C_T_TAIL_W, C_T_FREE, C_T_FREE_W, C_T_SEQ,
  C_T_SEQ_W) = range(21)  # chan_i

@@ -53,6 +53,7 @@ class Channel:
         self.last_issue = 0.0
         self.bus_busy = 0.0
         self.write_ack = NEG  # the last write acknowledged (posted writes)
+        self.present = NEG  # the latest time the channel was run to: no admission is earlier
         self.write_mode = False
         self.rq: list[tuple[int, float]] = []  # (request, arrival), oldest first
         self.wq: list[tuple[int, float]] = []
@@ -298,7 +299,7 @@ class ReferenceController:
                 if len(queue) >= depth:
                     break
                 rid = flow.pending[ch_index].pop(0)
-                arrival = max(flow.start, ch.last_issue)
+                arrival = max(max(flow.start, ch.last_issue), ch.present)
                 queue.append((rid, arrival))
                 flow.waiting -= 1
                 if flow.write:  # posted: acknowledged once queued, a burst after the channel's last at the soonest
@@ -344,6 +345,7 @@ class ReferenceController:
         """Issue every request whose column command falls at or before ``stop_time``."""
         for c, ch in enumerate(self.channels):
             self._run_channel(c, ch, stop_time)
+            ch.present = max(ch.present, stop_time)
 
     def _run_channel(self, c: int, ch: Channel, stop: float) -> None:
         t = self.t

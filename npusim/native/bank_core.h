@@ -33,7 +33,7 @@ enum { R_LAST_ACT, R_NEXT_REF, R_ACTIVE_SINCE, R_ACTIVE_TIME, R_LAST_BUSY, R_PD_
        RANK_F_COLUMNS = R_FAW + 4 };
 enum { R_FAW_POS, R_OPEN_COUNT, R_REFRESHES, RANK_I_COLUMNS };
 enum { BG_LAST_ACT, BG_LAST_RD, BG_LAST_WR, RANK_BG_COLUMNS };
-enum { C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY, C_WRITE_ACK, CHAN_F_COLUMNS };
+enum { C_LAST_RD, C_LAST_WR, C_LAST_CAS, C_LAST_ISSUE, C_BUS_BUSY, C_WRITE_ACK, C_PRESENT, CHAN_F_COLUMNS };
 enum { C_LAST_RANK, C_WRITE_MODE, C_RQ_N, C_WQ_N, C_RR_LAST, C_RQ_HEAD, C_WQ_HEAD, C_RT_N, C_RT_HEAD, C_WT_N,
        C_WT_HEAD, C_T_NEW, C_T_NEW_W, C_T_FREED, C_T_FREED_W, C_T_TAIL, C_T_TAIL_W, C_T_FREE, C_T_FREE_W, C_T_SEQ,
        C_T_SEQ_W, CHAN_I_COLUMNS };
@@ -479,13 +479,13 @@ static inline __attribute__((always_inline)) int admit(Ctl *k, int64_t c, int64_
             if (n >= GG(G_RT + d)) return room;
             int64_t r = FCN(f, c);
             if (BN(k->req_bank[r], d) < GG(G_BANKQ)) room = 1;
-            arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
+            arrival = max2(max2(k->flow_start[f], CF(c, C_LAST_ISSUE)), CF(c, C_PRESENT));
             tq_append(k, c, d, r, arrival);
             CI(c, C_RT_N + 2 * d) = n + 1;
         } else {
             int64_t n = CI(c, C_RQ_N + d), depth = GG(G_RQ + d);
             if (n >= depth) return room;
-            arrival = max2(k->flow_start[f], CF(c, C_LAST_ISSUE));
+            arrival = max2(max2(k->flow_start[f], CF(c, C_LAST_ISSUE)), CF(c, C_PRESENT));
             int64_t j = at(CI(c, C_RQ_HEAD + d), n, depth);
             SQ(d, c, j) = FCN(f, c);
             SQA(d, c, j) = arrival;
@@ -937,7 +937,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     if (until_complete && !write && k->flow_remaining[fl] == 0) return fl;
     /* admit: the flow's next access takes the freed slot */
     int64_t j = at(head, n, depth);
-    double admitted = max2(L->start, cas);
+    double admitted = max2(max2(L->start, cas), CF(c, C_PRESENT));
     SQ(d, c, j) = L->fcn;
     SQA(d, c, j) = admitted;
     L->n = n + 1;
@@ -1025,6 +1025,7 @@ static int64_t run_channels(Ctl *k, double stop) {
                 issue_then_pick(k, c, &p, &L, streams, 0);
             }
         }
+        CF(c, C_PRESENT) = max2(CF(c, C_PRESENT), stop);  /* (admissions from now on are no earlier) */
     }
     return 0;
 }
@@ -1078,8 +1079,10 @@ static int64_t run_until_complete(Ctl *k, double stop) {
             break;
         }
     }
-    for (int64_t c = 0; c < C; c++)
+    for (int64_t c = 0; c < C; c++) {
         if (lanes[c].open) lane_close(k, c, &lanes[c]);
+        if (!done) CF(c, C_PRESENT) = max2(CF(c, C_PRESENT), stop);  /* (every command up to stop issued) */
+    }
     return done;
 }
 
