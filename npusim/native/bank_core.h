@@ -533,6 +533,37 @@ static inline int to_command_queues(Ctl *k, int64_t c) {
     return moved;
 }
 
+/* The write mode channel c turns to with ``nr`` reads and ``nw`` writes in the scheduler's
+ * queues (kernel.py: "Read/write turnaround"; the transaction queues' writes count too). */
+static inline int64_t turnaround(const Ctl *k, int64_t c, int64_t nr, int64_t nw) {
+    int64_t w_all = nw + CI(c, C_WT_N);
+    if (CI(c, C_WRITE_MODE) == 1) return (nw == 0 || (nr > 0 && w_all <= GG(G_LOW))) ? 0 : 1;
+    return (nw > 0 && (w_all >= GG(G_HIGH) || nr == 0)) ? 1 : 0;
+}
+
+/* The channel's next column slot for reads (or writes): its last column command of that kind
+ * a column-to-column time later, and the turnaround from the other kind. */
+static inline double next_column_slot(const Ctl *k, int64_t c, int write) {
+    return write ? max2(CF(c, C_LAST_WR) + k->ccd_s, CF(c, C_LAST_RD) + TT(T_RTW))
+                 : max2(CF(c, C_LAST_RD) + k->ccd_s, CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
+}
+
+/* Whether a row hit of bank b (queue d) is held back by the row-hit cap: the bank served
+ * G_CAP hits in a row, an access to another row of it waits, and its PRE could go by ``slot``. */
+static inline int capped(const Ctl *k, int64_t b, int64_t d, double slot) {
+    return BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= slot && BO(b, d) > 0;
+}
+
+/* FR-FCFS's shortcut: queue d's oldest access when it is a row hit the cap lets go at the
+ * channel's next column slot ``slot`` -- what the scan would pick at its first step (most
+ * picks: a stream's next access). 1 with its timing in ``*t``, else 0. */
+static inline __attribute__((always_inline)) int oldest_hit(Ctl *k, int64_t c, int64_t d, double slot, Pick *t) {
+    int64_t head = CI(c, C_RQ_HEAD + d), r = SQ(d, c, head), b = k->req_bank[r];
+    if (BI(b, B_OPEN_ROW) != k->req_row[r] || capped(k, b, d, slot)) return 0;
+    *t = timing(k, c, r, SQA(d, c, head), d == 1);
+    return t->time <= slot;
+}
+
 /* Channel ``c``'s next command: NOTHING, ACCESS (entry ``k`` of queue ``d``) or REFRESH (of
  * ``rank``, from ``time``), after admission, the command queues, the read/write turnaround and
  * the pick (kernel.py: _candidate, whose comments explain the FR-FCFS shortcuts). */
@@ -552,36 +583,19 @@ static inline __attribute__((always_inline)) Pick candidate(Ctl *k, int64_t c) {
     Pick p = {NOTHING, 0, 0, HIT, 0, 0.0, 0.0, 0.0, 0.0};
     int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N);
     if (nr == 0 && nw == 0) return p;
-    int64_t w_all = nw + CI(c, C_WT_N);
-    if (CI(c, C_WRITE_MODE) == 1) {
-        if (nw == 0 || (nr > 0 && w_all <= GG(G_LOW))) CI(c, C_WRITE_MODE) = 0;
-    } else if (nw > 0 && (w_all >= GG(G_HIGH) || nr == 0)) {
-        CI(c, C_WRITE_MODE) = 1;
-    }
+    CI(c, C_WRITE_MODE) = turnaround(k, c, nr, nw);
     int64_t d = CI(c, C_WRITE_MODE);
     int write = d == 1;
     int64_t n = CI(c, C_RQ_N + d), head = CI(c, C_RQ_HEAD + d), depth = GG(G_RQ + d);
     int64_t pick = -1;
     Pick best_p = p;
     if (GG(G_FRFCFS) == 1) {
-        double floor_t;
-        if (write)
-            floor_t = max2(CF(c, C_LAST_WR) + k->ccd_s, CF(c, C_LAST_RD) + TT(T_RTW));
-        else
-            floor_t = max2(CF(c, C_LAST_RD) + k->ccd_s,
-                           CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
-        /* The oldest access, a row hit the cap lets go at the channel's next column slot, is
-         * what the scan below would pick at its first step (most picks: a stream's next
-         * access); picked here, without the scan's bookkeeping. */
-        int64_t r0 = SQ(d, c, head), b0 = k->req_bank[r0];
-        if (BI(b0, B_OPEN_ROW) == k->req_row[r0]
-            && !(BI(b0, B_STREAK) >= GG(G_CAP) && BF(b0, B_NEXT_PRE) <= floor_t && BO(b0, d) > 0)) {
-            Pick t = timing(k, c, r0, SQA(d, c, head), write);
-            if (t.time <= floor_t) {
-                pick = 0;
-                best_p = t;
-                goto picked;
-            }
+        double floor_t = next_column_slot(k, c, write);
+        Pick t;
+        if (oldest_hit(k, c, d, floor_t, &t)) {  /* (picked without the scan's bookkeeping) */
+            pick = 0;
+            best_p = t;
+            goto picked;
         }
         k->picks[0] += 1;
         int64_t tag = k->picks[0];
@@ -590,7 +604,7 @@ static inline __attribute__((always_inline)) Pick candidate(Ctl *k, int64_t c) {
             int64_t r = SQ(d, c, j);
             int64_t b = k->req_bank[r];
             int64_t miss = BI(b, B_OPEN_ROW) == k->req_row[r] ? 0 : 1;
-            if (miss == 0 && BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0)
+            if (miss == 0 && capped(k, b, d, floor_t))
                 continue;  /* capped: another row of the bank waits and its PRE could go */
             double arrival = SQA(d, c, j);
             if (k->btag[b * 2 + miss] == tag && k->barr[b * 2 + miss] <= arrival) continue;
@@ -814,24 +828,13 @@ static inline __attribute__((always_inline)) int shortcut_pick(Ctl *k, int64_t c
     int alone = (int)next[1];
     admit(k, c, next, &alone);
     next[1] = alone;
-    int64_t nr = CI(c, C_RQ_N), nw = CI(c, C_WQ_N), d = CI(c, C_WRITE_MODE);
-    if (d == 1 ? (nw == 0 || (nr > 0 && nw <= GG(G_LOW))) : (nw > 0 && (nw >= GG(G_HIGH) || nr == 0)))
-        return 0;  /* the read/write turnaround */
-    if (CI(c, C_RQ_N + d) == 0) return 0;
-    int write = d == 1;
-    double floor_t = write ? max2(CF(c, C_LAST_WR) + k->ccd_s, CF(c, C_LAST_RD) + TT(T_RTW))
-                           : max2(CF(c, C_LAST_RD) + k->ccd_s,
-                                  CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
-    int64_t head = CI(c, C_RQ_HEAD + d), r = SQ(d, c, head), b = k->req_bank[r];
-    if (BI(b, B_OPEN_ROW) != k->req_row[r]
-        || (BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0))
-        return 0;
-    *t = timing(k, c, r, SQA(d, c, head), write);
-    if (t->time > floor_t) return 0;
+    int64_t d = CI(c, C_WRITE_MODE);
+    if (turnaround(k, c, CI(c, C_RQ_N), CI(c, C_WQ_N)) != d) return 0;  /* (candidate turns) */
+    if (CI(c, C_RQ_N + d) == 0 || !oldest_hit(k, c, d, next_column_slot(k, c, d == 1), t)) return 0;
     t->what = ACCESS;
     t->k = 0;
     t->d = d;
-    t->rank = k->req_rank[r];
+    t->rank = k->req_rank[SQ(d, c, CI(c, C_RQ_HEAD + d))];
     if (GG(G_CMD_CAS) > 0) on_bus(k, c, t);
     if (t->time >= RF(t->rank, R_NEXT_REF)) return 0;  /* a refresh first */
     t->streamed = 1;
@@ -950,9 +953,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     double floor_t = max2(last_same + k->ccd_s, L->other);
     r = SQ(d, c, head);
     b = k->req_bank[r];
-    if (BI(b, B_OPEN_ROW) != k->req_row[r]
-        || (BI(b, B_STREAK) >= GG(G_CAP) && BF(b, B_NEXT_PRE) <= floor_t && BO(b, d) > 0))
-        return LANE_CLOSE;
+    if (BI(b, B_OPEN_ROW) != k->req_row[r] || capped(k, b, d, floor_t)) return LANE_CLOSE;
     rk = k->req_rank[r];
     g = k->req_bg[r];
     arrival = SQA(d, c, head);
