@@ -855,7 +855,7 @@ typedef struct Lane {
     double last_same, last_cas, last_issue, busy, other, start, cas, delay;
 } Lane;
 
-enum { LANE_NEXT = -2, LANE_CLOSE = -3 };
+enum { LANE_NEXT = -2, LANE_CLOSE = -3, LANE_RUN_LEFT = -4 };
 
 /* Whether channel c's pick ``*p`` (streamed) begins a lane: its flow alone at its priority
  * refills the full queue it is in. */
@@ -908,6 +908,47 @@ static inline __attribute__((always_inline)) void lane_close(Ctl *k, int64_t c, 
     }
 }
 
+/* The lane's next pick after an issue (lane_step's second half): LANE_NEXT with it in the
+ * lane, or LANE_CLOSE (not the lane's: candidate picks). What shortcut_pick does, its flow
+ * known alone at its priority. */
+static inline __attribute__((always_inline)) int64_t lane_pick(Ctl *k, int64_t c, Lane *L) {
+    int64_t d = L->d, head = L->head;
+    int write = d == 1;
+    double last_same = L->last_same;
+    double floor_t = max2(last_same + k->ccd_s, L->other);
+    int64_t r = SQ(d, c, head), b = k->req_bank[r];
+    if (BI(b, B_OPEN_ROW) != k->req_row[r] || capped(k, b, d, floor_t)) return LANE_CLOSE;
+    int64_t rk = k->req_rank[r], g = k->req_bg[r];
+    double arrival = SQA(d, c, head);
+    double bus = arrival;  /* timing() of a hit */
+    if (write) {
+        bus = max2(bus, last_same + k->ccd_s);
+        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
+        bus = max2(bus, L->other);
+    } else {
+        bus = max2(bus, last_same + k->ccd_s);
+        bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
+        bus = max2(bus, L->other);
+        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
+    }
+    if (L->last_rank != rk - c * GG(G_RANKS)) bus = max2(bus, last_same + TT(T_BURST) + TT(T_RTRS));
+    double ready = max2(arrival, BF(b, B_NEXT_CAS));
+    double time = max2(bus, ready);
+    if (time > floor_t) return LANE_CLOSE;
+    if (GG(G_CMD_CAS) > 0) {
+        double q = time * k->cmd_inv;
+        int64_t tick = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
+        if (!bus_free(k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0), tick, GG(G_CMD_CAS)))
+            return LANE_CLOSE;  /* (on_bus would move it) */
+        L->tick = tick;
+    }
+    if (time >= RF(rk, R_NEXT_REF)) return LANE_CLOSE;  /* a refresh first */
+    L->cas = time;
+    L->delay = max2(0.0, ready - bus);
+    L->rk = rk;
+    return LANE_NEXT;
+}
+
 /* Issue the lane's pick and find its next: LANE_NEXT (held in the lane), the flow the access
  * completed (``until_complete``; the next pick not yet looked for), or LANE_CLOSE (the next
  * pick is not the lane's: close it, and candidate picks; its flow may be out of accesses). */
@@ -923,10 +964,8 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     k->stats_i[S_HITS] += 1;
     BI(b, B_STREAK) += 1;
     double end = column_command(k, b, rk, g, write, cas, arrival);
-    double last_same = cas;
-    int64_t last_rank = rk - c * GG(G_RANKS);
     L->last_same = L->last_cas = L->last_issue = cas;
-    L->last_rank = last_rank;
+    L->last_rank = rk - c * GG(G_RANKS);
     L->busy += TT(T_BURST);
     BF(b, B_BUSY) += TT(T_BURST) + 0.0;  /* (issue's burst + extra, extra 0 for a hit) */
     k->stats_f[SF_DELAY] += delay;
@@ -949,41 +988,153 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     L->fcn += 1;
     L->pushed = 1;
     if (L->fcn >= L->fce) return LANE_CLOSE;  /* (next_flow's turn) */
-    /* shortcut_pick */
-    double floor_t = max2(last_same + k->ccd_s, L->other);
-    r = SQ(d, c, head);
-    b = k->req_bank[r];
-    if (BI(b, B_OPEN_ROW) != k->req_row[r] || capped(k, b, d, floor_t)) return LANE_CLOSE;
-    rk = k->req_rank[r];
-    g = k->req_bg[r];
-    arrival = SQA(d, c, head);
-    double bus = arrival;  /* timing() of a hit */
-    if (write) {
-        bus = max2(bus, last_same + k->ccd_s);
-        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
-        bus = max2(bus, L->other);
-    } else {
-        bus = max2(bus, last_same + k->ccd_s);
-        bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
-        bus = max2(bus, L->other);
-        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
+    return lane_pick(k, c, L);
+}
+
+/* lane_step, over a lane's run of row hits to one bank (most of a stream's accesses), while its
+ * picks are no later than ``stop`` (run_channels; run_until_complete's channels take turns at
+ * almost every access, and lane_step serves them): the bank's, bank group's, rank's and the lane's flow's
+ * fields and the counts are held in locals until the run ends -- the same
+ * float operations in the same order, so the same results, without reloading what only the
+ * run changes. Returns what lane_step returned last: LANE_NEXT (the lane's next pick, later
+ * than ``stop`` or not in the run) or LANE_CLOSE. The lane's pick is no later than ``stop``. */
+static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
+    int64_t d = L->d, depth = L->depth, n = L->n, head = L->head, rk = L->rk, f = L->f;
+    int64_t fcn = L->fcn, fce = L->fce;
+    int write = d == 1;
+    int64_t r = SQ(d, c, head), b = k->req_bank[r];
+    int64_t g = k->req_bg[r], row = BI(b, B_OPEN_ROW), cap = GG(G_CAP), cmd_cas = GG(G_CMD_CAS);
+    int64_t *ring = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
+    int64_t streak = BI(b, B_STREAK), hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
+    int64_t remaining = k->flow_remaining[f], waiting = k->flow_waiting[f];
+    double cas = L->cas, delay = L->delay, other = L->other, start = L->start, present = CF(c, C_PRESENT);
+    double next_pre = BF(b, B_NEXT_PRE), bank_busy = BF(b, B_BUSY), next_cas = BF(b, B_NEXT_CAS);
+    double last_busy = RF(rk, R_LAST_BUSY), next_ref = RF(rk, R_NEXT_REF);
+    double latency = k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY], delays = k->stats_f[SF_DELAY];
+    double busy = L->busy, flow_end = k->flow_end[f], flow_delay = k->flow_delay[f], ack = CF(c, C_WRITE_ACK);
+    double wr_to_rd = RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L);  /* (a read run's) */
+    double t_burst = TT(T_BURST), ccd_s = k->ccd_s, ccd_l = write ? TT(T_CCD_L_WR) : TT(T_CCD_L);
+    int64_t tick = L->tick, result;
+    double issued;
+    for (;;) {
+        /* issue the oldest access, a row hit at ``cas`` (lane_step, column_command) */
+        double arrival = SQA(d, c, head), end;
+        issued = cas;
+        if (cmd_cas > 0) bus_take(ring, tick, cmd_cas);
+        hits += 1;
+        streak += 1;
+        if (write) {
+            next_pre = max2(next_pre, cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
+            end = cas + TT(T_CWL) + TT(T_BURST);
+        } else {
+            next_pre = max2(next_pre, cas + TT(T_RTP));
+            end = cas + TT(T_CL) + TT(T_BURST);
+        }
+        count += 1;
+        latency += end - arrival;
+        last_busy = max2(last_busy, end);
+        busy += t_burst;
+        bank_busy += t_burst + 0.0;
+        delays += delay;
+        k->req_end[r] = end;
+        int64_t fl = k->req_flow[r];
+        if (fl != f) {
+            flow_issued(k, fl, write, end, delay);  /* (an older flow's access, still queued) */
+        } else {
+            remaining -= 1;
+            if (!write) {
+                flow_end = max2(flow_end, end);
+                flow_delay += delay;
+            }
+        }
+        head = n > 1 ? at(head, 1, depth) : head;
+        n -= 1;
+        /* admit the flow's next access into the freed slot (accept) */
+        int64_t j = at(head, n, depth);
+        double admitted = max2(max2(start, cas), present);
+        SQ(d, c, j) = fcn;
+        SQA(d, c, j) = admitted;
+        n += 1;
+        enter_queue(k, d, fcn);
+        waiting -= 1;
+        if (write) {
+            ack = max2(admitted, ack + t_burst);
+            flow_end = max2(flow_end, ack);
+            if (waiting == 0) k->accepted = 1;
+        }
+        fcn += 1;
+        if (fcn >= fce) {
+            result = LANE_CLOSE;
+            break;
+        }
+        /* the next pick, when the run's (lane_pick with this bank's fields) */
+        double floor_t = max2(cas + ccd_s, other);
+        r = SQ(d, c, head);
+        if (k->req_bank[r] != b) {
+            result = LANE_RUN_LEFT;  /* (lane_pick, from the state written back) */
+            break;
+        }
+        if (k->req_row[r] != row || (streak >= cap && next_pre <= floor_t && BO(b, d) > 0)) {
+            result = LANE_CLOSE;
+            break;
+        }
+        arrival = SQA(d, c, head);
+        double bus = arrival;
+        bus = max2(bus, cas + ccd_s);
+        bus = max2(bus, cas + ccd_l);
+        bus = max2(bus, other);
+        if (!write) bus = max2(bus, wr_to_rd);
+        double ready = max2(arrival, next_cas);
+        double time = max2(bus, ready);
+        if (time > floor_t) {
+            result = LANE_CLOSE;
+            break;
+        }
+        if (cmd_cas > 0) {
+            double q = time * k->cmd_inv;
+            int64_t t = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
+            if (!bus_free(ring, t, cmd_cas)) {
+                result = LANE_CLOSE;
+                break;
+            }
+            tick = t;
+        }
+        if (time >= next_ref) {
+            result = LANE_CLOSE;
+            break;
+        }
+        delay = max2(0.0, ready - bus);
+        cas = time;
+        if (cas > stop) {
+            result = LANE_NEXT;
+            break;
+        }
     }
-    if (last_rank != rk - c * GG(G_RANKS)) bus = max2(bus, cas + TT(T_BURST) + TT(T_RTRS));
-    double ready = max2(arrival, BF(b, B_NEXT_CAS));
-    double time = max2(bus, ready);
-    if (time > floor_t) return LANE_CLOSE;
-    if (GG(G_CMD_CAS) > 0) {
-        double q = time * k->cmd_inv;
-        int64_t tick = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
-        if (!bus_free(k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0), tick, GG(G_CMD_CAS)))
-            return LANE_CLOSE;  /* (on_bus would move it) */
-        L->tick = tick;
-    }
-    if (time >= RF(rk, R_NEXT_REF)) return LANE_CLOSE;  /* a refresh first */
-    L->cas = time;
-    L->delay = max2(0.0, ready - bus);
-    L->rk = rk;
-    return LANE_NEXT;
+    BI(b, B_STREAK) = streak;
+    BF(b, B_NEXT_PRE) = next_pre;
+    BF(b, B_BUSY) = bank_busy;
+    RBG(rk, g, write ? BG_LAST_WR : BG_LAST_RD) = issued;
+    RF(rk, R_LAST_BUSY) = last_busy;
+    k->stats_i[S_HITS] = hits;
+    k->stats_i[write ? S_WRITES : S_READS] = count;
+    k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY] = latency;
+    k->stats_f[SF_DELAY] = delays;
+    k->flow_remaining[f] = remaining;
+    k->flow_waiting[f] = waiting;
+    k->flow_end[f] = flow_end;
+    k->flow_delay[f] = flow_delay;
+    CF(c, C_WRITE_ACK) = ack;
+    L->last_same = L->last_cas = L->last_issue = issued;
+    L->last_rank = rk - c * GG(G_RANKS);
+    L->busy = busy;
+    L->head = head;
+    L->n = n;
+    L->fcn = fcn;
+    L->pushed = 1;
+    L->cas = cas;  /* (the issued one's when the run closes the lane: nothing reads it then) */
+    L->delay = delay;
+    L->tick = tick;
+    return result == LANE_RUN_LEFT ? lane_pick(k, c, L) : result;
 }
 
 /* Channel c's pick ``*p`` issued; its next pick into ``*p``, or into the lane ``L`` when it
@@ -1012,7 +1163,7 @@ static int64_t run_channels(Ctl *k, double stop) {
                     lane_close(k, c, &L);
                     break;
                 }
-                if (lane_step(k, c, &L, 0) == LANE_CLOSE) {
+                if (lane_run(k, c, &L, stop) == LANE_CLOSE) {
                     lane_close(k, c, &L);
                     p = candidate(k, c);
                 }
