@@ -172,15 +172,34 @@ def test_commands_before_end_is_a_lower_bound(trial):
 
 def test_a_wholly_admitted_flow_may_end_with_the_next_commands():
     """A read flow whose accesses are all in the queue may be done within a few commands,
-    whatever the more urgent flows still hold (the lower bound counts nothing for it)."""
+    whatever the more urgent flows still hold: the lower bound counts only its own accesses
+    not yet issued (each takes a column command of its channel), none of the urgent flows'."""
     c = Controller(_config("lpddr4-3200"))
     queued = c.add_flow((1 << 24) + 32 * np.arange(4, dtype=np.int64), False, 1.0, 0.0)
     c.run(0.0)  # its 4 accesses admitted
     urgent = c.add_flow(32 * np.arange(1000, dtype=np.int64), False, 0.0, 0.0)
-    assert c.commands_before_end([urgent, queued]) == 0
+    assert c.commands_before_end([urgent, queued]) == c.remaining(queued) == 4
     while c.run(1e12, until_complete=True) and not c.done(queued):
         pass
     assert c.done(queued) and c.end(queued) < 100.0
+
+
+def test_the_bound_counts_the_accesses_a_flow_has_queued_on_each_channel():
+    """Accesses already in the queue still need their column commands: a read flow of 24
+    accesses over two channels, all admitted, ends no sooner than the busier channel's share
+    of them, and the bound says as much (the look-ahead then starts that much later)."""
+    c = Controller(_config("lpddr4-3200", channels=2, read_queue=32))
+    flow = c.add_flow(32 * np.arange(24, dtype=np.int64), False, 0.0, 0.0)
+    c.run(0.0)  # all 24 admitted, none issued
+    per_channel = c.fc_left[flow]
+    assert per_channel.sum() == c.remaining(flow) == 24
+    bound = c.commands_before_end([flow])
+    assert bound == per_channel.max() > 0
+    before = c.channel_busy()
+    while c.run(1e12, until_complete=True) and not c.done(flow):
+        pass
+    issued = np.rint((c.channel_busy() - before) / c.t["tBurst"])
+    assert issued.max() >= bound
 
 
 def test_an_access_a_new_flow_lets_in_is_admitted_when_it_arrives():

@@ -26,7 +26,7 @@ from npusim.dram.reference import ReferenceController
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
 _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "sq", "sqa", "tq", "tqa", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other", "cmd_bus", "flow_waiting")
+          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other", "cmd_bus", "flow_waiting", "fc_left")
 
 _POOL_ROWS = ("bank", "row", "rank", "bg", "flow")
 
@@ -187,6 +187,7 @@ class Controller:
         self.flow_delay = np.zeros(cap)
         self.fc_next = np.zeros((cap, C), dtype=np.int64)
         self.fc_end = np.zeros((cap, C), dtype=np.int64)
+        self.fc_left = np.zeros((cap, C), dtype=np.int64)  # per channel: accesses not yet issued
         self.flow_first = np.zeros(cap, dtype=np.int64)  # pool range of each flow's accesses
         self.flow_last = np.zeros(cap, dtype=np.int64)
         self._active = np.zeros(0, dtype=np.int64)
@@ -270,6 +271,7 @@ class Controller:
         first = self.n
         K.add_accesses(self.pool, self.req_end, grouped, prefix, offsets, lo, hi, fid, first, self.fc_next,
                        self.fc_end)
+        self.fc_left[fid] = self.fc_end[fid] - self.fc_next[fid]
         self.flow_first[fid], self.flow_last[fid] = first, first + m
         self.flow_write[fid] = 1 if write else 0
         self.flow_prio[fid] = priority
@@ -341,7 +343,8 @@ class Controller:
         ``flows`` (default: every live flow) ends (``kernel.commands_before_end``)."""
         flows = self._active if flows is None else np.asarray(flows, dtype=np.int64)
         depth, write_depth = queue_depths(self.cfg)
-        return int(K.commands_before_end(flows, self.fc_next, self.fc_end, self.flow_prio, self.flow_write, depth,
+        return int(K.commands_before_end(flows, self.fc_next, self.fc_end, self.fc_left, self.flow_prio, self.flow_write,
+                                         depth,
                                          write_depth))
 
     def copy(self, reuse: bool = False) -> "Controller":
@@ -442,7 +445,7 @@ class Controller:
             grown = np.zeros(new, dtype=old.dtype)
             grown[:cap] = old
             setattr(self, name, grown)
-        for name in ("fc_next", "fc_end"):
+        for name in ("fc_next", "fc_end", "fc_left"):
             old = getattr(self, name)
             grown = np.zeros((new, old.shape[1]), dtype=old.dtype)
             grown[:cap] = old

@@ -195,16 +195,18 @@ def run(T, G, stop: float, until_complete: bool, state_f, state_i, layout, pool,
     return _C.run(T, G, stop, until_complete, state_f, state_i, layout, pool, req_end, active, scratch_i, scratch_f)
 
 
-def commands_before_end(flows, fc_next, fc_end, flow_prio, flow_write, depth, write_depth) -> int:
+def commands_before_end(flows, fc_next, fc_end, fc_left, flow_prio, flow_write, depth, write_depth) -> int:
     """The fewest column commands one channel issues before any of ``flows`` ends: per read flow
-    and channel, its accesses not yet admitted (if any: else none), after the more urgent flows'
-    not yet admitted there beyond ``depth`` (the front end admits the most urgent first; the
-    most entries a channel's queues hold without a column command); per write flow (done at its
+    and channel, its accesses not yet issued there (``fc_left``: each takes a column command of
+    that channel), or, when more, those not yet admitted after the more urgent flows' not yet
+    admitted there beyond ``depth`` (the front end admits the most urgent first; the most
+    entries a channel's queues hold without a column command); per write flow (done at its
     last admission) its accesses not yet admitted beyond ``write_depth``, the slots its queues
     can have free; per flow the largest over the channels; the smallest over the flows. A lower
     bound: the simulator advances the controller that far without looking for completions
     (``npusim.dram.controller.queue_depths`` gives both depths)."""
-    return _C.commands_before_end(flows, fc_next, fc_end, flow_prio, flow_write, fc_next.shape[1], depth, write_depth)
+    return _C.commands_before_end(flows, fc_next, fc_end, fc_left, flow_prio, flow_write, fc_next.shape[1], depth,
+                                  write_depth)
 
 
 def view_chunks(shape, strides, itemsize: int) -> tuple[np.ndarray, np.ndarray]:

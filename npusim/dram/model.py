@@ -55,9 +55,9 @@ from npusim.dram.presets import PRESETS, default_mapping, device_energy
 from npusim.plan.command_table import KIND_CODES
 from npusim.plan.dram import buffer_of
 
-#: Accesses per channel a flow has left when the model starts looking for its exact end
-#: (``BankedDram._predict``).
-TAIL = 16
+#: Column commands a channel may issue before the first flow could end, when the model starts
+#: looking for that exact end (``BankedDram._predict``; the compiled loop's ``TAIL``).
+TAIL = 4
 
 STAT_KEYS = ("row_hits", "row_misses", "row_conflicts", "row_hit_rate", "activations", "refreshes",
              "reads", "writes", "avg_read_latency_ns", "bank_delay_ns")
@@ -430,8 +430,9 @@ class BankedDram:
     def _predict(self) -> None:
         """Set the next SimPy timeout of the DRAM: the completion of the first flow in flight.
 
-        While every flow has more than ``TAIL`` accesses per channel left, no flow can end
-        before the time the one with the fewest left needs at the full bus of every channel;
+        While some channel must issue more than ``TAIL`` column commands before any flow can
+        end (``commands_before_end``), none ends before the time those commands take at the
+        full bus;
         the controller is advanced to that moment (``_advance``: it only ever moves forward,
         nothing is redone) and asked again. Once a flow is in its tail, a copy of the
         controller runs ahead to the first completion (the exact end, data included), kept

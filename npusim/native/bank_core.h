@@ -44,7 +44,8 @@ enum { SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY, N_STATS_F };
 /* controller.py: _STATE, the arrays in the two state buffers, in this order */
 enum { L_BANK_F, L_BANK_I, L_RANK_F, L_RANK_I, L_RANK_BG_F, L_CHAN_F, L_CHAN_I, L_SQ, L_SQA, L_TQ, L_TQA, L_BANK_N,
        L_STATS_I, L_STATS_F, L_FLOW_WRITE, L_FLOW_PRIO, L_FLOW_START, L_FLOW_REMAINING, L_FLOW_END, L_FLOW_DELAY,
-       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_WAITING, L_FLOW_CAP, N_LAYOUT };
+       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_WAITING, L_FC_LEFT, L_FLOW_CAP,
+       N_LAYOUT };
 /* kernel.py: CMD_WINDOW, CMD_STRIDE -- a command bus: its window's first tick, the tick after the
  * latest taken, then a bit per tick of the window */
 enum { CMD_WINDOW = 1024, CMD_STRIDE = 2 + CMD_WINDOW / 64 };
@@ -72,7 +73,7 @@ typedef struct {
     double *req_end;
     const int64_t *active;
     int64_t n_active;
-    int64_t *flow_write, *flow_remaining, *flow_waiting, *fc_next, *fc_end, *flow_first, *flow_last;
+    int64_t *flow_write, *flow_remaining, *flow_waiting, *fc_next, *fc_end, *fc_left, *flow_first, *flow_last;
     double *flow_prio, *flow_start, *flow_end, *flow_delay;
     int64_t *btag, *picks;  /* scratch */
     double *barr;
@@ -111,6 +112,7 @@ typedef struct {
 #define BO(b, d) k->bank_other[(b) * 2 + (d)]
 #define FCN(f, c) k->fc_next[(f) * k->C + (c)]
 #define FCE(f, c) k->fc_end[(f) * k->C + (c)]
+#define FCL(f, c) k->fc_left[(f) * k->C + (c)]
 #define TT(i) k->T[i]
 #define GG(i) k->g[i]
 
@@ -674,8 +676,10 @@ static inline __attribute__((always_inline)) void channel_column(Ctl *k, int64_t
 
 /* Flow f's access issued, its data ending at ``end``: a read flow ends with its last data, a
  * write flow ended at its admission (posted), its bank delay not counted. */
-static inline __attribute__((always_inline)) void flow_issued(Ctl *k, int64_t f, int write, double end, double delay) {
+static inline __attribute__((always_inline)) void flow_issued(Ctl *k, int64_t f, int64_t c, int write, double end,
+                                                              double delay) {
     k->flow_remaining[f] -= 1;
+    FCL(f, c) -= 1;
     if (!write) {
         k->flow_end[f] = max2(k->flow_end[f], end);
         k->flow_delay[f] += delay;
@@ -761,7 +765,7 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
         CI(c, C_T_FREED + d) = (freed == -1 || freed == b) ? b : -2;  /* two banks: every entry looked at */
     }
     int64_t f = k->req_flow[r];
-    flow_issued(k, f, write, end, delay);
+    flow_issued(k, f, c, write, end, delay);
     CI(c, C_RQ_HEAD + d) = remove_entry(k, d, c, head, n, p->k, depth);
     CI(c, C_RQ_N + d) = n - 1;
     if (GG(G_POLICY) != OPEN) {  /* page policy */
@@ -807,7 +811,7 @@ static inline __attribute__((always_inline)) int64_t issue_hit(Ctl *k, int64_t c
     k->stats_f[SF_DELAY] += delay;
     k->req_end[r] = end;
     int64_t f = k->req_flow[r];
-    flow_issued(k, f, d == 1, end, delay);
+    flow_issued(k, f, c, d == 1, end, delay);
     CI(c, C_RQ_HEAD + d) = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
     CI(c, C_RQ_N + d) = n - 1;
     return f;
@@ -971,7 +975,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     k->stats_f[SF_DELAY] += delay;
     k->req_end[r] = end;
     int64_t fl = k->req_flow[r];
-    flow_issued(k, fl, write, end, delay);
+    flow_issued(k, fl, c, write, end, delay);
     head = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
     n -= 1;
     L->head = head;
@@ -1006,7 +1010,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     int64_t g = k->req_bg[r], row = BI(b, B_OPEN_ROW), cap = GG(G_CAP), cmd_cas = GG(G_CMD_CAS);
     int64_t *ring = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
     int64_t streak = BI(b, B_STREAK), hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
-    int64_t remaining = k->flow_remaining[f], waiting = k->flow_waiting[f];
+    int64_t remaining = k->flow_remaining[f], waiting = k->flow_waiting[f], left = FCL(f, c);
     double cas = L->cas, delay = L->delay, other = L->other, start = L->start, present = CF(c, C_PRESENT);
     double next_pre = BF(b, B_NEXT_PRE), bank_busy = BF(b, B_BUSY), next_cas = BF(b, B_NEXT_CAS);
     double last_busy = RF(rk, R_LAST_BUSY), next_ref = RF(rk, R_NEXT_REF);
@@ -1039,9 +1043,10 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         k->req_end[r] = end;
         int64_t fl = k->req_flow[r];
         if (fl != f) {
-            flow_issued(k, fl, write, end, delay);  /* (an older flow's access, still queued) */
+            flow_issued(k, fl, c, write, end, delay);  /* (an older flow's access, still queued) */
         } else {
             remaining -= 1;
+            left -= 1;
             if (!write) {
                 flow_end = max2(flow_end, end);
                 flow_delay += delay;
@@ -1121,6 +1126,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     k->stats_f[SF_DELAY] = delays;
     k->flow_remaining[f] = remaining;
     k->flow_waiting[f] = waiting;
+    FCL(f, c) = left;
     k->flow_end[f] = flow_end;
     k->flow_delay[f] = flow_delay;
     CF(c, C_WRITE_ACK) = ack;
@@ -1268,7 +1274,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
         {1, R * BG * RANK_BG_COLUMNS}, {1, C * CHAN_F_COLUMNS}, {0, C * CHAN_I_COLUMNS}, {0, 2 * C * k->QD},
         {1, 2 * C * k->QD}, {0, 2 * C * k->FRONT * TQ_COLUMNS}, {1, 2 * C * k->FRONT}, {0, NB * BANK_N_COLUMNS},
         {0, N_STATS_I}, {1, N_STATS_F}, {0, F}, {1, F}, {1, F}, {0, F}, {1, F}, {1, F}, {0, F * C}, {0, F * C},
-        {0, F}, {0, F}, {0, NB * 2}, {0, C * 2 * CMD_STRIDE}, {0, F}};
+        {0, F}, {0, F}, {0, NB * 2}, {0, C * 2 * CMD_STRIDE}, {0, F}, {0, F * C}};
     for (int i = 0; i < N_LAYOUT - 1; i++) {
         if (layout[i] < 0 || layout[i] + sizes[i][1] > (sizes[i][0] ? nf : ni)) {
             PyErr_Format(PyExc_ValueError, "npusim bank kernel: state array %d does not fit its buffer", i);
@@ -1304,6 +1310,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     k->bank_other = IPTR(L_BANK_OTHER);
     k->cmd_bus = IPTR(L_CMD_BUS);
     k->flow_waiting = IPTR(L_FLOW_WAITING);
+    k->fc_left = IPTR(L_FC_LEFT);
 #undef FPTR
 #undef IPTR
     return 0;
@@ -1419,13 +1426,13 @@ static inline int64_t decode_access(const Decoding *m, int64_t address, int64_t 
 }
 
 /* The fewest column commands one channel issues before any of ``flows`` ends (kernel.py:
- * commands_before_end): a read flow's accesses not yet admitted, after the more urgent flows'
- * beyond ``depth`` (none when all of its are admitted: it may end with the next commands); a
- * write flow's (posted: it ends at its last admission) beyond ``write_depth``, the slots its
- * queues can have free. */
+ * commands_before_end): a read flow's accesses not yet issued (``fc_left``: each is a column
+ * command of its channel), or, when more, those not yet admitted after the more urgent flows'
+ * beyond ``depth``; a write flow's (posted: it ends at its last admission) not yet admitted
+ * beyond ``write_depth``, the slots its queues can have free. */
 static int64_t fewest_before_end(const int64_t *flows, int64_t nflows, const int64_t *fc_next, const int64_t *fc_end,
-                                 const double *prio, const int64_t *flow_write, int64_t C, int64_t depth,
-                                 int64_t write_depth) {
+                                 const int64_t *fc_left, const double *prio, const int64_t *flow_write, int64_t C,
+                                 int64_t depth, int64_t write_depth) {
     int64_t fewest = (int64_t)1 << 62;
     for (int64_t a = 0; a < nflows; a++) {
         int64_t f = flows[a], worst = 0;
@@ -1440,6 +1447,7 @@ static int64_t fewest_before_end(const int64_t *flows, int64_t nflows, const int
                     if (prio[g] < prio[f]) ahead += fc_end[g * C + c] - fc_next[g * C + c];
                 }
                 w = left > 0 ? left + (ahead - depth > 0 ? ahead - depth : 0) : 0;
+                if (fc_left[f * C + c] > w) w = fc_left[f * C + c];
             }
             if (w > worst) worst = w;
         }

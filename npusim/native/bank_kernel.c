@@ -71,31 +71,33 @@ out:
     return result;
 }
 
-/* commands_before_end(flows, fc_next, fc_end, flow_prio, flow_write, channels, depth, write_depth) -> int:
+/* commands_before_end(flows, fc_next, fc_end, fc_left, flow_prio, flow_write, channels, depth, write_depth) -> int:
  * the fewest column commands one channel issues before any of ``flows`` ends (kernel.py:
  * commands_before_end). */
 static PyObject *py_commands_before_end(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (arg_count(nargs, 8, "commands_before_end") < 0) return NULL;
+    if (arg_count(nargs, 9, "commands_before_end") < 0) return NULL;
     Buffers b = {.n = 0};
     PyObject *result = NULL;
-    Py_ssize_t nflows, nnext, nend, nprio, nwrite;
-    int64_t C = PyLong_AsLongLong(args[5]), depth = PyLong_AsLongLong(args[6]);
-    int64_t write_depth = PyLong_AsLongLong(args[7]);
+    Py_ssize_t nflows, nnext, nend, nleft, nprio, nwrite;
+    int64_t C = PyLong_AsLongLong(args[6]), depth = PyLong_AsLongLong(args[7]);
+    int64_t write_depth = PyLong_AsLongLong(args[8]);
     if (PyErr_Occurred()) return NULL;
     const int64_t *flows = buffer_of(&b, args[0], 'q', 0, &nflows, "flows");
     const int64_t *fc_next = buffer_of(&b, args[1], 'q', 0, &nnext, "fc_next");
     const int64_t *fc_end = buffer_of(&b, args[2], 'q', 0, &nend, "fc_end");
-    const double *prio = buffer_of(&b, args[3], 'd', 0, &nprio, "flow_prio");
-    const int64_t *flow_write = buffer_of(&b, args[4], 'q', 0, &nwrite, "flow_write");
-    if (!flows || !fc_next || !fc_end || !prio || !flow_write) goto out;
+    const int64_t *fc_left = buffer_of(&b, args[3], 'q', 0, &nleft, "fc_left");
+    const double *prio = buffer_of(&b, args[4], 'd', 0, &nprio, "flow_prio");
+    const int64_t *flow_write = buffer_of(&b, args[5], 'q', 0, &nwrite, "flow_write");
+    if (!flows || !fc_next || !fc_end || !fc_left || !prio || !flow_write) goto out;
     for (Py_ssize_t a = 0; a < nflows; a++) {
         if (flows[a] < 0 || flows[a] >= nprio || flows[a] >= nwrite || (flows[a] + 1) * C > nnext
-            || (flows[a] + 1) * C > nend) {
+            || (flows[a] + 1) * C > nend || (flows[a] + 1) * C > nleft) {
             PyErr_SetString(PyExc_IndexError, "npusim bank kernel: a flow outside the flow arrays");
             goto out;
         }
     }
-    int64_t fewest = fewest_before_end(flows, nflows, fc_next, fc_end, prio, flow_write, C, depth, write_depth);
+    int64_t fewest = fewest_before_end(flows, nflows, fc_next, fc_end, fc_left, prio, flow_write, C, depth,
+                                       write_depth);
     result = PyLong_FromLongLong(fewest);
 out:
     release_buffers(&b);

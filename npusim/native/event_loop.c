@@ -403,8 +403,9 @@ static void wake(Loop *L, double now, int now_int) {
 
 /* -- the DRAM with banks (npusim.dram.model.BankedDram) ------------------------------------ */
 
-/* Accesses per channel a flow has left when the model starts looking for its exact end (model.py: TAIL). */
-#define TAIL 16
+/* Column commands a channel may issue before the first flow could end, when the model starts
+ * looking for that exact end (model.py: TAIL). */
+#define TAIL 4
 
 /* ``BankedDram`` and its ``Controller`` (npusim/dram/model.py, controller.py). The controller's
  * state is in two buffer sets, the controller's and its look-ahead copy's (the twin of
@@ -625,6 +626,7 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     for (int64_t j = lo; j < hi; j++) FCE(fid, ((addresses[j] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5]) += 1;
     for (int64_t ch = 0, pos = B->n_pool; ch < C; ch++) {
         FCN(fid, ch) = pos;
+        FCL(fid, ch) = FCE(fid, ch);
         pos += FCE(fid, ch);
         FCE(fid, ch) = FCN(fid, ch);  /* the channel's next free place, its end once all are in */
     }
@@ -691,14 +693,14 @@ static double banks_first_end(const Banks *B, const Ctl *k, double when) {
 }
 
 /* ``BankedDram._predict``: the next timeout of the DRAM, at a lower bound on the first
- * completion while every flow has more than TAIL accesses per channel left (``_advance``
+ * completion while more than TAIL column commands must come before it (``_advance``
  * then), else at the first completion a look-ahead copy of the controller reaches (``_wake``). */
 static void banks_predict(Loop *L, Banks *B, double now) {
     B->pending = -1;
     if (B->n_order == 0) return;
     Ctl *k = &B->k[B->cur];
-    int64_t fewest = fewest_before_end(B->order, B->n_order, k->fc_next, k->fc_end, k->flow_prio, k->flow_write, k->C,
-                                       B->depth, B->write_depth);
+    int64_t fewest = fewest_before_end(B->order, B->n_order, k->fc_next, k->fc_end, k->fc_left, k->flow_prio,
+                                       k->flow_write, k->C, B->depth, B->write_depth);
     if (fewest > TAIL) {
         double when = B->now_ns + (double)(fewest - TAIL) * B->step_ns;
         double delay = MAX(0.0, when / B->ns_per_cycle - now);
