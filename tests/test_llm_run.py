@@ -59,9 +59,17 @@ def test_the_command_line_run(capsys, tmp_path):
                  "--hw", "datacenter-npu", "--kv-on-chip", "3"]) == 0
     assert "KV cache on chip     3 of 12 layers (as given)" in capsys.readouterr().out
     assert main(["simulate", "squeezenet1_0", "--hw", "edge-npu", "--kv-on-chip", "3"]) == 2
-    assert "is for an LLM run" in capsys.readouterr().err
+    assert "for an LLM run" in capsys.readouterr().err
+    # options a one-step run does not read are refused, never dropped: ``--batch 4`` would print batch 1's numbers
+    for argv, message in ((["llm:gpt2-small:decode=8", "--batch", "4"], "batch goes in the trace"),
+                          (["squeezenet1_0", "--samples", "3"], "--samples: for an LLM run"),
+                          (["squeezenet1_0", "--jitter-amount", "0.2"], "for a --jitter SEED run")):
+        assert main(["simulate", *argv, "--hw", "edge-npu"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
     for argv, message in ((["--prefill", "8"], "go together"),
-                          (["--prefill", "8", "--decode", "2", "--jitter", "1"], "not available"),
+                          (["--prefill", "8", "--decode", "2", "--jitter", "0"], "not available"),
+                          (["--prefill", "8", "--decode", "4", "--samples", "1"], "at least 2"),
                           (["--prefill", "8", "--decode", "-2"], "positive integer"),
                           (["--prefill", "8", "--decode", "2", "--kv-on-chip", "lots"], "kv-on-chip"),
                           (["--prefill", "8", "--decode", "2", "--kv-on-chip", "13"], "0 .. 12 layers")):

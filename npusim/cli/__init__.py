@@ -34,7 +34,7 @@ from npusim.graph.trace_io import save_trace
 from npusim.graph.training import make_training_graph
 from npusim.hw.loader import list_hardware
 from npusim.hw.silicon import budget_text
-from npusim.llm_run import run_llm
+from npusim.llm_run import DEFAULT_SAMPLES, run_llm
 from npusim.plan.io import load_plan, save_plan, write_plan
 from npusim.plan.validate import validate
 from npusim.plot import (dse_figure, figure_svg, pareto_figure, parse_formats, plot_dse_curves, plot_pareto, plot_plan,
@@ -46,6 +46,9 @@ from npusim.util.resources import list_resources
 from npusim.util.units import format_bytes
 from npusim.workflow import (DEFAULT_PIPELINE, check_plan_hardware, load_graph, load_hw, memory_bounds, plan_graph,
                              lower_plan, resolve_budget, simulate_program)
+
+#: ``--jitter-amount`` when not given: the random stretch of a jittered command, as a fraction of its time.
+DEFAULT_JITTER_AMOUNT = 0.5
 
 
 def _hw_overrides(pairs: list[str] | None) -> dict:
@@ -222,8 +225,14 @@ def cmd_simulate(args) -> int:
                     ("--breakdown-tiles", args.breakdown_tiles), ("--html", args.html))
     if args.prefill is not None or args.decode is not None:
         return _simulate_llm(args)
-    if args.kv_on_chip is not None:
-        raise NpusimError("--kv-on-chip is for an LLM run: llm:<preset> --prefill P --decode D")
+    llm_only = [flag for flag, value in (("--kv-on-chip", args.kv_on_chip), ("--batch", args.batch),
+                                         ("--samples", args.samples)) if value is not None]
+    if llm_only:  # (never dropped silently: a batch of 4 would print batch 1's numbers)
+        hint = "; for one step, the batch goes in the trace: llm:gpt2-small:decode=64:batch=4" \
+            if "--batch" in llm_only else ""
+        raise NpusimError(f"{', '.join(llm_only)}: for an LLM run (llm:<preset> --prefill P --decode D){hint}")
+    if args.jitter_amount is not None and args.jitter is None:
+        raise NpusimError("--jitter-amount: for a --jitter SEED run")
     start = time.perf_counter()
     with Progress("npusim simulate") as progress:
         graph = load_graph(args.trace)
@@ -236,7 +245,8 @@ def cmd_simulate(args) -> int:
         if "dram.placement" in overrides and hw.dram.model == "banks" and program.dram_planned:
             print(f"npusim: note: dram.placement is not used: the plan ({program.planner}) gives every tensor its "
                   "DRAM offset", file=sys.stderr)
-        report = simulate_program(program, hw, jitter=args.jitter_amount if args.jitter is not None else 0.0,
+        amount = args.jitter_amount if args.jitter_amount is not None else DEFAULT_JITTER_AMOUNT
+        report = simulate_program(program, hw, jitter=amount if args.jitter is not None else 0.0,
                                   seed=args.jitter, progress=progress)
     wall = time.perf_counter() - start
     if args.report:
@@ -297,7 +307,8 @@ def _simulate_llm(args) -> int:
     unused = [flag for flag, value in (("--plan", args.plan), ("--timeline", args.timeline),
                                        ("--breakdown", args.breakdown), ("--breakdown-tiles", args.breakdown_tiles),
 
-                                       ("--jitter", args.jitter)) if value]
+                                       ("--jitter", args.jitter),
+                                       ("--jitter-amount", args.jitter_amount)) if value is not None]
     if unused:
         raise NpusimError(f"{', '.join(unused)}: not available for a multi-step LLM run (simulate one step, "
                           f"e.g. {args.trace}:decode={args.prefill}, for those)")
@@ -305,9 +316,10 @@ def _simulate_llm(args) -> int:
     hw = load_hw(args.hw, overrides)
     _note_unused_dram_settings(overrides, hw.dram.model)
     with Progress("npusim simulate") as progress:
-        report = run_llm(model, hw, prefill=args.prefill, decode=args.decode, batch=args.batch,
-                         pipeline=args.planner or DEFAULT_PIPELINE, budget=args.budget,
-                         options=_planner_options(getattr(args, "option", None)), samples=args.samples,
+        report = run_llm(model, hw, prefill=args.prefill, decode=args.decode,
+                         batch=1 if args.batch is None else args.batch, pipeline=args.planner or DEFAULT_PIPELINE,
+                         budget=args.budget, options=_planner_options(getattr(args, "option", None)),
+                         samples=DEFAULT_SAMPLES if args.samples is None else args.samples,
                          kv_on_chip=_kv_on_chip(args.kv_on_chip or "auto"), progress=progress)
     if args.report:
         atomic_write_text(args.report, json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")

@@ -135,14 +135,16 @@ def _add_simulate(sub, handler: Callable) -> None:
                    help="a race test: stretch compute and DMA times randomly and let the seed pick an adversarial "
                         "schedule (a stalled, rushed or slowed queue), to explore other interleavings; the latency "
                         "of such a run can be many times the design's, and the report says it is jittered")
-    p.add_argument("--jitter-amount", type=float, default=0.5,
+    p.add_argument("--jitter-amount", type=float,
                    help="with --jitter: the random stretch of each command, up to this fraction of its time "
                         "(default 0.5), on top of the schedule the seed picks")
     p.add_argument("--prefill", type=int, metavar="P", help="LLM run (trace llm:<preset>): prompt tokens")
     p.add_argument("--decode", type=int, metavar="D", help="LLM run: tokens to generate, one decode step each")
-    p.add_argument("--batch", type=int, default=1, help="LLM run: sequences decoded together (default 1)")
-    p.add_argument("--samples", type=int, default=5, help="LLM run: decode steps simulated, spread over the D "
-                                                          "steps; the others are interpolated (default 5)")
+    p.add_argument("--batch", type=int, help="LLM run: sequences decoded together (default 1; for one step, "
+                                             "in the trace: llm:<preset>:decode=N:batch=B)")
+    p.add_argument("--samples", type=int, help="LLM run: decode steps simulated, spread over the D steps, the "
+                                               "first and the last among them (so at least 2); the others are "
+                                               "interpolated (default 5)")
     p.add_argument("--kv-on-chip", metavar="none|N|auto",
                    help="LLM run: layers whose KV cache stays in the scratchpad across steps; auto (default): "
                         "the fastest of a few counts, tried on the last step")
