@@ -102,13 +102,23 @@ class Plan:
     def n_steps(self) -> int:
         return len(self.order)
 
-    def offchip_bytes(self) -> dict[str, int]:
-        """Bytes crossing the DRAM bus by cause, from the transfers alone."""
+    def offchip_bytes(self, graph=None) -> dict[str, int]:
+        """Bytes crossing the DRAM bus by cause, from the transfers; with the ``graph`` the plan
+        indexes, the bytes overlapping tiles of an input or weight read again move from
+        compulsory to retrieve, as the simulator counts them (``npusim.plan.rereads``)."""
         total = dict.fromkeys(CAUSES, 0)
         transfers = self.transfers
         if hasattr(transfers, "column"):  # a TransferTable: its causes are codes into CAUSES
             cause, size = transfers.column("cause"), transfers.column("size")
-            return {name: int(size[cause == code].sum()) for code, name in enumerate(CAUSES)}
-        for tr in transfers:
-            total[tr.cause] += tr.size
+            total = {name: int(size[cause == code].sum()) for code, name in enumerate(CAUSES)}
+            compulsory = transfers.column("tensor")[cause == CAUSES.index("compulsory")].tolist()
+        else:
+            for tr in transfers:
+                total[tr.cause] += tr.size
+            compulsory = [tr.tensor for tr in transfers if tr.cause == "compulsory"]
+        if graph is not None:
+            from npusim.plan.rereads import reread_bytes  # lazy: it imports the graph model
+            again = reread_bytes(graph, compulsory)
+            total["compulsory"] -= again
+            total["retrieve"] += again
         return total

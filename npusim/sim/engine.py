@@ -52,6 +52,7 @@ from npusim.hw.config import Hardware
 from npusim.plan.command_table import KIND_CODES
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
+from npusim.plan.rereads import reread_bytes
 from npusim.plan.transfer_cost import address_cycles, unloaded_cycles
 from npusim.util.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
@@ -718,8 +719,10 @@ def _by_level(energy: dict, machine: _Machine) -> dict:
 
 def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, int, float]:
     """(logical bytes by cause, bytes read, bytes written, bytes on the bus, unloaded DMA
-    cycles) of the program's loads and stores."""
+    cycles) of the program's loads and stores. Compulsory loads of overlapping tiles of one
+    input or weight read some bytes twice: those count as retrieve (``npusim.plan.rereads``)."""
     offchip = dict.fromkeys(CAUSES, 0)
+    compulsory = []  # tensors loaded with cause compulsory
     read = write = bus = 0
     dma_work = 0.0
     unloaded = {}  # id(TransferCost) -> its unloaded cycles: lowering shares one per view shape
@@ -729,6 +732,8 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     for i in np.flatnonzero(table.column("kind") != KIND_CODES["compute"]).tolist():  # in command order
         cost, moved = costs[i], nbytes[i]
         offchip[causes[i]] += moved
+        if causes[i] == "compulsory":
+            compulsory.append(table.tensor[i])
         bus += cost.bus_bytes
         cycles = unloaded.get(id(cost))
         if cycles is None:
@@ -738,6 +743,9 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
             read += moved
         else:
             write += moved
+    again = reread_bytes(program.graph, compulsory)
+    offchip["compulsory"] -= again
+    offchip["retrieve"] += again
     return offchip, read, write, bus, dma_work
 
 

@@ -1,0 +1,120 @@
+"""Bytes that compulsory loads read again: the overlap of tiles of one input or weight.
+
+A tiled op reads an input or weight as views (tiles) of the base tensor, each first loaded
+with cause ``compulsory`` (``npusim.plan.validate``: the first load of a tensor that starts in
+DRAM). Tiles of a convolution's input overlap by the kernel's halo, so those loads read some
+bytes of the base more than once. *Compulsory* traffic is what any schedule must read — each
+byte of the inputs and weights once — so only the first read of a byte is compulsory; the
+others are re-reads, counted with ``retrieve`` (what a larger scratchpad would have kept):
+compulsory bytes are then the same whatever the tiling, and ``compulsory + retrieve`` is still
+every byte loaded.
+
+The overlap of a base's tiles is ``Σ tile bytes − |union of the tiles| × itemsize``. Tiles whose
+element ranges (``View``: element ``offset + Σ i_k strides_k``) do not overlap are disjoint;
+tiles with one set of row-major strides are boxes of the base, whose union is measured on the
+grid their edges cut it into; any other view is measured element by element.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+
+import numpy as np
+
+from npusim.graph.model import Graph, View
+
+#: Most cells of the grid the boxes' edges make (else element by element).
+_MAX_CELLS = 1 << 22
+
+
+def reread_bytes(graph: Graph, loaded: Iterable[int]) -> int:
+    """Bytes the compulsory loads of tensors ``loaded`` (ids of ``graph``, once each) read that
+    another of them also reads (module docstring)."""
+    by_base: dict[str, list] = defaultdict(list)
+    for t in loaded:
+        tensor = graph.tensors[t]
+        view = tensor.view or View(tensor.name, 0, tensor.shape, tensor.strides)
+        by_base[view.base].append((view, tensor.itemsize))
+    total = 0
+    for views in by_base.values():
+        if len(views) > 1:
+            loaded_elements = sum(math.prod(v.shape) for v, _ in views)
+            total += (loaded_elements - _union_elements([v for v, _ in views])) * views[0][1]
+    return total
+
+
+def _union_elements(views: list[View]) -> int:
+    """Elements of the base that at least one of ``views`` covers."""
+    strides = views[0].strides
+    if all(v.strides == strides for v in views):  # (tiles of one base shape: its boxes, as arrays)
+        offsets = np.array([v.offset for v in views], dtype=np.int64)
+        shapes = np.array([v.shape for v in views], dtype=np.int64).reshape(len(views), len(strides))
+        lows, highs = offsets, offsets + (shapes - 1) @ np.asarray(strides, dtype=np.int64)
+        order = np.argsort(lows, kind="stable")
+        if (np.all(np.asarray(strides) > 0) and (shapes > 0).all()
+                and (highs[order][:-1] < lows[order][1:]).all()):
+            return int(shapes.prod(axis=1).sum())  # (disjoint ranges: slices of contiguous rows)
+        starts = _box_starts(offsets, shapes, strides)
+        if starts is not None:
+            covered = _union_of_boxes(starts, shapes)
+            if covered is not None:
+                return covered
+    return _union_by_element(views)
+
+
+def _box_starts(offsets: np.ndarray, shapes: np.ndarray, strides: tuple[int, ...]) -> np.ndarray | None:
+    """Each view's first index on every axis of a row-major base, or None when they are not
+    boxes of one: strides decreasing to 1, each a multiple of the next (the base's axis sizes
+    but the first), every box within those sizes."""
+    if not strides or any(s <= 0 for s in strides) or strides[-1] != 1:
+        return None
+    if any(outer % inner for outer, inner in zip(strides, strides[1:])):
+        return None
+    sizes = [outer // inner for outer, inner in zip(strides, strides[1:])]  # axes 1 ..
+    starts, rest = np.empty_like(shapes), offsets.copy()
+    for k, s in enumerate(strides):
+        starts[:, k] = rest // s
+        rest -= starts[:, k] * s
+    if (starts < 0).any() or any((starts[:, k] + shapes[:, k] > sizes[k - 1]).any() for k in range(1, len(strides))):
+        return None
+    return starts
+
+
+def _union_of_boxes(starts: np.ndarray, shapes: np.ndarray) -> int | None:
+    """Elements the boxes (first index and size per axis) cover together: the cells of the grid
+    their edges cut, each counted once (None when that grid has more than ``_MAX_CELLS``)."""
+    ends = starts + shapes
+    edges = [np.unique(np.concatenate([starts[:, k], ends[:, k]])) for k in range(starts.shape[1])]
+    if math.prod(len(e) - 1 for e in edges) > _MAX_CELLS:
+        return None
+    lo = [np.searchsorted(e, starts[:, k]) for k, e in enumerate(edges)]
+    hi = [np.searchsorted(e, ends[:, k]) for k, e in enumerate(edges)]
+    # how many boxes cover each cell: +1 / -1 at each box's corners, then a running sum per axis
+    count = np.zeros([len(e) for e in edges], dtype=np.int64)
+    for corner in itertools.product((0, 1), repeat=len(edges)):
+        index = tuple(h if c else low for c, low, h in zip(corner, lo, hi))
+        np.add.at(count, index, -1 if sum(corner) % 2 else 1)
+    for axis in range(len(edges)):
+        count = np.cumsum(count, axis=axis)
+    covered = count[tuple(slice(0, len(e) - 1) for e in edges)] > 0
+    cell = np.diff(edges[0])
+    for e in edges[1:]:
+        cell = np.multiply.outer(cell, np.diff(e))
+    return int(cell[covered].sum())
+
+
+def _union_by_element(views: list[View]) -> int:
+    """Elements the views cover together, marking each one (views that are not boxes of one base)."""
+    extents = [(v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s < 0),
+                v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s > 0)) for v in views]
+    first = min(low for low, _ in extents)
+    seen = np.zeros(max(high for _, high in extents) - first + 1, dtype=bool)
+    for v in views:
+        index = np.full(1, v.offset - first, dtype=np.int64)
+        for n, s in zip(v.shape, v.strides):
+            index = np.add.outer(index, np.arange(n, dtype=np.int64) * s).ravel()
+        seen[index] = True
+    return int(seen.sum())
