@@ -85,6 +85,15 @@ def test_solve_seconds_only_with_timings(tmp_path):
     assert main(["plan", str(trace), "--hw", "edge-npu", "-o", str(tmp_path / "t.json"), "--timings"]) == 0
     assert "solve_seconds" not in json.loads((tmp_path / "p.json").read_text())["meta"]
     assert "solve_seconds" in json.loads((tmp_path / "t.json").read_text())["meta"]
+    # compare's table likewise: two runs write the same bytes (found by a new-user audit)
+    for name in ("c1.json", "c2.json"):
+        assert main(["compare", str(trace), "--hw", "edge-npu", "--planner", "default,naive", "--format", "json",
+                     "-o", str(tmp_path / name)]) == 0
+    assert (tmp_path / "c1.json").read_bytes() == (tmp_path / "c2.json").read_bytes()
+    assert not any("solve_seconds" in row for row in json.loads((tmp_path / "c1.json").read_text()))
+    assert main(["compare", str(trace), "--hw", "edge-npu", "--planner", "default", "--timings", "--format", "json",
+                 "-o", str(tmp_path / "c3.json")]) == 0
+    assert all("solve_seconds" in row for row in json.loads((tmp_path / "c3.json").read_text()))
 
 
 @pytest.mark.parametrize("jobs", [2])

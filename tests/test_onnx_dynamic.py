@@ -51,7 +51,8 @@ def test_bound_dims_and_inferred_shapes(tmp_path, with_value_info):
 
 def test_every_unbound_dim_is_named_with_the_flag(tmp_path):
     with pytest.raises(TraceError, match=r"symbolic dimensions not bound: batch \(tensor 'x'\), seq \(tensor 'x'\); "
-                                         r"bind each with --dim batch=N --dim seq=N"):
+                                         r"bind each when importing it: npusim import \S+ --dim batch=N --dim seq=N "
+                                         r"-o trace.json"):
         import_onnx(decoder_block(tmp_path / "m.onnx"))
     with pytest.raises(TraceError, match=r"not bound: seq \(tensor 'x'\);"):
         import_onnx(decoder_block(tmp_path / "m.onnx"), dims={"batch": 1})

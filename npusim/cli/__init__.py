@@ -353,7 +353,7 @@ def cmd_dse(args) -> int:
         formats = parse_formats(args.format)
     if args.plot or args.html:
         require_matplotlib()  # fail before the sweep, not after it
-    _check_writable(("--html", args.html))
+    _check_writable(("--html", args.html), ("-o", args.output))  # (as plan and simulate: no folder made)
     result = dse.run_sweep(points, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
                            cache_dir=None if args.no_cache else args.cache_dir,
                            progress=True if args.progress else None)
@@ -388,6 +388,8 @@ def cmd_compare(args) -> int:
     _note_unused_dram_settings(overrides, hw.dram.model)
     rows = compare_planners(graph, hw, parse_pipelines(args.planner), args.budget, trace=args.trace,
                             allow_oversize=args.allow_oversize, options=_planner_options(args.option))
+    if not args.timings:  # (the same inputs, the same table: wall-clock seconds only when asked for)
+        rows = [{k: v for k, v in row.items() if k != "solve_seconds"} for row in rows]
     text = format_rows(rows, args.format)
     if args.output:
         atomic_write_text(args.output, text)

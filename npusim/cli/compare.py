@@ -115,6 +115,8 @@ def rows_to_text(rows: list[dict]) -> str:
         if label.startswith(("DRAM ", "  dram_activate", "  dram_refresh", "  dram_background")) and all(
                 row.get(column) in (None, "") for row in rows):
             continue  # the banks model's rows, in a run without it
+        if all(column not in row for row in rows):
+            continue  # (solve_seconds without --timings)
         cells = [label]
         for row in rows:
             value = row.get(column)

@@ -226,6 +226,8 @@ def _add_compare(sub, handler: Callable) -> None:
     p.add_argument("--allow-oversize", action="store_true", help="plan for a budget (or simulate a plan) larger than the hardware's scratchpad.size; the report says so")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware field")
     p.add_argument("--format", default="text", choices=("text", "csv", "json"))
+    p.add_argument("--timings", action="store_true", help="also give each planner's solve time (wall clock: not "
+                                                          "reproducible)")
     _output_arg(p, "write the table here instead of printing it")
     p.set_defaults(func=handler)
 

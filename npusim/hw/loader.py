@@ -539,9 +539,9 @@ def check_range(value: object, quantity: str, maximum: int | None = None, minimu
         raise units.UnitError(f"expected at most {shown} {_base_unit(quantity)}(a larger value models no NPU "
                               "and would only exhaust this machine or overflow its figures)")
     if quantity in STRICTLY_POSITIVE and value <= 0 and minimum != 0:
-        raise units.UnitError(f"expected a {_kind(quantity)} greater than 0")
+        raise units.UnitError(f"expected {_a_kind(quantity)} greater than 0")
     if value < 0:
-        raise units.UnitError(f"expected a {_kind(quantity)} of 0 or more")
+        raise units.UnitError(f"expected {_a_kind(quantity)} of 0 or more")
 
 
 def _base_unit(quantity: str) -> str:
@@ -552,6 +552,12 @@ def _base_unit(quantity: str) -> str:
 
 def _kind(quantity: str) -> str:
     return "whole number" if quantity == "int" else quantity
+
+
+def _a_kind(quantity: str) -> str:
+    """What the value must be, with its article: "a whole number", "an energy"."""
+    name = _kind(quantity)
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
 
 
 def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
