@@ -14,7 +14,10 @@ def run_cli(capsys, *argv):
 
 
 @pytest.mark.parametrize("key, value", [("cores.count", "10000000"), ("streams", "1000000000"),
-                                        ("dma.channels", "5000"), ("cores.pe_rows", "100000")])
+                                        ("dma.channels", "5000"), ("cores.pe_rows", "100000"),
+                                        # queues deeper than any controller's: the banks model's look-ahead
+                                        # copies them, so 16384 took 25 s CPU for the results 1024 gives
+                                        ("dram.bank_queue", "16384"), ("dram.read_queue", "4096")])
 def test_counts_no_npu_has_are_refused_before_work(capsys, key, value):
     code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--set", f"{key}={value}")
     assert code == 2 and f"{key} = {value}: expected at most" in err and len(err.strip().splitlines()) == 1

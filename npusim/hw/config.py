@@ -16,6 +16,12 @@ from dataclasses import dataclass, field, replace
 MAX_UNITS = 4096
 #: Rows, columns and lanes: 65,536 covers any array built (the largest, 256 x 256, and beyond).
 MAX_WIDTH = 65536
+#: Most entries of a DRAM controller's queue (real ones hold 8 to 64: DRAMsim3's default command
+#: queue is 8, Ramulator 2's read/write queues 32): the banks model copies its queues for each
+#: look-ahead, so a deeper one costs CPU in proportion and, past the accesses in flight, changes
+#: nothing.
+MAX_DRAM_QUEUE = 1024
+MAX_BANK_QUEUE = 256
 #: 1 PiB of scratchpad and a 1 GiB DRAM burst are far beyond any memory built; past them the
 #: SRAM table's power law and the burst-count kernel's 64-bit counts would overflow.
 MAX_SCRATCHPAD = 1 << 50
@@ -202,13 +208,13 @@ class DramConfig:
                           "buffer crosses more row boundaries than its size needs, and buffers moved in the same "
                           "step start in far-apart banks)",
                           choices=("bump", "pages", "rows"))
-    read_queue: int = knob(32, "int", "read queue entries per channel", maximum=MAX_WIDTH)
+    read_queue: int = knob(32, "int", "read queue entries per channel", maximum=MAX_DRAM_QUEUE)
     write_queue: int = knob(32, "int", "write queue entries per channel; writes drain from 0.8 full to 0.2, and "
-                            "a store is done once its writes are in it (posted)", maximum=MAX_WIDTH)
+                            "a store is done once its writes are in it (posted)", maximum=MAX_DRAM_QUEUE)
     bank_queue: int = knob(0, "int", "0: the scheduler sees the read/write queues whole (Ramulator 2's "
                            "GenericDDR; the structure validated against it); > 0: per-bank command queues of "
                            "this depth behind them, which then hold transactions (DRAMsim3's PER_BANK)",
-                           minimum=0, maximum=MAX_WIDTH)
+                           minimum=0, maximum=MAX_BANK_QUEUE)
 
 
 @dataclass(frozen=True)
