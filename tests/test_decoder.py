@@ -79,6 +79,9 @@ def test_a_decode_step_plans_and_simulates_and_reads_its_cache_and_weights():
 def test_prefill_by_name_with_batch():
     graph = load_graph("llm:gpt2-small:prefill=16:batch=2")
     assert graph.tensor("token_ids").shape == (2, 16) and graph.tensor("lm_head.out").shape == (2, 1, 50257)
+    # the batch is in the graph's name (reports, plans), as the KV length is; batch 1 keeps the short name
+    assert graph.name == "gpt2-small-prefill16-batch2"
+    assert load_graph("llm:gpt2-small:decode=8").name == "gpt2-small-decode8"
 
 
 @pytest.mark.parametrize("source, message", [

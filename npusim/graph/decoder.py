@@ -121,22 +121,23 @@ def preset(name: str) -> DecoderSpec:
     return PRESETS[name]
 
 
-def _on_chip_suffix(on_chip: int) -> str:
-    return f"-kv{on_chip}" if on_chip else ""
+def _suffix(batch: int, on_chip: int) -> str:
+    """The graph name's batch (when more than one sequence) and on-chip cache layers."""
+    return (f"-batch{batch}" if batch > 1 else "") + (f"-kv{on_chip}" if on_chip else "")
 
 
 def prefill_graph(spec: DecoderSpec, prompt: int, batch: int = 1, on_chip: int = 0) -> Graph:
     """The prompt's ``prompt`` tokens through the model (module docstring); the caches of the
     first ``on_chip`` layers stay in the scratchpad (``cached_on_chip``)."""
     return _Builder(spec, batch, tokens=prompt, past=0, on_chip=on_chip).build(
-        f"{spec.name}-prefill{prompt}{_on_chip_suffix(on_chip)}")
+        f"{spec.name}-prefill{prompt}{_suffix(batch, on_chip)}")
 
 
 def decode_graph(spec: DecoderSpec, kv_len: int, batch: int = 1, on_chip: int = 0) -> Graph:
     """One decode step at KV length ``kv_len`` (module docstring); the caches of the first
     ``on_chip`` layers are in the scratchpad when it starts and stay there."""
     return _Builder(spec, batch, tokens=1, past=kv_len, on_chip=on_chip).build(
-        f"{spec.name}-decode{kv_len}{_on_chip_suffix(on_chip)}")
+        f"{spec.name}-decode{kv_len}{_suffix(batch, on_chip)}")
 
 
 def cache_bytes_per_layer(spec: DecoderSpec, kv_len: int, batch: int = 1) -> int:
