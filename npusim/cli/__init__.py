@@ -200,7 +200,7 @@ def cmd_plan(args) -> int:
         write_plan(plan, sys.stdout, timings=args.timings)
     else:
         save_plan(plan, args.output, timings=args.timings)
-    spill = plan.offchip_bytes(getattr(plan, "bound_graph", None))
+    spill = plan.offchip_bytes()
     print(f"{'standard output' if to_stdout else args.output}: {graph.name} with {plan.meta.planner}, budget "
           f"{plan.capacity:,} B, {len(plan.residencies)} residencies, {len(plan.transfers)} transfers, "
           f"spill {spill['spill']:,} B, retrieve {spill['retrieve']:,} B", file=sys.stderr if to_stdout else sys.stdout)

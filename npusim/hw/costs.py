@@ -242,13 +242,27 @@ def array_cycles(gemm: Gemm, hw: Hardware, chained: str | None = None, bits: tup
     c = hw.cores
     if not c.unroll:
         return systolic_cycles(gemm, c.pe_rows, c.pe_cols, c.dataflow, c.fold_overlap, chained)
+    cycles, drain, _ = _unrolled_cycles(gemm, hw, bits, kind)
+    return cycles - drain if chained == "first" else cycles
+
+
+def _unrolled_cycles(gemm: Gemm, hw: Hardware, bits, kind: str) -> tuple[float, float, bool]:
+    """``mapping.core_cycles`` of the GEMM on the unrolled array, memoised per hardware."""
     memo = _memo(hw)
     key = ("cycles", gemm, gemm.loops, bits, kind)
     found = memo.get(key)
     if found is None:
         found = memo[key] = mapping.core_cycles(core_model(hw), loop_nest(gemm, hw, bits, kind))
-    cycles, drain = found
-    return cycles - drain if chained == "first" else cycles
+    return found
+
+
+def array_bound(gemm: Gemm, hw: Hardware, bits: tuple[int, int, int] | None = None, kind: str = "MatMul") -> str:
+    """What bounds the GEMM on the array: 'array', or 'scratchpad' when an unrolled array waits
+    for the scratchpad's port (``mapping.CoreCost.scratchpad_bound``; a systolic array's
+    scratchpad bound is the op's, ``op_core_cycles``)."""
+    if not hw.cores.unroll:
+        return "array"
+    return "scratchpad" if _unrolled_cycles(gemm, hw, bits, kind)[2] else "array"
 
 
 def array_folds(gemm: Gemm, hw: Hardware, kind: str = "MatMul") -> int:
@@ -364,10 +378,10 @@ def _part(gemm: Gemm, m: int | None = None, n: int | None = None, batch: int | N
 def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
                 cores: int = 1, fused: bool = False, chained: str | None = None,
                 bits: tuple[int, int, int] | None = None) -> tuple[list[float], str]:
-    """(cycles of each core working on it, 'array' | 'vector') of an op's (or a tile's)
-    compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
+    """(cycles of each core working on it, 'array' | 'vector' | 'scratchpad') of an op's (or a
+    tile's) compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
     elements. Scratchpad aside (an unrolled array's scratchpad port is part of its cycles,
-    ``array_cycles``). ``chained``: a reduction slice chained in the accumulators
+    ``array_cycles``, and 'scratchpad' says when it sets them: ``array_bound``). ``chained``: a reduction slice chained in the accumulators
     (``systolic_cycles``); ``bits``: the operands' (weights, inputs, outputs) widths.
 
     A ``fused`` op (a GEMM with its element-wise epilogue, ``npusim.graph.fusion``) runs the
@@ -376,11 +390,13 @@ def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: 
     core = hw.cores
     mapped = array_gemm(kind, gemm, hw)
     if mapped is not None:
-        parts = [float(array_cycles(g, hw, chained, bits, kind)) for g in core_parts(mapped, hw, cores)]
+        pieces = core_parts(mapped, hw, cores)
+        parts = [float(array_cycles(g, hw, chained, bits, kind)) for g in pieces]
         epilogue = vector_ops / core.vector_lanes / cores if fused else 0.0
         if epilogue > max(parts):
             return [max(p, epilogue) for p in parts], "vector"
-        return [max(p, epilogue) for p in parts], "array"
+        slowest = pieces[parts.index(max(parts))]
+        return [max(p, epilogue) for p in parts], array_bound(slowest, hw, bits, kind)
     # a GEMM on the vector unit (a grouped conv, a GEMV): its MACs, then its fused epilogue
     work = macs + (vector_ops if fused else 0) if gemm is not None else vector_ops
     return [work / core.vector_lanes / cores] * cores, "vector"

@@ -171,6 +171,13 @@ class CoreCost:
         return max(self.compute, max((t.cycles for t in self.levels.values()), default=0.0))
 
     @property
+    def scratchpad_bound(self) -> bool:
+        """Whether the scratchpad's port, not the array, sets the cycles (the op moves more
+        through it than its port carries in the temporal cycles)."""
+        port = self.levels.get(SCRATCHPAD)
+        return port is not None and port.cycles > self.compute and port.cycles >= self.cycles
+
+    @property
     def local_energy_pj(self) -> float:
         return sum(t.energy_pj for name, t in self.levels.items() if name != SCRATCHPAD)
 
@@ -657,11 +664,12 @@ def core_cost(core: Core, nest: LoopNest, lpf_limit: int = LPF_LIMIT) -> CoreCos
 
 
 @functools.lru_cache(maxsize=16384)
-def core_cycles(core: Core, nest: LoopNest, lpf_limit: int = LPF_LIMIT) -> tuple[float, float]:
-    """(cycles, drain) of the op with the best temporal mapping: ``core_cost(...).cycles``, found
-    sooner — the search stops at the first mapping no port slows below its temporal cycles."""
+def core_cycles(core: Core, nest: LoopNest, lpf_limit: int = LPF_LIMIT) -> tuple[float, float, bool]:
+    """(cycles, drain, whether the scratchpad's port sets them) of the op with the best temporal
+    mapping: ``core_cost(...).cycles``, found sooner — the search stops at the first mapping no
+    port slows below its temporal cycles."""
     cost = _search(core, nest, lpf_limit, energy=False)
-    return cost.cycles, cost.drain
+    return cost.cycles, cost.drain, cost.scratchpad_bound
 
 
 def _search(core: Core, nest: LoopNest, lpf_limit: int, energy: bool) -> CoreCost:

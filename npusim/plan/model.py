@@ -104,8 +104,10 @@ class Plan:
 
     def offchip_bytes(self, graph=None) -> dict[str, int]:
         """Bytes crossing the DRAM bus by cause, from the transfers; with the ``graph`` the plan
-        indexes, the bytes overlapping tiles of an input or weight read again move from
-        compulsory to retrieve, as the simulator counts them (``npusim.plan.rereads``)."""
+        indexes (a bound plan's own by default), the bytes overlapping tiles of an input or
+        weight read again move from compulsory to retrieve, as the simulator counts them
+        (``npusim.plan.rereads``)."""
+        graph = graph if graph is not None else getattr(self, "bound_graph", None)
         total = dict.fromkeys(CAUSES, 0)
         transfers = self.transfers
         if hasattr(transfers, "column"):  # a TransferTable: its causes are codes into CAUSES
