@@ -490,7 +490,7 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
     if unknown:
         raise PlanError(f"tiling names op {unknown[0]!r}, which is not in graph {graph.name!r}")
     b = _Builder(graph)
-    templates: dict[tuple, list] = {}  # ops of one template key (``_template_key``) -> their tiles' boxes and costs
+    templates = _Templates(graph, specs)
     for op in graph.ops:
         spec = specs.get(op.name)
         if spec is None:
@@ -505,10 +505,10 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
     return graph_from_ids(tiled_name(graph.name), b.tensors, b.ops, meta)
 
 
-def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict, templates: dict | None = None) -> None:
+def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict, templates: _Templates | None = None) -> None:
     """Add the tiles of ``op`` under ``spec`` to ``b``: per box of its output, in loop order,
-    one tile per reduction slice (``_add_tiles``); ``templates``: the tile templates of the
-    ops expanded so far (``_tile_template``), shared by ops of one key."""
+    one tile per reduction slice (``_add_tiles``); ``templates``: the tile templates ops of
+    one key share (``_Templates``)."""
     out = graph.tensors[op.outputs[0]]
     first = len(b.ops)
     slices = k_slices(op, graph, spec)
@@ -539,7 +539,7 @@ def _epilogue_attrs(op: Op) -> dict:
     return {"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {}
 
 
-def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, templates: dict | None = None) -> None:
+def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, templates: _Templates | None = None) -> None:
     """The tiles of ``op`` under a block spec. Per tile: the box of each input it reads and its
     costs (``_tile_template``), the tensor it reads for each box (``_Builder.read``, looked up
     here in the input's ``regions_read``), and its output (a written view on the last
@@ -551,12 +551,8 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
     readers = [(t, g, b.regions_read(t, False, g)) for t, g in zip(op.inputs, input_steps(op, graph))]
     psum_kind = "accumulator" if in_core else "activation"
     epilogue = _epilogue_attrs(op)
-    key = _template_key(op, graph, spec, slices) if templates is not None else None
-    template = templates.get(key) if key is not None else None
-    if template is None:
-        template = _tile_template(op, graph, spec, slices)
-        if key is not None:
-            templates[key] = template
+    template = (templates.of(op, spec, slices) if templates is not None
+                else _tile_template(op, graph, spec, slices))
     tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
     index = 0
     for box, shape, tiles in template:
@@ -620,6 +616,43 @@ def _tile_template(op: Op, graph: Graph, spec: dict, slices: list) -> list[tuple
             tiles.append((k_range, last, tuple(boxes_read(k_range, last)), costs))
         template.append((box, shape, tiles))
     return template
+
+
+class _Templates:
+    """The tile templates (``_tile_template``) of an expansion, shared by the ops of one key
+    (``_template_key``): a template is kept from the first op of its key to the last (the
+    ops of every key are counted first), so a graph whose ops all differ keeps none."""
+
+    def __init__(self, graph: Graph, specs: dict[str, dict]) -> None:
+        self.graph = graph
+        self.left: dict[tuple, int] = {}  # key -> its ops not expanded yet
+        self.kept: dict[tuple, list] = {}
+        for op in graph.ops:
+            key = self._key(op, specs.get(op.name))
+            if key is not None:
+                self.left[key] = self.left.get(key, 0) + 1
+
+    def _key(self, op: Op, spec: dict | None, slices: list | None = None) -> tuple | None:
+        if spec is None or not isinstance(spec, dict) or "block" not in spec:
+            return None
+        try:
+            return _template_key(op, self.graph, spec, k_slices(op, self.graph, spec) if slices is None else slices)
+        except Exception:  # a spec ``check_spec`` refuses: reported when its op is expanded
+            return None
+
+    def of(self, op: Op, spec: dict, slices: list) -> list[tuple]:
+        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``."""
+        key = self._key(op, spec, slices)
+        left = self.left.get(key, 0)
+        if left <= 1:  # the last op of its key (or one with no key)
+            self.left.pop(key, None)
+            found = self.kept.pop(key, None)
+            return found if found is not None else _tile_template(op, self.graph, spec, slices)
+        self.left[key] = left - 1
+        found = self.kept.get(key)
+        if found is None:
+            found = self.kept[key] = _tile_template(op, self.graph, spec, slices)
+        return found
 
 
 def _template_key(op: Op, graph: Graph, spec: dict, slices: list) -> tuple | None:
