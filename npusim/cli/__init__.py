@@ -302,7 +302,7 @@ def _simulate_llm(args) -> int:
     hw = load_hw(args.hw, overrides)
     _note_unused_dram_settings(overrides, hw.dram.model)
     with Progress("npusim simulate") as progress:
-        from npusim.llm_run import run_llm  # lazy, as the handlers of the other rarer commands
+        from npusim.llm_run import run_llm  # lazy: a multi-step LLM run only
 
         report = run_llm(model, hw, prefill=args.prefill, decode=args.decode, batch=args.batch,
                          pipeline=args.planner or DEFAULT_PIPELINE, budget=args.budget,
