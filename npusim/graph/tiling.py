@@ -583,12 +583,12 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
             index += 1
 
 
-def _tile_template(op: Op, graph: Graph, spec: dict, slices: list) -> list[tuple]:
-    """What the tiles of ``op`` under a block spec are, but the tensors they name: per box of
-    the output in loop order, (the box, its shape, per reduction slice (its range, whether it
-    is the last, the box each input reads (None: not read, ``box_rule_by_box``), the tile's
-    (MACs, vector ops, Gemm))). The costs are computed once per cost key (below): tiles
-    repeat their shape."""
+def _tile_template(op: Op, graph: Graph, spec: dict, slices: list):
+    """What the tiles of ``op`` under a block spec are, but the tensors they name, made one
+    box at a time: per box of the output in loop order, (the box, its shape, per reduction
+    slice (its range, whether it is the last, the box each input reads (None: not read,
+    ``box_rule_by_box``), the tile's (MACs, vector ops, Gemm))). The costs are computed once
+    per cost key (below): tiles repeat their shape."""
     out = graph.tensors[op.outputs[0]]
     boxes_at = box_rule_by_box(op, graph)
     grouped = op.kind == "Conv" and int(op.attrs.get("group", 1)) != 1
@@ -597,7 +597,6 @@ def _tile_template(op: Op, graph: Graph, spec: dict, slices: list) -> list[tuple
     slice_keys = [(k_range, k_range[1] - k_range[0] if k_range else None, j == n_slices - 1)
                   for j, k_range in enumerate(slices)]
     tile_costs: dict[tuple, tuple] = {}  # cost key (below) -> (MACs, vector ops, Gemm)
-    template = []
     for box in tile_boxes(out.shape, spec):
         shape = box_shape(box)
         channels = box[1] if grouped else None
@@ -613,9 +612,8 @@ def _tile_template(op: Op, graph: Graph, spec: dict, slices: list) -> list[tuple
             if costs is None:
                 macs, gemm = _tile_compute(op, graph, box, k_range)
                 costs = tile_costs[key] = (macs, math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm)
-            tiles.append((k_range, last, tuple(boxes_read(k_range, last)), costs))
-        template.append((box, shape, tiles))
-    return template
+            tiles.append((k_range, last, boxes_read(k_range, last), costs))
+        yield box, shape, tiles
 
 
 class _Templates:
@@ -640,8 +638,9 @@ class _Templates:
         except Exception:  # a spec ``check_spec`` refuses: reported when its op is expanded
             return None
 
-    def of(self, op: Op, spec: dict, slices: list) -> list[tuple]:
-        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``."""
+    def of(self, op: Op, spec: dict, slices: list):
+        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``:
+        a list kept for the next ops of its key, else made box by box as it is read."""
         key = self._key(op, spec, slices)
         left = self.left.get(key, 0)
         if left <= 1:  # the last op of its key (or one with no key)
@@ -651,7 +650,7 @@ class _Templates:
         self.left[key] = left - 1
         found = self.kept.get(key)
         if found is None:
-            found = self.kept[key] = _tile_template(op, self.graph, spec, slices)
+            found = self.kept[key] = list(_tile_template(op, self.graph, spec, slices))
         return found
 
 
