@@ -24,7 +24,6 @@ import yaml  # noqa: E402 (after the thread setting)
 from npusim.util.atomic_io import atomic_write_text
 from npusim.cli.parser import build_parser
 from npusim.cli.compare import compare_planners, format_rows, parse_pipelines
-from npusim.cli.doctor import diagnose
 from npusim.util.env_knobs import check_all, debug
 from npusim.errors import InternalError, NpusimError
 from npusim.cli.experiment import run_cosma_experiment
@@ -34,12 +33,10 @@ from npusim.graph.trace_io import save_trace
 from npusim.graph.training import make_training_graph
 from npusim.hw.loader import list_hardware
 from npusim.hw.silicon import budget_text
-from npusim.llm_run import DEFAULT_SAMPLES, run_llm
 from npusim.plan.io import load_plan, save_plan, write_plan
 from npusim.plan.validate import validate
 from npusim.plot import (dse_figure, figure_svg, pareto_figure, parse_formats, plot_dse_curves, plot_pareto, plot_plan,
                          require_matplotlib, varies_area)
-from npusim.sim.html_report import llm_html
 from npusim.util.progress import Progress, silent
 from npusim.registry import ALIASES, default_registry, describe_planner
 from npusim.util.resources import list_resources
@@ -316,6 +313,8 @@ def _simulate_llm(args) -> int:
     hw = load_hw(args.hw, overrides)
     _note_unused_dram_settings(overrides, hw.dram.model)
     with Progress("npusim simulate") as progress:
+        from npusim.llm_run import DEFAULT_SAMPLES, run_llm  # lazy: a multi-step LLM run only
+
         report = run_llm(model, hw, prefill=args.prefill, decode=args.decode,
                          batch=1 if args.batch is None else args.batch, pipeline=args.planner or DEFAULT_PIPELINE,
                          budget=args.budget, options=_planner_options(getattr(args, "option", None)),
@@ -324,6 +323,8 @@ def _simulate_llm(args) -> int:
     if args.report:
         atomic_write_text(args.report, json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
     if args.html:
+        from npusim.sim.html_report import llm_html  # lazy: an LLM run's page only
+
         atomic_write_text(args.html, llm_html(report))
     print(json.dumps(report.to_dict(), indent=1, sort_keys=True) if args.json else report.summary())
     _keep_until_exit(report)
@@ -452,6 +453,8 @@ def cmd_experiment(args) -> int:
 
 
 def cmd_doctor(args) -> int:
+    from npusim.cli.doctor import diagnose  # lazy: a rare command's module
+
     problems = diagnose(args.files, trace=args.trace, hw=args.hw, seeds=args.seeds)
     for problem in problems:
         print(problem)

@@ -29,7 +29,6 @@ time to solution, latency and energy. Then a bar chart like Fig. 3 (``cosma.png`
 from __future__ import annotations
 
 import csv
-import statistics
 import time
 import warnings
 from dataclasses import dataclass
@@ -177,6 +176,8 @@ def run_trace(trace: str, group: str, hw, *, params: bool, budgets=BUDGETS, time
 def summarise(rows: list[dict]) -> dict:
     """The issue's targets: mean reduction vs the best scheme at M_R (human set, where the best
     scheme moves any bytes), median COSMA time on the human set, DnC time per NAS net."""
+    import statistics  # lazy: its imports (fractions, decimal) cost every command, not only this one
+
     human_mr = [r for r in rows if r["set"] == "human" and r["method"] == "cosma" and r["budget"] == "MR"
                 and r["reduction_vs_best_scheme"] != ""]
     human_cosma = [r["solve_seconds"] for r in rows if r["set"] == "human" and r["method"] == "cosma"]

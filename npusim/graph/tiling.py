@@ -490,6 +490,7 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
     if unknown:
         raise PlanError(f"tiling names op {unknown[0]!r}, which is not in graph {graph.name!r}")
     b = _Builder(graph)
+    templates = _Templates(graph, specs)
     for op in graph.ops:
         spec = specs.get(op.name)
         if spec is None:
@@ -498,15 +499,16 @@ def expand(graph: Graph, specs: dict[str, dict]) -> Graph:
             b.add_op(op.name, op.kind, inputs, outputs, dict(op.attrs), op.macs, op.vector_ops, op.gemm)
             continue
         check_spec(op, graph, spec)
-        _expand_op(b, graph, op, spec)
+        _expand_op(b, graph, op, spec, templates)
     meta = dict(graph.meta)
     meta.update(tiled_from=graph.name, tiling=dict(sorted(specs.items())))
     return graph_from_ids(tiled_name(graph.name), b.tensors, b.ops, meta)
 
 
-def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
+def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict, templates: _Templates | None = None) -> None:
     """Add the tiles of ``op`` under ``spec`` to ``b``: per box of its output, in loop order,
-    one tile per reduction slice (``_add_tiles``)."""
+    one tile per reduction slice (``_add_tiles``); ``templates``: the tile templates ops of
+    one key share (``_Templates``)."""
     out = graph.tensors[op.outputs[0]]
     first = len(b.ops)
     slices = k_slices(op, graph, spec)
@@ -514,7 +516,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
         _add_flat_tiles(b, graph, op, spec)
     else:
         b.write_grid(op.outputs[0], out.shape, spec["block"], spec.get("order") or list(range(len(out.shape))))
-        _add_tiles(b, graph, op, spec, slices)
+        _add_tiles(b, graph, op, spec, slices, templates)
         if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1:
             _mark_runs(b.ops[first:])
 
@@ -537,36 +539,27 @@ def _epilogue_attrs(op: Op) -> dict:
     return {"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {}
 
 
-def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list) -> None:
-    """The tiles of ``op`` under a block spec. Per tile: the box of each input it reads
-    (``box_rule_by_box``), the tensor it reads for it (``_Builder.read``, looked up here in the
-    input's ``regions_read``), its output (a written view on the last reduction slice, else
-    partial sums) and its costs, the same for every tile of one shape."""
+def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, templates: _Templates | None = None) -> None:
+    """The tiles of ``op`` under a block spec. Per tile: the box of each input it reads and its
+    costs (``_tile_template``), the tensor it reads for each box (``_Builder.read``, looked up
+    here in the input's ``regions_read``), and its output (a written view on the last
+    reduction slice, else partial sums)."""
     out_t = op.outputs[0]
-    out = graph.tensors[out_t]
     in_core = spec.get("acc") == "core" and len(slices) > 1
-    boxes_at = box_rule_by_box(op, graph)
     # per input: (tensor, steps, what its regions gave): an op never reads its own output, the
     # only tensor its tiles write, so the memo of each input holds throughout
     readers = [(t, g, b.regions_read(t, False, g)) for t, g in zip(op.inputs, input_steps(op, graph))]
-    grouped = op.kind == "Conv" and int(op.attrs.get("group", 1)) != 1
     psum_kind = "accumulator" if in_core else "activation"
     epilogue = _epilogue_attrs(op)
-    n_slices = len(slices)
-    # per slice: (its range, its length in the cost key, whether it is the last)
-    slice_keys = [(k_range, k_range[1] - k_range[0] if k_range else None, j == n_slices - 1)
-                  for j, k_range in enumerate(slices)]
-    tile_costs: dict[tuple, tuple] = {}  # cost key (below) -> (MACs, vector ops, Gemm): tiles repeat their shape
+    template = (templates.of(op, spec, slices) if templates is not None
+                else _tile_template(op, graph, spec, slices))
     tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
     index = 0
-    for box in tile_boxes(out.shape, spec):
-        shape = box_shape(box)
-        channels = box[1] if grouped else None
-        boxes_read = boxes_at(box)
+    for box, shape, tiles in template:
         psum = None
-        for k_range, k_len, last in slice_keys:
+        for k_range, last, regions, costs in tiles:
             inputs = []
-            for (t, g, seen), region in zip(readers, boxes_read(k_range, last)):
+            for (t, g, seen), region in zip(readers, regions):
                 if region is not None:
                     found = seen.get(region)
                     if found is None:
@@ -580,6 +573,36 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list) -> N
             else:
                 tensors.append((name + ".psum", shape, "int32", PSUM_ITEMSIZE, psum_kind, None, ()))
                 output = psum = len(tensors) - 1
+            attrs = {"tile_of": op.name, "box": box, "k": k_range}  # tuples, shared with the tile's views
+            if in_core:
+                attrs["acc"] = "core"
+                attrs["k_last"] = last
+            if epilogue:
+                attrs.update(epilogue)
+            ops.append((name, op.kind, inputs, [output], attrs, *costs))  # _Builder.add_op
+            index += 1
+
+
+def _tile_template(op: Op, graph: Graph, spec: dict, slices: list):
+    """What the tiles of ``op`` under a block spec are, but the tensors they name, made one
+    box at a time: per box of the output in loop order, (the box, its shape, per reduction
+    slice (its range, whether it is the last, the box each input reads (None: not read,
+    ``box_rule_by_box``), the tile's (MACs, vector ops, Gemm))). The costs are computed once
+    per cost key (below): tiles repeat their shape."""
+    out = graph.tensors[op.outputs[0]]
+    boxes_at = box_rule_by_box(op, graph)
+    grouped = op.kind == "Conv" and int(op.attrs.get("group", 1)) != 1
+    n_slices = len(slices)
+    # per slice: (its range, its length in the cost key, whether it is the last)
+    slice_keys = [(k_range, k_range[1] - k_range[0] if k_range else None, j == n_slices - 1)
+                  for j, k_range in enumerate(slices)]
+    tile_costs: dict[tuple, tuple] = {}  # cost key (below) -> (MACs, vector ops, Gemm)
+    for box in tile_boxes(out.shape, spec):
+        shape = box_shape(box)
+        channels = box[1] if grouped else None
+        boxes_read = boxes_at(box)
+        tiles = []
+        for k_range, k_len, last in slice_keys:
             # what the tile's MACs, Gemm (``_tile_compute``) and vector operations
             # (``tile_vector_ops``) depend on: its extents, its reduction slice's length,
             # whether it is the last slice, and for a grouped Conv where its output channels
@@ -589,14 +612,75 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list) -> N
             if costs is None:
                 macs, gemm = _tile_compute(op, graph, box, k_range)
                 costs = tile_costs[key] = (macs, math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm)
-            attrs = {"tile_of": op.name, "box": box, "k": k_range}  # tuples, shared with the tile's views
-            if in_core:
-                attrs["acc"] = "core"
-                attrs["k_last"] = last
-            if epilogue:
-                attrs.update(epilogue)
-            ops.append((name, op.kind, inputs, [output], attrs, *costs))  # _Builder.add_op
-            index += 1
+            tiles.append((k_range, last, boxes_read(k_range, last), costs))
+        yield box, shape, tiles
+
+
+class _Templates:
+    """The tile templates (``_tile_template``) of an expansion, shared by the ops of one key
+    (``_template_key``): a template is kept from the first op of its key to the last (the
+    ops of every key are counted first), so a graph whose ops all differ keeps none."""
+
+    def __init__(self, graph: Graph, specs: dict[str, dict]) -> None:
+        self.graph = graph
+        self.left: dict[tuple, int] = {}  # key -> its ops not expanded yet
+        self.kept: dict[tuple, list] = {}
+        for op in graph.ops:
+            key = self._key(op, specs.get(op.name))
+            if key is not None:
+                self.left[key] = self.left.get(key, 0) + 1
+
+    def _key(self, op: Op, spec: dict | None, slices: list | None = None) -> tuple | None:
+        if spec is None or not isinstance(spec, dict) or "block" not in spec:
+            return None
+        try:
+            return _template_key(op, self.graph, spec, k_slices(op, self.graph, spec) if slices is None else slices)
+        except Exception:  # a spec ``check_spec`` refuses: reported when its op is expanded
+            return None
+
+    def of(self, op: Op, spec: dict, slices: list):
+        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``:
+        a list kept for the next ops of its key, else made box by box as it is read."""
+        key = self._key(op, spec, slices)
+        left = self.left.get(key, 0)
+        if left <= 1:  # the last op of its key (or one with no key)
+            self.left.pop(key, None)
+            found = self.kept.pop(key, None)
+            return found if found is not None else _tile_template(op, self.graph, spec, slices)
+        self.left[key] = left - 1
+        found = self.kept.get(key)
+        if found is None:
+            found = self.kept[key] = list(_tile_template(op, self.graph, spec, slices))
+        return found
+
+
+def _template_key(op: Op, graph: Graph, spec: dict, slices: list) -> tuple | None:
+    """What ``_tile_template`` reads of ``op`` and ``graph``, as a key: ops of equal keys (one
+    per layer of a transformer) have equal templates. Its kind, attributes, MACs, vector
+    operations and Gemm (with the loop nest), the shapes of its inputs and outputs, the spec
+    and the slices; None when an attribute is not plain data (no key is safe then)."""
+    try:
+        attrs = _plain(op.attrs)
+    except TypeError:
+        return None
+    gemm = op.gemm
+    tensors = graph.tensors
+    return (op.kind, attrs, op.macs, op.vector_ops,
+            None if gemm is None else (gemm.m, gemm.n, gemm.k, gemm.batch, gemm.loops),
+            tuple(tensors[t].shape for t in op.inputs), tuple(tensors[t].shape for t in op.outputs),
+            _plain(spec), tuple(slices))
+
+
+def _plain(value):
+    """``value`` (numbers, text, lists and dicts of them) as a hashable key that tells apart
+    what ``==`` does not (1, 1.0 and True): TypeError for anything else."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return type(value), value
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(map(_plain, value))
+    if isinstance(value, dict):
+        return dict, tuple((_plain(k), _plain(v)) for k, v in value.items())
+    raise TypeError(f"not plain data: {type(value).__name__}")
 
 
 #: The operands a run of tiles may share, by input position (``runs`` attribute of a tile).

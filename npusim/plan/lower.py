@@ -47,7 +47,6 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -60,7 +59,7 @@ from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.records import field_lists
 from npusim.plan.bound import as_bound
-from npusim.plan.command_table import KIND_CODES, NONE, Access, AccessColumns, Command, CommandTable  # noqa: F401 (Access, Command: their home for importers)
+from npusim.plan.command_table import KIND_CODES, KINDS, NONE, Access, AccessColumns, Command, CommandTable  # noqa: F401 (Access, Command: their home for importers)
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 from npusim.util.fast_init import twin_constructor
 
@@ -130,13 +129,14 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
     bound to its graph yet)."""
     plan = as_bound(plan, graph)
     untiled, graph = plan.base_graph, plan.bound_graph
-    # Drafts (commands without waits) in (step, phase) order, each given its waits as it comes.
     n_streams = max(plan.streams, default=0) + 1
     queue_names = sorted([*DMA_QUEUE.values(), *(f"stream{s}" for s in range(n_streams))])
-    drafts = _draft_commands(plan, graph, DramLayout(untiled, hw.dram.layout), hw, queue_names)
-    previous = _previous_occupants(plan.residencies)
     table = CommandTable(queue_names, AccessColumns.of_residencies(plan.residencies))
-    users = _with_waits(drafts, previous, len(plan.residencies), plan, graph, table)
+    # The commands' fields but their accesses and waits, as columns in (step, phase) order;
+    # then each command's accesses and waits as it comes.
+    _fill_fields(table, plan, graph, DramLayout(untiled, hw.dram.layout), hw)
+    previous = _previous_occupants(plan.residencies)
+    users = _with_waits(previous, len(plan.residencies), plan, graph, table)
     queue = table.column("queue")
     queues = {name: ids for name, ids in ((name, tuple(np.flatnonzero(queue == code).tolist()))
                                           for code, name in enumerate(queue_names)) if ids}
@@ -146,61 +146,40 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
 
 
-class Draft(NamedTuple):
-    """A command's fields but its id and waits, in ``Command``'s order (documentation only:
-    ``_draft_commands`` yields plain tuples of these fields, cheaper to make and unpack)."""
-
-    queue: int  # a code into the table's queue names
-    kind: str
-    step: int
-    op: int | None
-    tensor: int | None
-    cause: str | None
-    nbytes: int
-    dram: DramView | None
-    cost: TransferCost | None
-    reads: tuple[int, ...]  # residencies (the index of each one's Access in the table)
-    writes: tuple[int, ...]
-
-
-def _draft_commands(plan: Plan, graph: Graph, layout: DramLayout, hw, queue_names: list[str]) -> Iterator[tuple]:
-    """Every transfer and op as a command's fields without waits (a ``Draft``'s fields, as a
-    plain tuple), in (step, phase, tensor or op) order, transfers before ops (in plan order) on
-    ties.
-
-    Made one at a time in that order (the order is found from the keys alone): a Program of a
-    million commands never holds a million drafts, nor does the collector scan them."""
-    access_at = _access_finder(plan, graph)
-    dram_side = _dram_side_finder(plan, graph, layout, hw)
-    order, ops, streams = plan.order, graph.ops, plan.streams
+def _fill_fields(table: CommandTable, plan: Plan, graph: Graph, layout: DramLayout, hw) -> None:
+    """Fill the columns of ``table`` but its rows (accesses, waits): one command per transfer
+    and per op, in (step, phase, tensor or op) order, transfers before ops (in plan order) on
+    ties. Array work over the plan's columns, but each transfer's DRAM side (``dram_side``)."""
     steps, kinds, tensors, causes, sizes = field_lists(plan.transfers, "step", "kind", "tensor", "cause", "size")
+    n_transfers, n_ops = len(steps), len(plan.order)
     # (step, phase, tensor or op) packed into one int (cheaper to sort than a tuple): the
-    # tensor or op id is below ``width``, the phase below 3.
+    # tensor or op id is below ``width``, the phase below 3; a stable sort keeps plan order on ties.
     width = max(len(graph.tensors), len(graph.ops)) + 1
-    keys = [(step * 3 + PHASE[kind]) * width + t for step, kind, t in zip(steps, kinds, tensors)]
-    keys += [(s * 3 + 1) * width + op_id for s, op_id in enumerate(order)]
-    code = {name: k for k, name in enumerate(queue_names)}
-    stream_queue = [code[f"stream{s}"] for s in range(max(streams, default=0) + 1)]
-    n_transfers = len(steps)
-    load_queue, store_queue = code[DMA_QUEUE["load"]], code[DMA_QUEUE["store"]]
-    for i in sorted(range(len(keys)), key=keys.__getitem__):
-        if i < n_transfers:
-            step, t = steps[i], tensors[i]
-            view, cost = dram_side(t)
-            if kinds[i] == "load":
-                yield (load_queue, "load", step, None, t, causes[i], sizes[i], view, cost, (), (access_at(t, step),))
-            else:
-                yield (store_queue, "store", step, None, t, causes[i], sizes[i], view, cost, (access_at(t, step),), ())
-        else:
-            s = i - n_transfers
-            op_id = order[s]
-            op = ops[op_id]
-            inputs, outputs = op.inputs, op.outputs
-            if len(inputs) > 1:
-                inputs = dict.fromkeys(inputs)  # an input read twice is one read
-            writes = (access_at(outputs[0], s),) if len(outputs) == 1 else tuple([access_at(t, s) for t in outputs])
-            yield (stream_queue[streams[op_id]], "compute", s, op_id, None, None, 0, None, None,
-                   tuple([access_at(t, s) for t in inputs]), writes)
+    step = np.concatenate([np.array(steps, dtype=np.int64), np.arange(n_ops, dtype=np.int64)])
+    kind = np.array([KIND_CODES[k] for k in kinds] + [KIND_CODES["compute"]] * n_ops, dtype=np.int8)
+    order = np.array(plan.order, dtype=np.int64)
+    item = np.concatenate([np.array(tensors, dtype=np.int64), order])  # the tensor moved, or the op
+    phase = np.array([PHASE[k] for k in KINDS], dtype=np.int64)[kind]
+    by_key = np.argsort((step * 3 + phase) * width + item, kind="stable")
+    is_transfer = by_key < n_transfers
+    code = {name: k for k, name in enumerate(table.queue_names)}
+    stream_queue = np.array([code[f"stream{s}"] for s in range(max(plan.streams, default=0) + 1)], dtype=np.int8)
+    queue = stream_queue[np.array(plan.streams, dtype=np.int64)[order]]
+    dma_queue = np.array([code[DMA_QUEUE[k]] if k in DMA_QUEUE else -1 for k in KINDS], dtype=np.int8)
+    queue = np.concatenate([dma_queue[kind[:n_transfers]], queue])
+    nbytes = np.concatenate([np.array(sizes, dtype=np.int64), np.zeros(n_ops, dtype=np.int64)])
+    item = item[by_key]
+    for column, values in ((table.queue, queue[by_key]), (table.kind, kind[by_key]), (table.step, step[by_key]),
+                           (table.op, np.where(is_transfer, NONE, item)), (table.tensor, np.where(is_transfer, item, NONE)),
+                           (table.nbytes, nbytes[by_key])):
+        column.frombytes(values.astype(np.int8 if column.typecode == "b" else np.int64).tobytes())
+    n = n_transfers + n_ops
+    table.cause[:], table.dram[:], table.cost[:] = [None] * n, [None] * n, [None] * n
+    dram_side = _dram_side_finder(plan, graph, layout, hw)
+    cause, dram, cost = table.cause, table.dram, table.cost
+    for c, i in zip(np.flatnonzero(is_transfer).tolist(), by_key[is_transfer].tolist()):
+        cause[c] = causes[i]
+        dram[c], cost[c] = dram_side(tensors[i])
 
 
 def _access_finder(plan: Plan, graph: Graph):
@@ -277,16 +256,16 @@ def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
     return dram_side
 
 
-def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Plan, graph: Graph,
-                table: CommandTable) -> list[list[int]]:
-    """Add the commands to ``table`` with the waits of the module docstring; per residency the
-    commands that touch it.
+def _with_waits(previous, n_residencies: int, plan: Plan, graph: Graph, table: CommandTable) -> list[list[int]]:
+    """Add each command's accesses and the waits of the module docstring to ``table``, whose
+    other columns are filled (``_fill_fields``); per residency the commands that touch it.
 
     Commands are visited in issue order, and what a command's waits are found from (the
     users and the filler of a residency, the last store of a tensor, the op and loads of a
     step) is recorded after its waits: it holds only earlier commands, so every wait is on
     an earlier command. Waits are gathered in a list, made a sorted set only when there are
     several (a load's always: a few of its candidates are None)."""
+    access_at = _access_finder(plan, graph)
     users: list[list[int]] = [[] for _ in range(n_residencies)]
     dma_users: list = [()] * n_residencies  # residency -> its users that are not computes (a list once it has one)
     filler: list[int | None] = [None] * n_residencies  # residency -> the command that fills it first
@@ -294,21 +273,24 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
     store_of = last_store_of.__getitem__
     compute_at = {}  # step -> its compute command (with a DRAM layout)
     loads_at = defaultdict(list)  # step -> its load commands (with a DRAM layout)
-    tensors, dram_reused = graph.tensors, bool(plan.dram)
-    # the table's columns, appended to directly (``CommandTable.append`` in one place)
+    tensors, ops, dram_reused = graph.tensors, graph.ops, bool(plan.dram)
     queue_of, kind_of, step_of = table.queue, table.kind, table.step
-    add_queue, add_kind, add_step = queue_of.append, kind_of.append, step_of.append
-    add_op, add_tensor, add_nbytes = table.op.append, table.tensor.append, table.nbytes.append
-    add_cause, add_dram, add_cost = table.cause.append, table.dram.append, table.cost.append
     # the rows' values and pointers (``Rows.add`` inlined: four rows per command)
     read_values, write_values = table.reads.values, table.writes.values
     wait_values, streamed_values = table.waits.values, table.streamed.values
+    add_read, add_write = read_values.append, write_values.append
     add_read_ptr, add_write_ptr = table.reads.pointers.append, table.writes.pointers.append
     add_wait_ptr, add_streamed_ptr = table.waits.pointers.append, table.streamed.pointers.append
     LOAD, COMPUTE = KIND_CODES["load"], KIND_CODES["compute"]
-    for cid, (queue, kind, step, op, tensor, cause, nbytes, view, cost, reads, writes) in enumerate(drafts):
+    for cid, (queue, kind, step, op_id, tensor) in enumerate(zip(queue_of, kind_of, step_of, table.op, table.tensor)):
         waits, streamed = [], ()
-        if kind == "compute":
+        if kind == COMPUTE:
+            op = ops[op_id]
+            inputs, outputs = op.inputs, op.outputs
+            if len(inputs) > 1:
+                inputs = dict.fromkeys(inputs)  # an input read twice is one read
+            reads = [access_at(t, step) for t in inputs]
+            writes = [access_at(outputs[0], step)] if len(outputs) == 1 else [access_at(t, step) for t in outputs]
             loaded = []  # the loads among the fillers waited for: streamed waits
             for r in reads:
                 users[r].append(cid)
@@ -328,8 +310,11 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
             if loaded:  # a load fills one residency, so no load is here twice
                 streamed = tuple(sorted(loaded)) if len(loaded) > 1 else (loaded[0],)
             waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
-        elif kind == "load":
-            (r,) = writes
+            read_values.extend(reads)
+            write_values.extend(writes)
+        elif kind == LOAD:
+            r = access_at(tensor, step)
+            add_write(r)
             for q in previous[r]:
                 waits += users[q]
             # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read
@@ -349,7 +334,8 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
             waits.discard(None)
             waits = tuple(sorted(waits))
         else:  # store
-            (r,) = reads
+            r = access_at(tensor, step)
+            add_read(r)
             f = filler[r]
             if f is not None:
                 waits.append(f)
@@ -365,18 +351,7 @@ def _with_waits(drafts: Iterable[tuple], previous, n_residencies: int, plan: Pla
             else:
                 dma_users[r] = [cid]
             waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
-        add_queue(queue)
-        add_kind(KIND_CODES[kind])
-        add_step(step)
-        add_op(NONE if op is None else op)
-        add_tensor(NONE if tensor is None else tensor)
-        add_nbytes(nbytes)
-        add_cause(cause)
-        add_dram(view)
-        add_cost(cost)
-        read_values.extend(reads)
         add_read_ptr(len(read_values))
-        write_values.extend(writes)
         add_write_ptr(len(write_values))
         wait_values.extend(waits)
         add_wait_ptr(len(wait_values))

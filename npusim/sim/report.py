@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npusim.sim.critical_path import BreakdownRow
 from npusim.util.atomic_io import atomic_write_text
 from npusim.util.units import format_bytes
 
@@ -209,17 +210,26 @@ class Report:
         if not self.core_pes or self.cycles <= 0:
             return ""
         low, worst = 0.0, None
+        cores_of: dict[str, int] = {}  # lane -> the cores it names (a few lanes, 100,000s of rows when tiled)
         for row in self.op_breakdown:
-            if not row.get("macs") or row["cycles"] <= 0 or row["bound"] != "array":  # ran on the array
+            if type(row) is BreakdownRow:  # its fields read directly
+                macs, cycles, bound, lane = row.macs, row.cycles, row.bound, row.lane
+                if not macs or cycles <= 0 or bound != "array":
+                    continue
+            elif not row.get("macs") or row["cycles"] <= 0 or row["bound"] != "array":  # ran on the array
                 continue
-            lane = str(row["lane"])
-            first, _, last = lane[4:].partition("-") if lane.startswith("core") else ("0", "", "")
-            cores = int(last) - int(first) + 1 if last.isdigit() and first.isdigit() else 1
-            used = row["macs"] / (row["cycles"] * self.core_pes * cores)
+            else:
+                macs, cycles, lane = row["macs"], row["cycles"], row["lane"]
+            lane = str(lane)
+            cores = cores_of.get(lane)
+            if cores is None:
+                first, _, last = lane[4:].partition("-") if lane.startswith("core") else ("0", "", "")
+                cores = cores_of[lane] = int(last) - int(first) + 1 if last.isdigit() and first.isdigit() else 1
+            used = macs / (cycles * self.core_pes * cores)
             if used < LOW_ARRAY_USE:
-                low += row["cycles"]
-                if worst is None or row["cycles"] > worst[1]:
-                    worst = (row.get("of", row["op"]), row["cycles"], used)
+                low += cycles
+                if worst is None or cycles > worst[1]:
+                    worst = (row.get("of", row["op"]), cycles, used)
         if low <= 0.5 * self.cycles * max(self.streams, 1) or worst is None:
             return ""
         return (f"{low / (self.cycles * max(self.streams, 1)):.0%} of the run is ops using under {LOW_ARRAY_USE:.0%} of "
