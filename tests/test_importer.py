@@ -333,6 +333,17 @@ def test_a_shape_nothing_can_infer_names_tensor_node_and_file(tmp_path):
         import_onnx(path)
 
 
+@pytest.mark.parametrize("op, inputs", [("NonMaxSuppression", ["x"]), ("Relu", ["x", "x"])])
+def test_a_standard_op_with_inputs_its_schema_forbids_is_refused(tmp_path, op, inputs):
+    """ONNX's schemas give each standard operator its number of inputs: a NonMaxSuppression
+    without scores, or a Relu of two tensors, is not a model to cost as a generic op (found
+    by a new-user audit)."""
+    nodes = [helper.make_node(op, inputs, ["y"], name="odd")]
+    path = write_model(tmp_path / "odd.onnx", nodes, [value("x", [1, 4])], [value("y", [1, 4])])
+    with pytest.raises(TraceError, match=rf"odd\.onnx: node 'odd' \({op}\) has {len(inputs)} input\(s\), expected"):
+        import_onnx(path)
+
+
 def test_symbolic_dim_names_tensor_dim_and_file(tmp_path):
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
     path = write_model(tmp_path / "dyn.onnx", nodes, [value("x", ["N", 4])], [value("y", ["N", 4])])

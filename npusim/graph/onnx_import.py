@@ -181,7 +181,29 @@ def _load_model(path: Path):
     if not model.HasField("graph") or not model.graph.node:
         raise TraceError(f"{path}: not a usable ONNX model: it has no graph nodes (truncated or empty file?)")
     _check_names_are_text(model, path)
+    _check_input_counts(model, path)
     return model
+
+
+def _check_input_counts(model, path: Path) -> None:
+    """Each standard operator's node has as many inputs as its ONNX schema allows (an op with
+    too few would be costed as something it is not). Other domains and unknown operators are
+    left to the importer, which treats them as generic ops."""
+    import onnx  # lazy: optional dependency (the onnx extra)
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except onnx.defs.SchemaError:
+            continue
+        if not schema.min_input <= len(node.input) <= schema.max_input:
+            raise TraceError(f"{path}: node {node.name or node.op_type!r} ({node.op_type}) has {len(node.input)} "
+                             f"input(s), expected {schema.min_input} to {schema.max_input} (ONNX opset {opset})")
 
 
 def _check_names_are_text(model, path: Path) -> None:
