@@ -234,3 +234,20 @@ def test_energy_matches_zigzag_tpu_like_on_resnet18():
     assert sram == pytest.approx(levels["sram_2MB"], rel=0.25)
     assert sum(energy.values()) == pytest.approx(ref["energy_pJ"], rel=0.10)
     assert sum(v for k, v in energy.items() if k.startswith("static")) == 0  # ZigZag has none
+
+
+def test_a_scratchpad_below_the_sram_table_says_its_figures_are_extrapolated(capsys):
+    """Banks smaller than the CACTI table's smallest macro get extrapolated energy, leakage and
+    area: the run says so on standard error, naming the fields that would replace them; a bank
+    of the table's size, or every figure given, says nothing (found by a new-user audit)."""
+    from npusim.cli import main
+
+    assert main(["info", "--hw", "edge-npu", "--set", "scratchpad.size=1000B"]) == 0
+    err = capsys.readouterr().err
+    assert "banks of 125 B are below" in err and "energy.scratchpad_read_byte" in err and len(err.splitlines()) == 1
+    assert main(["info", "--hw", "edge-npu", "--set", "scratchpad.size=8KiB"]) == 0
+    assert capsys.readouterr().err == ""
+    given = ["--set", "energy.scratchpad_read_byte=1pJ", "--set", "energy.scratchpad_write_byte=1pJ",
+             "--set", "energy.scratchpad_leakage=1uW", "--set", "area.scratchpad=0.1mm2"]
+    assert main(["info", "--hw", "edge-npu", "--set", "scratchpad.size=1000B", *given]) == 0
+    assert capsys.readouterr().err == ""

@@ -32,7 +32,7 @@ from npusim.graph.onnx_import import import_onnx
 from npusim.graph.trace_io import save_trace
 from npusim.graph.training import make_training_graph
 from npusim.hw.loader import list_hardware
-from npusim.hw.silicon import budget_text
+from npusim.hw.silicon import budget_text, extrapolated_scratchpad
 from npusim.plan.io import load_plan, save_plan, write_plan
 from npusim.plan.validate import validate
 from npusim.plot import (dse_figure, figure_svg, pareto_figure, parse_formats, plot_dse_curves, plot_pareto, plot_plan,
@@ -72,11 +72,20 @@ def _note_unused_dram_settings(keys, model: str) -> None:
         print(f"npusim: note: {note}", file=sys.stderr)
 
 
+def _note_extrapolated_scratchpad(hw) -> None:
+    """A scratchpad whose banks are smaller than any SRAM macro of the table: said on standard error."""
+    note = extrapolated_scratchpad(hw)
+    if note:
+        print(f"npusim: note: {note}", file=sys.stderr)
+
+
 def cmd_info(args) -> int:
     if args.trace is None:
         if not args.hw:
             raise NpusimError("info: give a trace (npusim info resnet18) or a hardware config (npusim info --hw edge-npu)")
-        print(budget_text(load_hw(args.hw, _hw_overrides(args.set))))
+        hw = load_hw(args.hw, _hw_overrides(args.set))
+        _note_extrapolated_scratchpad(hw)
+        print(budget_text(hw))
         return 0
     if args.set and not args.hw:
         raise NpusimError("info: --set overrides a hardware config: give one with --hw")
@@ -236,6 +245,7 @@ def cmd_simulate(args) -> int:
         overrides = _hw_overrides(args.set)
         hw = load_hw(args.hw, overrides)
         _note_unused_dram_settings(overrides, hw.dram.model)
+        _note_extrapolated_scratchpad(hw)
         # The plan is not kept: its residencies and transfers are freed once it is lowered.
         program = lower_plan(_plan_for(args, graph, hw, progress), hw, source=args.plan or "plan", progress=progress,
                              validated=not args.plan)  # plan_graph validated a plan it made
@@ -312,6 +322,7 @@ def _simulate_llm(args) -> int:
     overrides = _hw_overrides(args.set)
     hw = load_hw(args.hw, overrides)
     _note_unused_dram_settings(overrides, hw.dram.model)
+    _note_extrapolated_scratchpad(hw)
     with Progress("npusim simulate") as progress:
         from npusim.llm_run import DEFAULT_SAMPLES, run_llm  # lazy: a multi-step LLM run only
 
@@ -387,6 +398,7 @@ def cmd_compare(args) -> int:
     overrides = _hw_overrides(args.set)
     hw = load_hw(args.hw, overrides)
     _note_unused_dram_settings(overrides, hw.dram.model)
+    _note_extrapolated_scratchpad(hw)
     rows = compare_planners(graph, hw, parse_pipelines(args.planner), args.budget, trace=args.trace,
                             allow_oversize=args.allow_oversize, options=_planner_options(args.option))
     if not args.timings:  # (the same inputs, the same table: wall-clock seconds only when asked for)

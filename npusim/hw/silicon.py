@@ -51,6 +51,21 @@ def _bank(hw: Hardware) -> tuple[int, int]:
     return max(sp.size // banks, 1), max(8 * sp.bytes_per_cycle // banks, 8)
 
 
+def extrapolated_scratchpad(hw: Hardware) -> str | None:
+    """What is extrapolated below the CACTI table's smallest macro (a scratchpad bank under
+    ``CACTI_MIN_BYTES``) and not given in the config, said in words; None when nothing is."""
+    size, _ = _bank(hw)
+    e, a = hw.energy, hw.area
+    missing = [name for name, value in (("energy.scratchpad_read_byte", e.scratchpad_read_byte),
+                                        ("energy.scratchpad_write_byte", e.scratchpad_write_byte),
+                                        ("energy.scratchpad_leakage", e.scratchpad_leakage),
+                                        ("area.scratchpad", a.scratchpad)) if value is None]
+    if size >= CACTI_MIN_BYTES or not missing:
+        return None
+    return (f"scratchpad banks of {size:,} B are below the CACTI table's smallest macro ({CACTI_MIN_BYTES:,} B): "
+            f"their figures are extrapolated; give {', '.join(missing)} to use your own")
+
+
 def scratchpad_macro(hw: Hardware) -> Macro:
     """The CACTI figures of one scratchpad bank."""
     size, port_bits = _bank(hw)
