@@ -58,7 +58,7 @@ def metrics_row(plan: Plan, report: Report, *, trace: str, budget: object = None
     for component in ENERGY_COMPONENTS:
         row[f"energy_{component}_pj"] = report.energy_pj.get(component, 0.0)
     row["energy_onchip_pj"] = onchip_energy_pj(report)
-    row["energy_by_level"] = ";".join(f"{name}={pj:.6g}" for name, pj in report.energy_by_level_pj.items())
+    row["energy_by_level"] = ";".join(f"{name}={pj!r}" for name, pj in report.energy_by_level_pj.items())  # (exact)
     for part in AREA_PARTS:
         row[f"area_{part}_mm2"] = report.area_mm2.get(part, 0.0)
     for cause in (*READ_CAUSES, *WRITE_CAUSES):
