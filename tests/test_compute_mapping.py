@@ -160,12 +160,15 @@ def test_an_unrolled_array_waiting_for_the_scratchpad_port_says_so():
     """An unrolled 16x16 array with no local levels reads weights and inputs and writes partial
     sums through the scratchpad's one port every cycle: a port serves one operand's word a cycle
     (ZigZag's ports, ``npusim.hw.mapping``), however wide, so the op takes about three cycles an
-    iteration. Its bound is the scratchpad, not the array (the critical path's
-    scratchpad_bandwidth); a systolic array's conv is array-bound (found by a new-user audit)."""
+    iteration. Its bound is the scratchpad port, not the array nor the scratchpad's bytes per
+    cycle (a 32x wider port changes nothing: the critical path's scratchpad_port); a systolic
+    array's conv is array-bound (found by two new-user audits)."""
     graph = load_graph("squeezenet1_0")
     conv = next(op for op in graph.ops if op.name.endswith("expand3x3/Conv"))
     unrolled = load_hw("edge-npu", {"cores.unroll": "K16xC16", "scratchpad.bytes_per_cycle": 4096})
     cycles, bound = op_cycles(conv, graph, unrolled)
     iterations = math.ceil(conv.gemm.n / 16) * math.ceil(conv.gemm.k / 16) * conv.gemm.m  # K, C, output pixels
-    assert bound == "scratchpad" and cycles >= 2 * iterations
+    assert bound == "scratchpad_port" and cycles >= 2 * iterations
+    wider = load_hw("edge-npu", {"cores.unroll": "K16xC16", "scratchpad.bytes_per_cycle": 131072})
+    assert op_cycles(conv, graph, wider) == (cycles, "scratchpad_port")
     assert op_cycles(conv, graph, load_hw("edge-npu"))[1] == "array"

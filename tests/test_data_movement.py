@@ -311,7 +311,7 @@ def test_critical_path_causes_add_up_to_the_latency_and_breakdown_lists_every_op
                             if e.get("ph") == "X" and e["cat"] not in ("load", "store"))
     for row in rows:
         assert float(row["end"]) - float(row["start"]) == pytest.approx(float(row["cycles"]), abs=2e-3)  # each rounded to 1e-3
-        assert row["bound"] in ("array", "vector", "scratchpad_bandwidth")
+        assert row["bound"] in ("array", "vector", "scratchpad_bandwidth", "scratchpad_port")
         assert float(row["stall_cycles"]) == 0 or row["stalled_on"]
     # one row per op of the graph as given, its tiles folded in
     ops = list(csv.DictReader(open(per_op)))

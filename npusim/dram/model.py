@@ -57,7 +57,7 @@ from npusim.plan.dram import buffer_of
 
 #: Column commands a channel may issue before the first flow could end, when the model starts
 #: looking for that exact end (``BankedDram._predict``; the compiled loop's ``TAIL``).
-TAIL = 4
+TAIL = 16
 
 STAT_KEYS = ("row_hits", "row_misses", "row_conflicts", "row_hit_rate", "activations", "refreshes",
              "reads", "writes", "avg_read_latency_ns", "bank_delay_ns")

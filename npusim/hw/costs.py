@@ -257,12 +257,12 @@ def _unrolled_cycles(gemm: Gemm, hw: Hardware, bits, kind: str) -> tuple[float, 
 
 
 def array_bound(gemm: Gemm, hw: Hardware, bits: tuple[int, int, int] | None = None, kind: str = "MatMul") -> str:
-    """What bounds the GEMM on the array: 'array', or 'scratchpad' when an unrolled array waits
-    for the scratchpad's port (``mapping.CoreCost.scratchpad_bound``; a systolic array's
-    scratchpad bound is the op's, ``op_core_cycles``)."""
+    """What bounds the GEMM on the array: 'array', or 'scratchpad_port' when an unrolled array
+    waits for the scratchpad's port, one operand's word a cycle (``mapping.CoreCost.
+    scratchpad_bound``: not its bytes per cycle, which is 'scratchpad', ``op_core_cycles``)."""
     if not hw.cores.unroll:
         return "array"
-    return "scratchpad" if _unrolled_cycles(gemm, hw, bits, kind)[2] else "array"
+    return "scratchpad_port" if _unrolled_cycles(gemm, hw, bits, kind)[2] else "array"
 
 
 def array_folds(gemm: Gemm, hw: Hardware, kind: str = "MatMul") -> int:
@@ -378,10 +378,10 @@ def _part(gemm: Gemm, m: int | None = None, n: int | None = None, batch: int | N
 def core_cycles(kind: str, gemm: Gemm | None, macs: int, vector_ops: float, hw: Hardware,
                 cores: int = 1, fused: bool = False, chained: str | None = None,
                 bits: tuple[int, int, int] | None = None) -> tuple[list[float], str]:
-    """(cycles of each core working on it, 'array' | 'vector' | 'scratchpad') of an op's (or a
-    tile's) compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
+    """(cycles of each core working on it, 'array' | 'vector' | 'scratchpad_port') of an op's (or
+    a tile's) compute spread over ``cores`` cores (``core_parts``); vector work splits evenly by
     elements. Scratchpad aside (an unrolled array's scratchpad port is part of its cycles,
-    ``array_cycles``, and 'scratchpad' says when it sets them: ``array_bound``). ``chained``: a reduction slice chained in the accumulators
+    ``array_cycles``, and 'scratchpad_port' says when it sets them: ``array_bound``). ``chained``: a reduction slice chained in the accumulators
     (``systolic_cycles``); ``bits``: the operands' (weights, inputs, outputs) widths.
 
     A ``fused`` op (a GEMM with its element-wise epilogue, ``npusim.graph.fusion``) runs the
@@ -612,8 +612,8 @@ def cost_signature(op: Op, graph: Graph) -> tuple:
 
 
 def op_cycles(op: Op, graph: Graph, hw: Hardware, cores: int = 1) -> tuple[float, str]:
-    """(cycles, what bounds them: 'array' | 'vector' | 'scratchpad') of an op on ``cores``
-    cores: its slowest core, or the scratchpad, whose bandwidth the cores share."""
+    """(cycles, what bounds them: 'array' | 'vector' | 'scratchpad' | 'scratchpad_port') of an
+    op on ``cores`` cores: its slowest core, or the scratchpad, whose bandwidth the cores share."""
     timing, _ = op_core_cycles(op, graph, hw, cores)
     return timing
 

@@ -405,7 +405,7 @@ static void wake(Loop *L, double now, int now_int) {
 
 /* Column commands a channel may issue before the first flow could end, when the model starts
  * looking for that exact end (model.py: TAIL). */
-#define TAIL 4
+#define TAIL 16
 
 /* ``BankedDram`` and its ``Controller`` (npusim/dram/model.py, controller.py). The controller's
  * state is in two buffer sets, the controller's and its look-ahead copy's (the twin of

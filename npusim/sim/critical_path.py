@@ -28,6 +28,9 @@ cause                      cycles of
 array                      a compute bound by the PE array (fold formula)
 vector                     a compute on the vector unit
 scratchpad_bandwidth       a compute bound by scratchpad bytes per cycle
+scratchpad_port            an unrolled array's compute bound by the scratchpad's port, which
+                           serves one operand's word a cycle however wide (ZigZag's ports):
+                           more bytes per cycle do not help, local levels or ports do
 load_overhead              descriptor setup of a load, and address generation beyond its data
 load_latency               the DRAM latency of a load
 load_bandwidth             a load's bursts moving at the bandwidth DRAM granted it
@@ -55,7 +58,7 @@ import numpy as np
 from npusim.plan.command_table import KIND_CODES
 from npusim.util.fast_init import positional_constructor
 
-CAUSES = ("array", "vector", "scratchpad_bandwidth", "load_overhead", "load_latency", "load_bandwidth",
+CAUSES = ("array", "vector", "scratchpad_bandwidth", "scratchpad_port", "load_overhead", "load_latency", "load_bandwidth",
           "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
 
 

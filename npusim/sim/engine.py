@@ -74,7 +74,8 @@ DMA_CAUSES = {kind: (f"{kind}_overhead", f"{kind}_latency", f"{kind}_bandwidth",
               for kind in ("load", "store")}
 
 #: The critical-path cause of each bound ``op_cycles`` reports.
-BOUND_CAUSE = {"array": "array", "vector": "vector", "scratchpad": "scratchpad_bandwidth"}
+BOUND_CAUSE = {"array": "array", "vector": "vector", "scratchpad": "scratchpad_bandwidth",
+               "scratchpad_port": "scratchpad_port"}
 
 #: Resource guards: a run may process at most this many events per command (a correct run
 #: needs about ten), and may take at most this much wall time (env NPUSIM_SIM_MAX_SECONDS).
