@@ -172,7 +172,7 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
         if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= most:
             raise NpusimError(f"llm:{getattr(model, 'name', model)}: {what} = {value!r}, expected a positive "
                               f"integer of at most {most:,}")
-    if samples < 2 < decode:  # (the first and the last step are always simulated: the others lie between)
+    if samples < 2 <= decode:  # (the first and the last step are always simulated: the others lie between)
         raise NpusimError(f"llm:{getattr(model, 'name', model)}: --samples = {samples}, expected at least 2 (the "
                           f"first and the last decode steps are simulated, the others interpolated between them)")
     spec = model if isinstance(model, DecoderSpec) else preset(model)

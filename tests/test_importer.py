@@ -347,7 +347,7 @@ def test_a_standard_op_with_inputs_its_schema_forbids_is_refused(tmp_path, op, i
 def test_symbolic_dim_names_tensor_dim_and_file(tmp_path):
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
     path = write_model(tmp_path / "dyn.onnx", nodes, [value("x", ["N", 4])], [value("y", ["N", 4])])
-    with pytest.raises(TraceError, match=r"dyn\.onnx.*not bound: N \(tensor 'x'\).*--dim N=N"):
+    with pytest.raises(TraceError, match=r"dyn\.onnx.*not bound: N \(tensor 'x'\).*--dim N=<size>"):
         import_onnx(path)
     assert import_onnx(path, dims={"N": 3}).tensor("x").shape == (3, 4)
 

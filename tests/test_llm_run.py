@@ -70,6 +70,7 @@ def test_the_command_line_run(capsys, tmp_path):
     for argv, message in ((["--prefill", "8"], "go together"),
                           (["--prefill", "8", "--decode", "2", "--jitter", "0"], "not available"),
                           (["--prefill", "8", "--decode", "4", "--samples", "1"], "at least 2"),
+                          (["--prefill", "8", "--decode", "2", "--samples", "1"], "at least 2"),
                           (["--prefill", "8", "--decode", "-2"], "positive integer"),
                           (["--prefill", "8", "--decode", "2", "--kv-on-chip", "lots"], "kv-on-chip"),
                           (["--prefill", "8", "--decode", "2", "--kv-on-chip", "13"], "0 .. 12 layers")):

@@ -51,7 +51,7 @@ def test_bound_dims_and_inferred_shapes(tmp_path, with_value_info):
 
 def test_every_unbound_dim_is_named_with_the_flag(tmp_path):
     with pytest.raises(TraceError, match=r"symbolic dimensions not bound: batch \(tensor 'x'\), seq \(tensor 'x'\); "
-                                         r"bind each when importing it: npusim import \S+ --dim batch=N --dim seq=N "
+                                         r"bind each when importing it: npusim import \S+ --dim batch=<size> --dim seq=<size> "
                                          r"-o trace.json"):
         import_onnx(decoder_block(tmp_path / "m.onnx"))
     with pytest.raises(TraceError, match=r"not bound: seq \(tensor 'x'\);"):

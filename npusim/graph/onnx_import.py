@@ -136,7 +136,7 @@ def _with_static_shapes(model, path: Path, dims: dict[str, int]):
     if unbound:
         where = ", ".join(f"{name} (tensor {first_use[name]!r})" for name in unbound)
         raise TraceError(f"{path}: symbolic dimensions not bound: {where}; bind each when importing it: "
-                         f"npusim import {path} " + " ".join(f"--dim {name}=N" for name in unbound)
+                         f"npusim import {path} " + " ".join(f"--dim {name}=<size>" for name in unbound)
                          + " -o trace.json")
     if first_use:  # only names inference made up (unk__N): say which op it could not follow
         producer = {out: node for node in inferred.graph.node for out in node.output}
