@@ -57,7 +57,7 @@ from npusim.plan.dram import buffer_of
 
 #: Column commands a channel may issue before the first flow could end, when the model starts
 #: looking for that exact end (``BankedDram._predict``; the compiled loop's ``TAIL``).
-TAIL = 16
+TAIL = 4
 
 STAT_KEYS = ("row_hits", "row_misses", "row_conflicts", "row_hit_rate", "activations", "refreshes",
              "reads", "writes", "avg_read_latency_ns", "bank_delay_ns")
@@ -458,7 +458,16 @@ class BankedDram:
             when = min(when, min(state.end(f) for f in live if state.done(f)))
         self._ahead = (when, state)
         delay = max(0.0, when / self.ns_per_cycle - self.env.now)
-        self.env.timeout(delay).callbacks.append(lambda _e: self._wake(generation))
+        # URGENT: the flows it completes are done before the moment's other events run, whatever
+        # else was scheduled for that moment since -- else the order of two transfers starting
+        # then (and their flows' ids, the scheduler's tie-break) would follow where the
+        # look-ahead began, which TAIL and the bound move
+        from simpy.events import URGENT, Event  # lazy: hardware loading imports this module, not SimPy
+
+        wake = Event(self.env)
+        wake._ok, wake._value = True, None
+        wake.callbacks.append(lambda _e: self._wake(generation))
+        self.env.schedule(wake, URGENT, delay)
 
     def _release_drained(self) -> None:
         """Release the write flows done (posted) whose accesses have all been issued since, in

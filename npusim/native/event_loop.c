@@ -166,7 +166,8 @@ static void on(Loop *L, int64_t ev, int64_t what, int64_t arg) {
 static int64_t timeout(Loop *L, double at, int is_int, int64_t what, int64_t arg) {
     int64_t ev = new_event(L);
     if (ev == -1) return -1;
-    schedule(L, ev, at, what == RESUME_DMA ? URGENT : NORMAL, is_int);
+    /* (a DRAM wake before the moment's other events: model.py _predict) */
+    schedule(L, ev, at, what == RESUME_DMA || what == DRAM_WAKE ? URGENT : NORMAL, is_int);
     if (what >= 0) on(L, ev, what, arg);
     return ev;
 }
@@ -405,7 +406,7 @@ static void wake(Loop *L, double now, int now_int) {
 
 /* Column commands a channel may issue before the first flow could end, when the model starts
  * looking for that exact end (model.py: TAIL). */
-#define TAIL 16
+#define TAIL 4
 
 /* ``BankedDram`` and its ``Controller`` (npusim/dram/model.py, controller.py). The controller's
  * state is in two buffer sets, the controller's and its look-ahead copy's (the twin of
