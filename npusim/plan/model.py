@@ -119,8 +119,6 @@ class Plan:
                 total[tr.cause] += tr.size
             compulsory = [tr.tensor for tr in transfers if tr.cause == "compulsory"]
         if graph is not None:
-            from npusim.plan.rereads import reread_bytes  # lazy: it imports the graph model
-            again = reread_bytes(graph, compulsory)
-            total["compulsory"] -= again
-            total["retrieve"] += again
+            from npusim.plan.rereads import move_rereads  # lazy: it imports the graph model
+            move_rereads(total, graph, compulsory)
         return total

@@ -46,6 +46,16 @@ def reread_bytes(graph: Graph, loaded: Iterable[int]) -> int:
     return total
 
 
+def move_rereads(offchip: dict[str, int], graph: Graph, loaded: Iterable[int]) -> dict[str, int]:
+    """``offchip`` (bytes by cause) with the bytes the compulsory loads of ``loaded`` read again
+    moved from compulsory to retrieve (``reread_bytes``); the simulator's report and
+    ``Plan.offchip_bytes`` both count this way."""
+    again = reread_bytes(graph, loaded)
+    offchip["compulsory"] -= again
+    offchip["retrieve"] += again
+    return offchip
+
+
 def _union_elements(views: list[View]) -> int:
     """Elements of the base that at least one of ``views`` covers."""
     strides = views[0].strides

@@ -52,7 +52,7 @@ from npusim.hw.config import Hardware
 from npusim.plan.command_table import KIND_CODES
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
-from npusim.plan.rereads import reread_bytes
+from npusim.plan.rereads import move_rereads
 from npusim.plan.transfer_cost import address_cycles, unloaded_cycles
 from npusim.util.progress import silent
 from npusim.sim.bandwidth import SharedBandwidth
@@ -744,10 +744,7 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
             read += moved
         else:
             write += moved
-    again = reread_bytes(program.graph, compulsory)
-    offchip["compulsory"] -= again
-    offchip["retrieve"] += again
-    return offchip, read, write, bus, dma_work
+    return move_rereads(offchip, program.graph, compulsory), read, write, bus, dma_work
 
 
 def _semaphores(program: Program) -> Pairs:
