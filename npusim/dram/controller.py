@@ -26,9 +26,11 @@ from npusim.dram.reference import ReferenceController
 #: The arrays the kernel updates (``copy`` duplicates them; the accesses are shared).
 _STATE = ("bank_f", "bank_i", "rank_f", "rank_i", "rank_bg_f", "chan_f", "chan_i", "sq", "sqa", "tq", "tqa", "bank_n",
           "stats_i", "stats_f", "flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other", "cmd_bus", "flow_waiting", "fc_left")
+          "fc_next", "fc_end", "flow_first", "flow_last", "bank_other", "cmd_bus", "flow_waiting", "fc_left",
+          "flow_data_end")
 
-_POOL_ROWS = ("bank", "row", "rank", "bg", "flow")
+#: The pool's rows (int32: npusim/native/bank_core.h, Ctl).
+_POOL_ROWS = ("bank", "row", "flow")
 
 POLICIES = {"open": K.OPEN, "closed": K.CLOSED, "adaptive": K.ADAPTIVE}
 SCHEDULERS = ("frfcfs", "fcfs")
@@ -139,8 +141,11 @@ class Controller:
             return
         C, R, BG = cfg.channels, self.n_ranks, d.bankgroups
         self.bank_f = np.zeros((self.n_banks, 4))
-        self.bank_i = np.zeros((self.n_banks, 3), dtype=np.int64)
+        self.bank_i = np.zeros((self.n_banks, 5), dtype=np.int64)
         self.bank_i[:, K.B_OPEN_ROW] = -1
+        # global bank b = (global rank x bank groups + bank group) x banks per group + bank (decode_grouped)
+        self.bank_i[:, K.B_RANK] = np.arange(self.n_banks) // d.banks
+        self.bank_i[:, K.B_BG] = np.arange(self.n_banks) // d.banks_per_group % BG
         self.rank_f = np.zeros((R, K.R_FAW + 4))
         self.rank_f[:, K.R_LAST_ACT] = K.NEG
         self.rank_f[:, K.R_FAW:] = K.NEG
@@ -176,7 +181,10 @@ class Controller:
         self.stats_f = np.zeros(3)
         # the pool of accesses
         self.n = 0
-        self._set_pool(np.zeros((5, 1024), dtype=np.int64), np.zeros(1024))
+        if max(self.mapping.rows, self.n_banks) >= 2**31:
+            raise ValueError(f"npusim: a DRAM of {self.mapping.rows} rows and {self.n_banks} banks does not fit the "
+                             "controller's int32 pool (internal error)")
+        self._set_pool(np.zeros((3, 1024), dtype=np.int32))
         cap = 16
         self.flow_write = np.zeros(cap, dtype=np.int64)
         self.flow_prio = np.zeros(cap)
@@ -185,6 +193,7 @@ class Controller:
         self.flow_waiting = np.zeros(cap, dtype=np.int64)    # accesses not yet admitted
         self.flow_end = np.zeros(cap)
         self.flow_delay = np.zeros(cap)
+        self.flow_data_end = np.zeros(cap)  # when the last of its data moved so far
         self.fc_next = np.zeros((cap, C), dtype=np.int64)
         self.fc_end = np.zeros((cap, C), dtype=np.int64)
         self.fc_left = np.zeros((cap, C), dtype=np.int64)  # per channel: accesses not yet issued
@@ -219,12 +228,11 @@ class Controller:
         self._views_of = {name: buffers[k][lo:hi].reshape(shape) for name, k, lo, hi, shape in self._layout}
         self.__dict__.update(self._views_of)
 
-    def _set_pool(self, pool: np.ndarray, req_end: np.ndarray) -> None:
-        """The accesses' pool: rows bank, row, rank, bank group, flow (``req``: a new dict of the
-        rows, so a copy sharing the old one keeps it) and the end times the kernel writes."""
+    def _set_pool(self, pool: np.ndarray) -> None:
+        """The accesses' pool: rows bank, row, flow (``req``: a new dict of the rows, so a copy
+        sharing the old one keeps it)."""
         self.pool = pool
         self.req = dict(zip(_POOL_ROWS, pool))
-        self.req_end = req_end
 
     # -- flows -----------------------------------------------------------------------------
     def _slot(self) -> int:
@@ -235,8 +243,8 @@ class Controller:
 
     def prepare(self, addresses: np.ndarray) -> tuple:
         """The accesses at byte ``addresses`` (issue order) decoded once, for flows that are
-        ranges of them (``add_prepared``): ``kernel.decode_grouped``'s global bank, row, rank
-        and bank group of every access grouped by channel, so that a flow's accesses are one
+        ranges of them (``add_prepared``): ``kernel.decode_grouped``'s global bank and row of
+        every access grouped by channel, so that a flow's accesses are one
         slice per channel (the reference takes the mapping's fields)."""
         if self.backend == "reference":
             return (self.mapping.decode(addresses),)
@@ -269,8 +277,7 @@ class Controller:
         self._ensure_flow(fid)
         self._ensure_requests(self.n + m)
         first = self.n
-        K.add_accesses(self.pool, self.req_end, grouped, prefix, offsets, lo, hi, fid, first, self.fc_next,
-                       self.fc_end)
+        K.add_accesses(self.pool, grouped, prefix, offsets, lo, hi, fid, first, self.fc_next, self.fc_end)
         self.fc_left[fid] = self.fc_end[fid] - self.fc_next[fid]
         self.flow_first[fid], self.flow_last[fid] = first, first + m
         self.flow_write[fid] = 1 if write else 0
@@ -280,6 +287,7 @@ class Controller:
         self.flow_waiting[fid] = m
         self.flow_end[fid] = start
         self.flow_delay[fid] = 0.0
+        self.flow_data_end[fid] = 0.0
         self.n += m
         self._used += m
         self._active = np.array(sorted(self._live), dtype=np.int64)
@@ -316,7 +324,7 @@ class Controller:
         if self.backend == "reference":
             return max((r["end"] for r in self.ref.req.values() if r["flow"] == fid), default=self.end(fid))
         lo, hi = int(self.flow_first[fid]), int(self.flow_last[fid])
-        return float(self.req_end[lo:hi].max()) if hi > lo else self.end(fid)
+        return float(self.flow_data_end[fid]) if hi > lo else self.end(fid)
 
     def delay(self, fid: int) -> float:
         """ns the flow's column commands waited for bank timing beyond the bus (summed)."""
@@ -335,8 +343,8 @@ class Controller:
             self.ref.run(stop)
             return 0
         fbuf, ibuf = self._buffers
-        return K.run(self.T, self.G, float(stop), until_complete, fbuf, ibuf, self._offsets, self.pool, self.req_end,
-                     self._active, *self._scratch)
+        return K.run(self.T, self.G, float(stop), until_complete, fbuf, ibuf, self._offsets, self.pool, self._active,
+                     *self._scratch)
 
     def commands_before_end(self, flows: list[int] | None = None) -> int:
         """A lower bound on the column commands one channel issues before the first of
@@ -367,8 +375,8 @@ class Controller:
             other._views()
         if reuse:
             self._twin, other._twin = other, self
-        # the accesses themselves are shared: the kernel only reads them (and writes req_end,
-        # the same value in every copy); a copy must not add flows while the original lives on
+        # the accesses themselves are shared: the kernel only reads them; a copy must not add
+        # flows while the original lives on
         other._free = list(self._free)
         other._live = set(self._live)
         return other
@@ -440,7 +448,7 @@ class Controller:
             return
         new = max(cap * 2, fid + 1)
         for name in ("flow_write", "flow_prio", "flow_start", "flow_remaining", "flow_end", "flow_delay",
-                     "flow_first", "flow_last", "flow_waiting"):
+                     "flow_first", "flow_last", "flow_waiting", "flow_data_end"):
             old = getattr(self, name)
             grown = np.zeros(new, dtype=old.dtype)
             grown[:cap] = old
@@ -453,17 +461,15 @@ class Controller:
         self._pack()
 
     def _ensure_requests(self, n: int) -> None:
-        cap = len(self.req_end)
+        cap = self.pool.shape[1]
         if n <= cap:
             return
         new = max(cap * 2, n)
         # past self.n nothing is read before add_accesses writes it: no zeroing (the pages are
         # touched only as accesses arrive), and only the accesses so far are copied
-        pool = np.empty((5, new), dtype=np.int64)
+        pool = np.empty((3, new), dtype=np.int32)
         pool[:, :self.n] = self.pool[:, :self.n]
-        req_end = np.empty(new)
-        req_end[:self.n] = self.req_end[:self.n]
-        self._set_pool(pool, req_end)
+        self._set_pool(pool)
 
     def _compact_if_needed(self, incoming: int) -> None:
         """Drop released flows' accesses when they are most of the pool."""
@@ -472,8 +478,7 @@ class Controller:
             return
         live = sorted(self._live)
         remap = np.full(self.n, -1, dtype=np.int64)
-        new_pool = np.empty((5, max(len(self.req_end), 2 * (used + incoming))), dtype=np.int64)  # no smaller
-        new_end = np.empty(new_pool.shape[1])
+        new_pool = np.empty((3, max(self.pool.shape[1], 2 * (used + incoming))), dtype=np.int32)  # no smaller
         pos = 0
         for f in live:
             lo, hi = int(self.flow_first[f]), int(self.flow_last[f])
@@ -481,7 +486,6 @@ class Controller:
                 continue
             m = hi - lo
             new_pool[:, pos:pos + m] = self.pool[:, lo:hi]
-            new_end[pos:pos + m] = self.req_end[lo:hi]
             remap[lo:hi] = np.arange(pos, pos + m)
             shift = pos - lo
             self.fc_next[f] += shift
@@ -495,5 +499,5 @@ class Controller:
                 self.sq[d, c, at] = remap[self.sq[d, c, at]]
         used = self.tq[..., K.T_ACCESS] >= 0  # the transaction queues' slots in use
         self.tq[..., K.T_ACCESS][used] = remap[self.tq[..., K.T_ACCESS][used]]
-        self._set_pool(new_pool, new_end)
+        self._set_pool(new_pool)
         self.n = pos

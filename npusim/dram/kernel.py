@@ -134,7 +134,7 @@ NOTHING, ACCESS, REFRESH = 0, 1, 2  # what a channel does next (_candidate)
 
 # Columns of the state arrays.
 B_NEXT_ACT, B_NEXT_PRE, B_NEXT_CAS, B_BUSY = range(4)              # bank_f
-B_OPEN_ROW, B_STREAK, B_ACTS = range(3)                             # bank_i
+B_OPEN_ROW, B_STREAK, B_ACTS, B_RANK, B_BG = range(5)               # bank_i (rank, bank group: fixed)
 (R_LAST_ACT, R_NEXT_REF, R_ACTIVE_SINCE, R_ACTIVE_TIME, R_LAST_BUSY, R_PD_ACT, R_PD_PRE,
  R_FAW) = range(8)  # rank_f (R_FAW .. R_FAW + 3)
 R_FAW_POS, R_OPEN_COUNT, R_REFRESHES = range(3)                     # rank_i
@@ -175,7 +175,7 @@ def _int64(items: bytearray) -> np.ndarray:
     return np.frombuffer(items, dtype=np.int64)
 
 
-def run(T, G, stop: float, until_complete: bool, state_f, state_i, layout, pool, req_end, active, scratch_i,
+def run(T, G, stop: float, until_complete: bool, state_f, state_i, layout, pool, active, scratch_i,
         scratch_f) -> int:
     """Advance a controller to ``stop`` ns, every channel (``until_complete`` false: channel by
     channel, every column command up to ``stop`` issued; returns 0) or in time order across
@@ -187,12 +187,12 @@ def run(T, G, stop: float, until_complete: bool, state_f, state_i, layout, pool,
 
     The state arrays (``npusim.dram.controller._STATE``) are views into ``state_f`` (float64)
     and ``state_i`` (int64) at the offsets ``layout`` gives, the flows' capacity last; ``pool``
-    (5, n) holds each access's global bank, row, global rank, bank group and flow, ``req_end``
-    the end times the kernel writes, ``active`` the live flows (sorted), the scratch the pick's
+    (3, n) int32 holds each access's global bank, row and flow (a bank's global rank and bank
+    group are in ``bank_i``), ``active`` the live flows (sorted), the scratch the pick's
     tags (``btag`` (banks, 2): a bank's hit and miss timed in this pick; ``picks`` (1),
     ``whats`` (channels), ``ki`` (channels, 4) | ``barr`` (banks, 2), ``kf`` (channels, 4)).
     Every array is updated in place."""
-    return _C.run(T, G, stop, until_complete, state_f, state_i, layout, pool, req_end, active, scratch_i, scratch_f)
+    return _C.run(T, G, stop, until_complete, state_f, state_i, layout, pool, active, scratch_i, scratch_f)
 
 
 def commands_before_end(flows, fc_next, fc_end, fc_left, flow_prio, flow_write, depth, write_depth) -> int:
@@ -233,19 +233,19 @@ def access_addresses(offsets, sizes, burst: int, access: int) -> np.ndarray:
 def decode_grouped(addresses, offset_bits, shifts, masks, rows, channels, ranks, bankgroups, banks_per_group):
     """The accesses at byte ``addresses`` (issue order) decoded (``npusim.dram.mapping``: field
     f is ``(address >> offset_bits >> shifts[f]) & masks[f]``, the row ``% rows``; fields in
-    ``mapping.FIELDS`` order) and grouped by channel: ``grouped`` (4, n) holds each access's
-    global bank, row, global rank and bank group, channel 0's accesses first, each channel's
+    ``mapping.FIELDS`` order) and grouped by channel: ``grouped`` (2, n) holds each access's
+    global bank and row, channel 0's accesses first, each channel's
     in issue order, channel c's from ``offsets[c]``; ``prefix[c, i]`` counts channel c's
     accesses among the first i, so the accesses lo:hi of channel c are
     ``grouped[:, offsets[c] + prefix[c, lo]:offsets[c] + prefix[c, hi]]``."""
     grouped, prefix, offsets = _C.decode_grouped(addresses, offset_bits, shifts, masks, rows, channels, ranks,
                                                  bankgroups, banks_per_group)
     m = len(addresses)
-    return _int64(grouped).reshape(4, m), _int64(prefix).reshape(channels, m + 1), _int64(offsets)
+    return _int64(grouped).reshape(2, m), _int64(prefix).reshape(channels, m + 1), _int64(offsets)
 
 
-def add_accesses(pool, req_end, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end) -> int:
+def add_accesses(pool, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end) -> int:
     """Append the accesses ``lo:hi`` of a command (``decode_grouped``) to the pool from
     ``first`` as flow ``fid``: channel by channel, each in issue order (``fc_next[fid, c]`` ..
     ``fc_end[fid, c]``); returns how many."""
-    return _C.add_accesses(pool, req_end, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end)
+    return _C.add_accesses(pool, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end)

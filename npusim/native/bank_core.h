@@ -28,7 +28,8 @@ enum { OPEN, CLOSED, ADAPTIVE };
 enum { HIT, MISS, CONFLICT };
 enum { NOTHING, ACCESS, REFRESH };
 enum { B_NEXT_ACT, B_NEXT_PRE, B_NEXT_CAS, B_BUSY, BANK_F_COLUMNS };
-enum { B_OPEN_ROW, B_STREAK, B_ACTS, BANK_I_COLUMNS };
+/* B_RANK, B_BG: the bank's global rank and its bank group (fixed: the pool holds an access's bank alone) */
+enum { B_OPEN_ROW, B_STREAK, B_ACTS, B_RANK, B_BG, BANK_I_COLUMNS };
 enum { R_LAST_ACT, R_NEXT_REF, R_ACTIVE_SINCE, R_ACTIVE_TIME, R_LAST_BUSY, R_PD_ACT, R_PD_PRE, R_FAW,
        RANK_F_COLUMNS = R_FAW + 4 };
 enum { R_FAW_POS, R_OPEN_COUNT, R_REFRESHES, RANK_I_COLUMNS };
@@ -44,7 +45,8 @@ enum { SF_READ_LATENCY, SF_WRITE_LATENCY, SF_DELAY, N_STATS_F };
 /* controller.py: _STATE, the arrays in the two state buffers, in this order */
 enum { L_BANK_F, L_BANK_I, L_RANK_F, L_RANK_I, L_RANK_BG_F, L_CHAN_F, L_CHAN_I, L_SQ, L_SQA, L_TQ, L_TQA, L_BANK_N,
        L_STATS_I, L_STATS_F, L_FLOW_WRITE, L_FLOW_PRIO, L_FLOW_START, L_FLOW_REMAINING, L_FLOW_END, L_FLOW_DELAY,
-       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_WAITING, L_FC_LEFT, L_FLOW_CAP,
+       L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST, L_BANK_OTHER, L_CMD_BUS, L_FLOW_WAITING, L_FC_LEFT,
+       L_FLOW_DATA_END, L_FLOW_CAP,
        N_LAYOUT };
 /* kernel.py: CMD_WINDOW, CMD_STRIDE -- a command bus: its window's first tick, the tick after the
  * latest taken, then a bit per tick of the window */
@@ -69,12 +71,14 @@ typedef struct {
     const int64_t *G;
     double *bank_f, *rank_f, *rank_bg_f, *chan_f, *sqa, *tqa, *stats_f;
     int64_t *bank_i, *rank_i, *chan_i, *sq, *tq, *bank_n, *bank_other, *stats_i, *cmd_bus;
-    const int64_t *req_bank, *req_row, *req_rank, *req_bg, *req_flow;
-    double *req_end;
+    /* the pool: each access's global bank, row and flow (int32: a stream reads them once each
+     * and they are most of the controller's memory traffic) */
+    const int32_t *req_bank, *req_row, *req_flow;
     const int64_t *active;
     int64_t n_active;
     int64_t *flow_write, *flow_remaining, *flow_waiting, *fc_next, *fc_end, *fc_left, *flow_first, *flow_last;
     double *flow_prio, *flow_start, *flow_end, *flow_delay;
+    double *flow_data_end;  /* when the last of its data moved so far (a write's reaches the device later than its end) */
     int64_t *btag, *picks;  /* scratch */
     double *barr;
     /* per channel: the flow next_flow gives and whether it is alone at its priority (-2: not
@@ -157,7 +161,7 @@ static inline int asleep(Ctl *k, int64_t rk, double arrival) {
 static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int64_t rid, double arrival, int write) {
     Pick p;
     p.streamed = 0;
-    int64_t b = k->req_bank[rid], rk = k->req_rank[rid], g = k->req_bg[rid];
+    int64_t b = k->req_bank[rid], rk = BI(b, B_RANK), g = BI(b, B_BG);
     double wake = asleep(k, rk, arrival) ? arrival + TT(T_XP) : arrival;
     double bus = arrival;
     if (write) {
@@ -626,7 +630,7 @@ picked:;
     if (pick < 0) pick = 0;
     int64_t j = at(head, pick, depth);
     int64_t r = SQ(d, c, j);
-    int64_t rk = k->req_rank[r];
+    int64_t rk = BI(k->req_bank[r], B_RANK);
     if (!timed) best_p = timing(k, c, r, SQA(d, c, j), write);
     best_p.k = pick;
     best_p.d = d;
@@ -680,6 +684,7 @@ static inline __attribute__((always_inline)) void flow_issued(Ctl *k, int64_t f,
                                                               double delay) {
     k->flow_remaining[f] -= 1;
     FCL(f, c) -= 1;
+    k->flow_data_end[f] = max2(k->flow_data_end[f], end);
     if (!write) {
         k->flow_end[f] = max2(k->flow_end[f], end);
         k->flow_delay[f] += delay;
@@ -696,7 +701,7 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
     int64_t j = at(head, p->k, depth);
     int64_t r = SQ(d, c, j);
     double arrival = SQA(d, c, j);
-    int64_t rk = k->req_rank[r], b = k->req_bank[r], g = k->req_bg[r];
+    int64_t b = k->req_bank[r], rk = BI(b, B_RANK), g = BI(b, B_BG);
     int64_t row_before = BI(b, B_OPEN_ROW);
     if (GG(G_CMD_CAS) > 0) {
         int64_t *row = k->cmd_bus + c * 2 * CMD_STRIDE;
@@ -758,7 +763,6 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
         extra = TT(T_RP) + TT(T_RCD);
     BF(b, B_BUSY) += TT(T_BURST) + extra;
     k->stats_f[SF_DELAY] += delay;
-    k->req_end[r] = end;
     if (GG(G_BANKQ) > 0) {
         BN(b, d) -= 1;
         int64_t freed = CI(c, C_T_FREED + d);
@@ -798,7 +802,7 @@ static inline __attribute__((always_inline)) int64_t issue_hit(Ctl *k, int64_t c
     int64_t d = p->d, depth = GG(G_RQ + d), n = CI(c, C_RQ_N + d), head = CI(c, C_RQ_HEAD + d);
     int64_t r = SQ(d, c, head);
     double arrival = SQA(d, c, head), cas = p->time, delay = p->delay;
-    int64_t rk = p->rank, b = k->req_bank[r], g = k->req_bg[r];
+    int64_t rk = p->rank, b = k->req_bank[r], g = BI(b, B_BG);
     if (GG(G_CMD_CAS) > 0) {
         int64_t *row = k->cmd_bus + c * 2 * CMD_STRIDE;
         bus_take(GG(G_CMD_DUAL) ? row + CMD_STRIDE : row, p->cas_tick, GG(G_CMD_CAS));
@@ -809,7 +813,6 @@ static inline __attribute__((always_inline)) int64_t issue_hit(Ctl *k, int64_t c
     channel_column(k, c, rk, d == 1, cas);
     BF(b, B_BUSY) += TT(T_BURST) + 0.0;  /* (issue's burst + extra, extra 0 for a hit) */
     k->stats_f[SF_DELAY] += delay;
-    k->req_end[r] = end;
     int64_t f = k->req_flow[r];
     flow_issued(k, f, c, d == 1, end, delay);
     CI(c, C_RQ_HEAD + d) = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
@@ -838,7 +841,7 @@ static inline __attribute__((always_inline)) int shortcut_pick(Ctl *k, int64_t c
     t->what = ACCESS;
     t->k = 0;
     t->d = d;
-    t->rank = k->req_rank[SQ(d, c, CI(c, C_RQ_HEAD + d))];
+    t->rank = BI(k->req_bank[SQ(d, c, CI(c, C_RQ_HEAD + d))], B_RANK);
     if (GG(G_CMD_CAS) > 0) on_bus(k, c, t);
     if (t->time >= RF(t->rank, R_NEXT_REF)) return 0;  /* a refresh first */
     t->streamed = 1;
@@ -922,7 +925,7 @@ static inline __attribute__((always_inline)) int64_t lane_pick(Ctl *k, int64_t c
     double floor_t = max2(last_same + k->ccd_s, L->other);
     int64_t r = SQ(d, c, head), b = k->req_bank[r];
     if (BI(b, B_OPEN_ROW) != k->req_row[r] || capped(k, b, d, floor_t)) return LANE_CLOSE;
-    int64_t rk = k->req_rank[r], g = k->req_bg[r];
+    int64_t rk = BI(b, B_RANK), g = BI(b, B_BG);
     double arrival = SQA(d, c, head);
     double bus = arrival;  /* timing() of a hit */
     if (write) {
@@ -961,7 +964,7 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     int write = d == 1;
     double cas = L->cas, delay = L->delay;
     /* issue_hit: the oldest access, a row hit at ``cas`` */
-    int64_t r = SQ(d, c, head), b = k->req_bank[r], g = k->req_bg[r];
+    int64_t r = SQ(d, c, head), b = k->req_bank[r], g = BI(b, B_BG);
     double arrival = SQA(d, c, head);
     if (GG(G_CMD_CAS) > 0)
         bus_take(k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0), L->tick, GG(G_CMD_CAS));
@@ -973,7 +976,6 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     L->busy += TT(T_BURST);
     BF(b, B_BUSY) += TT(T_BURST) + 0.0;  /* (issue's burst + extra, extra 0 for a hit) */
     k->stats_f[SF_DELAY] += delay;
-    k->req_end[r] = end;
     int64_t fl = k->req_flow[r];
     flow_issued(k, fl, c, write, end, delay);
     head = n > 1 ? at(head, 1, depth) : head;  /* (remove_entry of the oldest) */
@@ -1007,7 +1009,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     int64_t fcn = L->fcn, fce = L->fce;
     int write = d == 1;
     int64_t r = SQ(d, c, head), b = k->req_bank[r];
-    int64_t g = k->req_bg[r], row = BI(b, B_OPEN_ROW), cap = GG(G_CAP), cmd_cas = GG(G_CMD_CAS);
+    int64_t g = BI(b, B_BG), row = BI(b, B_OPEN_ROW), cap = GG(G_CAP), cmd_cas = GG(G_CMD_CAS);
     int64_t *ring = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
     int64_t streak = BI(b, B_STREAK), hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
     int64_t remaining = k->flow_remaining[f], waiting = k->flow_waiting[f], left = FCL(f, c);
@@ -1016,6 +1018,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     double last_busy = RF(rk, R_LAST_BUSY), next_ref = RF(rk, R_NEXT_REF);
     double latency = k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY], delays = k->stats_f[SF_DELAY];
     double busy = L->busy, flow_end = k->flow_end[f], flow_delay = k->flow_delay[f], ack = CF(c, C_WRITE_ACK);
+    double data_end = k->flow_data_end[f];
     double wr_to_rd = RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L);  /* (a read run's) */
     double t_burst = TT(T_BURST), ccd_s = k->ccd_s, ccd_l = write ? TT(T_CCD_L_WR) : TT(T_CCD_L);
     int64_t tick = L->tick, result;
@@ -1040,13 +1043,13 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         busy += t_burst;
         bank_busy += t_burst + 0.0;
         delays += delay;
-        k->req_end[r] = end;
         int64_t fl = k->req_flow[r];
         if (fl != f) {
             flow_issued(k, fl, c, write, end, delay);  /* (an older flow's access, still queued) */
         } else {
             remaining -= 1;
             left -= 1;
+            data_end = max2(data_end, end);
             if (!write) {
                 flow_end = max2(flow_end, end);
                 flow_delay += delay;
@@ -1129,6 +1132,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     FCL(f, c) = left;
     k->flow_end[f] = flow_end;
     k->flow_delay[f] = flow_delay;
+    k->flow_data_end[f] = data_end;
     CF(c, C_WRITE_ACK) = ack;
     L->last_same = L->last_cas = L->last_issue = issued;
     L->last_rank = rk - c * GG(G_RANKS);
@@ -1274,7 +1278,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
         {1, R * BG * RANK_BG_COLUMNS}, {1, C * CHAN_F_COLUMNS}, {0, C * CHAN_I_COLUMNS}, {0, 2 * C * k->QD},
         {1, 2 * C * k->QD}, {0, 2 * C * k->FRONT * TQ_COLUMNS}, {1, 2 * C * k->FRONT}, {0, NB * BANK_N_COLUMNS},
         {0, N_STATS_I}, {1, N_STATS_F}, {0, F}, {1, F}, {1, F}, {0, F}, {1, F}, {1, F}, {0, F * C}, {0, F * C},
-        {0, F}, {0, F}, {0, NB * 2}, {0, C * 2 * CMD_STRIDE}, {0, F}, {0, F * C}};
+        {0, F}, {0, F}, {0, NB * 2}, {0, C * 2 * CMD_STRIDE}, {0, F}, {0, F * C}, {1, F}};
     for (int i = 0; i < N_LAYOUT - 1; i++) {
         if (layout[i] < 0 || layout[i] + sizes[i][1] > (sizes[i][0] ? nf : ni)) {
             PyErr_Format(PyExc_ValueError, "npusim bank kernel: state array %d does not fit its buffer", i);
@@ -1311,6 +1315,7 @@ static int bind_state(Ctl *k, double *fbuf, Py_ssize_t nf, int64_t *ibuf, Py_ssi
     k->cmd_bus = IPTR(L_CMD_BUS);
     k->flow_waiting = IPTR(L_FLOW_WAITING);
     k->fc_left = IPTR(L_FC_LEFT);
+    k->flow_data_end = FPTR(L_FLOW_DATA_END);
 #undef FPTR
 #undef IPTR
     return 0;

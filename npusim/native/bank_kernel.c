@@ -9,15 +9,15 @@
 
 /* -- Python entry points ------------------------------------------------------------------- */
 
-/* run(T, G, stop, until_complete, fbuf, ibuf, layout, pool, req_end, active, scratch_i, scratch_f)
+/* run(T, G, stop, until_complete, fbuf, ibuf, layout, pool, active, scratch_i, scratch_f)
  * -> int: advance the controller whose state is in ``fbuf``/``ibuf`` (controller.py: _pack);
- * ``pool`` (5, n) holds the accesses' bank, row, rank, bank group and flow, ``active`` the live
+ * ``pool`` (3, n) int32 holds the accesses' global bank, row and flow, ``active`` the live
  * flows, the scratch the pick tags (btag, picks, whats, ki | barr, kf). */
 static PyObject *py_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (arg_count(nargs, 12, "run") < 0) return NULL;
+    if (arg_count(nargs, 11, "run") < 0) return NULL;
     Buffers b = {.n = 0};
     Ctl k;
-    Py_ssize_t nT, nG, nf, ni, nl, npool, nend, nact, nsi, nsf;
+    Py_ssize_t nT, nG, nf, ni, nl, npool, nact, nsi, nsf;
     PyObject *result = NULL;
     double stop = PyFloat_AsDouble(args[2]);
     int until = PyObject_IsTrue(args[3]);
@@ -33,23 +33,20 @@ static PyObject *py_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     double *fbuf = buffer_of(&b, args[4], 'd', 1, &nf, "fbuf");
     int64_t *ibuf = buffer_of(&b, args[5], 'q', 1, &ni, "ibuf");
     const int64_t *layout = buffer_of(&b, args[6], 'q', 0, &nl, "layout");
-    int64_t *pool = buffer_of(&b, args[7], 'q', 0, &npool, "pool");
-    k.req_end = buffer_of(&b, args[8], 'd', 1, &nend, "req_end");
-    k.active = buffer_of(&b, args[9], 'q', 0, &nact, "active");
-    int64_t *si = buffer_of(&b, args[10], 'q', 1, &nsi, "scratch_i");
-    double *sf = buffer_of(&b, args[11], 'd', 1, &nsf, "scratch_f");
-    if (!fbuf || !ibuf || !layout || !pool || !k.req_end || !k.active || !si || !sf) goto out;
+    const int32_t *pool = buffer_of(&b, args[7], 'i', 0, &npool, "pool");
+    k.active = buffer_of(&b, args[8], 'q', 0, &nact, "active");
+    int64_t *si = buffer_of(&b, args[9], 'q', 1, &nsi, "scratch_i");
+    double *sf = buffer_of(&b, args[10], 'd', 1, &nsf, "scratch_f");
+    if (!fbuf || !ibuf || !layout || !pool || !k.active || !si || !sf) goto out;
     if (bind_state(&k, fbuf, nf, ibuf, ni, layout, nl) < 0) goto out;
-    int64_t cap = npool / 5, NB = k.C * k.G[G_RANKS] * k.BG * k.G[G_BANKS_PER_GROUP];
-    if (nend != cap || nsi < NB * 2 + 1 || nsf < NB * 2) {
+    int64_t cap = npool / 3, NB = k.C * k.G[G_RANKS] * k.BG * k.G[G_BANKS_PER_GROUP];
+    if (npool != 3 * cap || nsi < NB * 2 + 1 || nsf < NB * 2) {
         PyErr_SetString(PyExc_ValueError, "npusim bank kernel: pool or scratch of the wrong size");
         goto out;
     }
     k.req_bank = pool;
     k.req_row = pool + cap;
-    k.req_rank = pool + 2 * cap;
-    k.req_bg = pool + 3 * cap;
-    k.req_flow = pool + 4 * cap;
+    k.req_flow = pool + 2 * cap;
     k.n_active = nact;
     k.btag = si;
     k.picks = si + NB * 2;
@@ -200,7 +197,7 @@ done:
 }
 
 /* decode_grouped(addresses, offset_bits, shifts, masks, rows, channels, ranks, bankgroups,
- * banks_per_group) -> (grouped (4, n), prefix (channels, n + 1), offsets (channels + 1)) as
+ * banks_per_group) -> (grouped (2, n): global bank and row, prefix (channels, n + 1), offsets (channels + 1)) as
  * bytearrays of int64 (kernel.py: decode_grouped). */
 static PyObject *py_decode_grouped(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (arg_count(nargs, 9, "decode_grouped") < 0) return NULL;
@@ -228,7 +225,7 @@ static PyObject *py_decode_grouped(PyObject *self, PyObject *const *args, Py_ssi
         goto out;
     }
     int64_t *grouped = NULL, *prefix = NULL, *offsets = NULL;
-    grouped_b = new_items(4 * m, (void **)&grouped);
+    grouped_b = new_items(2 * m, (void **)&grouped);
     prefix_b = new_items(channels * (m + 1), (void **)&prefix);
     offsets_b = new_items(channels + 1, (void **)&offsets);
     chs = PyMem_Malloc((m > 0 ? m : 1) * sizeof(int64_t));
@@ -264,7 +261,8 @@ static PyObject *py_decode_grouped(PyObject *self, PyObject *const *args, Py_ssi
         int64_t fields[4];
         decode_access(&dec, addr[i], fields);
         int64_t j = pos[chs[i]]++;
-        for (int f = 0; f < 4; f++) grouped[f * m + j] = fields[f];
+        grouped[j] = fields[0];
+        grouped[m + j] = fields[1];
     }
     PyMem_Free(pos);
     result = PyTuple_Pack(3, grouped_b, prefix_b, offsets_b);
@@ -277,27 +275,26 @@ out:
     return result;
 }
 
-/* add_accesses(pool, req_end, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end)
+/* add_accesses(pool, grouped, prefix, offsets, lo, hi, fid, first, fc_next, fc_end)
  * -> int: the accesses lo:hi of a command appended to the pool from ``first`` as flow ``fid``,
  * channel by channel (kernel.py: add_accesses); how many. */
 static PyObject *py_add_accesses(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (arg_count(nargs, 11, "add_accesses") < 0) return NULL;
+    if (arg_count(nargs, 10, "add_accesses") < 0) return NULL;
     Buffers b = {.n = 0};
     PyObject *result = NULL;
-    int64_t lo = PyLong_AsLongLong(args[5]), hi = PyLong_AsLongLong(args[6]), fid = PyLong_AsLongLong(args[7]),
-            first = PyLong_AsLongLong(args[8]);
+    int64_t lo = PyLong_AsLongLong(args[4]), hi = PyLong_AsLongLong(args[5]), fid = PyLong_AsLongLong(args[6]),
+            first = PyLong_AsLongLong(args[7]);
     if (PyErr_Occurred()) return NULL;
-    Py_ssize_t npool, nend, ng, npre, noff, nnext, nfe;
-    int64_t *pool = buffer_of(&b, args[0], 'q', 1, &npool, "pool");
-    double *req_end = buffer_of(&b, args[1], 'd', 1, &nend, "req_end");
-    const int64_t *grouped = buffer_of(&b, args[2], 'q', 0, &ng, "grouped");
-    const int64_t *prefix = buffer_of(&b, args[3], 'q', 0, &npre, "prefix");
-    const int64_t *offsets = buffer_of(&b, args[4], 'q', 0, &noff, "offsets");
-    int64_t *fc_next = buffer_of(&b, args[9], 'q', 1, &nnext, "fc_next");
-    int64_t *fc_end = buffer_of(&b, args[10], 'q', 1, &nfe, "fc_end");
-    if (!pool || !req_end || !grouped || !prefix || !offsets || !fc_next || !fc_end) goto out;
-    int64_t channels = noff - 1, cap = npool / 5, m = ng / 4;
-    if (channels < 1 || npre != channels * (m + 1) || lo < 0 || hi > m || lo > hi || nend != cap ||
+    Py_ssize_t npool, ng, npre, noff, nnext, nfe;
+    int32_t *pool = buffer_of(&b, args[0], 'i', 1, &npool, "pool");
+    const int64_t *grouped = buffer_of(&b, args[1], 'q', 0, &ng, "grouped");
+    const int64_t *prefix = buffer_of(&b, args[2], 'q', 0, &npre, "prefix");
+    const int64_t *offsets = buffer_of(&b, args[3], 'q', 0, &noff, "offsets");
+    int64_t *fc_next = buffer_of(&b, args[8], 'q', 1, &nnext, "fc_next");
+    int64_t *fc_end = buffer_of(&b, args[9], 'q', 1, &nfe, "fc_end");
+    if (!pool || !grouped || !prefix || !offsets || !fc_next || !fc_end) goto out;
+    int64_t channels = noff - 1, cap = npool / 3, m = ng / 2;
+    if (channels < 1 || npre != channels * (m + 1) || lo < 0 || hi > m || lo > hi || npool != 3 * cap ||
         (fid + 1) * channels > nnext || (fid + 1) * channels > nfe || fid < 0) {
         PyErr_SetString(PyExc_ValueError, "add_accesses: arrays of inconsistent sizes");
         goto out;
@@ -311,12 +308,9 @@ static PyObject *py_add_accesses(PyObject *self, PyObject *const *args, Py_ssize
         }
         fc_next[fid * channels + c] = pos;
         for (int64_t j = from; j < to; j++) {
-            pool[pos] = grouped[j];
-            pool[cap + pos] = grouped[m + j];
-            pool[2 * cap + pos] = grouped[2 * m + j];
-            pool[3 * cap + pos] = grouped[3 * m + j];
-            pool[4 * cap + pos] = fid;
-            req_end[pos] = 0.0;
+            pool[pos] = (int32_t)grouped[j];
+            pool[cap + pos] = (int32_t)grouped[m + j];
+            pool[2 * cap + pos] = (int32_t)fid;
             pos++;
         }
         fc_end[fid * channels + c] = pos;

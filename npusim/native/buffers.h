@@ -1,7 +1,7 @@
 /* numpy arrays (any object with the buffer protocol) as C pointers, for npusim's C kernels.
  *
  * The kernels take their arrays from Python as they are, with no numpy C API: each argument
- * is asked for a C-contiguous buffer of 8-byte items (int64 or float64, by its format) and the
+ * is asked for a C-contiguous buffer of items of its kind (int64, float64 or int32, by its format) and the
  * pointer is used for the length of the call. ``Buffers`` collects the views so one call
  * releases them all. A wrong dtype, layout or a read-only array where the kernel writes raises
  * a TypeError naming the argument: an internal error (the Python side builds every array). */
@@ -20,7 +20,7 @@ typedef struct {
     int n;
 } Buffers;
 
-/* 'q': int64, 'd': float64 */
+/* 'q': int64, 'd': float64, 'i': int32 */
 static inline int format_is(const char *format, char kind) {
     if (format == NULL) return kind == 'B';
     while (*format == '@' || *format == '=' || *format == '<') format++;
@@ -28,7 +28,7 @@ static inline int format_is(const char *format, char kind) {
     return format[0] == kind && format[1] == '\0';
 }
 
-/* The data of ``obj`` as int64 (``kind`` 'q') or float64 ('d'); its item count in ``*len``
+/* The data of ``obj`` as int64 (``kind`` 'q'), float64 ('d') or int32 ('i'); its item count in ``*len``
  * (may be NULL). NULL with an exception set when it is not such an array. */
 static inline void *buffer_of(Buffers *b, PyObject *obj, char kind, int writable, Py_ssize_t *len, const char *name) {
     if (len) *len = 0;
@@ -44,12 +44,13 @@ static inline void *buffer_of(Buffers *b, PyObject *obj, char kind, int writable
         return NULL;
     }
     b->n++;
-    if (v->itemsize != 8 || !format_is(v->format, kind)) {
+    Py_ssize_t itemsize = kind == 'i' ? 4 : 8;
+    if (v->itemsize != itemsize || !format_is(v->format, kind)) {
         PyErr_Format(PyExc_TypeError, "npusim C kernel: argument %s has format %s, expected %s", name,
-                     v->format ? v->format : "?", kind == 'q' ? "int64" : "float64");
+                     v->format ? v->format : "?", kind == 'q' ? "int64" : kind == 'i' ? "int32" : "float64");
         return NULL;
     }
-    if (len) *len = v->len / 8;
+    if (len) *len = v->len / itemsize;
     return v->buf;
 }
 

@@ -408,6 +408,9 @@ static void wake(Loop *L, double now, int now_int) {
  * looking for that exact end (model.py: TAIL). */
 #define TAIL 4
 
+/* The pool's rows: each access's global bank, row and flow (bank_core.h: Ctl) */
+#define POOL_ROWS 3
+
 /* ``BankedDram`` and its ``Controller`` (npusim/dram/model.py, controller.py). The controller's
  * state is in two buffer sets, the controller's and its look-ahead copy's (the twin of
  * ``Controller.copy(reuse=True)``); adopting the copy's prediction swaps them. The flows'
@@ -418,15 +421,14 @@ typedef struct Banks {
     double *fbuf[2];
     int64_t *ibuf[2];
     int64_t nf, ni, cur, flow_cap;
-    /* the pool (rows bank, row, rank, bank group, flow; ``cap`` each) and its end times */
-    int64_t *pool;
-    double *req_end;
+    /* the pool (rows bank, row, flow; ``cap`` each; int32: bank_core.h) */
+    int32_t *pool;
     int64_t cap, n_pool, used;
     /* what compaction writes into and then swaps with the pool (``spare_cap`` each), and its
      * renumbering: kept from one compaction to the next, so their pages are not taken from and
      * given back to the system each time (a 20-point DSE paid ~50,000 page faults for it) */
-    int64_t *spare_pool, *remap;
-    double *spare_req_end;
+    int32_t *spare_pool;
+    int64_t *remap;
     int64_t spare_cap, remap_cap;
     /* flows: the live ones sorted (``_active``), free slots, slots ever taken, ``_events`` in
      * order, each flow's done event and command, the write flows done whose accesses are still
@@ -464,10 +466,7 @@ static void banks_bind_pool(Banks *B) {
         Ctl *k = &B->k[s];
         k->req_bank = B->pool;
         k->req_row = B->pool + B->cap;
-        k->req_rank = B->pool + 2 * B->cap;
-        k->req_bg = B->pool + 3 * B->cap;
-        k->req_flow = B->pool + 4 * B->cap;
-        k->req_end = B->req_end;
+        k->req_flow = B->pool + 2 * B->cap;
         k->active = B->active;
         k->n_active = B->n_active;
     }
@@ -475,17 +474,11 @@ static void banks_bind_pool(Banks *B) {
 
 /* A pool of ``cap`` accesses holding the first ``keep`` of the old one (``_ensure_requests``). */
 static int banks_grow_pool(Banks *B, int64_t cap, int64_t keep) {
-    int64_t *pool = malloc((size_t)cap * 5 * 8);
-    double *req_end = malloc((size_t)cap * 8);
-    if (!pool || !req_end) {
-        free(pool), free(req_end);
-        return -1;
-    }
-    for (int64_t r = 0; r < 5 && keep > 0; r++) memcpy(pool + r * cap, B->pool + r * B->cap, (size_t)keep * 8);
-    if (keep > 0) memcpy(req_end, B->req_end, (size_t)keep * 8);
+    int32_t *pool = malloc((size_t)cap * POOL_ROWS * 4);
+    if (!pool) return -1;
+    for (int64_t r = 0; r < POOL_ROWS && keep > 0; r++) memcpy(pool + r * cap, B->pool + r * B->cap, (size_t)keep * 4);
     free(B->pool);
-    free(B->req_end);
-    B->pool = pool, B->req_end = req_end, B->cap = cap;
+    B->pool = pool, B->cap = cap;
     banks_bind_pool(B);
     return 0;
 }
@@ -498,9 +491,9 @@ static int banks_compact(Banks *B, int64_t incoming) {
     Ctl *k = &B->k[B->cur];
     int64_t cap = MAX(B->cap, 2 * (used + incoming));
     if (B->spare_cap < cap) {
-        free(B->spare_pool), free(B->spare_req_end);
-        B->spare_pool = malloc((size_t)cap * 5 * 8), B->spare_req_end = malloc((size_t)cap * 8);
-        B->spare_cap = B->spare_pool && B->spare_req_end ? cap : 0;
+        free(B->spare_pool);
+        B->spare_pool = malloc((size_t)cap * POOL_ROWS * 4);
+        B->spare_cap = B->spare_pool ? cap : 0;
         if (!B->spare_cap) return -1;
     }
     if (B->remap_cap < B->n_pool) {
@@ -510,15 +503,14 @@ static int banks_compact(Banks *B, int64_t incoming) {
         if (!B->remap) return -1;
     }
     cap = B->spare_cap;
-    int64_t *remap = B->remap, *pool = B->spare_pool;
-    double *req_end = B->spare_req_end;
+    int64_t *remap = B->remap;
+    int32_t *pool = B->spare_pool;
     int64_t pos = 0;
     for (int64_t a = 0; a < B->n_active; a++) {
         int64_t f = B->active[a], lo = k->flow_first[f], hi = k->flow_last[f];
         if (hi <= lo) continue;
         int64_t m = hi - lo;
-        for (int64_t r = 0; r < 5; r++) memcpy(pool + r * cap + pos, B->pool + r * B->cap + lo, (size_t)m * 8);
-        memcpy(req_end + pos, B->req_end + lo, (size_t)m * 8);
+        for (int64_t r = 0; r < POOL_ROWS; r++) memcpy(pool + r * cap + pos, B->pool + r * B->cap + lo, (size_t)m * 4);
         for (int64_t i = 0; i < m; i++) remap[lo + i] = pos + i;
         for (int64_t c = 0; c < k->C; c++) {
             FCN(f, c) += pos - lo;
@@ -539,8 +531,8 @@ static int banks_compact(Banks *B, int64_t incoming) {
     for (int64_t s = 0; s < 2 * k->C * k->FRONT; s++) /* the transaction queues' slots in use */
         if (k->tq[s * TQ_COLUMNS + T_ACCESS] >= 0)
             k->tq[s * TQ_COLUMNS + T_ACCESS] = remap[k->tq[s * TQ_COLUMNS + T_ACCESS]];
-    B->spare_pool = B->pool, B->spare_req_end = B->req_end, B->spare_cap = B->cap;
-    B->pool = pool, B->req_end = req_end, B->cap = cap, B->n_pool = pos;
+    B->spare_pool = B->pool, B->spare_cap = B->cap;
+    B->pool = pool, B->cap = cap, B->n_pool = pos;
     banks_bind_pool(B);
     forget_next_flows(k);
     return 0;
@@ -621,22 +613,37 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     if (B->n_pool + m > B->cap && banks_grow_pool(B, MAX(2 * B->cap, B->n_pool + m), B->n_pool) < 0) return -1;
     Ctl *k = &B->k[B->cur];
     const int64_t *addresses = B->acc[c];
-    const Decoding *dec = &B->dec;
-    int64_t C = k->C, cap = B->cap, *pool = B->pool;
-    for (int64_t ch = 0; ch < C; ch++) FCE(fid, ch) = 0; /* (counts first, then each channel's end) */
-    for (int64_t j = lo; j < hi; j++) FCE(fid, ((addresses[j] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5]) += 1;
+    const Decoding dec = B->dec;  /* (a copy: the stores below cannot change it) */
+    int64_t C = k->C, cap = B->cap;
+    int32_t *bank = B->pool, *row = B->pool + cap, *flow = B->pool + 2 * cap;
+    /* each channel's count, then its next free place (its end once all are in), in locals: a
+     * flow has up to millions of accesses and its channels alternate at almost each */
+    int64_t local[4 * 64], *next = C <= 64 ? local : malloc((size_t)C * 4 * 8);
+    if (!next) return -1;
+    for (int64_t ch = 0; ch < 4 * C; ch++) next[ch] = 0;
+    int64_t offset_bits = dec.offset_bits, shift = dec.shifts[5], mask = dec.masks[5], j = lo;
+    for (; j + 4 <= hi; j += 4) { /* four sets of counts: no chain of increments to one count */
+        next[((addresses[j] >> offset_bits) >> shift) & mask] += 1;
+        next[C + (((addresses[j + 1] >> offset_bits) >> shift) & mask)] += 1;
+        next[2 * C + (((addresses[j + 2] >> offset_bits) >> shift) & mask)] += 1;
+        next[3 * C + (((addresses[j + 3] >> offset_bits) >> shift) & mask)] += 1;
+    }
+    for (; j < hi; j++) next[((addresses[j] >> offset_bits) >> shift) & mask] += 1;
+    for (int64_t ch = 0; ch < C; ch++) next[ch] += next[C + ch] + next[2 * C + ch] + next[3 * C + ch];
     for (int64_t ch = 0, pos = B->n_pool; ch < C; ch++) {
         FCN(fid, ch) = pos;
-        FCL(fid, ch) = FCE(fid, ch);
-        pos += FCE(fid, ch);
-        FCE(fid, ch) = FCN(fid, ch);  /* the channel's next free place, its end once all are in */
+        FCL(fid, ch) = next[ch];
+        FCE(fid, ch) = pos + next[ch];
+        pos += next[ch];
+        next[ch] = FCN(fid, ch);
     }
     for (int64_t j = lo; j < hi; j++) {
-        int64_t fields[4], ch = decode_access(dec, addresses[j], fields), at = FCE(fid, ch)++;
-        for (int f = 0; f < 4; f++) pool[f * cap + at] = fields[f];
-        pool[4 * cap + at] = fid;
-        B->req_end[at] = 0.0;
+        int64_t fields[4], ch = decode_access(&dec, addresses[j], fields), at = next[ch]++;
+        bank[at] = (int32_t)fields[0];
+        row[at] = (int32_t)fields[1];
+        flow[at] = (int32_t)fid;
     }
+    if (next != local) free(next);
     k->flow_first[fid] = B->n_pool;
     k->flow_last[fid] = B->n_pool + m;
     k->flow_write[fid] = write ? 1 : 0;
@@ -646,6 +653,7 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     k->flow_waiting[fid] = m;
     k->flow_end[fid] = start;
     k->flow_delay[fid] = 0.0;
+    k->flow_data_end[fid] = 0.0;
     B->n_pool += m;
     B->used += m;
     return fid;
@@ -1300,23 +1308,21 @@ enum {
  * CPU time on a 20-point DSE). Only memory is kept, no state: a run writes every entry it reads.
  * The event loop holds the GIL, so one run at a time uses them. */
 static struct {
-    int64_t *pool, *spare;
-    double *end, *spare_end;
+    int32_t *pool, *spare;
     int64_t cap, spare_cap;
 } kept;
 
-#define KEEP_AT_MOST ((int64_t)1 << 20) /* accesses (48 MiB): a larger pool goes back to the system */
+#define KEEP_AT_MOST ((int64_t)1 << 20) /* accesses (12 MiB): a larger pool goes back to the system */
 
-/* Keep ``*pool`` (and ``*end``, ``cap`` entries) for the next run, freeing a smaller kept one. */
-static void keep_pool(int64_t **pool, double **end, int64_t cap, int64_t **kept_pool, double **kept_end,
-                      int64_t *kept_cap) {
-    if (*pool && *end && cap > *kept_cap && cap <= KEEP_AT_MOST) {
-        free(*kept_pool), free(*kept_end);
-        *kept_pool = *pool, *kept_end = *end, *kept_cap = cap;
+/* Keep ``*pool`` (``cap`` entries) for the next run, freeing a smaller kept one. */
+static void keep_pool(int32_t **pool, int64_t cap, int32_t **kept_pool, int64_t *kept_cap) {
+    if (*pool && cap > *kept_cap && cap <= KEEP_AT_MOST) {
+        free(*kept_pool);
+        *kept_pool = *pool, *kept_cap = cap;
     } else {
-        free(*pool), free(*end);
+        free(*pool);
     }
-    *pool = NULL, *end = NULL;
+    *pool = NULL;
 }
 
 static void banks_free(Banks *B, int64_t n) {
@@ -1324,8 +1330,8 @@ static void banks_free(Banks *B, int64_t n) {
     for (int s = 0; s < 2; s++) free(B->fbuf[s]), free(B->ibuf[s]);
     if (B->acc)
         for (int64_t c = 0; c < n; c++) free(B->acc[c]);
-    keep_pool(&B->pool, &B->req_end, B->cap, &kept.pool, &kept.end, &kept.cap);
-    keep_pool(&B->spare_pool, &B->spare_req_end, B->spare_cap, &kept.spare, &kept.spare_end, &kept.spare_cap);
+    keep_pool(&B->pool, B->cap, &kept.pool, &kept.cap);
+    keep_pool(&B->spare_pool, B->spare_cap, &kept.spare, &kept.spare_cap);
     free(B->acc), free(B->active), free(B->free_slots), free(B->order), free(B->draining);
     free(B->flow_done), free(B->flow_cmd), free(B->moved), free(B->delay_ns), free(B->cursor), free(B->n_acc);
     free(B->scratch_i), free(B->scratch_f), free(B->held), free(B->lanes), free(B->hit_time), free(B->hit_hits), free(B->hit_total);
@@ -1370,12 +1376,12 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
         B->ibuf[s] = malloc((size_t)(B->ni > 0 ? B->ni : 1) * 8);
     }
     if (kept.pool) { /* the last run's pools (``kept``) */
-        B->pool = kept.pool, B->req_end = kept.end, B->cap = kept.cap;
-        B->spare_pool = kept.spare, B->spare_req_end = kept.spare_end, B->spare_cap = kept.spare_cap;
+        B->pool = kept.pool, B->cap = kept.cap;
+        B->spare_pool = kept.spare, B->spare_cap = kept.spare_cap;
         memset(&kept, 0, sizeof kept);
     } else {
         B->cap = 1024;
-        B->pool = malloc((size_t)B->cap * 5 * 8), B->req_end = malloc((size_t)B->cap * 8);
+        B->pool = malloc((size_t)B->cap * POOL_ROWS * 4);
     }
     B->active = malloc(F * 8), B->free_slots = malloc(F * 8), B->order = malloc(F * 8), B->draining = malloc(F * 8);
     B->flow_done = malloc(F * 8), B->flow_cmd = malloc(F * 8);
@@ -1385,7 +1391,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
     B->held = malloc((size_t)(C + 1) * sizeof(Pick));
     B->lanes = malloc((size_t)(C + 1) * sizeof(Lane));
     B->last_busy = calloc(C > 0 ? C : 1, 8);
-    if (!B->fbuf[0] || !B->fbuf[1] || !B->ibuf[0] || !B->ibuf[1] || !B->pool || !B->req_end || !B->active
+    if (!B->fbuf[0] || !B->fbuf[1] || !B->ibuf[0] || !B->ibuf[1] || !B->pool || !B->active
         || !B->free_slots || !B->order || !B->draining || !B->flow_done || !B->flow_cmd || !B->moved || !B->delay_ns || !B->cursor
         || !B->n_acc || !B->acc || !B->scratch_i || !B->scratch_f || !B->held || !B->lanes || !B->last_busy) {
         banks_free(B, n);
