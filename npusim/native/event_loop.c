@@ -578,9 +578,11 @@ static int banks_decode(Banks *B, int64_t c) {
     if (!addresses) goto out;
     int64_t m = access_fill(o, s, chunks, B->base[c], B->burst, B->access, addresses);
     const Decoding *dec = &B->dec;
-    for (int64_t i = 0; i < m; i++) { /* (decode_grouped's check) */
-        int64_t ch = ((addresses[i] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5];
-        if (ch < 0 || ch >= B->k[0].C) goto out;
+    if (dec->masks[5] >= B->k[0].C) { /* (decode_grouped's check; a mask below the channels passes all) */
+        for (int64_t i = 0; i < m; i++) {
+            int64_t ch = ((addresses[i] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5];
+            if (ch < 0 || ch >= B->k[0].C) goto out;
+        }
     }
     B->acc[c] = addresses;
     B->n_acc[c] = m;
@@ -637,10 +639,26 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
         pos += next[ch];
         next[ch] = FCN(fid, ch);
     }
+    /* an access whose channel, rank, bank group, bank and row bits are those of its channel's
+     * previous one has its bank and row (most do: a stream walks a row's columns) */
+    uint64_t same = offset_bits + dec.shifts[0] < 64 ? ~(uint64_t)0 << (offset_bits + dec.shifts[0]) : 0;
+    for (int f = 1; f < 6; f++)  /* (4: the column) */
+        if (f != 4 && offset_bits + dec.shifts[f] < 64) same |= (uint64_t)dec.masks[f] << (offset_bits + dec.shifts[f]);
+    int64_t *last = next + C;  /* (the other sets of counts, free now) */
+    int32_t last_bank = 0, last_row = 0;
+    for (int64_t ch = 0; ch < C; ch++) last[ch] = -1;  /* (no address is: every first access decodes) */
     for (int64_t j = lo; j < hi; j++) {
-        int64_t fields[4], ch = decode_access(&dec, addresses[j], fields), at = next[ch]++;
-        bank[at] = (int32_t)fields[0];
-        row[at] = (int32_t)fields[1];
+        int64_t a = addresses[j], ch = ((a >> offset_bits) >> shift) & mask, at = next[ch]++;
+        if (((uint64_t)(a ^ last[ch]) & same) != 0 || last[ch] < 0) {
+            int64_t fields[4];
+            decode_access(&dec, a, fields);
+            last_bank = (int32_t)fields[0], last_row = (int32_t)fields[1];
+        } else {
+            last_bank = bank[at - 1], last_row = row[at - 1];  /* (its channel's previous access, just before it) */
+        }
+        last[ch] = a;
+        bank[at] = last_bank;
+        row[at] = last_row;
         flow[at] = (int32_t)fid;
     }
     if (next != local) free(next);
