@@ -997,6 +997,48 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     return lane_pick(k, c, L);
 }
 
+/* A lane run's column commands on its command bus (lane_run): their ticks come in increasing
+ * order, each after every tick taken, so the word being filled is held in ``bits`` and the
+ * bus's end in ``top`` until the run ends or anything else needs the bus (bus_take and
+ * bus_free then, after a flush): the same bits, written once a word instead of once a command. */
+typedef struct {
+    int64_t *bus, base, top, word;
+    uint64_t bits;
+} RunBus;
+
+static inline void run_bus_flush(RunBus *q) {
+    if (q->word >= 0) q->bus[2 + q->word] |= (int64_t)q->bits;
+    q->word = -1;
+    q->bits = 0;
+    q->bus[1] = q->top;
+}
+
+/* bus_take(q->bus, s, n) */
+static inline void run_bus_take(RunBus *q, int64_t s, int64_t n) {
+    int64_t end = s + n, pos = s & (CMD_WINDOW - 1), bit = pos & 63;
+    if (s >= q->top && end <= q->base + CMD_WINDOW && n + bit <= 63) {  /* (bus_take's usual case) */
+        if (pos >> 6 != q->word) {
+            if (q->word >= 0) q->bus[2 + q->word] |= (int64_t)q->bits;
+            q->word = pos >> 6;
+            q->bits = 0;
+        }
+        q->bits |= (((uint64_t)1 << n) - 1) << bit;
+        q->top = end;
+        return;
+    }
+    run_bus_flush(q);
+    bus_take(q->bus, s, n);
+    q->base = q->bus[0];
+    q->top = q->bus[1];
+}
+
+/* bus_free(q->bus, s, n) */
+static inline int run_bus_free(RunBus *q, int64_t s, int64_t n) {
+    if (s >= q->top) return 1;
+    run_bus_flush(q);
+    return bus_free(q->bus, s, n);
+}
+
 /* lane_step, over a lane's run of row hits to one bank (most of a stream's accesses), while its
  * picks are no later than ``stop`` (run_channels; run_until_complete's channels take turns at
  * almost every access, and lane_step serves them): the bank's, bank group's, rank's and the lane's flow's
@@ -1011,6 +1053,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     int64_t r = SQ(d, c, head), b = k->req_bank[r];
     int64_t g = BI(b, B_BG), row = BI(b, B_OPEN_ROW), cap = GG(G_CAP), cmd_cas = GG(G_CMD_CAS);
     int64_t *ring = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
+    RunBus bus_q = {.bus = ring, .base = ring[0], .top = ring[1], .word = -1, .bits = 0};
     int64_t streak = BI(b, B_STREAK), hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
     int64_t remaining = k->flow_remaining[f], waiting = k->flow_waiting[f], left = FCL(f, c);
     double cas = L->cas, delay = L->delay, other = L->other, start = L->start, present = CF(c, C_PRESENT);
@@ -1027,7 +1070,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         /* issue the oldest access, a row hit at ``cas`` (lane_step, column_command) */
         double arrival = SQA(d, c, head), end;
         issued = cas;
-        if (cmd_cas > 0) bus_take(ring, tick, cmd_cas);
+        if (cmd_cas > 0) run_bus_take(&bus_q, tick, cmd_cas);
         hits += 1;
         streak += 1;
         if (write) {
@@ -1101,7 +1144,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         if (cmd_cas > 0) {
             double q = time * k->cmd_inv;
             int64_t t = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
-            if (!bus_free(ring, t, cmd_cas)) {
+            if (!run_bus_free(&bus_q, t, cmd_cas)) {
                 result = LANE_CLOSE;
                 break;
             }
@@ -1118,6 +1161,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
             break;
         }
     }
+    run_bus_flush(&bus_q);
     BI(b, B_STREAK) = streak;
     BF(b, B_NEXT_PRE) = next_pre;
     BF(b, B_BUSY) = bank_busy;
