@@ -312,6 +312,19 @@ static void recount_other(Ctl *k, int64_t c, int64_t lo, int64_t hi) {
     }
 }
 
+/* recount_other(k, c, b, b + 1): bank b of channel c changed rows (issue's every ACT or PRE). */
+static void recount_bank(Ctl *k, int64_t c, int64_t b) {
+    int64_t open = BI(b, B_OPEN_ROW);
+    for (int64_t d = 0; d < 2; d++) {
+        int64_t head = CI(c, C_RQ_HEAD + d), depth = GG(G_RQ + d), n = CI(c, C_RQ_N + d), count = 0;
+        for (int64_t i = 0, j = head; i < n; i++, j = j + 1 == depth ? 0 : j + 1) {  /* j: at(head, i, depth) */
+            int64_t o = SQ(d, c, j);
+            count += k->req_bank[o] == b && k->req_row[o] != open;
+        }
+        BO(b, d) = count;
+    }
+}
+
 /* Remove entry ``i`` of scheduler queue d of channel c (``n`` entries from ``head``), keeping
  * the others in order; the new head. The shorter side moves (kernel.py: _remove). */
 static inline int64_t remove_entry(Ctl *k, int64_t d, int64_t c, int64_t head, int64_t n, int64_t i, int64_t depth) {
@@ -792,7 +805,7 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
             BF(b, B_NEXT_ACT) = max2(BF(b, B_NEXT_ACT), when + TT(T_RP));
         }
     }
-    if (BI(b, B_OPEN_ROW) != row_before) recount_other(k, c, b, b + 1);  /* a hit leaves it: not counted */
+    if (BI(b, B_OPEN_ROW) != row_before) recount_bank(k, c, b);  /* a hit leaves it: not counted */
     return f;
 }
 
@@ -1002,8 +1015,8 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
  * bus's end in ``top`` until the run ends or anything else needs the bus (bus_take and
  * bus_free then, after a flush): the same bits, written once a word instead of once a command. */
 typedef struct {
-    int64_t *bus, base, top, word;
-    uint64_t bits;
+    int64_t *bus, base, top, word, n;  /* n: a column command's ticks */
+    uint64_t bits, ones;               /* ones: n of them */
 } RunBus;
 
 static inline void run_bus_flush(RunBus *q) {
@@ -1013,21 +1026,21 @@ static inline void run_bus_flush(RunBus *q) {
     q->bus[1] = q->top;
 }
 
-/* bus_take(q->bus, s, n) */
-static inline void run_bus_take(RunBus *q, int64_t s, int64_t n) {
-    int64_t end = s + n, pos = s & (CMD_WINDOW - 1), bit = pos & 63;
-    if (s >= q->top && end <= q->base + CMD_WINDOW && n + bit <= 63) {  /* (bus_take's usual case) */
+/* bus_take(q->bus, s, q->n) */
+static inline void run_bus_take(RunBus *q, int64_t s) {
+    int64_t end = s + q->n, pos = s & (CMD_WINDOW - 1), bit = pos & 63;
+    if (s >= q->top && end <= q->base + CMD_WINDOW && q->n + bit <= 63) {  /* (bus_take's usual case) */
         if (pos >> 6 != q->word) {
             if (q->word >= 0) q->bus[2 + q->word] |= (int64_t)q->bits;
             q->word = pos >> 6;
             q->bits = 0;
         }
-        q->bits |= (((uint64_t)1 << n) - 1) << bit;
+        q->bits |= q->ones << bit;
         q->top = end;
         return;
     }
     run_bus_flush(q);
-    bus_take(q->bus, s, n);
+    bus_take(q->bus, s, q->n);
     q->base = q->bus[0];
     q->top = q->bus[1];
 }
@@ -1053,7 +1066,8 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     int64_t r = SQ(d, c, head), b = k->req_bank[r];
     int64_t g = BI(b, B_BG), row = BI(b, B_OPEN_ROW), cap = GG(G_CAP), cmd_cas = GG(G_CMD_CAS);
     int64_t *ring = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
-    RunBus bus_q = {.bus = ring, .base = ring[0], .top = ring[1], .word = -1, .bits = 0};
+    RunBus bus_q = {.bus = ring, .base = ring[0], .top = ring[1], .word = -1, .n = cmd_cas, .bits = 0,
+                    .ones = cmd_cas > 0 && cmd_cas < 64 ? ((uint64_t)1 << cmd_cas) - 1 : 0};
     int64_t streak = BI(b, B_STREAK), hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
     int64_t remaining = k->flow_remaining[f], waiting = k->flow_waiting[f], left = FCL(f, c);
     double cas = L->cas, delay = L->delay, other = L->other, start = L->start, present = CF(c, C_PRESENT);
@@ -1070,7 +1084,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         /* issue the oldest access, a row hit at ``cas`` (lane_step, column_command) */
         double arrival = SQA(d, c, head), end;
         issued = cas;
-        if (cmd_cas > 0) run_bus_take(&bus_q, tick, cmd_cas);
+        if (cmd_cas > 0) run_bus_take(&bus_q, tick);
         hits += 1;
         streak += 1;
         if (write) {
