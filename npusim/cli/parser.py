@@ -105,6 +105,17 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def positive_fraction(text: str) -> float:
+    """An argparse type: a finite number > 0 (a fraction of a time; 0 would run no jitter at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
 def _planning_args(p) -> None:
     """The arguments of every command that plans: simulate and plan."""
     p.add_argument("trace", help="trace file or name in traces/ (e.g. resnet50); .onnx is imported on the fly")
@@ -135,7 +146,7 @@ def _add_simulate(sub, handler: Callable) -> None:
                    help="a race test: stretch compute and DMA times randomly and let the seed pick an adversarial "
                         "schedule (a stalled, rushed or slowed queue), to explore other interleavings; the latency "
                         "of such a run can be many times the design's, and the report says it is jittered")
-    p.add_argument("--jitter-amount", type=float,
+    p.add_argument("--jitter-amount", type=positive_fraction,
                    help="with --jitter: the random stretch of each command, up to this fraction of its time "
                         "(default 0.5), on top of the schedule the seed picks")
     p.add_argument("--prefill", type=int, metavar="P", help="LLM run (trace llm:<preset>): prompt tokens")
