@@ -445,8 +445,10 @@ def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) ->
     ``npusim.plan.dram``); else one region per tensor moved."""
     if plan.dram:
         return arena_bytes(plan.dram, graph, untiled)
-    in_dram = set(*field_lists(plan.transfers, "tensor"))
-    return sum(graph.tensors[t].size for t in in_dram)
+    sizes = graph.arrays.tensor_size  # (Tensor.size of each)
+    in_dram = np.zeros(len(sizes), dtype=bool)
+    in_dram[_column(plan.transfers, "tensor")] = True
+    return int(sizes[in_dram].sum())
 
 
 def _previous_occupants(residencies) -> list:
