@@ -336,10 +336,13 @@ class RecordedTimings:
                     tail_parts = {moving_cause: data_end - self.last_start[i]}
                 if addresses_left > 0:
                     tail_parts[overhead] = addresses_left
-        binding = self.binding[i]
-        return new_timing(self._held(self.ready, i, READY_INT), self.starts[i], self.ends[i],
-                          None if binding < 0 else binding, AT_NAMES[self.binding_at[i]], parts, self.lane(i),
-                          band_at, band_parts, tail_at, tail_parts)
+        # (``_held`` and ``lane`` inlined: the critical path asks this of every command on it)
+        binding, mask = self.binding[i], self.int_mask[i]
+        ready, start, end = self.ready[i], self.starts.values[i], self.ends.values[i]
+        lane = self.lanes[table.queue_names[table.queue[i]]][1] if kind == COMPUTE else machine.dma_lanes[self.channel_of[i]]
+        return new_timing(int(ready) if mask & READY_INT else ready, int(start) if mask & START_INT else start,
+                          int(end) if mask & END_INT else end, None if binding < 0 else binding,
+                          AT_NAMES[self.binding_at[i]], parts, lane, band_at, band_parts, tail_at, tail_parts)
 
 
 class RecordedTimeline(Sequence):

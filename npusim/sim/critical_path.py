@@ -102,19 +102,21 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
                 stalls[cause] += cycles
             current = t.tail
             continue
-        own = {"end": t.parts, "band": t.band_parts}.get(at, {})
-        for cause, cycles in own.items():
-            stalls[cause] += cycles
+        own = t.parts if at == "end" else t.band_parts if at == "band" else None  # (none from its start)
+        if own:
+            for cause, cycles in own.items():
+                stalls[cause] += cycles
         wait = t.start - t.ready
-        if wait > 0 and not t.lane.startswith("core"):
-            if holders is None:
-                holders = _ChannelHolders(timings)
-            held_by = holders.ended_at(t.lane, t.start)
-            if held_by is not None and held_by != current:  # the channel's previous transfer: on the path
-                current, at = held_by, "end"
-                continue
         if wait > 0:
-            stalls["core_wait" if t.lane.startswith("core") else "dma_channel_wait"] += wait
+            on_core = t.lane.startswith("core")
+            if not on_core:
+                if holders is None:
+                    holders = _ChannelHolders(timings)
+                held_by = holders.ended_at(t.lane, t.start)
+                if held_by is not None and held_by != current:  # the channel's previous transfer: on the path
+                    current, at = held_by, "end"
+                    continue
+            stalls["core_wait" if on_core else "dma_channel_wait"] += wait
         if t.binding is None:
             stalls["idle"] += t.ready
             break

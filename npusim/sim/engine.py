@@ -288,9 +288,16 @@ class _Machine:
         n = len(table)
         op_of, kind_of = table.op, table.kind
         self.bands = [1] * n
-        op_bands = self._op_bands
-        for i in np.flatnonzero(table.column("kind") == KIND_CODES["compute"]).tolist():
-            self.bands[i] = op_bands(ops[op_of[i]])
+        computes = np.flatnonzero(table.column("kind") == KIND_CODES["compute"]).tolist()
+        op_ids = list(map(op_of.__getitem__, computes))
+        self._classify(op_ids)
+        class_of = self._class_of
+        first_of_class = {}  # cost class -> its first op here: ``stream_bands`` once per class
+        for o in op_ids:
+            first_of_class.setdefault(class_of[o], o)
+        bands = {key: self._op_bands(ops[o]) for key, o in first_of_class.items()}
+        for i, o in zip(computes, op_ids):
+            self.bands[i] = bands[class_of[o]]
         self.streams_from: list[tuple[int, ...]] = [()] * n
         self.band_done: dict[int, simpy.Event | None] = {}
         compute = KIND_CODES["compute"]
@@ -469,6 +476,14 @@ class _Machine:
         for c, busy in zip(mine, per_core):
             self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
         self._account_op(op)
+
+    def _classify(self, op_ids: list[int]) -> None:
+        """Find the cost class (``_cost_class``) of each op of ``op_ids``, numbering new classes
+        in that order, without a call per op but ``cost_signature``'s."""
+        graph, ops, class_of, classes = self.graph, self.graph.ops, self._class_of, self._classes
+        for o in op_ids:
+            if class_of[o] < 0:
+                class_of[o] = classes.setdefault(cost_signature(ops[o], graph), len(classes))
 
     def _cost_class(self, op) -> int:
         """A number shared by the ops whose per-op figures are equal (their ``cost_signature``):
@@ -721,30 +736,35 @@ def _by_level(energy: dict, machine: _Machine) -> dict:
 def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, int, float]:
     """(logical bytes by cause, bytes read, bytes written, bytes on the bus, unloaded DMA
     cycles) of the program's loads and stores. Compulsory loads of overlapping tiles of one
-    input or weight read some bytes twice: those count as retrieve (``npusim.plan.rereads``)."""
-    offchip = dict.fromkeys(CAUSES, 0)
-    compulsory = []  # tensors loaded with cause compulsory
-    read = write = bus = 0
-    dma_work = 0.0
-    unloaded = {}  # id(TransferCost) -> its unloaded cycles: lowering shares one per view shape
+    input or weight read some bytes twice: those count as retrieve (``npusim.plan.rereads``).
+
+    As array work over the transfers' columns: the byte counts are integers (any order sums
+    them alike), the unloaded cycles are added in command order (``np.add.accumulate`` adds
+    one term at a time, as a loop of ``+=`` does)."""
     table = program.commands
-    kind, nbytes, causes, costs = table.kind, table.nbytes, table.cause, table.cost
-    load = KIND_CODES["load"]
-    for i in np.flatnonzero(table.column("kind") != KIND_CODES["compute"]).tolist():  # in command order
-        cost, moved = costs[i], nbytes[i]
-        offchip[causes[i]] += moved
-        if causes[i] == "compulsory":
-            compulsory.append(table.tensor[i])
-        bus += cost.bus_bytes
-        cycles = unloaded.get(id(cost))
-        if cycles is None:
-            cycles = unloaded[id(cost)] = unloaded_cycles(cost, hw)
-        dma_work += cycles
-        if kind[i] == load:
-            read += moved
-        else:
-            write += moved
+    transfers = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
+    ids = transfers.tolist()
+    causes = list(map(table.cause.__getitem__, ids))
+    cause = np.fromiter(map(_CAUSE_CODE.__getitem__, causes), np.int64, len(ids))
+    moved = table.column("nbytes")[transfers]
+    offchip = {name: int(moved[cause == k].sum()) for k, name in enumerate(CAUSES)}
+    compulsory = table.column("tensor")[transfers[cause == _CAUSE_CODE["compulsory"]]].tolist()
+    is_load = table.column("kind")[transfers] == KIND_CODES["load"]
+    read, write = int(moved[is_load].sum()), int(moved[~is_load].sum())
+    # per distinct TransferCost (lowering shares one per view shape): its bus bytes and unloaded cycles
+    costs = list(map(table.cost.__getitem__, ids))
+    distinct = {id(cost): cost for cost in costs}
+    code_of = {key: k for k, key in enumerate(distinct)}
+    code = np.fromiter(map(code_of.__getitem__, map(id, costs)), np.int64, len(costs))
+    bus_of = np.array([cost.bus_bytes for cost in distinct.values()], dtype=np.int64)
+    cycles_of = np.array([unloaded_cycles(cost, hw) for cost in distinct.values()], dtype=np.float64)
+    bus = int(bus_of[code].sum())
+    dma_work = float(np.add.accumulate(cycles_of[code])[-1]) if len(code) else 0.0
     return move_rereads(offchip, program.graph, compulsory), read, write, bus, dma_work
+
+
+#: a transfer's cause by name, as a number (its position in ``CAUSES``)
+_CAUSE_CODE = {name: k for k, name in enumerate(CAUSES)}
 
 
 def _semaphores(program: Program) -> Pairs:
