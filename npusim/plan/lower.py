@@ -44,6 +44,8 @@ scratchpad capacity, the off-chip footprint and the plan's name and status, so
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -58,7 +60,7 @@ from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.records import field_lists
 from npusim.plan.bound import as_bound
-from npusim.plan.command_table import KIND_CODES, KINDS, NONE, Access, AccessColumns, Command, CommandTable  # noqa: F401 (Access, Command: their home for importers)
+from npusim.plan.command_table import KIND_CODES, KINDS, NONE, Access, AccessColumns, Command, CommandTable, Rows  # noqa: F401 (Access, Command: their home for importers)
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 from npusim.util.fast_init import twin_constructor
 
@@ -85,7 +87,7 @@ class Program:
     graph: Graph  # the graph the commands refer to (the tiled expansion for a tiled plan)
     queues: dict  # queue name -> tuple of command ids, in issue order
     commands: CommandTable  # command c is commands[c] (npusim.plan.command_table); a sequence of Commands is converted
-    residency_users: tuple[tuple[int, ...], ...]  # per residency: commands that touch it
+    residency_users: Sequence  # per residency: the commands that touch it, as tuples (Rows from lowering; tuples by hand)
     capacity: int
     streams: int
     planner: str = ""
@@ -139,16 +141,18 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
     queue = table.column("queue")
     queues = {name: ids for name, ids in ((name, tuple(np.flatnonzero(queue == code).tolist()))
                                           for code, name in enumerate(queue_names)) if ids}
-    return Program(graph=graph, queues=queues, commands=table, residency_users=_rows_as_tuples(user_ptr, users),
+    return Program(graph=graph, queues=queues, commands=table, residency_users=_as_rows(user_ptr, users),
                    capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
                    plan_status=plan.meta.status, plan_scope=plan.meta.scope, plan_notes=plan.meta.notes, offchip_peak=offchip_footprint(plan, graph, untiled),
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
 
 
-def _rows_as_tuples(ptr: np.ndarray, values: np.ndarray) -> tuple[tuple[int, ...], ...]:
-    """CSR lists (ptr, values) as a tuple of tuples."""
-    values, ptr = values.tolist(), ptr.tolist()
-    return tuple([tuple(values[a:b]) for a, b in zip(ptr, ptr[1:])])
+def _as_rows(ptr: np.ndarray, values: np.ndarray) -> Rows:
+    """CSR lists (ptr, values) as ``Rows``."""
+    rows = Rows(array("q"), array("q"))
+    rows.pointers.frombytes(ptr.astype(np.int64).tobytes())
+    rows.values.frombytes(values.astype(np.int64).tobytes())
+    return rows
 
 
 def _fill_fields(table: CommandTable, plan: Plan, graph: Graph, layout: DramLayout, hw) -> None:

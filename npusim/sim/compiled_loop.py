@@ -58,7 +58,7 @@ import numpy as np
 
 from npusim import native
 from npusim.errors import SimulationError
-from npusim.plan.command_table import KIND_CODES, KINDS
+from npusim.plan.command_table import KIND_CODES, KINDS, rows_as_arrays
 from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
@@ -140,7 +140,7 @@ def run(machine, cores_of_queue: dict, max_events: int):
     stream_ptr, stream_list = _csr(machine.streams_from)
     read = list(map(_int64, table.access_columns("reads")))
     write = list(map(_int64, table.access_columns("writes")))
-    users_left = np.fromiter(map(len, program.residency_users), np.int64, len(program.residency_users))
+    users_left = rows_as_arrays(program.residency_users)[0]
     queue_ptr, queue_cmds = _csr(list(program.queues.values()))
     queue_compute = np.array([q.startswith("stream") for q in program.queues], np.int64)
     queue_core = np.array([cores_of_queue.get(q, 0) for q in program.queues], np.int64)

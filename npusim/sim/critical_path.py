@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npusim.plan.command_table import KIND_CODES
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "scratchpad_port", "load_overhead", "load_latency", "load_bandwidth",
           "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
@@ -240,7 +240,7 @@ class BreakdownRow(Mapping):
 _ROW_COLUMNS = tuple(BreakdownRow.__dataclass_fields__)  # in order: a row iterates as its dict would
 _ROW_KEYS = frozenset(_ROW_COLUMNS)
 #: ``BreakdownRow(...)`` with every column given, made faster (``npusim.util.fast_init``).
-new_row = positional_constructor(BreakdownRow)
+new_row = twin_constructor(BreakdownRow)
 
 
 def _compute_row(t: CommandTiming) -> tuple:

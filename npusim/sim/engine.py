@@ -49,7 +49,7 @@ from simpy.events import Event, Timeout  # built directly: env.event() and env.t
 from npusim.errors import SimulationError
 from npusim.util.env_knobs import sim_loop, sim_max_seconds
 from npusim.hw.config import Hardware
-from npusim.plan.command_table import KIND_CODES
+from npusim.plan.command_table import KIND_CODES, rows_as_arrays
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
 from npusim.plan.rereads import move_rereads
@@ -246,7 +246,7 @@ class _Machine:
             self.dram_latency = hw.dram_latency_cycles
         self.scratchpad = TaggedScratchpad(program.capacity)
         self.done: list[Event] = []  # a completion event per command, made by run() (SimPy's loop)
-        self.users_left = [len(u) for u in program.residency_users]
+        self.users_left = rows_as_arrays(program.residency_users)[0].tolist()
         self.timeline: list[TimelineEntry] = []
         self.timings: list[CommandTiming] = []  # made by run(), or recorded by the compiled loop
         self.free_channels = list(range(hw.dma.channels))

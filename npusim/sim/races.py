@@ -56,7 +56,7 @@ from operator import attrgetter
 import numpy as np
 
 from npusim.errors import SimulationError
-from npusim.plan.command_table import AccessColumns
+from npusim.plan.command_table import AccessColumns, rows_as_arrays
 from npusim.plan.lower import Program
 from npusim.plan.painting import AddressPainter
 
@@ -150,8 +150,7 @@ class _Residencies:
 
     def __init__(self, program: Program) -> None:
         users = program.residency_users
-        self.user_count = np.fromiter(map(len, users), dtype=np.int64, count=len(users))
-        self.users = np.fromiter(chain.from_iterable(users), dtype=np.int64, count=int(self.user_count.sum()))
+        self.user_count, self.users = rows_as_arrays(users)
         self.user_start = _starts(self.user_count)
         table = program.commands
         counts = table.writes.lengths()
