@@ -183,18 +183,12 @@ def _fill_fields(table: CommandTable, plan: Plan, graph: Graph, layout: DramLayo
                            (table.nbytes, nbytes[by_key])):
         column.frombytes(values.astype(np.int8 if column.typecode == "b" else np.int64).tobytes())
     n = n_transfers + n_ops
-    # each transfer's fields in plan order, then placed at its command (None for an op's)
-    views, costs = zip(*map(_dram_side_finder(plan, graph, layout, hw), tensors)) if tensors else ((), ())
-    at, of = np.flatnonzero(is_transfer), by_key[is_transfer]
-    for column, values in ((table.cause, causes), (table.dram, views), (table.cost, costs)):
-        column[:] = _placed(values, at, of, n)
-
-
-def _placed(values, at: np.ndarray, of: np.ndarray, n: int) -> list:
-    """A list of ``n`` entries: ``values[of[k]]`` at ``at[k]``, None elsewhere."""
-    placed = np.full(n, None, dtype=object)
-    placed[at] = np.fromiter(values, dtype=object, count=len(values))[of]
-    return placed.tolist()
+    table.cause[:], table.dram[:], table.cost[:] = [None] * n, [None] * n, [None] * n
+    dram_side = _dram_side_finder(plan, graph, layout, hw)
+    cause, dram, cost = table.cause, table.dram, table.cost
+    for c, i in zip(np.flatnonzero(is_transfer).tolist(), by_key[is_transfer].tolist()):
+        cause[c] = causes[i]
+        dram[c], cost[c] = dram_side(tensors[i])
 
 
 def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):

@@ -288,16 +288,9 @@ class _Machine:
         n = len(table)
         op_of, kind_of = table.op, table.kind
         self.bands = [1] * n
-        computes = np.flatnonzero(table.column("kind") == KIND_CODES["compute"]).tolist()
-        op_ids = list(map(op_of.__getitem__, computes))
-        self._classify(op_ids)
-        class_of = self._class_of
-        first_of_class = {}  # cost class -> its first op here: ``stream_bands`` once per class
-        for o in op_ids:
-            first_of_class.setdefault(class_of[o], o)
-        bands = {key: self._op_bands(ops[o]) for key, o in first_of_class.items()}
-        for i, o in zip(computes, op_ids):
-            self.bands[i] = bands[class_of[o]]
+        op_bands = self._op_bands
+        for i in np.flatnonzero(table.column("kind") == KIND_CODES["compute"]).tolist():
+            self.bands[i] = op_bands(ops[op_of[i]])
         self.streams_from: list[tuple[int, ...]] = [()] * n
         self.band_done: dict[int, simpy.Event | None] = {}
         compute = KIND_CODES["compute"]
@@ -476,14 +469,6 @@ class _Machine:
         for c, busy in zip(mine, per_core):
             self.core_busy[c] += cycles * busy / slowest if slowest > 0 else cycles
         self._account_op(op)
-
-    def _classify(self, op_ids: list[int]) -> None:
-        """Find the cost class (``_cost_class``) of each op of ``op_ids``, numbering new classes
-        in that order, without a call per op but ``cost_signature``'s."""
-        graph, ops, class_of, classes = self.graph, self.graph.ops, self._class_of, self._classes
-        for o in op_ids:
-            if class_of[o] < 0:
-                class_of[o] = classes.setdefault(cost_signature(ops[o], graph), len(classes))
 
     def _cost_class(self, op) -> int:
         """A number shared by the ops whose per-op figures are equal (their ``cost_signature``):
