@@ -60,7 +60,7 @@ from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.hw.costs import (
     array_macs, array_pes, cores_per_stream, cost_signature, level_energy, op_core_cycles, register_accesses,
-    scratchpad_bytes, stream_bands,
+    scratchpad_bytes, stream_bands, tensor_figures,
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
@@ -270,6 +270,7 @@ class _Machine:
         # Per-op figures, computed once per cost class (``_cost_class``), not once per tile:
         self._class_of = [-1] * len(self.graph.ops)  # op id -> its cost class (-1: not found yet)
         self._classes: dict[tuple, int] = {}  # cost signature -> cost class
+        self._figures: list[tuple] | None = None  # the graph's tensor_figures, once a class is asked for
         self._levels: dict[int, dict] = {}
         self._cycles: dict[int, tuple] = {}
         self._bytes: dict[int, tuple[int, int]] = {}
@@ -476,7 +477,9 @@ class _Machine:
         class, not once per tile."""
         found = self._class_of[op.id]
         if found < 0:
-            signature = cost_signature(op, self.graph)
+            if self._figures is None:  # every tensor's, read once for all the ops
+                self._figures = tensor_figures(self.graph)
+            signature = cost_signature(op, self.graph, self._figures)
             found = self._class_of[op.id] = self._classes.setdefault(signature, len(self._classes))
         return found
 
