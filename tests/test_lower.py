@@ -46,6 +46,27 @@ def test_painter_reports_the_owners_a_byte_map_has():
             owner_of.update(dict.fromkeys(range(lo, hi), owner))
 
 
+def test_previous_occupants_are_what_a_byte_map_has():
+    """Residencies painted by (first step, offset, plan order): each one's previous occupants
+    are the latest owners of its bytes then, those released before it begins, ascending."""
+    rng = random.Random(5)
+    for _ in range(30):
+        residencies = []
+        for t in range(rng.randrange(1, 40)):
+            first = rng.randrange(12)
+            residencies.append(Residency(first, first + rng.randrange(-1, 6), rng.randrange(0, 64),
+                                         t, rng.choice([0, 1, 4, 8, 24])))
+        ptr, occupants = _previous_occupants(residencies)
+        owner_of, expected = {}, {}
+        for i in sorted(range(len(residencies)), key=lambda i: (residencies[i].first, residencies[i].offset, i)):
+            r = residencies[i]
+            found = {owner_of[b] for b in range(r.offset, r.offset + r.size) if b in owner_of}
+            expected[i] = sorted(q for q in found if residencies[q].last < r.first)
+            owner_of.update(dict.fromkeys(range(r.offset, r.offset + r.size), i))
+        assert [occupants[ptr[i]:ptr[i + 1]].tolist() for i in range(len(residencies))] == \
+            [expected[i] for i in range(len(residencies))]
+
+
 def test_residencies_at_finds_what_a_scan_in_plan_order_finds():
     """One residency, several disjoint ones (searched) and overlapping or empty ones (scanned),
     in shuffled plan order: the first residency in plan order holding the step, else an error."""
@@ -152,7 +173,9 @@ def plans():
 def test_waits_are_the_plain_definition():
     for plan, hw in plans():
         program = lower(plan, hw)
-        expected, users = reference_waits(program.commands, _previous_occupants(plan.residencies),
+        ptr, occupants = _previous_occupants(plan.residencies)
+        previous = [occupants[a:b].tolist() for a, b in zip(ptr[:-1], ptr[1:])]
+        expected, users = reference_waits(program.commands, previous,
                                           bool(plan.dram), program.graph)
         assert [(c.waits, c.streamed) for c in program.commands] == expected
         assert program.residency_users == tuple(tuple(users[r]) for r in range(len(plan.residencies)))

@@ -320,7 +320,8 @@ def _accesses(graph: Graph, kind: np.ndarray, op: np.ndarray, tensor: np.ndarray
     return command, accessed, writes
 
 
-def _with_waits(previous, n_residencies: int, plan: Plan, graph: Graph, table: CommandTable) -> tuple[np.ndarray, np.ndarray]:
+def _with_waits(previous: tuple[np.ndarray, np.ndarray], n_residencies: int, plan: Plan, graph: Graph,
+                table: CommandTable) -> tuple[np.ndarray, np.ndarray]:
     """Add each command's accesses and the waits of the module docstring to ``table``, whose
     other columns are filled (``_fill_fields``); per residency the commands that touch it, as
     CSR lists (ptr, commands), in command order.
@@ -342,13 +343,10 @@ def _with_waits(previous, n_residencies: int, plan: Plan, graph: Graph, table: C
     filler[filled] = command[writes][first_write]
     is_dma = kind[users[1]] != COMPUTE
     dma_users = _csr_of(np.repeat(np.arange(n_residencies), np.diff(users[0]))[is_dma], users[1][is_dma], n_residencies)
-    prev_ptr = np.zeros(n_residencies + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, previous), np.int64, n_residencies), out=prev_ptr[1:])
-    prev = (prev_ptr, np.fromiter(chain.from_iterable(previous), np.int64, int(prev_ptr[-1])))
     by = kind[command]
     waits = [_filler_waits(command, residency, writes, by, filler, queue),
-             _release_waits(command[writes & (by == COMPUTE)], residency[writes & (by == COMPUTE)], prev, dma_users),
-             _release_waits(command[by == LOAD], residency[by == LOAD], prev, users),
+             _release_waits(command[writes & (by == COMPUTE)], residency[writes & (by == COMPUTE)], previous, dma_users),
+             _release_waits(command[by == LOAD], residency[by == LOAD], previous, users),
              _spill_waits(graph, kind, table.column("tensor"))]
     if plan.dram:
         waits.append(_same_step_waits(kind, step))
@@ -455,32 +453,32 @@ def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) ->
     return int(sizes[in_dram].sum())
 
 
-def _previous_occupants(residencies) -> list:
-    """For each residency, the residencies that held any of its bytes just before it, sorted
-    (a list, or ``()`` for none).
+def _previous_occupants(residencies) -> tuple[np.ndarray, np.ndarray]:
+    """For each residency, the residencies that held any of its bytes just before it, sorted,
+    as CSR lists (ptr, occupants): residency i's are ``occupants[ptr[i]:ptr[i + 1]]``.
 
-    Residencies are painted onto the address space in order of their first step; the
-    segments a new residency paints over name its previous occupants (only the latest one per
-    byte: earlier ones were released before those were filled, transitively for a safe plan).
+    Residencies are painted onto the address space in order of their first step (then
+    offset, then plan order); the segments a new residency paints over name its previous
+    occupants (only the latest one per byte: earlier ones were released before those were
+    filled, transitively for a safe plan), those released before it begins.
     """
     painter = AddressPainter()
-    n = len(residencies)
-    previous: list = [()] * n
-    first, last, offsets, sizes = field_lists(residencies, "first", "last", "offset", "size")
-    # By (first, offset) packed into one int (cheaper to sort than a tuple), ties in residency
-    # order (the sort is stable): an offset is below ``span``.
-    span = max(offsets, default=0) + 1
-    keys = [begins * span + offset for begins, offset in zip(first, offsets)]
+    first, last, offsets, sizes = (_column(residencies, name) for name in ("first", "last", "offset", "size"))
+    order = np.lexsort((offsets, first))  # stable: plan order on ties
     paint = painter.paint
-    for i in sorted(range(n), key=keys.__getitem__):
-        offset = offsets[i]
-        found = paint(offset, offset + sizes[i], i)
-        if found:
-            begins = first[i]
-            if len(found) == 1:
-                (q,) = found
-                if last[q] < begins:
-                    previous[i] = [q]
-            else:
-                previous[i] = sorted([q for q in found if last[q] < begins])
-    return previous
+    found = [paint(offset, offset + size, i)
+             for i, offset, size in zip(order.tolist(), offsets[order].tolist(), sizes[order].tolist())]
+    counts = np.fromiter(map(len, found), np.int64, len(found))
+    new = np.repeat(order, counts)
+    old = np.fromiter(chain.from_iterable(found), np.int64, int(counts.sum()))
+    released = last[old] < first[new]
+    new, old = new[released], old[released]
+    return _sorted_csr(new, old, len(first))
+
+
+def _sorted_csr(rows: np.ndarray, values: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, values) of the lists that hold each value under its row, each list ascending."""
+    order = np.lexsort((values, rows))
+    ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=ptr[1:])
+    return ptr, values[order]
