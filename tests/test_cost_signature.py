@@ -11,7 +11,7 @@ import pytest
 
 from npusim.graph.model import Gemm
 from npusim.hw.costs import (cost_signature, cores_per_stream, level_energy, op_core_cycles, register_accesses,
-                             scratchpad_bytes, stream_bands)
+                             scratchpad_bytes, stream_bands, tensor_figures)
 from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget
 
 
@@ -36,8 +36,10 @@ def test_ops_with_one_signature_have_the_same_figures(trace, hw_name, budget, ov
     cores = cores_per_stream(hw, max(plan.streams) + 1)
     first = {}
     classes = defaultdict(int)
+    read_once = tensor_figures(tiled)
     for op in tiled.ops:
         signature = cost_signature(op, tiled)
+        assert cost_signature(op, tiled, read_once) == signature  # the simulator's way
         mine = figures(op, tiled, hw, cores)
         assert first.setdefault(signature, (op.name, mine))[1] == mine, (op.name, first[signature][0])
         classes[signature] += 1

@@ -59,3 +59,16 @@ def test_twin_constructor_refuses_a_class_its_twin_cannot_become():
 
     with pytest.raises(TypeError):
         twin_constructor(WithDict)
+
+
+def test_twin_constructor_builds_a_row_whose_base_is_an_abstract_mapping():
+    """BreakdownRow is a Mapping (an ABC with no slots): its twin has that base too, with the
+    row's own methods for the abstract ones, and becomes a row equal to the class's."""
+    from npusim.sim.critical_path import BreakdownRow
+
+    values = ("op#0", "op", "MatMul", 3, "stream0", "core0", 10, 25.5, 15.5, "array", 0.0, "", 64, 16, 512)
+    made, expected = twin_constructor(BreakdownRow)(*values), BreakdownRow(*values)
+    assert type(made) is BreakdownRow and made == expected and dict(made) == dict(expected)
+    assert repr(made) == repr(expected) and made["macs"] == 512 and len(made) == 15
+    with pytest.raises(AttributeError):  # still frozen
+        made.op = "other"

@@ -7,13 +7,14 @@ from collections import defaultdict
 from dataclasses import replace
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from npusim import workflow as W
 from npusim.graph.tiling import view_region
 from npusim.plan.layout import DramLayout, storage_view
 from npusim.plan.command_table import new_command
-from npusim.plan.lower import Access, Command, DramView, _access_finder, _previous_occupants, lower
+from npusim.plan.lower import Access, Command, DramView, _previous_occupants, _residencies_at, lower
 from npusim.plan.model import Residency
 from npusim.plan.painting import AddressPainter
 from npusim.plan.transfer_cost import TransferCost
@@ -45,8 +46,29 @@ def test_painter_reports_the_owners_a_byte_map_has():
             owner_of.update(dict.fromkeys(range(lo, hi), owner))
 
 
-def test_access_finder_finds_what_a_scan_in_plan_order_finds():
-    """One residency, several disjoint ones (bisected) and overlapping or empty ones (scanned),
+def test_previous_occupants_are_what_a_byte_map_has():
+    """Residencies painted by (first step, offset, plan order): each one's previous occupants
+    are the latest owners of its bytes then, those released before it begins, ascending."""
+    rng = random.Random(5)
+    for _ in range(30):
+        residencies = []
+        for t in range(rng.randrange(1, 40)):
+            first = rng.randrange(12)
+            residencies.append(Residency(first, first + rng.randrange(-1, 6), rng.randrange(0, 64),
+                                         t, rng.choice([0, 1, 4, 8, 24])))
+        ptr, occupants = _previous_occupants(residencies)
+        owner_of, expected = {}, {}
+        for i in sorted(range(len(residencies)), key=lambda i: (residencies[i].first, residencies[i].offset, i)):
+            r = residencies[i]
+            found = {owner_of[b] for b in range(r.offset, r.offset + r.size) if b in owner_of}
+            expected[i] = sorted(q for q in found if residencies[q].last < r.first)
+            owner_of.update(dict.fromkeys(range(r.offset, r.offset + r.size), i))
+        assert [occupants[ptr[i]:ptr[i + 1]].tolist() for i in range(len(residencies))] == \
+            [expected[i] for i in range(len(residencies))]
+
+
+def test_residencies_at_finds_what_a_scan_in_plan_order_finds():
+    """One residency, several disjoint ones (searched) and overlapping or empty ones (scanned),
     in shuffled plan order: the first residency in plan order holding the step, else an error."""
     rng = random.Random(11)
     for _ in range(40):
@@ -64,7 +86,12 @@ def test_access_finder_finds_what_a_scan_in_plan_order_finds():
                     residencies.append(Residency(first, first + rng.randrange(-1, 8), rng.randrange(100), t, 8))
         rng.shuffle(residencies)
         graph = SimpleNamespace(tensors=[SimpleNamespace(name=f"t{t}") for t in range(7)])  # t6: never resident
-        access_at = _access_finder(SimpleNamespace(residencies=residencies), graph)
+        plan = SimpleNamespace(residencies=residencies)
+
+        def access_at(t, s):
+            return int(_residencies_at(plan, graph, np.array([t]), np.array([s]))[0])
+
+        expected = []
         for t in range(7):
             for s in range(30):
                 held = [i for i, r in enumerate(residencies) if r.tensor == t and r.first <= s <= r.last]
@@ -73,6 +100,9 @@ def test_access_finder_finds_what_a_scan_in_plan_order_finds():
                         access_at(t, s)
                     continue
                 assert access_at(t, s) == held[0]
+                expected.append((t, s, held[0]))
+        tensors, steps, found = (np.array(column) for column in zip(*expected))  # all at once
+        assert (_residencies_at(plan, graph, tensors, steps) == found).all()
 
 
 def reference_waits(commands, previous, dram_reused, graph):
@@ -143,7 +173,9 @@ def plans():
 def test_waits_are_the_plain_definition():
     for plan, hw in plans():
         program = lower(plan, hw)
-        expected, users = reference_waits(program.commands, _previous_occupants(plan.residencies),
+        ptr, occupants = _previous_occupants(plan.residencies)
+        previous = [occupants[a:b].tolist() for a, b in zip(ptr[:-1], ptr[1:])]
+        expected, users = reference_waits(program.commands, previous,
                                           bool(plan.dram), program.graph)
         assert [(c.waits, c.streamed) for c in program.commands] == expected
         assert program.residency_users == tuple(tuple(users[r]) for r in range(len(plan.residencies)))

@@ -50,6 +50,29 @@ def test_overlapping_boxes_and_other_views_match_counting_each_element(trial):
     assert reread_bytes(_graph(views), range(len(views))) == 2 * _by_element(views)
 
 
+@pytest.mark.parametrize("trial", range(20))
+def test_tiles_of_grids_read_again_match_counting_each_element(trial):
+    """Boxes cut from a grid (each axis's ranges equal or disjoint: summed once each, none
+    cut), some read again, some moved off the grid (then cut), against a count of every element."""
+    rng = np.random.default_rng(100 + trial)
+    base = (2, 9, 10)
+    cuts = [sorted({0, n, *(int(c) for c in rng.integers(0, n, 2))}) for n in base]
+    views = []
+    for _ in range(int(rng.integers(2, 9))):
+        start, size = [], []
+        for k, n in enumerate(base):
+            i = int(rng.integers(0, len(cuts[k]) - 1))
+            a, b = cuts[k][i], cuts[k][i + 1]
+            if trial % 4 == 0 and rng.random() < 0.2:  # off the grid
+                a = int(rng.integers(0, n))
+                b = int(rng.integers(a + 1, n + 1))
+            start.append(a)
+            size.append(b - a)
+        views.append(_box(start, size, base))
+    views += views[: int(rng.integers(0, 3))]  # read again
+    assert reread_bytes(_graph(views), range(len(views))) == 2 * _by_element(views)
+
+
 def test_halo_rows_and_a_tile_read_twice():
     """Two row bands of a 9-row image sharing one halo row, and the first band loaded again
     (another block of outputs reads the same inputs): one row and one band read twice."""

@@ -589,7 +589,13 @@ def gemm_identity(gemm: Gemm | None) -> tuple | None:
 _TENSOR_FIGURES = attrgetter("shape", "dtype", "itemsize", "kind")
 
 
-def cost_signature(op: Op, graph: Graph) -> tuple:
+def tensor_figures(graph: Graph) -> list[tuple]:
+    """What ``cost_signature`` reads of each tensor of ``graph``, for all of them at once: a
+    caller asking the signature of every op passes it (cheaper than reading them op by op)."""
+    return list(map(_TENSOR_FIGURES, graph.tensors))
+
+
+def cost_signature(op: Op, graph: Graph, figures: list[tuple] | None = None) -> tuple:
     """Everything the per-op figures of this module read of an op (``op_core_cycles``,
     ``scratchpad_bytes``, ``register_accesses``, ``level_energy``, ``stream_bands``): its kind,
     GEMM with the loop nest (which ``Gemm``'s equality leaves out), MACs and vector work, the
@@ -598,14 +604,19 @@ def cost_signature(op: Op, graph: Graph) -> tuple:
     input repeats. Ops with equal signatures have equal figures on any hardware and core count,
     so a caller may compute them once per signature: the tiles of one op share theirs. A figure
     here that reads more of an op must add it here (``tests/test_cost_signature.py`` checks equal
-    signatures give equal figures over tiled graphs on every shipped hardware)."""
-    tensors = graph.tensors
+    signatures give equal figures over tiled graphs on every shipped hardware). ``figures``:
+    the graph's ``tensor_figures``, when the caller has them."""
     attrs = op.attrs
     runs = attrs.get("runs")
     ins = op.inputs
-    inputs = tuple(map(_TENSOR_FIGURES, map(tensors.__getitem__, ins)))
+    if figures is None:  # (read from the op's own tensors)
+        tensors = graph.tensors
+        inputs = tuple(map(_TENSOR_FIGURES, map(tensors.__getitem__, ins)))
+        outputs = tuple(map(_TENSOR_FIGURES, map(tensors.__getitem__, op.outputs)))
+    else:
+        inputs = tuple(map(figures.__getitem__, ins))
+        outputs = tuple(map(figures.__getitem__, op.outputs))
     repeats = None if len(set(ins)) == len(ins) else tuple(map(ins.index, ins))
-    outputs = tuple(map(_TENSOR_FIGURES, map(tensors.__getitem__, op.outputs)))
     return (op.kind, gemm_identity(op.gemm), op.macs, op.vector_ops, inputs, repeats, outputs,
             attrs.get("marker"), "epilogue" in attrs, attrs.get("acc"), attrs.get("k_last"),
             None if runs is None else tuple(sorted(runs.items())))

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
+from itertools import chain
+
 import numpy as np
 
 from npusim.plan.records import ResidencyTable
@@ -102,13 +104,30 @@ class Rows:
         """(pointers, values) as NumPy arrays (views, not copies)."""
         return np.frombuffer(self.pointers, np.int64), np.frombuffer(self.values, np.int64)
 
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self)))
+
     def __eq__(self, other) -> bool:
-        return isinstance(other, Rows) and self.pointers == other.pointers and self.values == other.values
+        """Equal to Rows of the same rows, or to a tuple or list of them (a Program's
+        ``residency_users`` made by hand)."""
+        if isinstance(other, Rows):
+            return self.pointers == other.pointers and self.values == other.values
+        return (isinstance(other, (tuple, list)) and len(other) == len(self)
+                and all(mine == tuple(theirs) for mine, theirs in zip(self, other)))
 
     __hash__ = None
 
     def __reduce__(self):
         return Rows, (self.pointers, self.values)
+
+
+def rows_as_arrays(rows) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's length, the rows' values one after the other) of ``Rows`` (its columns) or
+    of any sequence of sequences of ints (a Program made by hand)."""
+    if isinstance(rows, Rows):
+        return rows.lengths(), rows.arrays()[1]
+    counts = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    return counts, np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(counts.sum()))
 
 
 class AccessColumns(Sequence):

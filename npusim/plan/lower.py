@@ -44,9 +44,10 @@ scratchpad capacity, the off-chip footprint and the plan's name and status, so
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import defaultdict
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -59,7 +60,7 @@ from npusim.plan.model import Plan
 from npusim.plan.painting import AddressPainter
 from npusim.plan.records import field_lists
 from npusim.plan.bound import as_bound
-from npusim.plan.command_table import KIND_CODES, KINDS, NONE, Access, AccessColumns, Command, CommandTable  # noqa: F401 (Access, Command: their home for importers)
+from npusim.plan.command_table import KIND_CODES, KINDS, NONE, Access, AccessColumns, Command, CommandTable, Rows  # noqa: F401 (Access, Command: their home for importers)
 from npusim.plan.transfer_cost import TransferCost, transfer_cost
 from npusim.util.fast_init import twin_constructor
 
@@ -86,7 +87,7 @@ class Program:
     graph: Graph  # the graph the commands refer to (the tiled expansion for a tiled plan)
     queues: dict  # queue name -> tuple of command ids, in issue order
     commands: CommandTable  # command c is commands[c] (npusim.plan.command_table); a sequence of Commands is converted
-    residency_users: tuple[tuple[int, ...], ...]  # per residency: commands that touch it
+    residency_users: Sequence  # per residency: the commands that touch it, as tuples (Rows from lowering; tuples by hand)
     capacity: int
     streams: int
     planner: str = ""
@@ -136,14 +137,22 @@ def lower(plan: Plan, hw, graph: Graph | None = None) -> Program:
     # then each command's accesses and waits as it comes.
     _fill_fields(table, plan, graph, DramLayout(untiled, hw.dram.layout), hw)
     previous = _previous_occupants(plan.residencies)
-    users = _with_waits(previous, len(plan.residencies), plan, graph, table)
+    user_ptr, users = _with_waits(previous, len(plan.residencies), plan, graph, table)
     queue = table.column("queue")
     queues = {name: ids for name, ids in ((name, tuple(np.flatnonzero(queue == code).tolist()))
                                           for code, name in enumerate(queue_names)) if ids}
-    return Program(graph=graph, queues=queues, commands=table, residency_users=tuple(map(tuple, users)),
+    return Program(graph=graph, queues=queues, commands=table, residency_users=_as_rows(user_ptr, users),
                    capacity=plan.capacity, streams=n_streams, planner=plan.meta.planner,
                    plan_status=plan.meta.status, plan_scope=plan.meta.scope, plan_notes=plan.meta.notes, offchip_peak=offchip_footprint(plan, graph, untiled),
                    dram_planned=bool(plan.dram), lowered_for=dma_settings(hw))
+
+
+def _as_rows(ptr: np.ndarray, values: np.ndarray) -> Rows:
+    """CSR lists (ptr, values) as ``Rows``."""
+    rows = Rows(array("q"), array("q"))
+    rows.pointers.frombytes(ptr.astype(np.int64).tobytes())
+    rows.values.frombytes(values.astype(np.int64).tobytes())
+    return rows
 
 
 def _fill_fields(table: CommandTable, plan: Plan, graph: Graph, layout: DramLayout, hw) -> None:
@@ -182,54 +191,6 @@ def _fill_fields(table: CommandTable, plan: Plan, graph: Graph, layout: DramLayo
         dram[c], cost[c] = dram_side(tensors[i])
 
 
-def _access_finder(plan: Plan, graph: Graph):
-    """``access_at(tensor, step)``: the residency holding ``tensor`` at ``step`` (the first
-    such in plan order).
-
-    A tensor with one residency (most) is answered by comparing steps; one whose residencies
-    are disjoint in steps (every valid plan's; a weight loaded again by each tile) by
-    bisection on their first steps; others (an invalid plan) by a scan in plan order. Steps
-    are kept in lists by residency (no tuple per residency for the collector)."""
-    first, last, tensor_of = field_lists(plan.residencies, "first", "last", "tensor")
-    only: list = [None] * len(graph.tensors)  # tensor -> its one residency, or a list of its residencies
-    for i, t in enumerate(tensor_of):
-        held = only[t]
-        if held is None:
-            only[t] = i
-        elif held.__class__ is int:
-            only[t] = [held, i]
-        else:
-            held.append(i)
-    several: dict[int, list[int]] = {}  # tensor of several residencies -> them, in plan order
-    firsts: dict[int, tuple[list[int], list[int]]] = {}  # and when disjoint: first steps, residencies by first step
-    for t, held in enumerate(only):
-        if held.__class__ is list:
-            several[t], only[t] = held, None
-            ordered = sorted(held, key=first.__getitem__)
-            if all(last[a] < first[b] for a, b in zip(ordered, ordered[1:])):
-                firsts[t] = ([first[i] for i in ordered], ordered)
-
-    def not_resident(t: int, s: int):
-        return ValueError(f"tensor {graph.tensors[t].name!r} is not resident at step {s}; validate the plan first")
-
-    def access_at(t: int, s: int) -> int:
-        i = only[t]
-        if i is None:
-            found = firsts.get(t)
-            if found is None:  # overlapping residencies, or none
-                for i in several.get(t, ()):
-                    if first[i] <= s <= last[i]:
-                        return i
-                raise not_resident(t, s)
-            starts, ordered = found
-            i = ordered[bisect_right(starts, s) - 1]  # the last to start at or before s
-        if first[i] <= s <= last[i]:
-            return i
-        raise not_resident(t, s)
-
-    return access_at
-
-
 def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
     """``dram_side(tensor)``: the DramView and TransferCost of a DMA of ``tensor`` (memoised:
     a tensor moved again is moved from the same place)."""
@@ -256,109 +217,220 @@ def _dram_side_finder(plan: Plan, graph: Graph, layout: DramLayout, hw):
     return dram_side
 
 
-def _with_waits(previous, n_residencies: int, plan: Plan, graph: Graph, table: CommandTable) -> list[list[int]]:
-    """Add each command's accesses and the waits of the module docstring to ``table``, whose
-    other columns are filled (``_fill_fields``); per residency the commands that touch it.
+#: the kind code of a compute command
+COMPUTE_CODE = KIND_CODES["compute"]
 
-    Commands are visited in issue order, and what a command's waits are found from (the
-    users and the filler of a residency, the last store of a tensor, the op and loads of a
-    step) is recorded after its waits: it holds only earlier commands, so every wait is on
-    an earlier command. Waits are gathered in a list, made a sorted set only when there are
-    several (a load's always: a few of its candidates are None)."""
-    access_at = _access_finder(plan, graph)
-    users: list[list[int]] = [[] for _ in range(n_residencies)]
-    dma_users: list = [()] * n_residencies  # residency -> its users that are not computes (a list once it has one)
-    filler: list[int | None] = [None] * n_residencies  # residency -> the command that fills it first
-    last_store_of: list[int | None] = [None] * len(graph.tensors)  # tensor -> latest store command
-    store_of = last_store_of.__getitem__
-    compute_at = {}  # step -> its compute command (with a DRAM layout)
-    loads_at = defaultdict(list)  # step -> its load commands (with a DRAM layout)
-    tensors, ops, dram_reused = graph.tensors, graph.ops, bool(plan.dram)
-    queue_of, kind_of, step_of = table.queue, table.kind, table.step
-    # the rows' values and pointers (``Rows.add`` inlined: four rows per command)
-    read_values, write_values = table.reads.values, table.writes.values
-    wait_values, streamed_values = table.waits.values, table.streamed.values
-    add_read, add_write = read_values.append, write_values.append
-    add_read_ptr, add_write_ptr = table.reads.pointers.append, table.writes.pointers.append
-    add_wait_ptr, add_streamed_ptr = table.waits.pointers.append, table.streamed.pointers.append
-    LOAD, COMPUTE = KIND_CODES["load"], KIND_CODES["compute"]
-    for cid, (queue, kind, step, op_id, tensor) in enumerate(zip(queue_of, kind_of, step_of, table.op, table.tensor)):
-        waits, streamed = [], ()
-        if kind == COMPUTE:
-            op = ops[op_id]
-            inputs, outputs = op.inputs, op.outputs
-            if len(inputs) > 1:
-                inputs = dict.fromkeys(inputs)  # an input read twice is one read
-            reads = [access_at(t, step) for t in inputs]
-            writes = [access_at(outputs[0], step)] if len(outputs) == 1 else [access_at(t, step) for t in outputs]
-            loaded = []  # the loads among the fillers waited for: streamed waits
-            for r in reads:
-                users[r].append(cid)
-                f = filler[r]
-                if f is not None and queue_of[f] != queue:
-                    waits.append(f)
-                    if kind_of[f] == LOAD:
-                        loaded.append(f)
-            for r in writes:
-                for q in previous[r]:
-                    waits += dma_users[q]
-                users[r].append(cid)
-                if filler[r] is None:
-                    filler[r] = cid
-            if dram_reused:
-                compute_at[step] = cid
-            if loaded:  # a load fills one residency, so no load is here twice
-                streamed = tuple(sorted(loaded)) if len(loaded) > 1 else (loaded[0],)
-            waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
-            read_values.extend(reads)
-            write_values.extend(writes)
-        elif kind == LOAD:
-            r = access_at(tensor, step)
-            add_write(r)
-            for q in previous[r]:
-                waits += users[q]
-            # Data in DRAM: the tensor's own last spill, or the stores of the tiles it is read
-            # from (None for a tensor never stored, dropped below).
-            waits.append(last_store_of[tensor])
-            waits += map(store_of, tensors[tensor].sources)
-            users[r].append(cid)
-            if dma_users[r]:
-                dma_users[r].append(cid)
-            else:
-                dma_users[r] = [cid]
-            if filler[r] is None:
-                filler[r] = cid
-            if dram_reused:
-                loads_at[step].append(cid)
-            waits = set(waits)
-            waits.discard(None)
-            waits = tuple(sorted(waits))
-        else:  # store
-            r = access_at(tensor, step)
-            add_read(r)
-            f = filler[r]
-            if f is not None:
-                waits.append(f)
-                if kind_of[f] == COMPUTE and step_of[f] == step:
-                    streamed = (f,)
-            if dram_reused:  # DRAM is reused: no store before the op of its step (see above)
-                waits.append(compute_at[step])
-                waits += loads_at[step]
-            last_store_of[tensor] = cid
-            users[r].append(cid)
-            if dma_users[r]:
-                dma_users[r].append(cid)
-            else:
-                dma_users[r] = [cid]
-            waits = tuple(sorted(set(waits))) if len(waits) > 1 else tuple(waits)
-        add_read_ptr(len(read_values))
-        add_write_ptr(len(write_values))
-        wait_values.extend(waits)
-        add_wait_ptr(len(wait_values))
-        if streamed:
-            streamed_values.extend(streamed)
-        add_streamed_ptr(len(streamed_values))
+
+def _column(records, name: str) -> np.ndarray:
+    """A field of a plan's records as an int64 array (a view of a table's column)."""
+    if hasattr(records, "column"):
+        return records.column(name)
+    return np.array(field_lists(records, name)[0], dtype=np.int64)
+
+
+def _residencies_at(plan: Plan, graph: Graph, tensors: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The residency holding ``tensors[i]`` at ``steps[i]`` for every i (the first such in plan
+    order); ValueError naming the first pair none holds.
+
+    A tensor whose residencies are disjoint in steps (every tensor of a valid plan) is
+    answered by one search over the residencies sorted by (tensor, first step): the last of
+    its own to start at or before the step, if it is still held then. The others (an invalid
+    plan) are scanned in plan order, pair by pair."""
+    first, last, owner = (_column(plan.residencies, name) for name in ("first", "last", "tensor"))
+    by_start = np.lexsort((first, owner))  # stable: plan order on ties
+    first_s, last_s, owner_s = first[by_start], last[by_start], owner[by_start]
+    same = owner_s[1:] == owner_s[:-1]
+    overlapping = np.unique(owner_s[1:][same & (last_s[:-1] >= first_s[1:])])
+    low = min(int(first.min(initial=0)), int(steps.min(initial=0)))
+    width = max(int(first.max(initial=0)), int(steps.max(initial=0))) - low + 2
+    at = np.searchsorted(owner_s * width + (first_s - low), tensors * width + (steps - low), side="right") - 1
+    found = by_start[np.maximum(at, 0)] if len(by_start) else np.full(len(tensors), -1, dtype=np.int64)
+    held = (at >= 0) & (owner[found] == tensors) & (steps <= last[found]) if len(by_start) else found >= 0
+    if len(overlapping):
+        for i in np.flatnonzero(np.isin(tensors, overlapping)).tolist():
+            scanned = np.flatnonzero((owner == tensors[i]) & (first <= steps[i]) & (steps[i] <= last))
+            held[i] = len(scanned) > 0
+            found[i] = scanned[0] if len(scanned) else -1
+    if not held.all():
+        i = int(np.argmin(held))
+        raise ValueError(f"tensor {graph.tensors[int(tensors[i])].name!r} is not resident at step {int(steps[i])}; "
+                         "validate the plan first")
+    return found
+
+
+def _csr_rows(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of rows ``rows`` (repeats allowed) of the CSR lists (ptr, values), one after
+    the other, with the position in ``rows`` each comes from."""
+    counts = ptr[rows + 1] - ptr[rows]
+    which = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+    shift = np.repeat(ptr[rows] - (np.cumsum(counts) - counts), counts)
+    return which, values[shift + np.arange(len(which), dtype=np.int64)]
+
+
+def _csr_of(rows: np.ndarray, values: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, values) of the lists that hold each value under its row, in the values' order."""
+    by_row = np.argsort(rows, kind="stable")
+    ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=ptr[1:])
+    return ptr, values[by_row]
+
+
+def _latest_before(keys: np.ndarray, ids: np.ndarray, wanted: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Per query, the largest of ``ids`` below ``before`` among those whose key is ``wanted``
+    (-1 for none); ``ids`` ascend."""
+    n = int(max(ids.max(initial=0), before.max(initial=0))) + 1
+    packed = keys * n + ids
+    order = np.argsort(packed, kind="stable")
+    at = np.searchsorted(packed[order], wanted * n + before, side="left") - 1
+    hit = at >= 0
+    hit[hit] = keys[order[at[hit]]] == wanted[hit]
+    return np.where(hit, ids[order[np.maximum(at, 0)]], -1)
+
+
+def _set_rows(rows, owners: np.ndarray, values: np.ndarray, n: int) -> None:
+    """Fill the empty ``rows`` (``Rows``) with ``n`` rows: row c holds the ``values`` whose
+    owner is c, in their order (owners ascend)."""
+    ptr = np.cumsum(np.bincount(owners, minlength=n))
+    rows.values.frombytes(values.astype(np.int64).tobytes())
+    rows.pointers.frombytes(ptr.astype(np.int64).tobytes())
+
+
+def _accesses(graph: Graph, kind: np.ndarray, op: np.ndarray, tensor: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Every access of every command as (command, tensor, is a write), in command order: a
+    compute reads its op's inputs (each once, in order) then writes its outputs, a load
+    writes its tensor, a store reads it."""
+    arrays, n = graph.arrays, len(kind)
+    computes = np.flatnonzero(kind == KIND_CODES["compute"])
+    ops = op[computes]
+    in_ptr, out_ptr = arrays.op_input_ptr, arrays.op_output_ptr
+    n_in, n_out = in_ptr[ops + 1] - in_ptr[ops], out_ptr[ops + 1] - out_ptr[ops]
+    count = np.ones(n, dtype=np.int64)
+    count[computes] = n_in + n_out
+    start = np.cumsum(count) - count
+    command = np.repeat(np.arange(n, dtype=np.int64), count)
+    accessed = tensor[command].astype(np.int64)
+    writes = kind[command] == KIND_CODES["load"]
+    which, inputs = _csr_rows(in_ptr, arrays.op_input_idx, ops)
+    read_at = start[computes][which] + (np.arange(len(which)) - np.repeat(np.cumsum(n_in) - n_in, n_in))
+    accessed[read_at] = inputs
+    which, outputs = _csr_rows(out_ptr, arrays.op_output_idx, ops)
+    write_at = (start[computes] + n_in)[which] + (np.arange(len(which)) - np.repeat(np.cumsum(n_out) - n_out, n_out))
+    accessed[write_at] = outputs
+    writes[write_at] = True
+    return command, accessed, writes
+
+
+def _with_waits(previous: tuple[np.ndarray, np.ndarray], n_residencies: int, plan: Plan, graph: Graph,
+                table: CommandTable) -> tuple[np.ndarray, np.ndarray]:
+    """Add each command's accesses and the waits of the module docstring to ``table``, whose
+    other columns are filled (``_fill_fields``); per residency the commands that touch it, as
+    CSR lists (ptr, commands), in command order.
+
+    Computed for all commands at once, as arrays: each command's accesses, then per rule the
+    (waiter, waited) pairs over the whole program, keeping those whose waited command comes
+    first (what a pass in issue order would have recorded by then), deduplicated and sorted
+    per waiter."""
+    kind, queue, step = (table.column(name) for name in ("kind", "queue", "step"))
+    n = len(kind)
+    LOAD, COMPUTE = KIND_CODES["load"], COMPUTE_CODE
+    command, accessed, writes = _accesses(graph, kind, table.column("op"), table.column("tensor"))
+    residency = _residencies_at(plan, graph, accessed, step[command])
+    _set_rows(table.reads, command[~writes], residency[~writes], n)
+    _set_rows(table.writes, command[writes], residency[writes], n)
+    users = _csr_of(residency, command, n_residencies)
+    filled, first_write = np.unique(residency[writes], return_index=True)
+    filler = np.full(n_residencies, -1, dtype=np.int64)  # residency -> the command that fills it first
+    filler[filled] = command[writes][first_write]
+    is_dma = kind[users[1]] != COMPUTE
+    dma_users = _csr_of(np.repeat(np.arange(n_residencies), np.diff(users[0]))[is_dma], users[1][is_dma], n_residencies)
+    by = kind[command]
+    waits = [_filler_waits(command, residency, writes, by, filler, queue),
+             _release_waits(command[writes & (by == COMPUTE)], residency[writes & (by == COMPUTE)], previous, dma_users),
+             _release_waits(command[by == LOAD], residency[by == LOAD], previous, users),
+             _spill_waits(graph, kind, table.column("tensor"))]
+    if plan.dram:
+        waits.append(_same_step_waits(kind, step))
+    streamed = _streamed_pairs(command, residency, writes, by, filler, queue, kind, step)
+    _set_rows(table.waits, *_sorted_pairs(waits, n), n)
+    _set_rows(table.streamed, *_sorted_pairs([streamed], n), n)
     return users
+
+
+def _sorted_pairs(pairs: list[tuple[np.ndarray, np.ndarray]], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(waiter, waited) pairs with the waited command first, each once, by waiter then waited."""
+    waiter = np.concatenate([p[0] for p in pairs])
+    waited = np.concatenate([p[1] for p in pairs])
+    keep = (waited >= 0) & (waited < waiter)
+    # each rule's pairs come by waiter: a merging sort (timsort) is fast on those runs
+    packed = np.sort(waiter[keep] * n + waited[keep], kind="stable")
+    first = np.ones(len(packed), dtype=bool)
+    first[1:] = packed[1:] != packed[:-1]
+    packed = packed[first]
+    return packed // n, packed % n
+
+
+def _filler_waits(command, residency, writes, by, filler, queue):
+    """A compute waits for the filler of each residency it reads on another queue, a store
+    for that of the residency it stores."""
+    read = ~writes
+    c, f = command[read], filler[residency[read]]
+    other_queue = queue[f] != queue[c]
+    keep = (by[read] != COMPUTE_CODE) | other_queue
+    return c[keep], f[keep]
+
+
+def _streamed_pairs(command, residency, writes, by, filler, queue, kind, step):
+    """The streamed waits: a compute's for the loads that fill what it reads (on another
+    queue), a store's for the compute of its own step that filled what it stores."""
+    read = ~writes
+    c, f = command[read], filler[residency[read]]
+    from_load = (by[read] == COMPUTE_CODE) & (queue[f] != queue[c]) & (kind[f] == KIND_CODES["load"])
+    from_op = (by[read] == KIND_CODES["store"]) & (kind[f] == COMPUTE_CODE) & (step[f] == step[c])
+    keep = (f >= 0) & (from_load | from_op)
+    return c[keep], f[keep]
+
+
+def _release_waits(waiter, written, previous, users):
+    """Each waiter waits for the ``users`` of the previous occupants of the residency it
+    writes."""
+    at, occupant = _csr_rows(*previous, written)
+    of, user = _csr_rows(*users, occupant)
+    return waiter[at[of]], user
+
+
+def _spill_waits(graph: Graph, kind: np.ndarray, tensor: np.ndarray):
+    """A load waits for the latest store of its tensor before it, and for that of each
+    tensor it is read from (its sources)."""
+    stores = np.flatnonzero(kind == KIND_CODES["store"])
+    loads = np.flatnonzero(kind == KIND_CODES["load"])
+    if not len(stores):
+        return loads[:0], loads[:0]
+    tensors = graph.tensors
+    sources = [tensors[t].sources for t in tensor[loads].tolist()]
+    n_sources = np.fromiter(map(len, sources), np.int64, len(loads))
+    waiter = np.concatenate([loads, np.repeat(loads, n_sources)])
+    wanted = np.concatenate([tensor[loads], np.fromiter(chain.from_iterable(sources), np.int64, int(n_sources.sum()))])
+    return waiter, _latest_before(tensor[stores], stores, wanted, waiter)
+
+
+def _same_step_waits(kind: np.ndarray, step: np.ndarray):
+    """With a DRAM layout, a store waits for the compute of its step and for the loads of its
+    step (KeyError for a step with no compute before the store, as there is none to wait for)."""
+    stores = np.flatnonzero(kind == KIND_CODES["store"])
+    computes = np.flatnonzero(kind == COMPUTE_CODE)
+    compute = _latest_before(step[computes], computes, step[stores], stores)
+    if (compute < 0).any():
+        raise KeyError(int(step[stores[np.argmax(compute < 0)]]))
+    loads = np.flatnonzero(kind == KIND_CODES["load"])
+    by_step = np.lexsort((loads, step[loads]))
+    loads_sorted = loads[by_step]
+    packed = step[loads_sorted] * (len(kind) + 1) + loads_sorted
+    lo = np.searchsorted(packed, step[stores] * (len(kind) + 1), side="left")
+    hi = np.searchsorted(packed, step[stores] * (len(kind) + 1) + stores, side="left")
+    counts = hi - lo
+    which = np.repeat(np.arange(len(stores), dtype=np.int64), counts)
+    load = loads_sorted[np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(len(which), dtype=np.int64)]
+    return np.concatenate([stores, stores[which]]), np.concatenate([compute, load])
 
 
 def dram_view(tensor, dram: dict, layout: DramLayout) -> DramView:
@@ -375,36 +447,38 @@ def offchip_footprint(plan: Plan, graph: Graph, untiled: Graph | None = None) ->
     ``npusim.plan.dram``); else one region per tensor moved."""
     if plan.dram:
         return arena_bytes(plan.dram, graph, untiled)
-    in_dram = set(*field_lists(plan.transfers, "tensor"))
-    return sum(graph.tensors[t].size for t in in_dram)
+    sizes = graph.arrays.tensor_size  # (Tensor.size of each)
+    in_dram = np.zeros(len(sizes), dtype=bool)
+    in_dram[_column(plan.transfers, "tensor")] = True
+    return int(sizes[in_dram].sum())
 
 
-def _previous_occupants(residencies) -> list:
-    """For each residency, the residencies that held any of its bytes just before it, sorted
-    (a list, or ``()`` for none).
+def _previous_occupants(residencies) -> tuple[np.ndarray, np.ndarray]:
+    """For each residency, the residencies that held any of its bytes just before it, sorted,
+    as CSR lists (ptr, occupants): residency i's are ``occupants[ptr[i]:ptr[i + 1]]``.
 
-    Residencies are painted onto the address space in order of their first step; the
-    segments a new residency paints over name its previous occupants (only the latest one per
-    byte: earlier ones were released before those were filled, transitively for a safe plan).
+    Residencies are painted onto the address space in order of their first step (then
+    offset, then plan order); the segments a new residency paints over name its previous
+    occupants (only the latest one per byte: earlier ones were released before those were
+    filled, transitively for a safe plan), those released before it begins.
     """
     painter = AddressPainter()
-    n = len(residencies)
-    previous: list = [()] * n
-    first, last, offsets, sizes = field_lists(residencies, "first", "last", "offset", "size")
-    # By (first, offset) packed into one int (cheaper to sort than a tuple), ties in residency
-    # order (the sort is stable): an offset is below ``span``.
-    span = max(offsets, default=0) + 1
-    keys = [begins * span + offset for begins, offset in zip(first, offsets)]
+    first, last, offsets, sizes = (_column(residencies, name) for name in ("first", "last", "offset", "size"))
+    order = np.lexsort((offsets, first))  # stable: plan order on ties
     paint = painter.paint
-    for i in sorted(range(n), key=keys.__getitem__):
-        offset = offsets[i]
-        found = paint(offset, offset + sizes[i], i)
-        if found:
-            begins = first[i]
-            if len(found) == 1:
-                (q,) = found
-                if last[q] < begins:
-                    previous[i] = [q]
-            else:
-                previous[i] = sorted([q for q in found if last[q] < begins])
-    return previous
+    found = [paint(offset, offset + size, i)
+             for i, offset, size in zip(order.tolist(), offsets[order].tolist(), sizes[order].tolist())]
+    counts = np.fromiter(map(len, found), np.int64, len(found))
+    new = np.repeat(order, counts)
+    old = np.fromiter(chain.from_iterable(found), np.int64, int(counts.sum()))
+    released = last[old] < first[new]
+    new, old = new[released], old[released]
+    return _sorted_csr(new, old, len(first))
+
+
+def _sorted_csr(rows: np.ndarray, values: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, values) of the lists that hold each value under its row, each list ascending."""
+    order = np.lexsort((values, rows))
+    ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=ptr[1:])
+    return ptr, values[order]

@@ -21,6 +21,8 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -60,8 +62,9 @@ def _union_elements(views: list[View]) -> int:
     """Elements of the base that at least one of ``views`` covers."""
     strides = views[0].strides
     if all(v.strides == strides for v in views):  # (tiles of one base shape: its boxes, as arrays)
-        offsets = np.array([v.offset for v in views], dtype=np.int64)
-        shapes = np.array([v.shape for v in views], dtype=np.int64).reshape(len(views), len(strides))
+        offsets = np.fromiter(map(attrgetter("offset"), views), np.int64, len(views))
+        shapes = np.fromiter(chain.from_iterable(map(attrgetter("shape"), views)), np.int64,
+                             len(views) * len(strides)).reshape(len(views), len(strides))
         lows, highs = offsets, offsets + (shapes - 1) @ np.asarray(strides, dtype=np.int64)
         order = np.argsort(lows, kind="stable")
         if (np.all(np.asarray(strides) > 0) and (shapes > 0).all()
@@ -69,7 +72,9 @@ def _union_elements(views: list[View]) -> int:
             return int(shapes.prod(axis=1).sum())  # (disjoint ranges: slices of contiguous rows)
         starts = _box_starts(offsets, shapes, strides)
         if starts is not None:
-            covered = _union_of_boxes(starts, shapes)
+            covered = _union_of_grid_boxes(starts, shapes)
+            if covered is None:
+                covered = _union_of_boxes(starts, shapes)
             if covered is not None:
                 return covered
     return _union_by_element(views)
@@ -93,20 +98,47 @@ def _box_starts(offsets: np.ndarray, shapes: np.ndarray, strides: tuple[int, ...
     return starts
 
 
+def _union_of_grid_boxes(starts: np.ndarray, shapes: np.ndarray) -> int | None:
+    """Elements the boxes (first index and size per axis, none empty) cover together when,
+    along every axis, any two of their ranges are equal or disjoint (the tiles of a grid,
+    read again by other ops): two such boxes meet only if they are equal, so the union is
+    the distinct boxes' volumes summed. None when some ranges overlap (halos): far fewer
+    array operations than cutting the grid (``_union_of_boxes``)."""
+    if not (shapes > 0).all():
+        return None
+    ends = starts + shapes
+    span = int(ends.max()) + 1
+    for k in range(starts.shape[1]):
+        ranges = _distinct(starts[:, k] * span + ends[:, k])  # by start, then end
+        if (ranges[1:] // span < ranges[:-1] % span).any():  # a range starts before the previous one ends
+            return None
+    boxes = np.concatenate([starts, ends], axis=1)
+    order = np.lexsort(boxes.T[::-1])
+    boxes = boxes[order]
+    distinct = np.ones(len(boxes), dtype=bool)
+    distinct[1:] = (boxes[1:] != boxes[:-1]).any(axis=1)
+    return int(shapes[order][distinct].prod(axis=1).sum())
+
+
 def _union_of_boxes(starts: np.ndarray, shapes: np.ndarray) -> int | None:
     """Elements the boxes (first index and size per axis) cover together: the cells of the grid
     their edges cut, each counted once (None when that grid has more than ``_MAX_CELLS``)."""
     ends = starts + shapes
-    edges = [np.unique(np.concatenate([starts[:, k], ends[:, k]])) for k in range(starts.shape[1])]
+    edges = [_distinct(np.concatenate([starts[:, k], ends[:, k]])) for k in range(starts.shape[1])]
     if math.prod(len(e) - 1 for e in edges) > _MAX_CELLS:
         return None
     lo = [np.searchsorted(e, starts[:, k]) for k, e in enumerate(edges)]
     hi = [np.searchsorted(e, ends[:, k]) for k, e in enumerate(edges)]
     # how many boxes cover each cell: +1 / -1 at each box's corners, then a running sum per axis
-    count = np.zeros([len(e) for e in edges], dtype=np.int64)
+    # (the corners counted by sign with one bincount each: a ufunc.at per corner was most of the time)
+    dims = [len(e) for e in edges]
+    plus, minus = [], []
     for corner in itertools.product((0, 1), repeat=len(edges)):
-        index = tuple(h if c else low for c, low, h in zip(corner, lo, hi))
-        np.add.at(count, index, -1 if sum(corner) % 2 else 1)
+        index = np.ravel_multi_index(tuple(h if c else low for c, low, h in zip(corner, lo, hi)), dims)
+        (minus if sum(corner) % 2 else plus).append(index)
+    cells = math.prod(dims)
+    count = (np.bincount(np.concatenate(plus), minlength=cells)
+             - np.bincount(np.concatenate(minus), minlength=cells)).reshape(dims)
     for axis in range(len(edges)):
         count = np.cumsum(count, axis=axis)
     covered = count[tuple(slice(0, len(e) - 1) for e in edges)] > 0
@@ -114,6 +146,14 @@ def _union_of_boxes(starts: np.ndarray, shapes: np.ndarray) -> int | None:
     for e in edges[1:]:
         cell = np.multiply.outer(cell, np.diff(e))
     return int(cell[covered].sum())
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` by a sort (NumPy's hashing unique is slower on these few values)."""
+    values = np.sort(values)
+    keep = np.ones(len(values), dtype=bool)
+    keep[1:] = values[1:] != values[:-1]
+    return values[keep]
 
 
 def _union_by_element(views: list[View]) -> int:

@@ -58,7 +58,7 @@ import numpy as np
 
 from npusim import native
 from npusim.errors import SimulationError
-from npusim.plan.command_table import KIND_CODES, KINDS
+from npusim.plan.command_table import KIND_CODES, KINDS, rows_as_arrays
 from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
@@ -140,7 +140,7 @@ def run(machine, cores_of_queue: dict, max_events: int):
     stream_ptr, stream_list = _csr(machine.streams_from)
     read = list(map(_int64, table.access_columns("reads")))
     write = list(map(_int64, table.access_columns("writes")))
-    users_left = np.fromiter(map(len, program.residency_users), np.int64, len(program.residency_users))
+    users_left = rows_as_arrays(program.residency_users)[0]
     queue_ptr, queue_cmds = _csr(list(program.queues.values()))
     queue_compute = np.array([q.startswith("stream") for q in program.queues], np.int64)
     queue_core = np.array([cores_of_queue.get(q, 0) for q in program.queues], np.int64)
@@ -336,10 +336,13 @@ class RecordedTimings:
                     tail_parts = {moving_cause: data_end - self.last_start[i]}
                 if addresses_left > 0:
                     tail_parts[overhead] = addresses_left
-        binding = self.binding[i]
-        return new_timing(self._held(self.ready, i, READY_INT), self.starts[i], self.ends[i],
-                          None if binding < 0 else binding, AT_NAMES[self.binding_at[i]], parts, self.lane(i),
-                          band_at, band_parts, tail_at, tail_parts)
+        # (``_held`` and ``lane`` inlined: the critical path asks this of every command on it)
+        binding, mask = self.binding[i], self.int_mask[i]
+        ready, start, end = self.ready[i], self.starts.values[i], self.ends.values[i]
+        lane = self.lanes[table.queue_names[table.queue[i]]][1] if kind == COMPUTE else machine.dma_lanes[self.channel_of[i]]
+        return new_timing(int(ready) if mask & READY_INT else ready, int(start) if mask & START_INT else start,
+                          int(end) if mask & END_INT else end, None if binding < 0 else binding,
+                          AT_NAMES[self.binding_at[i]], parts, lane, band_at, band_parts, tail_at, tail_parts)
 
 
 class RecordedTimeline(Sequence):

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npusim.plan.command_table import KIND_CODES
-from npusim.util.fast_init import positional_constructor
+from npusim.util.fast_init import twin_constructor
 
 CAUSES = ("array", "vector", "scratchpad_bandwidth", "scratchpad_port", "load_overhead", "load_latency", "load_bandwidth",
           "store_overhead", "store_latency", "store_bandwidth", "load_bank_timing", "store_bank_timing", "dma_channel_wait", "core_wait", "idle")
@@ -102,19 +102,21 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
                 stalls[cause] += cycles
             current = t.tail
             continue
-        own = {"end": t.parts, "band": t.band_parts}.get(at, {})
-        for cause, cycles in own.items():
-            stalls[cause] += cycles
+        own = t.parts if at == "end" else t.band_parts if at == "band" else None  # (none from its start)
+        if own:
+            for cause, cycles in own.items():
+                stalls[cause] += cycles
         wait = t.start - t.ready
-        if wait > 0 and not t.lane.startswith("core"):
-            if holders is None:
-                holders = _ChannelHolders(timings)
-            held_by = holders.ended_at(t.lane, t.start)
-            if held_by is not None and held_by != current:  # the channel's previous transfer: on the path
-                current, at = held_by, "end"
-                continue
         if wait > 0:
-            stalls["core_wait" if t.lane.startswith("core") else "dma_channel_wait"] += wait
+            on_core = t.lane.startswith("core")
+            if not on_core:
+                if holders is None:
+                    holders = _ChannelHolders(timings)
+                held_by = holders.ended_at(t.lane, t.start)
+                if held_by is not None and held_by != current:  # the channel's previous transfer: on the path
+                    current, at = held_by, "end"
+                    continue
+            stalls["core_wait" if on_core else "dma_channel_wait"] += wait
         if t.binding is None:
             stalls["idle"] += t.ready
             break
@@ -238,7 +240,7 @@ class BreakdownRow(Mapping):
 _ROW_COLUMNS = tuple(BreakdownRow.__dataclass_fields__)  # in order: a row iterates as its dict would
 _ROW_KEYS = frozenset(_ROW_COLUMNS)
 #: ``BreakdownRow(...)`` with every column given, made faster (``npusim.util.fast_init``).
-new_row = positional_constructor(BreakdownRow)
+new_row = twin_constructor(BreakdownRow)
 
 
 def _compute_row(t: CommandTiming) -> tuple:

@@ -49,7 +49,7 @@ from simpy.events import Event, Timeout  # built directly: env.event() and env.t
 from npusim.errors import SimulationError
 from npusim.util.env_knobs import sim_loop, sim_max_seconds
 from npusim.hw.config import Hardware
-from npusim.plan.command_table import KIND_CODES
+from npusim.plan.command_table import KIND_CODES, rows_as_arrays
 from npusim.plan.lower import Command, Program, dma_settings
 from npusim.plan.model import CAUSES
 from npusim.plan.rereads import move_rereads
@@ -60,7 +60,7 @@ from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.hw.costs import (
     array_macs, array_pes, cores_per_stream, cost_signature, level_energy, op_core_cycles, register_accesses,
-    scratchpad_bytes, stream_bands,
+    scratchpad_bytes, stream_bands, tensor_figures,
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
@@ -246,7 +246,7 @@ class _Machine:
             self.dram_latency = hw.dram_latency_cycles
         self.scratchpad = TaggedScratchpad(program.capacity)
         self.done: list[Event] = []  # a completion event per command, made by run() (SimPy's loop)
-        self.users_left = [len(u) for u in program.residency_users]
+        self.users_left = rows_as_arrays(program.residency_users)[0].tolist()
         self.timeline: list[TimelineEntry] = []
         self.timings: list[CommandTiming] = []  # made by run(), or recorded by the compiled loop
         self.free_channels = list(range(hw.dma.channels))
@@ -270,6 +270,7 @@ class _Machine:
         # Per-op figures, computed once per cost class (``_cost_class``), not once per tile:
         self._class_of = [-1] * len(self.graph.ops)  # op id -> its cost class (-1: not found yet)
         self._classes: dict[tuple, int] = {}  # cost signature -> cost class
+        self._figures: list[tuple] | None = None  # the graph's tensor_figures, once a class is asked for
         self._levels: dict[int, dict] = {}
         self._cycles: dict[int, tuple] = {}
         self._bytes: dict[int, tuple[int, int]] = {}
@@ -476,7 +477,9 @@ class _Machine:
         class, not once per tile."""
         found = self._class_of[op.id]
         if found < 0:
-            signature = cost_signature(op, self.graph)
+            if self._figures is None:  # every tensor's, read once for all the ops
+                self._figures = tensor_figures(self.graph)
+            signature = cost_signature(op, self.graph, self._figures)
             found = self._class_of[op.id] = self._classes.setdefault(signature, len(self._classes))
         return found
 
@@ -721,30 +724,35 @@ def _by_level(energy: dict, machine: _Machine) -> dict:
 def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, int, float]:
     """(logical bytes by cause, bytes read, bytes written, bytes on the bus, unloaded DMA
     cycles) of the program's loads and stores. Compulsory loads of overlapping tiles of one
-    input or weight read some bytes twice: those count as retrieve (``npusim.plan.rereads``)."""
-    offchip = dict.fromkeys(CAUSES, 0)
-    compulsory = []  # tensors loaded with cause compulsory
-    read = write = bus = 0
-    dma_work = 0.0
-    unloaded = {}  # id(TransferCost) -> its unloaded cycles: lowering shares one per view shape
+    input or weight read some bytes twice: those count as retrieve (``npusim.plan.rereads``).
+
+    As array work over the transfers' columns: the byte counts are integers (any order sums
+    them alike), the unloaded cycles are added in command order (``np.add.accumulate`` adds
+    one term at a time, as a loop of ``+=`` does)."""
     table = program.commands
-    kind, nbytes, causes, costs = table.kind, table.nbytes, table.cause, table.cost
-    load = KIND_CODES["load"]
-    for i in np.flatnonzero(table.column("kind") != KIND_CODES["compute"]).tolist():  # in command order
-        cost, moved = costs[i], nbytes[i]
-        offchip[causes[i]] += moved
-        if causes[i] == "compulsory":
-            compulsory.append(table.tensor[i])
-        bus += cost.bus_bytes
-        cycles = unloaded.get(id(cost))
-        if cycles is None:
-            cycles = unloaded[id(cost)] = unloaded_cycles(cost, hw)
-        dma_work += cycles
-        if kind[i] == load:
-            read += moved
-        else:
-            write += moved
+    transfers = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
+    ids = transfers.tolist()
+    causes = list(map(table.cause.__getitem__, ids))
+    cause = np.fromiter(map(_CAUSE_CODE.__getitem__, causes), np.int64, len(ids))
+    moved = table.column("nbytes")[transfers]
+    offchip = {name: int(moved[cause == k].sum()) for k, name in enumerate(CAUSES)}
+    compulsory = table.column("tensor")[transfers[cause == _CAUSE_CODE["compulsory"]]].tolist()
+    is_load = table.column("kind")[transfers] == KIND_CODES["load"]
+    read, write = int(moved[is_load].sum()), int(moved[~is_load].sum())
+    # per distinct TransferCost (lowering shares one per view shape): its bus bytes and unloaded cycles
+    costs = list(map(table.cost.__getitem__, ids))
+    distinct = {id(cost): cost for cost in costs}
+    code_of = {key: k for k, key in enumerate(distinct)}
+    code = np.fromiter(map(code_of.__getitem__, map(id, costs)), np.int64, len(costs))
+    bus_of = np.array([cost.bus_bytes for cost in distinct.values()], dtype=np.int64)
+    cycles_of = np.array([unloaded_cycles(cost, hw) for cost in distinct.values()], dtype=np.float64)
+    bus = int(bus_of[code].sum())
+    dma_work = float(np.add.accumulate(cycles_of[code])[-1]) if len(code) else 0.0
     return move_rereads(offchip, program.graph, compulsory), read, write, bus, dma_work
+
+
+#: a transfer's cause by name, as a number (its position in ``CAUSES``)
+_CAUSE_CODE = {name: k for k, name in enumerate(CAUSES)}
 
 
 def _semaphores(program: Program) -> Pairs:

@@ -56,7 +56,7 @@ from operator import attrgetter
 import numpy as np
 
 from npusim.errors import SimulationError
-from npusim.plan.command_table import AccessColumns
+from npusim.plan.command_table import AccessColumns, rows_as_arrays
 from npusim.plan.lower import Program
 from npusim.plan.painting import AddressPainter
 
@@ -150,8 +150,7 @@ class _Residencies:
 
     def __init__(self, program: Program) -> None:
         users = program.residency_users
-        self.user_count = np.fromiter(map(len, users), dtype=np.int64, count=len(users))
-        self.users = np.fromiter(chain.from_iterable(users), dtype=np.int64, count=int(self.user_count.sum()))
+        self.user_count, self.users = rows_as_arrays(users)
         self.user_start = _starts(self.user_count)
         table = program.commands
         counts = table.writes.lengths()
@@ -287,14 +286,18 @@ def _previous_occupants(res: _Residencies) -> tuple[np.ndarray, np.ndarray]:
     write; by residency in that order, then by occupant."""
     written = np.flatnonzero(res.writer_count)
     written = written[np.lexsort((written, res.writers[res.writer_start[written]]))]
-    paint, new, old = AddressPainter().paint, [], []
-    for r, lo, size in zip(written.tolist(), res.offset[written].tolist(), res.size[written].tolist()):
-        found = paint(lo, lo + size, r)
-        found.discard(r)
-        for p in sorted(found):
-            new.append(r)
-            old.append(p)
-    return np.array(new, dtype=np.int64), np.array(old, dtype=np.int64)
+    paint = AddressPainter().paint
+    found = [paint(lo, lo + size, r)
+             for r, lo, size in zip(written.tolist(), res.offset[written].tolist(), res.size[written].tolist())]
+    # the pairs as arrays, then by painting order and occupant (a residency is painted once:
+    # it is never its own previous occupant)
+    counts = np.fromiter(map(len, found), np.int64, len(found))
+    new = np.repeat(written, counts)
+    old = np.fromiter(chain.from_iterable(found), np.int64, int(counts.sum()))
+    order = np.lexsort((old, np.repeat(np.arange(len(found)), counts)))
+    new, old = new[order], old[order]
+    other = new != old
+    return new[other], old[other]
 
 
 def check_races(program: Program, dma_channels: int, who: Callable[[int], str],

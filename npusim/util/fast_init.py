@@ -44,7 +44,15 @@ def twin_constructor(cls):
     if "__post_init__" in cls.__dict__ or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} must be a slotted dataclass without __post_init__")
     fields = list(cls.__dataclass_fields__)
-    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": cls.__slots__})
+    # Bases that add no slots (an ABC such as Mapping) still count for Python's layout test:
+    # the twin then has them too, with cls's own methods for their abstract ones (an abstract
+    # class is not instantiated, even by object.__new__).
+    namespace, bases = {"__slots__": cls.__slots__}, ()
+    if all(base.__dict__.get("__slots__") == () for base in cls.__mro__[1:-1]):
+        bases = cls.__bases__
+        for base in bases:
+            namespace.update({name: getattr(cls, name) for name in getattr(base, "__abstractmethods__", ())})
+    twin = type(f"_{cls.__name__}Twin", bases, namespace)
     try:  # a class of another layout (a __dict__ or __weakref__ of its own) fails here, not at the first call
         object.__new__(twin).__class__ = cls
     except TypeError:
