@@ -30,10 +30,7 @@ class BestFitArena:
         self._gap_ends: list[int] = [capacity] if capacity > 0 else []
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
         self.used = 0  # bytes of the live blocks
-        self._largest: int | None = None  # largest_gap, None when not known
-
-    def _align(self, x: int) -> int:
-        return -(-x // self.alignment) * self.alignment
+        self._largest: int | None = capacity if capacity > 0 else 0  # largest_gap, None when not known
 
     def find(self, size: int) -> int | None:
         """Best-fit offset for ``size`` bytes, or None if no gap holds it (0 for no bytes)."""
@@ -43,7 +40,8 @@ class BestFitArena:
         return None if j < 0 else self._gap_starts[j]
 
     def largest_gap(self) -> int:
-        """Bytes of the largest gap (0 when full); kept until a block is placed or freed."""
+        """Bytes of the largest gap (0 when full); kept through a free (the merged gap may only
+        raise it) and through a placement in a gap smaller than it (the others are as they were)."""
         if self._largest is None:
             largest = 0
             for start, end in zip(self._gap_starts, self._gap_ends):  # a few gaps: a loop beats max(map(..))
@@ -118,12 +116,14 @@ class BestFitArena:
         if size <= 0:  # takes no address range: kept apart, so it never shares a key with a block
             self._empty[owner] = offset
             return
-        end = self._align(offset + size)
-        j = bisect.bisect_right(self._gap_starts, offset) - 1
-        if j < 0 or offset + size > self._gap_ends[j]:
+        alignment, starts, ends = self.alignment, self._gap_starts, self._gap_ends
+        end = -(-(offset + size) // alignment) * alignment
+        j = bisect.bisect_right(starts, offset) - 1
+        if j < 0 or offset + size > ends[j]:
             raise ValueError(f"{size} B at {offset} is not inside a gap")
-        _take(self._gap_starts, self._gap_ends, j, offset, end)
-        self._largest = None
+        if ends[j] - starts[j] == self._largest:
+            self._largest = None
+        _take(starts, ends, j, offset, end)
         self._span[owner] = (offset, end)
         self._size[owner] = size
         self.used += size
@@ -142,8 +142,9 @@ class BestFitArena:
             return self._empty.pop(owner)
         offset, end = self._span.pop(owner)
         self.used -= self._size.pop(owner)
-        self._largest = None
-        _give(self._gap_starts, self._gap_ends, self.capacity, offset, end)
+        merged = _give(self._gap_starts, self._gap_ends, self.capacity, offset, end)
+        if self._largest is not None and merged > self._largest:
+            self._largest = merged
         return offset
 
     def offset_of(self, owner: int) -> int:
@@ -243,20 +244,25 @@ def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> 
         del ends[j]
 
 
-def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> None:
+def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> int:
     """Return the block ``[offset, end)`` (``end`` rounded up) to the gaps, merged with a gap
-    ending at its start and one starting at its end; a gap never reaches past the capacity."""
+    ending at its start and one starting at its end; a gap never reaches past the capacity.
+    Returns the bytes of the gap it is now part of."""
+    if end > capacity:
+        end = capacity
     i = bisect.bisect_left(starts, offset)
     below = i > 0 and ends[i - 1] == offset
-    above = i < len(starts) and starts[i] == end
-    if below and above:
-        ends[i - 1] = ends[i]
-        del starts[i]
-        del ends[i]
-    elif below:
-        ends[i - 1] = min(end, capacity)
-    elif above:
+    if i < len(starts) and starts[i] == end:  # a gap starts at its end
+        if below:
+            ends[i - 1] = ends[i]
+            del starts[i]
+            del ends[i]
+            return ends[i - 1] - starts[i - 1]
         starts[i] = offset
-    else:
-        starts.insert(i, offset)
-        ends.insert(i, min(end, capacity))
+        return ends[i] - offset
+    if below:
+        ends[i - 1] = end
+        return end - starts[i - 1]
+    starts.insert(i, offset)
+    ends.insert(i, end)
+    return end - offset
