@@ -90,7 +90,6 @@ class UseTimes:
         has_uses = ends > self.use_ptr[:-1]
         last[has_uses] = steps[ends[has_uses] - 1]
         self.last = last.tolist()
-        self.positions_by_tensor = by_tensor  # the positions in ``used`` of each tensor's uses, grouped as ``steps``
         self.steps, self._ptr = steps.tolist(), self.use_ptr.tolist()
         # The next use after each of ``used`` (the number of steps when there is none): the
         # following entry of ``steps`` within the tensor's group, put back in step order.
@@ -98,7 +97,9 @@ class UseTimes:
         following[ends[has_uses] - 1] = len(order)
         self.next_step = np.empty_like(steps)
         self.next_step[by_tensor] = following
-        self.next_after = [n if n < len(order) else _NEVER for n in self.next_step.tolist()]  # as ``next_use`` says it
+        next_after = self.next_step.astype(object)  # as ``next_use`` says it (set on an object array: faster)
+        next_after[self.next_step == len(order)] = _NEVER
+        self.next_after = next_after.tolist()
         # Kept by the allocator as it walks the steps (``accessed``): the step each tensor was
         # last used at, and its next use from there.
         self.last_access = [-1] * graph.n_tensors
@@ -151,31 +152,22 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
         )
 
 
-def _last_uses(uses: UseTimes, n_steps: int, alloc_size: np.ndarray) -> tuple[list[list[int]], list[int]]:
-    """Per step, the tensors last used there (in the order they are first used) and their bytes."""
-    used, use_ptr = uses.used, uses.use_ptr
-    has_uses = np.flatnonzero(use_ptr[1:] > use_ptr[:-1])
-    by_first_use = has_uses[np.argsort(uses.positions_by_tensor[use_ptr[has_uses]], kind="stable")]
-    last = np.asarray(uses.last, dtype=np.int64)[by_first_use]
-    grouped = by_first_use[np.argsort(last, kind="stable")]
-    ptr = np.zeros(n_steps + 1, dtype=np.int64)
-    np.cumsum(np.bincount(last, minlength=n_steps), out=ptr[1:])
-    tensors, ptr_list = grouped.tolist(), ptr.tolist()
-    nbytes = np.zeros(n_steps, dtype=np.int64)
-    np.add.at(nbytes, last, alloc_size[by_first_use])
-    return [tensors[ptr_list[s]:ptr_list[s + 1]] for s in range(n_steps)], nbytes.tolist()
-
-
-def _loads_weights_first(graph, weights: set[int]) -> tuple[list[int], list[int]]:
-    """``(ptr, idx)``: the inputs of op o, each once, weights first (else in argument order),
-    are ``idx[ptr[o]:ptr[o + 1]]``; from the graph's arrays, one stable sort for all ops."""
+def _loads_weights_first(graph, order, weights: set[int]) -> tuple[list[int], list[int]]:
+    """``(ptr, idx)``: the inputs of the op at step s, each once, weights first (else in
+    argument order), are ``idx[ptr[s]:ptr[s + 1]]``; from the graph's arrays, one stable sort
+    for all ops. In step order, so the loads of a window of steps are one slice."""
     arrays = graph.arrays
     ptr, idx = arrays.op_input_ptr, arrays.op_input_idx
     is_weight = np.zeros(graph.n_tensors, dtype=bool)
     is_weight[list(weights)] = True
     op_of = np.repeat(np.arange(graph.n_ops, dtype=np.int64), np.diff(ptr))
-    by_op_weights_first = np.argsort(2 * op_of + ~is_weight[idx], kind="stable")
-    return ptr.tolist(), idx[by_op_weights_first].tolist()
+    by_op_weights_first = idx[np.argsort(2 * op_of + ~is_weight[idx], kind="stable")]
+    order = np.asarray(order, dtype=np.int64)
+    counts = ptr[order + 1] - ptr[order]
+    step_ptr = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(counts, out=step_ptr[1:])
+    in_step_order = by_op_weights_first[np.repeat(ptr[order] - step_ptr[:-1], counts) + np.arange(step_ptr[-1])]
+    return step_ptr.tolist(), in_step_order.tolist()
 
 
 def _tensors_by_kind(graph) -> dict[str, list[int]]:
@@ -263,9 +255,9 @@ class _ArenaRun:
         # ``victim_key[t]`` is that of t's last use, and candidates are sorted by it.
         self.victim_keys = policy.victim_keys(self.uses) if hasattr(policy, "victim_keys") else None
         self.victim_key = [0] * graph.n_tensors
-        # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
+        # Per step: the op's tensors, each once.
         self.step_tensors = self.uses.step_tensors
-        self.last_used_at, self.last_used_bytes = _last_uses(self.uses, len(order), alloc_size)
+        self._last_used: list = [None] * len(order)  # per step, made when first asked (_last_used_at)
         # Bytes of the tensors of the steps before each step (its op's, each once): a bound of
         # what a window of steps may place (``_most_bytes_ahead``).
         in_step_order = np.zeros(len(self.uses.used) + 1, dtype=np.int64)
@@ -283,7 +275,7 @@ class _ArenaRun:
         self.store_cause = dict.fromkeys(of_kind["output"], _WRITEBACK)  # (as codes)
         for t in graph.dram_sources:
             self.store_cause.setdefault(t, _SPILL)
-        self.load_ptr, self.load_idx = _loads_weights_first(graph, self.weights)
+        self.load_ptr, self.load_idx = _loads_weights_first(graph, order, self.weights)
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
@@ -381,7 +373,7 @@ class _ArenaRun:
         if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
             self._last_future = None  # not made for this call: the next one makes its own
             return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
-        if self.arena.largest_gap() >= size + self._bytes_off_chip_ahead(s, t, pending):
+        if self._fits_off_chip_ahead(s, t, pending, self.arena.largest_gap() - size):
             self._last_future = None
             return best_fit  # the same, by a closer bound (it scans the steps' tensors)
         candidates = self.arena.gap_ends_holding(size, best_fit)
@@ -419,21 +411,25 @@ class _ArenaRun:
             most += self.alloc_size[x]
         return most
 
-    def _bytes_off_chip_ahead(self, s: int, t: int, pending: list[int]) -> int:
-        """A closer bound than ``_most_bytes_ahead`` of the bytes ``_future_blocks`` places: of
-        ``pending`` and of the tensors of the next ``lookahead`` steps not on chip but ``t``.
-        Each block it places is one of those (counted here once per step it is in, there once):
-        the same bound without making the blocks (on the Llama step it decides every placement
-        the first bound does not)."""
+    def _fits_off_chip_ahead(self, s: int, t: int, pending: list[int], room: int) -> bool:
+        """Whether a closer bound than ``_most_bytes_ahead`` of the bytes ``_future_blocks``
+        places is at most ``room``: the bytes of ``pending`` and of the tensors of the next
+        ``lookahead`` steps not on chip but ``t``. Each block it places is one of those
+        (counted here once per step it is in, there once): the same bound without making the
+        blocks (on the Llama step it decides every placement the first bound does not), and it
+        stops as soon as the bytes pass ``room``."""
         size, resident, step_tensors = self.alloc_size, self.resident_since, self.step_tensors
-        most = 0
         for x in pending:
-            most += size[x]
+            room -= size[x]
+        if room < 0:
+            return False
         for u in range(s + 1, min(self.n_steps, s + 1 + self.lookahead)):
             for x in step_tensors[u]:
                 if x not in resident and x != t:
-                    most += size[x]
-        return most
+                    room -= size[x]
+                    if room < 0:
+                        return False
+        return True
 
     def _may_fit(self, t: int, future, k: int) -> bool:
         """False when step ``k`` of ``future`` fits wherever ``t`` goes in no case: its largest
@@ -462,7 +458,7 @@ class _ArenaRun:
         Step s places ``pending`` (``t`` is placed already); a later step places its op's
         tensors not yet on chip, after the blocks last used before it are freed (and the
         stored blocks held through step s). A tensor freed before step u > s is one last used
-        at u-1, read from ``last_used_at``: every tensor of the ops at s..u-1 is on chip or
+        at u-1 (``_last_used_at``): every tensor of the ops at s..u-1 is on chip or
         placed by then, so no on-chip set needs scanning (a tensor of no bytes may be listed
         as placed or freed; it changes nothing).
 
@@ -489,16 +485,15 @@ class _ArenaRun:
         steps = [(list(zip(pending, sizes)), ())]
         if live > room:
             return steps, 0, placed_bytes
-        step_tensors, last_used_at, last_used_bytes = self.step_tensors, self.last_used_at, self.last_used_bytes
+        step_tensors, last_used_at = self.step_tensors, self._last_used_at
         for u in range(s + 1, horizon):
-            new = [x for x in step_tensors[u] if x not in resident and x not in placing]
-            if new:
-                placing.update(new)
-                sizes = [size[x] for x in new]
-                added, blocks = sum(sizes), list(zip(new, sizes))
-            else:
-                added, blocks = 0, []
-            freed, freed_bytes = last_used_at[u - 1], last_used_bytes[u - 1]
+            blocks, added = [], 0  # (loops, not comprehensions: each of those is a call)
+            for x in step_tensors[u]:
+                if x not in resident and x not in placing:
+                    placing.add(x)
+                    blocks.append((x, size[x]))
+                    added += size[x]
+            freed, freed_bytes = last_used_at(u - 1)
             if u == s + 1 and self.held:  # held through step s, then freed
                 freed = freed + [x for x in self.held if self.uses.last[x] < s]
                 freed_bytes = sum(size[x] for x in freed)
@@ -508,6 +503,20 @@ class _ArenaRun:
             if live > room:
                 return steps, u - s, placed_bytes
         return steps, len(steps), placed_bytes
+
+    def _last_used_at(self, u: int) -> tuple[list[int], int]:
+        """The tensors of step u used there last, and their bytes: the look-ahead's frees after
+        step u (in any order: the gaps after a step's frees are the same). Made when first
+        asked: the bounds before the look-ahead decide most placements without it."""
+        found = self._last_used[u]
+        if found is None:
+            last, size, tensors, nbytes = self.uses.last, self.alloc_size, [], 0
+            for x in self.step_tensors[u]:
+                if last[x] == u:
+                    tensors.append(x)
+                    nbytes += size[x]
+            found = self._last_used[u] = (tensors, nbytes)
+        return found
 
     # -- one step ----------------------------------------------------------------------------
     def step(self, s: int, op) -> None:
@@ -593,13 +602,15 @@ class _ArenaRun:
             for t in list(held):
                 self._close(t, s)
             held.clear()
+        # _close of the op's tensors last used here, written out (2 a step: the call cost a third)
+        add_residency, free, resident, alloc_size = self.residencies.add, self.arena.free, self.resident_since, self.alloc_size
         last_use, hold = self.uses.last, self.double_buffer and not_last
         for t in needed:
             if last_use[t] <= s:
                 if hold and t in stored:
                     held.add(t)
                 else:
-                    self._close(t, s)
+                    add_residency(resident.pop(t), s, free(t), t, alloc_size[t])
 
     def _prefetch(self, s: int) -> None:
         """Reserve space now for the inputs of the next ``prefetch`` ops that can be loaded, in
@@ -610,23 +621,22 @@ class _ArenaRun:
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
         resident, in_dram, loadable, sources = self.resident_since, self.in_dram, self._loadable, self.sources
-        order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
-        alloc_size, prefetched = self.alloc_size, self.prefetched
-        for u in range(s + 1, min(s + 1 + self.prefetch, self.n_steps)):
-            op = order[u]
-            for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
-                # not in DRAM and read from no tiles (a partial sum, mostly): not loadable
-                if t in resident or (t not in in_dram and not (sources[t] and loadable(t))):
-                    continue
-                size = alloc_size[t]
-                offset = arena.find(size)
-                if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
-                    offset = self._evict_for_next(t, s)
-                if offset is None:
-                    return
-                arena.place(t, offset, size)
-                resident[t] = s  # opened (_open)
-                prefetched.add(t)
+        arena, alloc_size, prefetched, load_ptr = self.arena, self.alloc_size, self.prefetched, self.load_ptr
+        first, next_op_end = load_ptr[s + 1], load_ptr[s + 2]  # the next op's: evict for them (docstring)
+        window = self.load_idx[first:load_ptr[min(s + 1 + self.prefetch, self.n_steps)]]  # inputs, weights first
+        for k, t in enumerate(window, first):
+            # not in DRAM and read from no tiles (a partial sum, mostly): not loadable
+            if t in resident or (t not in in_dram and not (sources[t] and loadable(t))):
+                continue
+            size = alloc_size[t]
+            offset = arena.find(size)
+            if offset is None and k < next_op_end:
+                offset = self._evict_for_next(t, s)
+            if offset is None:
+                return
+            arena.place(t, offset, size)
+            resident[t] = s  # opened (_open)
+            prefetched.add(t)
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
