@@ -485,15 +485,16 @@ class _ArenaRun:
         steps = [(list(zip(pending, sizes)), ())]
         if live > room:
             return steps, 0, placed_bytes
-        step_tensors, last_used_at = self.step_tensors, self._last_used_at
+        step_tensors, last_used = self.step_tensors, self._last_used
         for u in range(s + 1, horizon):
             blocks, added = [], 0  # (loops, not comprehensions: each of those is a call)
             for x in step_tensors[u]:
                 if x not in resident and x not in placing:
                     placing.add(x)
-                    blocks.append((x, size[x]))
-                    added += size[x]
-            freed, freed_bytes = last_used_at(u - 1)
+                    nbytes = size[x]
+                    blocks.append((x, nbytes))
+                    added += nbytes
+            freed, freed_bytes = last_used[u - 1] or self._last_used_at(u - 1)
             if u == s + 1 and self.held:  # held through step s, then freed
                 freed = freed + [x for x in self.held if self.uses.last[x] < s]
                 freed_bytes = sum(size[x] for x in freed)
