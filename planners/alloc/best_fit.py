@@ -133,7 +133,7 @@ class BestFitArena:
         gap_end = ends[j]
         if gap_end - starts[j] == self._largest:
             self._largest = None
-        if offset > starts[j]:  # _take, written out (a call per placement cost a tenth of it)
+        if offset > starts[j]:  # _take, written out: a call per placement of the online allocator
             if end < gap_end:  # a gap is left on each side
                 starts.insert(j + 1, end)
                 ends.insert(j + 1, gap_end)
@@ -161,6 +161,7 @@ class BestFitArena:
             return self._empty.pop(owner)
         offset, end = self._span.pop(owner)
         self.used -= self._size.pop(owner)
+        # merged with the gaps beside it (as steps_fitting does, written out: a call per free)
         starts, ends = self._gap_starts, self._gap_ends
         if end > self.capacity:
             end = self.capacity
