@@ -35,6 +35,7 @@ always succeeds because the budget is at least M_R (checked up front).
 from __future__ import annotations
 
 import bisect
+from functools import cached_property
 
 import numpy as np
 
@@ -90,30 +91,48 @@ class UseTimes:
         has_uses = ends > self.use_ptr[:-1]
         last[has_uses] = steps[ends[has_uses] - 1]
         self.last = last.tolist()
-        self.steps, self._ptr = steps.tolist(), self.use_ptr.tolist()
+        self._steps_by_tensor = steps  # (``_by_tensor``'s lists are made when first asked)
         # The next use after each of ``used`` (the number of steps when there is none): the
         # following entry of ``steps`` within the tensor's group, put back in step order.
         following = np.append(steps[1:], len(order))
         following[ends[has_uses] - 1] = len(order)
         self.next_step = np.empty_like(steps)
         self.next_step[by_tensor] = following
-        next_after = self.next_step.astype(object)  # as ``next_use`` says it (set on an object array: faster)
-        next_after[self.next_step == len(order)] = _NEVER
-        self.next_after = next_after.tolist()
         # Kept by the allocator as it walks the steps (``accessed``): the step each tensor was
-        # last used at, and its next use from there.
+        # last used at, and the position in ``used`` of that use (``next_access``, and an
+        # allocator's victim keys); past the last position while it has none.
         self.last_access = [-1] * graph.n_tensors
-        self.next_access = [_NEVER] * graph.n_tensors
+        self.last_position = [len(used)] * graph.n_tensors
+
+    @cached_property
+    def _by_tensor(self) -> tuple[list[int], list[int]]:
+        """``(steps, ptr)``: tensor t's steps, ascending, are ``steps[ptr[t]:ptr[t + 1]]``.
+        Made when first asked: only evictions ask (none in a run that never runs out of room)."""
+        return self._steps_by_tensor.tolist(), self.use_ptr.tolist()
+
+    @cached_property
+    def next_after(self) -> list[float]:
+        """Per position of ``used``, the next use after it as ``next_use`` says it (infinity if
+        none), and infinity past the last position. Made when first asked, as ``_by_tensor``."""
+        next_after = self.next_step.astype(object)  # (set on an object array: faster than a comprehension)
+        next_after[self.next_step == len(self.step_tensors)] = _NEVER
+        return next_after.tolist() + [_NEVER]
+
+    def next_access(self, t: int) -> float:
+        """``next_use`` of ``t`` from the step it was last used at (``accessed``): a policy asks it
+        of candidates, not used since; infinity before its first use."""
+        return self.next_after[self.last_position[t]]
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
-        end = self._ptr[t + 1]
-        i = bisect.bisect_right(self.steps, step, self._ptr[t], end)
-        return self.steps[i] if i < end else _NEVER
+        steps, ptr = self._by_tensor
+        end = ptr[t + 1]
+        i = bisect.bisect_right(steps, step, ptr[t], end)
+        return steps[i] if i < end else _NEVER
 
     def next_uses(self, tensors, step: int) -> list[float]:
         """``next_use`` of each of ``tensors``, in one call (a policy ranking its candidates)."""
-        steps, ptr, found = self.steps, self._ptr, []
+        (steps, ptr), found = self._by_tensor, []
         for t in tensors:
             end = ptr[t + 1]
             i = bisect.bisect_right(steps, step, ptr[t], end)
@@ -123,21 +142,13 @@ class UseTimes:
     def last_use(self, t: int) -> int:
         return self.last[t]
 
-    def accessed(self, s: int, keys=None, key_of=None) -> None:
-        """Record that step s used its tensors: ``last_access``, and ``next_access`` (``next_use``
-        of each from step s until it is used again: a policy asks it of candidates, not used since);
-        and with ``keys`` (one per use), ``key_of[t] = keys[p]`` of each use p (an allocator's
-        victim keys, kept in the same loop)."""
-        last_access, next_access, next_after = self.last_access, self.next_access, self.next_after
-        if keys is None:
-            for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
-                last_access[t] = s
-                next_access[t] = next_after[p]
-            return
+    def accessed(self, s: int) -> None:
+        """Record that step s used its tensors: ``last_access``, and the position of the use
+        (``last_position``: what ``next_access`` and victim keys are read at)."""
+        last_access, last_position = self.last_access, self.last_position
         for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
             last_access[t] = s
-            next_access[t] = next_after[p]
-            key_of[t] = keys[p]
+            last_position[t] = p
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -252,9 +263,10 @@ class _ArenaRun:
         self.alloc_size = alloc_size.tolist()
         self.uses = UseTimes(graph, order)
         # The policy's order as numbers per use, when it gives them (planners.spill.policies):
-        # ``victim_key[t]`` is that of t's last use, and candidates are sorted by it.
-        self.victim_keys = policy.victim_keys(self.uses) if hasattr(policy, "victim_keys") else None
-        self.victim_key = [0] * graph.n_tensors
+        # A candidate's is that of its last use (``UseTimes.last_position``), and candidates are
+        # sorted by it. Made at the first eviction (``_ranked``): a run may evict nothing.
+        self.keyed = hasattr(policy, "victim_keys")
+        self._victim_keys = None
         # Per step: the op's tensors, each once.
         self.step_tensors = self.uses.step_tensors
         self._last_used: list = [None] * len(order)  # per step, made when first asked (_last_used_at)
@@ -328,9 +340,12 @@ class _ArenaRun:
         candidate is resident and no prefetch reservation (those are never ranked), so it was
         used since it was placed, and not since ``last_access`` up to ``step``: its key after
         that use still holds."""
-        if self.victim_keys is None:
+        if not self.keyed:
             return self.policy.rank(candidates, step, self.uses)
-        candidates.sort(key=self.victim_key.__getitem__)
+        if self._victim_keys is None:  # (a 0 past the last position: a tensor not used yet)
+            self._victim_keys = self.policy.victim_keys(self.uses) + [0]
+        keys, position = self._victim_keys, self.uses.last_position
+        candidates.sort(key=lambda x: keys[position[x]])
         return candidates
 
     def _make_room(self, t: int, needed: list[int], s: int) -> int | None:
@@ -582,10 +597,7 @@ class _ArenaRun:
         self.transfers.add(s, _LOAD, t, cause, self.uses.size[t])
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
-        if self.victim_keys is None:
-            self.uses.accessed(s)
-        else:  # also each tensor's rank as a victim until its next use (_ranked): one loop for both
-            self.uses.accessed(s, self.victim_keys, self.victim_key)
+        self.uses.accessed(s)
         stored = []
         store_cause = self.store_cause
         for t in op.outputs:
@@ -681,16 +693,16 @@ class _ArenaRun:
         s+1+prefetch) needs it. A resident tensor other than a reservation has been used since
         it was placed (placed for op s or before, or reserved and then used), so it is used by
         step s+1+prefetch when it was used at step s or its next use from its last access
-        (``UseTimes.next_access``) is by then: two lookups, rather than sets of those steps'
+        (``UseTimes.next_access``, read inline) is by then: two lookups, rather than sets of those steps'
         tensors."""
         horizon = s + 1 + self.prefetch
-        last_access, next_access = self.uses.last_access, self.uses.next_access
+        last_access, position, next_after = self.uses.last_access, self.uses.last_position, self.uses.next_after
         next_op, prefetched, held, in_dram = self.step_tensors[s + 1], self.prefetched, self.held, self.in_dram
         reserved, cached, kept = [], [], []
         for x in self.arena.owners():
             if x in prefetched:  # a reservation for a later op (op s's were loaded)
                 (kept if x in next_op else reserved).append(x)
-            elif last_access[x] < s and next_access[x] > horizon and x in in_dram and x not in held:
+            elif last_access[x] < s and next_after[position[x]] > horizon and x in in_dram and x not in held:
                 cached.append(x)
             else:
                 kept.append(x)
