@@ -35,6 +35,7 @@ always succeeds because the budget is at least M_R (checked up front).
 from __future__ import annotations
 
 import bisect
+from functools import cached_property
 
 import numpy as np
 
@@ -57,6 +58,10 @@ _NEVER = float("inf")  # the next use of a tensor used no more
 #: Steps between two reports of the allocation's progress: a tiled graph has 100,000s of
 #: steps of tens of microseconds, and a report per step cost more than its bar shows.
 PROGRESS_STEPS = 1024
+# The codes of the transfers the arena records (TransferTable.add takes codes).
+_LOAD, _STORE = KIND_CODE["load"], KIND_CODE["store"]
+_COMPULSORY, _RETRIEVE = CAUSE_CODE["compulsory"], CAUSE_CODE["retrieve"]
+_SPILL, _WRITEBACK = CAUSE_CODE["spill"], CAUSE_CODE["writeback"]
 
 class UseTimes:
     """Steps at which each tensor is read or written, for replacement policies."""
@@ -86,29 +91,48 @@ class UseTimes:
         has_uses = ends > self.use_ptr[:-1]
         last[has_uses] = steps[ends[has_uses] - 1]
         self.last = last.tolist()
-        self.positions_by_tensor = by_tensor  # the positions in ``used`` of each tensor's uses, grouped as ``steps``
-        self.steps, self._ptr = steps.tolist(), self.use_ptr.tolist()
+        self._steps_by_tensor = steps  # (``_by_tensor``'s lists are made when first asked)
         # The next use after each of ``used`` (the number of steps when there is none): the
         # following entry of ``steps`` within the tensor's group, put back in step order.
         following = np.append(steps[1:], len(order))
         following[ends[has_uses] - 1] = len(order)
         self.next_step = np.empty_like(steps)
         self.next_step[by_tensor] = following
-        self.next_after = [n if n < len(order) else _NEVER for n in self.next_step.tolist()]  # as ``next_use`` says it
         # Kept by the allocator as it walks the steps (``accessed``): the step each tensor was
-        # last used at, and its next use from there.
+        # last used at, and the position in ``used`` of that use (``next_access``, and an
+        # allocator's victim keys); past the last position while it has none.
         self.last_access = [-1] * graph.n_tensors
-        self.next_access = [_NEVER] * graph.n_tensors
+        self.last_position = [len(used)] * graph.n_tensors
+
+    @cached_property
+    def _by_tensor(self) -> tuple[list[int], list[int]]:
+        """``(steps, ptr)``: tensor t's steps, ascending, are ``steps[ptr[t]:ptr[t + 1]]``.
+        Made when first asked: only evictions ask (none in a run that never runs out of room)."""
+        return self._steps_by_tensor.tolist(), self.use_ptr.tolist()
+
+    @cached_property
+    def next_after(self) -> list[float]:
+        """Per position of ``used``, the next use after it as ``next_use`` says it (infinity if
+        none), and infinity past the last position. Made when first asked, as ``_by_tensor``."""
+        next_after = self.next_step.astype(object)  # (set on an object array: faster than a comprehension)
+        next_after[self.next_step == len(self.step_tensors)] = _NEVER
+        return next_after.tolist() + [_NEVER]
+
+    def next_access(self, t: int) -> float:
+        """``next_use`` of ``t`` from the step it was last used at (``accessed``): a policy asks it
+        of candidates, not used since; infinity before its first use."""
+        return self.next_after[self.last_position[t]]
 
     def next_use(self, t: int, step: int) -> float:
         """First use strictly after ``step`` (infinity if none)."""
-        end = self._ptr[t + 1]
-        i = bisect.bisect_right(self.steps, step, self._ptr[t], end)
-        return self.steps[i] if i < end else _NEVER
+        steps, ptr = self._by_tensor
+        end = ptr[t + 1]
+        i = bisect.bisect_right(steps, step, ptr[t], end)
+        return steps[i] if i < end else _NEVER
 
     def next_uses(self, tensors, step: int) -> list[float]:
         """``next_use`` of each of ``tensors``, in one call (a policy ranking its candidates)."""
-        steps, ptr, found = self.steps, self._ptr, []
+        (steps, ptr), found = self._by_tensor, []
         for t in tensors:
             end = ptr[t + 1]
             i = bisect.bisect_right(steps, step, ptr[t], end)
@@ -119,12 +143,12 @@ class UseTimes:
         return self.last[t]
 
     def accessed(self, s: int) -> None:
-        """Record that step s used its tensors: ``last_access``, and ``next_access`` (``next_use``
-        of each from step s until it is used again: a policy asks it of candidates, not used since)."""
-        last_access, next_access, next_after = self.last_access, self.next_access, self.next_after
+        """Record that step s used its tensors: ``last_access``, and the position of the use
+        (``last_position``: what ``next_access`` and victim keys are read at)."""
+        last_access, last_position = self.last_access, self.last_position
         for p, t in enumerate(self.step_tensors[s], self.step_start[s]):
             last_access[t] = s
-            next_access[t] = next_after[p]
+            last_position[t] = p
 
 
 def check_budget(graph, capacity: int, alignment: int) -> None:
@@ -139,31 +163,22 @@ def check_budget(graph, capacity: int, alignment: int) -> None:
         )
 
 
-def _last_uses(uses: UseTimes, n_steps: int, alloc_size: np.ndarray) -> tuple[list[list[int]], list[int]]:
-    """Per step, the tensors last used there (in the order they are first used) and their bytes."""
-    used, use_ptr = uses.used, uses.use_ptr
-    has_uses = np.flatnonzero(use_ptr[1:] > use_ptr[:-1])
-    by_first_use = has_uses[np.argsort(uses.positions_by_tensor[use_ptr[has_uses]], kind="stable")]
-    last = np.asarray(uses.last, dtype=np.int64)[by_first_use]
-    grouped = by_first_use[np.argsort(last, kind="stable")]
-    ptr = np.zeros(n_steps + 1, dtype=np.int64)
-    np.cumsum(np.bincount(last, minlength=n_steps), out=ptr[1:])
-    tensors, ptr_list = grouped.tolist(), ptr.tolist()
-    nbytes = np.zeros(n_steps, dtype=np.int64)
-    np.add.at(nbytes, last, alloc_size[by_first_use])
-    return [tensors[ptr_list[s]:ptr_list[s + 1]] for s in range(n_steps)], nbytes.tolist()
-
-
-def _loads_weights_first(graph, weights: set[int]) -> tuple[list[int], list[int]]:
-    """``(ptr, idx)``: the inputs of op o, each once, weights first (else in argument order),
-    are ``idx[ptr[o]:ptr[o + 1]]``; from the graph's arrays, one stable sort for all ops."""
+def _loads_weights_first(graph, order, weights: set[int]) -> tuple[list[int], list[int]]:
+    """``(ptr, idx)``: the inputs of the op at step s, each once, weights first (else in
+    argument order), are ``idx[ptr[s]:ptr[s + 1]]``; from the graph's arrays, one stable sort
+    for all ops. In step order, so the loads of a window of steps are one slice."""
     arrays = graph.arrays
     ptr, idx = arrays.op_input_ptr, arrays.op_input_idx
     is_weight = np.zeros(graph.n_tensors, dtype=bool)
     is_weight[list(weights)] = True
     op_of = np.repeat(np.arange(graph.n_ops, dtype=np.int64), np.diff(ptr))
-    by_op_weights_first = np.argsort(2 * op_of + ~is_weight[idx], kind="stable")
-    return ptr.tolist(), idx[by_op_weights_first].tolist()
+    by_op_weights_first = idx[np.argsort(2 * op_of + ~is_weight[idx], kind="stable")]
+    order = np.asarray(order, dtype=np.int64)
+    counts = ptr[order + 1] - ptr[order]
+    step_ptr = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(counts, out=step_ptr[1:])
+    in_step_order = by_op_weights_first[np.repeat(ptr[order] - step_ptr[:-1], counts) + np.arange(step_ptr[-1])]
+    return step_ptr.tolist(), in_step_order.tolist()
 
 
 def _tensors_by_kind(graph) -> dict[str, list[int]]:
@@ -231,6 +246,7 @@ class _ArenaRun:
         self.graph = graph
         self.lookahead = lookahead
         self.order = order
+        self.n_steps = len(order)
         self.policy = policy
         # Prefetch: after each op, reserve free space for the loads of the next ``prefetch``
         # ops (the next op's first, weights before activations within an op), so the DMA fills
@@ -247,12 +263,13 @@ class _ArenaRun:
         self.alloc_size = alloc_size.tolist()
         self.uses = UseTimes(graph, order)
         # The policy's order as numbers per use, when it gives them (planners.spill.policies):
-        # ``victim_key[t]`` is that of t's last use, and candidates are sorted by it.
-        self.victim_keys = policy.victim_keys(self.uses) if hasattr(policy, "victim_keys") else None
-        self.victim_key = [0] * graph.n_tensors
-        # Per step: the op's tensors, each once; those last used there and their bytes (placement look-ahead).
+        # A candidate's is that of its last use (``UseTimes.last_position``), and candidates are
+        # sorted by it. Made at the first eviction (``_ranked``): a run may evict nothing.
+        self.keyed = hasattr(policy, "victim_keys")
+        self._victim_keys = None
+        # Per step: the op's tensors, each once.
         self.step_tensors = self.uses.step_tensors
-        self.last_used_at, self.last_used_bytes = _last_uses(self.uses, len(order), alloc_size)
+        self._last_used: list = [None] * len(order)  # per step, made when first asked (_last_used_at)
         # Bytes of the tensors of the steps before each step (its op's, each once): a bound of
         # what a window of steps may place (``_most_bytes_ahead``).
         in_step_order = np.zeros(len(self.uses.used) + 1, dtype=np.int64)
@@ -267,10 +284,10 @@ class _ArenaRun:
         self.weights = set(of_kind["weight"])
         # The store after the op that writes a tensor (_finish): graph outputs are written back,
         # tiles that later tiles are read from are written through to DRAM.
-        self.store_cause = dict.fromkeys(of_kind["output"], "writeback")
+        self.store_cause = dict.fromkeys(of_kind["output"], _WRITEBACK)  # (as codes)
         for t in graph.dram_sources:
-            self.store_cause.setdefault(t, "spill")
-        self.load_ptr, self.load_idx = _loads_weights_first(graph, self.weights)
+            self.store_cause.setdefault(t, _SPILL)
+        self.load_ptr, self.load_idx = _loads_weights_first(graph, order, self.weights)
         self.loaded_once: set[int] = set()
         self.evicted_for_overlap = 0  # cached tensors given up for the next op's loads (_evict_for_next)
         self.evicted_for_overlap_bytes = 0
@@ -282,9 +299,7 @@ class _ArenaRun:
         self.resident_since[t] = s
 
     def _close(self, t: int, last: int) -> None:
-        first = self.resident_since.pop(t)
-        offset = self.arena.free(t)
-        self.residencies.add(first, last, offset, t, self.alloc_size[t])
+        self.residencies.add(self.resident_since.pop(t), last, self.arena.free(t), t, self.alloc_size[t])
 
     def _evict(self, t: int, s: int) -> None:
         """Evict ``t`` before step s: spill it at s-1 if DRAM has no copy and it is needed later.
@@ -295,7 +310,7 @@ class _ArenaRun:
             return
         self.held.discard(t)
         if t not in self.in_dram and self.uses.last[t] >= s:  # used again from step s on
-            self.transfers.add(s - 1, KIND_CODE["store"], t, CAUSE_CODE["spill"], self.uses.size[t])
+            self.transfers.add(s - 1, _STORE, t, _SPILL, self.uses.size[t])
             self.in_dram.add(t)
         self._close(t, s - 1)
 
@@ -325,16 +340,21 @@ class _ArenaRun:
         candidate is resident and no prefetch reservation (those are never ranked), so it was
         used since it was placed, and not since ``last_access`` up to ``step``: its key after
         that use still holds."""
-        if self.victim_keys is None:
+        if not self.keyed:
             return self.policy.rank(candidates, step, self.uses)
-        candidates.sort(key=self.victim_key.__getitem__)
+        if self._victim_keys is None:  # (a 0 past the last position: a tensor not used yet)
+            self._victim_keys = self.policy.victim_keys(self.uses) + [0]
+        keys, position = self._victim_keys, self.uses.last_position
+        candidates.sort(key=lambda x: keys[position[x]])
         return candidates
 
-    def _make_room(self, t: int, pinned: set[int], s: int, pending: list[int]) -> int | None:
-        offset = self.arena.find(self.alloc_size[t])
-        if offset is not None and self.lookahead:
-            return self._place_ahead(t, offset, s, pending)
-        if offset is None and hasattr(self.policy, "choose"):  # set-choosing policies (greedy-ilp)
+    def _make_room(self, t: int, needed: list[int], s: int) -> int | None:
+        """An offset for ``t`` when no gap holds it (``step`` asked ``find``): after evicting
+        tensors the op at step s does not use (``needed``), in the spill policy's order; None
+        when even that leaves no gap."""
+        pinned = set(needed)
+        offset = None
+        if hasattr(self.policy, "choose"):  # set-choosing policies (greedy-ilp)
             chosen = self.policy.choose(self.arena, self.alloc_size[t],
                                         [o for o in self.arena.owners() if o not in pinned], s, self.uses, self.in_dram)
             for victim in chosen or ():
@@ -355,22 +375,25 @@ class _ArenaRun:
         fit without evicting (``best_fit`` unless another does better); ``pending`` are the
         op's tensors still to place at this step.
 
-        Shortcuts that leave the answer unchanged: when no other gap end holds ``t`` there is
-        nothing to compare (asked first: the cheapest, and the most frequent on tiled graphs);
-        when the largest gap holds ``t`` and every future block at once, all steps fit
-        wherever ``t`` goes (asked first of a bound of their bytes, ``_most_bytes_ahead``,
-        then of the blocks); no offset fits more steps
+        Shortcuts that leave the answer unchanged: when the largest gap holds ``t`` and every
+        future block at once, all steps fit wherever ``t`` goes (asked first of a bound of
+        their bytes, ``_most_bytes_ahead``: the most frequent on tiled graphs, 4 placements in
+        5 of the Llama step; then of the blocks); when no other gap end holds ``t`` there is
+        nothing to compare; no offset fits more steps
         than ``most``, those before the first whose live bytes exceed the budget
         (``_future_blocks``), so the search stops once an offset reaches that, and does not
         start when the leading steps that place nothing (which fit anywhere) reach it; nor
         does it go on when no offset can fit one step more (``_may_fit``)."""
         size = self.alloc_size[t]
-        candidates = self.arena.gap_ends_holding(size, best_fit)
-        if not candidates:
-            return best_fit
         if self.arena.largest_gap() >= size + self._most_bytes_ahead(s, pending):
             self._last_future = None  # not made for this call: the next one makes its own
             return best_fit  # every future block fits beside t at once (the shortcut below, bounded)
+        if self._fits_off_chip_ahead(s, t, pending, self.arena.largest_gap() - size):
+            self._last_future = None
+            return best_fit  # the same, by a closer bound (it scans the steps' tensors)
+        candidates = self.arena.gap_ends_holding(size, best_fit)
+        if not candidates:
+            return best_fit
         future, most, placed_bytes = self._future_blocks(s, t, pending)
         if most < len(future):  # the blocks of the steps before ``most`` (step ``most`` never fits)
             placed_bytes -= sum(nbytes for _, nbytes in future[most][0])
@@ -397,11 +420,31 @@ class _ArenaRun:
         the largest gap holds ``t`` and that many bytes, it holds ``t`` and all the blocks at
         once, and their live bytes never exceed the budget: so every step fits wherever ``t``
         goes, without making the steps."""
-        horizon = min(len(self.order), s + 1 + self.lookahead)
+        horizon = min(self.n_steps, s + 1 + self.lookahead)
         most = self.step_bytes[horizon] - self.step_bytes[s + 1]
         for x in pending:
             most += self.alloc_size[x]
         return most
+
+    def _fits_off_chip_ahead(self, s: int, t: int, pending: list[int], room: int) -> bool:
+        """Whether a closer bound than ``_most_bytes_ahead`` of the bytes ``_future_blocks``
+        places is at most ``room``: the bytes of ``pending`` and of the tensors of the next
+        ``lookahead`` steps not on chip but ``t``. Each block it places is one of those
+        (counted here once per step it is in, there once): the same bound without making the
+        blocks (on the Llama step it decides every placement the first bound does not), and it
+        stops as soon as the bytes pass ``room``."""
+        size, resident, step_tensors = self.alloc_size, self.resident_since, self.step_tensors
+        for x in pending:
+            room -= size[x]
+        if room < 0:
+            return False
+        for u in range(s + 1, min(self.n_steps, s + 1 + self.lookahead)):
+            for x in step_tensors[u]:
+                if x not in resident and x != t:
+                    room -= size[x]
+                    if room < 0:
+                        return False
+        return True
 
     def _may_fit(self, t: int, future, k: int) -> bool:
         """False when step ``k`` of ``future`` fits wherever ``t`` goes in no case: its largest
@@ -430,7 +473,7 @@ class _ArenaRun:
         Step s places ``pending`` (``t`` is placed already); a later step places its op's
         tensors not yet on chip, after the blocks last used before it are freed (and the
         stored blocks held through step s). A tensor freed before step u > s is one last used
-        at u-1, read from ``last_used_at``: every tensor of the ops at s..u-1 is on chip or
+        at u-1 (``_last_used_at``): every tensor of the ops at s..u-1 is on chip or
         placed by then, so no on-chip set needs scanning (a tensor of no bytes may be listed
         as placed or freed; it changes nothing).
 
@@ -449,7 +492,7 @@ class _ArenaRun:
 
     def _make_future_blocks(self, s: int, t: int, pending: list[int]):
         size, resident = self.alloc_size, self.resident_since
-        horizon = min(len(self.order), s + 1 + self.lookahead)
+        horizon = min(self.n_steps, s + 1 + self.lookahead)
         room = self.arena.capacity - self.arena.used - size[t]  # bytes the steps may add
         placing = {t, *pending}
         sizes = [size[x] for x in pending]
@@ -457,16 +500,16 @@ class _ArenaRun:
         steps = [(list(zip(pending, sizes)), ())]
         if live > room:
             return steps, 0, placed_bytes
-        step_tensors, last_used_at, last_used_bytes = self.step_tensors, self.last_used_at, self.last_used_bytes
+        step_tensors, last_used = self.step_tensors, self._last_used
         for u in range(s + 1, horizon):
-            new = [x for x in step_tensors[u] if x not in resident and x not in placing]
-            if new:
-                placing.update(new)
-                sizes = [size[x] for x in new]
-                added, blocks = sum(sizes), list(zip(new, sizes))
-            else:
-                added, blocks = 0, []
-            freed, freed_bytes = last_used_at[u - 1], last_used_bytes[u - 1]
+            blocks, added = [], 0  # (loops, not comprehensions: each of those is a call)
+            for x in step_tensors[u]:
+                if x not in resident and x not in placing:
+                    placing.add(x)
+                    nbytes = size[x]
+                    blocks.append((x, nbytes))
+                    added += nbytes
+            freed, freed_bytes = last_used[u - 1] or self._last_used_at(u - 1)
             if u == s + 1 and self.held:  # held through step s, then freed
                 freed = freed + [x for x in self.held if self.uses.last[x] < s]
                 freed_bytes = sum(size[x] for x in freed)
@@ -477,27 +520,48 @@ class _ArenaRun:
                 return steps, u - s, placed_bytes
         return steps, len(steps), placed_bytes
 
+    def _last_used_at(self, u: int) -> tuple[list[int], int]:
+        """The tensors of step u used there last, and their bytes: the look-ahead's frees after
+        step u (in any order: the gaps after a step's frees are the same). Made when first
+        asked: the bounds before the look-ahead decide most placements without it."""
+        found = self._last_used[u]
+        if found is None:
+            last, size, tensors, nbytes = self.uses.last, self.alloc_size, [], 0
+            for x in self.step_tensors[u]:
+                if last[x] == u:
+                    tensors.append(x)
+                    nbytes += size[x]
+            found = self._last_used[u] = (tensors, nbytes)
+        return found
+
     # -- one step ----------------------------------------------------------------------------
     def step(self, s: int, op) -> None:
         self.current_op = op.id
         needed = self.step_tensors[s]
-        pinned = set(needed)
-        missing = [t for t in needed if t not in self.resident_since]
+        resident, arena, alloc_size = self.resident_since, self.arena, self.alloc_size
+        missing = [t for t in needed if t not in resident]
         for k, t in enumerate(missing):
-            offset = self._make_room(t, pinned, s, missing[k + 1:])
-            if offset is None:  # fragmented by the op's own tensors: start the op afresh
-                return self._restart_op(s, op, needed)
-            self.arena.place(t, offset, self.alloc_size[t])
-            self._open(t, offset, s)
+            size = alloc_size[t]
+            offset = arena.find(size)  # the common case, a gap holds it: _make_room's first question
+            if offset is None:
+                offset = self._make_room(t, needed, s)
+                if offset is None:  # fragmented by the op's own tensors: start the op afresh
+                    return self._restart_op(s, op, needed)
+            elif self.lookahead:
+                offset = self._place_ahead(t, offset, s, missing[k + 1:])
+            arena.place(t, offset, size)
+            resident[t] = s  # opened (_open)
         prefetched = self.prefetched
         if prefetched:
             for t in needed:
                 if t in prefetched:  # reserved at s-1: the load itself happens now
                     prefetched.discard(t)
                     self._load(t, s)
-        for t in missing:
-            if t in op.inputs:
-                self._load(t, s)
+        if missing:
+            inputs = op.inputs
+            for t in missing:
+                if t in inputs:
+                    self._load(t, s)
         self._finish(s, op, needed)
 
     def _restart_op(self, s: int, op, needed: list[int]) -> None:
@@ -528,37 +592,38 @@ class _ArenaRun:
             self.in_dram.add(t)
         else:  # (_loadable is True for a tensor DRAM holds)
             raise InternalError(f"{self.graph.tensors[t].name!r} must be loaded at step {s} but DRAM has no copy")
-        cause = "compulsory" if t in self.initially_in_dram and t not in self.loaded_once else "retrieve"
+        cause = _COMPULSORY if t in self.initially_in_dram and t not in self.loaded_once else _RETRIEVE
         self.loaded_once.add(t)
-        self.transfers.add(s, KIND_CODE["load"], t, CAUSE_CODE[cause], self.uses.size[t])
+        self.transfers.add(s, _LOAD, t, cause, self.uses.size[t])
 
     def _finish(self, s: int, op, needed: list[int]) -> None:
         self.uses.accessed(s)
-        if self.victim_keys is not None:  # each tensor's rank as a victim until its next use (_ranked)
-            keys, victim_key = self.victim_keys, self.victim_key
-            for p, t in enumerate(needed, self.uses.step_start[s]):
-                victim_key[t] = keys[p]
-        stored = set()
+        stored = []
+        store_cause = self.store_cause
         for t in op.outputs:
-            cause = self.store_cause.get(t)  # written back or through as soon as produced
+            cause = store_cause.get(t)  # written back or through as soon as produced
             if cause is not None:
-                self.transfers.add(s, KIND_CODE["store"], t, CAUSE_CODE[cause], self.uses.size[t])
+                self.transfers.add(s, _STORE, t, cause, self.uses.size[t])
                 self.in_dram.add(t)
-                stored.add(t)
+                stored.append(t)
+        not_last = s + 1 < self.n_steps
         # Reserve the next ops' loads while everything live at this step still holds its place.
-        if self.prefetch and s + 1 < len(self.order):
+        if self.prefetch and not_last:
             self._prefetch(s)
-        if self.held:
-            for t in list(self.held):
-                self.held.discard(t)
+        held = self.held
+        if held:
+            for t in list(held):
                 self._close(t, s)
-        last_use = self.uses.last
+            held.clear()
+        # _close of the op's tensors last used here, written out: about two a step
+        add_residency, free, resident, alloc_size = self.residencies.add, self.arena.free, self.resident_since, self.alloc_size
+        last_use, hold = self.uses.last, self.double_buffer and not_last
         for t in needed:
             if last_use[t] <= s:
-                if self.double_buffer and t in stored and s + 1 < len(self.order):
-                    self.held.add(t)
+                if hold and t in stored:
+                    held.add(t)
                 else:
-                    self._close(t, s)
+                    add_residency(resident.pop(t), s, free(t), t, alloc_size[t])
 
     def _prefetch(self, s: int) -> None:
         """Reserve space now for the inputs of the next ``prefetch`` ops that can be loaded, in
@@ -569,23 +634,22 @@ class _ArenaRun:
         a cached tensor is given up (``_evict_for_next``) when the policy allows; the loads of
         the ops after it never evict anything."""
         resident, in_dram, loadable, sources = self.resident_since, self.in_dram, self._loadable, self.sources
-        order, load_ptr, load_idx, arena = self.order, self.load_ptr, self.load_idx, self.arena
-        alloc_size, prefetched = self.alloc_size, self.prefetched
-        for u in range(s + 1, min(s + 1 + self.prefetch, len(order))):
-            op = order[u]
-            for t in load_idx[load_ptr[op]:load_ptr[op + 1]]:  # its inputs, weights first
-                # not in DRAM and read from no tiles (a partial sum, mostly): not loadable
-                if t in resident or (t not in in_dram and not (sources[t] and loadable(t))):
-                    continue
-                size = alloc_size[t]
-                offset = arena.find(size)
-                if offset is None and u == s + 1:  # the next op's: evict for it (docstring)
-                    offset = self._evict_for_next(t, s)
-                if offset is None:
-                    return
-                arena.place(t, offset, size)
-                resident[t] = s  # opened (_open)
-                prefetched.add(t)
+        arena, alloc_size, prefetched, load_ptr = self.arena, self.alloc_size, self.prefetched, self.load_ptr
+        first, next_op_end = load_ptr[s + 1], load_ptr[s + 2]  # the next op's: evict for them (docstring)
+        window = self.load_idx[first:load_ptr[min(s + 1 + self.prefetch, self.n_steps)]]  # inputs, weights first
+        for k, t in enumerate(window, first):
+            # not in DRAM and read from no tiles (a partial sum, mostly): not loadable
+            if t in resident or (t not in in_dram and not (sources[t] and loadable(t))):
+                continue
+            size = alloc_size[t]
+            offset = arena.find(size)
+            if offset is None and k < next_op_end:
+                offset = self._evict_for_next(t, s)
+            if offset is None:
+                return
+            arena.place(t, offset, size)
+            resident[t] = s  # opened (_open)
+            prefetched.add(t)
 
     def _evict_for_next(self, t: int, s: int) -> int | None:
         """Room for input ``t`` of the op at step s+1 while op s computes, or None.
@@ -629,16 +693,16 @@ class _ArenaRun:
         s+1+prefetch) needs it. A resident tensor other than a reservation has been used since
         it was placed (placed for op s or before, or reserved and then used), so it is used by
         step s+1+prefetch when it was used at step s or its next use from its last access
-        (``UseTimes.next_access``) is by then: two lookups, rather than sets of those steps'
+        (``UseTimes.next_access``, read inline) is by then: two lookups, rather than sets of those steps'
         tensors."""
         horizon = s + 1 + self.prefetch
-        last_access, next_access = self.uses.last_access, self.uses.next_access
+        last_access, position, next_after = self.uses.last_access, self.uses.last_position, self.uses.next_after
         next_op, prefetched, held, in_dram = self.step_tensors[s + 1], self.prefetched, self.held, self.in_dram
         reserved, cached, kept = [], [], []
         for x in self.arena.owners():
             if x in prefetched:  # a reservation for a later op (op s's were loaded)
                 (kept if x in next_op else reserved).append(x)
-            elif last_access[x] < s and next_access[x] > horizon and x in in_dram and x not in held:
+            elif last_access[x] < s and next_after[position[x]] > horizon and x in in_dram and x not in held:
                 cached.append(x)
             else:
                 kept.append(x)

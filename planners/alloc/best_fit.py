@@ -30,20 +30,27 @@ class BestFitArena:
         self._gap_ends: list[int] = [capacity] if capacity > 0 else []
         self._empty: dict[int, int] = {}  # owners of no bytes -> offset
         self.used = 0  # bytes of the live blocks
-        self._largest: int | None = None  # largest_gap, None when not known
-
-    def _align(self, x: int) -> int:
-        return -(-x // self.alignment) * self.alignment
+        self._largest: int | None = capacity if capacity > 0 else 0  # largest_gap, None when not known
 
     def find(self, size: int) -> int | None:
         """Best-fit offset for ``size`` bytes, or None if no gap holds it (0 for no bytes)."""
         if size <= 0:
             return 0
-        j = _best_gap(self._gap_starts, self._gap_ends, size)
-        return None if j < 0 else self._gap_starts[j]
+        if self._largest is not None and size > self._largest:
+            return None
+        # the smallest gap that holds it, the lowest on ties
+        ends, best, best_gap = self._gap_ends, None, -1
+        for j, start in enumerate(self._gap_starts):
+            gap = ends[j] - start
+            if gap >= size and (gap < best_gap or best_gap < 0):
+                if gap == size:  # nothing fits tighter, and later gaps are higher
+                    return start
+                best, best_gap = start, gap
+        return best
 
     def largest_gap(self) -> int:
-        """Bytes of the largest gap (0 when full); kept until a block is placed or freed."""
+        """Bytes of the largest gap (0 when full); kept through a free (the merged gap may only
+        raise it) and through a placement in a gap smaller than it (the others are as they were)."""
         if self._largest is None:
             largest = 0
             for start, end in zip(self._gap_starts, self._gap_ends):  # a few gaps: a loop beats max(map(..))
@@ -118,12 +125,24 @@ class BestFitArena:
         if size <= 0:  # takes no address range: kept apart, so it never shares a key with a block
             self._empty[owner] = offset
             return
-        end = self._align(offset + size)
-        j = bisect.bisect_right(self._gap_starts, offset) - 1
-        if j < 0 or offset + size > self._gap_ends[j]:
+        alignment, starts, ends = self.alignment, self._gap_starts, self._gap_ends
+        end = -(-(offset + size) // alignment) * alignment
+        j = bisect.bisect_right(starts, offset) - 1
+        if j < 0 or offset + size > ends[j]:
             raise ValueError(f"{size} B at {offset} is not inside a gap")
-        _take(self._gap_starts, self._gap_ends, j, offset, end)
-        self._largest = None
+        gap_end = ends[j]
+        if gap_end - starts[j] == self._largest:
+            self._largest = None
+        if offset > starts[j]:  # _take, written out: a call per placement of the online allocator
+            if end < gap_end:  # a gap is left on each side
+                starts.insert(j + 1, end)
+                ends.insert(j + 1, gap_end)
+            ends[j] = offset
+        elif end < gap_end:
+            starts[j] = end
+        else:
+            del starts[j]
+            del ends[j]
         self._span[owner] = (offset, end)
         self._size[owner] = size
         self.used += size
@@ -142,8 +161,28 @@ class BestFitArena:
             return self._empty.pop(owner)
         offset, end = self._span.pop(owner)
         self.used -= self._size.pop(owner)
-        self._largest = None
-        _give(self._gap_starts, self._gap_ends, self.capacity, offset, end)
+        # merged with the gaps beside it (as steps_fitting does, written out: a call per free)
+        starts, ends = self._gap_starts, self._gap_ends
+        if end > self.capacity:
+            end = self.capacity
+        i = bisect.bisect_left(starts, offset)
+        below = i > 0 and ends[i - 1] == offset
+        if i < len(starts) and starts[i] == end:  # a gap starts at its end
+            if below:
+                ends[i - 1] = ends[i]
+                del starts[i]
+                del ends[i]
+                i -= 1
+            else:
+                starts[i] = offset
+        elif below:
+            i -= 1
+            ends[i] = end
+        else:
+            starts.insert(i, offset)
+            ends.insert(i, end)
+        if self._largest is not None and ends[i] - starts[i] > self._largest:  # i: the gap it is in now
+            self._largest = ends[i] - starts[i]
         return offset
 
     def offset_of(self, owner: int) -> int:
@@ -166,7 +205,7 @@ class BestFitArena:
         A step fits when every block of it finds a gap; the count stops at the first that
         does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
         copies of the gap lists (this is the hot loop of the allocator's placement look-ahead:
-        ``free``'s merge and ``_best_gap`` are written out in it, as calls they were a third of it)."""
+        ``free``'s merge and ``find``'s search are written out in it, as calls they were a third of it)."""
         starts, ends, capacity, align = list(self._gap_starts), list(self._gap_ends), self.capacity, self.alignment
         spans, placed = self._span, {}  # owner -> (offset, rounded end): this arena's, and placed here
         if size > 0:
@@ -179,7 +218,7 @@ class BestFitArena:
                 span = placed.pop(x, None) or spans.get(x)
                 if span is None:  # no bytes
                     continue
-                at, end = span  # merged with the gaps beside it, as _give does
+                at, end = span  # merged with the gaps beside it, as free does
                 i = bisect.bisect_left(starts, at)
                 below = i > 0 and ends[i - 1] == at
                 if i < len(starts) and starts[i] == end:  # a gap starts at its end
@@ -197,7 +236,7 @@ class BestFitArena:
             for x, nbytes in new:
                 if nbytes <= 0:
                     continue
-                j, best = -1, capacity + 1  # j = _best_gap(starts, ends, nbytes)
+                j, best = -1, capacity + 1  # best fit, as find
                 for k, start in enumerate(starts):
                     gap = ends[k] - start
                     if nbytes <= gap < best:
@@ -217,18 +256,6 @@ class BestFitArena:
         return fitted
 
 
-def _best_gap(starts: list[int], ends: list[int], size: int) -> int:
-    """Index of the smallest gap of at least ``size`` bytes (the lowest on ties), or -1."""
-    best, best_gap = -1, -1
-    for j, start in enumerate(starts):
-        gap = ends[j] - start
-        if gap >= size and (gap < best_gap or best_gap < 0):
-            if gap == size:  # nothing fits tighter, and later gaps are higher
-                return j
-            best, best_gap = j, gap
-    return best
-
-
 def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> None:
     """Take the block ``[offset, end)`` (``end`` rounded up) out of gap j, which holds it."""
     if offset > starts[j]:
@@ -241,22 +268,3 @@ def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> 
     else:
         del starts[j]
         del ends[j]
-
-
-def _give(starts: list[int], ends: list[int], capacity: int, offset: int, end: int) -> None:
-    """Return the block ``[offset, end)`` (``end`` rounded up) to the gaps, merged with a gap
-    ending at its start and one starting at its end; a gap never reaches past the capacity."""
-    i = bisect.bisect_left(starts, offset)
-    below = i > 0 and ends[i - 1] == offset
-    above = i < len(starts) and starts[i] == end
-    if below and above:
-        ends[i - 1] = ends[i]
-        del starts[i]
-        del ends[i]
-    elif below:
-        ends[i - 1] = min(end, capacity)
-    elif above:
-        starts[i] = offset
-    else:
-        starts.insert(i, offset)
-        ends.insert(i, min(end, capacity))
