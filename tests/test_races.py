@@ -165,17 +165,22 @@ def test_a_jittered_run_says_so_in_text_and_json(capsys):
     assert "jitter" not in json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("amount", ["0", "-0.5", "nan", "inf", "half"])
+@pytest.mark.parametrize("amount", ["0", "-0.5", "nan", "inf", "half", "1e150", "100.5"])
 def test_a_jitter_amount_that_stretches_nothing_or_is_no_number_is_refused(amount, capsys):
     """0 ran no jitter at all (the seed's schedule included) while the report looked like a race
-    test's; a negative amount shrank times: each is refused in one line, exit 2."""
+    test's; a negative amount shrank times; 1e150 overflowed (an internal error): each is
+    refused in one line, exit 2. The bound is the stalled queue's factor."""
+    from npusim.cli.parser import MAX_JITTER_AMOUNT
+    from npusim.sim.jitter import STALL_FACTOR
+
+    assert MAX_JITTER_AMOUNT == STALL_FACTOR
     from npusim.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["simulate", "squeezenet1_0", "--jitter", "3", "--jitter-amount", amount])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"--jitter-amount: expected a finite number > 0, got '{amount}'" in err[0]
+    assert len(err) == 1 and f"--jitter-amount: expected a number > 0 and at most 100, got '{amount}'" in err[0]
 
 
 def test_a_race_the_timed_run_exposes_is_reported_by_the_run(cases):

@@ -105,14 +105,19 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def positive_fraction(text: str) -> float:
-    """An argparse type: a finite number > 0 (a fraction of a time; 0 would run no jitter at all)."""
+#: The largest ``--jitter-amount``: a command stretched up to 101 times its time, beyond the
+#: stalled queue's 100 (``npusim.sim.jitter.STALL_FACTOR``); far larger amounts overflow.
+MAX_JITTER_AMOUNT = 100.0
+
+
+def jitter_amount(text: str) -> float:
+    """An argparse type: a number in (0, MAX_JITTER_AMOUNT] (0 would run no jitter at all)."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    if not 0.0 < value <= MAX_JITTER_AMOUNT:
+        raise argparse.ArgumentTypeError(f"expected a number > 0 and at most {MAX_JITTER_AMOUNT:g}, got {text!r}")
     return value
 
 
@@ -146,7 +151,7 @@ def _add_simulate(sub, handler: Callable) -> None:
                    help="a race test: stretch compute and DMA times randomly and let the seed pick an adversarial "
                         "schedule (a stalled, rushed or slowed queue), to explore other interleavings; the latency "
                         "of such a run can be many times the design's, and the report says it is jittered")
-    p.add_argument("--jitter-amount", type=positive_fraction,
+    p.add_argument("--jitter-amount", type=jitter_amount,
                    help="with --jitter: the random stretch of each command, up to this fraction of its time "
                         "(default 0.5), on top of the schedule the seed picks")
     p.add_argument("--prefill", type=int, metavar="P", help="LLM run (trace llm:<preset>): prompt tokens")
