@@ -88,6 +88,16 @@ def test_rows_give_back_their_rows():
     assert len(rows) == len(expected) and [rows[r] for r in range(len(rows))] == expected
     assert rows.lengths().tolist() == [len(r) for r in expected]
     assert pickle.loads(pickle.dumps(rows)) == rows
+    # indexed as the tuple of rows it stands for (Program.residency_users was one): from the
+    # end, by slices, and out of range refused
+    as_tuple = tuple(expected)
+    for r in range(-len(expected), len(expected)):
+        assert rows[r] == as_tuple[r]
+    for cut in (slice(1, 3), slice(None, None, -2), slice(-2, None), slice(7, 9)):
+        assert rows[cut] == as_tuple[cut]
+    for r in (len(expected), -len(expected) - 1):
+        with pytest.raises(IndexError):
+            rows[r]
 
 
 def test_held_times_give_ints_where_the_run_held_ints():

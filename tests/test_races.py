@@ -165,11 +165,12 @@ def test_a_jittered_run_says_so_in_text_and_json(capsys):
     assert "jitter" not in json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("amount", ["0", "-0.5", "nan", "inf", "half", "1e150", "100.5"])
+@pytest.mark.parametrize("amount", ["0", "-0.5", "nan", "inf", "half", "1e150", "100.5", "1e-300", "0.0009"])
 def test_a_jitter_amount_that_stretches_nothing_or_is_no_number_is_refused(amount, capsys):
     """0 ran no jitter at all (the seed's schedule included) while the report looked like a race
-    test's; a negative amount shrank times; 1e150 overflowed (an internal error): each is
-    refused in one line, exit 2. The bound is the stalled queue's factor."""
+    test's, and so did 1e-300 (1 + 1e-300 is 1); a negative amount shrank times; 1e150
+    overflowed (an internal error): each is refused in one line, exit 2. The upper bound is the
+    stalled queue's factor."""
     from npusim.cli.parser import MAX_JITTER_AMOUNT
     from npusim.sim.jitter import STALL_FACTOR
 
@@ -180,7 +181,7 @@ def test_a_jitter_amount_that_stretches_nothing_or_is_no_number_is_refused(amoun
         main(["simulate", "squeezenet1_0", "--jitter", "3", "--jitter-amount", amount])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"--jitter-amount: expected a number > 0 and at most 100, got '{amount}'" in err[0]
+    assert len(err) == 1 and f"--jitter-amount: expected a number from 0.001 to 100, got '{amount}'" in err[0]
 
 
 def test_a_race_the_timed_run_exposes_is_reported_by_the_run(cases):

@@ -105,19 +105,22 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-#: The largest ``--jitter-amount``: a command stretched up to 101 times its time, beyond the
-#: stalled queue's 100 (``npusim.sim.jitter.STALL_FACTOR``); far larger amounts overflow.
-MAX_JITTER_AMOUNT = 100.0
+#: ``--jitter-amount``'s range. Below 0.001 (a command stretched by less than 0.1 %) a uniform
+#: or per-queue schedule stretches nothing a cycle count shows (1e-300 reported the unjittered
+#: run under a JITTERED label); above 100, beyond the stalled queue's factor
+#: (``npusim.sim.jitter.STALL_FACTOR``), times grow past meaning and then overflow.
+MIN_JITTER_AMOUNT, MAX_JITTER_AMOUNT = 0.001, 100.0
 
 
 def jitter_amount(text: str) -> float:
-    """An argparse type: a number in (0, MAX_JITTER_AMOUNT] (0 would run no jitter at all)."""
+    """An argparse type: a number from MIN_JITTER_AMOUNT to MAX_JITTER_AMOUNT."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0.0 < value <= MAX_JITTER_AMOUNT:
-        raise argparse.ArgumentTypeError(f"expected a number > 0 and at most {MAX_JITTER_AMOUNT:g}, got {text!r}")
+    if not MIN_JITTER_AMOUNT <= value <= MAX_JITTER_AMOUNT:
+        raise argparse.ArgumentTypeError(f"expected a number from {MIN_JITTER_AMOUNT:g} to {MAX_JITTER_AMOUNT:g}, "
+                                         f"got {text!r}")
     return value
 
 
@@ -152,7 +155,7 @@ def _add_simulate(sub, handler: Callable) -> None:
                         "schedule (a stalled, rushed or slowed queue), to explore other interleavings; the latency "
                         "of such a run can be many times the design's, and the report says it is jittered")
     p.add_argument("--jitter-amount", type=jitter_amount,
-                   help="with --jitter: the random stretch of each command, up to this fraction of its time "
+                   help="with --jitter: the random stretch of each command, up to this fraction of its time (0.001 to 100) "
                         "(default 0.5), on top of the schedule the seed picks")
     p.add_argument("--prefill", type=int, metavar="P", help="LLM run (trace llm:<preset>): prompt tokens")
     p.add_argument("--decode", type=int, metavar="D", help="LLM run: tokens to generate, one decode step each")

@@ -93,8 +93,16 @@ class Rows:
     def __len__(self) -> int:
         return len(self.pointers) - 1
 
-    def __getitem__(self, r: int) -> tuple[int, ...]:
+    def __getitem__(self, r):
+        """Row ``r`` as a tuple, indexed as a tuple of the rows is (negative from the end, a
+        slice a tuple of rows)."""
+        if isinstance(r, slice):
+            return tuple(map(self.__getitem__, range(*r.indices(len(self)))))
         pointers = self.pointers
+        if r < 0:
+            r += len(pointers) - 1
+        if r < 0 or r >= len(pointers) - 1:
+            raise IndexError("Rows index out of range")
         return tuple(self.values[pointers[r]:pointers[r + 1]])
 
     def lengths(self) -> np.ndarray:
