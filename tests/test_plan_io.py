@@ -198,7 +198,7 @@ ERRORS = {
         ["field 'format' is 'npusim-plan/2'", f"expected '{FORMAT}'"]),
     "missing format string": (
         lambda d: d.pop("format"),
-        ["field 'format' is None", f"expected '{FORMAT}'"]),
+        ["no field 'format'", f"expected 'format': '{FORMAT}'"]),
     "plan for another graph": (
         set_in(("graph",), "resnet50"),
         ["plan is for graph 'resnet50', not 'tiny'"]),
@@ -266,9 +266,12 @@ def test_not_json(tmp_path):
     assert "not a readable JSON plan" in msg and "line 1" in msg
 
 
-def test_json_but_not_an_object(tmp_path):
-    msg = load_error(tmp_path, "[1, 2, 3]")
-    assert f"field 'format' is 'list', expected '{FORMAT}'" in msg
+@pytest.mark.parametrize("text, holds", [("[1, 2, 3]", "a JSON array"), ("null", "null"), ('"plan"', "a JSON string"),
+                                         ("7", "a JSON number")])
+def test_json_but_not_an_object(tmp_path, text, holds):
+    """Named for what the file holds in JSON's words (it said "field 'format' is 'list'")."""
+    msg = load_error(tmp_path, text)
+    assert f"the file holds {holds}, expected a plan: a JSON object with \"format\": \"{FORMAT}\"" in msg
 
 
 def test_missing_file(tmp_path, graph):

@@ -91,8 +91,9 @@ def plan_graphs(graph: Graph, fusion: dict, tiling: dict, name: str, base: Graph
         return base, expand(base, tiling)
     if name == tiled_name(base.name):
         raise BindError("order", [f"plan is for the tiled graph {name!r} but its field 'tiling' is empty"])
-    raise BindError("order", [f"plan is for graph {name!r}, not {base.name!r}: plan this graph again (npusim plan), "
-                              f"or give the graph the plan was made for"])
+    known = f" (whose plans name {base.name!r} or {tiled_name(base.name)!r})" if base.name != graph.name else ""
+    raise BindError("order", [f"plan is for graph {name!r}, not {graph.name!r}{known}: plan this graph again "
+                              f"(npusim plan), or give the graph the plan was made for"])
 
 
 def bound_to(plan: Plan, bound: Graph, base: Graph, given: Graph) -> BoundPlan:

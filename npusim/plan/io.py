@@ -142,12 +142,22 @@ def _int(record: dict, key: str, where: str, minimum: int = 0) -> int:
     return value
 
 
+#: Python's types of parsed JSON, by JSON's names (for a file that holds no object).
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+
+
 def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> BoundPlan:
     """The plan a ``plan_to_dict`` record describes for ``graph``, bound to it (the one time a
     loaded plan's graphs are built: ``npusim.plan.bound``); PlanError names the first field that
     is wrong (checked in the order of the record's fields)."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+    if not isinstance(data, dict):
+        what = "null" if data is None else f"a JSON {_JSON_TYPES.get(type(data), type(data).__name__)}"
+        raise PlanError(f"{source}: the file holds {what}, expected a plan: a JSON object with "
+                        f"\"format\": \"{FORMAT}\" (written by npusim plan -o)")
+    if data.get("format") != FORMAT:
+        got = data.get("format")
+        if got is None:
+            raise PlanError(f"{source}: no field 'format', expected 'format': {FORMAT!r} (a plan written by npusim plan -o)")
         raise PlanError(f"{source}: field 'format' is {short(got)}, expected {FORMAT!r}")
     try:  # the declared contract first: fields, types, bounded integers (npusim/schemas/)
         check(data, load_schema(SCHEMA))
