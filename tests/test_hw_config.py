@@ -377,7 +377,8 @@ def test_a_small_scratchpad_override_is_checked_against_the_inherited_alignment(
     write(tmp_path, "base.yaml", "scratchpad: {alignment: 256B}\n")
     path = write(tmp_path, "child.yaml", "extends: base\nscratchpad: {size: 128B}\n")
     message = error_of(path)
-    assert "base.yaml: scratchpad.alignment = '256B'" in message and "128 B" in message
+    assert "base.yaml (extended by " in message and "child.yaml): scratchpad.alignment = '256B'" in message
+    assert "128 B" in message
 
 
 def test_burst_bytes_must_be_a_power_of_two(tmp_path):

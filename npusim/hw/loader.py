@@ -611,8 +611,13 @@ def _check_unrolled_core(hw: Hardware, settings: Settings, origin: str) -> None:
 
 
 def _fail(settings: Settings, origin: str, dotted: str, value: object, reason: str) -> typing.NoReturn:
+    """The one-line error of field ``dotted``, named by the file that set it; a value inherited
+    from a base says which config extends it (the problem may be the combination)."""
     setting = settings.get(dotted, Setting(value, f"{origin} (default)"))
-    raise ConfigError(f"{setting.origin}: {dotted} = {short(setting.value)}: {reason}")
+    where = setting.origin
+    if where not in (origin, "overrides") and not where.endswith("(default)"):
+        where = f"{where} (extended by {origin})"
+    raise ConfigError(f"{where}: {dotted} = {short(setting.value)}: {reason}")
 
 
 def _is_power_of_two(n: int) -> bool:
