@@ -83,7 +83,7 @@ def test_bad_unrolled_core_is_one_line_naming_the_field(tmp_path, text, expected
 
 def test_registers_beside_an_unrolled_core_name_where_they_were_set(tmp_path):
     message = error_of(tmp_path, "cores: {unroll: {K: 32}}\n")  # tpu-like's R x C registers remain
-    assert "hw_configs/tpu-like.yaml: cores.stationary_register = '128B'" in message
+    assert "hw_configs/tpu-like.yaml (extended by " in message and "x.yaml): cores.stationary_register = '128B'" in message
 
 
 # -- the per-op model against ZigZag's own mapping -------------------------------------------------
