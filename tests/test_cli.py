@@ -83,6 +83,10 @@ def test_a_negative_jitter_seed_is_a_usage_error(capsys):
      "npusim simulate: error: unrecognized arguments: --planer rpo+arena+lru (did you mean '--planner'?)"),
     (["simulate", "resnet18", "--hw", "edge-npu", "--budgett=1MiB"], "(did you mean '--budget'?)"),
     (["dse", "--sweep", "budget=1MiB"], "npusim dse: error: the following arguments are required: trace"),
+    # argparse takes a value starting with '-' for an option: say how to give it
+    (["simulate", "resnet18", "--budget", "-64KiB"],
+     "argument --budget: expected one argument; a value that starts with '-' is given as --budget=-64KiB"),
+    (["plan", "resnet18", "-o"], "npusim plan: error: argument -o/--output: expected one argument (see"),
 ])
 def test_usage_errors_are_one_line_naming_the_subcommand(capsys, argv, expected):
     """argparse's usage block and 'npusim: error: unrecognized arguments' (blaming the top

@@ -31,7 +31,11 @@ class OneLineErrorParser(argparse.ArgumentParser):
     problem, a "did you mean" for a misspelt option and where the help is — not the usage
     block, and an unknown option is blamed on the subcommand it was given to."""
 
+    #: the command line being parsed (for error's hints)
+    given: list[str] = []
+
     def parse_args(self, args=None, namespace=None):
+        OneLineErrorParser.given = list(sys.argv[1:] if args is None else args)
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             self._subcommand_parser(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
@@ -47,6 +51,12 @@ class OneLineErrorParser(argparse.ArgumentParser):
         words = [w.split("=")[0] for w in message.split(":", 1)[-1].split() if w.startswith("--")]
         hint = "".join(did_you_mean(w, self._option_string_actions) for w in words) \
             if message.startswith("unrecognized") else ""
+        if message.startswith("argument ") and message.endswith(": expected one argument"):
+            names = message[len("argument "):-len(": expected one argument")].split("/")
+            given = OneLineErrorParser.given
+            value = next((given[i + 1] for i in range(len(given) - 1) if given[i] in names), "")
+            if value.startswith("-"):  # argparse took the value for an option
+                hint = f"; a value that starts with '-' is given as {names[-1]}={value}"
         sys.stderr.write(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
         sys.exit(2)
 
