@@ -161,26 +161,8 @@ class BestFitArena:
             return self._empty.pop(owner)
         offset, end = self._span.pop(owner)
         self.used -= self._size.pop(owner)
-        # merged with the gaps beside it (as steps_fitting does, written out: a call per free)
         starts, ends = self._gap_starts, self._gap_ends
-        if end > self.capacity:
-            end = self.capacity
-        i = bisect.bisect_left(starts, offset)
-        below = i > 0 and ends[i - 1] == offset
-        if i < len(starts) and starts[i] == end:  # a gap starts at its end
-            if below:
-                ends[i - 1] = ends[i]
-                del starts[i]
-                del ends[i]
-                i -= 1
-            else:
-                starts[i] = offset
-        elif below:
-            i -= 1
-            ends[i] = end
-        else:
-            starts.insert(i, offset)
-            ends.insert(i, end)
+        i = _give(starts, ends, offset, end if end < self.capacity else self.capacity)
         if self._largest is not None and ends[i] - starts[i] > self._largest:  # i: the gap it is in now
             self._largest = ends[i] - starts[i]
         return offset
@@ -205,7 +187,8 @@ class BestFitArena:
         A step fits when every block of it finds a gap; the count stops at the first that
         does not. It is ``copy``, ``place``, ``free`` and ``allocate`` in sequence, run on
         copies of the gap lists (this is the hot loop of the allocator's placement look-ahead:
-        ``free``'s merge and ``find``'s search are written out in it, as calls they were a third of it)."""
+        ``find``'s search is written out in it, as calls it and free's were a third of it; the merge
+        of a freed block is ``_give``, as in ``free``, a call measured at no cost on resnet50 at 64 KiB)."""
         starts, ends, capacity, align = list(self._gap_starts), list(self._gap_ends), self.capacity, self.alignment
         spans, placed = self._span, {}  # owner -> (offset, rounded end): this arena's, and placed here
         if size > 0:
@@ -218,21 +201,8 @@ class BestFitArena:
                 span = placed.pop(x, None) or spans.get(x)
                 if span is None:  # no bytes
                     continue
-                at, end = span  # merged with the gaps beside it, as free does
-                i = bisect.bisect_left(starts, at)
-                below = i > 0 and ends[i - 1] == at
-                if i < len(starts) and starts[i] == end:  # a gap starts at its end
-                    if below:
-                        ends[i - 1] = ends[i]
-                        del starts[i]
-                        del ends[i]
-                    else:
-                        starts[i] = at
-                elif below:
-                    ends[i - 1] = end if end < capacity else capacity
-                else:
-                    starts.insert(i, at)
-                    ends.insert(i, end if end < capacity else capacity)
+                at, end = span
+                _give(starts, ends, at, end if end < capacity else capacity)
             for x, nbytes in new:
                 if nbytes <= 0:
                     continue
@@ -254,6 +224,27 @@ class BestFitArena:
                 placed[x] = (at, end)
             fitted += 1
         return fitted
+
+
+def _give(starts: list[int], ends: list[int], offset: int, end: int) -> int:
+    """Give ``[offset, end)`` (``end`` within the capacity) back to the gaps, merged with a gap
+    ending at its start and one starting at its end; the index of the gap it is in now."""
+    i = bisect.bisect_left(starts, offset)
+    below = i > 0 and ends[i - 1] == offset
+    if i < len(starts) and starts[i] == end:  # a gap starts at its end
+        if below:
+            ends[i - 1] = ends[i]
+            del starts[i]
+            del ends[i]
+            return i - 1
+        starts[i] = offset
+        return i
+    if below:
+        ends[i - 1] = end
+        return i - 1
+    starts.insert(i, offset)
+    ends.insert(i, end)
+    return i
 
 
 def _take(starts: list[int], ends: list[int], j: int, offset: int, end: int) -> None:
