@@ -1061,71 +1061,59 @@ static inline int run_bus_free(RunBus *q, int64_t s, int64_t n) {
  * than ``stop`` or not in the run) or LANE_CLOSE. The lane's pick is no later than ``stop``. */
 static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     int64_t d = L->d, depth = L->depth, n = L->n, head = L->head, rk = L->rk, f = L->f;
-    int64_t fcn = L->fcn, fce = L->fce;
+    int64_t fcn = L->fcn, fce = L->fce, fcn0 = fcn;
     int write = d == 1;
     int64_t r = SQ(d, c, head), b = k->req_bank[r];
-    int64_t g = BI(b, B_BG), row = BI(b, B_OPEN_ROW), cap = GG(G_CAP), cmd_cas = GG(G_CMD_CAS);
+    int64_t g = BI(b, B_BG), row = BI(b, B_OPEN_ROW), cmd_cas = GG(G_CMD_CAS);
     int64_t *ring = k->cmd_bus + c * 2 * CMD_STRIDE + (GG(G_CMD_DUAL) ? CMD_STRIDE : 0);
     RunBus bus_q = {.bus = ring, .base = ring[0], .top = ring[1], .word = -1, .n = cmd_cas, .bits = 0,
                     .ones = cmd_cas > 0 && cmd_cas < 64 ? ((uint64_t)1 << cmd_cas) - 1 : 0};
-    int64_t streak = BI(b, B_STREAK), hits = k->stats_i[S_HITS], count = k->stats_i[write ? S_WRITES : S_READS];
-    int64_t remaining = k->flow_remaining[f], waiting = k->flow_waiting[f], left = FCL(f, c);
+    /* Each step issues one access and admits one (fcn - fcn0 of each so far), so the counts
+     * (hits, reads or writes, the bank's streak, the flow's accesses left) are written once at
+     * the end from that; the bank's streak reaches the row-hit cap once fcn reaches ``capped_from``. */
+    int64_t capped_from = fcn0 + GG(G_CAP) - BI(b, B_STREAK), others = 0;  /* others: older flows' accesses issued */
     double cas = L->cas, delay = L->delay, other = L->other, start = L->start, present = CF(c, C_PRESENT);
     double next_pre = BF(b, B_NEXT_PRE), bank_busy = BF(b, B_BUSY), next_cas = BF(b, B_NEXT_CAS);
-    double last_busy = RF(rk, R_LAST_BUSY), next_ref = RF(rk, R_NEXT_REF);
-    double latency = k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY], delays = k->stats_f[SF_DELAY];
-    double busy = L->busy, flow_end = k->flow_end[f], flow_delay = k->flow_delay[f], ack = CF(c, C_WRITE_ACK);
-    double data_end = k->flow_data_end[f];
+    double next_ref = RF(rk, R_NEXT_REF);
+    double latency = k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY];
+    double busy = L->busy, flow_end = k->flow_end[f], ack = CF(c, C_WRITE_ACK);
     double wr_to_rd = RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L);  /* (a read run's) */
     double t_burst = TT(T_BURST), ccd_s = k->ccd_s, ccd_l = write ? TT(T_CCD_L_WR) : TT(T_CCD_L);
     int64_t tick = L->tick, result;
-    double issued;
+    int64_t *queue = &SQ(d, c, 0);  /* (the ring's entries and arrivals: no index arithmetic per access) */
+    double *queue_arrival = &SQA(d, c, 0);
+    /* An access's end, its bank's next PRE after it and every maximum taken over the run grow
+     * with its column command's time, so the largest is the last one's: ``end`` (any flow's)
+     * and ``own_end`` (the lane's flow's) are kept, the maxima taken once at the end. */
+    double issued, end = NEG, own_end = NEG, arrival = queue_arrival[head];
     for (;;) {
         /* issue the oldest access, a row hit at ``cas`` (lane_step, column_command) */
-        double arrival = SQA(d, c, head), end;
         issued = cas;
         if (cmd_cas > 0) run_bus_take(&bus_q, tick);
-        hits += 1;
-        streak += 1;
-        if (write) {
-            next_pre = max2(next_pre, cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR));
-            end = cas + TT(T_CWL) + TT(T_BURST);
-        } else {
-            next_pre = max2(next_pre, cas + TT(T_RTP));
-            end = cas + TT(T_CL) + TT(T_BURST);
-        }
-        count += 1;
+        end = write ? cas + TT(T_CWL) + TT(T_BURST) : cas + TT(T_CL) + TT(T_BURST);
         latency += end - arrival;
-        last_busy = max2(last_busy, end);
         busy += t_burst;
         bank_busy += t_burst + 0.0;
-        delays += delay;
+        if (delay != 0.0) k->stats_f[SF_DELAY] += delay;  /* (+0.0 changes no sum of non-negative delays) */
         int64_t fl = k->req_flow[r];
         if (fl != f) {
             flow_issued(k, fl, c, write, end, delay);  /* (an older flow's access, still queued) */
+            others += 1;
         } else {
-            remaining -= 1;
-            left -= 1;
-            data_end = max2(data_end, end);
-            if (!write) {
-                flow_end = max2(flow_end, end);
-                flow_delay += delay;
-            }
+            own_end = end;
+            if (!write && delay != 0.0) k->flow_delay[f] += delay;
         }
         head = n > 1 ? at(head, 1, depth) : head;
-        n -= 1;
         /* admit the flow's next access into the freed slot (accept) */
-        int64_t j = at(head, n, depth);
+        int64_t j = at(head, n - 1, depth);
         double admitted = max2(max2(start, cas), present);
-        SQ(d, c, j) = fcn;
-        SQA(d, c, j) = admitted;
-        n += 1;
+        queue[j] = fcn;
+        queue_arrival[j] = admitted;
         enter_queue(k, d, fcn);
-        waiting -= 1;
         if (write) {
             ack = max2(admitted, ack + t_burst);
             flow_end = max2(flow_end, ack);
-            if (waiting == 0) k->accepted = 1;
+            if (k->flow_waiting[f] - (fcn - fcn0 + 1) == 0) k->accepted = 1;
         }
         fcn += 1;
         if (fcn >= fce) {
@@ -1134,27 +1122,29 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         }
         /* the next pick, when the run's (lane_pick with this bank's fields) */
         double floor_t = max2(cas + ccd_s, other);
-        r = SQ(d, c, head);
+        r = queue[head];
         if (k->req_bank[r] != b) {
             result = LANE_RUN_LEFT;  /* (lane_pick, from the state written back) */
             break;
         }
-        if (k->req_row[r] != row || (streak >= cap && next_pre <= floor_t && BO(b, d) > 0)) {
+        if (k->req_row[r] != row
+            || (fcn >= capped_from && max2(next_pre, write ? cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR) : cas + TT(T_RTP)) <= floor_t
+                && BO(b, d) > 0)) {
             result = LANE_CLOSE;
             break;
         }
-        arrival = SQA(d, c, head);
-        double bus = arrival;
-        bus = max2(bus, cas + ccd_s);
-        bus = max2(bus, cas + ccd_l);
-        bus = max2(bus, other);
-        if (!write) bus = max2(bus, wr_to_rd);
-        double ready = max2(arrival, next_cas);
-        double time = max2(bus, ready);
-        if (time > floor_t) {
+        arrival = queue_arrival[head];
+        /* lane_pick's time is the largest of the bus's terms (arrival, the channel's and the bank
+         * group's column-to-column times, ``other``, a read's write-to-read) and the bank's
+         * readiness, and the run goes on only when it is ``floor_t`` itself -- one of those
+         * terms. So the run goes on exactly when no term is later than ``floor_t``, and then
+         * its time is ``floor_t`` and its delay 0: the same values without a chain of maxima
+         * from one access's time to the next's (the loop's critical path). */
+        if (arrival > floor_t || cas + ccd_l > floor_t || next_cas > floor_t || (!write && wr_to_rd > floor_t)) {
             result = LANE_CLOSE;
             break;
         }
+        double time = floor_t;
         if (cmd_cas > 0) {
             double q = time * k->cmd_inv;
             int64_t t = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
@@ -1168,7 +1158,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
             result = LANE_CLOSE;
             break;
         }
-        delay = max2(0.0, ready - bus);
+        delay = 0.0;
         cas = time;
         if (cas > stop) {
             result = LANE_NEXT;
@@ -1176,21 +1166,23 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         }
     }
     run_bus_flush(&bus_q);
-    BI(b, B_STREAK) = streak;
-    BF(b, B_NEXT_PRE) = next_pre;
+    int64_t steps = fcn - fcn0, own = steps - others;
+    BI(b, B_STREAK) += steps;
+    BF(b, B_NEXT_PRE) = max2(next_pre, write ? issued + TT(T_CWL) + TT(T_BURST) + TT(T_WR) : issued + TT(T_RTP));
     BF(b, B_BUSY) = bank_busy;
     RBG(rk, g, write ? BG_LAST_WR : BG_LAST_RD) = issued;
-    RF(rk, R_LAST_BUSY) = last_busy;
-    k->stats_i[S_HITS] = hits;
-    k->stats_i[write ? S_WRITES : S_READS] = count;
+    RF(rk, R_LAST_BUSY) = max2(RF(rk, R_LAST_BUSY), end);
+    k->stats_i[S_HITS] += steps;
+    k->stats_i[write ? S_WRITES : S_READS] += steps;
     k->stats_f[write ? SF_WRITE_LATENCY : SF_READ_LATENCY] = latency;
-    k->stats_f[SF_DELAY] = delays;
-    k->flow_remaining[f] = remaining;
-    k->flow_waiting[f] = waiting;
-    FCL(f, c) = left;
+    k->flow_remaining[f] -= own;
+    k->flow_waiting[f] -= steps;
+    FCL(f, c) -= own;
+    if (own > 0) {
+        k->flow_data_end[f] = max2(k->flow_data_end[f], own_end);
+        if (!write) flow_end = max2(flow_end, own_end);
+    }
     k->flow_end[f] = flow_end;
-    k->flow_delay[f] = flow_delay;
-    k->flow_data_end[f] = data_end;
     CF(c, C_WRITE_ACK) = ack;
     L->last_same = L->last_cas = L->last_issue = issued;
     L->last_rank = rk - c * GG(G_RANKS);

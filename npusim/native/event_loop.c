@@ -458,6 +458,9 @@ typedef struct Banks {
     int64_t *hit_hits, *hit_total, n_hits, hits_cap;
     double *last_busy;
     int64_t woke;
+    /* the flows' arrays in each state buffer, by offset (banks_copy_state): where each starts
+     * and its items per flow (1, or C for the per-channel ones) */
+    int64_t flow_off[2][16], flow_width[2][16], n_flow_arrays[2];
 } Banks;
 
 /* Point both controllers at the pool and the live flows. */
@@ -719,6 +722,55 @@ static double banks_first_end(const Banks *B, const Ctl *k, double when) {
     return when;
 }
 
+/* The state's flow arrays (their layout entries) and items per flow: each holds ``flow_cap``
+ * flows, of which only the first ``slots`` were ever taken. */
+static const int FLOW_ARRAYS[] = {L_FLOW_WRITE, L_FLOW_PRIO, L_FLOW_START, L_FLOW_REMAINING, L_FLOW_END,
+                                  L_FLOW_DELAY, L_FC_NEXT, L_FC_END, L_FLOW_FIRST, L_FLOW_LAST,
+                                  L_FLOW_WAITING, L_FC_LEFT, L_FLOW_DATA_END};
+static const int FLOW_ARRAY_IS_FLOAT[] = {0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1};
+#define N_FLOW_ARRAYS ((int)(sizeof FLOW_ARRAYS / sizeof FLOW_ARRAYS[0]))
+
+/* Each buffer's flow arrays sorted by offset, for banks_copy_state. */
+static void banks_flow_arrays(Banks *B, const int64_t *layout, int64_t C) {
+    for (int buf = 0; buf < 2; buf++) {
+        int64_t n = 0;
+        for (int i = 0; i < N_FLOW_ARRAYS; i++) {
+            if (FLOW_ARRAY_IS_FLOAT[i] != (buf == 0)) continue;
+            int a = FLOW_ARRAYS[i];
+            int64_t off = layout[a], width = (a == L_FC_NEXT || a == L_FC_END || a == L_FC_LEFT) ? C : 1, j = n++;
+            for (; j > 0 && B->flow_off[buf][j - 1] > off; j--) {  /* (insertion: a dozen entries) */
+                B->flow_off[buf][j] = B->flow_off[buf][j - 1];
+                B->flow_width[buf][j] = B->flow_width[buf][j - 1];
+            }
+            B->flow_off[buf][j] = off;
+            B->flow_width[buf][j] = width;
+        }
+        B->n_flow_arrays[buf] = n;
+    }
+}
+
+/* One state buffer into another, as the look-ahead copy needs it: the flow arrays' slots never
+ * taken are skipped (zero in both since the start: nothing writes them), the rest copied --
+ * most of a state's bytes are flow slots kept for write-queue entries that rarely hold one. */
+static void copy_buffer(char *to, const char *from, int64_t n, const int64_t *off, const int64_t *width,
+                        int64_t n_arrays, int64_t slots, int64_t cap) {
+    int64_t pos = 0;
+    for (int64_t i = 0; i < n_arrays; i++) {
+        int64_t used_end = off[i] + slots * width[i];
+        memcpy(to + pos * 8, from + pos * 8, (size_t)(used_end - pos) * 8);
+        pos = off[i] + cap * width[i];
+    }
+    memcpy(to + pos * 8, from + pos * 8, (size_t)(n - pos) * 8);
+}
+
+static void banks_copy_state(Banks *B, int64_t to, int64_t from) {
+    int64_t slots = B->slots, cap = B->flow_cap;
+    copy_buffer((char *)B->fbuf[to], (const char *)B->fbuf[from], B->nf, B->flow_off[0], B->flow_width[0],
+                B->n_flow_arrays[0], slots, cap);
+    copy_buffer((char *)B->ibuf[to], (const char *)B->ibuf[from], B->ni, B->flow_off[1], B->flow_width[1],
+                B->n_flow_arrays[1], slots, cap);
+}
+
 /* ``BankedDram._predict``: the next timeout of the DRAM, at a lower bound on the first
  * completion while more than TAIL column commands must come before it (``_advance``
  * then), else at the first completion a look-ahead copy of the controller reaches (``_wake``). */
@@ -736,8 +788,7 @@ static void banks_predict(Loop *L, Banks *B, double now) {
         return;
     }
     int64_t other = 1 - B->cur;
-    memcpy(B->fbuf[other], B->fbuf[B->cur], (size_t)B->nf * 8);
-    memcpy(B->ibuf[other], B->ibuf[B->cur], (size_t)B->ni * 8);
+    banks_copy_state(B, other, B->cur);
     Ctl *state = &B->k[other];
     memcpy(state->next_memo, k->next_memo, (size_t)(2 * k->C) * 8);  /* the same state, the same answers */
     double when = banks_first_end(B, state, INFINITY);
@@ -1438,6 +1489,7 @@ static Banks *banks_new(PyObject *arg, Buffers *buffers, int64_t n, void **state
         forget_next_flows(k);
     }
     banks_bind_pool(B);
+    banks_flow_arrays(B, layout, C);
     B->view_ptr = a[K_VIEW_PTR], B->view_shape = a[K_VIEW_SHAPE], B->view_strides = a[K_VIEW_STRIDES];
     B->itemsize = a[K_ITEMSIZE], B->base = a[K_BASE], B->write = a[K_WRITE];
     const int64_t *shifts = a[K_SHIFTS], *masks = a[K_MASKS];
