@@ -126,13 +126,13 @@ def run(machine, cores_of_queue: dict, max_events: int):
     urgency = np.zeros(n)
     urgency[ids] = table.column("step")[ids]
     urgency += np.where(kind == STORE, 0.5, 0.0)
-    ops, op_cycles, op_of = machine.graph.ops, machine._op_cycles, table.op
     compute_ids = np.flatnonzero(kind == COMPUTE)
-    values = [op_cycles(ops[op_of[i]])[0][0] for i in compute_ids.tolist()]
+    classes = machine._class_array[table.column("op")[compute_ids]]  # each compute's cost class
+    by_class = machine.cycles_by_class()
     cycles = np.zeros(n)
-    cycles[compute_ids] = values
+    cycles[compute_ids] = np.array(by_class, dtype=np.float64)[classes]
     cycles_int = np.zeros(n, np.int64)  # flags as int64: the kernel takes 8-byte items
-    cycles_int[compute_ids] = [isinstance(v, int) for v in values]
+    cycles_int[compute_ids] = np.array([isinstance(v, int) for v in by_class], dtype=np.int64)[classes]
     has_band = np.zeros(n, np.int64)
     has_band[list(machine.band_done)] = 1
     bands = np.asarray(machine.bands, np.int64)
@@ -285,18 +285,19 @@ class RecordedTimings:
         return int(times[i]) if self.int_mask[i] & bit else times[i]
 
     def compute_rows(self, ids):
-        """(start, end, binding, lane, bound cause) of each of compute commands ``ids``, one at
-        a time: what ``critical_path.op_breakdown`` reads of their CommandTimings, without
-        making them, read from the columns directly (the breakdown asks it of every compute)."""
-        table, ops, op_cycles, lanes = self.commands, self.ops, self.machine._op_cycles, self.lanes
-        starts, ends, int_mask, binding = self.starts.values, self.ends.values, self.int_mask, self.binding
-        op_of, queue_of = table.op, table.queue
+        """(start, end, binding, lane, bound cause) of each of compute commands ``ids``: what
+        ``critical_path.op_breakdown`` reads of their CommandTimings, without making them, read
+        from the columns for all of them at once (the breakdown asks it of every compute)."""
+        machine, table, lanes = self.machine, self.commands, self.lanes
+        ids = np.asarray(ids, dtype=np.int64)
+        mask = np.frombuffer(self.int_mask, np.int64)[ids]
+        binding = np.frombuffer(self.binding, np.int64)[ids].tolist()
         lane_of = [lanes[name][1] if name in lanes else None for name in table.queue_names]
-        for i in ids:
-            (_, bound), _ = op_cycles(ops[op_of[i]])
-            start, end, mask, b = starts[i], ends[i], int_mask[i], binding[i]
-            yield (int(start) if mask & START_INT else start, int(end) if mask & END_INT else end,
-                   None if b < 0 else b, lane_of[queue_of[i]], BOUND_CAUSE[bound])
+        cause_of = [BOUND_CAUSE[machine._class_cycles(key)[0][1]] for key in range(len(machine._class_ops))]
+        causes = machine._class_array[table.column("op")[ids]].tolist()
+        return zip(_as_held(self.starts.array()[ids], mask & START_INT), _as_held(self.ends.array()[ids], mask & END_INT),
+                   [None if b < 0 else b for b in binding], map(lane_of.__getitem__, table.column("queue")[ids].tolist()),
+                   map(cause_of.__getitem__, causes))
 
     def __getitem__(self, i: int) -> CommandTiming:
         machine, table = self.machine, self.commands  # columns: no Command is made
@@ -305,7 +306,7 @@ class RecordedTimings:
         band_at = tail_at = None
         band_parts, tail_parts = {}, {}
         if kind == COMPUTE:
-            (cycles, bound), _ = machine._op_cycles(self.ops[table.op[i]])
+            (cycles, bound), _ = machine._class_cycles(machine._class_of[table.op[i]])
             cause = BOUND_CAUSE[bound]
             parts = {cause: cycles}
             bands = self.bands[i]
@@ -416,6 +417,14 @@ class RecordedTimeline(Sequence):
         return tuple, (tuple(self),)
 
 
+def _as_held(values: np.ndarray, is_int: np.ndarray) -> list:
+    """Recorded times as SimPy held them: floats, an int where ``is_int`` is set (``HeldTimes``)."""
+    found = values.tolist()
+    for k in np.flatnonzero(is_int).tolist():
+        found[k] = int(found[k])
+    return found
+
+
 def _packed(column: np.ndarray) -> array:
     """A float64 or int64 column as an ``array.array`` of the same bytes."""
     packed = array("d" if column.dtype == np.float64 else "q")
@@ -445,10 +454,11 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
     at = {k: np.flatnonzero(kind == code) for k, code in KIND_CODES.items()}  # positions in the order
     # computes: one set of figures per (queue, cost class), the SimPy run's per op
     computes = order[at["compute"]]
-    op_of = list(map(ops.__getitem__, map(table.op.__getitem__, computes.tolist())))
-    classes = np.fromiter(map(machine._cost_class, op_of), np.int64, len(op_of))
+    op_ids = table.column("op")[computes]
+    op_of = list(map(ops.__getitem__, op_ids.tolist()))
+    classes = machine._class_array[op_ids]
     queue = table.column("queue")[computes].astype(np.int64)  # codes into table.queue_names
-    pairs, first, pair_of = np.unique(queue * (len(machine._classes) + 1) + classes, return_index=True,
+    pairs, first, pair_of = np.unique(queue * (len(machine._class_ops) + 1) + classes, return_index=True,
                                       return_inverse=True)
     lanes = {q: machine._cores_of(q)[0] for q in program.queues if q.startswith("stream")}
     terms: dict[tuple, np.ndarray] = {}  # (total, key) -> its terms over the completed commands
