@@ -59,7 +59,6 @@ import numpy as np
 from npusim import native
 from npusim.errors import SimulationError
 from npusim.plan.command_table import KIND_CODES, KINDS, rows_as_arrays
-from npusim.plan.transfer_cost import address_cycles
 from npusim.sim.critical_path import CommandTiming
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
 from npusim.sim.report import Pairs, TimelineEntry
@@ -255,6 +254,7 @@ class RecordedTimings:
         if bank_delay is not None:
             self.bank_channels, self.ns_per_cycle = machine.dram.cfg.channels, machine.dram.ns_per_cycle
         self.lanes = {q: machine._cores_of(q) for q in machine.program.queues if q.startswith("stream")}
+        self.chunk_cycles = machine.hw.dma.chunk_cycles
         # read on every item (the machine's own objects, which refer to nothing of it)
         self.commands, self.ops, self.tensors, self.bands, self.band_done = (
             machine.program.commands, machine.graph.ops, machine.graph.tensors, machine.bands, machine.band_done)
@@ -320,7 +320,7 @@ class RecordedTimings:
             cost = table.cost[i]
             setup = cost.descriptors * machine.dma_setup_cycles
             latency = machine.dram_latency
-            addresses_left = flowing + address_cycles(cost, machine.hw) - data_end
+            addresses_left = flowing + cost.chunks * self.chunk_cycles - data_end  # (transfer_cost.address_cycles)
             moving = data_end - flowing
             parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: moving}
             if self.bank_delay is not None:  # the data phase's share lost to bank timing (engine._dma)

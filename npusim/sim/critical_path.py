@@ -126,9 +126,11 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
 
 
 class _ChannelHolders:
-    """Which transfer ended on a DMA channel at a given time: per channel, the transfers' ends
-    in order (columns of the compiled run's timings, ``channel_lanes``, or read from each
-    CommandTiming)."""
+    """Which transfer ended on a DMA channel at a given time: per channel, a dict of the
+    transfers' ends (columns of the compiled run's timings, ``channel_lanes``, or read from
+    each CommandTiming), each to the last of the transfers ending then. A dict, not a search
+    in the sorted ends: a long path asks it of thousands of transfers (18,000 on a Llama
+    decode step)."""
 
     def __init__(self, timings) -> None:
         columns = getattr(timings, "channel_lanes", None)
@@ -140,21 +142,15 @@ class _ChannelHolders:
                                 for t in timings], dtype=np.int64)
             ends = np.array([float(t.end) for t in timings])
             names = list(codes)
-        self.code = {name: c for c, name in enumerate(names)}
-        self.by_lane = []
-        for c in range(len(names)):
-            ids = np.flatnonzero(lane_of == c)
-            order = np.lexsort((ids, ends[ids]))  # by end, then id: the last of equal ends last
-            self.by_lane.append((ends[ids][order], ids[order]))
+        self.by_lane = {}
+        for c, name in enumerate(names):
+            ids = np.flatnonzero(lane_of == c)  # in id order: of equal ends the last is written last
+            self.by_lane[name] = dict(zip(ends[ids].tolist(), ids.tolist()))
 
     def ended_at(self, lane: str, time: float) -> int | None:
         """The transfer on ``lane`` that ended at ``time`` (the last of them), or None."""
-        c = self.code.get(lane)
-        if c is None:
-            return None
-        ends, ids = self.by_lane[c]
-        k = int(np.searchsorted(ends, float(time), side="right")) - 1
-        return int(ids[k]) if k >= 0 and ends[k] == float(time) else None
+        ends = self.by_lane.get(lane)
+        return None if ends is None else ends.get(float(time))
 
 
 def _column(timings, column: str, field: str) -> list:
