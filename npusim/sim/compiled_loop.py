@@ -110,18 +110,11 @@ def run(machine, cores_of_queue: dict, max_events: int):
     n = len(table)
     kind = table.column("kind").astype(np.int64)
     ids = np.flatnonzero(kind != COMPUTE)  # the transfers (command c is table[c])
-    costs = list(map(table.cost.__getitem__, ids.tolist()))
-
-    def per_transfer(values, dtype=np.float64):
-        out = np.zeros(n, dtype)
-        out[ids] = np.fromiter(values, dtype, len(costs))
-        return out
-
     # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles,
-    # step + 0.5 for a store)
-    bus = per_transfer(map(attrgetter("bus_bytes"), costs))
-    setup_latency = per_transfer(map(attrgetter("descriptors"), costs)) * machine.dma_setup_cycles + machine.dram_latency
-    addr_cycles = per_transfer(map(attrgetter("chunks"), costs)) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
+    # step + 0.5 for a store); a compute's are 0 (its cost column's)
+    bus = machine.cost_column("bus_bytes", np.float64)
+    setup_latency = machine.cost_column("descriptors", np.float64) * machine.dma_setup_cycles + machine.dram_latency
+    addr_cycles = machine.cost_column("chunks", np.float64) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
     urgency = np.zeros(n)
     urgency[ids] = table.column("step")[ids]
     urgency += np.where(kind == STORE, 0.5, 0.0)
@@ -484,18 +477,16 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
     # transfers (_account_transfer)
     e = hw.energy
     nbytes = table.column("nbytes")
+    bus_bytes, descriptors = machine.cost_column("bus_bytes"), machine.cost_column("descriptors")
     for kind_name, dram, scratchpad, byte in (("load", "dram_read", "scratchpad_write", machine.scratchpad_write_byte),
                                               ("store", "dram_write", "scratchpad_read", machine.scratchpad_read_byte)):
         positions = at[kind_name]
         moved = order[positions]
-        costs = list(map(table.cost.__getitem__, moved.tolist()))
         if not machine.banked:  # (with banks, the device's energy is charged at the end: engine._account_transfer)
             column("energy", dram)[positions] = (
-                np.fromiter(map(attrgetter("bus_bytes"), costs), np.int64, len(costs))
-                * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
+                bus_bytes[moved] * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
         column("energy", scratchpad)[positions] = nbytes[moved] * byte
-        column("energy", "dma_descriptor")[positions] = (
-            np.fromiter(map(attrgetter("descriptors"), costs), np.int64, len(costs)) * e.dma_descriptor)
+        column("energy", "dma_descriptor")[positions] = descriptors[moved] * e.dma_descriptor
     channel = np.zeros(len(order))
     channel[kind != KIND_CODES["compute"]] = durations[order][kind != KIND_CODES["compute"]]
     machine.channel_busy = _in_order(machine.channel_busy, channel)

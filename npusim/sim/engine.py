@@ -276,6 +276,7 @@ class _Machine:
         self._energy: dict[int, dict] = {}
         self._energy_total: dict[int, float] = {}  # cost class -> the sum of its energy parts
         self._bands: dict[int, int] = {}
+        self._cost_numbers = None  # (transfer_costs)
         self._streaming(program)
 
     def _streaming(self, program: Program) -> None:
@@ -504,6 +505,27 @@ class _Machine:
             found = self._bytes[key] = scratchpad_bytes(op, self.graph, self.hw, self.group)
         return found
 
+    def transfer_costs(self) -> tuple[np.ndarray, list]:
+        """(every command's ``TransferCost`` as a number, -1 for a compute; the distinct
+        TransferCosts, by number). Lowering shares one per view shape, so what the run, its
+        energy and the report read of every transfer's cost is read once per TransferCost."""
+        if self._cost_numbers is None:
+            table = self.program.commands
+            ids = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
+            costs = list(map(table.cost.__getitem__, ids.tolist()))
+            distinct = {id(cost): cost for cost in costs}
+            number_of = {key: k for k, key in enumerate(distinct)}
+            numbers = np.full(len(table), -1, dtype=np.int64)
+            numbers[ids] = np.fromiter(map(number_of.__getitem__, map(id, costs)), np.int64, len(costs))
+            self._cost_numbers = numbers, list(distinct.values())
+        return self._cost_numbers
+
+    def cost_column(self, field: str, dtype=np.int64) -> np.ndarray:
+        """``field`` of every command's TransferCost (``transfer_costs``), 0 for a compute."""
+        numbers, distinct = self.transfer_costs()
+        values = np.array([getattr(cost, field) for cost in distinct] + [0], dtype=dtype)  # (number -1: the 0)
+        return values[numbers]
+
     def _class_bands(self, key: int) -> int:
         """``stream_bands`` of the ops of cost class ``key``, computed once per class."""
         found = self._bands.get(key)
@@ -721,7 +743,7 @@ def _by_level(energy: dict, machine: _Machine) -> dict:
     return levels
 
 
-def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, int, float]:
+def _transfer_totals(machine: _Machine) -> tuple[dict, int, int, int, float]:
     """(logical bytes by cause, bytes read, bytes written, bytes on the bus, unloaded DMA
     cycles) of the program's loads and stores. Compulsory loads of overlapping tiles of one
     input or weight read some bytes twice: those count as retrieve (``npusim.plan.rereads``).
@@ -729,6 +751,7 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     As array work over the transfers' columns: the byte counts are integers (any order sums
     them alike), the unloaded cycles are added in command order (``np.add.accumulate`` adds
     one term at a time, as a loop of ``+=`` does)."""
+    program, hw = machine.program, machine.hw
     table = program.commands
     transfers = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
     ids = transfers.tolist()
@@ -740,12 +763,10 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     is_load = table.column("kind")[transfers] == KIND_CODES["load"]
     read, write = int(moved[is_load].sum()), int(moved[~is_load].sum())
     # per distinct TransferCost (lowering shares one per view shape): its bus bytes and unloaded cycles
-    costs = list(map(table.cost.__getitem__, ids))
-    distinct = {id(cost): cost for cost in costs}
-    code_of = {key: k for k, key in enumerate(distinct)}
-    code = np.fromiter(map(code_of.__getitem__, map(id, costs)), np.int64, len(costs))
-    bus_of = np.array([cost.bus_bytes for cost in distinct.values()], dtype=np.int64)
-    cycles_of = np.array([unloaded_cycles(cost, hw) for cost in distinct.values()], dtype=np.float64)
+    numbers, distinct = machine.transfer_costs()
+    code = numbers[transfers]
+    bus_of = np.array([cost.bus_bytes for cost in distinct], dtype=np.int64)
+    cycles_of = np.array([unloaded_cycles(cost, hw) for cost in distinct], dtype=np.float64)
     bus = int(bus_of[code].sum())
     dma_work = float(np.add.accumulate(cycles_of[code])[-1]) if len(code) else 0.0
     return move_rereads(offchip, program.graph, compulsory), read, write, bus, dma_work
@@ -890,7 +911,7 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     busy_seconds = tuple(busy / hw.clock for busy in machine.core_busy)
     for part, pj in static_energy_pj(hw, seconds, busy_seconds).items():
         energy[f"static_{part}"] = pj
-    offchip, read, write, bus, dma_work = _transfer_totals(program, hw)
+    offchip, read, write, bus, dma_work = _transfer_totals(machine)
     # op_cycles of every op: the run's own (cached per op, op_core_cycles) for the ops it ran
     compute_bound = (sum(map(machine.cycles_by_class().__getitem__, machine._class_of))  # (in op order)
                      / min(hw.cores.count, program.streams))
