@@ -59,7 +59,7 @@ import numpy as np
 from npusim import native
 from npusim.errors import SimulationError
 from npusim.plan.command_table import KIND_CODES, KINDS, rows_as_arrays
-from npusim.sim.critical_path import CommandTiming
+from npusim.sim.critical_path import CAUSES, CommandTiming, channel_holders
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
 from npusim.sim.report import Pairs, TimelineEntry
 from npusim.util.fast_init import twin_constructor
@@ -292,6 +292,123 @@ class RecordedTimings:
                    [None if b < 0 else b for b in binding], map(lane_of.__getitem__, table.column("queue")[ids].tolist()),
                    map(cause_of.__getitem__, causes))
 
+    def walk_critical_path(self, current: int, guard: int) -> tuple[dict, list[int]] | None:
+        """``critical_path.critical_path`` from command ``current`` (its walk, ``guard`` steps at
+        most), read from the columns: the walk first, on the times and bindings, then the parts
+        of the commands on it (those ``__getitem__`` makes) for all of them at once, each cause's
+        summed in path order one term at a time (as the walk's ``+=`` adds them). None when
+        some time is 2**53 or more (floats would merge distinct int times): the caller then
+        walks the CommandTimings."""
+        starts, ends, ready = self.starts.values, self.ends.values, self.ready
+        times = np.concatenate([self.starts.array(), self.ends.array(), np.frombuffer(ready, np.float64)])
+        if len(times) and np.abs(times).max() >= 2.0 ** 53:
+            return None
+        kind, tail, binding, binding_at, channel_of = (self.commands.kind, self.tail, self.binding, self.binding_at,
+                                                       self.channel_of)
+        dma_lanes = self.machine.dma_lanes
+        holders = None
+        at, path, visits, parts_of = AT_END, [], [], []  # parts_of: which parts each visit adds (_PARTS, ...)
+        waits: list[tuple[int, int, float]] = []  # (visit, cause, cycles)
+        idle = None
+        while current is not None and guard:
+            guard -= 1
+            path.append(current)
+            if at == AT_END and tail[current] >= 0:
+                visits.append(current)
+                parts_of.append(_TAIL)
+                current = tail[current]
+                continue
+            if at != AT_START:  # (a command bound at its start adds none of its parts)
+                visits.append(current)
+                parts_of.append(_PARTS if at == AT_END else _BAND)
+            start = starts[current]
+            wait = start - ready[current]
+            if wait > 0:
+                on_core = kind[current] == COMPUTE
+                if not on_core:
+                    if holders is None:
+                        holders = channel_holders(self)
+                    held_by = holders.get(dma_lanes[channel_of[current]], {}).get(start)
+                    if held_by is not None and held_by != current:  # the channel's previous transfer: on the path
+                        current, at = held_by, AT_END
+                        continue
+                waits.append((len(visits), _CORE_WAIT if on_core else _CHANNEL_WAIT, wait))
+            if binding[current] < 0:
+                idle = ready[current]
+                break
+            at, current = binding_at[current], binding[current]
+        stalls = self._stalls(np.array(visits, dtype=np.int64), np.array(parts_of, dtype=np.int64), waits)
+        if idle is not None:
+            stalls["idle"] += idle
+        return stalls, path
+
+    def _stalls(self, visits: np.ndarray, parts_of: np.ndarray, waits: list) -> dict[str, float]:
+        """The cycles by cause the walk's visits add (``__getitem__``'s parts, band parts or tail
+        parts of each, as ``parts_of`` says) and its waits ((visit it follows, cause, cycles)),
+        each cause's terms added in path order."""
+        machine, table = self.machine, self.commands
+        n_causes = len(CAUSES)
+        position, cause, value = [], [], []  # the terms
+
+        def add(mask: np.ndarray, causes: np.ndarray, values: np.ndarray) -> None:
+            position.append(np.flatnonzero(mask))
+            cause.append(np.broadcast_to(causes, mask.shape)[mask])
+            value.append(np.broadcast_to(values, mask.shape)[mask])
+
+        kind = np.frombuffer(table.kind, np.int8)[visits]
+        compute = kind == COMPUTE
+        has_band = np.zeros(len(table), dtype=bool)
+        has_band[list(self.band_done)] = True
+        # computes: {cause: cycles}, or {cause: cycles / bands} up to the first band and after a late input
+        by_class = machine.cycles_by_class()
+        class_of = machine._class_array[np.where(compute, table.column("op")[visits], 0)] if len(by_class) else 0
+        cycles = np.array(by_class + [0.0], dtype=np.float64)[np.where(compute, class_of, -1)]
+        bound = np.array([_CAUSE_NUMBER[BOUND_CAUSE[machine._class_cycles(k)[0][1]]] for k in range(len(by_class))]
+                         + [0], dtype=np.int64)[np.where(compute, class_of, -1)]
+        bands = np.asarray(machine.bands, dtype=np.float64)[visits]
+        add(compute & (parts_of == _PARTS), bound, cycles)
+        add(compute & ((parts_of == _TAIL) | (parts_of == _BAND) & has_band[visits]), bound, cycles / bands)
+        # transfers (engine._dma's parts): overhead, latency, bandwidth and bank timing
+        dma = ~compute
+        store = kind == STORE
+        overhead, waiting, moving_cause, bank_cause = (
+            np.where(store, _CAUSE_NUMBER[DMA_CAUSES["store"][k]], _CAUSE_NUMBER[DMA_CAUSES["load"][k]]) for k in range(4))
+        flowing, data_end = np.frombuffer(self.flowing, np.float64)[visits], np.frombuffer(self.data_end, np.float64)[visits]
+        setup = machine.cost_column("descriptors", np.float64)[visits] * machine.dma_setup_cycles
+        latency = np.full(len(visits), float(machine.dram_latency))
+        addresses_left = flowing + machine.cost_column("chunks", np.float64)[visits] * self.chunk_cycles - data_end
+        moving = data_end - flowing
+        bank = np.zeros(len(visits))
+        if self.bank_delay is not None:
+            bank = np.minimum(moving, np.frombuffer(self.bank_delay, np.float64)[visits] / self.bank_channels
+                              / self.ns_per_cycle)
+        banked = bank > 0
+        whole = dma & (parts_of == _PARTS)
+        add(whole, overhead, setup + np.maximum(addresses_left, 0.0))
+        add(whole, waiting, latency)
+        add(whole, moving_cause, np.where(banked, moving - bank, moving))
+        add(whole & banked, bank_cause, bank)
+        first = dma & (parts_of == _BAND) & has_band[visits]  # (band parts: only a command with a first band has them)
+        add(first, overhead, setup)
+        add(first, waiting, latency)
+        add(first, moving_cause, np.frombuffer(self.band, np.float64)[visits] - flowing)
+        late = dma & (parts_of == _TAIL)
+        add(late & (data_end > np.frombuffer(self.mark, np.float64)[visits]), moving_cause,
+            data_end - np.frombuffer(self.last_start, np.float64)[visits])
+        add(late & (addresses_left > 0), overhead, addresses_left)
+        if waits:  # (after the parts of the visit before them: of other causes, their order is no matter)
+            at, wait_cause, wait = map(np.array, zip(*waits))
+            position.append(at.astype(np.int64) - 1)
+            cause.append(wait_cause.astype(np.int64))
+            value.append(wait.astype(np.float64))
+        position, cause, value = np.concatenate(position), np.concatenate(cause), np.concatenate(value)
+        order = np.argsort(position, kind="stable")
+        cause, value = cause[order], value[order]
+        stalls = dict.fromkeys(CAUSES, 0.0)
+        for k in np.unique(cause).tolist():
+            stalls[CAUSES[k]] = _in_order(0.0, value[cause == k])
+        return stalls
+
     def __getitem__(self, i: int) -> CommandTiming:
         machine, table = self.machine, self.commands  # columns: no Command is made
         kind = table.kind[i]
@@ -427,6 +544,12 @@ def _packed(column: np.ndarray) -> array:
 
 #: ``CommandTiming.binding_at`` of each binding_at code.
 AT_NAMES = ("end", "start", "band")
+
+#: Which parts a visit of the critical path adds (``RecordedTimings.walk_critical_path``): its own,
+#: those up to its first band, those after a late streamed input.
+_PARTS, _BAND, _TAIL = 0, 1, 2
+_CAUSE_NUMBER = {name: k for k, name in enumerate(CAUSES)}
+_CORE_WAIT, _CHANNEL_WAIT = _CAUSE_NUMBER["core_wait"], _CAUSE_NUMBER["dma_channel_wait"]
 
 
 def _in_order(total: float, terms: np.ndarray) -> float:
