@@ -299,7 +299,7 @@ class RecordedTimings:
         summed in path order one term at a time (as the walk's ``+=`` adds them). None when
         some time is 2**53 or more (floats would merge distinct int times): the caller then
         walks the CommandTimings."""
-        starts, ends, ready = self.starts.values, self.ends.values, self.ready
+        starts, ready = self.starts.values, self.ready
         times = np.concatenate([self.starts.array(), self.ends.array(), np.frombuffer(ready, np.float64)])
         if len(times) and np.abs(times).max() >= 2.0 ** 53:
             return None
