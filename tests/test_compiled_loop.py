@@ -285,6 +285,27 @@ def test_recorded_timings_are_the_simpy_runs_command_timings():
     assert compiled.timings.ends == [t.end for t in simpy_run.timings]
 
 
+@pytest.mark.parametrize("trace, budget, overrides, pipeline", [
+    ("resnet18", "64KiB", {}, None),  # streamed loads and stores: bands and tails on the path
+    ("mobilenet_v2", "128KiB", {"dma.channels": "4"}, None),  # transfers waiting for a channel
+    ("squeezenet1_0", "64KiB", {**BANKS, "dram.device": "lpddr5-6400"}, None),  # bank timing
+    ("resnet18", None, {"cores.count": "4"}, None),
+    ("googlenet", None, {"streams": "4", "cores.count": "1", "scratchpad.size": "8MiB"},  # core waits on the path
+     "default+streams-rr+mindspore-mo:size,best-fit"),
+])
+def test_the_critical_path_over_the_columns_is_the_walk_over_command_timings(trace, budget, overrides, pipeline):
+    """``RecordedTimings.walk_critical_path`` (array work on the columns) against the walk over
+    the CommandTimings the run records: the same path, every cause's cycles to the last bit."""
+    from npusim.sim.critical_path import critical_path
+
+    program, hw = program_of(trace, "edge-npu", overrides, budget, pipeline)
+    machine = engine._new_machine(program, hw, 0.0, None, engine.silent)
+    assert machine.run_compiled() is not None
+    stalls, path = critical_path(machine.timings)
+    assert (stalls, path) == critical_path(list(machine.timings))
+    assert len(path) > 1 and sum(stalls.values()) > 0
+
+
 def test_recorded_timeline_orders_ties_as_a_sort_of_the_entries():
     """The compiled run's timeline is ordered by NumPy with Python's tie-break by name;
     starts here tie often (few values, ints and floats mixed), so runs of equal (start,

@@ -63,3 +63,18 @@ def test_the_attributes_the_figures_read_are_part_of_the_signature(attrs):
     conv = next(op for op in graph.ops if op.kind == "Conv")
     marked = dataclasses.replace(conv, attrs={**conv.attrs, **attrs})
     assert cost_signature(marked, graph) != cost_signature(conv, graph)
+
+
+@pytest.mark.parametrize("trace, budget", [("resnet18", "64KiB"), ("llm:gpt2-small:decode=64", "64KiB")])
+def test_cost_classes_group_the_ops_as_their_signatures_do(trace, budget):
+    """``cost_classes`` (the simulator's: figures numbered, all ops at once) puts two ops in one
+    class exactly when their ``cost_signature``s are equal, classes numbered by first op."""
+    from npusim.hw.costs import cost_classes
+
+    hw = load_hw("edge-npu")
+    graph = load_graph(trace)
+    tiled = plan_graph(graph, hw, budget=resolve_budget(budget, graph, hw)).bound_graph
+    class_of, first = cost_classes(tiled)
+    numbers = {}
+    assert class_of == [numbers.setdefault(cost_signature(op, tiled), len(numbers)) for op in tiled.ops]
+    assert first == [class_of.index(k) for k in range(len(numbers))]

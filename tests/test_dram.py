@@ -949,3 +949,18 @@ def test_where_the_look_ahead_starts_changes_nothing(monkeypatch):
         report.pop("events"), report.pop("wall_seconds", None)
         reports.append(report)
     assert reports[0] == reports[1]
+
+
+def test_hit_rates_are_rounded_as_pythons_round_rounds_them():
+    """``model.rounded_to_hundredths`` (the compiled run's row hit rate samples, all at once)
+    against ``round(v, 2)``: rates, exact ties and their neighbours, large, negative and not
+    finite values, to the last bit and the sign of zero."""
+    from npusim.dram.model import rounded_to_hundredths
+
+    rng = np.random.default_rng(3)
+    hits = rng.integers(0, 10**7, 100_000)
+    ties = np.arange(0, 20_001) / 200.0  # k.xx5: exact halves at two decimals where representable
+    values = np.concatenate([100.0 * hits / (hits + rng.integers(1, 10**7, len(hits))), rng.random(50_000) * 100,
+                             ties, np.nextafter(ties, -1.0), np.nextafter(ties, 200.0), -ties,
+                             [1e7, 1e12 + 0.005, 123456789.125, -0.001, -0.005, 0.0, -0.0, 5e-324, np.inf, -np.inf]])
+    assert [repr(v) for v in rounded_to_hundredths(values)] == [repr(round(v, 2)) for v in values.tolist()]

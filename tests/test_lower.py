@@ -2,6 +2,7 @@
 address painter, and the one-pass waits against the two-pass rules of npusim.plan.lower's
 module docstring."""
 
+import itertools
 import random
 from collections import defaultdict
 from dataclasses import replace
@@ -44,6 +45,28 @@ def test_painter_reports_the_owners_a_byte_map_has():
             expected = {owner_of[b] for b in range(lo, hi) if b in owner_of}
             assert painter.paint(lo, hi, owner) == expected
             owner_of.update(dict.fromkeys(range(lo, hi), owner))
+
+
+def test_painting_each_range_finds_what_painting_them_one_by_one_does():
+    """``paint_each`` (the race check's loop) against ``paint`` called per range, with ranges
+    that repeat a segment exactly (its fast path), cover several, or are empty."""
+    rng = random.Random(11)
+    for _ in range(20):
+        ranges = []
+        for owner in range(80):
+            if ranges and rng.random() < 0.4:  # an allocator reusing a block
+                lo, hi, _ = rng.choice(ranges)
+            else:
+                lo = rng.randrange(0, 200)
+                hi = lo + rng.choice([0, 1, 3, 8, 30, 90])
+            ranges.append((lo, hi, owner))
+        one_by_one, each = AddressPainter(), AddressPainter()
+        expected = [one_by_one.paint(lo, hi, owner) for lo, hi, owner in ranges]
+        counts, found = each.paint_each(*map(list, zip(*ranges)))
+        assert counts == [len(e) for e in expected]
+        ends = list(itertools.accumulate(counts))
+        assert [set(found[end - c:end]) for c, end in zip(counts, ends)] == expected
+        assert (each._starts, each._ends, each._owners) == (one_by_one._starts, one_by_one._ends, one_by_one._owners)
 
 
 def test_previous_occupants_are_what_a_byte_map_has():

@@ -595,7 +595,21 @@ def tensor_figures(graph: Graph) -> list[tuple]:
     return list(map(_TENSOR_FIGURES, graph.tensors))
 
 
-def cost_signature(op: Op, graph: Graph, figures: list[tuple] | None = None) -> tuple:
+def cost_classes(graph: Graph) -> tuple[list[int], list[int]]:
+    """(every op's cost class, the first op of each class): ops share a class exactly when their
+    ``cost_signature`` is equal, classes numbered in the order of their first op. Each op is
+    keyed by its signature with each tensor's figures replaced by their number among the
+    graph's distinct ones (equal keys exactly when equal signatures, and cheaper to hash: a
+    Llama-3.2-1B decode step's 25,894 ops have 27 distinct figures and 32 classes)."""
+    numbers: dict[tuple, int] = {}
+    figures = [numbers.setdefault(f, len(numbers)) for f in map(_TENSOR_FIGURES, graph.tensors)]
+    classes: dict[tuple, int] = {}
+    class_of = [classes.setdefault(cost_signature(op, graph, figures), len(classes)) for op in graph.ops]
+    first = dict(zip(reversed(class_of), range(len(class_of) - 1, -1, -1)))  # (the earliest op written last)
+    return class_of, [first[k] for k in range(len(classes))]
+
+
+def cost_signature(op: Op, graph: Graph, figures: list | None = None) -> tuple:
     """Everything the per-op figures of this module read of an op (``op_core_cycles``,
     ``scratchpad_bytes``, ``register_accesses``, ``level_energy``, ``stream_bands``): its kind,
     GEMM with the loop nest (which ``Gemm``'s equality leaves out), MACs and vector work, the

@@ -59,8 +59,7 @@ import numpy as np
 from npusim import native
 from npusim.errors import SimulationError
 from npusim.plan.command_table import KIND_CODES, KINDS, rows_as_arrays
-from npusim.plan.transfer_cost import address_cycles
-from npusim.sim.critical_path import CommandTiming
+from npusim.sim.critical_path import CAUSES, CommandTiming, channel_holders
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
 from npusim.sim.report import Pairs, TimelineEntry
 from npusim.util.fast_init import twin_constructor
@@ -111,28 +110,21 @@ def run(machine, cores_of_queue: dict, max_events: int):
     n = len(table)
     kind = table.column("kind").astype(np.int64)
     ids = np.flatnonzero(kind != COMPUTE)  # the transfers (command c is table[c])
-    costs = list(map(table.cost.__getitem__, ids.tolist()))
-
-    def per_transfer(values, dtype=np.float64):
-        out = np.zeros(n, dtype)
-        out[ids] = np.fromiter(values, dtype, len(costs))
-        return out
-
     # the same float operations as the engine's (descriptors * setup + latency, chunks * chunk_cycles,
-    # step + 0.5 for a store)
-    bus = per_transfer(map(attrgetter("bus_bytes"), costs))
-    setup_latency = per_transfer(map(attrgetter("descriptors"), costs)) * machine.dma_setup_cycles + machine.dram_latency
-    addr_cycles = per_transfer(map(attrgetter("chunks"), costs)) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
+    # step + 0.5 for a store); a compute's are 0 (its cost column's)
+    bus = machine.cost_column("bus_bytes", np.float64)
+    setup_latency = machine.cost_column("descriptors", np.float64) * machine.dma_setup_cycles + machine.dram_latency
+    addr_cycles = machine.cost_column("chunks", np.float64) * hw.dma.chunk_cycles  # transfer_cost.address_cycles
     urgency = np.zeros(n)
     urgency[ids] = table.column("step")[ids]
     urgency += np.where(kind == STORE, 0.5, 0.0)
-    ops, op_cycles, op_of = machine.graph.ops, machine._op_cycles, table.op
     compute_ids = np.flatnonzero(kind == COMPUTE)
-    values = [op_cycles(ops[op_of[i]])[0][0] for i in compute_ids.tolist()]
+    classes = machine._class_array[table.column("op")[compute_ids]]  # each compute's cost class
+    by_class = machine.cycles_by_class()
     cycles = np.zeros(n)
-    cycles[compute_ids] = values
+    cycles[compute_ids] = np.array(by_class, dtype=np.float64)[classes]
     cycles_int = np.zeros(n, np.int64)  # flags as int64: the kernel takes 8-byte items
-    cycles_int[compute_ids] = [isinstance(v, int) for v in values]
+    cycles_int[compute_ids] = np.array([isinstance(v, int) for v in by_class], dtype=np.int64)[classes]
     has_band = np.zeros(n, np.int64)
     has_band[list(machine.band_done)] = 1
     bands = np.asarray(machine.bands, np.int64)
@@ -255,6 +247,7 @@ class RecordedTimings:
         if bank_delay is not None:
             self.bank_channels, self.ns_per_cycle = machine.dram.cfg.channels, machine.dram.ns_per_cycle
         self.lanes = {q: machine._cores_of(q) for q in machine.program.queues if q.startswith("stream")}
+        self.chunk_cycles = machine.hw.dma.chunk_cycles
         # read on every item (the machine's own objects, which refer to nothing of it)
         self.commands, self.ops, self.tensors, self.bands, self.band_done = (
             machine.program.commands, machine.graph.ops, machine.graph.tensors, machine.bands, machine.band_done)
@@ -285,18 +278,136 @@ class RecordedTimings:
         return int(times[i]) if self.int_mask[i] & bit else times[i]
 
     def compute_rows(self, ids):
-        """(start, end, binding, lane, bound cause) of each of compute commands ``ids``, one at
-        a time: what ``critical_path.op_breakdown`` reads of their CommandTimings, without
-        making them, read from the columns directly (the breakdown asks it of every compute)."""
-        table, ops, op_cycles, lanes = self.commands, self.ops, self.machine._op_cycles, self.lanes
-        starts, ends, int_mask, binding = self.starts.values, self.ends.values, self.int_mask, self.binding
-        op_of, queue_of = table.op, table.queue
+        """(start, end, binding, lane, bound cause) of each of compute commands ``ids``: what
+        ``critical_path.op_breakdown`` reads of their CommandTimings, without making them, read
+        from the columns for all of them at once (the breakdown asks it of every compute)."""
+        machine, table, lanes = self.machine, self.commands, self.lanes
+        ids = np.asarray(ids, dtype=np.int64)
+        mask = np.frombuffer(self.int_mask, np.int64)[ids]
+        binding = np.frombuffer(self.binding, np.int64)[ids].tolist()
         lane_of = [lanes[name][1] if name in lanes else None for name in table.queue_names]
-        for i in ids:
-            (_, bound), _ = op_cycles(ops[op_of[i]])
-            start, end, mask, b = starts[i], ends[i], int_mask[i], binding[i]
-            yield (int(start) if mask & START_INT else start, int(end) if mask & END_INT else end,
-                   None if b < 0 else b, lane_of[queue_of[i]], BOUND_CAUSE[bound])
+        cause_of = [BOUND_CAUSE[machine._class_cycles(key)[0][1]] for key in range(len(machine._class_ops))]
+        causes = machine._class_array[table.column("op")[ids]].tolist()
+        return zip(_as_held(self.starts.array()[ids], mask & START_INT), _as_held(self.ends.array()[ids], mask & END_INT),
+                   [None if b < 0 else b for b in binding], map(lane_of.__getitem__, table.column("queue")[ids].tolist()),
+                   map(cause_of.__getitem__, causes))
+
+    def walk_critical_path(self, current: int, guard: int) -> tuple[dict, list[int]] | None:
+        """``critical_path.critical_path`` from command ``current`` (its walk, ``guard`` steps at
+        most), read from the columns: the walk first, on the times and bindings, then the parts
+        of the commands on it (those ``__getitem__`` makes) for all of them at once, each cause's
+        summed in path order one term at a time (as the walk's ``+=`` adds them). None when
+        some time is 2**53 or more (floats would merge distinct int times): the caller then
+        walks the CommandTimings."""
+        starts, ready = self.starts.values, self.ready
+        times = np.concatenate([self.starts.array(), self.ends.array(), np.frombuffer(ready, np.float64)])
+        if len(times) and np.abs(times).max() >= 2.0 ** 53:
+            return None
+        kind, tail, binding, binding_at, channel_of = (self.commands.kind, self.tail, self.binding, self.binding_at,
+                                                       self.channel_of)
+        dma_lanes = self.machine.dma_lanes
+        holders = None
+        at, path, visits, parts_of = AT_END, [], [], []  # parts_of: which parts each visit adds (_PARTS, ...)
+        waits: list[tuple[int, int, float]] = []  # (visit, cause, cycles)
+        idle = None
+        while current is not None and guard:
+            guard -= 1
+            path.append(current)
+            if at == AT_END and tail[current] >= 0:
+                visits.append(current)
+                parts_of.append(_TAIL)
+                current = tail[current]
+                continue
+            if at != AT_START:  # (a command bound at its start adds none of its parts)
+                visits.append(current)
+                parts_of.append(_PARTS if at == AT_END else _BAND)
+            start = starts[current]
+            wait = start - ready[current]
+            if wait > 0:
+                on_core = kind[current] == COMPUTE
+                if not on_core:
+                    if holders is None:
+                        holders = channel_holders(self)
+                    held_by = holders.get(dma_lanes[channel_of[current]], {}).get(start)
+                    if held_by is not None and held_by != current:  # the channel's previous transfer: on the path
+                        current, at = held_by, AT_END
+                        continue
+                waits.append((len(visits), _CORE_WAIT if on_core else _CHANNEL_WAIT, wait))
+            if binding[current] < 0:
+                idle = ready[current]
+                break
+            at, current = binding_at[current], binding[current]
+        stalls = self._stalls(np.array(visits, dtype=np.int64), np.array(parts_of, dtype=np.int64), waits)
+        if idle is not None:
+            stalls["idle"] += idle
+        return stalls, path
+
+    def _stalls(self, visits: np.ndarray, parts_of: np.ndarray, waits: list) -> dict[str, float]:
+        """The cycles by cause the walk's visits add (``__getitem__``'s parts, band parts or tail
+        parts of each, as ``parts_of`` says) and its waits ((visit it follows, cause, cycles)),
+        each cause's terms added in path order."""
+        machine, table = self.machine, self.commands
+        n_causes = len(CAUSES)
+        position, cause, value = [], [], []  # the terms
+
+        def add(mask: np.ndarray, causes: np.ndarray, values: np.ndarray) -> None:
+            position.append(np.flatnonzero(mask))
+            cause.append(np.broadcast_to(causes, mask.shape)[mask])
+            value.append(np.broadcast_to(values, mask.shape)[mask])
+
+        kind = np.frombuffer(table.kind, np.int8)[visits]
+        compute = kind == COMPUTE
+        has_band = np.zeros(len(table), dtype=bool)
+        has_band[list(self.band_done)] = True
+        # computes: {cause: cycles}, or {cause: cycles / bands} up to the first band and after a late input
+        by_class = machine.cycles_by_class()
+        class_of = machine._class_array[np.where(compute, table.column("op")[visits], 0)] if len(by_class) else 0
+        cycles = np.array(by_class + [0.0], dtype=np.float64)[np.where(compute, class_of, -1)]
+        bound = np.array([_CAUSE_NUMBER[BOUND_CAUSE[machine._class_cycles(k)[0][1]]] for k in range(len(by_class))]
+                         + [0], dtype=np.int64)[np.where(compute, class_of, -1)]
+        bands = np.asarray(machine.bands, dtype=np.float64)[visits]
+        add(compute & (parts_of == _PARTS), bound, cycles)
+        add(compute & ((parts_of == _TAIL) | (parts_of == _BAND) & has_band[visits]), bound, cycles / bands)
+        # transfers (engine._dma's parts): overhead, latency, bandwidth and bank timing
+        dma = ~compute
+        store = kind == STORE
+        overhead, waiting, moving_cause, bank_cause = (
+            np.where(store, _CAUSE_NUMBER[DMA_CAUSES["store"][k]], _CAUSE_NUMBER[DMA_CAUSES["load"][k]]) for k in range(4))
+        flowing, data_end = np.frombuffer(self.flowing, np.float64)[visits], np.frombuffer(self.data_end, np.float64)[visits]
+        setup = machine.cost_column("descriptors", np.float64)[visits] * machine.dma_setup_cycles
+        latency = np.full(len(visits), float(machine.dram_latency))
+        addresses_left = flowing + machine.cost_column("chunks", np.float64)[visits] * self.chunk_cycles - data_end
+        moving = data_end - flowing
+        bank = np.zeros(len(visits))
+        if self.bank_delay is not None:
+            bank = np.minimum(moving, np.frombuffer(self.bank_delay, np.float64)[visits] / self.bank_channels
+                              / self.ns_per_cycle)
+        banked = bank > 0
+        whole = dma & (parts_of == _PARTS)
+        add(whole, overhead, setup + np.maximum(addresses_left, 0.0))
+        add(whole, waiting, latency)
+        add(whole, moving_cause, np.where(banked, moving - bank, moving))
+        add(whole & banked, bank_cause, bank)
+        first = dma & (parts_of == _BAND) & has_band[visits]  # (band parts: only a command with a first band has them)
+        add(first, overhead, setup)
+        add(first, waiting, latency)
+        add(first, moving_cause, np.frombuffer(self.band, np.float64)[visits] - flowing)
+        late = dma & (parts_of == _TAIL)
+        add(late & (data_end > np.frombuffer(self.mark, np.float64)[visits]), moving_cause,
+            data_end - np.frombuffer(self.last_start, np.float64)[visits])
+        add(late & (addresses_left > 0), overhead, addresses_left)
+        if waits:  # (after the parts of the visit before them: of other causes, their order is no matter)
+            at, wait_cause, wait = map(np.array, zip(*waits))
+            position.append(at.astype(np.int64) - 1)
+            cause.append(wait_cause.astype(np.int64))
+            value.append(wait.astype(np.float64))
+        position, cause, value = np.concatenate(position), np.concatenate(cause), np.concatenate(value)
+        order = np.argsort(position, kind="stable")
+        cause, value = cause[order], value[order]
+        stalls = dict.fromkeys(CAUSES, 0.0)
+        for k in np.unique(cause).tolist():
+            stalls[CAUSES[k]] = _in_order(0.0, value[cause == k])
+        return stalls
 
     def __getitem__(self, i: int) -> CommandTiming:
         machine, table = self.machine, self.commands  # columns: no Command is made
@@ -305,7 +416,7 @@ class RecordedTimings:
         band_at = tail_at = None
         band_parts, tail_parts = {}, {}
         if kind == COMPUTE:
-            (cycles, bound), _ = machine._op_cycles(self.ops[table.op[i]])
+            (cycles, bound), _ = machine._class_cycles(machine._class_of[table.op[i]])
             cause = BOUND_CAUSE[bound]
             parts = {cause: cycles}
             bands = self.bands[i]
@@ -319,7 +430,7 @@ class RecordedTimings:
             cost = table.cost[i]
             setup = cost.descriptors * machine.dma_setup_cycles
             latency = machine.dram_latency
-            addresses_left = flowing + address_cycles(cost, machine.hw) - data_end
+            addresses_left = flowing + cost.chunks * self.chunk_cycles - data_end  # (transfer_cost.address_cycles)
             moving = data_end - flowing
             parts = {overhead: setup + max(addresses_left, 0.0), waiting: latency, moving_cause: moving}
             if self.bank_delay is not None:  # the data phase's share lost to bank timing (engine._dma)
@@ -416,6 +527,14 @@ class RecordedTimeline(Sequence):
         return tuple, (tuple(self),)
 
 
+def _as_held(values: np.ndarray, is_int: np.ndarray) -> list:
+    """Recorded times as SimPy held them: floats, an int where ``is_int`` is set (``HeldTimes``)."""
+    found = values.tolist()
+    for k in np.flatnonzero(is_int).tolist():
+        found[k] = int(found[k])
+    return found
+
+
 def _packed(column: np.ndarray) -> array:
     """A float64 or int64 column as an ``array.array`` of the same bytes."""
     packed = array("d" if column.dtype == np.float64 else "q")
@@ -425,6 +544,12 @@ def _packed(column: np.ndarray) -> array:
 
 #: ``CommandTiming.binding_at`` of each binding_at code.
 AT_NAMES = ("end", "start", "band")
+
+#: Which parts a visit of the critical path adds (``RecordedTimings.walk_critical_path``): its own,
+#: those up to its first band, those after a late streamed input.
+_PARTS, _BAND, _TAIL = 0, 1, 2
+_CAUSE_NUMBER = {name: k for k, name in enumerate(CAUSES)}
+_CORE_WAIT, _CHANNEL_WAIT = _CAUSE_NUMBER["core_wait"], _CAUSE_NUMBER["dma_channel_wait"]
 
 
 def _in_order(total: float, terms: np.ndarray) -> float:
@@ -445,10 +570,11 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
     at = {k: np.flatnonzero(kind == code) for k, code in KIND_CODES.items()}  # positions in the order
     # computes: one set of figures per (queue, cost class), the SimPy run's per op
     computes = order[at["compute"]]
-    op_of = list(map(ops.__getitem__, map(table.op.__getitem__, computes.tolist())))
-    classes = np.fromiter(map(machine._cost_class, op_of), np.int64, len(op_of))
+    op_ids = table.column("op")[computes]
+    op_of = list(map(ops.__getitem__, op_ids.tolist()))
+    classes = machine._class_array[op_ids]
     queue = table.column("queue")[computes].astype(np.int64)  # codes into table.queue_names
-    pairs, first, pair_of = np.unique(queue * (len(machine._classes) + 1) + classes, return_index=True,
+    pairs, first, pair_of = np.unique(queue * (len(machine._class_ops) + 1) + classes, return_index=True,
                                       return_inverse=True)
     lanes = {q: machine._cores_of(q)[0] for q in program.queues if q.startswith("stream")}
     terms: dict[tuple, np.ndarray] = {}  # (total, key) -> its terms over the completed commands
@@ -474,18 +600,16 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
     # transfers (_account_transfer)
     e = hw.energy
     nbytes = table.column("nbytes")
+    bus_bytes, descriptors = machine.cost_column("bus_bytes"), machine.cost_column("descriptors")
     for kind_name, dram, scratchpad, byte in (("load", "dram_read", "scratchpad_write", machine.scratchpad_write_byte),
                                               ("store", "dram_write", "scratchpad_read", machine.scratchpad_read_byte)):
         positions = at[kind_name]
         moved = order[positions]
-        costs = list(map(table.cost.__getitem__, moved.tolist()))
         if not machine.banked:  # (with banks, the device's energy is charged at the end: engine._account_transfer)
             column("energy", dram)[positions] = (
-                np.fromiter(map(attrgetter("bus_bytes"), costs), np.int64, len(costs))
-                * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
+                bus_bytes[moved] * (e.dram_read_byte if kind_name == "load" else e.dram_write_byte))
         column("energy", scratchpad)[positions] = nbytes[moved] * byte
-        column("energy", "dma_descriptor")[positions] = (
-            np.fromiter(map(attrgetter("descriptors"), costs), np.int64, len(costs)) * e.dma_descriptor)
+        column("energy", "dma_descriptor")[positions] = descriptors[moved] * e.dma_descriptor
     channel = np.zeros(len(order))
     channel[kind != KIND_CODES["compute"]] = durations[order][kind != KIND_CODES["compute"]]
     machine.channel_busy = _in_order(machine.channel_busy, channel)

@@ -89,10 +89,14 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
         current = ends.last_of_largest()
     else:
         current = len(ends) - 1 - ends[::-1].index(max(ends))  # the last command of those ending last
+    guard = 3 * len(timings) + 2
+    walk = getattr(timings, "walk_critical_path", None)  # the compiled run's: this walk over its columns
+    found = walk(current, guard) if walk is not None else None
+    if found is not None:
+        return found
     at = "end"
     path = []
     holders = None  # made at the first transfer on the path that waited for its channel
-    guard = 3 * len(timings) + 2
     while current is not None and guard:
         guard -= 1
         t = timings[current]
@@ -126,9 +130,11 @@ def critical_path(timings: list[CommandTiming]) -> tuple[dict[str, float], list[
 
 
 class _ChannelHolders:
-    """Which transfer ended on a DMA channel at a given time: per channel, the transfers' ends
-    in order (columns of the compiled run's timings, ``channel_lanes``, or read from each
-    CommandTiming)."""
+    """Which transfer ended on a DMA channel at a given time: per channel, a dict of the
+    transfers' ends (columns of the compiled run's timings, ``channel_lanes``, or read from
+    each CommandTiming), each to the last of the transfers ending then. A dict, not a search
+    in the sorted ends: a long path asks it of thousands of transfers (18,000 on a Llama
+    decode step)."""
 
     def __init__(self, timings) -> None:
         columns = getattr(timings, "channel_lanes", None)
@@ -140,21 +146,27 @@ class _ChannelHolders:
                                 for t in timings], dtype=np.int64)
             ends = np.array([float(t.end) for t in timings])
             names = list(codes)
-        self.code = {name: c for c, name in enumerate(names)}
-        self.by_lane = []
-        for c in range(len(names)):
-            ids = np.flatnonzero(lane_of == c)
-            order = np.lexsort((ids, ends[ids]))  # by end, then id: the last of equal ends last
-            self.by_lane.append((ends[ids][order], ids[order]))
+        self.by_lane = _by_lane(names, lane_of, ends)
 
     def ended_at(self, lane: str, time: float) -> int | None:
         """The transfer on ``lane`` that ended at ``time`` (the last of them), or None."""
-        c = self.code.get(lane)
-        if c is None:
-            return None
-        ends, ids = self.by_lane[c]
-        k = int(np.searchsorted(ends, float(time), side="right")) - 1
-        return int(ids[k]) if k >= 0 and ends[k] == float(time) else None
+        ends = self.by_lane.get(lane)
+        return None if ends is None else ends.get(float(time))
+
+
+def _by_lane(names: list[str], lane_of: np.ndarray, ends: np.ndarray) -> dict[str, dict[float, int]]:
+    """Per DMA lane, its transfers' ends, each to the last transfer ending then."""
+    by_lane = {}
+    for c, name in enumerate(names):
+        ids = np.flatnonzero(lane_of == c)  # in id order: of equal ends the last is written last
+        by_lane[name] = dict(zip(ends[ids].tolist(), ids.tolist()))
+    return by_lane
+
+
+def channel_holders(timings) -> dict[str, dict[float, int]]:
+    """``_ChannelHolders`` of a compiled run's timings as the dict of its lanes (their
+    ``channel_lanes``): lane -> end -> the last transfer ending then."""
+    return _by_lane(*timings.channel_lanes())
 
 
 def _column(timings, column: str, field: str) -> list:

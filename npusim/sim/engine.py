@@ -59,8 +59,8 @@ from npusim.sim.bandwidth import SharedBandwidth
 from npusim.sim import races
 from npusim.sim.jitter import JitterSchedule
 from npusim.hw.costs import (
-    array_macs, array_pes, cores_per_stream, cost_signature, level_energy, op_core_cycles, register_accesses,
-    scratchpad_bytes, stream_bands, tensor_figures,
+    array_macs, array_pes, cores_per_stream, cost_classes, level_energy, op_core_cycles, register_accesses,
+    scratchpad_bytes, stream_bands,
 )
 from npusim.hw.silicon import area_mm2, scratchpad_byte_energy, static_energy_pj
 from npusim.sim.critical_path import CommandTiming, critical_path, op_breakdown
@@ -267,16 +267,16 @@ class _Machine:
         self.scratchpad_read_byte, self.scratchpad_write_byte = scratchpad_byte_energy(hw)
         self.energy_by_op: dict[str, float] = {}
         self.energy_by_level = {lv.name: 0.0 for lv in hw.cores.levels}  # cores.levels (register_file's parts)
-        # Per-op figures, computed once per cost class (``_cost_class``), not once per tile:
-        self._class_of = [-1] * len(self.graph.ops)  # op id -> its cost class (-1: not found yet)
-        self._classes: dict[tuple, int] = {}  # cost signature -> cost class
-        self._figures: list[tuple] | None = None  # the graph's tensor_figures, once a class is asked for
+        # Per-op figures, computed once per cost class (``cost_classes``), not once per tile:
+        self._class_of, self._class_ops = cost_classes(self.graph)  # op id -> its class; class -> its first op
+        self._class_array = np.array(self._class_of, dtype=np.int64)  # (the same, for many ops at once)
         self._levels: dict[int, dict] = {}
         self._cycles: dict[int, tuple] = {}
         self._bytes: dict[int, tuple[int, int]] = {}
         self._energy: dict[int, dict] = {}
         self._energy_total: dict[int, float] = {}  # cost class -> the sum of its energy parts
         self._bands: dict[int, int] = {}
+        self._cost_numbers = None  # (transfer_costs)
         self._streaming(program)
 
     def _streaming(self, program: Program) -> None:
@@ -285,13 +285,17 @@ class _Machine:
         of the op whose results it stores. A wait streams only when there are two bands or
         more; ``band_done`` holds the first-band event of every command streamed from (made by
         ``run()``: the compiled loop asks only which commands have one)."""
-        table, ops = program.commands, self.graph.ops
+        table = program.commands
         n = len(table)
-        op_of, kind_of = table.op, table.kind
-        self.bands = [1] * n
-        op_bands = self._op_bands
-        for i in np.flatnonzero(table.column("kind") == KIND_CODES["compute"]).tolist():
-            self.bands[i] = op_bands(ops[op_of[i]])
+        kind_of = table.kind
+        computes = np.flatnonzero(table.column("kind") == KIND_CODES["compute"])
+        classes = self._class_array[table.column("op")[computes]]
+        bands_of_class = np.ones(len(self._class_ops), dtype=np.int64)
+        for key in np.unique(classes).tolist():  # (only the classes that run: stream_bands of those)
+            bands_of_class[key] = self._class_bands(key)
+        bands = np.ones(n, dtype=np.int64)
+        bands[computes] = bands_of_class[classes]
+        self.bands = bands.tolist()
         self.streams_from: list[tuple[int, ...]] = [()] * n
         self.band_done: dict[int, simpy.Event | None] = {}
         compute = KIND_CODES["compute"]
@@ -472,29 +476,26 @@ class _Machine:
         self._account_op(op)
 
     def _cost_class(self, op) -> int:
-        """A number shared by the ops whose per-op figures are equal (their ``cost_signature``):
-        the tiles of one op share theirs, so a tiled graph's figures are computed once per
-        class, not once per tile."""
-        found = self._class_of[op.id]
-        if found < 0:
-            if self._figures is None:  # every tensor's, read once for all the ops
-                self._figures = tensor_figures(self.graph)
-            signature = cost_signature(op, self.graph, self._figures)
-            found = self._class_of[op.id] = self._classes.setdefault(signature, len(self._classes))
-        return found
+        """A number shared by the ops whose per-op figures are equal (their ``cost_signature``,
+        ``cost_classes``): the tiles of one op share theirs, so a tiled graph's figures are
+        computed once per class, not once per tile."""
+        return self._class_of[op.id]
 
     def _op_cycles(self, op) -> tuple[tuple[float, str], list[float]]:
-        """((cycles, bound), cycles of each of the stream's cores), computed once per cost class.
-        Asked of every op several times (the compiled loop's inputs, the critical path, the
-        breakdown): an op whose class is known is answered without a second call."""
-        found = self._cycles.get(self._class_of[op.id])  # (class -1, not found yet, has none)
+        """((cycles, bound), cycles of each of the stream's cores), computed once per cost class."""
+        return self._class_cycles(self._class_of[op.id])
+
+    def _class_cycles(self, key: int) -> tuple[tuple[float, str], list[float]]:
+        """``_op_cycles`` of the ops of cost class ``key`` (those of its first op: equal for all)."""
+        found = self._cycles.get(key)
         if found is None:
-            key = self._cost_class(op)
-            found = self._cycles.get(key)
-            if found is None:
-                found = self._cycles[key] = op_core_cycles(op, self.graph, self.hw, self.group,
-                                                           self._scratchpad_bytes(op))
+            op = self.graph.ops[self._class_ops[key]]
+            found = self._cycles[key] = op_core_cycles(op, self.graph, self.hw, self.group, self._scratchpad_bytes(op))
         return found
+
+    def cycles_by_class(self) -> list:
+        """The cycles of every cost class's ops (``_op_cycles``' first figure), by class."""
+        return [self._class_cycles(key)[0][0] for key in range(len(self._class_ops))]
 
     def _scratchpad_bytes(self, op) -> tuple[int, int]:
         """``scratchpad_bytes`` of ``op``, computed once per cost class for its cycles and its energy."""
@@ -504,12 +505,33 @@ class _Machine:
             found = self._bytes[key] = scratchpad_bytes(op, self.graph, self.hw, self.group)
         return found
 
-    def _op_bands(self, op) -> int:
-        """``stream_bands`` of ``op``, computed once per cost class."""
-        key = self._cost_class(op)
+    def transfer_costs(self) -> tuple[np.ndarray, list]:
+        """(every command's ``TransferCost`` as a number, -1 for a compute; the distinct
+        TransferCosts, by number). Lowering shares one per view shape, so what the run, its
+        energy and the report read of every transfer's cost is read once per TransferCost."""
+        if self._cost_numbers is None:
+            table = self.program.commands
+            ids = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
+            costs = list(map(table.cost.__getitem__, ids.tolist()))
+            distinct = {id(cost): cost for cost in costs}
+            number_of = {key: k for k, key in enumerate(distinct)}
+            numbers = np.full(len(table), -1, dtype=np.int64)
+            numbers[ids] = np.fromiter(map(number_of.__getitem__, map(id, costs)), np.int64, len(costs))
+            self._cost_numbers = numbers, list(distinct.values())
+        return self._cost_numbers
+
+    def cost_column(self, field: str, dtype=np.int64) -> np.ndarray:
+        """``field`` of every command's TransferCost (``transfer_costs``), 0 for a compute."""
+        numbers, distinct = self.transfer_costs()
+        values = np.array([getattr(cost, field) for cost in distinct] + [0], dtype=dtype)  # (number -1: the 0)
+        return values[numbers]
+
+    def _class_bands(self, key: int) -> int:
+        """``stream_bands`` of the ops of cost class ``key``, computed once per class."""
         found = self._bands.get(key)
         if found is None:
-            found = self._bands[key] = stream_bands(op, self.graph, self.hw, self.group)
+            found = self._bands[key] = stream_bands(self.graph.ops[self._class_ops[key]], self.graph, self.hw,
+                                                    self.group)
         return found
 
     def dma_queue(self, commands: list[Command]):
@@ -721,7 +743,7 @@ def _by_level(energy: dict, machine: _Machine) -> dict:
     return levels
 
 
-def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, int, float]:
+def _transfer_totals(machine: _Machine) -> tuple[dict, int, int, int, float]:
     """(logical bytes by cause, bytes read, bytes written, bytes on the bus, unloaded DMA
     cycles) of the program's loads and stores. Compulsory loads of overlapping tiles of one
     input or weight read some bytes twice: those count as retrieve (``npusim.plan.rereads``).
@@ -729,6 +751,7 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     As array work over the transfers' columns: the byte counts are integers (any order sums
     them alike), the unloaded cycles are added in command order (``np.add.accumulate`` adds
     one term at a time, as a loop of ``+=`` does)."""
+    program, hw = machine.program, machine.hw
     table = program.commands
     transfers = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
     ids = transfers.tolist()
@@ -740,12 +763,10 @@ def _transfer_totals(program: Program, hw: Hardware) -> tuple[dict, int, int, in
     is_load = table.column("kind")[transfers] == KIND_CODES["load"]
     read, write = int(moved[is_load].sum()), int(moved[~is_load].sum())
     # per distinct TransferCost (lowering shares one per view shape): its bus bytes and unloaded cycles
-    costs = list(map(table.cost.__getitem__, ids))
-    distinct = {id(cost): cost for cost in costs}
-    code_of = {key: k for k, key in enumerate(distinct)}
-    code = np.fromiter(map(code_of.__getitem__, map(id, costs)), np.int64, len(costs))
-    bus_of = np.array([cost.bus_bytes for cost in distinct.values()], dtype=np.int64)
-    cycles_of = np.array([unloaded_cycles(cost, hw) for cost in distinct.values()], dtype=np.float64)
+    numbers, distinct = machine.transfer_costs()
+    code = numbers[transfers]
+    bus_of = np.array([cost.bus_bytes for cost in distinct], dtype=np.int64)
+    cycles_of = np.array([unloaded_cycles(cost, hw) for cost in distinct], dtype=np.float64)
     bus = int(bus_of[code].sum())
     dma_work = float(np.add.accumulate(cycles_of[code])[-1]) if len(code) else 0.0
     return move_rereads(offchip, program.graph, compulsory), read, write, bus, dma_work
@@ -890,9 +911,9 @@ def simulate(program: Program, hw: Hardware, *, jitter: float = 0.0, seed: int |
     busy_seconds = tuple(busy / hw.clock for busy in machine.core_busy)
     for part, pj in static_energy_pj(hw, seconds, busy_seconds).items():
         energy[f"static_{part}"] = pj
-    offchip, read, write, bus, dma_work = _transfer_totals(program, hw)
+    offchip, read, write, bus, dma_work = _transfer_totals(machine)
     # op_cycles of every op: the run's own (cached per op, op_core_cycles) for the ops it ran
-    compute_bound = (sum(machine._op_cycles(o)[0][0] for o in graph.ops)
+    compute_bound = (sum(map(machine.cycles_by_class().__getitem__, machine._class_of))  # (in op order)
                      / min(hw.cores.count, program.streams))
     stalls, _ = critical_path(machine.timings)
     semaphores = _semaphores(program)

@@ -286,15 +286,14 @@ def _previous_occupants(res: _Residencies) -> tuple[np.ndarray, np.ndarray]:
     write; by residency in that order, then by occupant."""
     written = np.flatnonzero(res.writer_count)
     written = written[np.lexsort((written, res.writers[res.writer_start[written]]))]
-    paint = AddressPainter().paint
-    found = [paint(lo, lo + size, r)
-             for r, lo, size in zip(written.tolist(), res.offset[written].tolist(), res.size[written].tolist())]
+    lows = res.offset[written]
+    counts, found = AddressPainter().paint_each(lows.tolist(), (lows + res.size[written]).tolist(), written.tolist())
     # the pairs as arrays, then by painting order and occupant (a residency is painted once:
     # it is never its own previous occupant)
-    counts = np.fromiter(map(len, found), np.int64, len(found))
+    counts = np.array(counts, dtype=np.int64)
     new = np.repeat(written, counts)
-    old = np.fromiter(chain.from_iterable(found), np.int64, int(counts.sum()))
-    order = np.lexsort((old, np.repeat(np.arange(len(found)), counts)))
+    old = np.array(found, dtype=np.int64)
+    order = np.lexsort((old, np.repeat(np.arange(len(counts)), counts)))
     new, old = new[order], old[order]
     other = new != old
     return new[other], old[other]
