@@ -98,7 +98,10 @@ class _Maker:
         return self.var(self.proto).with_name(name).with_domain(domain)
 
     def sum(self, terms: list):
-        """What ``sum(terms)`` gives a constraint: 0 when empty."""
+        """What ``sum(terms)`` gives a constraint: 0 when empty, the term itself when alone
+        (as ``LinearExpr.sum`` returns it, without the call)."""
+        if len(terms) == 1:
+            return terms[0]
         return self.linear_sum(terms) if terms else 0
 
 
@@ -150,11 +153,12 @@ class CosmaModel:
             made, compulsory, resident = st == MAKE, st == COMPULSORY, st == RESIDENT
             store = p.must_store(a)
             producer, consumers = p.producer[a], p.consumers[a]
-            loads = []
+            loads, rows = [], []  # rows: (C, R, P, S, res) of a per step from lo, None where absent
             for t in range(lo, hi + 1):
                 readers = [X[c, t] for c in consumers if (c, t) in X]
                 read = total(readers)  # what a load at t is bounded by (0: no reader runs)
                 parts = []
+                c = r = kept = spill = None
                 if made and (producer, t) in X:
                     c = C[a, t] = X[producer, t]
                     parts.append(c)
@@ -171,26 +175,27 @@ class CosmaModel:
                     kept = P[a, t] = new_bool(f"P{a}_{t}")
                     parts.append(kept)
                     if store:
-                        S[a, t] = new_bool(f"S{a}_{t}")
+                        spill = S[a, t] = new_bool(f"S{a}_{t}")
                 res = RES[a, t] = new_bool(f"res{a}_{t}")
                 add(res == total(parts))
-                if (a, t) in S:  # (1); an inherited tensor may be spilled and reloaded at step 0
+                if spill is not None:  # (1); an inherited tensor may be spilled and reloaded at step 0
                     if resident and t == 0:
-                        add(S[a, t] + P[a, t] <= 1)
+                        add(spill + kept <= 1)
                     else:
-                        add(S[a, t] + res <= 1)
+                        add(spill + res <= 1)
+                rows.append((c, r, kept, spill, res))
             spilled, loaded = [], []  # S[a, k] for k <= t; C[a, k] for k < t
-            for t in range(lo, hi + 1):
+            before = (None,) * 5  # the row of step t - 1
+            for t, row in enumerate(rows, lo):
+                c, retrieve, kept, spill, _ = row
                 inherited = resident and t == 0
-                spill = S.get((a, t))
                 if spill is not None:
                     spilled.append(spill)
-                if (a, t) in P and not inherited:
-                    add(P[a, t] <= RES.get((a, t - 1)))  # (2)
+                if kept is not None and not inherited:
+                    add(kept <= before[4])  # (2)
                 if spill is not None and not inherited:
-                    made_or_kept = [x for x in (C.get((a, t - 1)), P.get((a, t - 1))) if x is not None]
+                    made_or_kept = [x for x in (before[0], before[2]) if x is not None]
                     add(spill <= total(made_or_kept)) if made_or_kept else add(spill == 0)  # (3)
-                retrieve = R.get((a, t))
                 if retrieve is not None:  # (4); a view of tiles: only once the ops writing them ran
                     for u in ready_after[a]:
                         add(retrieve <= total([X[u, k] for k in range(t) if (u, k) in X]))
@@ -198,8 +203,9 @@ class CosmaModel:
                         add(retrieve <= total(spilled))
                     elif compulsory:
                         add(retrieve <= total(loaded))
-                if compulsory and (a, t) in C:
-                    loaded.append(C[a, t])
+                if compulsory and c is not None:
+                    loaded.append(c)
+                before = row
             if compulsory:
                 m.add_exactly_one(loads)  # (7) for data loaded from DRAM
             if spilled:
