@@ -74,6 +74,37 @@ class PartResult:
     variables: int
 
 
+class _Maker:
+    """Variables and sums written to a model's proto as ``new_bool_var``, ``new_int_var`` and
+    ``sum`` would, for less: one shared Domain instead of a new one a variable, no
+    deprecated-name wrapper, and one ``LinearExpr.sum`` call instead of a chain of partial
+    sums. CP-SAT canonicalises a linear constraint (terms sorted by variable, duplicates
+    merged), so the proto is byte-identical; models have hundreds of thousands of variables."""
+
+    def __init__(self, m) -> None:
+        self.proto, self.var = m.model_proto, cp_model.IntVar
+        self.boolean = cp_model.Domain(0, 1)
+        self.ranges: dict[int, object] = {}
+        self.linear_sum = cp_model.LinearExpr.sum
+
+    def bool_var(self, name: str):
+        return self.var(self.proto).with_name(name).with_domain(self.boolean)
+
+    def int_var(self, ub: int, name: str):
+        """An integer variable of domain [0, ub]."""
+        domain = self.ranges.get(ub)
+        if domain is None:
+            domain = self.ranges[ub] = cp_model.Domain(0, ub)
+        return self.var(self.proto).with_name(name).with_domain(domain)
+
+    def sum(self, terms: list):
+        """What ``sum(terms)`` gives a constraint: 0 when empty, the term itself when alone
+        (as ``LinearExpr.sum`` returns it, without the call)."""
+        if len(terms) == 1:
+            return terms[0]
+        return self.linear_sum(terms) if terms else 0
+
+
 class CosmaModel:
     """The CP-SAT model of one part under the given windows."""
 
@@ -86,141 +117,156 @@ class CosmaModel:
                                 f"{part.capacity * part.unit} B budget")
         self.part, self.win, self.overlap = part, win, overlap
         m = self.m = cp_model.CpModel()
+        make = self.make = _Maker(m)
         n = part.steps
         self.fixed = all(lo == hi for lo, hi in win.op)
-        true = m.NewBoolVar("true")
-        m.Add(true == 1)
-        self.X = {}
+        true = make.bool_var("true")
+        m.add(true == 1)
+        X = self.X = {}
         for v, (lo, hi) in enumerate(win.op):
             for t in range(lo, hi + 1):
-                self.X[v, t] = true if self.fixed else m.NewBoolVar(f"X{v}_{t}")
+                X[v, t] = true if self.fixed else make.bool_var(f"X{v}_{t}")
         if not self.fixed:
             for v, (lo, hi) in enumerate(win.op):
-                m.AddExactlyOne([self.X[v, t] for t in range(lo, hi + 1)])  # (7) for ops
+                m.add_exactly_one([X[v, t] for t in range(lo, hi + 1)])  # (7) for ops
             for t in range(n):
-                m.AddExactlyOne([self.X[v, t] for v in range(n) if (v, t) in self.X])  # one op per step
+                m.add_exactly_one([X[v, t] for v in range(n) if (v, t) in X])  # one op per step
         self.C, self.P, self.S, self.R, self.res, self.L = {}, {}, {}, {}, {}, {}
         self._tensors()
         self._inputs_present()
         self._memory()
-        cost = [self.part.nbytes[a] * x for (a, _), x in list(self.S.items()) + list(self.R.items())]
-        self.objective = sum(cost) if cost else 0
-        m.Minimize(self.objective)  # (12)
+        costly = list(self.S.items()) + list(self.R.items())
+        m.minimize(cp_model.LinearExpr.weighted_sum([x for _, x in costly], [part.nbytes[a] for (a, _), _ in costly])
+                   if costly else 0)  # (12)
 
     # -- per-tensor actions (1)-(4), (7), (8) -------------------------------------------------
-    def _readers_at(self, a: int, t: int) -> list:
-        return [self.X[c, t] for c in self.part.consumers[a] if (c, t) in self.X]
-
     def _tensors(self) -> None:
         p, m, n = self.part, self.m, self.part.steps
+        add, new_bool, total = m.add, self.make.bool_var, self.make.sum
+        X, C, P, S, R, RES = self.X, self.C, self.P, self.S, self.R, self.res
+        ready_after = p.ready_after or ((),) * p.n_tensors
         for a in range(p.n_tensors):
             lo, hi = self.win.tensor[a]
             if hi < lo:
                 continue
             st = p.entry[a]
+            made, compulsory, resident = st == MAKE, st == COMPULSORY, st == RESIDENT
             store = p.must_store(a)
-            loads = []
+            producer, consumers = p.producer[a], p.consumers[a]
+            loads, rows = [], []  # rows: (C, R, P, S, res) of a per step from lo, None where absent
             for t in range(lo, hi + 1):
-                readers = self._readers_at(a, t)
+                readers = [X[c, t] for c in consumers if (c, t) in X]
+                read = total(readers)  # what a load at t is bounded by (0: no reader runs)
                 parts = []
-                if st == MAKE and (p.producer[a], t) in self.X:
-                    self.C[a, t] = self.X[p.producer[a], t]
-                    parts.append(self.C[a, t])
-                if st == COMPULSORY and readers:
-                    self.C[a, t] = m.NewBoolVar(f"C{a}_{t}")
-                    m.Add(self.C[a, t] <= sum(readers))  # loads only where a reader runs
-                    loads.append(self.C[a, t])
-                    parts.append(self.C[a, t])
-                if readers and (st != MAKE or t > lo):
-                    self.R[a, t] = m.NewBoolVar(f"R{a}_{t}")
-                    m.Add(self.R[a, t] <= sum(readers))
-                    parts.append(self.R[a, t])
-                if t > lo or st == RESIDENT:
-                    self.P[a, t] = m.NewBoolVar(f"P{a}_{t}")
-                    parts.append(self.P[a, t])
-                if store and (t > lo or st == RESIDENT):
-                    self.S[a, t] = m.NewBoolVar(f"S{a}_{t}")
-                res = self.res[a, t] = m.NewBoolVar(f"res{a}_{t}")
-                m.Add(res == sum(parts)) if parts else m.Add(res == 0)
-                if (a, t) in self.S:  # (1); an inherited tensor may be spilled and reloaded at step 0
-                    if st == RESIDENT and t == 0:
-                        m.Add(self.S[a, t] + self.P[a, t] <= 1)
-                    else:
-                        m.Add(self.S[a, t] + res <= 1)
-            for t in range(lo, hi + 1):
-                prev = self.res.get((a, t - 1))
-                if (a, t) in self.P and not (st == RESIDENT and t == 0):
-                    m.Add(self.P[a, t] <= prev)  # (2)
-                if (a, t) in self.S and not (st == RESIDENT and t == 0):
-                    made_or_kept = [x for x in (self.C.get((a, t - 1)), self.P.get((a, t - 1))) if x is not None]
-                    m.Add(self.S[a, t] <= sum(made_or_kept)) if made_or_kept else m.Add(self.S[a, t] == 0)  # (3)
-                if (a, t) in self.R:  # (4); a view of tiles: only once the ops writing them ran
-                    for u in (p.ready_after[a] if p.ready_after else ()):
-                        m.Add(self.R[a, t] <= sum(self.X[u, k] for k in range(t) if (u, k) in self.X))
+                c = r = kept = spill = None
+                if made and (producer, t) in X:
+                    c = C[a, t] = X[producer, t]
+                    parts.append(c)
+                if compulsory and readers:
+                    c = C[a, t] = new_bool(f"C{a}_{t}")
+                    add(c <= read)  # loads only where a reader runs
+                    loads.append(c)
+                    parts.append(c)
+                if readers and (not made or t > lo):
+                    r = R[a, t] = new_bool(f"R{a}_{t}")
+                    add(r <= read)
+                    parts.append(r)
+                if t > lo or resident:
+                    kept = P[a, t] = new_bool(f"P{a}_{t}")
+                    parts.append(kept)
                     if store:
-                        m.Add(self.R[a, t] <= sum(self.S[a, k] for k in range(lo, t + 1) if (a, k) in self.S))
-                    elif st == COMPULSORY:
-                        m.Add(self.R[a, t] <= sum(self.C[a, k] for k in range(lo, t) if (a, k) in self.C))
-            if st == COMPULSORY:
-                m.AddExactlyOne(loads)  # (7) for data loaded from DRAM
-            spills = [self.S[a, t] for t in range(lo, hi + 1) if (a, t) in self.S]
-            if spills:
-                m.Add(sum(spills) <= 1)  # (8)
+                        spill = S[a, t] = new_bool(f"S{a}_{t}")
+                res = RES[a, t] = new_bool(f"res{a}_{t}")
+                add(res == total(parts))
+                if spill is not None:  # (1); an inherited tensor may be spilled and reloaded at step 0
+                    if resident and t == 0:
+                        add(spill + kept <= 1)
+                    else:
+                        add(spill + res <= 1)
+                rows.append((c, r, kept, spill, res))
+            spilled, loaded = [], []  # S[a, k] for k <= t; C[a, k] for k < t
+            before = (None,) * 5  # the row of step t - 1
+            for t, row in enumerate(rows, lo):
+                c, retrieve, kept, spill, _ = row
+                inherited = resident and t == 0
+                if spill is not None:
+                    spilled.append(spill)
+                if kept is not None and not inherited:
+                    add(kept <= before[4])  # (2)
+                if spill is not None and not inherited:
+                    made_or_kept = [x for x in (before[0], before[2]) if x is not None]
+                    add(spill <= total(made_or_kept)) if made_or_kept else add(spill == 0)  # (3)
+                if retrieve is not None:  # (4); a view of tiles: only once the ops writing them ran
+                    for u in ready_after[a]:
+                        add(retrieve <= total([X[u, k] for k in range(t) if (u, k) in X]))
+                    if store:
+                        add(retrieve <= total(spilled))
+                    elif compulsory:
+                        add(retrieve <= total(loaded))
+                if compulsory and c is not None:
+                    loaded.append(c)
+                before = row
+            if compulsory:
+                m.add_exactly_one(loads)  # (7) for data loaded from DRAM
+            if spilled:
+                add(total(spilled) <= 1)  # (8)
             if p.needed_after[a] and store:  # leave the part on chip or with a DRAM copy
-                m.Add(self.res[a, n - 1] + sum(spills) >= 1)
+                add(RES[a, n - 1] + total(spilled) >= 1)
             if not self.fixed and not p.needed_after[a]:
                 self._liveness(a, lo, hi)
 
     def _liveness(self, a: int, lo: int, hi: int) -> None:
         """Free a tensor after its last reader (its producer, if it has none)."""
-        p = self.part
+        p, X, op = self.part, self.X, self.win.op
         users = p.consumers[a] or ((p.producer[a],) if p.producer[a] >= 0 else ())
         if not users:
             return
+        runs = [(op[u][0], [X[u, s] for s in range(op[u][0], op[u][1] + 1)]) for u in users]
+        add, total, res = self.m.add, self.make.sum, self.res
         for t in range(lo, hi + 1):
-            later = [self.X[u, s] for u in users for s in range(max(t, self.win.op[u][0]), self.win.op[u][1] + 1)]
-            self.m.Add(self.res[a, t] <= sum(later))
+            later = [x for first, xs in runs for x in xs[max(t - first, 0):]]  # u runs at t or after
+            add(res[a, t] <= total(later))
 
     def _inputs_present(self) -> None:
         """(5): when op v runs at t, each input is kept, retrieved or loaded for the first time."""
-        p = self.part
+        p, P, R, C = self.part, self.P, self.R, self.C
+        add, total = self.m.add, self.make.sum
         for (v, t), x in self.X.items():
             for b in p.op_inputs[v]:
-                present = [d[b, t] for d in (self.P, self.R) if (b, t) in d]
-                if p.entry[b] == COMPULSORY and (b, t) in self.C:
-                    present.append(self.C[b, t])
-                if not present:
-                    self.m.Add(x == 0)
-                else:
-                    self.m.Add(x <= sum(present))
+                present = [d[b, t] for d in (P, R) if (b, t) in d]
+                if p.entry[b] == COMPULSORY and (b, t) in C:
+                    present.append(C[b, t])
+                add(x <= total(present)) if present else add(x == 0)
 
     # -- addresses (9)-(11) ----------------------------------------------------------------
     def _memory(self) -> None:
         p, m, cap = self.part, self.m, self.part.capacity
-        for (a, t), res in self.res.items():
-            self.L[a, t] = m.NewIntVar(0, cap - p.size[a], f"L{a}_{t}")  # (9)
+        int_var, L, RES = self.make.int_var, self.L, self.res
+        for (a, t) in RES:
+            L[a, t] = int_var(cap - p.size[a], f"L{a}_{t}")  # (9)
         for (a, t), keep in self.P.items():  # (11)
             if p.entry[a] == RESIDENT and t == 0:
-                m.Add(self.L[a, t] == p.entry_offset[a]).OnlyEnforceIf(keep)
+                m.add(L[a, t] == p.entry_offset[a]).only_enforce_if(keep)
             else:
-                m.Add(self.L[a, t] == self.L[a, t - 1]).OnlyEnforceIf(keep)
+                m.add(L[a, t] == L[a, t - 1]).only_enforce_if(keep)
         by_step: dict[int, list[int]] = {}
-        for (a, t) in self.res:
+        for (a, t) in RES:
             by_step.setdefault(t, []).append(a)
+        weighted_sum = cp_model.LinearExpr.weighted_sum
         for t, tensors in by_step.items():  # the footprint never exceeds the budget (a valid cut)
-            m.Add(sum(p.size[a] * self.res[a, t] for a in tensors) <= cap)
+            m.add(weighted_sum([RES[a, t] for a in tensors], [p.size[a] for a in tensors]) <= cap)
+        interval = m.new_optional_fixed_size_interval_var
         if self.overlap == "nooverlap":
             for t, tensors in by_step.items():
-                m.AddNoOverlap([m.NewOptionalFixedSizeIntervalVar(self.L[a, t], p.size[a], self.res[a, t], f"y{a}_{t}")
-                                for a in tensors])
+                m.add_no_overlap([interval(L[a, t], p.size[a], RES[a, t], f"y{a}_{t}") for a in tensors])
             self.U = {}
             return
         if self.overlap == "nooverlap2d":
             xs, ys = [], []
-            for (a, t), res in self.res.items():
-                xs.append(m.NewOptionalFixedSizeIntervalVar(t, 1, res, f"x{a}_{t}"))
-                ys.append(m.NewOptionalFixedSizeIntervalVar(self.L[a, t], p.size[a], res, f"y{a}_{t}"))
-            m.AddNoOverlap2D(xs, ys)
+            for (a, t), res in RES.items():
+                xs.append(interval(t, 1, res, f"x{a}_{t}"))
+                ys.append(interval(L[a, t], p.size[a], res, f"y{a}_{t}"))
+            m.add_no_overlap_2d(xs, ys)
             self.U = {}
             return
         self.U = {}
@@ -229,12 +275,12 @@ class CosmaModel:
             lo = max(self.win.tensor[a][0], self.win.tensor[b][0])
             hi = min(self.win.tensor[a][1], self.win.tensor[b][1])
             for t in range(lo, hi + 1):
-                u, d = m.NewBoolVar(f"u{a}_{b}_{t}"), m.NewBoolVar(f"d{a}_{b}_{t}")
+                u, d = m.new_bool_var(f"u{a}_{b}_{t}"), m.new_bool_var(f"d{a}_{b}_{t}")
                 self.U[a, b, t] = (u, d)
-                m.Add(u + d <= 1)
-                m.Add(u + d >= self.res[a, t] + self.res[b, t] - 1)
-                m.Add(self.L[a, t] + p.size[a] - self.L[b, t] <= big * (1 - d))
-                m.Add(self.L[b, t] + p.size[b] - self.L[a, t] <= big * (1 - u))
+                m.add(u + d <= 1)
+                m.add(u + d >= RES[a, t] + RES[b, t] - 1)
+                m.add(L[a, t] + p.size[a] - L[b, t] <= big * (1 - d))
+                m.add(L[b, t] + p.size[b] - L[a, t] <= big * (1 - u))
 
     # -- hints and answers -----------------------------------------------------------------
     def hint(self, actions: Actions) -> None:
@@ -267,23 +313,26 @@ class CosmaModel:
             yield d, both and ca[1] < cb[1]
 
     def decode(self, solver: cp_model.CpSolver) -> Actions:
-        n = self.part.steps
-        order = [None] * n
+        """The solution's actions, read from the response's values at once (what
+        ``solver.boolean_value`` and ``solver.value`` read, one call each)."""
+        values = list(solver.response_proto.solution)
+        order = [None] * self.part.steps
         for (v, t), x in self.X.items():
-            if solver.BooleanValue(x):
+            if values[x.index]:
                 order[t] = v
         actions = Actions(order=order)
+        C, R, L = self.C, self.R, self.L
         for (a, t), res in self.res.items():
-            if not solver.BooleanValue(res):
+            if not values[res.index]:
                 continue
-            if (a, t) in self.C and solver.BooleanValue(self.C[a, t]):
+            if (a, t) in C and values[C[a, t].index]:
                 act = "C"
-            elif (a, t) in self.R and solver.BooleanValue(self.R[a, t]):
+            elif (a, t) in R and values[R[a, t].index]:
                 act = "R"
             else:
                 act = "P"
-            actions.cells[a, t] = (act, solver.Value(self.L[a, t]))
-        actions.spills = {key for key, x in self.S.items() if solver.BooleanValue(x)}
+            actions.cells[a, t] = (act, values[L[a, t].index])
+        actions.spills = {key for key, x in self.S.items() if values[x.index]}
         return actions
 
     def n_variables(self) -> int:

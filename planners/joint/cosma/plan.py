@@ -31,8 +31,9 @@ def exit_state(part: CosmaPart, actions: Actions, state: dict) -> dict:
     out = dict(state)
     last = part.steps - 1
     spilled = {a for a, _ in actions.spills}
+    on_chip = {a for a, _ in actions.cells}  # every cell's step is one of the part's
     for a, t in enumerate(part.tensors):
-        touched = any((a, s) in actions.cells for s in range(part.steps)) or part.entry[a] == RESIDENT
+        touched = a in on_chip or part.entry[a] == RESIDENT
         if not touched:
             continue
         dram = part.in_dram[a] or a in spilled or part.entry[a] in (COMPULSORY, DRAM)
