@@ -306,6 +306,27 @@ class _Grid:
         return [p for p, offset, extent in cells if offset < hi and lo < offset + extent + 1]
 
 
+class _ReadGeometry:
+    """The distinct box regions one input of a tiled op is read in (in the order its tiles first
+    read them) with the offset, shape and strides of the view of each, as ``box_view`` makes
+    them, computed as arrays; ops of one template key (``_Templates``) share it."""
+
+    def __init__(self, regions: list, base_shape: tuple[int, ...], steps: tuple[int, ...] | None) -> None:
+        self.steps = steps
+        self.regions = [r for r in dict.fromkeys(regions) if r is not None]
+        rank = len(base_shape)
+        bounds = np.array(self.regions, dtype=np.int64).reshape(len(self.regions), rank, 2)
+        strides = np.array(row_major_strides(base_shape), dtype=np.int64)
+        self.offsets = (bounds[:, :, 0] @ strides).tolist()
+        extents = bounds[:, :, 1] - bounds[:, :, 0]
+        if steps is not None:
+            step = np.array(steps, dtype=np.int64)
+            extents = -(-extents // step)
+            strides = strides * step
+        self.shapes = list(map(tuple, extents.tolist()))
+        self.strides = tuple(strides.tolist())
+
+
 class _Builder:
     """Accumulates the tensor and op records of a tiled graph. Tensors are numbered as they
     are made (a record's position is its id), and ops and read views refer to them by id."""
@@ -375,6 +396,36 @@ class _Builder:
         if seen is None:
             seen = by_how[(flat, steps)] = {}
         return seen
+
+    def fresh_reads(self, t: int, seen: dict, geometry: "_ReadGeometry") -> dict:
+        """The records of the read views ``_read`` would make for the regions of t that an op's
+        tiles read (``geometry``) and ``seen`` does not hold, in the order they first appear:
+        region -> record, for the caller to add when it first reads that region (the names
+        count on in that order) instead of calling ``_read``. Only for a tensor whose reads in
+        parts are views of its DRAM copy (it starts there, or an untiled op made it), read by
+        one input of the op; the regions ``_read`` answers otherwise (the whole tensor, a view
+        made before) are left to it."""
+        tensor = self.graph.tensors[t]
+        in_dram = tensor.in_dram_initially
+        if t in self.written or not (in_dram or t in self.kept):
+            return {}
+        whole = None if geometry.steps is not None and in_dram else full_box(tensor.shape)  # read as is
+        read_views, name = self.read_views, tensor.name
+        made, views_made = {}, set()
+        for region, offset, shape in zip(geometry.regions, geometry.offsets, geometry.shapes):
+            if region in seen or region == whole:
+                continue
+            view = _new_view(name, offset, shape, geometry.strides)
+            # else ``_read`` finds the view made before (two strided regions may read one view)
+            if (t, view) not in read_views and view not in views_made:
+                made[region] = view
+                views_made.add(view)
+        kind, sources = (tensor.kind, ()) if in_dram else ("activation", (self.kept[t],))
+        first = self.counter["r"].get(name, 0)
+        self.counter["r"][name] = first + len(made)
+        dtype, itemsize, stem = tensor.dtype, tensor.itemsize, name + "@r"
+        return {region: (stem + str(first + n), view.shape, dtype, itemsize, kind, view, sources)
+                for n, (region, view) in enumerate(made.items())}
 
     def _read(self, t: int, region, flat: bool, steps: tuple[int, ...] | None) -> int:
         tensor = self.graph.tensors[t]
@@ -548,22 +599,42 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
     in_core = spec.get("acc") == "core" and len(slices) > 1
     # per input: (tensor, steps, what its regions gave): an op never reads its own output, the
     # only tensor its tiles write, so the memo of each input holds throughout
-    readers = [(t, g, b.regions_read(t, False, g)) for t, g in zip(op.inputs, input_steps(op, graph))]
+    template, shared = (templates.of(op, spec, slices) if templates is not None
+                        else (list(_tile_template(op, graph, spec, slices)), {}))
+    # per input: (tensor, steps, what its regions gave, the read views its tiles make afresh,
+    # made ahead (``_Builder.fresh_reads``)): an op never reads its own output, the only
+    # tensor its tiles write, so the memo of each input holds throughout
+    readers = []
+    for j, (t, g) in enumerate(zip(op.inputs, input_steps(op, graph))):
+        seen = b.regions_read(t, False, g)
+        fresh = {}
+        if op.inputs.count(t) == 1 and graph.tensors[t].shape:
+            geometry = shared.get((j, g))
+            if geometry is None:
+                regions = [regions[j] for _, _, tiles in template for _, _, regions, _ in tiles]
+                geometry = shared[(j, g)] = _ReadGeometry(regions, graph.tensors[t].shape, g)
+            fresh = b.fresh_reads(t, seen, geometry)
+        readers.append((t, g, seen, fresh))
     psum_kind = "accumulator" if in_core else "activation"
     epilogue = _epilogue_attrs(op)
-    template = (templates.of(op, spec, slices) if templates is not None
-                else _tile_template(op, graph, spec, slices))
     tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
+    read_views = b.read_views
     index = 0
     for box, shape, tiles in template:
         psum = None
         for k_range, last, regions, costs in tiles:
             inputs = []
-            for (t, g, seen), region in zip(readers, regions):
+            for (t, g, seen, fresh), region in zip(readers, regions):
                 if region is not None:
                     found = seen.get(region)
                     if found is None:
-                        found = seen[region] = b._read(t, region, False, g)
+                        record = fresh.get(region)
+                        if record is None:
+                            found = b._read(t, region, False, g)
+                        else:  # ``_read``'s new read view, made ahead
+                            tensors.append(record)
+                            found = read_views[(t, record[5])] = len(tensors) - 1
+                        seen[region] = found
                     inputs.append(found)
             if psum is not None:
                 inputs.append(psum)
@@ -625,6 +696,7 @@ class _Templates:
         self.graph = graph
         self.left: dict[tuple, int] = {}  # key -> its ops not expanded yet
         self.kept: dict[tuple, list] = {}
+        self.shared: dict[tuple, dict] = {}  # key -> what its ops derive from the template alike
         for op in graph.ops:
             key = self._key(op, specs.get(op.name))
             if key is not None:
@@ -638,20 +710,24 @@ class _Templates:
         except Exception:  # a spec ``check_spec`` refuses: reported when its op is expanded
             return None
 
-    def of(self, op: Op, spec: dict, slices: list):
-        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``:
-        a list kept for the next ops of its key, else made box by box as it is read."""
+    def of(self, op: Op, spec: dict, slices: list) -> tuple[list, dict]:
+        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``,
+        a list kept for the next ops of its key, and a dict those ops share (what they derive
+        from the template alike: ``_ReadGeometry``)."""
         key = self._key(op, spec, slices)
         left = self.left.get(key, 0)
         if left <= 1:  # the last op of its key (or one with no key)
             self.left.pop(key, None)
             found = self.kept.pop(key, None)
-            return found if found is not None else _tile_template(op, self.graph, spec, slices)
+            if found is None:
+                return list(_tile_template(op, self.graph, spec, slices)), {}
+            return found, self.shared.pop(key)
         self.left[key] = left - 1
         found = self.kept.get(key)
         if found is None:
             found = self.kept[key] = list(_tile_template(op, self.graph, spec, slices))
-        return found
+            self.shared[key] = {}
+        return found, self.shared[key]
 
 
 def _template_key(op: Op, graph: Graph, spec: dict, slices: list) -> tuple | None:
