@@ -408,7 +408,7 @@ def _same_graph(a, b) -> bool:
 
 
 @pytest.mark.parametrize("trace, budget", [("resnet18", "64KiB"), ("mobilenet_v2", "96KiB"), ("bert_tiny", "64KiB"),
-                                           ("squeezenet1_0", "64KiB")])
+                                           ("squeezenet1_0", "64KiB"), ("llm:gpt2-small:decode=64", "256KiB")])
 def test_expand_builds_the_plain_expansion_of_the_tilers_specs(trace, budget):
     # expand's fast paths (the sources of a read from its producer's grid, boxes per box, the
     # inputs' memo looked up directly, costs per tile shape) build the graph the plain
