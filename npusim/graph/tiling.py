@@ -336,7 +336,8 @@ class _Builder:
         self.tensors: list[tuple] = []  # (name, shape, dtype, itemsize, kind, view, sources): graph_from_ids
         self.ops: list[dict] = []
         self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
-        self.read_views: dict[tuple, int] = {}
+        # original tensor -> (offset, shape, strides) of each read view made of it -> its id
+        self.read_views: dict[int, dict[tuple, int]] = {}
         # original tensor -> its written views: (view, id, its box's (start, end) per dim or None)
         self.written: dict[int, list[tuple[View, int, tuple | None]]] = {}
         # original tensor -> its written views as (view, id, flat span, (start, end) per dim),
@@ -347,7 +348,7 @@ class _Builder:
         # original tensor -> the grid of boxes its tiled producer writes (``_Grid``), declared
         # before the writes (``write_grid``): a box read finds its sources from it
         self.grids: dict[int, _Grid] = {}
-        self.written_index: dict[int, dict[View, int]] = {}
+        self.written_index: dict[int, dict[tuple, int]] = {}  # as ``read_views``, of written views
         # original tensor -> {(flat, steps): {region: what ``read`` gave}}: tiles read the same
         # region again and again (weights across row tiles, inputs across channel tiles);
         # emptied when a view of the tensor is written, the only change that alters the answer
@@ -410,22 +411,39 @@ class _Builder:
         if t in self.written or not (in_dram or t in self.kept):
             return {}
         whole = None if geometry.steps is not None and in_dram else full_box(tensor.shape)  # read as is
-        read_views, name = self.read_views, tensor.name
-        made, views_made = {}, set()
+        strides = geometry.strides
+        # views made before, which ``_read`` finds (by another op, or by a strided region of
+        # this one that reads the same elements as an earlier region: two strided regions
+        # may make one view; box regions never do)
+        known, strided = self.read_views.get(t, {}), geometry.steps is not None
+        made, added = {}, set()  # added: the strided views made here
         for region, offset, shape in zip(geometry.regions, geometry.offsets, geometry.shapes):
             if region in seen or region == whole:
                 continue
-            view = _new_view(name, offset, shape, geometry.strides)
-            # else ``_read`` finds the view made before (two strided regions may read one view)
-            if (t, view) not in read_views and view not in views_made:
-                made[region] = view
-                views_made.add(view)
+            if known or strided:
+                key = (offset, shape, strides)
+                if key in known or key in added:
+                    continue
+                if strided:
+                    added.add(key)
+            made[region] = (offset, shape)
         kind, sources = (tensor.kind, ()) if in_dram else ("activation", (self.kept[t],))
+        name = tensor.name
         first = self.counter["r"].get(name, 0)
         self.counter["r"][name] = first + len(made)
         dtype, itemsize, stem = tensor.dtype, tensor.itemsize, name + "@r"
-        return {region: (stem + str(first + n), view.shape, dtype, itemsize, kind, view, sources)
-                for n, (region, view) in enumerate(made.items())}
+        return {region: (stem + str(first + n), shape, dtype, itemsize, kind, _new_view(name, offset, shape, strides),
+                         sources)
+                for n, (region, (offset, shape)) in enumerate(made.items())}
+
+    def file_fresh_reads(self, t: int, fresh: dict, seen: dict) -> None:
+        """File the read views of ``fresh_reads`` that the tiles made (all of them: each is
+        made when first read) under their ids in ``seen``, as ``_read`` files what it makes."""
+        if fresh:
+            made = self.read_views.setdefault(t, {})
+            for region, record in fresh.items():
+                view = record[5]
+                made[(view.offset, view.shape, view.strides)] = seen[region]
 
     def _read(self, t: int, region, flat: bool, steps: tuple[int, ...] | None) -> int:
         tensor = self.graph.tensors[t]
@@ -434,11 +452,14 @@ class _Builder:
         if whole and not produced_by_tiles and (steps is None or not tensor.in_dram_initially):
             return self.keep(t)  # read on chip as is (a tensor an untiled op made stays whole)
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region, steps)
-        if produced_by_tiles and view in self.written_index[t]:
-            return self.written_index[t][view]  # exactly one tile's output: read it on chip
-        key = (t, view)
-        if key in self.read_views:
-            return self.read_views[key]
+        key = (view.offset, view.shape, view.strides)  # the view's base is the tensor's
+        if produced_by_tiles:
+            written = self.written_index[t].get(key)
+            if written is not None:
+                return written  # exactly one tile's output: read it on chip
+        read_views = self.read_views.setdefault(t, {})
+        if key in read_views:
+            return read_views[key]
         if produced_by_tiles:
             sources = self._overlapping_written(t, view, region if not flat else None)
             kind = "activation"
@@ -448,7 +469,7 @@ class _Builder:
             sources, kind = [self.keep(t)], "activation"
         made = self.add_tensor(self._fresh(tensor.name, "r"), view.shape, tensor.dtype, tensor.itemsize,
                                kind, view=view, sources=sources)
-        self.read_views[key] = made
+        read_views[key] = made
         return made
 
     def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
@@ -530,7 +551,7 @@ class _Builder:
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
         self.written.setdefault(t, []).append((view, made, box))
-        self.written_index.setdefault(t, {})[view] = made
+        self.written_index.setdefault(t, {})[(view.offset, view.shape, view.strides)] = made
         self.reads.pop(t, None)
         return made
 
@@ -618,7 +639,6 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
     psum_kind = "accumulator" if in_core else "activation"
     epilogue = _epilogue_attrs(op)
     tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
-    read_views = b.read_views
     index = 0
     for box, shape, tiles in template:
         psum = None
@@ -633,7 +653,7 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
                             found = b._read(t, region, False, g)
                         else:  # ``_read``'s new read view, made ahead
                             tensors.append(record)
-                            found = read_views[(t, record[5])] = len(tensors) - 1
+                            found = len(tensors) - 1
                         seen[region] = found
                     inputs.append(found)
             if psum is not None:
@@ -652,6 +672,8 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
                 attrs.update(epilogue)
             ops.append((name, op.kind, inputs, [output], attrs, *costs))  # _Builder.add_op
             index += 1
+    for t, _, seen, fresh in readers:
+        b.file_fresh_reads(t, fresh, seen)
 
 
 def _tile_template(op: Op, graph: Graph, spec: dict, slices: list):
