@@ -306,6 +306,12 @@ class _Grid:
         return [p for p, offset, extent in cells if offset < hi and lo < offset + extent + 1]
 
 
+def _box_offsets(boxes: list, shape: tuple[int, ...]) -> list[int]:
+    """The flat offset of each box's first element in a row-major tensor of ``shape``, at once."""
+    starts = np.array(boxes, dtype=np.int64).reshape(len(boxes), len(shape), 2)[:, :, 0]
+    return (starts @ np.array(row_major_strides(shape), dtype=np.int64)).tolist()
+
+
 class _ReadGeometry:
     """The distinct box regions one input of a tiled op is read in (in the order its tiles first
     read them) with the offset, shape and strides of the view of each, as ``box_view`` makes
@@ -547,6 +553,30 @@ class _Builder:
             offset += a * s
         return self._written(t, tensor, _new_view(tensor.name, offset, shape, strides), box)
 
+    def box_writer(self, t: int, offsets: list[int]):
+        """``write_box`` for the boxes of one op's grid, a box given by its number in the grid
+        as well (``offsets``: the flat offset of each box, by number), with what it looks up of
+        t looked up once: nothing reads t while its tiles write it."""
+        tensor, tensors = self.graph.tensors[t], self.tensors
+        name, strides, stem = tensor.name, row_major_strides(tensor.shape), tensor.name + "@w"
+        dtype, itemsize, kind = tensor.dtype, tensor.itemsize, tensor.kind
+        counts = self.counter["w"]
+        written, index = self.written.setdefault(t, []), self.written_index.setdefault(t, {})
+        self.reads.pop(t, None)
+
+        def write(number: int, box: Box, shape: tuple[int, ...]) -> int:
+            offset = offsets[number]
+            n = counts.get(name, 0)
+            counts[name] = n + 1
+            view = _new_view(name, offset, shape, strides)
+            tensors.append((stem + str(n), shape, dtype, itemsize, kind, view, ()))
+            made = len(tensors) - 1
+            written.append((view, made, box))
+            index[(offset, shape, strides)] = made
+            return made
+
+        return write
+
     def _written(self, t: int, tensor, view: View, box: Box | None) -> int:
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
@@ -618,8 +648,6 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
     reduction slice, else partial sums)."""
     out_t = op.outputs[0]
     in_core = spec.get("acc") == "core" and len(slices) > 1
-    # per input: (tensor, steps, what its regions gave): an op never reads its own output, the
-    # only tensor its tiles write, so the memo of each input holds throughout
     template, shared = (templates.of(op, spec, slices) if templates is not None
                         else (list(_tile_template(op, graph, spec, slices)), {}))
     # per input: (tensor, steps, what its regions gave, the read views its tiles make afresh,
@@ -636,11 +664,15 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
                 geometry = shared[(j, g)] = _ReadGeometry(regions, graph.tensors[t].shape, g)
             fresh = b.fresh_reads(t, seen, geometry)
         readers.append((t, g, seen, fresh))
+    offsets = shared.get("written")
+    if offsets is None:
+        offsets = shared["written"] = _box_offsets([box for box, _, _ in template], graph.tensors[out_t].shape)
+    write = b.box_writer(out_t, offsets)
     psum_kind = "accumulator" if in_core else "activation"
     epilogue = _epilogue_attrs(op)
     tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
     index = 0
-    for box, shape, tiles in template:
+    for number, (box, shape, tiles) in enumerate(template):
         psum = None
         for k_range, last, regions, costs in tiles:
             inputs = []
@@ -660,7 +692,7 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
                 inputs.append(psum)
             name = name_stem + str(index)
             if last:
-                output = b.write_box(out_t, box, shape)
+                output = write(number, box, shape)
             else:
                 tensors.append((name + ".psum", shape, "int32", PSUM_ITEMSIZE, psum_kind, None, ()))
                 output = psum = len(tensors) - 1
