@@ -26,6 +26,12 @@ A *tile spec* (what a plan records for a tiled op, plain JSON) says how:
 - an untiled op reading a tensor produced by tiles reads a whole-tensor read view.
 
 Which part of each input a tile reads is ``npusim.graph.regions.input_boxes``.
+
+The tiles of one op form a regular grid, and the ops of one template key (a transformer's
+layers) tile alike: what they share is computed once per key and as arrays (the boxes each
+input is read in with their views' offsets and shapes, ``_ReadGeometry``; the output boxes'
+offsets, ``_box_offsets``), and the read views an op makes of a tensor in DRAM are made ahead
+of its tile loop (``_Builder.fresh_reads``), which then only numbers what it uses.
 """
 
 from __future__ import annotations
@@ -404,6 +410,11 @@ class _Builder:
             seen = by_how[(flat, steps)] = {}
         return seen
 
+    def read_from_copy(self, t: int) -> bool:
+        """Whether the reads of parts of t are views of its DRAM copy alone (no tile writes it:
+        it starts in DRAM, or an untiled op made it whole)."""
+        return t not in self.written and (self.graph.tensors[t].in_dram_initially or t in self.kept)
+
     def fresh_reads(self, t: int, seen: dict, geometry: "_ReadGeometry") -> dict:
         """The records of the read views ``_read`` would make for the regions of t that an op's
         tiles read (``geometry``) and ``seen`` does not hold, in the order they first appear:
@@ -412,10 +423,10 @@ class _Builder:
         parts are views of its DRAM copy (it starts there, or an untiled op made it), read by
         one input of the op; the regions ``_read`` answers otherwise (the whole tensor, a view
         made before) are left to it."""
+        if not self.read_from_copy(t):
+            return {}
         tensor = self.graph.tensors[t]
         in_dram = tensor.in_dram_initially
-        if t in self.written or not (in_dram or t in self.kept):
-            return {}
         whole = None if geometry.steps is not None and in_dram else full_box(tensor.shape)  # read as is
         strides = geometry.strides
         # views made before, which ``_read`` finds (by another op, or by a strided region of
@@ -657,7 +668,7 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
     for j, (t, g) in enumerate(zip(op.inputs, input_steps(op, graph))):
         seen = b.regions_read(t, False, g)
         fresh = {}
-        if op.inputs.count(t) == 1 and graph.tensors[t].shape:
+        if op.inputs.count(t) == 1 and graph.tensors[t].shape and b.read_from_copy(t):
             geometry = shared.get((j, g))
             if geometry is None:
                 regions = [regions[j] for _, _, tiles in template for _, _, regions, _ in tiles]
