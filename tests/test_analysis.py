@@ -162,7 +162,6 @@ def test_graph_from_ids_tests_tensor_columns_as_check_graph_tests_each_tensor():
     for change in changes:
         for tiled in (True, False):
             records = [tuple(change.get(i, {}).get(f, v) for f, v in enumerate(r)) for i, r in enumerate(good)]
-            columns = list(zip(*records))
             built = tuple(_new_tensor(i, *r[:5], producer[i], (), r[5], r[6]) for i, r in enumerate(records))
             graph = _unchecked_graph("g", built, (object(),) * 2, {"tiled_from": "f"} if tiled else {})
             try:
@@ -170,7 +169,7 @@ def test_graph_from_ids_tests_tensor_columns_as_check_graph_tests_each_tensor():
                 held = True
             except TraceError:
                 held = False
-            assert _tensor_columns_hold(columns[1], columns[3], columns[4], producer, columns[6], tiled) == held, change
+            assert _tensor_columns_hold(records, producer, tiled) == held, change
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -519,14 +519,12 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
         if gemm is not None and gemm.loops is None and kind == "Conv" and len(ins) >= 2:
             gemm = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
         built_ops.append(_new_op(oi, op_name, kind, ins, outs, attrs, int(macs), int(vector_ops), gemm))
-    columns = tuple(zip(*tensors)) or ((),) * 7  # names, shapes, dtypes, itemsizes, kinds, views, sources
-    _, shapes, dtypes, itemsizes, kinds, views, sources = columns
-    sources = tuple(map(tuple, sources))
-    built_tensors = tuple(map(_new_tensor, range(n_t), names, shapes, dtypes, itemsizes, kinds, producer,
-                              map(tuple, consumers), views, sources))
+    built_tensors = tuple(
+        _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
+        for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
     graph = _unchecked_graph(name, built_tensors, tuple(built_ops), dict(meta or {}))
     where = f"graph {name!r}"
-    if not _tensor_columns_hold(shapes, itemsizes, kinds, producer, sources, bool((meta or {}).get("tiled_from"))):
+    if not _tensor_columns_hold(tensors, producer, bool((meta or {}).get("tiled_from"))):
         _check_tensors(graph, where)  # raises, naming the first tensor at fault
     _check_order(graph, where)
     return graph
@@ -536,28 +534,32 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
 _KIND_CODES = {kind: code for code, kind in enumerate(TENSOR_KINDS + TILED_KINDS)}
 
 
-def _tensor_columns_hold(shapes, itemsizes, kinds, producer, sources, tiled: bool) -> bool:
-    """Whether tensors given as columns pass ``_check_tensor`` (their ids are their positions,
-    their producers ops: ``graph_from_ids`` makes them so), tested on the columns at once: the
-    distinct kinds, shapes and item sizes, then the producer, kind and sources of every tensor
-    as arrays. False for any doubt; the caller then runs ``_check_tensors`` for its message."""
+def _tensor_columns_hold(records: list[tuple], producer: list, tiled: bool) -> bool:
+    """Whether the tensors of ``graph_from_ids``'s ``records`` with these producers pass
+    ``_check_tensor`` (their ids are their positions and their producers ops: that function
+    makes them so), tested column by column: the distinct kinds, shapes and item sizes, then
+    the producer, kind and sources of every tensor as arrays. False for any doubt; the caller
+    then runs ``_check_tensors`` for its message."""
     allowed = TENSOR_KINDS + TILED_KINDS if tiled else TENSOR_KINDS
-    n = len(kinds)
+    n = len(records)
+    kinds, sources = operator.itemgetter(4), operator.itemgetter(6)
     try:
-        if not set(kinds) <= set(allowed) or not all(size > 0 for size in set(itemsizes)):
+        if (not set(map(kinds, records)) <= set(allowed)
+                or not all(size > 0 for size in set(map(operator.itemgetter(3), records)))):
             return False
-        if not all(isinstance(d, int) and d > 0 for shape in set(shapes) for d in shape):
+        if not all(isinstance(d, int) and d > 0 for shape in set(map(operator.itemgetter(1), records))
+                   for d in shape):
             return False
-        code = np.fromiter(map(_KIND_CODES.__getitem__, kinds), np.int8, n)
+        code = np.fromiter(map(_KIND_CODES.__getitem__, map(kinds, records)), np.int8, n)
     except (TypeError, ValueError):  # an unhashable or unordered field: the checks one by one say
         return False
     produced = np.fromiter(map(operator.is_not, producer, itertools.repeat(None)), bool, n)
-    has_sources = np.fromiter(map(bool, sources), bool, n)
+    has_sources = np.fromiter(map(bool, map(sources, records)), bool, n)
     in_dram = code < len(DRAM_KINDS)  # TENSOR_KINDS begins with DRAM_KINDS
     made_on_chip = (code == _KIND_CODES["activation"]) | (code == _KIND_CODES["output"])
     if (produced & (in_dram | has_sources)).any() or (~produced & made_on_chip & ~has_sources).any():
         return False
-    listed = np.fromiter(itertools.chain.from_iterable(sources), np.int64)
+    listed = np.fromiter(itertools.chain.from_iterable(map(sources, records)), np.int64)
     return not len(listed) or bool((listed >= 0).all() and (listed < n).all() and produced[listed].all())
 
 

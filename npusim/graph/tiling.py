@@ -30,7 +30,7 @@ Which part of each input a tile reads is ``npusim.graph.regions.input_boxes``.
 The tiles of one op form a regular grid, and the ops of one template key (a transformer's
 layers) tile alike: what they share is computed once per key and as arrays (the boxes each
 input is read in with their views' offsets and shapes, ``_ReadGeometry``; the output boxes'
-offsets, ``_box_offsets``), and the read views an op makes of a tensor in DRAM are made ahead
+offsets, ``grid_offsets``), and the read views an op makes of a tensor in DRAM are made ahead
 of its tile loop (``_Builder.fresh_reads``), which then only numbers what it uses.
 """
 
@@ -312,10 +312,17 @@ class _Grid:
         return [p for p, offset, extent in cells if offset < hi and lo < offset + extent + 1]
 
 
-def _box_offsets(boxes: list, shape: tuple[int, ...]) -> list[int]:
-    """The flat offset of each box's first element in a row-major tensor of ``shape``, at once."""
-    starts = np.array(boxes, dtype=np.int64).reshape(len(boxes), len(shape), 2)[:, :, 0]
-    return (starts @ np.array(row_major_strides(shape), dtype=np.int64)).tolist()
+def grid_offsets(shape: tuple[int, ...], spec: dict) -> list[int]:
+    """The flat offset of the first element of each box of a block spec (``tile_boxes``, in its
+    loop order) in a row-major tensor of ``shape``, as array work: the boxes are the product of
+    the blocks along each dimension, the last of the loop order varying fastest, so their
+    offsets are the outer sum of the blocks' offsets along each dimension, in that order."""
+    block, strides = spec["block"], row_major_strides(shape)
+    offsets = np.zeros(1, dtype=np.int64)
+    for d in spec.get("order") or range(len(shape)):
+        starts = np.arange(0, shape[d], block[d], dtype=np.int64) * strides[d]
+        offsets = (offsets[:, None] + starts[None, :]).ravel()
+    return offsets.tolist()
 
 
 class _ReadGeometry:
@@ -660,24 +667,27 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
     out_t = op.outputs[0]
     in_core = spec.get("acc") == "core" and len(slices) > 1
     template, shared = (templates.of(op, spec, slices) if templates is not None
-                        else (list(_tile_template(op, graph, spec, slices)), {}))
+                        else (_tile_template(op, graph, spec, slices), None))
     # per input: (tensor, steps, what its regions gave, the read views its tiles make afresh,
-    # made ahead (``_Builder.fresh_reads``)): an op never reads its own output, the only
+    # made ahead (``_Builder.fresh_reads``) when ops of its key share the regions' geometry
+    # (made for one op, it costs what it saves)): an op never reads its own output, the only
     # tensor its tiles write, so the memo of each input holds throughout
     readers = []
     for j, (t, g) in enumerate(zip(op.inputs, input_steps(op, graph))):
         seen = b.regions_read(t, False, g)
         fresh = {}
-        if op.inputs.count(t) == 1 and graph.tensors[t].shape and b.read_from_copy(t):
+        if shared is not None and op.inputs.count(t) == 1 and graph.tensors[t].shape and b.read_from_copy(t):
             geometry = shared.get((j, g))
             if geometry is None:
                 regions = [regions[j] for _, _, tiles in template for _, _, regions, _ in tiles]
                 geometry = shared[(j, g)] = _ReadGeometry(regions, graph.tensors[t].shape, g)
             fresh = b.fresh_reads(t, seen, geometry)
         readers.append((t, g, seen, fresh))
-    offsets = shared.get("written")
+    offsets = shared.get("written") if shared is not None else None
     if offsets is None:
-        offsets = shared["written"] = _box_offsets([box for box, _, _ in template], graph.tensors[out_t].shape)
+        offsets = grid_offsets(graph.tensors[out_t].shape, spec)
+        if shared is not None:
+            shared["written"] = offsets
     write = b.box_writer(out_t, offsets)
     psum_kind = "accumulator" if in_core else "activation"
     epilogue = _epilogue_attrs(op)
@@ -775,17 +785,18 @@ class _Templates:
         except Exception:  # a spec ``check_spec`` refuses: reported when its op is expanded
             return None
 
-    def of(self, op: Op, spec: dict, slices: list) -> tuple[list, dict]:
+    def of(self, op: Op, spec: dict, slices: list) -> tuple:
         """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``,
-        a list kept for the next ops of its key, and a dict those ops share (what they derive
-        from the template alike: ``_ReadGeometry``)."""
+        and a dict the ops of its key share (what they derive from the template alike:
+        ``_ReadGeometry``): for an op with others of its key, the list kept for them and
+        their dict; for an op alone, the template made box by box as it is read, and None."""
         key = self._key(op, spec, slices)
         left = self.left.get(key, 0)
         if left <= 1:  # the last op of its key (or one with no key)
             self.left.pop(key, None)
             found = self.kept.pop(key, None)
             if found is None:
-                return list(_tile_template(op, self.graph, spec, slices)), {}
+                return _tile_template(op, self.graph, spec, slices), None
             return found, self.shared.pop(key)
         self.left[key] = left - 1
         found = self.kept.get(key)
