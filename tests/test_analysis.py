@@ -148,6 +148,30 @@ def test_graph_from_ids_rejects_what_check_graph_rejects():
     assert by_id == " op " and by_name != ["P"]
 
 
+def test_graph_from_ids_tests_tensor_columns_as_check_graph_tests_each_tensor():
+    # graph_from_ids tests the tensors' columns as arrays (_tensor_columns_hold), running the
+    # per-tensor check only to name a fault: the verdicts must be the per-tensor check's
+    from npusim.graph.model import _check_tensors, _tensor_columns_hold, _unchecked_graph, _new_tensor
+    good = [("x", (4,), "int8", 1, "input", None, ()), ("w", (2, 2), "int8", 1, "weight", None, ()),
+            ("a", (4,), "int8", 1, "activation", None, ()), ("r", (2,), "int8", 1, "activation", None, (2,)),
+            ("p", (4,), "int32", 4, "accumulator", None, ())]
+    producer = [None, None, 0, None, 1]
+    changes = [{}, {1: {4: "wieght"}}, {0: {1: (0,)}}, {0: {1: (4, -1)}}, {1: {3: 0}}, {2: {3: -4}},
+               {0: {4: "activation"}}, {3: {6: ()}}, {3: {6: (0,)}}, {3: {6: (9,)}}, {3: {6: (-1,)}},
+               {3: {6: (2, 4)}}, {2: {4: "output"}}, {1: {1: (2, True)}}, {1: {1: (2, 2.0)}}]
+    for change in changes:
+        for tiled in (True, False):
+            records = [tuple(change.get(i, {}).get(f, v) for f, v in enumerate(r)) for i, r in enumerate(good)]
+            built = tuple(_new_tensor(i, *r[:5], producer[i], (), r[5], r[6]) for i, r in enumerate(records))
+            graph = _unchecked_graph("g", built, (object(),) * 2, {"tiled_from": "f"} if tiled else {})
+            try:
+                _check_tensors(graph, "g")
+                held = True
+            except TraceError:
+                held = False
+            assert _tensor_columns_hold(records, producer, tiled) == held, change
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_graph_arrays_list_each_ops_distinct_tensors_in_order(seed):
     # Graph.arrays dedups every op's tensors at once (distinct_csr): the lists are each op's

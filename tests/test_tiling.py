@@ -13,8 +13,8 @@ from npusim.graph.model import build_graph, graph_from_ids
 from npusim.graph.ops.kinds import REDUCTION_TILED_KINDS
 from npusim.graph.regions import box_rule, box_shape, full_box, input_steps
 from npusim.graph.tiling import (
-    PSUM_ITEMSIZE, _box_of, _Builder, _mark_runs, _tile_compute, box_view, expand, flat_view, k_slices, tile_boxes,
-    tile_vector_ops, tiled_name, view_span,
+    PSUM_ITEMSIZE, _box_of, _Builder, _mark_runs, _tile_compute, box_view, expand, flat_view, grid_offsets, k_slices,
+    tile_boxes, tile_vector_ops, tiled_name, view_span,
 )
 from npusim.plan.io import load_plan, save_plan
 from npusim.plan.lower import lower
@@ -84,6 +84,18 @@ def test_tile_boxes_follow_the_loop_order():
     assert boxes[:2] == [((0, 1), (0, 2), (0, 2)), ((0, 1), (2, 4), (0, 2))]
     assert len(boxes) == 4
     assert list(tile_boxes((10,), {"flat": 4})) == [((0, 4),), ((4, 8),), ((8, 10),)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grid_offsets_are_those_of_the_boxes_views(seed):
+    # the outer sum of the blocks' offsets, in the loop order, against each box's view
+    rng = random.Random(seed)
+    shape = tuple(rng.randint(1, 9) for _ in range(rng.randint(1, 4)))
+    order = list(range(len(shape)))
+    rng.shuffle(order)
+    spec = {"block": [rng.randint(1, d) for d in shape], "order": order if seed % 2 else None}
+    tensor = build_graph("g", [dict(name="x", shape=list(shape), dtype="int8", itemsize=1, kind="input")], []).tensors[0]
+    assert grid_offsets(shape, spec) == [box_view(tensor, box).offset for box in tile_boxes(shape, spec)]
 
 
 @pytest.mark.parametrize("trace, budget_kib", [("resnet18", 64), ("bert_tiny", 64), ("squeezenet1_0", 256),
@@ -408,7 +420,7 @@ def _same_graph(a, b) -> bool:
 
 
 @pytest.mark.parametrize("trace, budget", [("resnet18", "64KiB"), ("mobilenet_v2", "96KiB"), ("bert_tiny", "64KiB"),
-                                           ("squeezenet1_0", "64KiB")])
+                                           ("squeezenet1_0", "64KiB"), ("llm:gpt2-small:decode=64", "256KiB")])
 def test_expand_builds_the_plain_expansion_of_the_tilers_specs(trace, budget):
     # expand's fast paths (the sources of a read from its producer's grid, boxes per box, the
     # inputs' memo looked up directly, costs per tile shape) build the graph the plain

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import functools
 import itertools
 import math
+import operator
 from functools import cached_property
 
 import numpy as np
@@ -25,6 +26,7 @@ from npusim.util.fast_init import twin_constructor
 TENSOR_KINDS = ("input", "weight", "activation", "output")
 #: Kinds of tensors that start in DRAM (``Tensor.in_dram_initially``).
 DRAM_KINDS = ("input", "weight")
+assert TENSOR_KINDS[:len(DRAM_KINDS)] == DRAM_KINDS  # ``_tensor_columns_hold`` relies on it
 #: Kinds of tensors only tiled graphs have (``npusim.graph.tiling``): the partial sums of a
 #: reduction chained in a core's accumulators, which take no scratchpad or DRAM bytes.
 TILED_KINDS = ("accumulator",)
@@ -522,9 +524,43 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
         for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
     graph = _unchecked_graph(name, built_tensors, tuple(built_ops), dict(meta or {}))
     where = f"graph {name!r}"
-    _check_tensors(graph, where)
+    if not _tensor_columns_hold(tensors, producer, bool((meta or {}).get("tiled_from"))):
+        _check_tensors(graph, where)  # raises, naming the first tensor at fault
     _check_order(graph, where)
     return graph
+
+
+#: A tensor kind's code in ``_tensor_columns_hold`` (the kinds a Graph allows, then the tiled ones).
+_KIND_CODES = {kind: code for code, kind in enumerate(TENSOR_KINDS + TILED_KINDS)}
+
+
+def _tensor_columns_hold(records: list[tuple], producer: list, tiled: bool) -> bool:
+    """Whether the tensors of ``graph_from_ids``'s ``records`` with these producers pass
+    ``_check_tensor`` (their ids are their positions and their producers ops: that function
+    makes them so), tested column by column: the distinct kinds, shapes and item sizes, then
+    the producer, kind and sources of every tensor as arrays. False for any doubt; the caller
+    then runs ``_check_tensors`` for its message."""
+    allowed = TENSOR_KINDS + TILED_KINDS if tiled else TENSOR_KINDS
+    n = len(records)
+    kinds, sources = operator.itemgetter(4), operator.itemgetter(6)
+    try:
+        if (not set(map(kinds, records)) <= set(allowed)
+                or not all(size > 0 for size in set(map(operator.itemgetter(3), records)))):
+            return False
+        if not all(isinstance(d, int) and d > 0 for shape in set(map(operator.itemgetter(1), records))
+                   for d in shape):
+            return False
+        code = np.fromiter(map(_KIND_CODES.__getitem__, map(kinds, records)), np.int8, n)
+    except (TypeError, ValueError):  # an unhashable or unordered field: the checks one by one say
+        return False
+    produced = np.fromiter(map(operator.is_not, producer, itertools.repeat(None)), bool, n)
+    has_sources = np.fromiter(map(bool, map(sources, records)), bool, n)
+    in_dram = code < len(DRAM_KINDS)  # TENSOR_KINDS begins with DRAM_KINDS
+    made_on_chip = (code == _KIND_CODES["activation"]) | (code == _KIND_CODES["output"])
+    if (produced & (in_dram | has_sources)).any() or (~produced & made_on_chip & ~has_sources).any():
+        return False
+    listed = np.fromiter(itertools.chain.from_iterable(map(sources, records)), np.int64)
+    return not len(listed) or bool((listed >= 0).all() and (listed < n).all() and produced[listed].all())
 
 
 def _unchecked_graph(name: str, tensors: tuple, ops: tuple, meta: dict) -> Graph:

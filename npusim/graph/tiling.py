@@ -26,6 +26,12 @@ A *tile spec* (what a plan records for a tiled op, plain JSON) says how:
 - an untiled op reading a tensor produced by tiles reads a whole-tensor read view.
 
 Which part of each input a tile reads is ``npusim.graph.regions.input_boxes``.
+
+The tiles of one op form a regular grid, and the ops of one template key (a transformer's
+layers) tile alike: what they share is computed once per key and as arrays (the boxes each
+input is read in with their views' offsets and shapes, ``_ReadGeometry``; the output boxes'
+offsets, ``grid_offsets``), and the read views an op makes of a tensor in DRAM are made ahead
+of its tile loop (``_Builder.fresh_reads``), which then only numbers what it uses.
 """
 
 from __future__ import annotations
@@ -306,6 +312,40 @@ class _Grid:
         return [p for p, offset, extent in cells if offset < hi and lo < offset + extent + 1]
 
 
+def grid_offsets(shape: tuple[int, ...], spec: dict) -> list[int]:
+    """The flat offset of the first element of each box of a block spec (``tile_boxes``, in its
+    loop order) in a row-major tensor of ``shape``, as array work: the boxes are the product of
+    the blocks along each dimension, the last of the loop order varying fastest, so their
+    offsets are the outer sum of the blocks' offsets along each dimension, in that order."""
+    block, strides = spec["block"], row_major_strides(shape)
+    offsets = np.zeros(1, dtype=np.int64)
+    for d in spec.get("order") or range(len(shape)):
+        starts = np.arange(0, shape[d], block[d], dtype=np.int64) * strides[d]
+        offsets = (offsets[:, None] + starts[None, :]).ravel()
+    return offsets.tolist()
+
+
+class _ReadGeometry:
+    """The distinct box regions one input of a tiled op is read in (in the order its tiles first
+    read them) with the offset, shape and strides of the view of each, as ``box_view`` makes
+    them, computed as arrays; ops of one template key (``_Templates``) share it."""
+
+    def __init__(self, regions: list, base_shape: tuple[int, ...], steps: tuple[int, ...] | None) -> None:
+        self.steps = steps
+        self.regions = [r for r in dict.fromkeys(regions) if r is not None]
+        rank = len(base_shape)
+        bounds = np.array(self.regions, dtype=np.int64).reshape(len(self.regions), rank, 2)
+        strides = np.array(row_major_strides(base_shape), dtype=np.int64)
+        self.offsets = (bounds[:, :, 0] @ strides).tolist()
+        extents = bounds[:, :, 1] - bounds[:, :, 0]
+        if steps is not None:
+            step = np.array(steps, dtype=np.int64)
+            extents = -(-extents // step)
+            strides = strides * step
+        self.shapes = list(map(tuple, extents.tolist()))
+        self.strides = tuple(strides.tolist())
+
+
 class _Builder:
     """Accumulates the tensor and op records of a tiled graph. Tensors are numbered as they
     are made (a record's position is its id), and ops and read views refer to them by id."""
@@ -315,7 +355,8 @@ class _Builder:
         self.tensors: list[tuple] = []  # (name, shape, dtype, itemsize, kind, view, sources): graph_from_ids
         self.ops: list[dict] = []
         self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
-        self.read_views: dict[tuple, int] = {}
+        # original tensor -> (offset, shape, strides) of each read view made of it -> its id
+        self.read_views: dict[int, dict[tuple, int]] = {}
         # original tensor -> its written views: (view, id, its box's (start, end) per dim or None)
         self.written: dict[int, list[tuple[View, int, tuple | None]]] = {}
         # original tensor -> its written views as (view, id, flat span, (start, end) per dim),
@@ -326,7 +367,7 @@ class _Builder:
         # original tensor -> the grid of boxes its tiled producer writes (``_Grid``), declared
         # before the writes (``write_grid``): a box read finds its sources from it
         self.grids: dict[int, _Grid] = {}
-        self.written_index: dict[int, dict[View, int]] = {}
+        self.written_index: dict[int, dict[tuple, int]] = {}  # as ``read_views``, of written views
         # original tensor -> {(flat, steps): {region: what ``read`` gave}}: tiles read the same
         # region again and again (weights across row tiles, inputs across channel tiles);
         # emptied when a view of the tensor is written, the only change that alters the answer
@@ -376,6 +417,58 @@ class _Builder:
             seen = by_how[(flat, steps)] = {}
         return seen
 
+    def read_from_copy(self, t: int) -> bool:
+        """Whether the reads of parts of t are views of its DRAM copy alone (no tile writes it:
+        it starts in DRAM, or an untiled op made it whole)."""
+        return t not in self.written and (self.graph.tensors[t].in_dram_initially or t in self.kept)
+
+    def fresh_reads(self, t: int, seen: dict, geometry: "_ReadGeometry") -> dict:
+        """The records of the read views ``_read`` would make for the regions of t that an op's
+        tiles read (``geometry``) and ``seen`` does not hold, in the order they first appear:
+        region -> record, for the caller to add when it first reads that region (the names
+        count on in that order) instead of calling ``_read``. Only for a tensor whose reads in
+        parts are views of its DRAM copy (it starts there, or an untiled op made it), read by
+        one input of the op; the regions ``_read`` answers otherwise (the whole tensor, a view
+        made before) are left to it."""
+        if not self.read_from_copy(t):
+            return {}
+        tensor = self.graph.tensors[t]
+        in_dram = tensor.in_dram_initially
+        whole = None if geometry.steps is not None and in_dram else full_box(tensor.shape)  # read as is
+        strides = geometry.strides
+        # views made before, which ``_read`` finds (by another op, or by a strided region of
+        # this one that reads the same elements as an earlier region: two strided regions
+        # may make one view; box regions never do)
+        known, strided = self.read_views.get(t, {}), geometry.steps is not None
+        made, added = {}, set()  # added: the strided views made here
+        for region, offset, shape in zip(geometry.regions, geometry.offsets, geometry.shapes):
+            if region in seen or region == whole:
+                continue
+            if known or strided:
+                key = (offset, shape, strides)
+                if key in known or key in added:
+                    continue
+                if strided:
+                    added.add(key)
+            made[region] = (offset, shape)
+        kind, sources = (tensor.kind, ()) if in_dram else ("activation", (self.kept[t],))
+        name = tensor.name
+        first = self.counter["r"].get(name, 0)
+        self.counter["r"][name] = first + len(made)
+        dtype, itemsize, stem = tensor.dtype, tensor.itemsize, name + "@r"
+        return {region: (stem + str(first + n), shape, dtype, itemsize, kind, _new_view(name, offset, shape, strides),
+                         sources)
+                for n, (region, (offset, shape)) in enumerate(made.items())}
+
+    def file_fresh_reads(self, t: int, fresh: dict, seen: dict) -> None:
+        """File the read views of ``fresh_reads`` that the tiles made (all of them: each is
+        made when first read) under their ids in ``seen``, as ``_read`` files what it makes."""
+        if fresh:
+            made = self.read_views.setdefault(t, {})
+            for region, record in fresh.items():
+                view = record[5]
+                made[(view.offset, view.shape, view.strides)] = seen[region]
+
     def _read(self, t: int, region, flat: bool, steps: tuple[int, ...] | None) -> int:
         tensor = self.graph.tensors[t]
         produced_by_tiles = t in self.written
@@ -383,11 +476,14 @@ class _Builder:
         if whole and not produced_by_tiles and (steps is None or not tensor.in_dram_initially):
             return self.keep(t)  # read on chip as is (a tensor an untiled op made stays whole)
         view = flat_view(tensor, region[0]) if flat else box_view(tensor, region, steps)
-        if produced_by_tiles and view in self.written_index[t]:
-            return self.written_index[t][view]  # exactly one tile's output: read it on chip
-        key = (t, view)
-        if key in self.read_views:
-            return self.read_views[key]
+        key = (view.offset, view.shape, view.strides)  # the view's base is the tensor's
+        if produced_by_tiles:
+            written = self.written_index[t].get(key)
+            if written is not None:
+                return written  # exactly one tile's output: read it on chip
+        read_views = self.read_views.setdefault(t, {})
+        if key in read_views:
+            return read_views[key]
         if produced_by_tiles:
             sources = self._overlapping_written(t, view, region if not flat else None)
             kind = "activation"
@@ -397,7 +493,7 @@ class _Builder:
             sources, kind = [self.keep(t)], "activation"
         made = self.add_tensor(self._fresh(tensor.name, "r"), view.shape, tensor.dtype, tensor.itemsize,
                                kind, view=view, sources=sources)
-        self.read_views[key] = made
+        read_views[key] = made
         return made
 
     def _overlapping_written(self, t: int, view: View, box=None) -> list[int]:
@@ -475,11 +571,35 @@ class _Builder:
             offset += a * s
         return self._written(t, tensor, _new_view(tensor.name, offset, shape, strides), box)
 
+    def box_writer(self, t: int, offsets: list[int]):
+        """``write_box`` for the boxes of one op's grid, a box given by its number in the grid
+        as well (``offsets``: the flat offset of each box, by number), with what it looks up of
+        t looked up once: nothing reads t while its tiles write it."""
+        tensor, tensors = self.graph.tensors[t], self.tensors
+        name, strides, stem = tensor.name, row_major_strides(tensor.shape), tensor.name + "@w"
+        dtype, itemsize, kind = tensor.dtype, tensor.itemsize, tensor.kind
+        counts = self.counter["w"]
+        written, index = self.written.setdefault(t, []), self.written_index.setdefault(t, {})
+        self.reads.pop(t, None)
+
+        def write(number: int, box: Box, shape: tuple[int, ...]) -> int:
+            offset = offsets[number]
+            n = counts.get(name, 0)
+            counts[name] = n + 1
+            view = _new_view(name, offset, shape, strides)
+            tensors.append((stem + str(n), shape, dtype, itemsize, kind, view, ()))
+            made = len(tensors) - 1
+            written.append((view, made, box))
+            index[(offset, shape, strides)] = made
+            return made
+
+        return write
+
     def _written(self, t: int, tensor, view: View, box: Box | None) -> int:
         made = self.add_tensor(self._fresh(tensor.name, "w"), view.shape, tensor.dtype, tensor.itemsize,
                                tensor.kind, view=view)
         self.written.setdefault(t, []).append((view, made, box))
-        self.written_index.setdefault(t, {})[view] = made
+        self.written_index.setdefault(t, {})[(view.offset, view.shape, view.strides)] = made
         self.reads.pop(t, None)
         return made
 
@@ -546,30 +666,54 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
     reduction slice, else partial sums)."""
     out_t = op.outputs[0]
     in_core = spec.get("acc") == "core" and len(slices) > 1
-    # per input: (tensor, steps, what its regions gave): an op never reads its own output, the
-    # only tensor its tiles write, so the memo of each input holds throughout
-    readers = [(t, g, b.regions_read(t, False, g)) for t, g in zip(op.inputs, input_steps(op, graph))]
+    template, shared = (templates.of(op, spec, slices) if templates is not None
+                        else (_tile_template(op, graph, spec, slices), None))
+    # per input: (tensor, steps, what its regions gave, the read views its tiles make afresh,
+    # made ahead (``_Builder.fresh_reads``) when ops of its key share the regions' geometry
+    # (made for one op, it costs what it saves)): an op never reads its own output, the only
+    # tensor its tiles write, so the memo of each input holds throughout
+    readers = []
+    for j, (t, g) in enumerate(zip(op.inputs, input_steps(op, graph))):
+        seen = b.regions_read(t, False, g)
+        fresh = {}
+        if shared is not None and op.inputs.count(t) == 1 and graph.tensors[t].shape and b.read_from_copy(t):
+            geometry = shared.get((j, g))
+            if geometry is None:
+                regions = [regions[j] for _, _, tiles in template for _, _, regions, _ in tiles]
+                geometry = shared[(j, g)] = _ReadGeometry(regions, graph.tensors[t].shape, g)
+            fresh = b.fresh_reads(t, seen, geometry)
+        readers.append((t, g, seen, fresh))
+    offsets = shared.get("written") if shared is not None else None
+    if offsets is None:
+        offsets = grid_offsets(graph.tensors[out_t].shape, spec)
+        if shared is not None:
+            shared["written"] = offsets
+    write = b.box_writer(out_t, offsets)
     psum_kind = "accumulator" if in_core else "activation"
     epilogue = _epilogue_attrs(op)
-    template = (templates.of(op, spec, slices) if templates is not None
-                else _tile_template(op, graph, spec, slices))
     tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
     index = 0
-    for box, shape, tiles in template:
+    for number, (box, shape, tiles) in enumerate(template):
         psum = None
         for k_range, last, regions, costs in tiles:
             inputs = []
-            for (t, g, seen), region in zip(readers, regions):
+            for (t, g, seen, fresh), region in zip(readers, regions):
                 if region is not None:
                     found = seen.get(region)
                     if found is None:
-                        found = seen[region] = b._read(t, region, False, g)
+                        record = fresh.get(region)
+                        if record is None:
+                            found = b._read(t, region, False, g)
+                        else:  # ``_read``'s new read view, made ahead
+                            tensors.append(record)
+                            found = len(tensors) - 1
+                        seen[region] = found
                     inputs.append(found)
             if psum is not None:
                 inputs.append(psum)
             name = name_stem + str(index)
             if last:
-                output = b.write_box(out_t, box, shape)
+                output = write(number, box, shape)
             else:
                 tensors.append((name + ".psum", shape, "int32", PSUM_ITEMSIZE, psum_kind, None, ()))
                 output = psum = len(tensors) - 1
@@ -581,6 +725,8 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
                 attrs.update(epilogue)
             ops.append((name, op.kind, inputs, [output], attrs, *costs))  # _Builder.add_op
             index += 1
+    for t, _, seen, fresh in readers:
+        b.file_fresh_reads(t, fresh, seen)
 
 
 def _tile_template(op: Op, graph: Graph, spec: dict, slices: list):
@@ -625,6 +771,7 @@ class _Templates:
         self.graph = graph
         self.left: dict[tuple, int] = {}  # key -> its ops not expanded yet
         self.kept: dict[tuple, list] = {}
+        self.shared: dict[tuple, dict] = {}  # key -> what its ops derive from the template alike
         for op in graph.ops:
             key = self._key(op, specs.get(op.name))
             if key is not None:
@@ -638,20 +785,25 @@ class _Templates:
         except Exception:  # a spec ``check_spec`` refuses: reported when its op is expanded
             return None
 
-    def of(self, op: Op, spec: dict, slices: list):
-        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``:
-        a list kept for the next ops of its key, else made box by box as it is read."""
+    def of(self, op: Op, spec: dict, slices: list) -> tuple:
+        """The template of ``op`` under a block ``spec`` whose reduction slices are ``slices``,
+        and a dict the ops of its key share (what they derive from the template alike:
+        ``_ReadGeometry``): for an op with others of its key, the list kept for them and
+        their dict; for an op alone, the template made box by box as it is read, and None."""
         key = self._key(op, spec, slices)
         left = self.left.get(key, 0)
         if left <= 1:  # the last op of its key (or one with no key)
             self.left.pop(key, None)
             found = self.kept.pop(key, None)
-            return found if found is not None else _tile_template(op, self.graph, spec, slices)
+            if found is None:
+                return _tile_template(op, self.graph, spec, slices), None
+            return found, self.shared.pop(key)
         self.left[key] = left - 1
         found = self.kept.get(key)
         if found is None:
             found = self.kept[key] = list(_tile_template(op, self.graph, spec, slices))
-        return found
+            self.shared[key] = {}
+        return found, self.shared[key]
 
 
 def _template_key(op: Op, graph: Graph, spec: dict, slices: list) -> tuple | None:
