@@ -19,7 +19,7 @@ named by joining planner names with ``+`` (``rpo+arena+belady``); stages run in 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -234,26 +234,76 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
     return list(run_stage(planner, ctx, given).order)
 
 
+class OffchipResume:
+    """The last plan's context, kept so that the same pipeline with off-chip stages added runs
+    only those (``make_plan(..., resume=)``): ``npusim regress`` plans each trace's tiled
+    pipeline, then the same with each of four off-chip planners, which read the plan and
+    write only its DRAM offsets (``ctx.dram``). Kept for the same graph and hardware objects,
+    budget and options; resumed only when every stage left is an off-chip one."""
+
+    def __init__(self) -> None:
+        self._key = None
+        self._kept: tuple | None = None  # (context, guard notes, seconds)
+
+    def clear(self) -> None:
+        self._key = self._kept = None
+
+    def _matching(self, graph, hw, capacity: int, given: dict, names: tuple) -> tuple | None:
+        if self._kept is None or self._key[:4] != (id(graph), id(hw), capacity, repr(sorted(given.items()))):
+            return None
+        done = self._key[4]
+        return self._kept if names[:len(done)] == done and len(names) > len(done) else None
+
+    def _keep(self, graph, hw, capacity: int, given: dict, names: tuple, ctx: "PlanningContext", notes: list,
+              seconds: float) -> None:
+        self._key = (id(graph), id(hw), capacity, repr(sorted(given.items())), names)
+        self._kept = (_copy_context(ctx), list(notes), seconds)
+
+
+def _copy_context(ctx: PlanningContext) -> PlanningContext:
+    """A context whose containers are its own (the stages fill ``ctx``'s in place)."""
+    def copied(value):
+        return type(value)(value) if isinstance(value, (list, dict)) else value
+    return replace(ctx, fusion=dict(ctx.fusion), tiling=dict(ctx.tiling), order=copied(ctx.order),
+                   streams=copied(ctx.streams), residencies=copied(ctx.residencies),
+                   transfers=copied(ctx.transfers), dram=dict(ctx.dram), notes=list(ctx.notes), stats=dict(ctx.stats))
+
+
 def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None = None,
-              options: dict | None = None, registry: Registry | None = None, progress=silent) -> BoundPlan:
+              options: dict | None = None, registry: Registry | None = None, progress=silent,
+              resume: OffchipResume | None = None) -> BoundPlan:
     """Run a pipeline and return its plan, bound to the graphs the stages made (the fused and
     tiled ones, ``npusim.plan.bound``: nobody builds them again). ``budget`` (bytes) defaults
     to the scratchpad size; ``progress`` hears which stage runs and how far long stages got
-    (npusim.util.progress)."""
+    (npusim.util.progress). ``resume``: runs only the off-chip stages a plan it kept lacks
+    (``OffchipResume``), and keeps this one."""
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     given = dict(options or {})
     planner_options.check_given(given, stages, registry.option_index, pipeline)
-    ctx = PlanningContext(graph=graph, hw=hw, capacity=int(budget or hw.scratchpad.size),
-                          alignment=hw.scratchpad.alignment, untiled=graph, progress=progress)
+    capacity = int(budget or hw.scratchpad.size)
+    names = tuple(p.name for p in stages)
+    kept = resume._matching(graph, hw, capacity, given, names) if resume is not None else None
+    if kept is not None and any(p.stage != "offchip" for p in stages[len(resume._key[4]):]):
+        kept = None
+    if kept is not None:
+        ctx, earlier_notes, earlier_seconds = _copy_context(kept[0]), kept[1], kept[2]
+        ctx.progress, first = progress, len(resume._key[4])
+    else:
+        ctx = PlanningContext(graph=graph, hw=hw, capacity=capacity, alignment=hw.scratchpad.alignment,
+                              untiled=graph, progress=progress)
+        earlier_notes, earlier_seconds, first = [], 0.0, 0
     start = time.perf_counter()
     with reporting(progress), wall_guard.collecting() as guard_notes:  # both heard from solvers deep inside
-        for n, planner in enumerate(stages, 1):
+        guard_notes[:0] = earlier_notes
+        for n, planner in enumerate(stages[first:], first + 1):
             progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
             claim = (ctx.status, ctx.objective, ctx.bound, ctx.scope)
             run_stage(planner, ctx, given)
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
                 ctx.scope = ""  # a new claim that names no scope: an earlier stage's does not apply to it
+    if resume is not None and kept is None:  # (a resumed plan leaves the one it started from kept)
+        resume._keep(graph, hw, capacity, given, names, ctx, guard_notes, time.perf_counter() - start)
     if guard_notes:  # the plan's claim may not repeat: say so where its status is explained
         more = f" (and {len(guard_notes) - 1} more)" if len(guard_notes) > 1 else ""
         ctx.scope = "; ".join(filter(None, [ctx.scope, guard_notes[0] + more]))
@@ -261,7 +311,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
         ctx.order = list(range(ctx.graph.n_ops))
     if ctx.residencies is None:
         raise RegistryError(f"pipeline {pipeline!r} has no allocation stage (add e.g. '+arena')")
-    seconds = time.perf_counter() - start
+    seconds = earlier_seconds + time.perf_counter() - start
     plan = Plan(
         graph=ctx.graph.name, capacity=ctx.capacity, alignment=ctx.alignment,
         order=tuple(ctx.order), streams=tuple(ctx.streams or [0] * ctx.graph.n_ops),

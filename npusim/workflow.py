@@ -150,10 +150,11 @@ def check_plan_hardware(plan: Plan, hw: Hardware, what: str, graph: Graph | None
 
 
 def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, budget: int | None = None,
-               options: dict | None = None, progress=silent) -> BoundPlan:
-    """A validated plan of ``graph``, bound to the graphs it refers to (``npusim.plan.bound``)."""
+               options: dict | None = None, progress=silent, resume=None) -> BoundPlan:
+    """A validated plan of ``graph``, bound to the graphs it refers to (``npusim.plan.bound``);
+    ``resume``: ``npusim.registry.OffchipResume``."""
     check_graph_memory(graph)
-    plan = make_plan(graph, hw, pipeline, budget=budget, options=options, progress=progress)
+    plan = make_plan(graph, hw, pipeline, budget=budget, options=options, progress=progress, resume=resume)
     progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
     require_valid(plan, source=f"plan from {pipeline!r}", planned=True)  # a planner bug must not reach the simulator
     return plan

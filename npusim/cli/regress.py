@@ -43,6 +43,7 @@ from npusim.util.atomic_io import atomic_write_text
 from npusim.errors import NpusimError
 from npusim.hw.loader import hardware_to_dict
 from npusim.util.resources import list_resources, search_dirs
+from npusim.registry import OffchipResume
 from npusim.workflow import load_graph, load_hw, plan_graph, resolve_budget, simulate_plan
 
 FORMAT = "npusim-golden/1"
@@ -120,8 +121,10 @@ def _hardware(name: str):
     return load_hw(name)
 
 
-def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict | None = None) -> dict:
-    """The golden-shaped numbers of one fresh run (``status: infeasible`` with the reason)."""
+def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict | None = None,
+            resume: OffchipResume | None = None) -> dict:
+    """The golden-shaped numbers of one fresh run (``status: infeasible`` with the reason);
+    ``resume``: the last plan kept, for a pipeline that only adds off-chip stages to it."""
     graph, hw = _graph(trace), _hardware(hardware)
     try:
         # Goldens cover the papers' budgets (M_R, M_P), which may exceed the scratchpad: the
@@ -129,7 +132,7 @@ def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict
         capacity = resolve_budget(None if budget == SCRATCHPAD_BUDGET else budget, graph, hw, allow_oversize=True)
         # the wall-clock guard off: an exact planner's numbers must not depend on the machine's
         # load (planners.schedule.solver); not recorded, it plans nothing
-        plan = plan_graph(graph, hw, pipeline, capacity, options={**(options or {}), "wall_guard": 0})
+        plan = plan_graph(graph, hw, pipeline, capacity, options={**(options or {}), "wall_guard": 0}, resume=resume)
         report = simulate_plan(plan, hw, validated=True)  # plan_graph validated it
     except NpusimError as exc:
         return {"status": "infeasible", "reason": str(exc)}
@@ -203,8 +206,21 @@ def compare(case: Case, actual: dict) -> list[Mismatch]:
     return found
 
 
-def check_case(case: Case) -> list[Mismatch]:
-    return compare(case, measure(case.trace, case.hardware, case.pipeline, case.budget, case.options))
+def check_case(case: Case, resume: OffchipResume | None = None) -> list[Mismatch]:
+    return compare(case, measure(case.trace, case.hardware, case.pipeline, case.budget, case.options, resume))
+
+
+def _planning_order(cases: list[Case]) -> list[int]:
+    """The cases' indices with each pipeline just before those that add off-chip stages to it
+    (the same trace, hardware, budget and options): they plan it once (``OffchipResume``)."""
+    return sorted(range(len(cases)), key=lambda i: (cases[i].trace, cases[i].hardware, cases[i].budget,
+                                                    repr(sorted((cases[i].options or {}).items())),
+                                                    cases[i].pipeline))
+
+
+def _adds_stages_to(case: Case, base: Case) -> bool:
+    return ((case.trace, case.hardware, case.budget, case.options) == (base.trace, base.hardware, base.budget, base.options)
+            and case.pipeline.startswith(base.pipeline + "+"))
 
 
 # ---------------------------------------------------------------- golden files
@@ -398,9 +414,14 @@ def check(folder: str | Path | None = None, only: str | None = None, progress=No
             raise RegressError(f"no golden case in {where} matches --only {only!r}; the case ids look like "
                                "TRACE/HW/PIPELINE/BUDGET, e.g. 'resnet50/edge-npu/default+arena+belady/MR'")
         raise RegressError(f"no golden case in {where}; create them with: npusim regress --update")
-    found = []
-    for case in cases:
-        found += check_case(case)
+    found: list[list[Mismatch]] = [[] for _ in cases]
+    resume, base = OffchipResume(), None
+    for i in _planning_order(cases):
+        case = cases[i]
+        if base is None or not _adds_stages_to(case, base):
+            resume.clear()  # (what it kept serves no case left: freed now)
+            base = case
+        found[i] = check_case(case, resume)
         if progress is not None:
             progress(case)
-    return len(cases), found
+    return len(cases), [m for ms in found for m in ms]
