@@ -165,6 +165,7 @@ BANKS = {"dram.model": "banks"}
     ("mobilenet_v2", "128KiB", {"dram.device": "ddr4-3200", "dram.page_policy": "closed", "dma.channels": "4"}, None),
     ("bert_tiny", "256KiB", {"dram.device": "hbm2-2000", "dram.page_policy": "adaptive", "dma.channels": "3"}, None),
     ("squeezenet1_0", "64KiB", {"dram.scheduler": "fcfs", "dram.placement": "pages"}, None),
+    ("squeezenet1_0", "64KiB", {"dram.powerdown_after": "50ns"}, None),  # ranks powering down and up
     ("resnet18", "128KiB", {"dram.bank_queue": "0", "dram.placement": "rows", "dma.channels": "1"}, None),
     ("squeezenet1_0", "64KiB", {"dram.device": "ddr5-4800"}, TILED_TAA),  # a DRAM layout: the plan's addresses
     ("resnet18", None, {"cores.count": "4"}, None),  # one stream split over 4 cores

@@ -562,6 +562,21 @@ def _sim(program, hw, **over):
     return simulate(program, replace(hw, dram=replace(hw.dram, **over)))
 
 
+def test_power_down_saves_background_energy_and_costs_exit_time(small_program):
+    """``dram.powerdown_after``: a rank idle that long enters power-down (IDD3P / IDD2P instead
+    of IDD3N / IDD2N) and its next access waits tXP: less background energy, no less time, the
+    same accesses; 0 (the default) never powers down."""
+    program, hw = small_program
+    awake = _sim(program, hw, model="banks")
+    assert _sim(program, hw, model="banks", powerdown_after=0.0).energy_pj == awake.energy_pj
+    asleep = _sim(program, hw, model="banks", powerdown_after=50e-9)
+    assert asleep.energy_pj["dram_background"] < awake.energy_pj["dram_background"]
+    assert asleep.cycles >= awake.cycles
+    assert (asleep.dram_stats["reads"], asleep.dram_stats["writes"]) == (awake.dram_stats["reads"],
+                                                                         awake.dram_stats["writes"])
+    assert asleep.energy_pj["mac"] == awake.energy_pj["mac"]
+
+
 def test_simulation_reports_rows_and_energy(small_program):
     program, hw = small_program
     base = _sim(program, hw)

@@ -86,8 +86,8 @@ Python; a test holds them equal.
   precharges it (as soon as tRAS/tRTP/tWR allow) unless a queued access hits it; ``adaptive``
   precharges only when no queued access hits the row and one waits for another row of the
   bank (gem5's close-adaptive).
-- *Power-down* (``ControllerConfig.powerdown_after``, optional; not a field of the hardware file, whose
-  DRAM stays powered up): a rank with no access for that long
+- *Power-down* (``ControllerConfig.powerdown_after``: the hardware file's ``dram.powerdown_after``,
+  whose default 0 keeps the DRAM powered up): a rank with no access for that long
   since its last data (or refresh) enters power-down (active power-down if a row is open,
   precharged power-down if not), and the next access's commands wait tXP for it to exit.
 - *Stack IDs* (HBM3, ``DramDevice.stack_ids``): the ranks of a channel are the stack IDs of one

@@ -95,7 +95,8 @@ def controller_config(hw) -> ControllerConfig:
                             mapping=d.mapping or default_mapping(device), policy=d.page_policy,
                             scheduler=d.scheduler, row_hit_cap=d.row_hit_cap, read_queue=d.read_queue,
                             write_queue=wq, write_high=high, write_low=low, data_rate=rate,
-                            bank_queue=d.bank_queue)
+                            bank_queue=d.bank_queue,
+                            powerdown_after=d.powerdown_after * 1e9 if d.powerdown_after > 0 else -1.0)
 
 
 def flow_slots(hw, cfg: ControllerConfig) -> int:
@@ -107,7 +108,8 @@ def flow_slots(hw, cfg: ControllerConfig) -> int:
 
 #: The fields of ``dram`` only ``dram.model: banks`` reads (the bandwidth model ignores them)
 BANKS_ONLY_FIELDS = ("dram.device", "dram.channels", "dram.mapping", "dram.page_policy", "dram.scheduler",
-                     "dram.row_hit_cap", "dram.placement", "dram.read_queue", "dram.write_queue", "dram.bank_queue")
+                     "dram.row_hit_cap", "dram.placement", "dram.read_queue", "dram.write_queue", "dram.bank_queue",
+                     "dram.powerdown_after")
 
 
 def unused_banks_settings(keys, model: str) -> str:

@@ -215,6 +215,10 @@ class DramConfig:
                            "GenericDDR; the structure validated against it); > 0: per-bank command queues of "
                            "this depth behind them, which then hold transactions (DRAMsim3's PER_BANK)",
                            minimum=0, maximum=MAX_BANK_QUEUE)
+    powerdown_after: float = knob(0.0, "time", "idle time after which a rank of dram.model: banks enters "
+                                  "power-down (active if a row is open, else precharged: the device's IDD3P / "
+                                  "IDD2P instead of IDD3N / IDD2N), its next access waiting tXP to exit; e.g. "
+                                  "100ns; 0: never (the ranks stay powered up)")
 
 
 @dataclass(frozen=True)
