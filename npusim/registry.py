@@ -248,15 +248,26 @@ class OffchipResume:
     def clear(self) -> None:
         self._key = self._kept = None
 
-    def _matching(self, graph, hw, capacity: int, given: dict, names: tuple) -> tuple | None:
-        if self._kept is None or self._key[:4] != (id(graph), id(hw), capacity, repr(sorted(given.items()))):
-            return None
-        done = self._key[4]
-        return self._kept if names[:len(done)] == done and len(names) > len(done) else None
+    @staticmethod
+    def _setting(graph, hw, capacity: int, given: dict) -> tuple:
+        return id(graph), id(hw), capacity, repr(sorted(given.items()))
 
-    def _keep(self, graph, hw, capacity: int, given: dict, names: tuple, ctx: "PlanningContext", notes: list,
-              seconds: float) -> None:
-        self._key = (id(graph), id(hw), capacity, repr(sorted(given.items())), names)
+    def start(self, graph, hw, capacity: int, given: dict, stages: list) -> tuple | None:
+        """(a copy of the kept context, its guard notes, its planning seconds, the index of the
+        first stage left to run) when ``stages`` only add off-chip stages to the kept plan's."""
+        if self._kept is None or self._key[0] != self._setting(graph, hw, capacity, given):
+            return None
+        done = self._key[1]
+        left = stages[len(done):]
+        if tuple(p.name for p in stages[:len(done)]) != done or not left or any(p.stage != "offchip" for p in left):
+            return None
+        ctx, notes, seconds = self._kept
+        return _copy_context(ctx), list(notes), seconds, len(done)
+
+    def keep(self, graph, hw, capacity: int, given: dict, stages: list, ctx: "PlanningContext", notes: list,
+             seconds: float) -> None:
+        """Keep a fresh run's context (a copy: the caller goes on with ``ctx``)."""
+        self._key = (self._setting(graph, hw, capacity, given), tuple(p.name for p in stages))
         self._kept = (_copy_context(ctx), list(notes), seconds)
 
 
@@ -282,13 +293,10 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     given = dict(options or {})
     planner_options.check_given(given, stages, registry.option_index, pipeline)
     capacity = int(budget or hw.scratchpad.size)
-    names = tuple(p.name for p in stages)
-    kept = resume._matching(graph, hw, capacity, given, names) if resume is not None else None
-    if kept is not None and any(p.stage != "offchip" for p in stages[len(resume._key[4]):]):
-        kept = None
+    kept = resume.start(graph, hw, capacity, given, stages) if resume is not None else None
     if kept is not None:
-        ctx, earlier_notes, earlier_seconds = _copy_context(kept[0]), kept[1], kept[2]
-        ctx.progress, first = progress, len(resume._key[4])
+        ctx, earlier_notes, earlier_seconds, first = kept
+        ctx.progress = progress
     else:
         ctx = PlanningContext(graph=graph, hw=hw, capacity=capacity, alignment=hw.scratchpad.alignment,
                               untiled=graph, progress=progress)
@@ -303,7 +311,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
                 ctx.scope = ""  # a new claim that names no scope: an earlier stage's does not apply to it
     if resume is not None and kept is None:  # (a resumed plan leaves the one it started from kept)
-        resume._keep(graph, hw, capacity, given, names, ctx, guard_notes, time.perf_counter() - start)
+        resume.keep(graph, hw, capacity, given, stages, ctx, guard_notes, time.perf_counter() - start)
     if guard_notes:  # the plan's claim may not repeat: say so where its status is explained
         more = f" (and {len(guard_notes) - 1} more)" if len(guard_notes) > 1 else ""
         ctx.scope = "; ".join(filter(None, [ctx.scope, guard_notes[0] + more]))
