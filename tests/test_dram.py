@@ -98,6 +98,33 @@ def test_streamed_row_hits_match_reference(trial):
     assert fast[1]["hits"] > 0.2 * sum(len(f[0]) for f in flows)
 
 
+@pytest.mark.parametrize("trial", range(8))
+def test_tied_streams_and_draining_queues_match_reference(trial):
+    """An op's loads share one urgency, so admission alternates round-robin between two tied
+    flows (the kernel's pair lane), and a queue nobody refills drains to empty (its draining
+    lane, where the read/write turnaround may change as it shrinks): two or three tied streams
+    of reads or writes in different rows, a less urgent one behind them, against the reference,
+    advanced in random steps."""
+    rng = np.random.default_rng(300 + trial)
+    name = list(PRESETS)[trial % len(PRESETS)]
+    cfg = _config(name, channels=(1, 2)[trial % 2], policy="open", scheduler="frfcfs", row_hit_cap=4,
+                  read_queue=8, write_queue=8, write_high=6, write_low=2, bank_queue=0)
+    flows, start = [], 0.0
+    for group in range(3):
+        write = bool((trial + group) % 2)
+        for _ in range(2 + (trial + group) % 2 * (trial % 3 == 0)):  # two tied flows, sometimes three
+            n = int(rng.integers(100, 600))
+            base = int(rng.integers(0, 1 << 24)) // 64 * 64
+            flows.append((base + 64 * np.arange(n, dtype=np.int64), write, 0.0, start))
+        flows.append(((int(rng.integers(0, 1 << 24)) // 64 * 64 + 64 * np.arange(50, dtype=np.int64)),
+                      not write, 1.0, start))
+        start += float(rng.integers(0, 3000))
+    stops = sorted(rng.uniform(0, 30000, 8).tolist()) + [1e9]
+    fast = _run("compiled", cfg, flows, stops)
+    assert fast == _run("reference", cfg, flows, stops)
+    assert fast[1]["hits"] > 0.2 * sum(len(f[0]) for f in flows)
+
+
 def test_a_write_flow_is_done_once_its_last_access_is_in_the_write_queue():
     """Posted writes (DRAMsim3's and gem5's controllers acknowledge a write once it is queued):
     each write is acknowledged when it is admitted, but no sooner than a burst after the

@@ -345,7 +345,7 @@ static inline int64_t remove_entry(Ctl *k, int64_t d, int64_t c, int64_t head, i
 /* The flow the front end of channel ``c`` admits from next, or -1 (kernel.py: _next_flow);
  * ``*alone``: whether no other flow of its priority has accesses left here (round-robin then
  * has no one else to turn to: it is the next one again as long as it has some). */
-static inline int64_t next_flow(Ctl *k, int64_t c, int64_t rr_last, int *alone) {
+static inline int64_t next_flow(const Ctl *k, int64_t c, int64_t rr_last, int *alone) {
     double top = 1e300;
     int64_t first = -1, after = -1, tied = 0;
     for (int64_t i = 0; i < k->n_active; i++) {
@@ -861,7 +861,8 @@ static inline __attribute__((always_inline)) int shortcut_pick(Ctl *k, int64_t c
     return 1;
 }
 
-/* A stream's steady state on one channel: one flow, alone at its priority, refills the full
+/* A stream's steady state on one channel: one flow, alone at its priority (or two tied there,
+ * taking turns; or none, the queue draining), refills the full
  * queue being served, one access per access issued, and each pick is the oldest access, a row
  * hit at the channel's next column slot whose column command finds the command bus free. The
  * lane holds the channel's last column commands, its queue and its admission (their copies in
@@ -873,29 +874,84 @@ static inline __attribute__((always_inline)) int shortcut_pick(Ctl *k, int64_t c
 typedef struct Lane {
     int64_t open, d, depth, n, head, f, fcn, fce, pushed, last_rank, rk, tick;
     double last_same, last_cas, last_issue, busy, other, start, cas, delay;
+    /* A pair lane: two flows tied at their priority, which round-robin admission alternates
+     * (an op's input and weights, loaded at one urgency): ``f`` is admitted next, then ``g``
+     * while it has accesses left; ``admitted`` is the last admitted (C_RR_LAST). */
+    int64_t pair, g, gcn, gce, admitted;
+    double gstart;
+    /* stepped: a pair lane, or a draining one (``f`` -1: no flow has accesses left here, so the
+     * queue only empties); lane_step's, one access at a time, not lane_run's */
+    int64_t stepped;
 } Lane;
 
 enum { LANE_NEXT = -2, LANE_CLOSE = -3, LANE_RUN_LEFT = -4 };
 
-/* Whether channel c's pick ``*p`` (streamed) begins a lane: its flow alone at its priority
- * refills the full queue it is in. */
-static inline int lane_fits(const Ctl *k, int64_t c, const Pick *p) {
-    const int64_t *next = k->next_memo + 2 * c;
-    int64_t f = next[0];
-    return f >= 0 && next[1] == 1 && k->flow_write[f] == p->d && CI(c, C_RQ_N + p->d) == GG(G_RQ + p->d)
-           && FCN(f, c) < FCE(f, c);
+/* next_flow when exactly two flows with accesses left here are tied at the most urgent
+ * priority: the one it gives (the smallest after ``rr_last``, else the smallest), the other in
+ * ``*g``; else -1. */
+static inline int64_t next_pair(const Ctl *k, int64_t c, int64_t rr_last, int64_t *g) {
+    double top = 1e300;
+    int64_t a = -1, b = -1, tied = 0;
+    for (int64_t i = 0; i < k->n_active; i++) {
+        int64_t f = k->active[i];
+        if (FCN(f, c) >= FCE(f, c)) continue;
+        double p = k->flow_prio[f];
+        if (p < top) {
+            top = p;
+            tied = 0;
+        }
+        if (p == top) {
+            if (tied == 0) a = f;
+            else if (tied == 1) b = f;
+            tied += 1;
+        }
+    }
+    if (tied != 2) return -1;
+    int64_t lo = a < b ? a : b, hi = a < b ? b : a;
+    int64_t f = lo > rr_last ? lo : (hi > rr_last ? hi : lo);
+    *g = f == lo ? hi : lo;
+    return f;
 }
 
-static inline __attribute__((always_inline)) void lane_open(Ctl *k, int64_t c, Lane *L, const Pick *p) {
-    int64_t d = p->d, f = k->next_memo[2 * c];
+/* Whether channel c's pick ``*p`` (streamed) begins a lane: the queue it is in is full, and
+ * the flow admission refills it from is alone at its priority (1: ``*f``) or one of two tied
+ * there, both of the queue's direction (2: ``*f`` next, then ``*g``); or the queue drains, no
+ * flow having accesses left here (3: ``*f`` -1; admission left it not full, so none has). */
+static inline int lane_fits(const Ctl *k, int64_t c, const Pick *p, int64_t *f, int64_t *g) {
+    int64_t d = p->d;
+    if (CI(c, C_RQ_N + d) != GG(G_RQ + d)) {
+        int alone;
+        *f = next_flow(k, c, CI(c, C_RR_LAST), &alone);
+        return *f < 0 ? 3 : 0;
+    }
+    const int64_t *next = k->next_memo + 2 * c;
+    if (next[0] >= 0 && next[1] == 1) {
+        *f = next[0];
+        return k->flow_write[*f] == d && FCN(*f, c) < FCE(*f, c);
+    }
+    *f = next_pair(k, c, CI(c, C_RR_LAST), g);
+    return *f >= 0 && k->flow_write[*f] == d && k->flow_write[*g] == d ? 2 : 0;
+}
+
+static inline __attribute__((always_inline)) void lane_open(Ctl *k, int64_t c, Lane *L, const Pick *p, int64_t f,
+                                                            int64_t g) {
+    int64_t d = p->d;
     L->open = 1;
+    L->pair = g >= 0;
+    L->stepped = g >= 0 || f < 0;
+    if (L->pair) {
+        L->g = g;
+        L->gcn = FCN(g, c);
+        L->gce = FCE(g, c);
+        L->gstart = k->flow_start[g];
+    }
     L->d = d;
     L->depth = GG(G_RQ + d);
     L->n = CI(c, C_RQ_N + d);
     L->head = CI(c, C_RQ_HEAD + d);
     L->f = f;
-    L->fcn = FCN(f, c);
-    L->fce = FCE(f, c);
+    L->fcn = f >= 0 ? FCN(f, c) : 0;
+    L->fce = f >= 0 ? FCE(f, c) : 0;
     L->pushed = 0;
     L->last_same = CF(c, d == 1 ? C_LAST_WR : C_LAST_RD);
     L->last_cas = CF(c, C_LAST_CAS);
@@ -904,7 +960,7 @@ static inline __attribute__((always_inline)) void lane_open(Ctl *k, int64_t c, L
     L->last_rank = CI(c, C_LAST_RANK);
     /* the other direction's last column command bounds the next: constant while only this one issues */
     L->other = d == 1 ? CF(c, C_LAST_RD) + TT(T_RTW) : CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S);
-    L->start = k->flow_start[f];
+    L->start = f >= 0 ? k->flow_start[f] : 0.0;
     L->cas = p->time;
     L->delay = p->delay;
     L->rk = p->rank;
@@ -923,8 +979,14 @@ static inline __attribute__((always_inline)) void lane_close(Ctl *k, int64_t c, 
     CI(c, C_RQ_N + d) = L->n;
     if (L->pushed) {
         FCN(L->f, c) = L->fcn;
-        CI(c, C_RR_LAST) = L->f;
-        if (L->fcn >= L->fce) k->next_memo[2 * c] = -2;
+        if (L->pair) {
+            FCN(L->g, c) = L->gcn;
+            CI(c, C_RR_LAST) = L->admitted;
+            k->next_memo[2 * c] = -2;  /* (next_flow anew) */
+        } else {
+            CI(c, C_RR_LAST) = L->f;
+            if (L->fcn >= L->fce) k->next_memo[2 * c] = -2;
+        }
     }
 }
 
@@ -996,6 +1058,10 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     L->head = head;
     L->n = n;
     if (until_complete && !write && k->flow_remaining[fl] == 0) return fl;
+    if (L->f < 0) {  /* draining: nothing to admit, and the read/write turnaround sees the queue shrink */
+        if (n == 0 || turnaround(k, c, write ? CI(c, C_RQ_N) : n, write ? n : CI(c, C_WQ_N)) != d) return LANE_CLOSE;
+        return lane_pick(k, c, L);
+    }
     /* admit: the flow's next access takes the freed slot */
     int64_t j = at(head, n, depth);
     double admitted = max2(max2(L->start, cas), CF(c, C_PRESENT));
@@ -1006,8 +1072,32 @@ static inline __attribute__((always_inline)) int64_t lane_step(Ctl *k, int64_t c
     accept(k, c, L->f, d, admitted);
     L->fcn += 1;
     L->pushed = 1;
+    if (L->pair) {  /* round-robin: the other flow next while it has accesses left */
+        L->admitted = L->f;
+        if (L->gcn < L->gce) {
+            int64_t f = L->f, fcn = L->fcn, fce = L->fce;
+            double start = L->start;
+            L->f = L->g, L->fcn = L->gcn, L->fce = L->gce, L->start = L->gstart;
+            L->g = f, L->gcn = fcn, L->gce = fce, L->gstart = start;
+            return lane_pick(k, c, L);
+        }
+        /* the other is out of accesses here: this one alone at its priority, a lane of one */
+        FCN(L->g, c) = L->gcn;
+        L->pair = L->stepped = 0;
+        k->next_memo[2 * c] = -2;
+    }
     if (L->fcn >= L->fce) return LANE_CLOSE;  /* (next_flow's turn) */
     return lane_pick(k, c, L);
+}
+
+/* A stepped lane's steps while its picks are no later than ``stop`` (lane_run's contract): a
+ * pair's accesses alternate between two tensors and a draining queue's end, so lane_step's,
+ * one at a time. */
+static int64_t stepped_run(Ctl *k, int64_t c, Lane *L, double stop) {
+    int64_t s;
+    do s = lane_step(k, c, L, 0);
+    while (s == LANE_NEXT && L->cas <= stop && L->stepped);  /* (lane_run once it is a lane of one) */
+    return s;
 }
 
 /* A lane run's column commands on its command bus (lane_run): their ticks come in increasing
@@ -1203,12 +1293,25 @@ static inline __attribute__((always_inline)) int64_t issue_then_pick(Ctl *k, int
                                                                      int streams, int until_complete) {
     int64_t f = p->streamed ? issue_hit(k, c, p) : issue(k, c, p);
     if (until_complete && p->d == 0 && k->flow_remaining[f] == 0) return f;
-    if (streams && p->kind == HIT && shortcut_pick(k, c, p)) {
-        if (lane_fits(k, c, p)) lane_open(k, c, L, p);
+    if (streams && shortcut_pick(k, c, p)) {  /* (after a miss as well: its pick is candidate's) */
+        int64_t lf = -1, lg = -1;
+        if (lane_fits(k, c, p, &lf, &lg)) lane_open(k, c, L, p, lf, lg);
         return -1;
     }
     *p = candidate(k, c);
     return -1;
+}
+
+/* Channel c's first pick of a run: the lane it begins when the state is a stream's (the lane
+ * a run's end closed, most often: what issue_then_pick would open after one more access), else
+ * candidate's pick in ``*p``. shortcut_pick's pick, when it has one, is candidate's. */
+static inline __attribute__((always_inline)) void first_pick(Ctl *k, int64_t c, Pick *p, Lane *L, int streams) {
+    if (streams && shortcut_pick(k, c, p)) {
+        int64_t f = -1, g = -1;
+        if (lane_fits(k, c, p, &f, &g)) lane_open(k, c, L, p, f, g);
+        return;
+    }
+    *p = candidate(k, c);
 }
 
 /* Every channel to ``stop``, channel by channel. */
@@ -1216,14 +1319,15 @@ static int64_t run_channels(Ctl *k, double stop) {
     int streams = can_stream(k);
     for (int64_t c = 0; c < k->C; c++) {
         Lane L = {0};
-        Pick p = candidate(k, c);
+        Pick p;
+        first_pick(k, c, &p, &L, streams);
         for (;;) {
             if (L.open) {
                 if (L.cas > stop) {
                     lane_close(k, c, &L);
                     break;
                 }
-                if (lane_run(k, c, &L, stop) == LANE_CLOSE) {
+                if ((L.stepped ? stepped_run(k, c, &L, stop) : lane_run(k, c, &L, stop)) == LANE_CLOSE) {
                     lane_close(k, c, &L);
                     p = candidate(k, c);
                 }
@@ -1253,7 +1357,7 @@ static int64_t run_until_complete(Ctl *k, double stop) {
     int64_t C = k->C, done = 0;
     k->accepted = 0;
     for (int64_t c = 0; c < C; c++) lanes[c].open = 0;
-    for (int64_t c = 0; c < C; c++) next[c] = candidate(k, c);
+    for (int64_t c = 0; c < C; c++) first_pick(k, c, &next[c], &lanes[c], streams);
     if (k->accepted) return 1;  /* (a write flow admitted whole at its start) */
     for (;;) {
         int64_t c = -1;  /* the earliest command of all channels */
