@@ -45,6 +45,30 @@ def test_cosma_divides_and_conquers_when_asked_and_records_it():
     assert whole.meta.stats["parts"] == 1
 
 
+def test_a_fallback_and_cosma_dnc_solve_the_parts_once_when_deterministic(monkeypatch):
+    """cosma's fallback is cosma-dnc's very solve: with the wall-clock guard off (as regress
+    runs) the second asks for the kept one -- the same plan, its own stats; with the guard on
+    (the default: a search's end may depend on the load), or another budget, each solves."""
+    import planners.joint.cosma as cosma
+
+    solves = []
+    real = cosma.solve_sequence
+    monkeypatch.setattr(cosma, "solve_sequence", lambda *a, **k: solves.append(1) or real(*a, **k))
+    cosma.memo._kept.clear()
+    options = {"time_limit": 2, "max_cells": 10, "part_ops": 6, "wall_guard": 0}
+    fallback = make_plan(GRAPH, HW, "cosma", budget=budget(), options={**options, "fallback": "dnc"})
+    dnc = make_plan(GRAPH, HW, "cosma-dnc", budget=budget(), options=options)
+    assert len(solves) == 1
+    assert (dnc.order, dnc.residencies, dnc.transfers) == (fallback.order, fallback.residencies, fallback.transfers)
+    assert "fallback" in fallback.meta.stats and "fallback" not in dnc.meta.stats
+    make_plan(GRAPH, HW, "cosma-dnc", budget=budget() + 4096, options=options)
+    assert len(solves) == 2
+    guarded = {k: v for k, v in options.items() if k != "wall_guard"}
+    make_plan(GRAPH, HW, "cosma-dnc", budget=budget(), options=guarded)
+    make_plan(GRAPH, HW, "cosma-dnc", budget=budget(), options=guarded)
+    assert len(solves) == 4
+
+
 def test_cosma_rejects_an_unknown_fallback():
     with pytest.raises(PlanningError, match=r"fallback='heuristic', expected one of none, dnc"):
         make_plan(GRAPH, HW, "cosma", budget=budget(), options={"fallback": "heuristic"})

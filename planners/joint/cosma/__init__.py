@@ -10,7 +10,9 @@ Four joint planners:
   with a PlanningError naming the size and the limit (suggesting ``cosma-dnc``, a scheme
   heuristic, or a higher ``max_cells``), so a big graph never exhausts memory. With
   ``fallback=dnc`` it runs ``cosma-dnc`` instead (status ``feasible``, bound 0) and records
-  that in the plan's ``meta.stats["fallback"]``;
+  that in the plan's ``meta.stats["fallback"]`` (a deterministic solve with the guard off is
+  kept, so a ``cosma-dnc`` of the same graph and options after it solves nothing:
+  ``planners.joint.cosma.memo``);
 - ``cosma-fs``: allocation and replacement for a fixed schedule (eq. 16–17): the pipeline's
   schedule stage (``zhong+cosma-fs``) or the default order. A fixed-order model above
   ``max_cells`` (a tiled graph: tens of thousands of tiles) is solved in parts of that
@@ -45,6 +47,7 @@ from npusim.errors import PlanningError
 from npusim.graph.analysis import min_required
 from npusim.graph.model import Graph
 from planners.alloc.prefetch import PREFETCH_OPTIONS, hoist_loads, prefetch_depth
+from planners.joint.cosma import memo
 from planners.joint.cosma.dnc import (DEFAULT_MAX_CELLS, DEFAULT_PART_OPS, SequenceResult, choose_cuts,
                                       crossing_bytes, solve_sequence)
 from planners.joint.cosma.model import DEFAULT_OVERLAP, OVERLAP_ENCODINGS
@@ -241,6 +244,12 @@ class CosmaDivideAndConquer(_CosmaBase):
     problem = "with ops kept within their parts"
 
     def solve(self, ctx, graph, cap, align, params, opts, overlap):
+        # cosma's fallback runs this very solve: kept, when deterministic, for a second ask
+        key = memo.memo_key(ctx, graph, opts, cap, align, params, overlap, ctx.options["part_ops"],
+                            ctx.options["max_cells"])
+        return memo.solved(key, lambda: self._solve(ctx, graph, cap, align, params, opts, overlap))
+
+    def _solve(self, ctx, graph, cap, align, params, opts, overlap):
         start = time.perf_counter()
         part_ops = ctx.options["part_ops"]
         order = list(ctx.order) if ctx.order is not None else op_level_orders(
