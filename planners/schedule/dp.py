@@ -51,6 +51,14 @@ class _Stepper:
                 self.successors[u].append(w)
         #: the nodes ready before any ran (no predecessor), as a bitmask
         self.first_ready = sum(1 << v for v in range(p.n) if self.pred_mask[v] == 0)
+        # What ``run`` reads of node v, gathered once: (consumers mask, bytes) of its late
+        # inputs and of its inputs not live at the end (an input read twice is there twice, as
+        # it is in ``node_inputs``), and the bytes of its outputs nobody reads.
+        size, consumers_of = p.sizes, self.consumer_mask
+        self.late = [tuple((consumers_of[b], size[b]) for b in late) for late in self.late_inputs]
+        self.frees = [tuple((consumers_of[b], size[b]) for b in ins if not p.live_at_end[b]) for ins in p.node_inputs]
+        self.dead_out = [sum(size[b] for b in outs if not p.live_at_end[b] and not p.consumers[b])
+                         for outs in p.node_outputs]
 
     def ready(self, done: int) -> list[int]:
         return [v for v in range(self.problem.n)
@@ -68,19 +76,20 @@ class _Stepper:
         return ready
 
     def run(self, done: int, live: int, v: int) -> tuple[int, int]:
-        """(footprint of the step running v, bytes live after it)."""
-        p = self.problem
-        new = sum(p.sizes[b] for b in self.late_inputs[v] if self.consumer_mask[b] & done == 0)
-        step = live + self.out_bytes[v] + new + p.extra[v]
-        after = done | 1 << v
-        freed = 0
-        for b in p.node_inputs[v]:
-            if not p.live_at_end[b] and self.consumer_mask[b] & ~after == 0:
-                freed += p.sizes[b]
-        for b in p.node_outputs[v]:
-            if not p.live_at_end[b] and not p.consumers[b]:
-                freed += p.sizes[b]
-        return step, step - p.extra[v] - freed
+        """(footprint of the step running v, bytes live after it): its late inputs not loaded
+        yet appear, its outputs are made; after it, the inputs it read last and the outputs
+        nobody reads are freed (what is live at the end aside)."""
+        extra = self.problem.extra[v]
+        step = live + self.out_bytes[v] + extra
+        for consumers, nbytes in self.late[v]:
+            if consumers & done == 0:
+                step += nbytes
+        left = ~(done | 1 << v)
+        freed = self.dead_out[v]
+        for consumers, nbytes in self.frees[v]:
+            if consumers & left == 0:
+                freed += nbytes
+        return step, step - extra - freed
 
 
 def _bits(mask: int):
