@@ -25,7 +25,10 @@ import numpy as np
 from npusim import native
 from npusim.errors import SimulationError
 from npusim.kernels.render_chunks import chunk_arrays
+from npusim.plan.command_table import KIND_CODES
 from npusim.plan.dram import buffer_of
+
+_LOAD, _STORE, _COMPUTE = KIND_CODES["load"], KIND_CODES["store"], KIND_CODES["compute"]
 
 
 #: ``first_overlap(o1, s1, o2, s2)``: (start, end) of the first overlap of two chunk lists sorted
@@ -58,32 +61,35 @@ class DramContents:
         self.block_of: dict[int, int] = {}  # tensor id -> block
         self.writes: dict[int, int] = {}  # store command -> block
         self.reads: dict[int, list[int]] = {}  # load command -> blocks
-        for cmd in program.commands.transfers():
-            if cmd.kind == "store":
-                self.writes[cmd.id] = self._block(cmd, initial=False)
-            elif cmd.kind == "load":
-                tensor = graph.tensors[cmd.tensor]
-                blocks = [self.block_of[t] for t in (cmd.tensor, *tensor.sources) if t in self.block_of]
-                if tensor.in_dram_initially and cmd.tensor not in self.block_of:
-                    blocks.append(self._block(cmd, initial=True))
+        table = program.commands  # (its columns: no Command made per transfer)
+        kinds, tensors, views = table.column("kind"), table.column("tensor"), table.dram
+        for c in np.flatnonzero(kinds != _COMPUTE).tolist():
+            kind, t = kinds[c], int(tensors[c])
+            if kind == _STORE:
+                self.writes[c] = self._block(t, views[c], initial=False)
+            elif kind == _LOAD:
+                tensor = graph.tensors[t]
+                blocks = [self.block_of[u] for u in (t, *tensor.sources) if u in self.block_of]
+                if tensor.in_dram_initially and t not in self.block_of:
+                    blocks.append(self._block(t, views[c], initial=True))
                 for b in dict.fromkeys(blocks):
                     self.readers[b] += 1
-                self.reads[cmd.id] = list(dict.fromkeys(blocks))
+                self.reads[c] = list(dict.fromkeys(blocks))
         n = len(self.tensor)
         self.lo = np.array([v.address for v in self.view], dtype=np.int64).reshape(n)
         self.hi = np.array([_end(v) for v in self.view], dtype=np.int64).reshape(n)
         self.live = np.array([self.valid[b] and self.readers[b] > 0 for b in range(n)], dtype=bool).reshape(n)
         self._chunks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def _block(self, cmd, initial: bool) -> int:
-        b = self.block_of.get(cmd.tensor)
+    def _block(self, tensor: int, view, initial: bool) -> int:
+        b = self.block_of.get(tensor)
         if b is None:
-            b = self.block_of[cmd.tensor] = len(self.tensor)
-            self.tensor.append(cmd.tensor)
-            self.view.append(cmd.dram)
+            b = self.block_of[tensor] = len(self.tensor)
+            self.tensor.append(tensor)
+            self.view.append(view)
             self.readers.append(0)
             self.valid.append(initial)
-            self.pinned.append(self.graph.tensors[cmd.tensor].kind == "output")
+            self.pinned.append(self.graph.tensors[tensor].kind == "output")
         return b
 
     def chunks(self, b: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,8 +107,15 @@ class DramContents:
 
     # -- the hooks the engine calls around a DMA ------------------------------------------------
     def start(self, cmd, who) -> None:
-        if cmd.kind == "store":
-            b = self.writes[cmd.id]
+        self.start_command(cmd.id, cmd.kind == "store", cmd.tensor, who)
+
+    def finish(self, cmd) -> None:
+        self.finish_command(cmd.id, cmd.kind == "store")
+
+    def start_command(self, c: int, store: bool, tensor: int, who) -> None:
+        """``start`` of command ``c`` (a store or a load of ``tensor``), from the table's columns."""
+        if store:
+            b = self.writes[c]
             clash = np.flatnonzero(self.live & (self.lo < self.hi[b]) & (self.hi > self.lo[b]))
             mine = self.chunks(b)
             for other in clash.tolist():
@@ -117,23 +130,23 @@ class DramContents:
                         f"{', a graph output' if self.pinned[other] else ''}): an overwrite of live data")
             self.live[b] = True
             return
-        for b in self.reads.get(cmd.id, ()):
+        for b in self.reads.get(c, ()):
             if not (self.valid[b] and self.live[b]):
                 who = who() if callable(who) else who
                 raise SimulationError(f"{who}: reads {self._describe(b)} from DRAM "
                                       f"[{self.lo[b]}, {self.hi[b]}) before it was stored there")
-        if not self.reads.get(cmd.id):
+        if not self.reads.get(c):
             who = who() if callable(who) else who
-            raise SimulationError(f"{who}: reads {self.graph.tensors[cmd.tensor].name!r} from DRAM, which holds "
+            raise SimulationError(f"{who}: reads {self.graph.tensors[tensor].name!r} from DRAM, which holds "
                                   "no copy of it")
 
-    def finish(self, cmd) -> None:
-        if cmd.kind == "store":
-            b = self.writes[cmd.id]
+    def finish_command(self, c: int, store: bool) -> None:
+        if store:
+            b = self.writes[c]
             self.valid[b] = True
             self._retire(b)
             return
-        for b in self.reads.get(cmd.id, ()):
+        for b in self.reads.get(c, ()):
             self.readers[b] -= 1
             self._retire(b)
 

@@ -704,13 +704,15 @@ class _Machine:
         replayed in the order the run started and ended its transfers (``dma_steps``: the order
         the SimPy model checks and releases DRAM contents in), False when one fails; the SimPy run
         then raises it with its own message. The checks do not change the timing."""
-        contents, commands, n = self.dram_memory, self.program.commands, len(self.program.commands)
+        table, n = self.program.commands, len(self.program.commands)
+        start, finish = self.dram_memory.start_command, self.dram_memory.finish_command
+        store, tensor = (table.column("kind") == KIND_CODES["store"]).tolist(), table.column("tensor").tolist()
         try:
             for step in self.dma_steps.tolist():
                 if step < n:
-                    contents.start(commands[step], "")
+                    start(step, store[step], tensor[step], "")
                 else:
-                    contents.finish(commands[step - n])
+                    finish(step - n, store[step - n])
         except SimulationError:
             return False
         return True
