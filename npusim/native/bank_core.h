@@ -345,7 +345,16 @@ static inline int64_t remove_entry(Ctl *k, int64_t d, int64_t c, int64_t head, i
 /* The flow the front end of channel ``c`` admits from next, or -1 (kernel.py: _next_flow);
  * ``*alone``: whether no other flow of its priority has accesses left here (round-robin then
  * has no one else to turn to: it is the next one again as long as it has some). */
+static inline int64_t next_flow_tied(const Ctl *k, int64_t c, int64_t rr_last, int64_t *tied_at_top);
+
 static inline int64_t next_flow(const Ctl *k, int64_t c, int64_t rr_last, int *alone) {
+    int64_t tied, f = next_flow_tied(k, c, rr_last, &tied);
+    *alone = tied == 1;
+    return f;
+}
+
+/* next_flow, with how many flows are tied at its priority */
+static inline int64_t next_flow_tied(const Ctl *k, int64_t c, int64_t rr_last, int64_t *tied_at_top) {
     double top = 1e300;
     int64_t first = -1, after = -1, tied = 0;
     for (int64_t i = 0; i < k->n_active; i++) {
@@ -364,7 +373,7 @@ static inline int64_t next_flow(const Ctl *k, int64_t c, int64_t rr_last, int *a
             if (f > rr_last && (after < 0 || f < after)) after = f;
         }
     }
-    *alone = tied == 1;
+    *tied_at_top = tied;
     return after >= 0 ? after : first;
 }
 
@@ -890,27 +899,16 @@ enum { LANE_NEXT = -2, LANE_CLOSE = -3, LANE_RUN_LEFT = -4 };
  * priority: the one it gives (the smallest after ``rr_last``, else the smallest), the other in
  * ``*g``; else -1. */
 static inline int64_t next_pair(const Ctl *k, int64_t c, int64_t rr_last, int64_t *g) {
-    double top = 1e300;
-    int64_t a = -1, b = -1, tied = 0;
+    int64_t tied, f = next_flow_tied(k, c, rr_last, &tied);
+    if (tied != 2) return -1;
     for (int64_t i = 0; i < k->n_active; i++) {
-        int64_t f = k->active[i];
-        if (FCN(f, c) >= FCE(f, c)) continue;
-        double p = k->flow_prio[f];
-        if (p < top) {
-            top = p;
-            tied = 0;
-        }
-        if (p == top) {
-            if (tied == 0) a = f;
-            else if (tied == 1) b = f;
-            tied += 1;
+        int64_t h = k->active[i];
+        if (h != f && FCN(h, c) < FCE(h, c) && k->flow_prio[h] == k->flow_prio[f]) {
+            *g = h;
+            return f;
         }
     }
-    if (tied != 2) return -1;
-    int64_t lo = a < b ? a : b, hi = a < b ? b : a;
-    int64_t f = lo > rr_last ? lo : (hi > rr_last ? hi : lo);
-    *g = f == lo ? hi : lo;
-    return f;
+    return -1;
 }
 
 /* Whether channel c's pick ``*p`` (streamed) begins a lane: the queue it is in is full, and
