@@ -1167,6 +1167,8 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
     double busy = L->busy, flow_end = k->flow_end[f], ack = CF(c, C_WRITE_ACK);
     double wr_to_rd = RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L);  /* (a read run's) */
     double t_burst = TT(T_BURST), ccd_s = k->ccd_s, ccd_l = write ? TT(T_CCD_L_WR) : TT(T_CCD_L);
+    /* the timings the loop adds, in locals: the stores it makes to the state could alias them */
+    double t_data = write ? TT(T_CWL) : TT(T_CL), t_pre = write ? TT(T_WR) : TT(T_RTP), cmd_inv = k->cmd_inv;
     int64_t tick = L->tick, result;
     int64_t *queue = &SQ(d, c, 0);  /* (the ring's entries and arrivals: no index arithmetic per access) */
     double *queue_arrival = &SQA(d, c, 0);
@@ -1178,7 +1180,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         /* issue the oldest access, a row hit at ``cas`` (lane_step, column_command) */
         issued = cas;
         if (cmd_cas > 0) run_bus_take(&bus_q, tick);
-        end = write ? cas + TT(T_CWL) + TT(T_BURST) : cas + TT(T_CL) + TT(T_BURST);
+        end = cas + t_data + t_burst;
         latency += end - arrival;
         busy += t_burst;
         bank_busy += t_burst + 0.0;
@@ -1216,7 +1218,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
             break;
         }
         if (k->req_row[r] != row
-            || (fcn >= capped_from && max2(next_pre, write ? cas + TT(T_CWL) + TT(T_BURST) + TT(T_WR) : cas + TT(T_RTP)) <= floor_t
+            || (fcn >= capped_from && max2(next_pre, write ? end + t_pre : cas + t_pre) <= floor_t
                 && BO(b, d) > 0)) {
             result = LANE_CLOSE;
             break;
@@ -1234,7 +1236,7 @@ static int64_t lane_run(Ctl *k, int64_t c, Lane *L, double stop) {
         }
         double time = floor_t;
         if (cmd_cas > 0) {
-            double q = time * k->cmd_inv;
+            double q = time * cmd_inv;
             int64_t t = q >= 0.0 ? (int64_t)q : (int64_t)floor(q);
             if (!run_bus_free(&bus_q, t, cmd_cas)) {
                 result = LANE_CLOSE;
