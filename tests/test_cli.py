@@ -175,6 +175,13 @@ def test_one_spelling_per_concept_and_the_old_ones_still_work(tmp_path, capsys, 
     assert main(["compare", chain_trace, "--planner", "default+arena+belady,rpo+arena+belady", "--budget", "3KiB"]) == 0
     table = capsys.readouterr().out  # no --hw: edge-npu
     assert "default+arena+belady" in table and "rpo+arena+belady" in table
+    # compare has no default pipeline: the old spelling gives it one too, and neither is refused
+    assert main(["compare", chain_trace, "--planners", "default+arena+belady,rpo+arena+belady", "--budget", "3KiB"]) == 0
+    assert capsys.readouterr().out == table
+    with pytest.raises(SystemExit) as info:
+        main(["compare", chain_trace, "--budget", "3KiB"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "required: --planner (" in err and "--planners" not in err and err.count("\n") == 1
 
 
 def test_compare_and_dse_take_planner_options(tmp_path, capsys, chain_trace):

@@ -8,6 +8,7 @@ they do.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Callable
 
@@ -48,6 +49,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
         return self
 
     def error(self, message: str):
+        # a required group of one spelling shown (the others are deprecated, not in --help)
+        message = re.sub(r"^one of the arguments (\S+) is required$", r"the following arguments are required: \1",
+                         message)
         words = [w.split("=")[0] for w in message.split(":", 1)[-1].split() if w.startswith("--")]
         hint = "".join(did_you_mean(w, self._option_string_actions) for w in words) \
             if message.startswith("unrecognized") else ""
@@ -84,11 +88,14 @@ def _hw_arg(p, what: str = "hardware YAML file or name in hw_configs/") -> None:
 
 
 def _pipelines_arg(p, default: str | None) -> None:
-    """--planner with one or several pipelines (dse, compare); --planners is the old spelling."""
-    p.add_argument("--planner", default=default, required=default is None, metavar="PIPELINE[,PIPELINE...]",
-                   help="planner pipelines separated by commas, e.g. default+arena+belady,rpo+arena+lru"
-                        + (f" (default {default})" if default else ""))
-    p.add_argument("--planners", dest="planner", action=DeprecatedSpelling, current="--planner")
+    """--planner with one or several pipelines (dse, compare); --planners is the old spelling.
+    Without a default one of the two is required (a group: argparse counts an option as given
+    only under its own spelling)."""
+    either = p.add_mutually_exclusive_group(required=default is None)
+    either.add_argument("--planner", default=default, metavar="PIPELINE[,PIPELINE...]",
+                        help="planner pipelines separated by commas, e.g. default+arena+belady,rpo+arena+lru"
+                             + (f" (default {default})" if default else ""))
+    either.add_argument("--planners", dest="planner", action=DeprecatedSpelling, current="--planner")
 
 
 def _option_arg(p) -> None:
