@@ -182,6 +182,13 @@ def test_one_spelling_per_concept_and_the_old_ones_still_work(tmp_path, capsys, 
         main(["compare", chain_trace, "--budget", "3KiB"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "required: --planner (" in err and "--planners" not in err and err.count("\n") == 1
+    # plan requires its output: --out gives it too
+    assert main(["plan", chain_trace, "--budget", "3KiB", "--out", str(tmp_path / "old.json")]) == 0
+    assert main(["plan", chain_trace, "--budget", "3KiB", "-o", str(tmp_path / "new.json")]) == 0
+    assert (tmp_path / "old.json").read_text() == (tmp_path / "new.json").read_text()
+    with pytest.raises(SystemExit) as info:
+        main(["plan", chain_trace, "--budget", "3KiB"])
+    assert info.value.code == 2 and "required: -o/--output (" in capsys.readouterr().err
 
 
 def test_compare_and_dse_take_planner_options(tmp_path, capsys, chain_trace):

@@ -106,9 +106,10 @@ def _option_arg(p) -> None:
 
 
 def _output_arg(p, help_text: str, default: str | None = None, required: bool = False) -> None:
-    """-o/--output; --out is the old spelling."""
-    p.add_argument("-o", "--output", default=default, required=required, help=help_text)
-    p.add_argument("--out", dest="output", action=DeprecatedSpelling, current="-o/--output")
+    """-o/--output; --out is the old spelling (``required``: one of them, as --planner)."""
+    either = p.add_mutually_exclusive_group(required=required)
+    either.add_argument("-o", "--output", default=default, help=help_text)
+    either.add_argument("--out", dest="output", action=DeprecatedSpelling, current="-o/--output")
 
 
 def non_negative_int(text: str) -> int:
