@@ -917,12 +917,11 @@ static inline int64_t next_pair(const Ctl *k, int64_t c, int64_t rr_last, int64_
  * flow having accesses left here (3: ``*f`` -1; admission left it not full, so none has). */
 static inline int lane_fits(const Ctl *k, int64_t c, const Pick *p, int64_t *f, int64_t *g) {
     int64_t d = p->d;
+    const int64_t *next = k->next_memo + 2 * c;  /* (shortcut_pick's admission just left next_flow's answer) */
     if (CI(c, C_RQ_N + d) != GG(G_RQ + d)) {
-        int alone;
-        *f = next_flow(k, c, CI(c, C_RR_LAST), &alone);
-        return *f < 0 ? 3 : 0;
+        *f = next[0];
+        return *f == -1 ? 3 : 0;
     }
-    const int64_t *next = k->next_memo + 2 * c;
     if (next[0] >= 0 && next[1] == 1) {
         *f = next[0];
         return k->flow_write[*f] == d && FCN(*f, c) < FCE(*f, c);
@@ -1358,7 +1357,8 @@ static int64_t run_until_complete(Ctl *k, double stop) {
     k->accepted = 0;
     for (int64_t c = 0; c < C; c++) lanes[c].open = 0;
     for (int64_t c = 0; c < C; c++) first_pick(k, c, &next[c], &lanes[c], streams);
-    if (k->accepted) return 1;  /* (a write flow admitted whole at its start) */
+    if (k->accepted) return 1;  /* (a write flow admitted whole at its start; a lane opened by first_pick has
+                                 * issued nothing, and the next call opens its own) */
     for (;;) {
         int64_t c = -1;  /* the earliest command of all channels */
         double best = 0.0;
