@@ -184,7 +184,7 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
             progress(label, detail=graph.name)
             inner = lambda what, done=None, total=None, detail="": progress(  # noqa: E731
                 f"{label}: {what}", done, total, detail)
-        capacity = resolve_budget(budget, graph, hw)
+        capacity = resolve_budget(budget, graph, hw, pipeline=pipeline, options=options)
         plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}), progress=inner)
         report: Report = simulate_plan(plan, hw, validated=True, progress=inner)
         return StepResult(kv_length, report.cycles, report.seconds, report.total_energy_pj,

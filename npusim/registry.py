@@ -234,6 +234,19 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
     return list(run_stage(planner, ctx, given).order)
 
 
+def fused_graph(graph: Graph, pipeline: str, options: dict | None = None, registry: Registry | None = None) -> Graph:
+    """The graph the stages of ``pipeline`` after its fusion stage plan: ``graph`` itself when
+    it has none. Fusion reads no budget, so a budget keyword (M_R, the largest op's working
+    set) can be measured on what the pipeline will plan (``workflow.resolve_budget``)."""
+    fusion = [p for p in (registry or default_registry()).pipeline(pipeline) if p.stage == "fusion"]
+    if not fusion:
+        return graph
+    ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=1, untiled=graph)
+    for planner in fusion:
+        run_stage(planner, ctx, options)
+    return ctx.graph
+
+
 class OffchipResume:
     """The last plan's context, kept so that the same pipeline with off-chip stages added runs
     only those (``make_plan(..., resume=)``): ``npusim regress`` plans each trace's tiled

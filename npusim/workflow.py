@@ -25,7 +25,7 @@ from npusim.plan.model import Plan
 from npusim.plan.bound import BoundPlan, as_bound
 from npusim.plan.validate import require_valid
 from npusim.util.progress import silent
-from npusim.registry import make_plan
+from npusim.registry import fused_graph, make_plan
 from npusim.util.resources import find_resource, missing_resource_message
 from npusim.sim.engine import simulate
 from npusim.sim.report import Report
@@ -94,12 +94,17 @@ def memory_bounds(graph: Graph, alignment: int = 1) -> MemoryBounds:
     return MemoryBounds(m_r=m_r, m_r_op=graph.ops[op].name, m_p=max(m_p, m_r))
 
 
-def resolve_budget(spec: str | int | None, graph: Graph, hw: Hardware, *, allow_oversize: bool = False) -> int:
+def resolve_budget(spec: str | int | None, graph: Graph, hw: Hardware, *, allow_oversize: bool = False,
+                   pipeline: str | None = None, options: dict | None = None) -> int:
     """Budget in bytes: None = the scratchpad size; a size ('768KiB'); or MR, MH, MP. It must
-    fit the hardware's scratchpad (``check_capacity``)."""
+    fit the hardware's scratchpad (``check_capacity``). A keyword is measured on the graph
+    ``pipeline`` plans: after its fusion stage, whose fused ops hold more at once (M_R of the
+    unfused graph is below what a fused op needs, and no plan without tiling fits it)."""
     if spec is None:
         return hw.scratchpad.size
     if isinstance(spec, str) and spec.upper().replace("_", "") in BUDGET_KEYWORDS:
+        if pipeline is not None:
+            graph = fused_graph(graph, pipeline, options)
         bounds = memory_bounds(graph, hw.scratchpad.alignment)
         key = spec.upper().replace("_", "")
         budget = {"MR": bounds.m_r, "MH": bounds.m_h, "MP": bounds.m_p}[key]

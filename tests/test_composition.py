@@ -171,6 +171,27 @@ def test_library_budget_check():
     assert resolve_budget("2MiB", graph, hw, allow_oversize=True) == 2 << 20
 
 
+def test_budget_keywords_measure_the_graph_the_pipeline_plans(capsys):
+    """M_R is the largest op's working set: a fused op holds its epilogue's tensors too, so the
+    unfused graph's M_R is below what fuse+... needs, and without tiling no plan fit it (the
+    documented ``--budget MR`` refused). Measured on the fused graph it plans, and each
+    pipeline of ``compare`` gets its own."""
+    graph, hw = load_graph("hrnet_w18_small"), load_hw("edge-npu")
+    plain = resolve_budget("MR", graph, hw, allow_oversize=True)
+    fused = resolve_budget("MR", graph, hw, allow_oversize=True, pipeline="fuse+default+arena+belady")
+    assert fused > plain == resolve_budget("MR", graph, hw, allow_oversize=True, pipeline="default+arena+belady")
+    with pytest.raises(NpusimError, match="below M_R"):
+        make_plan(graph, hw, "fuse+default+arena+belady", budget=plain)
+    assert validate(make_plan(graph, hw, "fuse+default+arena+belady", budget=fused), graph) == []
+    code, out, err = run_cli(capsys, "compare", "hrnet_w18_small", "--hw", "edge-npu", "--budget", "MR",
+                             "--allow-oversize", "--planner", "default+arena+belady,fuse+default+arena+belady",
+                             "--format", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["status"] for r in rows] == ["ok", "ok"] and rows[0]["capacity"] == plain
+    assert rows[1]["capacity"] == fused
+
+
 # ------------------------------------------------------------------ multi-stream allocation
 
 def test_hrnet_multi_stream_tiled_plan_is_valid():

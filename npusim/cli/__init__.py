@@ -143,7 +143,6 @@ def _plan_for(args, graph, hw, progress=silent):
         plan = load_plan(args.plan, graph)
         check_plan_hardware(plan, hw, f"--plan {args.plan}", graph, allow_oversize=args.allow_oversize)
         return plan
-    budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize)
     offchip = getattr(args, "offchip", None)
     if offchip:
         registry = default_registry()
@@ -153,8 +152,10 @@ def _plan_for(args, graph, hw, progress=silent):
             raise NpusimError(f"--offchip {offchip}: {offchip!r} is a planner of the {stage} stage, "
                               f"expected an off-chip one: {choices}")
     pipeline = (args.planner or DEFAULT_PIPELINE) + (f"+{offchip}" if offchip else "")
-    return plan_graph(graph, hw, pipeline, budget, options=_planner_options(getattr(args, "option", None)),
-                      progress=progress)
+    options = _planner_options(getattr(args, "option", None))
+    budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize, pipeline=pipeline,
+                            options=options)
+    return plan_graph(graph, hw, pipeline, budget, options=options, progress=progress)
 
 
 def _check_writable(*flags_and_paths) -> None:

@@ -33,9 +33,12 @@ def compare_planners(graph: Graph, hw: Hardware, pipelines: list[str], budget: s
     from npusim.workflow import plan_graph, resolve_budget, simulate_plan  # lazy: SimPy, Numba (parsing a command needs neither)
 
     check_pipelines(pipelines, options)  # an unknown planner or option is the user's error, not a row
-    capacity = resolve_budget(budget, graph, hw, allow_oversize=allow_oversize)  # so is a malformed budget
+    resolve_budget(budget, graph, hw, allow_oversize=allow_oversize)  # so is a malformed budget
     rows = []
     for pipeline in pipelines:
+        # a keyword (MR) is measured on what each pipeline plans: a fused graph needs more
+        capacity = resolve_budget(budget, graph, hw, allow_oversize=allow_oversize, pipeline=pipeline,
+                                  options=options)
         try:
             plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}))
             report = simulate_plan(plan, hw, validated=True)  # plan_graph validated it

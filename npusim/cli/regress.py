@@ -129,7 +129,8 @@ def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict
     try:
         # Goldens cover the papers' budgets (M_R, M_P), which may exceed the scratchpad: the
         # planners' traffic at those budgets is what they pin down.
-        capacity = resolve_budget(None if budget == SCRATCHPAD_BUDGET else budget, graph, hw, allow_oversize=True)
+        capacity = resolve_budget(None if budget == SCRATCHPAD_BUDGET else budget, graph, hw, allow_oversize=True,
+                                  pipeline=pipeline, options=options)
         # the wall-clock guard off: an exact planner's numbers must not depend on the machine's
         # load (planners.schedule.solver); not recorded, it plans nothing
         plan = plan_graph(graph, hw, pipeline, capacity, options={**(options or {}), "wall_guard": 0}, resume=resume)

@@ -232,7 +232,8 @@ def evaluate_point(point: Point) -> dict:
         if point.hw is None:
             raise NpusimError(point.hw_error)
         graph = _graph(point.trace)
-        capacity = resolve_budget(point.budget, graph, point.hw, allow_oversize=point.allow_oversize)
+        capacity = resolve_budget(point.budget, graph, point.hw, allow_oversize=point.allow_oversize,
+                                  pipeline=point.pipeline, options=dict(point.options))
         plan = plan_graph(graph, point.hw, point.pipeline, capacity, options=dict(point.options))
         report = simulate_plan(plan, point.hw, validated=True)  # plan_graph validated it
     except NpusimError as exc:
