@@ -203,7 +203,7 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
 
     on_chip_chosen = [None]  # set once the count is chosen: the steps after it are the sampled ones
     on_chip, choice = kv_layers_on_chip(kv_on_chip, spec, hw, lengths[-1], batch, budget,
-                                        lambda n: decode_step(lengths[-1], n))
+                                        lambda n: decode_step(lengths[-1], n), pipeline=pipeline, options=options)
     on_chip_chosen[0] = on_chip
     first = one(prefill_graph(spec, prefill, batch, on_chip), 0, f"prefill of {prefill} tokens")
     sampled = tuple(decode_step(L, on_chip) for L in lengths)
@@ -216,7 +216,7 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
 
 
 def kv_layers_on_chip(kv_on_chip: str | int, spec: DecoderSpec, hw: Hardware, last_length: int, batch: int,
-                      budget, try_step) -> tuple[int, str]:
+                      budget, try_step, *, pipeline: str | None = None, options: dict | None = None) -> tuple[int, str]:
     """(layers whose cache stays on chip, how that was chosen): ``kv_on_chip`` is ``"none"``,
     a number of layers, or ``"auto"`` (module docstring); ``try_step(n)`` simulates the decode
     step at the last KV length with n layers on chip."""
@@ -229,7 +229,7 @@ def kv_layers_on_chip(kv_on_chip: str | int, spec: DecoderSpec, hw: Hardware, la
     if kv_on_chip != "auto":
         raise NpusimError(f"--kv-on-chip {kv_on_chip!r}: expected none, auto or a number of layers "
                           f"(0 .. {spec.layers})")
-    capacity = resolve_budget(budget, decode_graph(spec, last_length, batch), hw)
+    capacity = resolve_budget(budget, decode_graph(spec, last_length, batch), hw, pipeline=pipeline, options=options)
     per_layer = cache_bytes_per_layer(spec, last_length + 1, batch)
     most = min(spec.layers, int(capacity * AUTO_SHARE) // per_layer)
     candidates = sorted({0, most // 3, 2 * most // 3, most})
