@@ -474,7 +474,7 @@ def test_access_addresses_match_a_plain_enumeration():
         n = int(rng.integers(0, 8))
         offsets = np.cumsum(rng.integers(0, 300, n)).astype(np.int64)
         sizes = rng.integers(0, 200, n).astype(np.int64)
-        burst, access = (int(x) for x in rng.choice([16, 32, 64, 128], 2))
+        burst, access = (int(x) for x in rng.choice([16, 32, 48, 64, 96, 128], 2))
         got = access_addresses(offsets, sizes, burst, access).tolist()
         assert got == _plain_access_addresses(offsets.tolist(), sizes.tolist(), burst, access)
 

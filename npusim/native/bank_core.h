@@ -1525,42 +1525,54 @@ static int64_t view_chunks_fill(const int64_t *shape, const int64_t *strides, in
     return m;
 }
 
-/* At most how many device accesses the chunks (``offsets`` + ``shift``, ``sizes``) make
- * (kernel.py: access_addresses). */
-static int64_t access_bound(const int64_t *offsets, const int64_t *sizes, int64_t n, int64_t shift, int64_t burst,
-                            int64_t access) {
-    int64_t count = 0, last = -1;
+/* The device accesses a transfer's chunks (``offsets`` + ``shift``, ``sizes``) make, in issue
+ * order (kernel.py: access_addresses): every burst they touch, once (a burst the last chunk
+ * ended in is not touched again), as ``burst / access`` accesses when the access is smaller,
+ * else the access holding it (one shared by consecutive bursts once). As runs of addresses
+ * ``access`` bytes apart:
+ * run r's first address at ``out[1 + 2r]``, the index of its first access at ``out[2 + 2r]``;
+ * their count at ``out[0]`` and the accesses' after the last (``out[2 + 2 * count]``). How
+ * many runs; with ``out`` NULL, at most how many (a chunk's bursts make one run when a
+ * burst is whole accesses, else each burst its own, or each access when bursts are smaller). */
+static int64_t access_runs(const int64_t *offsets, const int64_t *sizes, int64_t n, int64_t shift, int64_t burst,
+                           int64_t access, int64_t *out) {
+    int64_t per = burst > access ? floordiv(burst, access) : 1, whole = burst >= access && per * access == burst;
+    int64_t runs = 0, m = 0, next = -1, prev_access = -1, last = -1;
     for (int64_t i = 0; i < n; i++) {
         int64_t first_b = floordiv(offsets[i] + shift, burst), last_b = floordiv(offsets[i] + shift + sizes[i] - 1, burst);
-        count += last_b - first_b + 1;
-        if (first_b == last) count -= 1;
+        if (first_b == last) first_b += 1;  /* (the burst the last chunk ended in: touched once) */
+        if (first_b > last_b) continue;
         last = last_b;
-    }
-    return count * (burst > access ? floordiv(burst, access) : 1);
-}
-
-/* The addresses of those accesses, in issue order, into ``a``; how many. */
-static int64_t access_fill(const int64_t *offsets, const int64_t *sizes, int64_t n, int64_t shift, int64_t burst,
-                           int64_t access, int64_t *a) {
-    int64_t per = burst > access ? floordiv(burst, access) : 1;
-    int64_t m = 0, prev_access = -1, last = -1;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t first_b = floordiv(offsets[i] + shift, burst), last_b = floordiv(offsets[i] + shift + sizes[i] - 1, burst);
+        if (!out) {
+            runs += whole ? 1 : last_b - first_b + 1;
+            continue;
+        }
         for (int64_t bb = first_b; bb <= last_b; bb++) {
-            if (bb == last) continue;
-            last = bb;
-            if (burst >= access) {
-                for (int64_t j = 0; j < per; j++) a[m++] = bb * burst + j * access;
+            int64_t a, count;
+            if (whole) {
+                a = bb * burst, count = (last_b - first_b + 1) * per;
+                bb = last_b;
+            } else if (burst >= access) {
+                a = bb * burst, count = per;
             } else {
-                int64_t x = floordiv(bb * burst, access) * access;
-                if (x != prev_access) {
-                    a[m++] = x;
-                    prev_access = x;
-                }
+                a = floordiv(bb * burst, access) * access, count = 1;
+                if (a == prev_access) continue;
+                prev_access = a;
             }
+            if (a != next || runs == 0) {
+                out[1 + 2 * runs] = a;
+                out[2 + 2 * runs] = m;
+                runs += 1;
+            }
+            m += count;
+            next = a + count * access;
         }
     }
-    return m;
+    if (out) {
+        out[0] = runs;
+        out[2 + 2 * runs] = m;
+    }
+    return runs;
 }
 
 /* The address mapping's decoding (kernel.py: decode_grouped): field f of an access is

@@ -186,11 +186,17 @@ static PyObject *py_access_addresses(PyObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_ValueError, "access_addresses: offsets and sizes of different lengths");
         goto done;
     }
-    int64_t *a = NULL;
-    out = new_items(access_bound(offsets, sizes, n_o, 0, burst, access), (void **)&a);
-    if (!out) goto done;
-    int64_t m = access_fill(offsets, sizes, n_o, 0, burst, access, a);
-    if (PyByteArray_Resize(out, m * 8) < 0) Py_CLEAR(out);
+    int64_t bound = access_runs(offsets, sizes, n_o, 0, burst, access, NULL);
+    int64_t *runs = malloc((size_t)(2 * bound + 3) * 8), *a = NULL;
+    if (!runs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t count = access_runs(offsets, sizes, n_o, 0, burst, access, runs);
+    out = new_items(runs[2 + 2 * count], (void **)&a);
+    for (int64_t r = 0; out && r < count; r++)  /* (the runs' addresses, one by one) */
+        for (int64_t i = runs[2 + 2 * r], x = runs[1 + 2 * r]; i < runs[4 + 2 * r]; i++, x += access) a[i] = x;
+    free(runs);
 done:
     release_buffers(&b);
     return out;

@@ -563,8 +563,9 @@ static void banks_set_active(Banks *B, int64_t fid, int live) {
 
 /* Command ``c``'s device accesses, found once for its bands (``BankedDram.addresses``): the
  * chunks of its DRAM view and the byte addresses of the accesses they make, in issue order,
- * into ``B->acc[c]`` (``B->n_acc[c]`` of them). Each band decodes its own (``banks_add_flow``).
- * 0, or -1 when out of memory. */
+ * as runs of addresses a device access apart (access_runs: a chunk's are one run) into
+ * ``B->acc[c]`` (``B->n_acc[c]`` accesses). Each band decodes its own (``banks_add_flow``).
+ * 0, or -1 when out of memory or an access's channel is not the device's. */
 static int banks_decode(Banks *B, int64_t c) {
     const int64_t *shape = B->view_shape + B->view_ptr[c], *strides = B->view_strides + B->view_ptr[c];
     int64_t rank = B->view_ptr[c + 1] - B->view_ptr[c], first, block;
@@ -576,15 +577,19 @@ static int banks_decode(Banks *B, int64_t c) {
     int status = -1;
     if (!index || !o || !s) goto out;
     int64_t chunks = view_chunks_fill(shape, strides, first, block, count, B->itemsize[c], index, o, s);
-    int64_t bound = access_bound(o, s, chunks, B->base[c], B->burst, B->access);
-    addresses = malloc((size_t)(bound + 1) * 8);
+    int64_t bound = access_runs(o, s, chunks, B->base[c], B->burst, B->access, NULL);
+    addresses = malloc((size_t)(2 * bound + 3) * 8);
     if (!addresses) goto out;
-    int64_t m = access_fill(o, s, chunks, B->base[c], B->burst, B->access, addresses);
+    int64_t runs = access_runs(o, s, chunks, B->base[c], B->burst, B->access, addresses);
+    int64_t m = addresses[2 + 2 * runs];
     const Decoding *dec = &B->dec;
     if (dec->masks[5] >= B->k[0].C) { /* (decode_grouped's check; a mask below the channels passes all) */
-        for (int64_t i = 0; i < m; i++) {
-            int64_t ch = ((addresses[i] >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5];
-            if (ch < 0 || ch >= B->k[0].C) goto out;
+        for (int64_t r = 0; r < runs; r++) {
+            int64_t a = addresses[1 + 2 * r];
+            for (int64_t i = addresses[2 + 2 * r]; i < addresses[4 + 2 * r]; i++, a += B->access) {
+                int64_t ch = ((a >> dec->offset_bits) >> dec->shifts[5]) & dec->masks[5];
+                if (ch < 0 || ch >= B->k[0].C) goto out;
+            }
         }
     }
     B->acc[c] = addresses;
@@ -617,7 +622,7 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     banks_set_active(B, fid, 1);
     if (B->n_pool + m > B->cap && banks_grow_pool(B, MAX(2 * B->cap, B->n_pool + m), B->n_pool) < 0) return -1;
     Ctl *k = &B->k[B->cur];
-    const int64_t *addresses = B->acc[c];
+    const int64_t *runs = B->acc[c], access = B->access;
     const Decoding dec = B->dec;  /* (a copy: the stores below cannot change it) */
     int64_t C = k->C, cap = B->cap;
     int32_t *bank = B->pool, *row = B->pool + cap, *flow = B->pool + 2 * cap;
@@ -626,14 +631,23 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
     int64_t local[4 * 64], *next = C <= 64 ? local : malloc((size_t)C * 4 * 8);
     if (!next) return -1;
     for (int64_t ch = 0; ch < 4 * C; ch++) next[ch] = 0;
-    int64_t offset_bits = dec.offset_bits, shift = dec.shifts[5], mask = dec.masks[5], j = lo;
-    for (; j + 4 <= hi; j += 4) { /* four sets of counts: no chain of increments to one count */
-        next[((addresses[j] >> offset_bits) >> shift) & mask] += 1;
-        next[C + (((addresses[j + 1] >> offset_bits) >> shift) & mask)] += 1;
-        next[2 * C + (((addresses[j + 2] >> offset_bits) >> shift) & mask)] += 1;
-        next[3 * C + (((addresses[j + 3] >> offset_bits) >> shift) & mask)] += 1;
+    int64_t offset_bits = dec.offset_bits, shift = dec.shifts[5], mask = dec.masks[5];
+    /* the run holding access lo: the last whose first access is no later (runs[2 + 2r]) */
+    int64_t r0 = 0, top = runs[0];
+    while (top - r0 > 1) {
+        int64_t mid = (r0 + top) / 2;
+        if (runs[2 + 2 * mid] <= lo) r0 = mid; else top = mid;
     }
-    for (; j < hi; j++) next[((addresses[j] >> offset_bits) >> shift) & mask] += 1;
+    for (int64_t r = r0, j = lo; j < hi; r++) {
+        int64_t end = runs[4 + 2 * r] < hi ? runs[4 + 2 * r] : hi, a = runs[1 + 2 * r] + (j - runs[2 + 2 * r]) * access;
+        for (; j + 4 <= end; j += 4, a += 4 * access) { /* four sets of counts: no chain of increments to one count */
+            next[((a >> offset_bits) >> shift) & mask] += 1;
+            next[C + (((a + access) >> offset_bits) >> shift & mask)] += 1;
+            next[2 * C + (((a + 2 * access) >> offset_bits) >> shift & mask)] += 1;
+            next[3 * C + (((a + 3 * access) >> offset_bits) >> shift & mask)] += 1;
+        }
+        for (; j < end; j++, a += access) next[((a >> offset_bits) >> shift) & mask] += 1;
+    }
     for (int64_t ch = 0; ch < C; ch++) next[ch] += next[C + ch] + next[2 * C + ch] + next[3 * C + ch];
     for (int64_t ch = 0, pos = B->n_pool; ch < C; ch++) {
         FCN(fid, ch) = pos;
@@ -642,27 +656,34 @@ static int64_t banks_add_flow(Banks *B, int64_t c, int64_t lo, int64_t hi, int w
         pos += next[ch];
         next[ch] = FCN(fid, ch);
     }
-    /* an access whose channel, rank, bank group, bank and row bits are those of its channel's
-     * previous one has its bank and row (most do: a stream walks a row's columns) */
+    /* Accesses whose channel, rank, bank group, bank and row bits are alike decode alike (the
+     * column's do not count): in an aligned block of addresses below the lowest of those bits
+     * other than the channel's, one decode per channel (cached, stamped with the block). */
     uint64_t same = offset_bits + dec.shifts[0] < 64 ? ~(uint64_t)0 << (offset_bits + dec.shifts[0]) : 0;
-    for (int f = 1; f < 6; f++)  /* (4: the column) */
+    for (int f = 1; f < 5; f++)  /* (4: the column) */
         if (f != 4 && offset_bits + dec.shifts[f] < 64) same |= (uint64_t)dec.masks[f] << (offset_bits + dec.shifts[f]);
-    int64_t *last = next + C;  /* (the other sets of counts, free now) */
-    int32_t last_bank = 0, last_row = 0;
-    for (int64_t ch = 0; ch < C; ch++) last[ch] = -1;  /* (no address is: every first access decodes) */
-    for (int64_t j = lo; j < hi; j++) {
-        int64_t a = addresses[j], ch = ((a >> offset_bits) >> shift) & mask, at = next[ch]++;
-        if (((uint64_t)(a ^ last[ch]) & same) != 0 || last[ch] < 0) {
-            int64_t fields[4];
-            decode_access(&dec, a, fields);
-            last_bank = (int32_t)fields[0], last_row = (int32_t)fields[1];
-        } else {
-            last_bank = bank[at - 1], last_row = row[at - 1];  /* (its channel's previous access, just before it) */
+    if (offset_bits + shift < 64) same &= ~((uint64_t)mask << (offset_bits + shift));
+    int64_t low = same ? __builtin_ctzll(same) : 62;
+    int64_t *cached_bank = next + C, *cached_row = next + 2 * C, *stamp = next + 3 * C, block = 0;
+    for (int64_t ch = 0; ch < C; ch++) stamp[ch] = -1;  /* (the other sets of counts, free now) */
+    for (int64_t r = r0, j = lo; j < hi; r++) {
+        int64_t end = runs[4 + 2 * r] < hi ? runs[4 + 2 * r] : hi, a = runs[1 + 2 * r] + (j - runs[2 + 2 * r]) * access;
+        while (j < end) {
+            int64_t in_block = ((((a >> low) + 1) << low) - a + access - 1) / access, stop = j + in_block;
+            if (stop > end) stop = end;
+            block += 1;
+            for (; j < stop; j++, a += access) {
+                int64_t ch = ((a >> offset_bits) >> shift) & mask, at = next[ch]++;
+                if (stamp[ch] != block) {
+                    int64_t fields[4];
+                    decode_access(&dec, a, fields);
+                    cached_bank[ch] = fields[0], cached_row[ch] = fields[1], stamp[ch] = block;
+                }
+                bank[at] = (int32_t)cached_bank[ch];
+                row[at] = (int32_t)cached_row[ch];
+                flow[at] = (int32_t)fid;
+            }
         }
-        last[ch] = a;
-        bank[at] = last_bank;
-        row[at] = last_row;
-        flow[at] = (int32_t)fid;
     }
     if (next != local) free(next);
     k->flow_first[fid] = B->n_pool;
