@@ -46,6 +46,11 @@ class InternalError(NpusimError):
     says "internal error" and exits 3, where a user's error exits 2."""
 
 
+#: Errors that say nothing of the point a sweep, comparison or regression tried (npusim's install
+#: or a bug): they stop the run instead of becoming its "infeasible" row (or a cached one).
+NOT_THE_POINTS = (InstallError, InternalError)
+
+
 def did_you_mean(name: object, names) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``names`` to a misspelt ``name``, or ``""``:
     the one form every "unknown ..." message uses (``npusim doctor`` reads it back)."""

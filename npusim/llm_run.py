@@ -34,7 +34,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from npusim.errors import NpusimError
+from npusim.errors import NOT_THE_POINTS, NpusimError
 from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_bytes_per_layer, decode_graph,
                                   kv_cache_tensors, prefill_graph, preset)
 from npusim.hw.config import Hardware
@@ -237,6 +237,8 @@ def kv_layers_on_chip(kv_on_chip: str | int, spec: DecoderSpec, hw: Hardware, la
     for n in candidates:
         try:
             cycles[n] = try_step(n).cycles
+        except NOT_THE_POINTS:
+            raise
         except NpusimError:  # e.g. the step no longer fits beside the caches: not a candidate
             continue
     if not cycles:

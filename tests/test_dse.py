@@ -147,6 +147,35 @@ def test_dask_local_cluster_matches_local_backend(chain_trace):
     assert dse.without_wall_clock(distributed.rows) == dse.without_wall_clock(local.rows)
 
 
+@pytest.mark.parametrize("error", ["InstallError", "InternalError"])
+def test_a_stale_install_or_a_bug_stops_the_sweep_and_caches_nothing(chain_trace, tmp_path, monkeypatch, error):
+    """A C kernel older than its source (or a planner's invalid plan) says nothing of the
+    point: recorded as "infeasible" it would be cached and read back after the fix. The same
+    in compare and regress, which turn the user's infeasible points into rows too."""
+    import npusim.errors as errors
+    import npusim.workflow as workflow
+    from npusim.cli import regress
+    from npusim.cli.compare import compare_planners
+    from npusim.workflow import load_graph, load_hw
+
+    def broken(*args, **kwargs):
+        raise getattr(errors, error)("npusim's C kernel is older than its source: rebuild it")
+
+    points = sweep_points(chain_trace, "budget=2112,3KiB")
+    for module in (dse, workflow, regress):  # (compare imports it from workflow when it runs)
+        monkeypatch.setattr(module, "simulate_plan", broken)
+    with pytest.raises(getattr(errors, error), match="rebuild it"):
+        dse.run_sweep(points, jobs=1, cache_dir=tmp_path / "cache")
+    assert not list((tmp_path / "cache").rglob("*.json"))
+    graph, hw = load_graph(chain_trace), load_hw("edge-npu")
+    with pytest.raises(getattr(errors, error)):
+        compare_planners(graph, hw, [PIPELINES[0]], "4KiB")
+    with pytest.raises(getattr(errors, error)):
+        regress.measure(chain_trace, "edge-npu", PIPELINES[0], "4KiB")
+    monkeypatch.undo()
+    assert dse.run_sweep(points, jobs=1, cache_dir=tmp_path / "cache").infeasible == 0
+
+
 def test_worker_with_other_version_or_trace_refuses(chain_trace):
     from dataclasses import replace
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from npusim.errors import NpusimError
+from npusim.errors import NOT_THE_POINTS, NpusimError
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.registry import check_pipelines, default_registry
@@ -42,6 +42,8 @@ def compare_planners(graph: Graph, hw: Hardware, pipelines: list[str], budget: s
         try:
             plan = plan_graph(graph, hw, pipeline, capacity, options=dict(options or {}))
             report = simulate_plan(plan, hw, validated=True)  # plan_graph validated it
+        except NOT_THE_POINTS:
+            raise
         except NpusimError as exc:
             rows.append(infeasible_row(trace=trace or graph.name, hardware=hw.name, planner=pipeline,
                                        budget=budget, reason=str(exc), capacity=capacity))

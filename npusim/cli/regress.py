@@ -40,7 +40,7 @@ import yaml
 import npusim
 from npusim.dse import trace_digest
 from npusim.util.atomic_io import atomic_write_text
-from npusim.errors import NpusimError
+from npusim.errors import NOT_THE_POINTS, NpusimError
 from npusim.hw.loader import hardware_to_dict
 from npusim.util.resources import list_resources, search_dirs
 from npusim.registry import OffchipResume
@@ -135,6 +135,8 @@ def measure(trace: str, hardware: str, pipeline: str, budget: str, options: dict
         # load (planners.schedule.solver); not recorded, it plans nothing
         plan = plan_graph(graph, hw, pipeline, capacity, options={**(options or {}), "wall_guard": 0}, resume=resume)
         report = simulate_plan(plan, hw, validated=True)  # plan_graph validated it
+    except NOT_THE_POINTS:
+        raise
     except NpusimError as exc:
         return {"status": "infeasible", "reason": str(exc)}
     ob = report.offchip_bytes

@@ -45,7 +45,7 @@ from npusim.util.env_knobs import memory_limit, progress_seconds
 from npusim.util.units import format_bytes
 from npusim.registry import check_pipelines
 from npusim.sim.metrics import METRIC_COLUMNS, infeasible_row, metrics_row
-from npusim.errors import NpusimError
+from npusim.errors import NOT_THE_POINTS, NpusimError
 from npusim.hw.config import Hardware
 from npusim.hw.loader import hardware_to_dict
 from npusim.util.resources import find_resource
@@ -236,6 +236,8 @@ def evaluate_point(point: Point) -> dict:
                                   pipeline=point.pipeline, options=dict(point.options))
         plan = plan_graph(graph, point.hw, point.pipeline, capacity, options=dict(point.options))
         report = simulate_plan(plan, point.hw, validated=True)  # plan_graph validated it
+    except NOT_THE_POINTS:
+        raise
     except NpusimError as exc:
         return infeasible_row(trace=point.trace_name, hardware=hw_name, planner=point.pipeline,
                               budget=point.budget, reason=str(exc))
