@@ -61,6 +61,23 @@ def test_zhong_after_tile_on_resnet50_runs_and_says_what_is_optimal(capsys):
     assert "peak of the op-level schedule (122 ops)" in first and "tiled ops follow their op" in first
 
 
+def test_an_optimal_order_untiled_is_not_called_an_optimal_plan(capsys):
+    """Untiled, zhong's order is optimal for its peak while belady's spills are a heuristic's:
+    the first line and compare's row say what "optimal" is about, as they do on tiled graphs
+    (a new user read "optimal" beside 75 KB of LRU spills). A plan that claims nothing has no scope."""
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "mid-npu", "--budget", "MR", "--planner",
+                             "zhong+arena+belady", "--option", "time_limit=10")
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert "(optimal: peak of the schedule (49 ops))" in first
+    code, out, err = run_cli(capsys, "compare", "resnet18", "--hw", "mid-npu", "--budget", "MR", "--planner",
+                             "zhong+arena+belady,default+arena+belady", "--option", "time_limit=10", "--format", "json")
+    zhong, default = json.loads(out)
+    assert zhong["plan_status"] == "optimal" and zhong["plan_scope"] == "peak of the schedule (49 ops)"
+    assert zhong["offchip_spill_bytes"] > 0
+    assert (default["plan_status"], default["plan_scope"]) == ("heuristic", "")
+
+
 # ------------------------------------------------------------------ joint planners and tiling
 
 def test_cosma_dnc_plans_a_tiled_graph(resnet18):

@@ -88,6 +88,8 @@ def format_rows(rows: list[dict], fmt: str = "text") -> str:
 _TEXT_LINES = (
     ("status", "status", None),
     ("plan status", "plan_status", None),
+    # what an "optimal" refers to when not the whole plan (PlanMeta.scope): its first clause
+    ("  of", "plan_scope", lambda v: v.split(";")[0]),
     ("budget", "capacity", lambda v: format_bytes(v)),
     ("latency (cycles)", "cycles", lambda v: f"{v:,.0f}"),
     ("latency (ms)", "latency_s", lambda v: f"{v * 1e3:.3f}"),

@@ -24,7 +24,7 @@ DRAM_COLUMNS = ("dram_row_hit_rate", "dram_row_hits", "dram_row_misses", "dram_r
                 "dram_refreshes", "dram_avg_read_latency_ns")
 #: Columns of every row, in order; energies in pJ, latency in cycles and seconds.
 METRIC_COLUMNS = (
-    "trace", "hardware", "planner", "budget", "capacity", "status", "plan_status", "reason",
+    "trace", "hardware", "planner", "budget", "capacity", "status", "plan_status", "plan_scope", "reason",
     "cycles", "latency_s", "energy_pj", "energy_dynamic_pj", "energy_static_pj",
     *(f"energy_{c}_pj" for c in ENERGY_COMPONENTS), "energy_onchip_pj", "energy_by_level",
     "area_mm2", *(f"area_{p}_mm2" for p in AREA_PARTS),
@@ -46,7 +46,8 @@ def metrics_row(plan: Plan, report: Report, *, trace: str, budget: object = None
     row.update(
         trace=trace, hardware=report.hardware, planner=report.planner,
         budget=_budget_label(budget), capacity=plan.capacity, status="ok",
-        plan_status=report.plan_status, reason="", cycles=report.cycles, latency_s=report.seconds,
+        plan_status=report.plan_status, plan_scope=report.plan_scope, reason="", cycles=report.cycles,
+        latency_s=report.seconds,
         energy_pj=report.total_energy_pj, energy_dynamic_pj=report.dynamic_energy_pj,
         energy_static_pj=report.static_energy_pj, area_mm2=report.total_area_mm2,
         edp_js=report.energy_delay_product, energy_per_inference_uj=report.total_energy_pj / 1e6,
@@ -84,7 +85,7 @@ def infeasible_row(*, trace: str, hardware: str, planner: str, budget: object, r
     """The record of a point that could not be planned or simulated, with the reason."""
     row = dict.fromkeys(METRIC_COLUMNS)
     row.update(trace=trace, hardware=hardware, planner=planner, budget=_budget_label(budget),
-               capacity=capacity, status="infeasible", plan_status="", reason=reason)
+               capacity=capacity, status="infeasible", plan_status="", plan_scope="", reason=reason)
     return row
 
 

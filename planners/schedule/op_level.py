@@ -40,9 +40,12 @@ def tiles_of_ops(tiled: Graph, untiled: Graph) -> list[list[int]]:
 def set_order(ctx, op_order: list[int], claim: str | None = None) -> None:
     """Set ``ctx.order`` from an order of the op-level graph, expanding tiled ops to their
     tiles. ``claim`` names what the scheduler's status and bound are about (``peak``), for
-    schedulers that claim anything: on a tiled graph it becomes the plan's ``scope``."""
+    schedulers that claim anything: it becomes the plan's ``scope``, so that an "optimal"
+    order is not read as an optimal plan (the spills a later stage chooses are not claimed)."""
     if not is_tiled(ctx):
         ctx.order = list(op_order)
+        if claim:
+            ctx.scope = f"{claim} of the schedule ({ctx.graph.n_ops} ops)"
         return
     members = tiles_of_ops(ctx.graph, ctx.untiled)
     ctx.order = [tile for op in op_order for tile in members[op]]
