@@ -42,6 +42,7 @@ from npusim.plan.bound import as_bound
 from npusim.plan.records import field_lists
 from npusim.sim.report import Report
 from npusim.util.progress import silent
+from npusim.util.units import format_bytes
 from npusim.workflow import DEFAULT_PIPELINE, plan_graph, resolve_budget, simulate_plan
 
 DEFAULT_SAMPLES = 5
@@ -225,6 +226,19 @@ def kv_layers_on_chip(kv_on_chip: str | int, spec: DecoderSpec, hw: Hardware, la
     if isinstance(kv_on_chip, int) and not isinstance(kv_on_chip, bool):
         if not 0 <= kv_on_chip <= spec.layers:
             raise NpusimError(f"--kv-on-chip {kv_on_chip}: expected none, auto or 0 .. {spec.layers} layers")
+        # The caches kept on chip are one op's working set that no tiling cuts: say how many fit,
+        # not the planner's "below M_R" of that op (a user asked for layers, not for a budget).
+        capacity = resolve_budget(budget, decode_graph(spec, last_length, batch), hw, pipeline=pipeline,
+                                  options=options)
+        half = -(-cache_bytes_per_layer(spec, last_length + 1, batch) // 2)  # a key or a value cache
+        layer = 2 * -(-half // hw.scratchpad.alignment) * hw.scratchpad.alignment
+        if kv_on_chip * layer > capacity:
+            raise NpusimError(
+                f"--kv-on-chip {kv_on_chip}: {kv_on_chip} layer{'s' * (kv_on_chip > 1)} of KV cache at length "
+                f"{last_length + 1} need "
+                f"{format_bytes(kv_on_chip * layer)} ({format_bytes(layer)} a layer), more than the budget of "
+                f"{format_bytes(capacity)}: at most {capacity // layer} fit; use --kv-on-chip {capacity // layer} "
+                "or auto (the fastest of a few counts)")
         return kv_on_chip, "as given"
     if kv_on_chip != "auto":
         raise NpusimError(f"--kv-on-chip {kv_on_chip!r}: expected none, auto or a number of layers "

@@ -153,6 +153,21 @@ def test_auto_tries_only_counts_whose_caches_fit():
     assert tried == [0, 4, 8, 12] and n == 12 and "12: 0.000 M" in choice
 
 
+def test_kv_layers_that_do_not_fit_say_how_many_do():
+    """Asked for 12 layers of a 1.5 MiB cache each on a 1 MiB scratchpad, the planner's
+    "budget below M_R of op 'kv_cache.keep' ... use a budget >= 18 MiB" named an internal op and
+    a budget the hardware refuses: the error now counts the layers that fit. On 16 MiB, 10 of
+    them (15.1 MiB at L = 516) fit, 11 do not, and a count that fits is taken as given."""
+    spec = preset("gpt2-small")
+    with pytest.raises(NpusimError, match=r"--kv-on-chip 12: 12 layers of KV cache at length 516 need 18\.14 MiB "
+                                          r"\(1\.51 MiB a layer\), more than the budget of 1\.00 MiB: at most 0 fit"):
+        kv_layers_on_chip(12, spec, load_hw("edge-npu"), 515, 1, None, None)
+    big = load_hw("mid-npu", {"scratchpad.size": "16MiB"})
+    with pytest.raises(NpusimError, match="at most 10 fit; use --kv-on-chip 10"):
+        kv_layers_on_chip(11, spec, big, 515, 1, None, None)
+    assert kv_layers_on_chip(10, spec, big, 515, 1, None, None) == (10, "as given")
+
+
 @pytest.mark.parametrize("bad", ["some", 13, -1])
 def test_bad_kv_on_chip_is_named(bad):
     with pytest.raises(NpusimError, match="kv-on-chip"):

@@ -151,15 +151,18 @@ class UseTimes:
             last_position[t] = p
 
 
-def check_budget(graph, capacity: int, alignment: int) -> None:
+def check_budget(graph, capacity: int, alignment: int, tiled: bool = False) -> None:
+    """Refuse a budget below M_R, naming the op and what would fit: the tile stage (which
+    cuts an op's working set), when the pipeline has none, or a budget of at least M_R."""
     need, op = min_required(graph, alignment)
     if capacity < need:
         o = graph.ops[op]
         parts = ", ".join(f"{graph.tensors[t].name} {graph.tensors[t].size} B" for t in o.tensors)
+        fix = (f"the tile stage left it whole (it cuts what it can); use a budget >= {need} B" if tiled else
+               f"without tiling no plan fits: add the tile stage to the pipeline (tile+...), or use a budget >= {need} B")
         raise PlanningError(
             f"budget {capacity} B is below M_R = {need} B, the working set of op {o.name!r} "
-            f"({parts}; sizes rounded up to {alignment} B); without tiling no plan fits. "
-            f"Use a budget >= {need} B."
+            f"({parts}; sizes rounded up to {alignment} B); {fix}."
         )
 
 
@@ -201,8 +204,8 @@ class ArenaAllocator:
     evicts = True  # it asks the pipeline's spill stage what to evict (npusim.registry)
     description = ("online best-fit arena (TFLite style), each block placed so the next ops' blocks fit, "
                    "that evicts by the pipeline's spill policy")
-    reads = ("graph", "order", "streams", "capacity", "alignment", "spill_policy", "options", "prefetch_depth",
-             "progress", "status")
+    reads = ("graph", "untiled", "order", "streams", "capacity", "alignment", "spill_policy", "options",
+             "prefetch_depth", "progress", "status")
     writes = ("residencies", "transfers", "objective", "notes")
     options = (*PREFETCH_OPTIONS,
                Option("placement_lookahead", "int", PLACEMENT_LOOKAHEAD, "steps ahead each placement is "
@@ -217,7 +220,7 @@ class ArenaAllocator:
             raise PlanningError(
                 f"arena: the online arena is single-stream, but the plan uses {len(set(ctx.streams))} streams; "
                 "use a multi-stream safe allocator (e.g. mindspore-mo:size,best-fit) or drop the streams stage")
-        check_budget(graph, ctx.capacity, ctx.alignment)
+        check_budget(graph, ctx.capacity, ctx.alignment, tiled=ctx.untiled is not graph)
         policy = ctx.spill_policy
         state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, prefetch_depth(ctx),
                           ctx.options["placement_lookahead"])
