@@ -202,6 +202,9 @@ ERRORS = {
     "plan for another graph": (
         set_in(("graph",), "resnet50"),
         ["plan is for graph 'resnet50', not 'tiny'"]),
+    "another model's fused plan": (  # (its fusion names ops 'tiny' lacks: the graph is named first)
+        lambda d: d.update(graph="resnet50@fused@tiled", fusion={"/conv1/Conv": ["/relu/Relu"]}),
+        ["plan is for graph 'resnet50@fused@tiled', not 'tiny'"]),
     "negative offset": (
         set_in(("residencies", 0, "offset"), -16),
         ["field residencies[0].offset is -16", "expected an integer from 0 to"]),

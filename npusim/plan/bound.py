@@ -84,6 +84,7 @@ def fused_graph(graph: Graph, fusion: dict) -> Graph:
 def plan_graphs(graph: Graph, fusion: dict, tiling: dict, name: str, base: Graph | None = None) -> tuple[Graph, Graph]:
     """(base, bound) graphs of a plan for ``graph`` with this fusion and tiling whose steps
     index the graph called ``name`` (``base``: the fused graph when the caller has built it)."""
+    require_plan_of(name, graph)
     base = fused_graph(graph, fusion) if base is None else base
     if name == base.name:
         return base, base
@@ -91,7 +92,19 @@ def plan_graphs(graph: Graph, fusion: dict, tiling: dict, name: str, base: Graph
         return base, expand(base, tiling)
     if name == tiled_name(base.name):
         raise BindError("order", [f"plan is for the tiled graph {name!r} but its field 'tiling' is empty"])
-    known = f" (whose plans name {base.name!r} or {tiled_name(base.name)!r})" if base.name != graph.name else ""
+    _not_this_graph(name, graph, f" (whose plans name {base.name!r} or {tiled_name(base.name)!r})"
+                    if base.name != graph.name else "")
+
+
+def require_plan_of(name: str, graph: Graph) -> None:
+    """``BindError`` unless a plan naming graph ``name`` can be for ``graph`` (as given: its
+    name, or it fused or tiled): checked before the plan's fusion, whose problems with another
+    model's ops would say less."""
+    if not (name == graph.name or isinstance(name, str) and name.startswith(graph.name + "@")):
+        _not_this_graph(name, graph, "")
+
+
+def _not_this_graph(name: str, graph: Graph, known: str):
     raise BindError("order", [f"plan is for graph {name!r}, not {graph.name!r}{known}: plan this graph again "
                               f"(npusim plan), or give the graph the plan was made for"])
 

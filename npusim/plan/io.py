@@ -40,7 +40,7 @@ from npusim.plan.dram import known_buffers
 from npusim.plan.model import CAUSES, STATUSES, TRANSFER_KINDS, Plan, PlanMeta, Residency, Transfer
 from npusim.plan.records import RecordTable, ResidencyTable, TransferTable, decoded_list, sorted_records
 from npusim.graph.fusion import fusion_problems
-from npusim.plan.bound import BindError, BoundPlan, as_bound, bound_to, fused_graph, plan_graphs
+from npusim.plan.bound import BindError, BoundPlan, as_bound, bound_to, fused_graph, plan_graphs, require_plan_of
 from npusim.util.schema_check import SchemaViolation, check, load_schema, short
 
 FORMAT = "npusim-plan/1"
@@ -164,6 +164,10 @@ def plan_from_dict(data: dict, graph: Graph, source: str = "<plan>") -> BoundPla
     except SchemaViolation as violation:
         raise PlanError(f"{source}: {violation}") from None
     given = graph
+    try:
+        require_plan_of(data.get("graph"), graph)
+    except BindError as exc:
+        raise PlanError(f"{source}: {exc}") from None
     fusion = _fusion(data, graph, source)
     base = fused_graph(graph, fusion)
     tiling = _tiling(data, base, source)
