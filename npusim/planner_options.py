@@ -164,11 +164,14 @@ def values(options: Mapping, specs, who: str) -> dict:
 
 
 def check_given(given: Mapping, stages: list, known: Mapping[str, list] | Callable[[], Mapping[str, list]],
-                pipeline: str) -> None:
+                pipeline: str, planner: Callable | None = None) -> None:
     """Refuse given options that no registered planner declares (``known``: option name ->
     planners declaring it, or the function that makes that index: called only for an option
     the pipeline's own stages do not declare, as it loads every planner), and values that a
-    stage of this pipeline cannot read."""
+    stage of this pipeline cannot read. An option no stage of it reads is let through (one
+    ``--option`` set for several pipelines), but only with a value some planner declaring it
+    could read (``planner``: name -> planner, to find them): ``time_limit=abc`` is a mistake
+    whichever pipeline runs."""
     own = {opt.name for stage in stages for opt in declared(stage)}
     if callable(known) and any(key not in own for key in given):
         known = known()
@@ -180,3 +183,16 @@ def check_given(given: Mapping, stages: list, known: Mapping[str, list] | Callab
                             f"are {', '.join(reads) or 'none'} (npusim list --planner NAME describes them)")
     for stage in stages:
         StageOptions.for_planner(given, stage)  # parses every value this stage declares
+    for key in sorted(key for key in given if key not in own):
+        if planner is None:
+            continue
+        problems = []
+        for name in known[key]:
+            specs = [opt for opt in declared(planner(name)) if opt.name == key]
+            try:
+                StageOptions({key: given[key]}, specs, name)
+                break
+            except PlanningError as exc:
+                problems.append(str(exc).removeprefix(f"{name}: "))
+        else:
+            raise PlanningError(f"{problems[0]} (no stage of pipeline {pipeline!r} reads it)")

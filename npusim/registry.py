@@ -229,7 +229,8 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
     if planner.stage != "schedule":
         raise RegistryError(f"{name!r} is a {planner.stage} stage, expected a schedule stage")
     given = dict(options or {})
-    planner_options.check_given(given, [planner], (registry or default_registry()).option_index, name)
+    planner_options.check_given(given, [planner], (registry or default_registry()).option_index, name,
+                                (registry or default_registry()).get)
     ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=alignment, untiled=graph)
     return list(run_stage(planner, ctx, given).order)
 
@@ -304,7 +305,7 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
     registry = registry or default_registry()
     stages = registry.pipeline(pipeline)
     given = dict(options or {})
-    planner_options.check_given(given, stages, registry.option_index, pipeline)
+    planner_options.check_given(given, stages, registry.option_index, pipeline, registry.get)
     capacity = int(budget or hw.scratchpad.size)
     kept = resume.start(graph, hw, capacity, given, stages) if resume is not None else None
     if kept is not None:
@@ -355,7 +356,7 @@ def check_pipelines(pipelines: list[str], options: dict | None = None) -> None:
     for pipeline in pipelines:
         stages = registry.pipeline(pipeline)
         if options:
-            planner_options.check_given(options, stages, registry.option_index, pipeline)
+            planner_options.check_given(options, stages, registry.option_index, pipeline, registry.get)
 
 
 def describe_planner(planner) -> str:

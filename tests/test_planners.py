@@ -1,5 +1,7 @@
 """The baseline pipeline (schedule + arena + spill policy) on every trace and budget."""
 
+import re
+
 import pytest
 
 from npusim.errors import PlanningError, RegistryError
@@ -156,3 +158,9 @@ def test_an_unknown_planner_option_is_refused_with_the_likely_name():
         make_plan(graph, hw, "default+arena+belady", budget=1 << 20, options={"nope": 1})
     plan = make_plan(graph, hw, "default+arena+belady", budget=1 << 20, options={"time_limit": 1, "workers": 1})
     assert validate(plan, graph) == []
+    # ... but not with a value no planner could read: a mistake whichever pipeline runs
+    for bad, expected in ((("time_limit", "abc"), "time_limit='abc', expected a number in"),
+                          (("time_limit", -1), "time_limit=-1, expected a number in"),
+                          (("workers", 0), "workers=0, expected an integer in")):
+        with pytest.raises(PlanningError, match=re.escape(expected) + r".*\(no stage of pipeline 'default\+arena"):
+            make_plan(graph, hw, "default+arena+belady", budget=1 << 20, options=dict([bad]))
