@@ -61,6 +61,19 @@ def test_plot_plan_command(capsys, spilling_plan, tmp_path):
     assert sum(i.startswith("residency-") for i in svg_ids(tmp_path / "p.svg")) == len(plan.residencies)
     assert main(["plot-plan", str(plan_path), "--trace", str(trace), "--format", "gif"]) == 2
     assert "--format 'gif'" in capsys.readouterr().err
+    # a folder that does not exist is refused as by every other output (it was created)
+    missing = tmp_path / "no" / "such"
+    assert main(["plot-plan", str(plan_path), "--trace", str(trace), "-o", str(missing / "p")]) == 2
+    assert f"the folder {missing} does not exist" in capsys.readouterr().err and not missing.parent.exists()
+    # an invalid plan is drawn (seeing an overlap is how one debugs it), with a warning
+    from dataclasses import replace
+    first, second = plan.residencies[0], plan.residencies[1]
+    overlapping = replace(plan, residencies=[first, replace(second, offset=first.offset, first=first.first,
+                                                            last=first.last), *plan.residencies[2:]])
+    save_plan(overlapping, tmp_path / "bad.json", graph)
+    assert main(["plot-plan", str(tmp_path / "bad.json"), "--trace", str(trace), "--format", "svg"]) == 0
+    err = capsys.readouterr().err
+    assert "is not a valid plan" in err and "[overlap]" in err and "drawn as it is" in err
 
 
 def test_tiled_plan_draws_tiles_grouped_per_op(capsys, tmp_path, monkeypatch):

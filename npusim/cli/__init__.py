@@ -415,9 +415,14 @@ def cmd_compare(args) -> int:
 
 def cmd_plot_plan(args) -> int:
     formats = parse_formats(args.format)
+    stem = args.output or str(Path(args.plan).with_suffix(""))
+    _check_writable(*(("-o" if args.output else "the figure", f"{stem}.{fmt}") for fmt in formats))
     graph = load_graph(args.trace)
     plan = load_plan(args.plan, graph)
-    stem = args.output or str(Path(args.plan).with_suffix(""))
+    found = validate(plan)
+    if found:  # (drawn all the same: seeing an overlap is how one debugs it)
+        print(f"warning: {args.plan} is not a valid plan ({len(found)} violation(s), the first: {found[0]}; "
+              f"npusim validate lists them): drawn as it is", file=sys.stderr)
     written = plot_plan(plan, stem, formats=formats, title=args.title)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
