@@ -40,6 +40,7 @@ from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_byte
 from npusim.hw.config import Hardware
 from npusim.plan.bound import as_bound
 from npusim.plan.records import field_lists
+from npusim.registry import check_pipelines
 from npusim.sim.report import Report
 from npusim.util.progress import silent
 from npusim.util.units import format_bytes
@@ -177,6 +178,7 @@ def run_llm(model: str | DecoderSpec, hw: Hardware, *, prefill: int, decode: int
         raise NpusimError(f"llm:{getattr(model, 'name', model)}: --samples = {samples}, expected at least 2 (the "
                           f"first and the last decode steps are simulated, the others interpolated between them)")
     spec = model if isinstance(model, DecoderSpec) else preset(model)
+    check_pipelines([pipeline], options)  # (before the KV choice, which takes a failed step for a count that does not fit)
     lengths = sample_lengths(prefill, decode, samples)
 
     def one(graph, kv_length: int, label: str) -> StepResult:

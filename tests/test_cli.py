@@ -325,3 +325,11 @@ def test_banks_only_settings_on_the_bandwidth_model_are_said_not_dropped(capsys)
                              "--set", "dram.model=banks", "--set", "dram.placement=rows")
     assert code == 0, err
     assert "note: dram.placement is not used: the plan (" in err
+
+
+@pytest.mark.parametrize("command", [["simulate", "squeezenet1_0"], ["plan", "squeezenet1_0", "-o", "unused.json"],
+                                     ["simulate", "llm:gpt2-small", "--prefill", "8", "--decode", "2"]])
+def test_an_empty_planner_is_refused_not_the_default(capsys, command):
+    """``--planner ''`` (an unset shell variable) ran the default pipeline without a word."""
+    code, out, err = run_cli(capsys, *command, "--planner", "")
+    assert code == 2 and "pipeline '': expected planner names joined by '+'" in err, err

@@ -74,6 +74,9 @@ def test_bad_planner_or_hardware_is_an_error_before_the_sweep(chain_trace):
         dse.make_points([chain_trace], "no-such-npu", [], PIPELINES)
     with pytest.raises(Exception, match="no-such-trace: trace not found"):
         dse.make_points(["no-such-trace"], "edge-npu", [], PIPELINES)
+    # a --budget beside a swept budget would be replaced at every point without a word
+    with pytest.raises(dse.DseError, match=r"--budget 256KiB: the budget is swept \(--sweep budget=...\)"):
+        dse.make_points([chain_trace], "edge-npu", [dse.parse_sweep("budget=3KiB,4KiB")], PIPELINES, budget="256KiB")
 
 
 # ---------------------------------------------------------------- running

@@ -151,7 +151,7 @@ def _plan_for(args, graph, hw, progress=silent):
             choices = ", ".join(p.name for p in registry.planners() if p.stage == "offchip")
             raise NpusimError(f"--offchip {offchip}: {offchip!r} is a planner of the {stage} stage, "
                               f"expected an off-chip one: {choices}")
-    pipeline = (args.planner or DEFAULT_PIPELINE) + (f"+{offchip}" if offchip else "")
+    pipeline = (DEFAULT_PIPELINE if args.planner is None else args.planner) + (f"+{offchip}" if offchip else "")
     options = _planner_options(getattr(args, "option", None))
     budget = resolve_budget(args.budget, graph, hw, allow_oversize=args.allow_oversize, pipeline=pipeline,
                             options=options)
@@ -328,8 +328,8 @@ def _simulate_llm(args) -> int:
         from npusim.llm_run import DEFAULT_SAMPLES, run_llm  # lazy: a multi-step LLM run only
 
         report = run_llm(model, hw, prefill=args.prefill, decode=args.decode,
-                         batch=1 if args.batch is None else args.batch, pipeline=args.planner or DEFAULT_PIPELINE,
-                         budget=args.budget, options=_planner_options(getattr(args, "option", None)),
+                         batch=1 if args.batch is None else args.batch,
+                         pipeline=DEFAULT_PIPELINE if args.planner is None else args.planner, budget=args.budget, options=_planner_options(getattr(args, "option", None)),
                          samples=DEFAULT_SAMPLES if args.samples is None else args.samples,
                          kv_on_chip=_kv_on_chip(args.kv_on_chip or "auto"), progress=progress)
     if args.report:

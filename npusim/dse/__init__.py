@@ -141,6 +141,8 @@ def make_points(traces: Iterable[str], hw_source: str, sweeps: list[Sweep], pipe
         raise DseError(f"--sweep: key swept twice: {keys}")
     load_hw(hw_source, base_overrides)  # a bad --hw or --set is the user's error, not a point
     check_pipelines(pipelines, options)  # and so is an unknown planner or option
+    if budget is not None and BUDGET_KEY in keys:  # (each point's would silently replace it)
+        raise DseError(f"--budget {budget}: the budget is swept (--sweep {BUDGET_KEY}=...); give one of them")
     budget = normalise_budget(budget)  # and a malformed --budget
     points = []
     llm_keys = [k for k in keys if k in LLM_KEYS]
