@@ -134,6 +134,12 @@ def test_user_errors_are_one_line(capsys, argv, expected):
 def test_info_and_list(capsys):
     code, out, _ = run_cli(capsys, "info", "resnet50", "--hw", "edge-npu")
     assert code == 0 and "M_R" in out and "2,485,248" in out and "/layer4/layer4.0/conv2/Conv" in out
+    # and the M_R that --budget MR means with the default (fusing) pipeline, when it differs
+    code, out, _ = run_cli(capsys, "info", "hrnet_w18_small", "--hw", "edge-npu")
+    assert "M_R                   4,870,144 B" in out and "M_R, fused            4,920,320 B" in out
+    code, out, err = run_cli(capsys, "simulate", "hrnet_w18_small", "--hw", "edge-npu", "--budget", "MR",
+                             "--allow-oversize")
+    assert code == 0 and "scratchpad budget 4.69 MiB" in out.splitlines()[0], err
     code, out, _ = run_cli(capsys, "list")
     assert code == 0 and "belady" in out and "edge-npu" in out and "resnet50" in out
     # the named pipelines the README lists are shown with what they stand for

@@ -38,7 +38,7 @@ from npusim.plan.validate import validate
 from npusim.plot import (dse_figure, figure_svg, pareto_figure, parse_formats, plot_dse_curves, plot_pareto, plot_plan,
                          require_matplotlib, varies_area)
 from npusim.util.progress import Progress, silent
-from npusim.registry import ALIASES, default_registry, describe_planner
+from npusim.registry import ALIASES, default_registry, describe_planner, fused_graph
 from npusim.util.resources import list_resources
 from npusim.util.units import format_bytes
 from npusim.workflow import (DEFAULT_PIPELINE, check_plan_hardware, load_graph, load_hw, memory_bounds, plan_graph,
@@ -104,6 +104,10 @@ def cmd_info(args) -> int:
         print(f"  {kind:<11} {n:5d} tensors  {size:>14,} B  ({format_bytes(size)})")
     note = f" (sizes rounded up to {align} B)" if align > 1 else ""
     print(f"  M_R              {bounds.m_r:>14,} B  ({format_bytes(bounds.m_r)}), needed by op {bounds.m_r_op!r}{note}")
+    fused = memory_bounds(fused_graph(graph, DEFAULT_PIPELINE), align)  # what --budget MR means by default
+    if fused.m_r != bounds.m_r:
+        print(f"  M_R, fused       {fused.m_r:>14,} B  ({format_bytes(fused.m_r)}), needed by op {fused.m_r_op!r}: "
+              f"--budget MR with a fuse pipeline (the default)")
     print(f"  peak, default    {bounds.m_p:>14,} B  ({format_bytes(bounds.m_p)})")
     rpo = peak_live_bytes(graph, reverse_post_order(graph), align)
     print(f"  peak, rpo        {rpo:>14,} B  ({format_bytes(rpo)})")
