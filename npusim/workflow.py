@@ -125,8 +125,9 @@ def check_capacity(capacity: int, hw: Hardware, what: str, *, allow_oversize: bo
     larger one through (the report's first line then says so: ``Report.oversize``)."""
     size, align = hw.scratchpad.size, hw.scratchpad.alignment
     if capacity % align:
+        below, above = capacity - capacity % align, capacity + align - capacity % align
         raise NpusimError(f"{what} = {capacity:,} B is not a multiple of {hw.name}'s scratchpad.alignment "
-                          f"({align} B); use {capacity - capacity % align:,} or {capacity + align - capacity % align:,} B")
+                          f"({align} B); use {f'{below:,} or ' if below else ''}{above:,} B")
     if capacity > size and not allow_oversize:
         raise NpusimError(
             f"{what} = {capacity:,} B is larger than {hw.name}'s scratchpad ({size:,} B, scratchpad.size); "

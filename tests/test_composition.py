@@ -151,7 +151,9 @@ def test_allow_oversize_says_so_in_the_first_line(capsys):
 
 def test_misaligned_budget_is_an_error(capsys):
     code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--budget", "1000001B")
-    assert code == 2 and "not a multiple of edge-npu's scratchpad.alignment (64 B)" in err
+    assert code == 2 and "not a multiple of edge-npu's scratchpad.alignment (64 B); use 1,000,000 or 1,000,064 B" in err
+    code, out, err = run_cli(capsys, "simulate", "resnet18", "--hw", "edge-npu", "--budget", "1B")
+    assert code == 2 and err.rstrip().endswith("(64 B); use 64 B")  # (not "0 or 64 B": 0 is no budget)
 
 
 def test_plan_from_a_larger_config_is_refused_and_flagged_by_doctor(capsys, tmp_path):
