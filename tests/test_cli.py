@@ -339,3 +339,12 @@ def test_an_empty_planner_is_refused_not_the_default(capsys, command):
     """``--planner ''`` (an unset shell variable) ran the default pipeline without a word."""
     code, out, err = run_cli(capsys, *command, "--planner", "")
     assert code == 2 and "pipeline '': expected planner names joined by '+'" in err, err
+
+
+def test_a_slow_clock_prints_seconds(capsys):
+    """clock: 1Hz printed '4,241,815 cycles = 4241815000.019 ms'."""
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "clock=1Hz")
+    latency = out.splitlines()[1]
+    assert code == 0 and " cycles = 4,2" in latency and latency.split(" cycles = ")[1].split()[1] == "s", latency
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu")
+    assert out.splitlines()[1].split(" cycles = ")[1].split()[1] == "ms"

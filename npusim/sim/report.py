@@ -350,8 +350,9 @@ class Report:
         lines = [
             f"{self.graph} on {self.hardware} with {self.planner} ({self.status_text}), "
             f"scratchpad budget {format_bytes(self.capacity)}" + self.oversize_note + self.jitter_note,
-            f"  latency        {self.cycles:,.0f} cycles = {self.seconds * 1e3:.3f} ms"
-            f"   (bounds: compute {self.lower_bounds['compute_cycles']:,.0f}, DRAM {self.lower_bounds['dram_cycles']:,.0f}, "
+            f"  latency        {self.cycles:,.0f} cycles = "
+            + (f"{self.seconds * 1e3:.3f} ms" if self.seconds < 1 else f"{self.seconds:,.3f} s")  # (a slow clock)
+            + f"   (bounds: compute {self.lower_bounds['compute_cycles']:,.0f}, DRAM {self.lower_bounds['dram_cycles']:,.0f}, "
             f"DMA {self.lower_bounds.get('dma_cycles', 0):,.0f} cycles)",
             f"  energy         {self.total_energy_pj / 1e6:.3f} uJ = dynamic {self.dynamic_energy_pj / 1e6:.3f} + "
             f"static {self.static_energy_pj / 1e6:.3f} uJ",
