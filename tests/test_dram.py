@@ -604,6 +604,32 @@ def test_power_down_saves_background_energy_and_costs_exit_time(small_program):
     assert asleep.energy_pj["mac"] == awake.energy_pj["mac"]
 
 
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_an_idle_rank_sleeps_between_its_refreshes(backend):
+    """Bursts 20 us apart on LPDDR4 (tREFI 3.9 us): a rank idle that long refreshes about five
+    times per gap, waking each time for tRFC. It sleeps from tPD after its last data or refresh
+    to the next, so power-down is the idle time less tPD and tRFC per wake-up; it was only the
+    stretch after a gap's last refresh (10 % of the time where 85 % is due: found by an audit)."""
+    dev = PRESETS["lpddr4-3200"]
+    cfg = ControllerConfig(device=dev, channels=1, ranks=1, mapping="RoRaBaCoCh", policy="open", row_hit_cap=4,
+                           write_high=26, write_low=6, powerdown_after=100.0)
+    c = Controller(cfg, backend=backend)
+    t, gap = 0.0, 20000.0
+    for i in range(40):
+        c.add_flow(np.arange(64, dtype=np.int64) * 32 + i * 2048 * 8 * 4, False, 0.0, t)
+        c.run(t + gap, until_complete=True)
+        t += gap
+    c.run(t)
+    times = c.rank_times(t)
+    tim = timings(cfg)
+    t_rfc, t_pd = tim["tRFC"], 100.0
+    refreshes = c.refreshes_until(t)
+    busy = 40 * (64 * tim["tBurst"] + 200.0)  # (the bursts' data and a generous first latency)
+    awake_at_most = busy + 40 * t_pd + refreshes * (t_rfc + t_pd)
+    asleep = times["pd_precharged"][0] + times["pd_active"][0]
+    assert refreshes >= 200 and t - awake_at_most <= asleep <= t
+
+
 def test_simulation_reports_rows_and_energy(small_program):
     program, hw = small_program
     base = _sim(program, hw)

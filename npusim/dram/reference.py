@@ -181,6 +181,16 @@ class ReferenceController:
     def _asleep(self, rank: Rank, arrival: float) -> bool:
         return self.powerdown and arrival > rank.last_busy + self.t["tPD"]
 
+    def _sleep_until(self, rank: Rank, when: float) -> None:
+        """The rank woken at ``when`` (an access or a refresh): the time it slept, in active or
+        precharged power-down."""
+        if self._asleep(rank, when):
+            slept = when - (rank.last_busy + self.t["tPD"])
+            if rank.open_count > 0:
+                rank.pd_act += slept
+            else:
+                rank.pd_pre += slept
+
     def _timing(self, ch: Channel, rid: int, arrival: float, write: bool):
         t = self.t
         r = self.req[rid]
@@ -254,6 +264,7 @@ class ReferenceController:
             bank.next_act = max(bank.next_act, done)
         for k in group:
             rank = self.ranks[k]
+            self._sleep_until(rank, start)  # (it leaves power-down to refresh, goes back once done)
             if rank.open_count > 0:
                 rank.active_time += max(0.0, start - rank.active_since)
             rank.open_count = 0
@@ -383,12 +394,7 @@ class ReferenceController:
         t = self.t
         r = self.req[rid]
         bank, rank, bg = self.banks[r["bank"]], self.ranks[r["rank"]], r["bg"]
-        if self._asleep(rank, arrival):
-            slept = arrival - (rank.last_busy + t["tPD"])
-            if rank.open_count > 0:
-                rank.pd_act += slept
-            else:
-                rank.pd_pre += slept
+        self._sleep_until(rank, arrival)
         if kind == CONFLICT:
             self._close(bank, rank, pre)
             self.stats["pres"] += 1

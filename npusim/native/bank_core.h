@@ -157,6 +157,19 @@ static inline int asleep(Ctl *k, int64_t rk, double arrival) {
     return arrival > RF(rk, R_LAST_BUSY) + TT(T_PD);
 }
 
+/* Rank ``rk`` woken at ``when``: the time it slept since it went into power-down, counted in
+ * active or precharged power-down (a row open or not). At an access, and at a refresh: a rank
+ * idle for many refresh intervals sleeps between them, not only after the last. */
+static inline void sleep_until(Ctl *k, int64_t rk, double when) {
+    if (asleep(k, rk, when)) {
+        double slept = when - (RF(rk, R_LAST_BUSY) + TT(T_PD));
+        if (RI(rk, R_OPEN_COUNT) > 0)
+            RF(rk, R_PD_ACT) += slept;
+        else
+            RF(rk, R_PD_PRE) += slept;
+    }
+}
+
 /* kind, pre, act, cas (in ``time``) and bank delay of access ``rid`` in channel ``c``. */
 static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int64_t rid, double arrival, int write) {
     Pick p;
@@ -391,6 +404,7 @@ static void refresh(Ctl *k, int64_t rk, double start) {
         BF(b, B_NEXT_ACT) = max2(BF(b, B_NEXT_ACT), done);
     }
     for (int64_t r = r0; r < r0 + n; r++) {
+        sleep_until(k, r, start);  /* (the rank leaves power-down to refresh, and goes back once done) */
         if (RI(r, R_OPEN_COUNT) > 0) RF(r, R_ACTIVE_TIME) += max2(0.0, start - RF(r, R_ACTIVE_SINCE));
         RI(r, R_OPEN_COUNT) = 0;
         RF(r, R_LAST_BUSY) = max2(RF(r, R_LAST_BUSY), done);
@@ -739,13 +753,7 @@ static inline __attribute__((always_inline)) int64_t issue(Ctl *k, int64_t c, co
         }
         bus_take(GG(G_CMD_DUAL) ? row + CMD_STRIDE : row, p->cas_tick, GG(G_CMD_CAS));
     }
-    if (asleep(k, rk, arrival)) {
-        double slept = arrival - (RF(rk, R_LAST_BUSY) + TT(T_PD));
-        if (RI(rk, R_OPEN_COUNT) > 0)
-            RF(rk, R_PD_ACT) += slept;
-        else
-            RF(rk, R_PD_PRE) += slept;
-    }
+    sleep_until(k, rk, arrival);
     if (kind == CONFLICT) {
         close_row(k, b, rk, pre);
         k->stats_i[S_PRES] += 1;
