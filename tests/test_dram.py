@@ -605,6 +605,28 @@ def test_power_down_saves_background_energy_and_costs_exit_time(small_program):
 
 
 @pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_a_bank_groups_column_timing_is_the_banks_delay(backend):
+    """A DDR4 stream kept in one bank group (RoBgRaBaCoCh: its columns, then banks, in one
+    group) reads once per tCCD_L (5 ns), the data bus busy for a burst (2.5 ns) of it: half
+    idle. The wait beyond the channel's bus is the bank's delay (reported as DRAM bank timing,
+    not bandwidth: found by an audit), about tCCD_L - tBurst an access; spread over the bank
+    groups (RoRaBaBgCoCh... the default mapping), next to none."""
+    cfg = _config("ddr4-3200", mapping="RoBgRaBaCoCh")
+    tim = timings(cfg)
+    c = Controller(cfg, backend)
+    n = 512
+    f = c.add_flow(np.arange(n, dtype=np.int64) * 64, False, 0.0, 0.0)
+    c.run(1e9)
+    per_access = c.delay(f) / n
+    assert tim["tCCD_L"] > tim["tBurst"]
+    assert per_access == pytest.approx(tim["tCCD_L"] - tim["tBurst"], rel=0.1)
+    spread = Controller(_config("ddr4-3200"), backend)
+    g = spread.add_flow(np.arange(n, dtype=np.int64) * 64, False, 0.0, 0.0)
+    spread.run(1e9)
+    assert spread.delay(g) / n < 0.1 * per_access and spread.end(g) < c.end(f)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
 def test_an_idle_rank_sleeps_between_its_refreshes(backend):
     """Bursts 20 us apart on LPDDR4 (tREFI 3.9 us): a rank idle that long refreshes about five
     times per gap, waking each time for tRFC. It sleeps from tPD after its last data or refresh

@@ -102,7 +102,8 @@ Python; a test holds them equal.
 Every access adds to the counts (hits, misses, conflicts, activations, precharges, reads,
 writes), to its bank's and channel's busy time, and to its flow's *bank delay*: how much
 later its column command went than the channel's data bus would have allowed (the ACT/PRE/
-refresh timing the bank imposed, and the wait for the command bus), which the simulator
+refresh timing the bank imposed, its bank group's column-to-column times tCCD_L and tWTR_L,
+and the wait for the command bus), which the simulator
 reports as DRAM bank timing.
 """
 

@@ -197,12 +197,13 @@ class ReferenceController:
         bank, rank, bg = self.banks[r["bank"]], self.ranks[r["rank"]], r["bg"]
         wake = arrival + t["tXP"] if self._asleep(rank, arrival) else arrival
         ccd_s = max(t["tCCD_S"], t["tBurst"])
+        # the channel's data bus, and the bank group's timing (a wait for it is the bank's delay)
         if write:
-            bus = max(arrival, ch.last_wr + ccd_s, rank.bg_last_wr[bg] + t["tCCD_L_WR"], ch.last_rd + t["tRTW"])
+            bus = max(arrival, ch.last_wr + ccd_s, ch.last_rd + t["tRTW"])
+            group = rank.bg_last_wr[bg] + t["tCCD_L_WR"]
         else:
-            bus = max(arrival, ch.last_rd + ccd_s, rank.bg_last_rd[bg] + t["tCCD_L"],
-                      ch.last_wr + t["tCWL"] + t["tBurst"] + t["tWTR_S"],
-                      rank.bg_last_wr[bg] + t["tCWL"] + t["tBurst"] + t["tWTR_L"])
+            bus = max(arrival, ch.last_rd + ccd_s, ch.last_wr + t["tCWL"] + t["tBurst"] + t["tWTR_S"])
+            group = max(rank.bg_last_rd[bg] + t["tCCD_L"], rank.bg_last_wr[bg] + t["tCWL"] + t["tBurst"] + t["tWTR_L"])
         if ch.last_rank >= 0 and ch.last_rank != r["rank_local"]:
             bus = max(bus, ch.last_cas + t["tBurst"] + t["tRTRS"])
         pre = act = NEG
@@ -217,6 +218,7 @@ class ReferenceController:
             pre = max(wake, bank.next_pre)
             act = self._act_time(r["rank"], bg, max(pre + t["tRP"], bank.next_act))
             ready = act + t["tRCD"]
+        ready = max(ready, group)
         return kind, pre, act, max(bus, ready), max(0.0, ready - bus)
 
     def _on_bus(self, ch: Channel, kind, pre, act, cas, delay):

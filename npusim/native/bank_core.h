@@ -176,16 +176,18 @@ static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int6
     p.streamed = 0;
     int64_t b = k->req_bank[rid], rk = BI(b, B_RANK), g = BI(b, B_BG);
     double wake = asleep(k, rk, arrival) ? arrival + TT(T_XP) : arrival;
-    double bus = arrival;
+    /* the channel's data bus (its last column command of each kind, the turnaround, a rank
+     * switch) and the bank group's (tCCD_L, tWTR_L): a wait for the group is the bank's delay */
+    double bus = arrival, group;
     if (write) {
         bus = max2(bus, CF(c, C_LAST_WR) + k->ccd_s);
-        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
+        group = RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR);
         bus = max2(bus, CF(c, C_LAST_RD) + TT(T_RTW));
     } else {
         bus = max2(bus, CF(c, C_LAST_RD) + k->ccd_s);
-        bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
+        group = RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L);
         bus = max2(bus, CF(c, C_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_S));
-        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
+        group = max2(group, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
     }
     int64_t local = rk - c * GG(G_RANKS);
     if (CI(c, C_LAST_RANK) >= 0 && CI(c, C_LAST_RANK) != local)
@@ -207,6 +209,7 @@ static inline __attribute__((always_inline)) Pick timing(Ctl *k, int64_t c, int6
         p.act = act_time(k, rk, g, max2(p.pre + TT(T_RP), BF(b, B_NEXT_ACT)));
         ready = p.act + TT(T_RCD);
     }
+    ready = max2(ready, group);
     p.time = max2(bus, ready);
     p.delay = max2(0.0, ready - bus);
     return p;
@@ -1007,19 +1010,19 @@ static inline __attribute__((always_inline)) int64_t lane_pick(Ctl *k, int64_t c
     if (BI(b, B_OPEN_ROW) != k->req_row[r] || capped(k, b, d, floor_t)) return LANE_CLOSE;
     int64_t rk = BI(b, B_RANK), g = BI(b, B_BG);
     double arrival = SQA(d, c, head);
-    double bus = arrival;  /* timing() of a hit */
+    double bus = arrival, group;  /* timing() of a hit */
     if (write) {
         bus = max2(bus, last_same + k->ccd_s);
-        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR));
+        group = RBG(rk, g, BG_LAST_WR) + TT(T_CCD_L_WR);
         bus = max2(bus, L->other);
     } else {
         bus = max2(bus, last_same + k->ccd_s);
-        bus = max2(bus, RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L));
+        group = RBG(rk, g, BG_LAST_RD) + TT(T_CCD_L);
         bus = max2(bus, L->other);
-        bus = max2(bus, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
+        group = max2(group, RBG(rk, g, BG_LAST_WR) + TT(T_CWL) + TT(T_BURST) + TT(T_WTR_L));
     }
     if (L->last_rank != rk - c * GG(G_RANKS)) bus = max2(bus, last_same + TT(T_BURST) + TT(T_RTRS));
-    double ready = max2(arrival, BF(b, B_NEXT_CAS));
+    double ready = max2(max2(arrival, BF(b, B_NEXT_CAS)), group);
     double time = max2(bus, ready);
     if (time > floor_t) return LANE_CLOSE;
     if (GG(G_CMD_CAS) > 0) {

@@ -36,7 +36,8 @@ load_latency               the DRAM latency of a load
 load_bandwidth             a load's bursts moving at the bandwidth DRAM granted it
 store_overhead / _latency / _bandwidth  the same for stores (write-backs, spills)
 load_bank_timing / store_bank_timing  dram.model: banks only: the part of the data phase the
-                           banks' ACT/PRE/refresh timing added beyond the bus (npusim.dram.model)
+                           banks' ACT/PRE/refresh and bank-group (tCCD_L) timing added beyond
+                           the bus (npusim.dram.model)
 dma_channel_wait           a ready transfer waiting for a free DMA channel (beyond the end of
                            the transfer before it on the channel, which the path follows)
 core_wait                  a ready op waiting for a core another stream holds
