@@ -21,13 +21,14 @@ refresh. Each activation is then named by what happened to its row before:
 With ``--limit N`` only the flows up to the first N accesses are replayed (the reference is
 about 100x slower than the kernel); the counts are then those of that prefix of the run.
 
-    .venv/bin/python benchmarks/dram_row_causes.py [--limit N] [--placement bump|pages|rows] trace ...
+    .venv/bin/python benchmarks/dram_row_causes.py [--limit N] [--placement bump|pages|rows] [--bank-queue 8] trace ...
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import os
 import sys
 
 import numpy as np
@@ -61,10 +62,16 @@ def record_flows(program, hw) -> tuple[list, object]:
         return add_prepared(self, prepared, lo, hi, write, priority, start)
 
     M.BankedDram.transfer, Controller.add_prepared = recording_transfer, recording_add
+    loop = os.environ.get("NPUSIM_SIM_LOOP")
+    os.environ["NPUSIM_SIM_LOOP"] = "simpy"  # (the compiled loop drives its C controller, not these)
     try:
         simulate(program, hw)
     finally:
         M.BankedDram.transfer, Controller.add_prepared = transfer, add_prepared
+        if loop is None:
+            os.environ.pop("NPUSIM_SIM_LOOP")
+        else:
+            os.environ["NPUSIM_SIM_LOOP"] = loop
     return flows, seen["cfg"]
 
 
@@ -150,13 +157,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("traces", nargs="+")
     parser.add_argument("--limit", type=int, default=0, help="replay only the flows of the first N accesses")
     parser.add_argument("--placement", default="bump", choices=("bump", "pages", "rows"))
+    parser.add_argument("--bank-queue", type=int, default=8, help="dram.bank_queue (hw_configs/README.md's table: 8)")
     args = parser.parse_args(argv)
     print(f"| trace ({args.placement}) | accesses | activations | " + " | ".join(CAUSES) + " |")
     print("|---|---|---|" + "---|" * len(CAUSES))
     for trace in args.traces:
         base = W.load_hw("edge-npu")
         program = lower(W.plan_graph(W.load_graph(trace), base), base)
-        hw = W.load_hw("edge-npu", {"dram.model": "banks", "dram.placement": args.placement})
+        hw = W.load_hw("edge-npu", {"dram.model": "banks", "dram.placement": args.placement,
+                                    "dram.bank_queue": args.bank_queue})
         flows, cfg = record_flows(program, hw)
         count, accesses = causes(replay(flows, cfg, args.limit or sys.maxsize), program)
         acts = sum(count.values())

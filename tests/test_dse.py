@@ -51,6 +51,8 @@ def test_parse_sweep(text, key, values):
     ("dram.read_queue=0,8", "0: expected a whole number greater than 0"),
     ("dram.bank_queue=0,abc", "'abc': expected an integer such as 16"),
     ("dram.bank_queue=1e1,4", "'1e1': expected an integer such as 16"),
+    ("dram.mapping=RoBaCoCh,RoRaBaCoCh", "'RoBaCoCh': missing field(s) Ra"),  # (whatever the device)
+    ("dram.mapping=RoRaBaCoCh,RoRoBaCoCh", "'RoRoBaCoCh': a field appears twice"),
 ])
 def test_parse_sweep_errors_name_the_problem(text, message):
     with pytest.raises(dse.DseError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -54,10 +54,11 @@ def _log2(n: int) -> int | None:
     return n.bit_length() - 1 if n > 0 and n & (n - 1) == 0 else None
 
 
-def parse_mapping(text: str, device: DramDevice, channels: int, ranks: int) -> Mapping:
-    """The mapping ``text`` for ``channels`` channels of ``device`` with ``ranks`` ranks each.
+def mapping_fields(text: str) -> list[str]:
+    """The fields of mapping ``text``, most significant first (Bg placed just below Ba when left
+    out): what any device needs of it, so a sweep can refuse a malformed one before its points.
 
-    Raises ValueError with what was expected (the loader turns it into a one-line error)."""
+    Raises ValueError with what was expected."""
     s = str(text).strip()
     tokens = [s[i:i + 2] for i in range(0, len(s), 2)]
     if len(s) % 2 or any(t not in FIELDS for t in tokens):
@@ -67,11 +68,19 @@ def parse_mapping(text: str, device: DramDevice, channels: int, ranks: int) -> M
         raise ValueError("a field appears twice; each of " + ", ".join(FIELDS) + " at most once")
     if "Bg" not in tokens and "Ba" in tokens:  # Ramulator's Ba: the bank group in its low bits
         tokens.insert(tokens.index("Ba") + 1, "Bg")
-        s = "".join(tokens)
     missing = [f for f in FIELDS if f not in tokens and f != "Bg"]
     if missing:
         raise ValueError(f"missing field(s) {', '.join(missing)}; expected each of Ro, Ra, Ba, Co, Ch once, and Bg "
                          "(left out: just below Ba)")
+    return tokens
+
+
+def parse_mapping(text: str, device: DramDevice, channels: int, ranks: int) -> Mapping:
+    """The mapping ``text`` for ``channels`` channels of ``device`` with ``ranks`` ranks each.
+
+    Raises ValueError with what was expected (the loader turns it into a one-line error)."""
+    tokens = mapping_fields(text)
+    s = "".join(tokens)
     counts = {"Ra": ranks, "Bg": device.bankgroups, "Ba": device.banks_per_group, "Co": device.columns,
               "Ch": channels}
     bits = {}
