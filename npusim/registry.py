@@ -105,6 +105,12 @@ class Registry:
         self._pending: dict[str, Callable[[], list]] = {}
 
     def add(self, planner: Planner) -> None:
+        name = getattr(planner, "name", None)
+        if not isinstance(name, str) or not name or "+" in name or name != name.strip() or " " in name:
+            raise RegistryError(f"planner name {name!r}: expected a non-empty name without '+' or spaces "
+                                "(a pipeline joins names with '+')")
+        if not isinstance(getattr(planner, "description", None), str):
+            raise RegistryError(f"planner {name!r} has no description (a str: npusim list shows it)")
         if planner.stage not in STAGES:
             raise RegistryError(f"planner {planner.name!r} has stage {planner.stage!r}, expected one of {STAGES}")
         if planner.name in self._planners or planner.name in self._pending:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npusim.util.env_knobs import memory_limit
-from npusim.errors import NpusimError, SimulationError, TraceError
+from npusim.errors import InternalError, NpusimError, SimulationError, TraceError
 from npusim.graph.analysis import default_order, min_required, peak_live_bytes
 from npusim.graph.decoder import graph_from_name
 from npusim.graph.generators import tpu_v1_workload
@@ -163,7 +163,23 @@ def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, bud
     plan = make_plan(graph, hw, pipeline, budget=budget, options=options, progress=progress, resume=resume)
     progress("validating the plan", detail=f"{len(plan.order):,} steps, {len(plan.residencies):,} residencies")
     require_valid(plan, source=f"plan from {pipeline!r}", planned=True)  # a planner bug must not reach the simulator
+    _require_asked(plan, hw, int(budget or hw.scratchpad.size), pipeline)
     return plan
+
+
+def _require_asked(plan: Plan, hw: Hardware, budget: int, pipeline: str) -> None:
+    """A plan made here is for the budget asked, the scratchpad's alignment and the hardware's
+    streams (what ``check_plan_hardware`` holds a plan file to): a planner that changed them
+    (a plugin's undeclared write; a stream id beyond the hardware's, whose lowering made a
+    queue for every id up to it) has a bug, reported as one."""
+    highest = max(plan.streams, default=0)
+    problem = (f"capacity {plan.capacity:,} B, but the budget asked was {budget:,} B" if plan.capacity != budget else
+               f"alignment {plan.alignment} B, but {hw.name}'s scratchpad.alignment is {hw.scratchpad.alignment} B"
+               if plan.alignment != hw.scratchpad.alignment else
+               f"stream {highest} of op {plan.streams.index(highest)}, but {hw.name} has {hw.streams} stream(s)"
+               if highest >= hw.streams else None)
+    if problem:
+        raise InternalError(f"plan from {pipeline!r}: {problem}: a stage changed what it may not")
 
 
 def simulate_plan(plan: Plan, hw: Hardware, graph: Graph | None = None, *, jitter: float = 0.0,

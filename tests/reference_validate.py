@@ -93,6 +93,10 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
         return found  # steps are meaningless without a valid order
     _check_streams(plan, graph, report)
     name = lambda t: graph.tensors[t].name  # noqa: E731
+    for tr in plan.transfers:  # size: a transfer moves its tensor's bytes
+        if 0 <= tr.tensor < graph.n_tensors and tr.size != graph.tensors[tr.tensor].size:
+            report("size", f"{tr.kind} of {name(tr.tensor)!r} at step {tr.step}: size {tr.size} B, expected its "
+                           f"tensor's {graph.tensors[tr.tensor].size} B")
     residencies = [r for r in plan.residencies if _known_tensor(r.tensor, graph, "residency", report)]
     by_tensor = _check_residencies(plan, graph, residencies, name, report)
     _check_overlaps(residencies, name, report, plan, graph)

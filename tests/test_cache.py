@@ -232,6 +232,26 @@ def test_an_edit_to_the_cacti_table_or_a_plugin_source_changes_the_fingerprint(t
     assert fingerprint_module.module_digest("my_plugin") != first != "(not found)"
 
 
+def test_a_plugins_helper_module_counts_in_the_fingerprint(tmp_path, monkeypatch):
+    """An entry point ``audpkg.entry:register`` whose planner lives in ``audpkg/heur.py``: an
+    edit to heur.py reused the cached rows (only entry.py was hashed: an API audit). Its whole
+    top-level package is hashed now."""
+    import importlib.metadata
+
+    package = tmp_path / "audpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "entry.py").write_text("from audpkg.heur import order\n\ndef register(registry):\n    pass\n")
+    (package / "heur.py").write_text("def order(ops):\n    return sorted(ops)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    point = importlib.metadata.EntryPoint("aud", "audpkg.entry:register", fingerprint_module.PLUGIN_GROUP)
+    monkeypatch.setattr(fingerprint_module.importlib.metadata, "entry_points", lambda group: [point])
+    before = fingerprint_module.plugin_versions()
+    assert len(before) == 1 and before[0].startswith("plugin aud = audpkg.entry:register") and "(not" not in before[0]
+    (package / "heur.py").write_text("def order(ops):\n    return sorted(ops, reverse=True)\n")
+    assert fingerprint_module.plugin_versions() != before
+
+
 def test_the_fingerprint_covers_package_files_and_plugins(tmp_path, monkeypatch):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "a.py").write_text("X = 1\n")

@@ -197,3 +197,84 @@ def test_options_are_checked_without_loading_every_planner():
     assert not registry._pending
     with pytest.raises(PlanningError, match="unknown planner option 'time_limt'"):
         check_given({"time_limt": 5}, stages, registry.option_index, "p")
+
+
+# ------------------------------------------------------------------ a plugin that breaks its contract
+
+class _Misbehaving:
+    """A stage that does its job (``inner``'s) and then one thing it may not (``harm``)."""
+
+    def __init__(self, name, inner, harm, extra_writes=()):
+        self.name, self.stage, self.inner, self.harm = name, inner.stage, inner, harm
+        self.description = f"{inner.name}, misbehaving"
+        self.reads = tuple(getattr(inner, "reads", ())) + ("hw",)
+        self.writes = tuple(getattr(inner, "writes", ())) + tuple(extra_writes)
+        self.options = getattr(inner, "options", ())
+
+    def __getattr__(self, attr):  # (evicts, decides, ...: the inner stage's)
+        return getattr(self.inner, attr)
+
+    def run(self, ctx):
+        self.inner.run(ctx)
+        self.harm(ctx)
+
+
+@pytest.mark.parametrize("name, base, harm, message", [
+    # a stream id beyond the hardware's: the direct run used 8 queues on 2-stream hardware, and
+    # an id of 10**9 made the lowering build a queue for every id up to it (24 GB, then killed)
+    ("st-high", "streams-rr", lambda ctx: setattr(ctx, "streams", [ctx.hw.streams + 5] * len(ctx.order)),
+     r"stream 7 of op 0, but mid-npu has 2 stream\(s\)"),
+    ("st-huge", "streams-rr", lambda ctx: setattr(ctx, "streams", [10 ** 9] * len(ctx.order)),
+     "stream 1000000000 of op 0"),
+    # a budget the stage raised: printed as an --allow-oversize run that nobody asked for
+    ("cap-x4", "default", lambda ctx: setattr(ctx, "capacity", ctx.capacity * 4),
+     "capacity 16,777,216 B, but the budget asked was 4,194,304 B"),
+])
+def test_a_stage_that_changes_the_hardware_or_budget_is_a_planner_bug(monkeypatch, name, base, harm, message):
+    """What ``--plan`` files are held to (the budget, the scratchpad's alignment, the hardware's
+    streams), a plan made here is too, as a planner bug (exit 3): found by an API audit with
+    plugins that did each of these."""
+    from npusim.workflow import load_graph, load_hw, plan_graph
+
+    registry = default_registry()
+    extra = ("capacity",) if name == "cap-x4" else ()
+    monkeypatch.setitem(registry._planners, name, _Misbehaving(name, registry.get(base), harm, extra))
+    pipeline = f"default+{name}+so-size" if base == "streams-rr" else f"{name}+so-size"
+    with pytest.raises(InternalError, match=message):
+        plan_graph(load_graph("squeezenet1_0"), load_hw("mid-npu"), pipeline)
+
+
+def test_transfer_sizes_are_validated(monkeypatch):
+    """A stage that multiplied its transfers' sizes by ten set the report's off-chip bytes and
+    DRAM energy at will (zero or negative too) while the validator passed the plan: a transfer
+    moves its tensor's bytes, as a plan file's reader sets them."""
+    from npusim.plan.validate import validate
+    from npusim.workflow import load_graph, load_hw, plan_graph
+
+    def inflate(ctx):
+        ctx.transfers = [dataclasses.replace(tr, size=tr.size * 10) for tr in ctx.transfers]
+
+    registry = default_registry()
+    monkeypatch.setitem(registry._planners, "inflate", _Misbehaving("inflate", registry.get("so-size"), inflate))
+    graph, hw = load_graph("squeezenet1_0"), load_hw("mid-npu")
+    with pytest.raises(InternalError, match=r"\[size\] load of '.*' at step \d+: size \d+ B, expected its tensor's"):
+        plan_graph(graph, hw, "default+inflate")
+    plan = plan_graph(graph, hw, "default+so-size")
+    assert validate(plan) == []
+    bad = dataclasses.replace(plan, transfers=[dataclasses.replace(tr, size=-tr.size) for tr in plan.transfers])
+    assert {v.kind for v in validate(bad)} == {"size"}
+
+
+@pytest.mark.parametrize("name, description, message", [
+    ("r+plus", "x", "planner name 'r\\+plus': expected a non-empty name without '\\+'"),
+    ("", "x", "planner name '': expected a non-empty name"),
+    ("fine", None, "planner 'fine' has no description"),
+])
+def test_registering_a_planner_that_could_not_be_used_is_refused(name, description, message):
+    """A name with '+' registered and could never be named in a pipeline; one without a
+    description ran but made `npusim list --planner NAME` an internal error (an API audit)."""
+    planner = type("P", (), {"name": name, "stage": "schedule", "run": lambda self, ctx: None})()
+    if description is not None:
+        planner.description = description
+    with pytest.raises(RegistryError, match=message):
+        Registry().add(planner)

@@ -73,12 +73,14 @@ def hashed_files(folder: Path) -> list[str]:
 
 def plugin_versions() -> list[str]:
     """``plugin <entry point> = <target> from <distribution> <version> files <sha256>``, sorted:
-    the files of the module the entry point names, hashed (``module_digest``)."""
+    the files of the top-level package of the module the entry point names, hashed
+    (``module_digest``): a plugin's helper modules next to its entry module count too."""
     lines = []
     for ep in importlib.metadata.entry_points(group=PLUGIN_GROUP):
         dist = getattr(ep, "dist", None)
         origin = f"{dist.name} {dist.version}" if dist is not None else "(unknown distribution)"
-        lines.append(f"plugin {ep.name} = {ep.value} from {origin} files {module_digest(ep.value.split(':')[0])}")
+        top = ep.value.split(":")[0].strip().split(".")[0]  # (a dotted name's parents would be imported)
+        lines.append(f"plugin {ep.name} = {ep.value} from {origin} files {module_digest(top)}")
     return sorted(lines)
 
 

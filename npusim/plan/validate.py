@@ -9,7 +9,8 @@ kind                meaning
 order               ``order`` is not a topological permutation of the ops
 streams             the stream list does not cover every op, or a stream is negative
 range               a residency or transfer names a step outside the order
-size                a residency is smaller than its tensor
+size                a residency is smaller than its tensor, or a transfer moves other than its
+                    tensor's bytes (the reports' off-chip bytes and DRAM energy are its sizes)
 capacity            a residency starts below offset 0 or reaches past the scratchpad capacity
 alignment           a residency's offset is not a multiple of the alignment
 overlap             two residencies that coexist in time share addresses
@@ -92,6 +93,7 @@ def validate(plan: Plan, graph: Graph | None = None) -> list[Violation]:
     if not _check_order(plan, graph, report):
         return found  # steps are meaningless without a valid order
     _check_streams(plan, graph, report)
+    _check_transfer_sizes(plan, graph, report)
     name = lambda t: graph.tensors[t].name  # noqa: E731
     n_tensors = graph.n_tensors
     columns = _sound_columns(plan, graph)  # every residency breaks none of the rules by residency, or None
@@ -234,6 +236,25 @@ def _is_topological(graph: Graph, order: list) -> bool:
     source_producer = arrays.producer[np.fromiter(chain.from_iterable(sources), np.int64, int(counts.sum()))]
     return bool((source_producer >= 0).all()
                 and (step[source_producer] < np.repeat(step[reader[~made]], counts)).all())
+
+
+def _check_transfer_sizes(plan: Plan, graph: Graph, report) -> None:
+    """size: a transfer moves its tensor's bytes, as a plan file's transfers do (its reader sets
+    them): what the reports count as off-chip bytes and charge DRAM energy for. Array work over
+    the transfers' columns (a tiled plan's are hundreds of thousands)."""
+    trs = plan.transfers
+    if isinstance(trs, TransferTable):
+        tensor, size = trs.column("tensor"), trs.column("size")
+    else:
+        tensor = np.array([tr.tensor for tr in trs], dtype=np.int64)
+        size = np.array([tr.size for tr in trs], dtype=np.int64)
+    expected = graph.arrays.tensor_size
+    known = (tensor >= 0) & (tensor < len(expected))  # (an unknown tensor is reported by range)
+    wrong = np.flatnonzero(known & (size != expected[np.where(known, tensor, 0)]))
+    for i in wrong.tolist():
+        tr = trs[i]
+        report("size", f"{tr.kind} of {graph.tensors[tr.tensor].name!r} at step {tr.step}: size {tr.size} B, "
+                       f"expected its tensor's {graph.tensors[tr.tensor].size} B")
 
 
 def _check_streams(plan: Plan, graph: Graph, report) -> None:
