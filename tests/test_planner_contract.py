@@ -278,3 +278,22 @@ def test_registering_a_planner_that_could_not_be_used_is_refused(name, descripti
         planner.description = description
     with pytest.raises(RegistryError, match=message):
         Registry().add(planner)
+
+
+def test_the_most_streams_lower_and_more_are_refused():
+    """A command's queue is a one-byte code: a plan file with ops on 130 streams (of a
+    200-stream config) was an internal error, an int8 overflow, in lowering (an API audit).
+    The hardware takes at most 124 streams, and a plan that uses all of them lowers."""
+    from npusim.errors import ConfigError
+    from npusim.plan.lower import lower
+    from npusim.workflow import load_graph, load_hw, plan_graph
+
+    with pytest.raises(ConfigError, match="streams = 125: expected at most 124"):
+        load_hw("mid-npu", {"streams": 125})
+    hw = load_hw("mid-npu", {"streams": 124, "scratchpad.size": "64MiB"})
+    graph = load_graph("googlenet")
+    plan = plan_graph(graph, hw, "default+streams-rr+so-size")
+    every = dataclasses.replace(plan, streams=[i % 124 for i in range(len(plan.order))])
+    program = lower(every, hw)
+    queues = program.commands.column("queue")
+    assert len(program.commands.queue_names) == 2 + 124 and queues.min() >= 0 and queues.max() == 125  # (load, store)

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, replace
 #: Upper limits of counts: each core, stream and DMA channel is a simulated resource and a
 #: queue, so a count no NPU has (``cores.count: 10000000``) would only exhaust the machine.
 MAX_UNITS = 4096
+#: The most streams: a command's queue is a one-byte code (npusim.plan.command_table), the DMA
+#: queues' (load, store) and the streams' below 127 (a margin for a third DMA queue).
+MAX_STREAMS = 124
 #: Rows, columns and lanes: 65,536 covers any array built (the largest, 256 x 256, and beyond).
 MAX_WIDTH = 65536
 #: Most entries of a DRAM controller's queue (real ones hold 8 to 64: DRAMsim3's default command
@@ -217,7 +220,8 @@ class DramConfig:
                            minimum=0, maximum=MAX_BANK_QUEUE)
     powerdown_after: float = knob(0.0, "time", "idle time after which a rank of dram.model: banks enters "
                                   "power-down (active if a row is open, else precharged: the device's IDD3P / "
-                                  "IDD2P instead of IDD3N / IDD2N), its next access waiting tXP to exit; e.g. "
+                                  "IDD2P instead of IDD3N / IDD2N), its next access waiting tXP to exit; it wakes for "
+                                  "each refresh (tRFC) and sleeps again after it; e.g. "
                                   "100ns; 0: never (the ranks stay powered up)")
 
 
@@ -284,7 +288,7 @@ class Hardware:
                            choices=("45nm",))
     clock: float = knob(1e9, "frequency", "clock of cores, scratchpad and DMA engine")
     streams: int = knob(1, "int", "hardware streams (command queues); stream i runs on core i mod count",
-                        maximum=MAX_UNITS)
+                        maximum=MAX_STREAMS)
     cores: CoreConfig = field(default_factory=CoreConfig, metadata={"doc": "the cores"})
     scratchpad: ScratchpadConfig = field(default_factory=ScratchpadConfig, metadata={"doc": "on-chip memory"})
     dma: DmaConfig = field(default_factory=DmaConfig, metadata={"doc": "the DMA engine"})
