@@ -21,7 +21,7 @@ from npusim.graph.trace_io import load_trace
 from npusim.hw.config import Hardware
 from npusim.hw.loader import load_hardware
 from npusim.plan.lower import Program, lower
-from npusim.plan.model import Plan
+from npusim.plan.model import STATUSES, Plan
 from npusim.plan.bound import BoundPlan, as_bound
 from npusim.plan.validate import require_valid
 from npusim.util.progress import silent
@@ -169,15 +169,22 @@ def plan_graph(graph: Graph, hw: Hardware, pipeline: str = DEFAULT_PIPELINE, bud
 
 def _require_asked(plan: Plan, hw: Hardware, budget: int, pipeline: str) -> None:
     """A plan made here is for the budget asked, the scratchpad's alignment and the hardware's
-    streams (what ``check_plan_hardware`` holds a plan file to): a planner that changed them
-    (a plugin's undeclared write; a stream id beyond the hardware's, whose lowering made a
-    queue for every id up to it) has a bug, reported as one."""
+    streams (what ``check_plan_hardware`` holds a plan file to), with a status and finite
+    numbers a plan file can hold: a planner that changed them (a plugin's undeclared write; a
+    stream id beyond the hardware's, whose lowering made a queue for every id up to it; a NaN
+    objective, which ``npusim plan`` wrote and could not read back) has a bug, reported as one."""
     highest = max(plan.streams, default=0)
+    meta = plan.meta
+    numbers = [(name, value) for name, value in (("objective", meta.objective), ("bound", meta.bound))
+               if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value))]
     problem = (f"capacity {plan.capacity:,} B, but the budget asked was {budget:,} B" if plan.capacity != budget else
                f"alignment {plan.alignment} B, but {hw.name}'s scratchpad.alignment is {hw.scratchpad.alignment} B"
                if plan.alignment != hw.scratchpad.alignment else
                f"stream {highest} of op {plan.streams.index(highest)}, but {hw.name} has {hw.streams} stream(s)"
-               if highest >= hw.streams else None)
+               if highest >= hw.streams else
+               f"status {meta.status!r}, expected one of {', '.join(STATUSES)}" if meta.status not in STATUSES else
+               f"{numbers[0][0]} {numbers[0][1]!r}, expected a finite number or none (a plan file holds no other)"
+               if numbers else None)
     if problem:
         raise InternalError(f"plan from {pipeline!r}: {problem}: a stage changed what it may not")
 

@@ -229,6 +229,10 @@ class _Misbehaving:
     # a budget the stage raised: printed as an --allow-oversize run that nobody asked for
     ("cap-x4", "default", lambda ctx: setattr(ctx, "capacity", ctx.capacity * 4),
      "capacity 16,777,216 B, but the budget asked was 4,194,304 B"),
+    # what a plan file cannot hold: `npusim plan` wrote "objective": NaN and refused to read it
+    ("nan-objective", "so-size", lambda ctx: setattr(ctx, "objective", float("nan")),
+     "objective nan, expected a finite number or none"),
+    ("great", "so-size", lambda ctx: setattr(ctx, "status", "great"), "status 'great', expected one of optimal"),
 ])
 def test_a_stage_that_changes_the_hardware_or_budget_is_a_planner_bug(monkeypatch, name, base, harm, message):
     """What ``--plan`` files are held to (the budget, the scratchpad's alignment, the hardware's
@@ -237,9 +241,9 @@ def test_a_stage_that_changes_the_hardware_or_budget_is_a_planner_bug(monkeypatc
     from npusim.workflow import load_graph, load_hw, plan_graph
 
     registry = default_registry()
-    extra = ("capacity",) if name == "cap-x4" else ()
+    extra = {"cap-x4": ("capacity",), "nan-objective": ("objective",), "great": ("status",)}.get(name, ())
     monkeypatch.setitem(registry._planners, name, _Misbehaving(name, registry.get(base), harm, extra))
-    pipeline = f"default+{name}+so-size" if base == "streams-rr" else f"{name}+so-size"
+    pipeline = {"streams-rr": f"default+{name}+so-size", "so-size": f"default+{name}"}.get(base, f"{name}+so-size")
     with pytest.raises(InternalError, match=message):
         plan_graph(load_graph("squeezenet1_0"), load_hw("mid-npu"), pipeline)
 

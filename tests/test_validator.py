@@ -422,7 +422,7 @@ def test_unknown_tensor_ids_and_transfer_kinds_are_violations():
     bad = replace(
         p,
         residencies=p.residencies + (Residency(first=0, last=0, offset=0, tensor=99, size=16),),
-        transfers=p.transfers + (Transfer(step=0, kind="copy", tensor=0, cause="spill", size=1),),
+        transfers=p.transfers + (Transfer(step=0, kind="copy", tensor=0, cause="spill", size=g.tensors[0].size),),
     )
     found = validate(bad, g)
     kinds = sorted(v.kind for v in found)
