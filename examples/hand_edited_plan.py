@@ -15,23 +15,24 @@ import json
 import tempfile
 from pathlib import Path
 
-from npusim import load_hw, load_plan, plan_graph, save_plan, simulate_plan, validate
-from npusim.graph.model import build_graph
+from npusim import graph_from_records, load_hw, load_plan, plan_graph, save_plan, simulate_plan, validate
 
 
 def chain_with_skip():
-    """x -A-> a -B(w)-> b -C-> c -E-> e -D(a, e)-> y: tensor a lives across B, C and E."""
+    """x -A-> a -B(w)-> b -C-> c -E-> e -D(a, e)-> y: tensor a lives across B, C and E. Held to
+    the trace contract as a file is (graph_from_records); B and D are custom ops ("Scale",
+    "Combine": no shape rule, their work given as vector_ops), their shapes no NumPy op's."""
     def tensor(name, n, kind="activation"):
         return dict(name=name, shape=[n], dtype="int8", itemsize=1, kind=kind)
 
     tensors = [tensor("x", 1000, "input"), tensor("w", 64, "weight"), tensor("a", 1000),
                tensor("b", 1000), tensor("c", 1000), tensor("e", 1000), tensor("y", 64, "output")]
     ops = [dict(name="A", kind="Relu", inputs=["x"], outputs=["a"], vector_ops=1000),
-           dict(name="B", kind="Mul", inputs=["a", "w"], outputs=["b"], vector_ops=1000),
+           dict(name="B", kind="Scale", inputs=["a", "w"], outputs=["b"], vector_ops=1000),
            dict(name="C", kind="Relu", inputs=["b"], outputs=["c"], vector_ops=1000),
            dict(name="E", kind="Relu", inputs=["c"], outputs=["e"], vector_ops=1000),
-           dict(name="D", kind="Add", inputs=["a", "e"], outputs=["y"], vector_ops=64)]
-    return build_graph("chain_with_skip", tensors, ops)
+           dict(name="D", kind="Combine", inputs=["a", "e"], outputs=["y"], vector_ops=64)]
+    return graph_from_records("chain_with_skip", tensors, ops)
 
 
 def show(title, plan, hw):

@@ -29,7 +29,7 @@ _PUBLIC = {
     "bind": "npusim.plan.bound", "BoundPlan": "npusim.plan.bound",
     "load_plan": "npusim.plan.io", "save_plan": "npusim.plan.io",
     "lower": "npusim.plan.lower", "simulate": "npusim.sim.engine",
-    "Graph": "npusim.graph.model", "Hardware": "npusim.hw.config", "Plan": "npusim.plan.model",
+    "Graph": "npusim.graph.model", "graph_from_records": "npusim.graph.contract", "Hardware": "npusim.hw.config", "Plan": "npusim.plan.model",
     "Program": "npusim.plan.lower", "Report": "npusim.sim.report",
     "NpusimError": "npusim.errors", "InternalError": "npusim.errors",
 }

@@ -348,3 +348,26 @@ def test_a_slow_clock_prints_seconds(capsys):
     assert code == 0 and " cycles = 4,2" in latency and latency.split(" cycles = ")[1].split()[1] == "s", latency
     code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu")
     assert out.splitlines()[1].split(" cycles = ")[1].split()[1] == "ms"
+
+
+def test_graphs_built_in_python_are_held_to_the_trace_contract():
+    """``build_graph`` checks references and cycles only: negative macs gave negative energy,
+    a MatMul of mismatched shapes ran (an API audit). ``npusim.graph_from_records`` checks what
+    a trace file is checked for."""
+    import npusim
+    from npusim.errors import TraceError
+
+    def t(name, shape, kind="activation"):
+        return dict(name=name, shape=shape, dtype="int8", itemsize=1, kind=kind)
+
+    mm = dict(name="mm", kind="MatMul", inputs=["x", "w"], outputs=["y"], macs=64,
+              gemm=dict(m=4, n=2, k=8, batch=1))
+    ok = npusim.graph_from_records("g", [t("x", [4, 8], "input"), t("w", [8, 2], "weight"), t("y", [4, 2], "output")],
+                                   [mm])
+    assert ok.ops[0].macs == 4 * 8 * 2
+    with pytest.raises(TraceError, match="graph 'g': op 'mm' \\(MatMul\\)"):
+        npusim.graph_from_records("g", [t("x", [4, 8], "input"), t("w", [9, 2], "weight"), t("y", [4, 2], "output")],
+                                  [mm])
+    with pytest.raises(TraceError, match="vector_ops"):
+        npusim.graph_from_records("g", [t("x", [4], "input"), t("y", [4], "output")],
+                                  [dict(name="r", kind="Relu", inputs=["x"], outputs=["y"], vector_ops=-10 ** 6)])

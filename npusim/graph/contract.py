@@ -62,6 +62,14 @@ def check_trace(data, source: str = "<trace>", warn=None) -> Graph:
     return graph
 
 
+def graph_from_records(name: str, tensors: list[dict], ops: list[dict], meta: dict | None = None) -> Graph:
+    """The Graph of records a user builds in Python (``tensors`` and ``ops`` as a trace holds
+    them, docs/trace-format.md), held to the trace contract as a file is: ``build_graph``
+    alone checks references and cycles, not values (a negative ``macs`` gave negative energy)."""
+    data = {"format": FORMAT, "name": name, "tensors": tensors, "ops": ops, **({"meta": meta} if meta else {})}
+    return check_trace(data, source=f"graph {name!r}")
+
+
 def _op_problem(op, bad: Bad, source: str) -> str:
     return f"{source}: op {short(op.name, 60)} ({_clip(op.kind)}): {bad.field} is {short(bad.value)}, expected {bad.expected}"
 

@@ -429,6 +429,8 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
 
     ``tensors``: dicts with name, shape, dtype, itemsize, kind.
     ``ops``: dicts with name, kind, inputs, outputs (tensor names), attrs, macs, vector_ops, gemm.
+    It checks references and cycles only: records a user builds go through
+    ``npusim.graph_from_records`` (the trace contract, as a file is held to).
     """
     index = _name_index(name, tensors)
 
