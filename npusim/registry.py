@@ -18,6 +18,7 @@ named by joining planner names with ``+`` (``rpo+arena+belady``); stages run in 
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
@@ -26,7 +27,8 @@ from typing import Protocol
 
 from npusim.util import wall_guard
 from npusim import planner_options
-from npusim.errors import RegistryError, did_you_mean
+from npusim.errors import InternalError, PlanError, RegistryError, did_you_mean
+from npusim.graph.analysis import check_order
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
 from npusim.plan.bound import BoundPlan, bound_to
@@ -219,6 +221,21 @@ def default_registry() -> Registry:
     return _default_registry
 
 
+def _require_order(planner: Planner, ctx: PlanningContext) -> None:
+    """The order ``planner`` set is a topological permutation of the graph's ops, else a planner
+    bug named as one: asked when a later stage fails, which on an invalid order (the arena's
+    IndexError, KeyError or "DRAM has no copy") named neither the planner nor the problem.
+    A valid order returns, and the later stage's error stands."""
+    try:
+        order = list(ctx.order)
+        odd = next((x for x in order if not isinstance(x, numbers.Integral) or isinstance(x, bool)), None)
+        if odd is not None:
+            raise PlanError(f"it holds {odd!r}, not an op index")
+        check_order(ctx.graph, [int(o) for o in order])
+    except (PlanError, TypeError) as exc:
+        raise InternalError(f"planner {planner.name!r} ({planner.stage} stage) set an invalid order: {exc}") from None
+
+
 def run_stage(planner: Planner, ctx: PlanningContext, options: dict | None = None) -> PlanningContext:
     """Run one stage on ``ctx`` as a pipeline does: it sees ``options`` through its own
     declarations (``planner_options.StageOptions``). For tests and benchmarks of one stage."""
@@ -322,12 +339,21 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
                               untiled=graph, progress=progress)
         earlier_notes, earlier_seconds, first = [], 0.0, 0
     start = time.perf_counter()
+    order_by = None  # the stage that set the order last
     with reporting(progress), wall_guard.collecting() as guard_notes:  # both heard from solvers deep inside
         guard_notes[:0] = earlier_notes
         for n, planner in enumerate(stages[first:], first + 1):
             progress("planning", n, len(stages), f"{planner.stage} stage {planner.name!r} on {ctx.graph.n_ops:,} ops")
             claim = (ctx.status, ctx.objective, ctx.bound, ctx.scope)
-            run_stage(planner, ctx, given)
+            order = ctx.order
+            try:
+                run_stage(planner, ctx, given)
+            except Exception:
+                if order_by is not None:  # (a stage failing on an earlier stage's invalid order: name that one)
+                    _require_order(order_by, ctx)
+                raise
+            if ctx.order is not order:
+                order_by = planner
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
                 ctx.scope = ""  # a new claim that names no scope: an earlier stage's does not apply to it
     if resume is not None and kept is None:  # (a resumed plan leaves the one it started from kept)

@@ -301,3 +301,20 @@ def test_the_most_streams_lower_and_more_are_refused():
     program = lower(every, hw)
     queues = program.commands.column("queue")
     assert len(program.commands.queue_names) == 2 + 124 and queues.min() >= 0 and queues.max() == 125  # (load, store)
+
+
+@pytest.mark.parametrize("harm, message", [
+    (lambda ctx: setattr(ctx, "order", list(reversed(ctx.order))), "order is not topological"),
+    (lambda ctx: setattr(ctx, "order", [*ctx.order[:-1], len(ctx.order) + 5]), "not a permutation"),
+    (lambda ctx: setattr(ctx, "order", [*ctx.order[:-1], "x"]), "it holds 'x', not an op index"),
+])
+def test_a_stage_failing_on_an_invalid_order_names_the_stage_that_set_it(monkeypatch, harm, message):
+    """The arena failed on a plugin's invalid order with "must be loaded at step 0 but DRAM
+    has no copy", an IndexError or a TypeError, naming neither the planner nor the problem
+    (an API audit): the stage that set the order is named, with what is wrong with it."""
+    from npusim.workflow import load_graph, load_hw, plan_graph
+
+    registry = default_registry()
+    monkeypatch.setitem(registry._planners, "bad-order", _Misbehaving("bad-order", registry.get("default"), harm))
+    with pytest.raises(InternalError, match=f"planner 'bad-order' \\(schedule stage\\) set an invalid order: .*{message}"):
+        plan_graph(load_graph("squeezenet1_0"), load_hw("mid-npu"), "bad-order+arena+belady")
