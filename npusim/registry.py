@@ -27,7 +27,7 @@ from typing import Protocol
 
 from npusim.util import wall_guard
 from npusim import planner_options
-from npusim.errors import InternalError, PlanError, RegistryError, did_you_mean
+from npusim.errors import InternalError, NpusimError, PlanError, RegistryError, did_you_mean
 from npusim.graph.analysis import check_order
 from npusim.graph.model import Graph
 from npusim.hw.config import Hardware
@@ -348,10 +348,13 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
             order = ctx.order
             try:
                 run_stage(planner, ctx, given)
-            except Exception:
+            except NpusimError:
+                raise
+            except (Exception, SystemExit) as exc:  # a planner's own failure (an OSError read as a user's bad path)
                 if order_by is not None:  # (a stage failing on an earlier stage's invalid order: name that one)
                     _require_order(order_by, ctx)
-                raise
+                raise InternalError(f"planner {planner.name!r} ({planner.stage} stage) failed: "
+                                    f"{type(exc).__name__}: {exc}") from exc
             if ctx.order is not order:
                 order_by = planner
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:

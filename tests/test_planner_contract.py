@@ -318,3 +318,18 @@ def test_a_stage_failing_on_an_invalid_order_names_the_stage_that_set_it(monkeyp
     monkeypatch.setitem(registry._planners, "bad-order", _Misbehaving("bad-order", registry.get("default"), harm))
     with pytest.raises(InternalError, match=f"planner 'bad-order' \\(schedule stage\\) set an invalid order: .*{message}"):
         plan_graph(load_graph("squeezenet1_0"), load_hw("mid-npu"), "bad-order+arena+belady")
+
+
+@pytest.mark.parametrize("error", [FileNotFoundError(2, "No such file or directory"), SystemExit(7), KeyError(64)])
+def test_a_planners_own_failure_is_an_internal_error_naming_it(monkeypatch, error):
+    """A planner's open('/nonexistent/...') exited 2 as if the user's path were bad, and its
+    SystemExit(7) ended the run with no message (an API audit): both are its bug (exit 3)."""
+    from npusim.workflow import load_graph, load_hw, plan_graph
+
+    def fail(ctx):
+        raise error
+
+    registry = default_registry()
+    monkeypatch.setitem(registry._planners, "broken", _Misbehaving("broken", registry.get("so-size"), fail))
+    with pytest.raises(InternalError, match=f"planner 'broken' \\(alloc stage\\) failed: {type(error).__name__}"):
+        plan_graph(load_graph("squeezenet1_0"), load_hw("mid-npu"), "default+broken")
