@@ -348,13 +348,13 @@ def make_plan(graph: Graph, hw: Hardware, pipeline: str, *, budget: int | None =
             order = ctx.order
             try:
                 run_stage(planner, ctx, given)
-            except NpusimError:
-                raise
-            except (Exception, SystemExit) as exc:  # a planner's own failure (an OSError read as a user's bad path)
+            except (Exception, SystemExit) as exc:
                 if order_by is not None:  # (a stage failing on an earlier stage's invalid order: name that one)
                     _require_order(order_by, ctx)
-                raise InternalError(f"planner {planner.name!r} ({planner.stage} stage) failed: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+                if isinstance(exc, NpusimError):
+                    raise
+                raise InternalError(f"planner {planner.name!r} ({planner.stage} stage) failed: "  # its own bug (an
+                                    f"{type(exc).__name__}: {exc}") from exc  # OSError read as a user's bad path)
             if ctx.order is not order:
                 order_by = planner
             if (ctx.status, ctx.objective, ctx.bound) != claim[:3] and ctx.scope == claim[3]:
