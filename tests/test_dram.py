@@ -1054,3 +1054,18 @@ def test_hit_rates_are_rounded_as_pythons_round_rounds_them():
                              ties, np.nextafter(ties, -1.0), np.nextafter(ties, 200.0), -ties,
                              [1e7, 1e12 + 0.005, 123456789.125, -0.001, -0.005, 0.0, -0.0, 5e-324, np.inf, -np.inf]])
     assert [repr(v) for v in rounded_to_hundredths(values)] == [repr(round(v, 2)) for v in values.tolist()]
+
+
+def test_rows_name_the_dram_part_as_run():
+    """A sweep of dram.device keeps the config's bandwidth, so a part may run below its pin rate
+    (lpddr4x-4266 at 3,200 MT/s on edge-npu came out slower than lpddr4-3200, with nothing in
+    the row saying so: a DRAM audit). Rows carry the part, its channels and its rate."""
+    from npusim.cli.compare import compare_planners
+    from npusim.workflow import load_graph, load_hw
+
+    graph = load_graph("squeezenet1_0")
+    (row,) = compare_planners(graph, load_hw("edge-npu", {"dram.model": "banks", "dram.device": "lpddr4x-4266"}),
+                              ["fuse+tile+default+arena+belady"])
+    assert (row["dram_device"], row["dram_channels"], row["dram_rate_mts"]) == ("lpddr4x-4266", 2, 3200)
+    (plain,) = compare_planners(graph, load_hw("edge-npu"), ["fuse+tile+default+arena+belady"])
+    assert plain["dram_device"] is None  # (the bandwidth model has no part)

@@ -105,6 +105,9 @@ _TEXT_LINES = (
     # dram.model: banks (a row the rows leave empty is not printed: rows_to_text)
     *((f"  {c} (uJ)", f"energy_{c}_pj", lambda v: f"{v / 1e6:.3f}")
       for c in (*DRAM_DYNAMIC_COMPONENTS, *DRAM_STATIC_COMPONENTS)),
+    ("DRAM part", "dram_device", None),
+    ("DRAM channels", "dram_channels", lambda v: f"{v:,}"),
+    ("DRAM rate (MT/s)", "dram_rate_mts", lambda v: f"{v:,.0f}"),
     ("DRAM row hit rate", "dram_row_hit_rate", lambda v: f"{v:.1%}"),
     ("DRAM activations", "dram_activations", lambda v: f"{v:,}"),
     ("DRAM refreshes", "dram_refreshes", lambda v: f"{v:,}"),

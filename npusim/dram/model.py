@@ -626,7 +626,8 @@ class BankedDram:
                   "dram_write": c["writes"] * e.write, "dram_refresh": refreshes * e.refresh,
                   "dram_background": background}
         return {
-            "device": self.cfg.device.name, "channels": self.cfg.channels, "mapping": self.cfg.mapping,
+            "device": self.cfg.device.name, "channels": self.cfg.channels, "rate_mts": self.cfg.rate,
+            "mapping": self.cfg.mapping,
             "page_policy": self.cfg.policy, "row_hits": hits, "row_misses": misses, "row_conflicts": conflicts,
             "row_hit_rate": hits / accesses, "activations": c["acts"], "precharges": c["pres"],
             # REF commands: HBM3's stack IDs refresh together, one REFab for the ranks of a channel

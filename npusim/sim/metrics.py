@@ -20,7 +20,9 @@ READ_CAUSES = ("compulsory", "retrieve")  # DRAM -> scratchpad
 WRITE_CAUSES = ("writeback", "spill")  # scratchpad -> DRAM
 
 #: Row statistics of dram.model: banks (``npusim.dram.model.BankedDram.stats``), prefixed dram_.
-DRAM_COLUMNS = ("dram_row_hit_rate", "dram_row_hits", "dram_row_misses", "dram_row_conflicts", "dram_activations",
+DRAM_COLUMNS = ("dram_device", "dram_channels", "dram_rate_mts",  # (the part as run: a sweep of devices keeps
+                #   the config's bandwidth, so a device may run below its nominal pin rate)
+                "dram_row_hit_rate", "dram_row_hits", "dram_row_misses", "dram_row_conflicts", "dram_activations",
                 "dram_refreshes", "dram_avg_read_latency_ns")
 #: Columns of every row, in order; energies in pJ, latency in cycles and seconds.
 METRIC_COLUMNS = (
