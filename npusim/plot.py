@@ -58,11 +58,12 @@ def parse_formats(spec: str | None) -> tuple[str, ...]:
 
 
 def figure_svg(fig) -> str:
-    """``fig`` as SVG text (for a page that embeds it), the figure then closed."""
+    """``fig`` as SVG text (for a page that embeds it), the figure then closed; no date in it,
+    so a page made twice is the same bytes (as ``save_figure``'s files are)."""
     import matplotlib.pyplot as plt  # lazy: matplotlib is optional
 
     out = io.StringIO()
-    fig.savefig(out, format="svg")
+    fig.savefig(out, format="svg", metadata={"Date": None})
     plt.close(fig)
     text = out.getvalue()
     return text[text.index("<svg"):]  # the inline element, without the XML prolog

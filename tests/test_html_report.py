@@ -118,6 +118,8 @@ def test_an_llm_run_and_a_20_point_sweep_have_pages(tmp_path, capsys, chain_trac
                  "-o", str(tmp_path / "d.csv"), "--html", str(sweep)]) == 0
     text = sweep.read_text(encoding="utf-8")
     assert text.count("<tr>") == 1 + 20 and text.count("<svg") >= 2 + 3  # 3 charts, the curves and Pareto figures
+    # the same bytes when made again: the inlined figures carried matplotlib's <dc:date> (an audit)
+    assert "<dc:date>" not in text and "<dc:date>" not in llm.read_text(encoding="utf-8")
     assert text.count("<circle") == 20 * 3 and text.count("<title>") >= 1 + 20 * 3  # every point has its tooltip
     for page in (llm, sweep):
         parser = _Collect()
