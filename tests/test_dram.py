@@ -1067,5 +1067,5 @@ def test_rows_name_the_dram_part_as_run():
     (row,) = compare_planners(graph, load_hw("edge-npu", {"dram.model": "banks", "dram.device": "lpddr4x-4266"}),
                               ["fuse+tile+default+arena+belady"])
     assert (row["dram_device"], row["dram_channels"], row["dram_rate_mts"]) == ("lpddr4x-4266", 2, 3200)
-    (plain,) = compare_planners(graph, load_hw("edge-npu"), ["fuse+tile+default+arena+belady"])
+    (plain,) = compare_planners(graph, load_hw("edge-npu", {"dram.model": "bandwidth"}), ["fuse+tile+default+arena+belady"])
     assert plain["dram_device"] is None  # (the bandwidth model has no part)
