@@ -56,6 +56,14 @@ def test_unreadable_files_are_problems_not_crashes(tmp_path):
     assert len(problems) == 2 and all(p.fix for p in problems)
 
 
+def test_a_file_doctor_does_not_check_is_named_as_such(tmp_path):
+    """A figure given to doctor was read as a trace ("not valid JSON ... re-import the model")."""
+    figure = tmp_path / "plan.png"
+    figure.write_bytes(b"\x89PNG\r\n\x1a\n")
+    (problem,) = diagnose([str(figure)])
+    assert "not a file doctor checks (.png)" in str(problem) and "re-import" not in str(problem)
+
+
 def test_shipped_names_are_diagnosed_like_files(capsys):
     """doctor takes a shipped trace or hardware config by name, as every other command does."""
     assert diagnose(["edge-npu", "squeezenet1_0"]) == []

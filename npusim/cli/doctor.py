@@ -75,6 +75,8 @@ def kind_of(path: Path) -> str:
     name = path.name.lower()
     if name.endswith((".yaml", ".yml")):
         return "hardware"
+    if path.suffix and not name.endswith((".onnx", ".json.gz", ".json")):  # (a figure, a CSV: no model to re-import)
+        return "other"
     if name.endswith((".onnx", ".json.gz")):
         return "trace"
     if name.endswith(".json"):
@@ -200,7 +202,10 @@ def diagnose(paths: list[str], trace: str | None = None, hw: str | None = None, 
                                     "check the path (npusim list names the shipped ones)"))
             continue
         kind = kind_of(path)
-        if kind == "hardware":
+        if kind == "other":
+            problems.append(Problem(str(path), f"not a file doctor checks ({path.suffix})",
+                                    "give a trace (.json, .json.gz, .onnx), a plan (.json) or a hardware config (.yaml)"))
+        elif kind == "hardware":
             problems += diagnose_hardware(path)
         elif kind == "plan":
             problems += diagnose_plan(path, trace, hw, seeds)
