@@ -220,8 +220,10 @@ def test_engine_units_and_tasks_keep_simpy_s_event_order(capacity):
 def test_the_timeline_draws_every_cross_queue_semaphore():
     """The Perfetto timeline has one flow arrow per semaphore between two queues (a command
     waiting for one on another queue), from within the signalling command's slice to the
-    waiting command's start (which may come first: a compute starts after its loads' first
-    band). An arrow drawn from the wrong command would start outside the signalling slice."""
+    waiting command's start (which may come before the signaller's end: a compute starts after
+    its loads' first band, and the arrow then leaves the signaller at that moment: it pointed
+    back in time, an audit found). An arrow drawn from the wrong command would start outside
+    the signalling slice."""
     graph = load_graph("resnet18")
     hw = load_hw("edge-npu")
     plan, report = run(graph, hw, budget=128 << 10)
@@ -235,6 +237,10 @@ def test_the_timeline_draws_every_cross_queue_semaphore():
     starts = {e["id"]: e["ts"] for e in events if e["ph"] == "s"}
     ends = {e["id"]: e["ts"] for e in events if e["ph"] == "f"}
     assert set(starts) == set(ends) == set(range(len(pairs)))
+    backwards_before = 0
     for k, (signal, wait) in enumerate(pairs):
         assert slices[signal][0] <= starts[k] <= slices[signal][1]
         assert ends[k] == slices[wait][0]
+        assert starts[k] <= ends[k] or slices[wait][0] < slices[signal][0]  # forward in time
+        backwards_before += slices[signal][1] > slices[wait][0]  # (drawn from the signaller's end)
+    assert backwards_before > 0  # this run streams: some waiters start before their signaller ends

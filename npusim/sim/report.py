@@ -326,6 +326,9 @@ class Report:
             if signal in where and wait in where:
                 (a_lane, a_start, a_end), (b_lane, b_start, _) = where[signal], where[wait]
                 inside = max(a_start, a_end - min(1e-3, (a_end - a_start) / 2))  # a point within the slice
+                # a waiter of a streamed command starts after its first band, before the signaller
+                # ends: the arrow leaves the signaller then, not after (it pointed back in time)
+                inside = max(a_start, min(inside, b_start))
                 events.append({"name": "semaphore", "cat": "semaphore", "ph": "s", "id": k, "pid": 0,
                                "tid": a_lane, "ts": inside})
                 events.append({"name": "semaphore", "cat": "semaphore", "ph": "f", "bp": "e", "id": k, "pid": 0,
