@@ -248,12 +248,12 @@ def schedule_order(name: str, graph: Graph, alignment: int, options: dict | None
                    registry: Registry | None = None) -> list[int]:
     """The order the registered schedule stage ``name`` gives ``graph`` (nothing else planned):
     how the core asks a scheduler for an order without importing it."""
-    planner = (registry or default_registry()).get(name)
+    registry = registry or default_registry()
+    planner = registry.get(name)
     if planner.stage != "schedule":
         raise RegistryError(f"{name!r} is a {planner.stage} stage, expected a schedule stage")
     given = dict(options or {})
-    planner_options.check_given(given, [planner], (registry or default_registry()).option_index, name,
-                                (registry or default_registry()).get)
+    planner_options.check_given(given, [planner], registry.option_index, name, registry.get)
     ctx = PlanningContext(graph=graph, hw=Hardware(), capacity=0, alignment=alignment, untiled=graph)
     return list(run_stage(planner, ctx, given).order)
 

@@ -94,6 +94,12 @@ def memory_bounds(graph: Graph, alignment: int = 1) -> MemoryBounds:
     return MemoryBounds(m_r=m_r, m_r_op=graph.ops[op].name, m_p=max(m_p, m_r))
 
 
+def is_budget_keyword(spec) -> bool:
+    """Whether ``spec`` is MR, MH or MP (any case, underscores ignored): a bound of the graph
+    planned, not a size."""
+    return isinstance(spec, str) and spec.upper().replace("_", "") in BUDGET_KEYWORDS
+
+
 def resolve_budget(spec: str | int | None, graph: Graph, hw: Hardware, *, allow_oversize: bool = False,
                    pipeline: str | None = None, options: dict | None = None) -> int:
     """Budget in bytes: None = the scratchpad size; a size ('768KiB'); or MR, MH, MP. It must
@@ -102,7 +108,7 @@ def resolve_budget(spec: str | int | None, graph: Graph, hw: Hardware, *, allow_
     unfused graph is below what a fused op needs, and no plan without tiling fits it)."""
     if spec is None:
         return hw.scratchpad.size
-    if isinstance(spec, str) and spec.upper().replace("_", "") in BUDGET_KEYWORDS:
+    if is_budget_keyword(spec):
         if pipeline is not None:
             graph = fused_graph(graph, pipeline, options)
         bounds = memory_bounds(graph, hw.scratchpad.alignment)
@@ -173,20 +179,21 @@ def _require_asked(plan: Plan, hw: Hardware, budget: int, pipeline: str) -> None
     numbers a plan file can hold: a planner that changed them (a plugin's undeclared write; a
     stream id beyond the hardware's, whose lowering made a queue for every id up to it; a NaN
     objective, which ``npusim plan`` wrote and could not read back) has a bug, reported as one."""
-    highest = max(plan.streams, default=0)
-    meta = plan.meta
-    numbers = [(name, value) for name, value in (("objective", meta.objective), ("bound", meta.bound))
-               if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value))]
-    problem = (f"capacity {plan.capacity:,} B, but the budget asked was {budget:,} B" if plan.capacity != budget else
-               f"alignment {plan.alignment} B, but {hw.name}'s scratchpad.alignment is {hw.scratchpad.alignment} B"
-               if plan.alignment != hw.scratchpad.alignment else
-               f"stream {highest} of op {plan.streams.index(highest)}, but {hw.name} has {hw.streams} stream(s)"
-               if highest >= hw.streams else
-               f"status {meta.status!r}, expected one of {', '.join(STATUSES)}" if meta.status not in STATUSES else
-               f"{numbers[0][0]} {numbers[0][1]!r}, expected a finite number or none (a plan file holds no other)"
-               if numbers else None)
-    if problem:
-        raise InternalError(f"plan from {pipeline!r}: {problem}: a stage changed what it may not")
+    highest, meta = max(plan.streams, default=0), plan.meta
+    odd = [(name, value) for name, value in (("objective", meta.objective), ("bound", meta.bound))
+           if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value))]
+    checks = (  # (what is wrong, the message), the first that holds reported
+        (plan.capacity != budget, lambda: f"capacity {plan.capacity:,} B, but the budget asked was {budget:,} B"),
+        (plan.alignment != hw.scratchpad.alignment,
+         lambda: f"alignment {plan.alignment} B, but {hw.name}'s scratchpad.alignment is {hw.scratchpad.alignment} B"),
+        (highest >= hw.streams,
+         lambda: f"stream {highest} of op {plan.streams.index(highest)}, but {hw.name} has {hw.streams} stream(s)"),
+        (meta.status not in STATUSES, lambda: f"status {meta.status!r}, expected one of {', '.join(STATUSES)}"),
+        (bool(odd), lambda: f"{odd[0][0]} {odd[0][1]!r}, expected a finite number or none (a plan file holds no other)"),
+    )
+    for wrong, message in checks:
+        if wrong:
+            raise InternalError(f"plan from {pipeline!r}: {message()}: a stage changed what it may not")
 
 
 def simulate_plan(plan: Plan, hw: Hardware, graph: Graph | None = None, *, jitter: float = 0.0,
