@@ -652,6 +652,47 @@ def test_an_idle_rank_sleeps_between_its_refreshes(backend):
     assert refreshes >= 200 and t - awake_at_most <= asleep <= t
 
 
+def _gap_run(backend, gap):
+    """Two bursts of reads ``gap`` ns apart on an LPDDR4 rank with power-down."""
+    cfg = ControllerConfig(device=PRESETS["lpddr4-3200"], channels=1, ranks=1, mapping="RoRaBaCoCh", policy="open",
+                           row_hit_cap=4, write_high=26, write_low=6, powerdown_after=100.0)
+    c = Controller(cfg, backend=backend)
+    flows = []
+    for t in (0.0, gap):
+        flows.append(c.add_flow(np.arange(64, dtype=np.int64) * 32 + int(t) % 7 * 4096, False, 0.0, t))
+        c.run(t + 1e6, until_complete=True)
+    c.run(gap + 1e6)
+    return [c.end(f) for f in flows], c.counts(), c.rank_times(gap + 1e6), c.latency_sums()
+
+
+@pytest.mark.parametrize("gap_refreshes", [5, 37])
+def test_a_refresh_backlog_in_one_step_is_the_refreshes_one_at_a_time(monkeypatch, gap_refreshes):
+    """DRAM idle for many tREFI (a clock of 1 Hz: 1e12 refreshes in a run, taken one at a time
+    by the controller's loop, which never ended) takes its refreshes in one closed-form step.
+    The reference with a backlog of 2 against the same reference one refresh at a time: the same
+    end times, counts and power-down time, up to the rounding of sums."""
+    from npusim.dram import reference
+
+    gap = gap_refreshes * timings(_config("lpddr4-3200"))["tREFI"] + 1234.5
+    monkeypatch.setattr(reference, "REFRESH_BACKLOG", 10 ** 12)
+    one_at_a_time = _gap_run("reference", gap)
+    monkeypatch.setattr(reference, "REFRESH_BACKLOG", 2)
+    in_one_step = _gap_run("reference", gap)
+    assert one_at_a_time[1] == in_one_step[1] and one_at_a_time[1]["refreshes"] >= gap_refreshes
+    assert one_at_a_time[0] == pytest.approx(in_one_step[0], rel=1e-12)
+    for key, times in one_at_a_time[2].items():
+        assert times == pytest.approx(in_one_step[2][key], rel=1e-12), key
+    assert one_at_a_time[3] == pytest.approx(in_one_step[3], rel=1e-12)
+
+
+def test_a_second_of_idle_dram_is_one_step_in_the_kernel_as_in_the_reference():
+    """256,000 refreshes owed at once (beyond the kernel's backlog of 65,536): the C kernel and
+    the reference agree exactly, and the refreshes done are the ones owed."""
+    fast, slow = _gap_run("compiled", 1e9), _gap_run("reference", 1e9)
+    assert fast == slow
+    assert fast[1]["refreshes"] > 250_000
+
+
 def test_simulation_reports_rows_and_energy(small_program):
     program, hw = small_program
     base = _sim(program, hw)

@@ -12,6 +12,7 @@ import math
 
 NEG = -math.inf
 HIT, MISS, CONFLICT = 0, 1, 2
+REFRESH_BACKLOG = 65536  # refreshes owed at once taken in one step (bank_core.h)
 OPEN, CLOSED, ADAPTIVE = 0, 1, 2
 
 
@@ -252,7 +253,7 @@ class ReferenceController:
             ch.row_bus.take(ticks[1], self.cmd_act)
         column_bus.take(ticks[2], self.cmd_cas)
 
-    def _refresh(self, rank_index: int, start: float) -> None:
+    def _refresh(self, rank_index: int, start: float, due: float) -> None:
         t = self.t
         group, per = self._group(rank_index), self.BG * self.BPG
         banks = range(group[0] * per, (group[-1] + 1) * per)
@@ -273,6 +274,30 @@ class ReferenceController:
             rank.last_busy = max(rank.last_busy, done)
             rank.next_ref += t["tREFI"]
             rank.refreshes += 1
+        self._refresh_backlog(group, banks, due)
+
+    def _refresh_backlog(self, group, banks, due: float) -> None:
+        """The refreshes before ``due`` (the access that found them due) in one step when they
+        are REFRESH_BACKLOG or more: each starts at its due time with every bank closed, busy
+        tRFC and asleep (with power-down) tREFI - tRFC - tPD after the first (bank_core.h)."""
+        t = self.t
+        m = math.floor((due - self.ranks[group[0]].next_ref) / t["tREFI"])
+        if m < REFRESH_BACKLOG:
+            return
+        done = NEG
+        for k in group:
+            rank = self.ranks[k]
+            first = rank.next_ref
+            last_done = first + (m - 1.0) * t["tREFI"] + t["tRFC"]
+            self._sleep_until(rank, first)
+            if self.powerdown:
+                rank.pd_pre += (m - 1.0) * max(0.0, t["tREFI"] - t["tRFC"] - t["tPD"])
+            rank.last_busy = max(rank.last_busy, last_done)
+            rank.next_ref = first + m * t["tREFI"]
+            rank.refreshes += m
+            done = max(done, last_done)
+        for b in banks:
+            self.banks[b].next_act = max(self.banks[b].next_act, done)
 
     def _refresh_start(self, rank_index: int) -> float:
         group, per = self._group(rank_index), self.BG * self.BPG
@@ -384,7 +409,7 @@ class ReferenceController:
                 start = self._refresh_start(r["rank"])
                 if start > stop:
                     return
-                self._refresh(r["rank"], start)
+                self._refresh(r["rank"], start, cas)
                 continue
             if cas > stop:
                 return

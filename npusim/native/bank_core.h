@@ -393,8 +393,34 @@ static inline int64_t next_flow_tied(const Ctl *k, int64_t c, int64_t rr_last, i
     return after >= 0 ? after : first;
 }
 
-/* All-bank refresh of rank rk (and of the ranks that share it, rank_group) from ``start``. */
-static void refresh(Ctl *k, int64_t rk, double start) {
+/* Refreshes owed at once beyond which they are taken in one step (``refresh_backlog``). */
+#define REFRESH_BACKLOG 65536
+
+/* The refreshes of ranks r0..r0+n-1 (banks b0..b1, all closed by the refresh just done) that
+ * fall before ``due``, the access that found them due, when they are at least REFRESH_BACKLOG:
+ * DRAM idle for 256 ms of LPDDR4 refreshes (a clock of kHz, or hours of compute). One at a time
+ * the loop would turn once per tREFI -- 1e12 times at a 1 Hz clock. Closed form: each refresh
+ * starts at its due time with every bank closed, so the rank is busy tRFC of every tREFI and
+ * sleeps (with power-down) tREFI - tRFC - tPD of each after the first; the same state as one
+ * at a time up to the rounding of the sums (reference.py: _refresh_backlog). */
+static void refresh_backlog(Ctl *k, int64_t r0, int64_t n, int64_t b0, int64_t b1, double due) {
+    double m = floor((due - RF(r0, R_NEXT_REF)) / TT(T_REFI)), done = NEG;
+    if (!(m >= REFRESH_BACKLOG)) return;
+    for (int64_t r = r0; r < r0 + n; r++) {
+        double first = RF(r, R_NEXT_REF), last_done = first + (m - 1.0) * TT(T_REFI) + TT(T_RFC);
+        sleep_until(k, r, first);
+        if (GG(G_POWERDOWN) == 1) RF(r, R_PD_PRE) += (m - 1.0) * max2(0.0, TT(T_REFI) - TT(T_RFC) - TT(T_PD));
+        RF(r, R_LAST_BUSY) = max2(RF(r, R_LAST_BUSY), last_done);
+        RF(r, R_NEXT_REF) = first + m * TT(T_REFI);
+        RI(r, R_REFRESHES) += (int64_t)m;
+        done = max2(done, last_done);
+    }
+    for (int64_t b = b0; b < b1; b++) BF(b, B_NEXT_ACT) = max2(BF(b, B_NEXT_ACT), done);
+}
+
+/* All-bank refresh of rank rk (and of the ranks that share it, rank_group) from ``start``,
+ * found due by an access at ``due`` (and the backlog of refreshes before it). */
+static void refresh(Ctl *k, int64_t rk, double start, double due) {
     int64_t nb = GG(G_BANKGROUPS) * GG(G_BANKS_PER_GROUP), n, r0 = rank_group(k, rk, &n);
     int any_open = 0;
     for (int64_t b = r0 * nb; b < (r0 + n) * nb; b++)
@@ -414,6 +440,7 @@ static void refresh(Ctl *k, int64_t rk, double start) {
         RF(r, R_NEXT_REF) += TT(T_REFI);
         RI(r, R_REFRESHES) += 1;
     }
+    refresh_backlog(k, r0, n, r0 * nb, (r0 + n) * nb, due);
     recount_other(k, rk / GG(G_RANKS), r0 * nb, (r0 + n) * nb);
 }
 
@@ -677,6 +704,7 @@ picked:;
     if (GG(G_CMD_CAS) > 0) on_bus(k, c, &best_p);
     if (best_p.time >= RF(rk, R_NEXT_REF)) {  /* a refresh first, then the pick again */
         best_p.what = REFRESH;
+        best_p.act = best_p.time;  /* (a REFRESH's ``act``: the access's time that found it due) */
         best_p.time = refresh_start(k, rk);
         return best_p;
     }
@@ -1345,7 +1373,7 @@ static int64_t run_channels(Ctl *k, double stop) {
             }
             if (p.what == NOTHING || p.time > stop) break;
             if (p.what == REFRESH) {
-                refresh(k, p.rank, p.time);
+                refresh(k, p.rank, p.time, p.act);
                 p = candidate(k, c);
             } else {
                 issue_then_pick(k, c, &p, &L, streams, 0);
@@ -1395,7 +1423,7 @@ static int64_t run_until_complete(Ctl *k, double stop) {
                 next[c] = candidate(k, c);
             }
         } else if (next[c].what == REFRESH) {
-            refresh(k, next[c].rank, next[c].time);
+            refresh(k, next[c].rank, next[c].time, next[c].act);
             next[c] = candidate(k, c);
         } else if (issue_then_pick(k, c, &next[c], &lanes[c], streams, 1) >= 0) {
             done = 1;
