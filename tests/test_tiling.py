@@ -478,3 +478,32 @@ def test_sources_of_a_read_from_the_grid_as_by_testing_each_written_view(seed):
         steps = rng.choice([None, (1, 1, 2, 2), (1, 2, 1, 3), (2, 1, 3, 1)])
         view = box_view(graph.tensors[1], box, steps)
         assert b._overlapping_written(1, view, box) == _overlapping_by_testing_each(b, 1, view, box)
+
+
+def test_bytes_within_a_tolerance_are_equal_and_fewer_tiles_decide():
+    """Among candidates within 1 % of the fastest, bus bytes within 0.1 % of the fewest count
+    as equal, so fewer tiles win; a real saving of bytes still wins over tiles."""
+    from planners.tiling import tiler
+
+    op = type("Op", (), {"name": "mm"})()
+
+    def candidate(cycles, bus, read, tiles, pref, block):
+        return ((cycles, bus, read, tiles, pref), {"block": [block]}, False)
+
+    small = candidate(1000.0, 16_797_824, 16_781_312, 256, 69, 32)
+    large = candidate(1000.5, 16_798_208, 16_781_312, 64, 71, 128)  # 384 bytes more, a quarter of the tiles
+    assert tiler._pick(op, [small, large])[0]["block"] == [128]
+    costly = candidate(1000.5, int(16_797_824 * 1.002), 16_781_312, 64, 71, 128)  # 0.2 % more bytes
+    assert tiler._pick(op, [small, costly])[0]["block"] == [32]
+    slow = candidate(1011.0, 16_798_208, 16_781_312, 64, 71, 128)  # past TIME_TOLERANCE
+    assert tiler._pick(op, [small, slow])[0]["block"] == [32]
+
+
+def test_equal_gemms_of_an_llm_layer_tile_alike():
+    """Llama-3.2-1B's FFN gate and up projections are the same 2048 x 8192 GEMV: the up one
+    took 32-column tiles (512 a layer, four times the gate's) for 384 fewer bus bytes of
+    16.8 MB; with bytes that close counted equal both take the same tiles."""
+    hw = load_hw("edge-npu")
+    plan = make_plan(load_graph("llm:llama-3.2-1b:decode=64"), hw, "fuse+tile+default+arena+belady",
+                     budget=parse_size("1MiB"))
+    assert plan.tiling["layer0.ffn.up"]["block"] == plan.tiling["layer0.ffn.gate"]["block"]
