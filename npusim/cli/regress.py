@@ -17,7 +17,7 @@ The default matrix is, over every trace and ``GOLDEN_HARDWARE``, each group of
 config's own scratchpad is below most traces' M_R); the tiling pipeline runs at the config's
 own scratchpad size, with and without the fusion stage and with each off-chip arena planner; whole-schedule offset assignments (one
 and several streams) and the exact schedulers at 1 GiB, where their on-chip peak is the
-figure that matters; COSMA at M_R. Exact planners get a short deterministic time limit
+figure that matters; COSMA at M_R. Exact planners get a short deterministic time limit on one worker
 (recorded as the case's options), so their numbers repeat on any machine; on the largest
 traces their cases are marked slow (``tests/test_goldens.py``). Adding a planner is adding it
 to a group and running ``npusim regress --update``.
@@ -65,12 +65,13 @@ GOLDEN_MATRIX = (
       "tile+default+arena+belady+offchip-naive", "tile+default+arena+belady+offchip-offsets"), (SCRATCHPAD_BUDGET,)),
     (("default+arena+greedy-ilp",), ("MR", "MP")),
     # Exact planners run on CP-SAT's deterministic time (planners.schedule.solver), so a short
-    # limit gives reproducible numbers; the case records it.
+    # limit gives reproducible numbers; the case records it. One worker: two interleaved ones
+    # took twice the CPU for the same limit (and two cases at once oversubscribe a 2-core CI).
     (("zhong+tflite-arena", "olla-order+tflite-arena", "olla", "default+exact-offsets"), ("1GiB",),
-     {"time_limit": 2}),
+     {"time_limit": 2, "workers": 1}),
     # cosma refuses a model above max_cells; the golden asks for its divide-and-conquer fallback.
-    (("cosma",), ("MR",), {"time_limit": 2, "fallback": "dnc"}),
-    (("cosma-fs", "cosma-mpmf", "cosma-dnc"), ("MR",), {"time_limit": 2}),
+    (("cosma",), ("MR",), {"time_limit": 2, "workers": 1, "fallback": "dnc"}),
+    (("cosma-fs", "cosma-mpmf", "cosma-dnc"), ("MR",), {"time_limit": 2, "workers": 1}),
 )
 GOLDEN_PIPELINES = tuple(p for group in GOLDEN_MATRIX for p in group[0])
 GOLDEN_BUDGETS = tuple(dict.fromkeys(b for group in GOLDEN_MATRIX for b in group[1]))
