@@ -3,9 +3,9 @@ process as the command runs its cases (``regress.check``):
 
     python benchmarks/bench_regress.py                         # the goldens as they are
     python benchmarks/bench_regress.py --only 'fcn_resnet50/*'  # a subset (regress --only's glob)
-    python benchmarks/bench_regress.py --dram-model banks       # the same cases with their
-        # hardware's DRAM timed by that model: what regress would cost were it the configs' own
-        # (issue 31). The numbers then differ from the goldens: mismatches are counted, not shown.
+    python benchmarks/bench_regress.py --dram-model bandwidth   # the same cases with their
+        # hardware's DRAM timed by that model instead of the configs' own (banks, issue 31).
+        # The numbers then differ from the goldens: mismatches are counted, not shown.
     python benchmarks/bench_regress.py --beside /tmp/base       # this tree and another, trace by
         # trace in turn (each against its own goldens), and the ratio
 

@@ -298,16 +298,17 @@ def test_commands_of_many_runs_collect_the_young_generation_more_often(capsys, m
 
 
 def test_compare_text_shows_the_banks_models_energy_and_rows(capsys):
-    """With dram.model: banks the text table has the DRAM device's energy (activation, refresh,
-    background: part of the static total above them) and its row statistics; without it, none."""
+    """With dram.model: banks (edge-npu's) the text table has the DRAM device's energy (activation,
+    refresh, background: part of the static total above them) and its row statistics; with the
+    bandwidth model, none."""
     args = ["compare", "squeezenet1_0", "--hw", "edge-npu", "--budget", "512KiB", "--planner",
             "fuse+tile+default+arena+belady"]
-    code, out, err = run_cli(capsys, *args, "--set", "dram.model=banks")
+    code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     for label in ("dram_activate (uJ)", "dram_refresh (uJ)", "dram_background (uJ)", "DRAM row hit rate",
                   "DRAM activations"):
         assert label in out
-    code, out, err = run_cli(capsys, *args)
+    code, out, err = run_cli(capsys, *args, "--set", "dram.model=bandwidth")
     assert code == 0, err
     assert "DRAM" not in out and "dram_background" not in out
 
@@ -315,8 +316,8 @@ def test_compare_text_shows_the_banks_models_energy_and_rows(capsys):
 def test_banks_only_settings_on_the_bandwidth_model_are_said_not_dropped(capsys):
     """``dram.device`` (or any field only the banks model reads) given for a run of the bandwidth
     model gets a note on standard error; with the banks model, or without such a setting, none."""
-    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.device=hbm3-6400",
-                             "--set", "dram.bank_queue=8")
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.model=bandwidth",
+                             "--set", "dram.device=hbm3-6400", "--set", "dram.bank_queue=8")
     assert code == 0, err
     assert "note: dram.device, dram.bank_queue only apply with dram.model: banks" in err
     code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.device=hbm3-6400",

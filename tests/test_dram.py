@@ -577,7 +577,8 @@ def small_program():
     from npusim.plan.lower import lower
 
     graph = W.load_graph("bert_tiny")
-    hw = W.load_hw("edge-npu", {"scratchpad.size": "256KiB"})
+    # on the bandwidth model: the tests below compare the banks model (``model="banks"``) with it
+    hw = W.load_hw("edge-npu", {"scratchpad.size": "256KiB", "dram.model": "bandwidth"})
     plan = W.plan_graph(graph, hw)
     return lower(plan, hw), hw
 

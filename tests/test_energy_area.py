@@ -128,7 +128,7 @@ def test_info_names_the_dram_and_the_part_the_banks_model_times(capsys):
     mapping and the command bus — from the config, not a fixed text."""
     assert main(["info", "--hw", "mid-npu"]) == 0
     out = capsys.readouterr().out
-    assert "51.2 GB/s" in out and "dram.model: bandwidth" in out
+    assert "51.2 GB/s" in out and "dram.model: banks" in out  # (the shipped NPUs time their DRAM's banks)
     part = next(s for s in out.splitlines() if s.strip().startswith("dram part"))
     assert "lpddr5-6400 x 4 channels at 6,400 MT/s" in part and "16 banks" in part
     assert "ACT 2, PRE 1, RD/WR 1 ticks of 1.25 ns" in out
@@ -139,22 +139,30 @@ def test_info_names_the_dram_and_the_part_the_banks_model_times(capsys):
 
 
 def test_info_says_when_the_banks_model_would_refuse_the_dram(capsys, tmp_path):
-    """A DRAM part the banks model cannot run (here LPDDR4 pins at 400 MT/s, 0.125x nominal)
-    is named as refused, with the fix, not printed as if it were timed."""
+    """On the bandwidth model, a DRAM part the banks model cannot run (here LPDDR4 pins at 400
+    MT/s, 0.125x nominal) is named as refused, with the fix, not printed as if it were timed. On
+    the banks model (the shipped NPUs') the same config is refused: one line, exit 2."""
     path = tmp_path / "slow.yaml"
-    path.write_text("extends: edge-npu\nname: slow\ndram: {device: lpddr4-3200, channels: 16}\n")
+    path.write_text("extends: edge-npu\nname: slow\ndram: {model: bandwidth, device: lpddr4-3200, channels: 16}\n")
     assert main(["info", "--hw", str(path)]) == 0
     part = next(s for s in capsys.readouterr().out.splitlines() if s.strip().startswith("dram part"))
     assert "would refuse dram.channels = 16" in part and "use dram.channels 1 to 8" in part
+    path.write_text("extends: edge-npu\nname: slow\ndram: {device: lpddr4-3200, channels: 16}\n")
+    assert main(["info", "--hw", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "slow.yaml: dram.channels = 16" in err and "use dram.channels 1 to 8" in err
     assert main(["info", "--hw", "edge-npu", "--set", "dram.device=ddr5-4800"]) == 0  # another part, no file
     assert "ddr5-4800 x 1 channel at 3,200 MT/s" in capsys.readouterr().out
     assert main(["info", "resnet18", "--set", "dram.device=ddr5-4800"]) == 2  # --set needs --hw
     capsys.readouterr()
-    assert main(["info", "--hw", "edge-npu", "--set", "dram.mapping=RoBaBaCoCh"]) == 0  # a text field refused
+    bandwidth = ["--set", "dram.model=bandwidth"]
+    assert main(["info", "--hw", "edge-npu", *bandwidth, "--set", "dram.mapping=RoBaBaCoCh"]) == 0  # a text field refused
     assert "would refuse dram.mapping = 'RoBaBaCoCh': a field appears twice" in capsys.readouterr().out
-    assert main(["info", "--hw", "tpu-v4", "--set", "dram.bandwidth=0.1GB/s"]) == 0  # 32 channels at 0.2 MT/s
+    assert main(["info", "--hw", "tpu-v4", *bandwidth, "--set", "dram.bandwidth=0.1GB/s"]) == 0  # 32 channels at 0.2 MT/s
     part = next(s for s in capsys.readouterr().out.splitlines() if s.strip().startswith("dram part"))
     assert "needs 0.2 MT/s per pin on 32 channel(s)" in part and "use dram.model: bandwidth" in part
+    assert main(["info", "--hw", "tpu-v4", "--set", "dram.bandwidth=0.1GB/s"]) == 2
+    assert "use dram.model: bandwidth" in capsys.readouterr().err
 
 
 def test_a_bigger_scratchpad_costs_energy_and_area_when_it_saves_no_traffic():

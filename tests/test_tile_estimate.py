@@ -7,6 +7,13 @@ a transformer projection, a GEMV), convolutions (3×3, a deep one, conv1's 7×7 
 an element-wise Add — at ¼, ½ and all of its working set, on a shipped config, and compares
 the estimate (``estimate_spec``; an op left whole has the untiled estimate) with the
 simulated latency. CI runs the cheap cases on every config; ``--slow`` every case.
+
+The simulation runs on the bandwidth model, the one the estimate is of (DRAM at its peak rate
+after a fixed latency). The banks model (the shipped NPUs' default) is slower on memory-bound
+ops whose loads and stores share the DRAM: the Add at a quarter of its working set takes 1.10x
+the estimate on edge-npu's LPDDR4, 1.21x on mid-npu's LPDDR5 and 1.44x on datacenter-npu's
+HBM2E (read/write turnarounds and row conflicts between its three streams, 83-98 % row hits),
+which the estimate does not model.
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ def estimate_and_simulate(graph, hw, budget: int, pipeline: str = "tile+default+
 @pytest.mark.parametrize("config, name, fraction", list(_cases()))
 def test_estimate_of_the_chosen_tiling_agrees_with_the_simulation(config, name, fraction):
     graph = OPS[name]()
-    hw = load_hw(config)
+    hw = load_hw(config, {"dram.model": "bandwidth"})
     align = hw.scratchpad.alignment
     need = int(op_working_set(graph, align)[0])
     budget = max(align, int(need * fraction) // align * align)

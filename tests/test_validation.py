@@ -40,15 +40,18 @@ def test_tpu_v1_mlp(name):
 @pytest.mark.parametrize("name", ["lstm0", "lstm1"])
 def test_tpu_v1_lstm(name):
     """TPU v1 LSTM0 (3.7 TOPS) and LSTM1 (2.8 TOPS), Table 3, modelled as FC stacks: npusim gives
-    the weight-streaming roofline, not the measurement (today 1.16× and 2.29× of it); why is in
+    the weight-streaming roofline, not the measurement (today 1.11× and 2.20× of it); why is in
     ``validation.tpu_v1_figures``' docstring and docs/validation.md. What is held: npusim is an
     upper bound on the measurement (ratio ≥ 1: the recurrence and vector layers it leaves out
-    only add time), within 5 % of the 2·batch·34 GB/s weight-stream roofline, and its time is
-    the DRAM stream's (≥ 95 % of it). Source: Table 3 (measured), Table 2 (34 GB/s)."""
+    only add time), within 10 % of the 2·batch·34 GB/s weight-stream roofline, and its time is
+    the DRAM stream's (its bytes at the pins' peak take ≥ 90 % of it). 10 %, not less: tpu-v1's
+    DRAM has banks (ddr4-3200, an assumption for its DDR3), whose refresh alone takes
+    tRFC/tREFI = 350 ns / 7.8 µs = 4.5 % of the pins' time, and row changes more (94–95 % of the
+    roofline today). Source: Table 3 (measured), Table 2 (34 GB/s)."""
     f = validation.tpu_v1_figures(name)
     assert f["ratio"] >= 1.0, f
-    assert f["roofline_tops"] * 0.95 <= f["tops"] <= f["roofline_tops"] * 1.05, f
-    assert f["dram_share"] >= 0.95, f
+    assert f["roofline_tops"] * 0.90 <= f["tops"] <= f["roofline_tops"] * 1.05, f
+    assert f["dram_share"] >= 0.90, f
 
 
 def test_tpu_v1_config_holds_table_2():
