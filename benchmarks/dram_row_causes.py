@@ -86,9 +86,9 @@ def replay(flows, cfg, limit: int) -> list:
         log.append(("access", rest[2], tag[r["flow"]], r["bank"], r["row"]))  # rest: arrival, write, kind, ...
         commit(self, ch, queue, k, rid, *rest)
 
-    def logging_refresh(self, rank, start):
-        log.append(("refresh", rank, self.BG * self.BPG, 0, 0))
-        refresh(self, rank, start)
+    def logging_refresh(self, rank, start, due):
+        log.append(("refresh", rank, self.BG * self.BPG, 0, 0))  # (a backlog taken at once closes the rows once)
+        refresh(self, rank, start, due)
 
     R.ReferenceController._commit, R.ReferenceController._refresh = logging_commit, logging_refresh
     try:

@@ -1111,3 +1111,22 @@ def test_rows_name_the_dram_part_as_run():
     assert (row["dram_device"], row["dram_channels"], row["dram_rate_mts"]) == ("lpddr4x-4266", 2, 3200)
     (plain,) = compare_planners(graph, load_hw("edge-npu", {"dram.model": "bandwidth"}), ["fuse+tile+default+arena+belady"])
     assert plain["dram_device"] is None  # (the bandwidth model has no part)
+
+
+def test_the_row_causes_benchmark_names_every_activation():
+    """``benchmarks/dram_row_causes.py`` wraps the reference controller's commit and refresh
+    (whose signature the refresh backlog changed: it then failed at its first refresh):
+    every activation of its replay gets exactly one cause."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "benchmarks/dram_row_causes.py", "--limit", "20000", "bert_tiny"], cwd=repo,
+                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    assert run.returncode == 0, run.stderr[-500:]
+    row = next(line for line in run.stdout.splitlines() if line.startswith("| bert_tiny"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    activations = int(cells[2].replace(",", ""))
+    causes = [int(c.split()[0].replace(",", "")) for c in cells[3:]]
+    assert activations > 0 and sum(causes) == activations
