@@ -653,6 +653,31 @@ def test_an_idle_rank_sleeps_between_its_refreshes(backend):
     assert refreshes >= 200 and t - awake_at_most <= asleep <= t
 
 
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_a_refresh_does_not_restart_the_power_down_timer(backend):
+    """powerdown_after = 10 us on LPDDR4 (tREFI - tRFC = 3.6 us): a rank woken by a refresh
+    sleeps again once it is done, as hw_configs/README.md says. The refresh restarted the idle
+    timer, so a rank idle for 100 us between bursts never slept (found by a user audit:
+    squeezenet at a 1 kHz clock drew exactly the background of no power-down)."""
+    dev = PRESETS["lpddr4-3200"]
+    t_pd = 10000.0
+    cfg = ControllerConfig(device=dev, channels=1, ranks=1, mapping="RoRaBaCoCh", policy="open", row_hit_cap=4,
+                           write_high=26, write_low=6, powerdown_after=t_pd)
+    c = Controller(cfg, backend=backend)
+    t, gap, bursts = 0.0, 100000.0, 10
+    for i in range(bursts):
+        c.add_flow(np.arange(64, dtype=np.int64) * 32 + i * 2048 * 8 * 4, False, 0.0, t)
+        c.run(t + gap, until_complete=True)
+        t += gap
+    c.run(t)
+    times = c.rank_times(t)
+    tim = timings(cfg)
+    busy = bursts * (64 * tim["tBurst"] + 200.0)
+    awake_at_most = busy + bursts * t_pd + c.refreshes_until(t) * tim["tRFC"]
+    asleep = times["pd_precharged"][0] + times["pd_active"][0]
+    assert t - awake_at_most <= asleep <= t and asleep > 0.8 * t
+
+
 def _gap_run(backend, gap):
     """Two bursts of reads ``gap`` ns apart on an LPDDR4 rank with power-down."""
     cfg = ControllerConfig(device=PRESETS["lpddr4-3200"], channels=1, ranks=1, mapping="RoRaBaCoCh", policy="open",

@@ -271,7 +271,7 @@ class ReferenceController:
             if rank.open_count > 0:
                 rank.active_time += max(0.0, start - rank.active_since)
             rank.open_count = 0
-            rank.last_busy = max(rank.last_busy, done)
+            rank.last_busy = max(rank.last_busy, done - t["tPD"])  # asleep again once done (bank_core.h)
             rank.next_ref += t["tREFI"]
             rank.refreshes += 1
         self._refresh_backlog(group, banks, due)
@@ -279,7 +279,7 @@ class ReferenceController:
     def _refresh_backlog(self, group, banks, due: float) -> None:
         """The refreshes before ``due`` (the access that found them due) in one step when they
         are REFRESH_BACKLOG or more: each starts at its due time with every bank closed, busy
-        tRFC and asleep (with power-down) tREFI - tRFC - tPD after the first (bank_core.h)."""
+        tRFC and asleep (with power-down) the tREFI - tRFC to the next (bank_core.h)."""
         t = self.t
         m = math.floor((due - self.ranks[group[0]].next_ref) / t["tREFI"])
         if m < REFRESH_BACKLOG:
@@ -291,8 +291,8 @@ class ReferenceController:
             last_done = first + (m - 1.0) * t["tREFI"] + t["tRFC"]
             self._sleep_until(rank, first)
             if self.powerdown:
-                rank.pd_pre += (m - 1.0) * max(0.0, t["tREFI"] - t["tRFC"] - t["tPD"])
-            rank.last_busy = max(rank.last_busy, last_done)
+                rank.pd_pre += (m - 1.0) * max(0.0, t["tREFI"] - t["tRFC"])
+            rank.last_busy = max(rank.last_busy, last_done - t["tPD"])
             rank.next_ref = first + m * t["tREFI"]
             rank.refreshes += m
             done = max(done, last_done)

@@ -159,7 +159,9 @@ static inline int asleep(Ctl *k, int64_t rk, double arrival) {
 
 /* Rank ``rk`` woken at ``when``: the time it slept since it went into power-down, counted in
  * active or precharged power-down (a row open or not). At an access, and at a refresh: a rank
- * idle for many refresh intervals sleeps between them, not only after the last. */
+ * idle for many refresh intervals sleeps between them, not only after the last. (R_LAST_BUSY +
+ * tPD is when it goes to sleep: tPD after its last data, or at the end of a refresh -- the
+ * controller's own maintenance does not restart its idle timer: ``refresh``.) */
 static inline void sleep_until(Ctl *k, int64_t rk, double when) {
     if (asleep(k, rk, when)) {
         double slept = when - (RF(rk, R_LAST_BUSY) + TT(T_PD));
@@ -401,7 +403,7 @@ static inline int64_t next_flow_tied(const Ctl *k, int64_t c, int64_t rr_last, i
  * DRAM idle for 256 ms of LPDDR4 refreshes (a clock of kHz, or hours of compute). One at a time
  * the loop would turn once per tREFI -- 1e12 times at a 1 Hz clock. Closed form: each refresh
  * starts at its due time with every bank closed, so the rank is busy tRFC of every tREFI and
- * sleeps (with power-down) tREFI - tRFC - tPD of each after the first; the same state as one
+ * sleeps (with power-down) the tREFI - tRFC between each and the next; the same state as one
  * at a time up to the rounding of the sums (reference.py: _refresh_backlog). */
 static void refresh_backlog(Ctl *k, int64_t r0, int64_t n, int64_t b0, int64_t b1, double due) {
     double m = floor((due - RF(r0, R_NEXT_REF)) / TT(T_REFI)), done = NEG;
@@ -409,8 +411,8 @@ static void refresh_backlog(Ctl *k, int64_t r0, int64_t n, int64_t b0, int64_t b
     for (int64_t r = r0; r < r0 + n; r++) {
         double first = RF(r, R_NEXT_REF), last_done = first + (m - 1.0) * TT(T_REFI) + TT(T_RFC);
         sleep_until(k, r, first);
-        if (GG(G_POWERDOWN) == 1) RF(r, R_PD_PRE) += (m - 1.0) * max2(0.0, TT(T_REFI) - TT(T_RFC) - TT(T_PD));
-        RF(r, R_LAST_BUSY) = max2(RF(r, R_LAST_BUSY), last_done);
+        if (GG(G_POWERDOWN) == 1) RF(r, R_PD_PRE) += (m - 1.0) * max2(0.0, TT(T_REFI) - TT(T_RFC));
+        RF(r, R_LAST_BUSY) = max2(RF(r, R_LAST_BUSY), last_done - TT(T_PD));
         RF(r, R_NEXT_REF) = first + m * TT(T_REFI);
         RI(r, R_REFRESHES) += (int64_t)m;
         done = max2(done, last_done);
@@ -436,7 +438,8 @@ static void refresh(Ctl *k, int64_t rk, double start, double due) {
         sleep_until(k, r, start);  /* (the rank leaves power-down to refresh, and goes back once done) */
         if (RI(r, R_OPEN_COUNT) > 0) RF(r, R_ACTIVE_TIME) += max2(0.0, start - RF(r, R_ACTIVE_SINCE));
         RI(r, R_OPEN_COUNT) = 0;
-        RF(r, R_LAST_BUSY) = max2(RF(r, R_LAST_BUSY), done);
+        /* asleep again once done (a rank the refresh woke), or when its idle timer ends if later */
+        RF(r, R_LAST_BUSY) = max2(RF(r, R_LAST_BUSY), done - TT(T_PD));
         RF(r, R_NEXT_REF) += TT(T_REFI);
         RI(r, R_REFRESHES) += 1;
     }
