@@ -1155,3 +1155,21 @@ def test_the_row_causes_benchmark_names_every_activation():
     activations = int(cells[2].replace(",", ""))
     causes = [int(c.split()[0].replace(",", "")) for c in cells[3:]]
     assert activations > 0 and sum(causes) == activations
+
+
+def test_the_part_has_the_rows_the_configs_capacity_needs():
+    """edge-npu declares 4 GiB over two LPDDR4 channels of 1 GiB each: addresses past 2 GiB
+    wrapped onto the rows of the first two (an LLM's weights above it shared rows with those
+    below, found by a user audit). The part gets the rows dram.capacity needs, a power of two."""
+    from npusim import workflow as W
+    from npusim.dram.mapping import parse_mapping
+    from npusim.dram.model import controller_config, sized_to
+
+    cfg = controller_config(W.load_hw("edge-npu"))
+    m = parse_mapping(cfg.mapping, cfg.device, cfg.channels, cfg.ranks)
+    low, high = m.decode(np.array([4096, 4096 + (3 << 30)]))["Ro"]
+    assert low != high and cfg.device.capacity * cfg.channels == 4 << 30
+    d = PRESETS["lpddr4-3200"]
+    assert sized_to(d, 1 << 20, 2) is d  # (never fewer rows than the preset's)
+    bigger = sized_to(d, 3 << 30, 2)  # 3 GiB: rows for 4 GiB, a power of two
+    assert bigger.rows == 2 * d.rows and bigger.tRFC == d.tRFC

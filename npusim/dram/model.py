@@ -46,6 +46,7 @@ from __future__ import annotations
 import itertools
 import math
 from array import array
+from dataclasses import replace
 
 import numpy as np
 
@@ -83,11 +84,27 @@ def write_watermarks(write_queue: int) -> tuple[int, int]:
     return min(write_queue, 4 * write_queue // 5 + 1), max(0, (write_queue + 4) // 5 - 1)
 
 
+#: The most rows per bank ``sized_to`` gives a part (the controller's pool holds rows as int32).
+MAX_ROWS = 1 << 30
+
+
+def sized_to(device, capacity: int, channels: int):
+    """``device`` with as many rows per bank (a power of two, at least the preset's) as
+    ``capacity`` bytes over ``channels`` channels need: a plan's DRAM addresses up to
+    ``dram.capacity`` decode to rows of their own instead of wrapping onto the preset's
+    (the presets are the densities their sources give; edge-npu's 4 GiB is twice its two
+    LPDDR4 channels'). A denser part of the same timing: tRFC stays the preset's."""
+    per_row = channels * device.ranks * device.banks * device.page_bytes
+    rows = min(1 << max(-(-int(capacity) // per_row) - 1, 0).bit_length(), MAX_ROWS)
+    return device if rows <= device.rows else replace(device, rows=rows)
+
+
 def controller_config(hw) -> ControllerConfig:
-    """The controller of ``hw.dram``: pins at the rate that gives ``dram.bandwidth``."""
+    """The controller of ``hw.dram``: pins at the rate that gives ``dram.bandwidth``, a part
+    with the rows ``dram.capacity`` needs (``sized_to``)."""
     d = hw.dram
-    device = PRESETS[d.device]
     channels = channels_for(hw)
+    device = sized_to(PRESETS[d.device], d.capacity, channels)
     rate = d.bandwidth / (channels * device.bus_bits / 8) / 1e6  # MT/s per pin
     wq = d.write_queue
     high, low = write_watermarks(wq)

@@ -183,7 +183,7 @@ class DramConfig:
     bandwidth: float = knob(25.6e9, "bandwidth", "peak bandwidth: the transfers of the earliest step in flight "
                             "share it, later ones wait (npusim/sim/bandwidth.py)")
     latency: float = knob(100e-9, "time", "fixed latency added to every transfer")
-    capacity: int = knob(4 * 1024**3, "size", "capacity of the off-chip memory")
+    capacity: int = knob(4 * 1024**3, "size", "capacity of the off-chip memory (dram.model: banks gives the part the rows it needs, a power of two per bank)")
     layout: str = knob("nhwc", "choice", "layout of image-like tensors (rank >= 3 with channels in dim 1) in "
                        "DRAM: nhwc (channels last) or nchw (ONNX's order)", choices=("nhwc", "nchw"))
     model: str = knob("bandwidth", "choice", "bandwidth: a fair-shared bus plus a fixed latency (fast); banks: "
