@@ -376,3 +376,27 @@ def test_graphs_built_in_python_are_held_to_the_trace_contract():
     with pytest.raises(TraceError, match="vector_ops"):
         npusim.graph_from_records("g", [t("x", [4], "input"), t("y", [4], "output")],
                                   [dict(name="r", kind="Relu", inputs=["x"], outputs=["y"], vector_ops=-10 ** 6)])
+
+
+def test_info_prices_the_dram_part_the_banks_model_times(capsys):
+    """``info --hw tpu-v4`` printed a DRAM peak of 78.64 W (1228.8 GB/s x energy.dram_read_byte)
+    beside 'dram.model: banks', which prices reads from the HBM2 part's currents (~15 W), and
+    its static power left out the part's background and refresh (a user audit)."""
+    import re
+
+    from npusim.dram.model import device_power_w
+    from npusim.workflow import load_hw
+
+    def figures(*args):
+        code, out, err = run_cli(capsys, "info", "--hw", "tpu-v4", *args)
+        assert code == 0, err
+        peak = float(re.search(r"peak dynamic .*?dram ([\d,.]+) W", out).group(1).replace(",", ""))
+        static = re.search(r"static power .*", out).group(0)
+        return peak, static
+
+    hw = load_hw("tpu-v4")
+    peak, static = figures()
+    assert peak == pytest.approx(device_power_w(hw)[0], rel=0.01) and "dram" in static
+    assert peak < 0.5 * hw.dram.bandwidth * hw.energy.dram_read_byte * 1e-12
+    peak, static = figures("--set", "dram.model=bandwidth")
+    assert peak == pytest.approx(hw.dram.bandwidth * hw.energy.dram_read_byte * 1e-12, rel=0.01) and "dram" not in static

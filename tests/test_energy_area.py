@@ -132,7 +132,7 @@ def test_info_names_the_dram_and_the_part_the_banks_model_times(capsys):
     part = next(s for s in out.splitlines() if s.strip().startswith("dram part"))
     assert "lpddr5-6400 x 4 channels at 6,400 MT/s" in part and "16 banks" in part
     assert "ACT 2, PRE 1, RD/WR 1 ticks of 1.25 ns" in out
-    assert "wrap onto its rows" in out  # dram.capacity 8 GiB against 4 channels of 1 GiB
+    assert "8.00 GiB" in part and "wrap" not in out  # dram.capacity 8 GiB: the part gets the rows (sized_to)
     assert main(["info", "--hw", "datacenter-npu"]) == 0
     out = capsys.readouterr().out
     assert "hbm2e-3200" in out and "row and column command buses" in out

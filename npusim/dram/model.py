@@ -116,6 +116,18 @@ def controller_config(hw) -> ControllerConfig:
                             powerdown_after=d.powerdown_after * 1e9 if d.powerdown_after > 0 else -1.0)
 
 
+def device_power_w(hw) -> tuple[float, float]:
+    """(W at the peak read bandwidth, W idle: every rank in precharged standby and refreshing
+    every tREFI) of the part ``dram.model: banks`` times, from its currents (``device_energy``;
+    a run charges the same as ``dram_read``, ``dram_background`` and ``dram_refresh``): what
+    ``npusim info`` shows for the DRAM instead of ``energy.dram_read_byte``, which banks leaves unused."""
+    cfg = controller_config(hw)
+    e = device_energy(cfg.device)
+    peak = hw.dram.bandwidth / cfg.device.access_bytes * e.read * 1e-12
+    idle = cfg.channels * cfg.ranks * (e.precharged_standby + e.refresh * 1e-12 / (cfg.device.tREFI * 1e-9))
+    return peak, idle
+
+
 def flow_slots(hw, cfg: ControllerConfig) -> int:
     """Flows a controller can hold at once: one per DMA channel in flight, and the write flows
     done (posted) whose accesses are still queued, one per write-queue entry at most (with

@@ -182,6 +182,9 @@ def budget_text(hw: Hardware) -> str:
     area, static = area_mm2(hw), static_power_w(hw)
     peak = peak_dynamic_power_w(hw)
     sp = hw.scratchpad
+    device = _device_power(hw)
+    if device is not None:  # (the part's currents, not energy.dram_read_byte; its idle draw beside the chip's)
+        peak["dram"], static = device[0], {**static, "dram": device[1]}
 
     def parts(d: dict, scale: float, fmt: str, unit: str) -> str:
         listed = ", ".join(f"{k} {v * scale:{fmt}}" for k, v in d.items() if v)
@@ -201,6 +204,15 @@ def budget_text(hw: Hardware) -> str:
         f"  peak dynamic   {sum(peak.values()):,.2f} W{parts(peak, 1, ',.2f', 'W')}   (int8 MACs, every part at full rate)",
         *_dram_lines(hw),
     ])
+
+
+def _device_power(hw: Hardware) -> tuple[float, float] | None:
+    """(peak, idle) W of the DRAM part when ``dram.model: banks`` times it (``device_power_w``), else None."""
+    from npusim.dram.model import check_dram, device_power_w  # lazy: npusim.dram sits above npusim.hw
+
+    if hw.dram.model != "banks" or check_dram(hw) is not None:
+        return None
+    return device_power_w(hw)
 
 
 def _dram_lines(hw: Hardware) -> list[str]:
