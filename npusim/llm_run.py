@@ -34,6 +34,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from npusim.dram.presets import part_label
 from npusim.errors import NOT_THE_POINTS, NpusimError
 from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_bytes_per_layer, decode_graph,
                                   kv_cache_tensors, prefill_graph, preset)
@@ -127,7 +128,7 @@ class LlmReport:
         decode = [s.dram_stats for s in self.sampled if s.dram_stats]
         hits = sum(s["row_hits"] for s in decode)
         accesses = sum(s["row_hits"] + s["row_misses"] + s["row_conflicts"] for s in decode)
-        text = (f"  DRAM rows            {d['device']} x{d['channels']} {d['mapping']} {d['page_policy']}: row hits "
+        text = (f"  DRAM rows            {part_label(d['device'], d['channels'], d.get('rate_mts'))} {d['mapping']} {d['page_policy']}: row hits "
                 f"{d['row_hit_rate']:.1%} in the prefill")
         if accesses:
             text += f", {hits / accesses:.1%} over the {len(decode)} decode steps simulated"

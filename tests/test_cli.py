@@ -400,3 +400,16 @@ def test_info_prices_the_dram_part_the_banks_model_times(capsys):
     assert peak < 0.5 * hw.dram.bandwidth * hw.energy.dram_read_byte * 1e-12
     peak, static = figures("--set", "dram.model=bandwidth")
     assert peak == pytest.approx(hw.dram.bandwidth * hw.energy.dram_read_byte * 1e-12, rel=0.01) and "dram" not in static
+
+
+def test_the_dram_rows_line_names_the_rate_a_part_runs_off_its_rating(capsys):
+    """tpu-v1's DDR4-3200 runs at 2,125 MT/s (the 34 GB/s of its DDR3) and a one-channel
+    edge-npu's LPDDR4 at 6,400: the DRAM rows line said 'ddr4-3200 x2' and 'lpddr4-3200 x1',
+    the rate only in info and the JSON (a user audit). At its rating the line is unchanged."""
+    from npusim.dram.presets import part_label
+
+    assert part_label("lpddr4-3200", 2, 3200.0) == "lpddr4-3200 x2"
+    assert part_label("hbm2-2000", 32, 2400.0) == "hbm2-2000 at 2,400 MT/s x32"
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "dram.channels=1")
+    line = next(s for s in out.splitlines() if "DRAM rows" in s)
+    assert code == 0 and "lpddr4-3200 at 6,400 MT/s x1 " in line, line

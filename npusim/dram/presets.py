@@ -413,6 +413,14 @@ class DeviceEnergy:
     precharged_powerdown: float
 
 
+def part_label(device: str, channels: int, rate_mts: float | None) -> str:
+    """``lpddr4-3200 x2``, with the pins' rate when ``dram.bandwidth`` runs them off the part's
+    rating (``hbm2-2000 at 2,400 MT/s x32``): the report's ``DRAM rows`` line names what was timed."""
+    rated = PRESETS[device].data_rate if device in PRESETS else None
+    off = rate_mts and rated and abs(rate_mts / rated - 1) > 0.005
+    return f"{device} at {rate_mts:,.0f} MT/s x{channels}" if off else f"{device} x{channels}"
+
+
 def device_energy(device: DramDevice) -> DeviceEnergy:
     """Per-operation energies of one rank from the device's currents (module docstring)."""
     t_burst = device.burst_length / (device.data_rate * 1e-3)  # ns

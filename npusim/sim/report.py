@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npusim.dram.presets import part_label
 from npusim.sim.critical_path import BreakdownRow
 from npusim.util.atomic_io import atomic_write_text
 from npusim.util.units import format_bytes
@@ -373,7 +374,7 @@ class Report:
         ]
         d = self.dram_stats
         if d:
-            lines.insert(-1, f"  DRAM rows      {d['device']} x{d['channels']} {d['mapping']} {d['page_policy']}: row hits "
+            lines.insert(-1, f"  DRAM rows      {part_label(d['device'], d['channels'], d.get('rate_mts'))} {d['mapping']} {d['page_policy']}: row hits "
                              f"{d['row_hit_rate']:.1%} ({d['row_hits']:,} hits, {d['row_misses']:,} misses, "
                              f"{d['row_conflicts']:,} conflicts), {d['activations']:,} ACT, {d['refreshes']:,} REF, "
                              f"controller read latency {d['avg_read_latency_ns']:.1f} ns")
