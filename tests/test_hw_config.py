@@ -533,3 +533,19 @@ def test_a_simulation_whose_figures_overflow_is_a_user_error(monkeypatch):
     monkeypatch.setattr(workflow, "simulate", lambda *a, **k: dataclasses.replace(real(*a, **k), cycles=float("inf")))
     with pytest.raises(NpusimError, match="overflow"):
         workflow.simulate_plan(plan, hw)
+
+
+@pytest.mark.parametrize("dram, field", [("{model: bandwidth, mapping: foo}", "dram.mapping = 'foo'"),
+                                         ("{model: bandwidth, channels: 3}", "dram.channels = 3")])
+def test_a_dram_field_wrong_on_its_own_is_refused_whatever_the_model(tmp_path, dram, field):
+    """A mapping that is not one and a channel count that is no power of two cannot be right
+    for any part: a bandwidth-model config with them simulated with no word (and passed
+    ``doctor``); the banks model refused them. Refused for every model (a user audit)."""
+    import re
+
+    from npusim.workflow import load_hw
+
+    path = tmp_path / "odd.yaml"
+    path.write_text(f"extends: edge-npu\nname: odd\ndram: {dram}\n")
+    with pytest.raises(ConfigError, match=re.escape(f"odd.yaml: {field}")):
+        load_hw(str(path))

@@ -25,6 +25,10 @@ import numpy as np
 from npusim.dram.presets import DramDevice
 
 FIELDS = ("Ro", "Ra", "Bg", "Ba", "Co", "Ch")
+#: The most channels (``dram.channels``' maximum): the banks model looks at every channel for each
+#: access (a 1 PB/s bus of LPDDR4 would be 16,384 channels and run for minutes), and 512 is more
+#: than eight stacks of HBM3 have.
+MAX_CHANNELS = 512
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,18 @@ def mapping_fields(text: str) -> list[str]:
         raise ValueError(f"missing field(s) {', '.join(missing)}; expected each of Ro, Ra, Ba, Co, Ch once, and Bg "
                          "(left out: just below Ba)")
     return tokens
+
+
+def check_own(key: str, value) -> None:
+    """Raise ValueError (what was expected) when ``dram.channels`` or ``dram.mapping`` is wrong on
+    its own, whatever the part and whichever DRAM model runs: a channel count that is not a power
+    of two (the mapping slices bits), a mapping that is not one (``mapping_fields``). The loader
+    refuses them for every model and a sweep before its points (a malformed field of a
+    bandwidth-model config passed ``doctor`` with a note)."""
+    if key == "dram.mapping" and value:
+        mapping_fields(value)
+    elif key == "dram.channels" and value and int(value) & (int(value) - 1):
+        raise ValueError("expected a power of two (the address mapping slices bits), or 0")
 
 
 def parse_mapping(text: str, device: DramDevice, channels: int, ranks: int) -> Mapping:

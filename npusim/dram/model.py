@@ -52,7 +52,7 @@ import numpy as np
 
 from npusim.dram.controller import Controller, ControllerConfig, queue_depths, timings
 from npusim.dram.kernel import access_addresses, view_chunks
-from npusim.dram.mapping import parse_mapping
+from npusim.dram.mapping import MAX_CHANNELS, check_own, parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
 from npusim.plan.command_table import KIND_CODES
 from npusim.plan.dram import buffer_of
@@ -152,20 +152,16 @@ def unused_banks_settings(keys, model: str) -> str:
             f"bandwidth model, which does not read {them}")
 
 
-#: The most channels the banks model takes: its pick looks at every channel for each access
-#: (a 1 PB/s bus of LPDDR4 would be 16,384 channels and run for minutes), and 512 is more than
-#: eight stacks of HBM3 have.
-MAX_CHANNELS = 512
 
 
 def check_dram(hw):
     """None, or (dotted field, value, what was expected) for the loader's one-line error."""
     d = hw.dram
-    if d.channels and d.channels & (d.channels - 1):
-        return "dram.channels", d.channels, "expected a power of two (the address mapping slices bits), or 0"
+    try:
+        check_own("dram.channels", d.channels)
+    except ValueError as error:
+        return "dram.channels", d.channels, str(error)
     device = PRESETS[d.device]
-    if d.channels > MAX_CHANNELS:
-        return "dram.channels", d.channels, f"expected at most {MAX_CHANNELS} (the banks model's limit), or 0"
     if channels_for(hw) > MAX_CHANNELS:
         return ("dram.bandwidth", d.bandwidth, f"needs {channels_for(hw):,} channels of {d.device}; the banks model "
                                                f"takes at most {MAX_CHANNELS}: pick a faster dram.device")

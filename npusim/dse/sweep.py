@@ -10,7 +10,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from npusim.dram.mapping import mapping_fields
+from npusim.dram.mapping import check_own
 from npusim.util import units
 from npusim.errors import NpusimError, did_you_mean
 from npusim.hw.loader import check_range, iter_knobs, parse_choice
@@ -61,8 +61,7 @@ def _check_each(key: str, quantity: str, values, text: str) -> None:
         try:
             if quantity == "choice":  # a typo (dram.device=ddr3) is bad input, not an infeasible point
                 parse_choice(value, field.metadata["choices"])
-            if key == "dram.mapping":  # and so is a mapping without a rank field, whatever the device
-                mapping_fields(value)
+            check_own(key, value)  # and so are a mapping without a rank field and 3 channels, whatever the device
             check_range(value, quantity, field.metadata.get("maximum"), field.metadata.get("minimum"))
         except (units.UnitError, ValueError) as exc:
             raise DseError(f"--sweep {text!r}: {value!r}: {exc}") from None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from npusim.dram.mapping import MAX_CHANNELS as MAX_DRAM_CHANNELS  # (npusim.dram is an earlier room: pure data there)
+
 
 #: Upper limits of counts: each core, stream and DMA channel is a simulated resource and a
 #: queue, so a count no NPU has (``cores.count: 10000000``) would only exhaust the machine.
@@ -194,7 +196,7 @@ class DramConfig:
                        choices=("lpddr4-3200", "lpddr4x-4266", "lpddr5-6400", "ddr4-3200", "ddr5-4800",
                                 "hbm2-2000", "hbm2e-3200", "hbm3-6400"))
     channels: int = knob(0, "int", "channels of dram.device (a power of two); 0: as many as dram.bandwidth "
-                         "needs at the device's nominal rate", minimum=0, maximum=MAX_UNITS)
+                         "needs at the device's nominal rate", minimum=0, maximum=MAX_DRAM_CHANNELS)
     mapping: str = knob("", "str", "address mapping, most significant field first (Ro row, Ra rank, Bg bank "
                         "group, Ba bank, Co column, Ch channel), e.g. RoBaRaCoCh (Bg left out: just below Ba, as in "
                         "Ramulator); empty: the device's default")

@@ -571,6 +571,12 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
     burst = hw.dma.burst_bytes
     if not _is_power_of_two(burst):
         _fail(settings, origin, "dma.burst_bytes", burst, "expected a power of two such as 64")
+    from npusim.dram.mapping import check_own  # lazy: npusim.dram sits above npusim.hw
+    for key, value in (("dram.channels", hw.dram.channels), ("dram.mapping", hw.dram.mapping)):
+        try:  # (wrong whatever the model: the bandwidth model's config would pass doctor with them)
+            check_own(key, value)
+        except ValueError as error:
+            _fail(settings, origin, key, value, str(error))
     if hw.dram.model == "banks":
         from npusim.dram.model import check_dram  # lazy: the device model, only for configs that use it
         problem = check_dram(hw)
