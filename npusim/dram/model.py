@@ -642,10 +642,12 @@ class BankedDram:
         e = device_energy(self.cfg.device)
         ranks = self.ctrl.rank_times(end)
         refreshes = self.ctrl.refreshes_until(end)
-        active = ranks["active"]
-        pd_act, pd_pre = ranks["pd_active"], ranks["pd_precharged"]
-        precharged = np.maximum(end - active - pd_act - pd_pre, 0.0)
-        background = float(np.sum(active * e.active_standby + precharged * e.precharged_standby
+        # a rank's time: a row open (``active``) or not; asleep with one open is active power-down
+        # (within ``active``), asleep with none precharged power-down (outside it)
+        active, pd_act, pd_pre = ranks["active"], ranks["pd_active"], ranks["pd_precharged"]
+        standby = np.maximum(active - pd_act, 0.0)
+        precharged = np.maximum(end - active - pd_pre, 0.0)
+        background = float(np.sum(standby * e.active_standby + precharged * e.precharged_standby
                                   + pd_act * e.active_powerdown + pd_pre * e.precharged_powerdown)) * 1e3  # W x ns = nJ
         energy = {"dram_activate": c["acts"] * e.activate, "dram_read": c["reads"] * e.read,
                   "dram_write": c["writes"] * e.write, "dram_refresh": refreshes * e.refresh,
