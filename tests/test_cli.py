@@ -345,14 +345,18 @@ def test_an_empty_planner_is_refused_not_the_default(capsys, command):
 @pytest.mark.parametrize("dram", ["bandwidth", "banks"])
 def test_a_slow_clock_prints_seconds(capsys, dram):
     """clock: 1Hz printed '4,241,815 cycles = 4241815000.019 ms'. The banks model refreshed
-    every 3.9 us of the 49 days this run lasts one at a time and never ended: it takes an
-    idle stretch's refreshes in one step."""
-    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "clock=1Hz",
+    every 3.9 us of the run one at a time and never ended: it takes an idle stretch's
+    refreshes in one step. Below 1 kHz (1e-6 Hz hung: doubles of ns at 1e21 no longer move by
+    a tREFI) the clock is refused, one line, exit 2."""
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "clock=1kHz",
                              "--set", f"dram.model={dram}")
     latency = out.splitlines()[1]
     assert code == 0 and " cycles = 4,2" in latency and latency.split(" cycles = ")[1].split()[1] == "s", latency
     code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu")
     assert out.splitlines()[1].split(" cycles = ")[1].split()[1] == "ms"
+    code, out, err = run_cli(capsys, "simulate", "squeezenet1_0", "--hw", "edge-npu", "--set", "clock=1e-6Hz",
+                             "--set", f"dram.model={dram}")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "clock = '1e-6Hz': expected at least 1000 Hz" in err
 
 
 def test_graphs_built_in_python_are_held_to_the_trace_contract():

@@ -288,7 +288,9 @@ class Hardware:
     technology: str = knob("45nm", "choice", "process node of the CACTI SRAM table (the shipped compute energy "
                            "and area figures are 45 nm too); for another node, set every figure",
                            choices=("45nm",))
-    clock: float = knob(1e9, "frequency", "clock of cores, scratchpad and DMA engine")
+    clock: float = knob(1e9, "frequency", "clock of cores, scratchpad and DMA engine (at least 1 kHz: times are "
+                        "doubles in ns, and below it a long run's lose the resolution DRAM refresh needs)",
+                        minimum=1e3)
     streams: int = knob(1, "int", "hardware streams (command queues); stream i runs on core i mod count",
                         maximum=MAX_STREAMS)
     cores: CoreConfig = field(default_factory=CoreConfig, metadata={"doc": "the cores"})

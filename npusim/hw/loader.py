@@ -529,7 +529,8 @@ def parse_choice(value: object, choices: tuple[str, ...]) -> str:
 
 
 def check_range(value: object, quantity: str, maximum: int | None = None, minimum: int | None = None) -> None:
-    """``minimum=0`` lets a size or count be 0 (a level that is absent)."""
+    """``minimum=0`` lets a size or count be 0 (a level that is absent); a positive ``minimum``
+    is the least value accepted."""
     if quantity in ("str", "choice", "bool") or quantity in STRUCTURED:
         return
     if maximum is None:
@@ -540,6 +541,10 @@ def check_range(value: object, quantity: str, maximum: int | None = None, minimu
                               "and would only exhaust this machine or overflow its figures)")
     if quantity in STRICTLY_POSITIVE and value <= 0 and minimum != 0:
         raise units.UnitError(f"expected {_a_kind(quantity)} greater than 0")
+    if minimum and value < minimum:
+        shown = f"{minimum:,}" if isinstance(minimum, int) else f"{minimum:g}"
+        raise units.UnitError(f"expected at least {shown} {_base_unit(quantity)}(a smaller value models no NPU, and "
+                              "the simulated times would lose the resolution the DRAM's timing needs)")
     if value < 0:
         raise units.UnitError(f"expected {_a_kind(quantity)} of 0 or more")
 
