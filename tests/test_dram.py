@@ -1192,3 +1192,22 @@ def test_power_down_never_draws_more_than_staying_awake(after):
     e = device_energy(cfg.device)
     ceiling = cfg.channels * cfg.ranks * max(e.active_standby, e.precharged_standby) * asleep.cycles / hw.clock * 1e12
     assert asleep.energy_pj["dram_background"] <= min(awake, ceiling) * (1 + 1e-9)
+
+
+def test_a_controller_too_big_for_the_memory_is_refused_not_killed(monkeypatch):
+    """Every queue entry may hold another flow's access, so the flow table grows with channels
+    x queue depth x channels: 512 HBM3 channels with 64-deep bank queues asked 19 GB and the
+    kernel killed the run; 48 GiB was a MemoryError reported as an internal error (a fuzzing
+    audit). Refused against the memory a simulation may use, naming the knobs; the shipped
+    configs fit in far less."""
+    from npusim.dram.model import BankedDram
+    from npusim.errors import SimulationError
+    from npusim.workflow import load_hw
+
+    monkeypatch.setenv("NPUSIM_MEMORY_LIMIT", "1GiB")
+    big = load_hw("datacenter-npu", {"dram.device": "hbm3-6400", "dram.bandwidth": "1.6TB/s", "dram.channels": "128",
+                                     "dram.bank_queue": "256"})
+    with pytest.raises(SimulationError, match="128 channels .* more than the 1.00 GiB available.*fewer dram.channels"):
+        BankedDram(None, big)
+    for name in ("edge-npu", "mid-npu", "datacenter-npu", "tpu-v1", "tpu-v4"):
+        BankedDram(None, load_hw(name))

@@ -56,6 +56,9 @@ from npusim.dram.mapping import MAX_CHANNELS, check_own, parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
 from npusim.plan.command_table import KIND_CODES
 from npusim.plan.dram import buffer_of
+from npusim.errors import SimulationError
+from npusim.util.env_knobs import memory_limit
+from npusim.util.units import format_bytes
 
 #: Column commands a channel may issue before the first flow could end, when the model starts
 #: looking for that exact end (``BankedDram._predict``; the compiled loop's ``TAIL``).
@@ -126,6 +129,26 @@ def device_power_w(hw) -> tuple[float, float]:
     peak = hw.dram.bandwidth / cfg.device.access_bytes * e.read * 1e-12
     idle = cfg.channels * cfg.ranks * (e.precharged_standby + e.refresh * 1e-12 / (cfg.device.tREFI * 1e-9))
     return peak, idle
+
+
+#: Bytes per flow slot and channel of the controller's flow table (next, end and accesses left
+#: of each flow in each channel: three int64, and a margin for what else grows with them)
+FLOW_CHANNEL_BYTES = 32
+
+
+def check_controller_memory(hw, cfg: ControllerConfig) -> None:
+    """Refuse a controller whose flow table (``flow_slots`` x channels, ``FLOW_CHANNEL_BYTES``
+    each) needs more memory than a simulation may use (``memory_limit``): every queue entry
+    may hold another flow's access, so 512 channels with 64-deep bank queues asked 19 GB and
+    the kernel killed the run (a fuzzing audit)."""
+    limit = memory_limit()
+    need = flow_slots(hw, cfg) * cfg.channels * FLOW_CHANNEL_BYTES
+    if limit is not None and need > limit:
+        depth = "dram.write_queue" + (" and dram.bank_queue" if cfg.bank_queue > 0 else "")
+        raise SimulationError(f"dram.model: banks with {cfg.channels} channels and these queues needs about "
+                              f"{format_bytes(need)} for its controller, more than the {format_bytes(limit)} available "
+                              f"(NPUSIM_MEMORY_LIMIT, or the machine's free memory): fewer dram.channels, shallower "
+                              f"{depth}, or dram.model: bandwidth")
 
 
 def flow_slots(hw, cfg: ControllerConfig) -> int:
@@ -404,6 +427,7 @@ class BankedDram:
         self.env = env
         self.hw = hw
         self.cfg = controller_config(hw)
+        check_controller_memory(hw, self.cfg)
         self.ctrl = Controller(self.cfg, backend)
         self.ns_per_cycle = 1e9 / hw.clock
         self.front_end_cycles = front_end_ns(hw, self.cfg) / self.ns_per_cycle
