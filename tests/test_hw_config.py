@@ -549,3 +549,13 @@ def test_a_dram_field_wrong_on_its_own_is_refused_whatever_the_model(tmp_path, d
     path.write_text(f"extends: edge-npu\nname: odd\ndram: {dram}\n")
     with pytest.raises(ConfigError, match=re.escape(f"odd.yaml: {field}")):
         load_hw(str(path))
+
+
+def test_a_command_line_number_with_leading_zeros_is_decimal():
+    """``--set dram.channels=010`` ran 8 channels (YAML 1.1 reads 010 as octal) with no word (a
+    fuzzing audit); on a command line it is ten."""
+    from npusim.workflow import load_hw
+
+    assert load_hw("edge-npu", {"dram.channels": "004"}).dram.channels == 4
+    with pytest.raises(ConfigError, match="dram.channels = 10: expected a power of two"):
+        load_hw("edge-npu", {"dram.channels": "010"})

@@ -314,9 +314,12 @@ def _build_levels(settings: Settings, dotted: str, clock_hz: float) -> tuple[Loc
 
 
 def _as_yaml_scalar(value: object) -> object:
-    """A command-line string read as YAML would read it ("2" -> 2, "256KiB" stays text)."""
+    """A command-line string read as YAML would read it ("2" -> 2, "256KiB" stays text), but
+    for a decimal with leading zeros: "010" is 10 on a command line, not YAML 1.1's octal 8."""
     if not isinstance(value, str):
         return value
+    if re.fullmatch(r"[+-]?0[0-9]+", value.strip()):
+        return int(value.strip(), 10)
     try:
         parsed = yaml.safe_load(value)
     except yaml.YAMLError:
