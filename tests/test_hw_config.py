@@ -559,3 +559,16 @@ def test_a_command_line_number_with_leading_zeros_is_decimal():
     assert load_hw("edge-npu", {"dram.channels": "004"}).dram.channels == 4
     with pytest.raises(ConfigError, match="dram.channels = 10: expected a power of two"):
         load_hw("edge-npu", {"dram.channels": "010"})
+
+
+def test_a_huge_value_is_named_in_a_short_line(tmp_path):
+    """A 5,001-digit bandwidth was echoed whole after 'got': a 5,178-character 'one line' (a
+    fuzzing audit). The message names the field and elides the value's middle."""
+    from npusim.workflow import load_hw
+
+    path = tmp_path / "big.yaml"
+    path.write_text("extends: edge-npu\nname: big\ndram:\n  bandwidth: 1" + "0" * 5000 + " B/s\n")
+    with pytest.raises(ConfigError) as error:
+        load_hw(str(path))
+    message = str(error.value)
+    assert "dram.bandwidth" in message and "finite" in message and len(message) < 400 and "\n" not in message

@@ -54,6 +54,13 @@ QUANTITY_UNITS = {
 }
 
 
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr(value)``, its middle elided past ``limit`` characters: a message stays one short line
+    (a 5,001-digit bandwidth was echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit // 2] + "..." + text[-(limit // 2):]
+
+
 class UnitError(ValueError):
     """A value is not a number with one of the expected units (message says which)."""
 
@@ -61,19 +68,19 @@ class UnitError(ValueError):
 def split_quantity(value: object, quantity: str) -> tuple[float, str]:
     """Return (number, unit) of ``value``; the unit is '' for a bare number."""
     if isinstance(value, bool):
-        raise UnitError(f"expected a {quantity}, got the boolean {value!r}")
+        raise UnitError(f"expected a {quantity}, got the boolean {_shown(value)}")
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
-            raise UnitError(f"expected a finite {quantity}, got {value!r}")
+            raise UnitError(f"expected a finite {quantity}, got {_shown(value)}")
         return float(value), ""
     if not isinstance(value, str):
-        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {value!r}")
+        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {_shown(value)}")
     match = _NUMBER.match(value)
     if not match:
-        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {value!r}")
+        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {_shown(value)}")
     number = float(match.group(1))
     if not math.isfinite(number):
-        raise UnitError(f"expected a finite {quantity}, got {value!r}")
+        raise UnitError(f"expected a finite {quantity}, got {_shown(value)}")
     return number, match.group(2)
 
 
@@ -87,7 +94,7 @@ def _check_plausible_bare(value: object, number: float, quantity: str) -> None:
     low, high = PLAUSIBLE_BARE.get(quantity, (-math.inf, math.inf))
     if number != 0 and not low <= number < high:
         base = next(unit for unit, factor in QUANTITY_UNITS[quantity].items() if factor == 1)
-        raise UnitError(f"a bare number is read in {base}, so {value!r} would be {number:g} {base}, not a "
+        raise UnitError(f"a bare number is read in {base}, so {_shown(value)} would be {number:g} {base}, not a "
                         f"plausible {quantity}; write the unit, e.g. {example(quantity)!r}")
 
 
@@ -119,7 +126,7 @@ def parse(value: object, quantity: str, *, clock_hz: float | None = None) -> flo
         expected = ", ".join(units) + (", B/cycle" if quantity == "bandwidth" else "")
         suggestion = f" (did you mean {hint!r}?)" if hint else ""
         raise UnitError(
-            f"unknown {quantity} unit {unit!r} in {value!r}{suggestion}; expected one of {expected}"
+            f"unknown {quantity} unit {unit!r} in {_shown(value)}{suggestion}; expected one of {expected}"
         )
     return _finite(scale(number, units[unit]), value, quantity)
 
@@ -128,7 +135,7 @@ def _finite(number: float, value: object, quantity: str) -> float:
     """``number`` (``value`` in the base unit), unless its unit made it overflow: 1.7e305 KiB
     is a finite number of KiB but no number of bytes."""
     if not math.isfinite(number):
-        raise UnitError(f"expected a finite {quantity}, got {value!r}, which overflows in the base unit")
+        raise UnitError(f"expected a finite {quantity}, got {_shown(value)}, which overflows in the base unit")
     return number
 
 
@@ -144,7 +151,7 @@ def parse_size(value: object) -> int:
     """Bytes as an int; fractional byte counts are rejected."""
     number = parse(value, "size")
     if number != int(number):
-        raise UnitError(f"a size must be a whole number of bytes, got {value!r} = {number} B")
+        raise UnitError(f"a size must be a whole number of bytes, got {_shown(value)} = {number} B")
     return int(number)
 
 
