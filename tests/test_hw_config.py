@@ -572,3 +572,14 @@ def test_a_huge_value_is_named_in_a_short_line(tmp_path):
         load_hw(str(path))
     message = str(error.value)
     assert "dram.bandwidth" in message and "finite" in message and len(message) < 400 and "\n" not in message
+
+
+def test_an_integer_past_pythons_digit_limit_is_not_answered_with_python_advice(tmp_path):
+    """A 5,001-digit integer in a config answered 'use sys.set_int_max_str_digits()' (a fuzzing audit)."""
+    from npusim.workflow import load_hw
+
+    path = tmp_path / "big.yaml"
+    path.write_text("extends: edge-npu\nname: big\ndram:\n  channels: 1" + "0" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="big.yaml: invalid YAML value: an integer of more than 4,300 digits") as error:
+        load_hw(str(path))
+    assert "sys." not in str(error.value)

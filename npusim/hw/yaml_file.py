@@ -50,6 +50,9 @@ def read_yaml(path: Path, quote: bool = True) -> dict:
     except RecursionError:
         raise ConfigError(f"{origin}: invalid YAML: nested too deeply") from None
     except (ValueError, TypeError, OverflowError) as error:  # e.g. a timestamp with month 13
+        if "integer string conversion" in str(error):  # (Python's own advice, sys.set_int_max_str_digits, is not the user's)
+            raise ConfigError(f"{origin}: invalid YAML value: an integer of more than 4,300 digits; expected a "
+                              "number a hardware field can hold") from None
         raise ConfigError(f"{origin}: invalid YAML value: {error}") from None
     if data is None:
         raise ConfigError(f"{origin}: the file is empty; expected a mapping of hardware keys "
