@@ -583,3 +583,14 @@ def test_an_integer_past_pythons_digit_limit_is_not_answered_with_python_advice(
     with pytest.raises(ConfigError, match="big.yaml: invalid YAML value: an integer of more than 4,300 digits") as error:
         load_hw(str(path))
     assert "sys." not in str(error.value)
+
+
+def test_a_clash_made_on_the_command_line_names_the_value_given_there():
+    """``--set scratchpad.size=63B`` was answered 'hw_configs/edge-npu.yaml: scratchpad.alignment
+    = 64B: larger than ...', blaming the file for the user's override (a fuzzing audit)."""
+    from npusim.workflow import load_hw
+
+    with pytest.raises(ConfigError, match=r"^overrides: scratchpad.size = '63B': smaller than scratchpad.alignment"):
+        load_hw("edge-npu", {"scratchpad.size": "63B"})
+    with pytest.raises(ConfigError, match=r"^overrides: scratchpad.alignment = '2MiB': larger than scratchpad.size"):
+        load_hw("edge-npu", {"scratchpad.alignment": "2MiB"})

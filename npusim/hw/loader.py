@@ -574,6 +574,10 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
     if not _is_power_of_two(alignment):
         _fail(settings, origin, "scratchpad.alignment", alignment, "expected a power of two such as 64")
     if alignment > size:
+        if settings.get("scratchpad.size", Setting(0, "")).origin == "overrides" and \
+                settings.get("scratchpad.alignment", Setting(0, "")).origin != "overrides":  # (blame the value just given)
+            _fail(settings, origin, "scratchpad.size", size, f"smaller than scratchpad.alignment = "
+                  f"{units.format_bytes(alignment)}")
         _fail(settings, origin, "scratchpad.alignment", alignment,
               f"larger than scratchpad.size = {units.format_bytes(size)}")
     burst = hw.dma.burst_bytes
