@@ -594,3 +594,13 @@ def test_a_clash_made_on_the_command_line_names_the_value_given_there():
         load_hw("edge-npu", {"scratchpad.size": "63B"})
     with pytest.raises(ConfigError, match=r"^overrides: scratchpad.alignment = '2MiB': larger than scratchpad.size"):
         load_hw("edge-npu", {"scratchpad.alignment": "2MiB"})
+
+
+def test_an_unknown_dram_field_is_not_sent_to_another_block():
+    """``--set dram.ranks=2`` suggested 'scratchpad.banks' (a fuzzing audit): a key of another
+    block is suggested only when its name is nearly the same."""
+    from npusim.workflow import load_hw
+
+    with pytest.raises(ConfigError) as error:
+        load_hw("edge-npu", {"dram.ranks": "2"})
+    assert "unknown key dram.ranks" in str(error.value) and "scratchpad.banks" not in str(error.value)

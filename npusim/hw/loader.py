@@ -357,7 +357,7 @@ def _closest_key(key: object, prefix: str, names: list[str]) -> str | None:
     if close:
         return prefix + close[0]
     everywhere = {dotted.rsplit(".", 1)[-1]: dotted for dotted, _ in iter_knobs()}
-    close = difflib.get_close_matches(text, list(everywhere), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(text, list(everywhere), n=1, cutoff=0.85)  # (dram.ranks is not scratchpad.banks: 0.8)
     return everywhere[close[0]] if close else None
 
 
