@@ -627,24 +627,28 @@ def test_a_bank_groups_column_timing_is_the_banks_delay(backend):
     assert spread.delay(g) / n < 0.1 * per_access and spread.end(g) < c.end(f)
 
 
+def _bursts_apart(backend, powerdown_after, gap, bursts):
+    """(controller, timings, end, rank times) of ``bursts`` bursts of 64 reads ``gap`` ns apart
+    on one LPDDR4 rank with power-down after ``powerdown_after`` ns."""
+    cfg = ControllerConfig(device=PRESETS["lpddr4-3200"], channels=1, ranks=1, mapping="RoRaBaCoCh", policy="open",
+                           row_hit_cap=4, write_high=26, write_low=6, powerdown_after=powerdown_after)
+    c = Controller(cfg, backend=backend)
+    t = 0.0
+    for i in range(bursts):
+        c.add_flow(np.arange(64, dtype=np.int64) * 32 + i * 2048 * 8 * 4, False, 0.0, t)
+        c.run(t + gap, until_complete=True)
+        t += gap
+    c.run(t)
+    return c, timings(cfg), t, c.rank_times(t)
+
+
 @pytest.mark.parametrize("backend", ["compiled", "reference"])
 def test_an_idle_rank_sleeps_between_its_refreshes(backend):
     """Bursts 20 us apart on LPDDR4 (tREFI 3.9 us): a rank idle that long refreshes about five
     times per gap, waking each time for tRFC. It sleeps from tPD after its last data or refresh
     to the next, so power-down is the idle time less tPD and tRFC per wake-up; it was only the
     stretch after a gap's last refresh (10 % of the time where 85 % is due: found by an audit)."""
-    dev = PRESETS["lpddr4-3200"]
-    cfg = ControllerConfig(device=dev, channels=1, ranks=1, mapping="RoRaBaCoCh", policy="open", row_hit_cap=4,
-                           write_high=26, write_low=6, powerdown_after=100.0)
-    c = Controller(cfg, backend=backend)
-    t, gap = 0.0, 20000.0
-    for i in range(40):
-        c.add_flow(np.arange(64, dtype=np.int64) * 32 + i * 2048 * 8 * 4, False, 0.0, t)
-        c.run(t + gap, until_complete=True)
-        t += gap
-    c.run(t)
-    times = c.rank_times(t)
-    tim = timings(cfg)
+    c, tim, t, times = _bursts_apart(backend, powerdown_after=100.0, gap=20000.0, bursts=40)
     t_rfc, t_pd = tim["tRFC"], 100.0
     refreshes = c.refreshes_until(t)
     busy = 40 * (64 * tim["tBurst"] + 200.0)  # (the bursts' data and a generous first latency)
@@ -659,19 +663,8 @@ def test_a_refresh_does_not_restart_the_power_down_timer(backend):
     sleeps again once it is done, as hw_configs/README.md says. The refresh restarted the idle
     timer, so a rank idle for 100 us between bursts never slept (found by a user audit:
     squeezenet at a 1 kHz clock drew exactly the background of no power-down)."""
-    dev = PRESETS["lpddr4-3200"]
-    t_pd = 10000.0
-    cfg = ControllerConfig(device=dev, channels=1, ranks=1, mapping="RoRaBaCoCh", policy="open", row_hit_cap=4,
-                           write_high=26, write_low=6, powerdown_after=t_pd)
-    c = Controller(cfg, backend=backend)
-    t, gap, bursts = 0.0, 100000.0, 10
-    for i in range(bursts):
-        c.add_flow(np.arange(64, dtype=np.int64) * 32 + i * 2048 * 8 * 4, False, 0.0, t)
-        c.run(t + gap, until_complete=True)
-        t += gap
-    c.run(t)
-    times = c.rank_times(t)
-    tim = timings(cfg)
+    t_pd, bursts = 10000.0, 10
+    c, tim, t, times = _bursts_apart(backend, powerdown_after=t_pd, gap=100000.0, bursts=bursts)
     busy = bursts * (64 * tim["tBurst"] + 200.0)
     awake_at_most = busy + bursts * t_pd + c.refreshes_until(t) * tim["tRFC"]
     asleep = times["pd_precharged"][0] + times["pd_active"][0]
