@@ -175,8 +175,6 @@ def unused_banks_settings(keys, model: str) -> str:
             f"bandwidth model, which does not read {them}")
 
 
-
-
 def check_dram(hw):
     """None, or (dotted field, value, what was expected) for the loader's one-line error."""
     d = hw.dram

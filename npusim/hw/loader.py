@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from npusim.util import units
+from npusim.dram.mapping import check_own
 from npusim.errors import ConfigError
 from npusim.hw.config import LOOP_DIMS, OPERANDS, CACTI_MIN_BYTES, Hardware, LocalLevel
 from npusim.util import env_knobs
@@ -583,7 +584,6 @@ def _cross_check(hw: Hardware, settings: Settings, origin: str) -> None:
     burst = hw.dma.burst_bytes
     if not _is_power_of_two(burst):
         _fail(settings, origin, "dma.burst_bytes", burst, "expected a power of two such as 64")
-    from npusim.dram.mapping import check_own  # lazy: npusim.dram sits above npusim.hw
     for key, value in (("dram.channels", hw.dram.channels), ("dram.mapping", hw.dram.mapping)):
         try:  # (wrong whatever the model: the bandwidth model's config would pass doctor with them)
             check_own(key, value)

@@ -208,7 +208,7 @@ def budget_text(hw: Hardware) -> str:
 
 def _device_power(hw: Hardware) -> tuple[float, float] | None:
     """(peak, idle) W of the DRAM part when ``dram.model: banks`` times it (``device_power_w``), else None."""
-    from npusim.dram.model import check_dram, device_power_w  # lazy: npusim.dram sits above npusim.hw
+    from npusim.dram.model import check_dram, device_power_w  # lazy: npusim.dram.model loads the C kernel
 
     if hw.dram.model != "banks" or check_dram(hw) is not None:
         return None
