@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 import re
 
+from npusim.util.schema_check import short  # (a bounded repr: a 5,001-digit value is not echoed whole)
+
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*2?)\s*$")  # um2, mm2: squared units
 
 SIZE_UNITS = {
@@ -54,13 +56,6 @@ QUANTITY_UNITS = {
 }
 
 
-def _shown(value: object, limit: int = 60) -> str:
-    """``repr(value)``, its middle elided past ``limit`` characters: a message stays one short line
-    (a 5,001-digit bandwidth was echoed whole)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit // 2] + "..." + text[-(limit // 2):]
-
-
 class UnitError(ValueError):
     """A value is not a number with one of the expected units (message says which)."""
 
@@ -68,19 +63,19 @@ class UnitError(ValueError):
 def split_quantity(value: object, quantity: str) -> tuple[float, str]:
     """Return (number, unit) of ``value``; the unit is '' for a bare number."""
     if isinstance(value, bool):
-        raise UnitError(f"expected a {quantity}, got the boolean {_shown(value)}")
+        raise UnitError(f"expected a {quantity}, got the boolean {short(value)}")
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
-            raise UnitError(f"expected a finite {quantity}, got {_shown(value)}")
+            raise UnitError(f"expected a finite {quantity}, got {short(value)}")
         return float(value), ""
     if not isinstance(value, str):
-        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {_shown(value)}")
+        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {short(value)}")
     match = _NUMBER.match(value)
     if not match:
-        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {_shown(value)}")
+        raise UnitError(f"expected a {quantity} such as {example(quantity)!r}, got {short(value)}")
     number = float(match.group(1))
     if not math.isfinite(number):
-        raise UnitError(f"expected a finite {quantity}, got {_shown(value)}")
+        raise UnitError(f"expected a finite {quantity}, got {short(value)}")
     return number, match.group(2)
 
 
@@ -94,7 +89,7 @@ def _check_plausible_bare(value: object, number: float, quantity: str) -> None:
     low, high = PLAUSIBLE_BARE.get(quantity, (-math.inf, math.inf))
     if number != 0 and not low <= number < high:
         base = next(unit for unit, factor in QUANTITY_UNITS[quantity].items() if factor == 1)
-        raise UnitError(f"a bare number is read in {base}, so {_shown(value)} would be {number:g} {base}, not a "
+        raise UnitError(f"a bare number is read in {base}, so {short(value)} would be {number:g} {base}, not a "
                         f"plausible {quantity}; write the unit, e.g. {example(quantity)!r}")
 
 
@@ -126,7 +121,7 @@ def parse(value: object, quantity: str, *, clock_hz: float | None = None) -> flo
         expected = ", ".join(units) + (", B/cycle" if quantity == "bandwidth" else "")
         suggestion = f" (did you mean {hint!r}?)" if hint else ""
         raise UnitError(
-            f"unknown {quantity} unit {unit!r} in {_shown(value)}{suggestion}; expected one of {expected}"
+            f"unknown {quantity} unit {unit!r} in {short(value)}{suggestion}; expected one of {expected}"
         )
     return _finite(scale(number, units[unit]), value, quantity)
 
@@ -135,7 +130,7 @@ def _finite(number: float, value: object, quantity: str) -> float:
     """``number`` (``value`` in the base unit), unless its unit made it overflow: 1.7e305 KiB
     is a finite number of KiB but no number of bytes."""
     if not math.isfinite(number):
-        raise UnitError(f"expected a finite {quantity}, got {_shown(value)}, which overflows in the base unit")
+        raise UnitError(f"expected a finite {quantity}, got {short(value)}, which overflows in the base unit")
     return number
 
 
@@ -151,7 +146,7 @@ def parse_size(value: object) -> int:
     """Bytes as an int; fractional byte counts are rejected."""
     number = parse(value, "size")
     if number != int(number):
-        raise UnitError(f"a size must be a whole number of bytes, got {_shown(value)} = {number} B")
+        raise UnitError(f"a size must be a whole number of bytes, got {short(value)} = {number} B")
     return int(number)
 
 
