@@ -298,10 +298,10 @@ def test_the_validator_refuses_a_strided_view_that_misses_what_the_tile_reads():
     tile = tiled.ops[1]
     box = tuple(tuple(r) for r in tile.attrs["box"])
     region = input_boxes(graph.ops[0], graph, box)[0]
-    assert _covered(tiled, tile, x, region, (1, 1, 2, 2))
-    assert not _covered(tiled, tile, x, region, None)
+    assert _covered(tiled, tile.inputs, x, region, (1, 1, 2, 2))
+    assert not _covered(tiled, tile.inputs, x, region, None)
     shifted = region[:2] + ((region[2][0] + 1, region[2][1] + 1),) + region[3:]
-    assert not _covered(tiled, tile, x, shifted, (1, 1, 2, 2))
+    assert not _covered(tiled, tile.inputs, x, shifted, (1, 1, 2, 2))
 
 
 def test_a_tile_whose_window_reads_only_padding_still_has_an_input_box():

@@ -55,6 +55,7 @@ from npusim.dram.kernel import access_addresses, view_chunks
 from npusim.dram.mapping import MAX_CHANNELS, check_own, parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
 from npusim.plan.command_table import KIND_CODES
+from npusim.graph.model import buffer_names
 from npusim.plan.dram import buffer_of
 from npusim.errors import SimulationError
 from npusim.util.env_knobs import memory_limit
@@ -305,9 +306,9 @@ def moved_together(program) -> dict[str, set[str]]:
     and results are moved in its step, one after the other on the DMA queues, and with two
     DMA channels or more (and a load and a store queue) they stream at the same time."""
     by_step: dict[int, set[str]] = {}
-    graph = program.graph
+    buffers = buffer_names(program.graph)
     for cmd in program.commands.transfers():
-        by_step.setdefault(cmd.step, set()).add(buffer_of(graph.tensors[cmd.tensor]))
+        by_step.setdefault(cmd.step, set()).add(buffers[cmd.tensor])
     partners: dict[str, set[str]] = {}
     for names in by_step.values():
         for name in names:
@@ -402,6 +403,8 @@ def _view_extents(graph) -> dict[str, int]:
     """``buffer_size`` of every base known through views, in one pass over the tensors:
     ``buffer_size`` scans every tensor of the graph for each base it is asked (11 ms per base
     of a tiled transformer's 250,000 commands: 7.4 s for its 688 tiled bases)."""
+    if hasattr(graph.tensors, "view_extents"):  # columns (npusim.graph.columns)
+        return graph.tensors.view_extents()
     ends: dict[str, int] = {}
     get = ends.get
     spans: dict[tuple, int] = {}  # (shape, strides) -> the last element's offset from the first
@@ -607,7 +610,8 @@ class BankedDram:
         ctrl, program, m = self.ctrl, self.program, self.ctrl.mapping
         ctrl._ensure_flow(flow_slots(self.hw, self.cfg))  # the lowest free slot is taken: no more are needed
         n = len(kind)
-        table, tensors = program.commands, program.graph.tensors
+        table = program.commands
+        buffers = buffer_names(program.graph) if self.bump is not None else None
         shapes, strides = [()] * n, [()] * n
         itemsize, base = [0] * n, [0] * n  # (lists filled, then arrays: an item set into numpy costs more)
         tensor_of, bump = table.column("tensor").tolist(), self.bump
@@ -616,7 +620,7 @@ class BankedDram:
                 continue
             shapes[c], strides[c] = view.shape, view.strides
             itemsize[c] = view.itemsize
-            base[c] = view.address if bump is None else view.address + bump[buffer_of(tensors[tensor_of[c]])]
+            base[c] = view.address if bump is None else view.address + bump[buffers[tensor_of[c]]]
         itemsize, base = np.array(itemsize, np.int64), np.array(base, np.int64)
         view_ptr = np.zeros(n + 1, np.int64)
         np.cumsum([len(s) for s in shapes], out=view_ptr[1:])

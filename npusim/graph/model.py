@@ -10,6 +10,7 @@ op inputs/outputs), not the Python objects.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 import functools
 import itertools
@@ -204,6 +205,19 @@ class GraphArrays:
     op_input_idx: np.ndarray  # distinct inputs of each op
     op_output_ptr: np.ndarray
     op_output_idx: np.ndarray
+    source_ptr: np.ndarray  # int64[n_tensors+1], CSR into source_idx
+    source_idx: np.ndarray  # the sources of each tensor (Tensor.sources), in order
+
+    def sources_of(self, tensors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(how many sources each of ``tensors`` has, all their sources one tensor after the
+        other): ``Tensor.sources`` of many tensors at once."""
+        start, counts = self.source_ptr[tensors], np.diff(self.source_ptr)[tensors]
+        total = int(counts.sum())
+        if not total:
+            return counts, self.source_idx[:0]
+        # positions start[j] .. start[j] + counts[j] - 1 of each tensor j, one after the other
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        return counts, self.source_idx[np.repeat(start, counts) + offsets]
 
 
 @dataclass(frozen=True)
@@ -225,12 +239,12 @@ class Graph:
         return len(self.tensors)
 
     @cached_property
-    def tensor_by_name(self) -> dict[str, Tensor]:
-        return {t.name: t for t in self.tensors}
+    def tensor_by_name(self) -> Mapping[str, Tensor]:
+        return _by_name(self.tensors)
 
     @cached_property
-    def op_by_name(self) -> dict[str, Op]:
-        return {o.name: o for o in self.ops}
+    def op_by_name(self) -> Mapping[str, Op]:
+        return _by_name(self.ops)
 
     def tensor(self, key: int | str) -> Tensor:
         return self.tensors[key] if isinstance(key, int) else self.tensor_by_name[key]
@@ -241,6 +255,9 @@ class Graph:
     @cached_property
     def dram_sources(self) -> frozenset[int]:
         """Tensors some read view is loaded from: they must be stored once produced."""
+        sources = getattr(self.tensors, "sources", None)  # the column of a tiled graph's
+        if sources is not None:
+            return frozenset(sources)
         return frozenset(s for t in self.tensors for s in t.sources)
 
     def bytes_of(self, kinds: tuple[str, ...]) -> int:
@@ -249,10 +266,23 @@ class Graph:
     @cached_property
     def arrays(self) -> GraphArrays:
         ops, tensors = self.ops, self.tensors
-        kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}
-        inputs, outputs = [o.inputs for o in ops], [o.outputs for o in ops]
-        i_ptr, i_all = _csr(list(map(len, inputs)), itertools.chain.from_iterable(inputs))
-        o_ptr, o_idx = _csr(list(map(len, outputs)), itertools.chain.from_iterable(outputs))
+        if hasattr(ops, "input_ptr") and hasattr(tensors, "sizes"):  # columns (npusim.graph.columns)
+            i_ptr, i_all = ops.column("input_ptr").copy(), ops.column("inputs")
+            o_ptr, o_idx = ops.column("output_ptr").copy(), ops.column("outputs")
+            tensor_size, tensor_kind = tensors.sizes(), tensors.column("kind").copy()
+            producer = tensors.column("producer").copy()
+            s_ptr, s_idx = tensors.column("source_ptr"), tensors.column("sources")
+        else:
+            kinds = {k: i for i, k in enumerate(TENSOR_KINDS + TILED_KINDS)}
+            inputs, outputs = [o.inputs for o in ops], [o.outputs for o in ops]
+            i_ptr, i_all = _csr(list(map(len, inputs)), itertools.chain.from_iterable(inputs))
+            o_ptr, o_idx = _csr(list(map(len, outputs)), itertools.chain.from_iterable(outputs))
+            tensor_size = np.array([0 if t.kind == "accumulator" else math.prod(t.shape) * t.itemsize  # Tensor.size
+                                    for t in tensors], dtype=np.int64)
+            tensor_kind = np.array([kinds[t.kind] for t in tensors], dtype=np.int8)
+            producer = np.array([-1 if t.producer is None else t.producer for t in tensors], dtype=np.int64)
+            sources = [t.sources for t in tensors]
+            s_ptr, s_idx = _csr(list(map(len, sources)), itertools.chain.from_iterable(sources))
         # each op's inputs then outputs (Op.tensors before its repeats go), placed by array:
         # input j of op k at i_ptr[k] + o_ptr[k] + j, output j at i_ptr[k + 1] + o_ptr[k] + j
         t_ptr = i_ptr + o_ptr
@@ -263,16 +293,105 @@ class Graph:
         t_ptr, t_idx = distinct_csr(t_ptr, t_all, n_t)
         i_ptr, i_idx = distinct_csr(i_ptr, i_all, n_t)
         return GraphArrays(
-            tensor_size=np.array([0 if t.kind == "accumulator" else math.prod(t.shape) * t.itemsize  # Tensor.size
-                                  for t in tensors], dtype=np.int64),
-            tensor_kind=np.array([kinds[t.kind] for t in tensors], dtype=np.int8),
-            producer=np.array(
-                [-1 if t.producer is None else t.producer for t in tensors], dtype=np.int64
-            ),
+            tensor_size=tensor_size, tensor_kind=tensor_kind, producer=producer,
             op_tensor_ptr=t_ptr, op_tensor_idx=t_idx,
             op_input_ptr=i_ptr, op_input_idx=i_idx,
-            op_output_ptr=o_ptr, op_output_idx=o_idx,
+            op_output_ptr=o_ptr, op_output_idx=o_idx, source_ptr=s_ptr, source_idx=s_idx,
         )
+
+
+class _ByName(Mapping):
+    """Name -> record of a graph stored as columns: a dict of names to ids, the record made
+    when asked (``Graph.tensor_by_name``, ``Graph.op_by_name``)."""
+
+    def __init__(self, records) -> None:
+        self.records = records
+        self.ids = {name: i for i, name in enumerate(records.names)}
+
+    def __getitem__(self, name):
+        return self.records[self.ids[name]]
+
+    def __contains__(self, name) -> bool:
+        try:
+            return name in self.ids
+        except TypeError:  # (a dict's answer to an unhashable key)
+            return False
+
+    def __iter__(self):
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _by_name(records) -> Mapping:
+    """``{record.name: record}`` of a graph's tensors or ops (``_ByName`` for columns)."""
+    if hasattr(records, "names"):
+        return _ByName(records)
+    return {r.name: r for r in records}
+
+
+def record_fields(records, *names: str) -> list[list]:
+    """Each named field of every record of a graph's tensors or ops, as a list in id order:
+    read from the columns of a tiled graph (``npusim.graph.columns``) without making its
+    records, else from each record."""
+    field_lists = getattr(records, "field_lists", None)
+    if field_lists is not None:
+        return field_lists(names)
+    return [list(map(operator.attrgetter(name), records)) for name in names]
+
+
+def record_name(records, i: int) -> str:
+    """The name of record i of a graph's tensors or ops (without making it, from columns)."""
+    names = getattr(records, "names", None)
+    return names[i] if names is not None else records[i].name
+
+
+def tensor_fields(graph: "Graph", *names: str) -> list[list]:
+    """``record_fields`` of the graph's tensors."""
+    return record_fields(graph.tensors, *names)
+
+
+def op_fields(graph: "Graph", *names: str) -> list[list]:
+    """``record_fields`` of the graph's ops."""
+    return record_fields(graph.ops, *names)
+
+
+def op_attributes(graph: "Graph"):
+    """A function giving op i's attributes (``Op.attrs``), from columns without making the op."""
+    attributes = getattr(graph.ops, "attributes", None)
+    if attributes is not None:
+        return attributes
+    ops = graph.ops
+    return lambda i: ops[i].attrs
+
+
+def tensor_view_getter(graph: "Graph"):
+    """A function giving tensor t's view (``Tensor.view``), from columns without making the tensor."""
+    view_at = getattr(graph.tensors, "view_at", None)
+    if view_at is not None:
+        return view_at
+    tensors = graph.tensors
+    return lambda t: tensors[t].view
+
+
+def op_origins(graph: "Graph") -> list[str]:
+    """Per op, the name of the op it stands for: a tile's ``attrs['tile_of']``, else its own."""
+    ops = graph.ops
+    origins = getattr(ops, "origins", None)
+    if origins is not None:
+        return origins()
+    return [op.attrs.get("tile_of", op.name) if op.attrs else op.name for op in ops]
+
+
+def buffer_names(graph: "Graph") -> list[str]:
+    """Per tensor, the DRAM buffer a DMA of it reads or writes: its view's base, else its own
+    name (``npusim.plan.dram.buffer_of`` of every tensor)."""
+    tensors = graph.tensors
+    buffers = getattr(tensors, "buffers", None)
+    if buffers is not None:
+        return buffers()
+    return [t.name if t.view is None else t.view.base for t in tensors]
 
 
 def _csr(lengths: list[int], entries) -> tuple[np.ndarray, np.ndarray]:
@@ -500,7 +619,7 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
     n_t = len(tensors)
     producer: list[int | None] = [None] * n_t
     consumers: list[list[int]] = [[] for _ in tensors]
-    built_ops = []
+    looped_records = []  # (op, its record with its Conv's loop nest)
     for oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, gemm) in enumerate(ops):
         ins, outs = tuple(ins), tuple(outs)
         if not outs:
@@ -519,17 +638,36 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
             if not readers or readers[-1] != oi:  # an input named twice is read once
                 readers.append(oi)
         if gemm is not None and gemm.loops is None and kind == "Conv" and len(ins) >= 2:
-            gemm = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
-        built_ops.append(_new_op(oi, op_name, kind, ins, outs, attrs, int(macs), int(vector_ops), gemm))
-    built_tensors = tuple(
-        _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
-        for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
-    graph = _unchecked_graph(name, built_tensors, tuple(built_ops), dict(meta or {}))
+            looped = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
+            if looped is not gemm:
+                looped_records.append((oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, looped)))
+    if looped_records:  # (into a copy: the caller's list stays as given)
+        ops = list(ops)
+        for oi, record in looped_records:
+            ops[oi] = record
+    graph = _graph_of_records(name, tensors, ops, producer, consumers, dict(meta or {}))
     where = f"graph {name!r}"
     if not _tensor_columns_hold(tensors, producer, bool((meta or {}).get("tiled_from"))):
         _check_tensors(graph, where)  # raises, naming the first tensor at fault
     _check_order(graph, where)
     return graph
+
+
+def _graph_of_records(name: str, tensors: list[tuple], ops: list[tuple], producer: list, consumers: list,
+                      meta: dict) -> Graph:
+    """The graph of ``graph_from_ids``'s records: its tensors and ops as columns
+    (``npusim.graph.columns``), or as objects when a record fits no column."""
+    from npusim.graph.columns import OpColumns, TensorColumns  # lazy: columns builds on this module's classes
+    tensor_columns = TensorColumns.of_records(tensors, producer, consumers)
+    op_columns = OpColumns.of_records(ops) if tensor_columns is not None else None
+    if op_columns is not None:
+        return _unchecked_graph(name, tensor_columns, op_columns, meta)
+    built_tensors = tuple(
+        _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
+        for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
+    built_ops = tuple(_new_op(oi, op_name, kind, tuple(ins), tuple(outs), attrs, int(macs), int(vector_ops), gemm)
+                      for oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, gemm) in enumerate(ops))
+    return _unchecked_graph(name, built_tensors, built_ops, meta)
 
 
 #: A tensor kind's code in ``_tensor_columns_hold`` (the kinds a Graph allows, then the tiled ones).
@@ -581,6 +719,10 @@ def _check_order(graph: Graph, where: str) -> None:
     its first consumer (the earliest of the ops that read it); else the graph must have no
     cycle (``_check_acyclic``). Needs the tensors checked (sources are produced tensors)."""
     tensors = graph.tensors
+    if hasattr(tensors, "consumer_ptr"):  # columns (npusim.graph.columns): by array
+        if not _order_holds_by_columns(tensors):
+            _check_acyclic(graph, where)
+        return
     for t in tensors:
         if not t.consumers:
             continue
@@ -590,6 +732,21 @@ def _check_order(graph: Graph, where: str) -> None:
         for src in t.sources:
             if tensors[src].producer >= first:
                 return _check_acyclic(graph, where)
+
+
+def _order_holds_by_columns(tensors) -> bool:
+    """``_check_order``'s test over tensor columns: each consumed tensor's producer, and the
+    producers of its sources, come before its first consumer (consumer rows ascend: lowest
+    first)."""
+    ptr, consumers, producer = tensors.column("consumer_ptr"), tensors.column("consumers"), tensors.column("producer")
+    read = np.flatnonzero(np.diff(ptr) > 0)
+    first = np.full(len(producer), np.iinfo(np.int64).max)
+    first[read] = consumers[ptr[read]]
+    if (producer[read] >= first[read]).any():
+        return False
+    source_ptr, sources = tensors.column("source_ptr"), tensors.column("sources")
+    owner = np.repeat(np.arange(len(producer)), np.diff(source_ptr))
+    return not (producer[sources] >= first[owner]).any()
 
 
 def _name_index(name: str, tensors: list[dict]) -> dict[str, int]:

@@ -81,7 +81,8 @@ import weakref
 from dataclasses import replace
 from operator import attrgetter
 
-from npusim.graph.model import Gemm, Graph, Op
+from npusim.graph.columns import RUN_CODES
+from npusim.graph.model import Gemm, Graph, Op, op_fields, tensor_fields
 from npusim.graph.ops.kinds import GROUPED_KINDS
 from npusim.hw import mapping
 from npusim.hw.config import Hardware
@@ -299,7 +300,8 @@ def array_macs(graph: Graph, hw: Hardware) -> int:
     """MACs the PE arrays do on ``graph`` (ops mapped to the array by ``array_gemm``; a grouped
     conv on the vector unit is not array work): the numerator of the array utilisation,
     MACs / (cycles × pe_rows × pe_cols × cores), the figure systolic-array papers quote."""
-    return sum(op.macs for op in graph.ops if array_gemm(op.kind, op.gemm, hw) is not None)
+    kinds, gemms, macs = op_fields(graph, "kind", "gemm", "macs")
+    return sum(m for kind, gemm, m in zip(kinds, gemms, macs) if array_gemm(kind, gemm, hw) is not None)
 
 
 def array_pes(hw: Hardware) -> int:
@@ -592,7 +594,7 @@ _TENSOR_FIGURES = attrgetter("shape", "dtype", "itemsize", "kind")
 def tensor_figures(graph: Graph) -> list[tuple]:
     """What ``cost_signature`` reads of each tensor of ``graph``, for all of them at once: a
     caller asking the signature of every op passes it (cheaper than reading them op by op)."""
-    return list(map(_TENSOR_FIGURES, graph.tensors))
+    return list(zip(*tensor_fields(graph, "shape", "dtype", "itemsize", "kind")))
 
 
 def cost_classes(graph: Graph) -> tuple[list[int], list[int]]:
@@ -602,11 +604,38 @@ def cost_classes(graph: Graph) -> tuple[list[int], list[int]]:
     graph's distinct ones (equal keys exactly when equal signatures, and cheaper to hash: a
     Llama-3.2-1B decode step's 25,894 ops have 27 distinct figures and 32 classes)."""
     numbers: dict[tuple, int] = {}
-    figures = [numbers.setdefault(f, len(numbers)) for f in map(_TENSOR_FIGURES, graph.tensors)]
+    figures = [numbers.setdefault(f, len(numbers)) for f in tensor_figures(graph)]
     classes: dict[tuple, int] = {}
-    class_of = [classes.setdefault(cost_signature(op, graph, figures), len(classes)) for op in graph.ops]
+    signatures = (_column_signatures(graph, figures) if hasattr(graph.ops, "tile_of")
+                  else (cost_signature(op, graph, figures) for op in graph.ops))
+    class_of = [classes.setdefault(signature, len(classes)) for signature in signatures]
     first = dict(zip(reversed(class_of), range(len(class_of) - 1, -1, -1)))  # (the earliest op written last)
     return class_of, [first[k] for k in range(len(classes))]
+
+
+def _column_signatures(graph: Graph, figures: list):
+    """``cost_signature`` of every op of a graph stored as columns (``npusim.graph.columns``),
+    in order: a tile's read from its columns (its attributes are the tiler's: no ``marker``,
+    the tiled op's ``epilogue``, ``acc``/``k_last`` and ``runs`` as codes), any other op's from
+    the op. Equal, tuple for tuple, to ``cost_signature``'s (``tests/test_graph_columns.py``)."""
+    ops = graph.ops
+    identities = [gemm_identity(g) for g in ops.gemms]
+    kinds, tiled_ops, input_ptr, inputs, output_ptr, outputs = (
+        ops.kinds, ops.tiled_ops, ops.input_ptr, ops.inputs, ops.output_ptr, ops.outputs)
+    runs_of = [None if not code else tuple(sorted(
+        (operand, RUN_CODES[position]) for operand, position in (("a", code & 3), ("b", code >> 2)) if position))
+        for code in range(16)]
+    figure = figures.__getitem__
+    for i, (tiled, kind, gemm, macs, vector_ops, acc, runs) in enumerate(
+            zip(ops.tile_of, ops.kind, ops.gemm, ops.macs, ops.vector_ops, ops.acc, ops.runs)):
+        if tiled < 0:
+            yield cost_signature(ops[i], graph, figures)
+            continue
+        ins = tuple(inputs[input_ptr[i]:input_ptr[i + 1]])
+        repeats = None if len(set(ins)) == len(ins) else tuple(map(ins.index, ins))
+        yield (kinds[kind], None if gemm < 0 else identities[gemm], macs, vector_ops, tuple(map(figure, ins)), repeats,
+               tuple(map(figure, outputs[output_ptr[i]:output_ptr[i + 1]])), None,
+               tiled_ops[tiled][1] is not None, "core" if acc else None, acc == 2 if acc else None, runs_of[runs])
 
 
 def cost_signature(op: Op, graph: Graph, figures: list | None = None) -> tuple:

@@ -405,11 +405,9 @@ def _spill_waits(graph: Graph, kind: np.ndarray, tensor: np.ndarray):
     loads = np.flatnonzero(kind == KIND_CODES["load"])
     if not len(stores):
         return loads[:0], loads[:0]
-    tensors = graph.tensors
-    sources = [tensors[t].sources for t in tensor[loads].tolist()]
-    n_sources = np.fromiter(map(len, sources), np.int64, len(loads))
+    n_sources, sources = graph.arrays.sources_of(tensor[loads])
     waiter = np.concatenate([loads, np.repeat(loads, n_sources)])
-    wanted = np.concatenate([tensor[loads], np.fromiter(chain.from_iterable(sources), np.int64, int(n_sources.sum()))])
+    wanted = np.concatenate([tensor[loads], sources])
     return waiter, _latest_before(tensor[stores], stores, wanted, waiter)
 
 

@@ -57,7 +57,9 @@ import numpy as np
 
 from npusim.errors import InternalError, PlanError
 from npusim.graph.analysis import check_order, step_of
-from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, Graph
+from npusim.graph.model import (
+    DRAM_KINDS, TENSOR_KINDS, TILED_KINDS, Graph, op_attributes, op_fields, op_origins, record_name, tensor_view_getter,
+)
 from npusim.graph.regions import RESHAPE_LIKE, box_rule, input_steps
 from npusim.plan.dram import buffer_of, known_buffers
 from npusim.plan.model import CAUSES, TRANSFER_KINDS, Plan
@@ -222,7 +224,7 @@ def _is_topological(graph: Graph, order: list) -> bool:
     problem."""
     if sorted(order) != list(range(graph.n_ops)):
         return False
-    arrays, tensors = graph.arrays, graph.tensors
+    arrays = graph.arrays
     step = step_of(order)
     reader = np.repeat(np.arange(graph.n_ops), np.diff(arrays.op_input_ptr))  # op of each (distinct) input
     producer = arrays.producer[arrays.op_input_idx]
@@ -231,9 +233,8 @@ def _is_topological(graph: Graph, order: list) -> bool:
         return False
     # an input no op produces (a graph input, a weight) may be read from tiles (its sources),
     # each produced at an earlier step
-    sources = [tensors[t].sources for t in arrays.op_input_idx[~made].tolist()]
-    counts = np.fromiter(map(len, sources), np.int64, len(sources))
-    source_producer = arrays.producer[np.fromiter(chain.from_iterable(sources), np.int64, int(counts.sum()))]
+    counts, sources = arrays.sources_of(arrays.op_input_idx[~made])
+    source_producer = arrays.producer[sources]
     return bool((source_producer >= 0).all()
                 and (step[source_producer] < np.repeat(step[reader[~made]], counts)).all())
 
@@ -262,9 +263,9 @@ def _check_streams(plan: Plan, graph: Graph, report) -> None:
     if len(plan.streams) != graph.n_ops:
         report("streams", f"streams lists {len(plan.streams)} entries; expected a stream >= 0 for "
                           f"each of the {graph.n_ops} ops")
-    for op, s in zip(graph.ops, plan.streams):
+    for o, s in zip(range(graph.n_ops), plan.streams):
         if s < 0:
-            report("streams", f"op {op.name!r}: stream {s} is negative, expected >= 0")
+            report("streams", f"op {graph.ops[o].name!r}: stream {s} is negative, expected >= 0")
 
 
 def _check_residencies(plan: Plan, graph: Graph, residencies, name, report) -> dict[int, list]:
@@ -629,9 +630,10 @@ def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyT
     filled_by = np.sort(found)  # (not np.unique: it imports numpy.ma, ~10 ms, on its first call)
     if not held or (filled_by[1:] == filled_by[:-1]).any():
         return False
-    tensors = graph.tensors
+    arrays = graph.arrays
     initially = np.zeros(graph.n_tensors, dtype=bool)
-    initially[[u for u in loads if tensors[u].in_dram_initially]] = True
+    loaded = np.fromiter(loads, np.int64, len(loads))
+    initially[loaded[arrays.tensor_kind[loaded] < len(DRAM_KINDS)]] = True  # Tensor.in_dram_initially
     first_load = np.full(graph.n_tensors, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_load, t, s)
     compulsory = initially[t] & (s == first_load[t])
@@ -642,10 +644,12 @@ def _loads_hold(graph: Graph, loads: dict, first_store: dict, table: _ResidencyT
         stored[np.fromiter(first_store, np.int64, len(first_store))] = np.fromiter(first_store.values(), np.int64,
                                                                                    len(first_store))
     later = ~initially[t]
-    sources = [tensors[u].sources or (u,) for u in t[later].tolist()]  # what a load reads from DRAM
-    counts = np.fromiter(map(len, sources), np.int64, len(sources))
-    read = np.fromiter(chain.from_iterable(sources), np.int64, int(counts.sum()))
-    return bool((stored[read] < np.repeat(s[later], counts)).all())
+    # what a load reads from DRAM: its sources, or itself if it has none
+    counts, read = arrays.sources_of(t[later])
+    at = np.repeat(s[later], counts)
+    itself = counts == 0
+    read, at = np.concatenate([read, t[later][itself]]), np.concatenate([at, s[later][itself]])
+    return bool((stored[read] < at).all())
 
 
 def _arrives_after(r, fill, s: int) -> int | None:
@@ -767,9 +771,12 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
     """Tiles of each op write every element of its output exactly once, and each tile's
     input views contain what it reads (halos included)."""
     tiles: dict[str, list] = defaultdict(list)
-    for op in tiled.ops:
-        if "tile_of" in op.attrs:
-            tiles[op.attrs["tile_of"]].append(op)
+    attrs_of = op_attributes(tiled)  # (read from columns: no Op made per tile, npusim.graph.columns)
+    op_names, op_inputs, op_outputs = op_fields(tiled, "name", "inputs", "outputs")
+    for o, origin in enumerate(op_origins(tiled)):
+        if origin != op_names[o] or "tile_of" in attrs_of(o):
+            tiles[origin].append(o)
+    view_of = tensor_view_getter(tiled)
     for name, ops in tiles.items():
         original = untiled.op_by_name[name]
         out = untiled.tensors[original.outputs[0]]
@@ -779,14 +786,15 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
         base_strides = [base.strides for base in bases]
         views = []
         boxes_of = None  # the op's ``input_boxes`` as a function of the tile (``box_rule``), made once
-        for op in ops:
-            written = tiled.tensors[op.outputs[0]]
-            if written.view is None:
+        for o in ops:
+            written = view_of(op_outputs[o][0])
+            if written is None:
                 continue  # a partial sum, not yet part of the output
-            views.append(written.view)
-            k = op.attrs.get("k")
-            box = tuple(tuple(r) for r in op.attrs["box"])
-            if len(box) == 1 and written.view.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE:
+            views.append(written)
+            attrs = attrs_of(o)
+            k = attrs.get("k")
+            box = tuple(tuple(r) for r in attrs["box"])
+            if len(box) == 1 and written.shape == (box[0][1] - box[0][0],) and original.kind in RESHAPE_LIKE:
                 needed = []
             else:
                 if boxes_of is None:
@@ -795,8 +803,8 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
             for base, strides, region, step in zip(bases, base_strides, needed, steps):
                 if region is None:
                     continue
-                if not _covered(tiled, op, base, region, step, strides):
-                    report("tiling", f"tile {op.name!r} of {name!r} reads {base.name!r} over "
+                if not _covered(tiled, op_inputs[o], base, region, step, strides):
+                    report("tiling", f"tile {op_names[o]!r} of {name!r} reads {base.name!r} over "
                                      f"{[list(r) for r in region]} but none of its inputs covers that region")
         if _grid_of_boxes(views, out.shape, out_strides):
             continue  # every element written once, seen without counting them
@@ -916,18 +924,18 @@ def _read_elements(shape, region, steps) -> np.ndarray:
     return index
 
 
-def _covered(tiled: Graph, op, base, region, steps=None, strides=None) -> bool:
-    """Whether an input of tile ``op`` holds every element of ``base`` the tile reads in
+def _covered(tiled: Graph, inputs: tuple[int, ...], base, region, steps=None, strides=None) -> bool:
+    """Whether one of a tile's ``inputs`` holds every element of ``base`` the tile reads in
     ``region`` (every ``steps``-th along each dimension): a box view containing the box, or
     a strided view holding each element read. ``strides``: ``base.strides``, if known."""
     strides = base.strides if strides is None else strides
-    for t in op.inputs:
-        tensor = tiled.tensors[t]
-        if tensor.view is None:
-            if tensor.name == base.name:
+    view_of = tensor_view_getter(tiled)
+    for t in inputs:
+        v = view_of(t)
+        if v is None:
+            if record_name(tiled.tensors, t) == base.name:
                 return True
             continue
-        v = tensor.view
         if v.base != base.name:
             continue
         if v.strides != strides:

@@ -52,12 +52,12 @@ import weakref
 from array import array
 from collections.abc import Sequence
 from itertools import chain
-from operator import attrgetter
 
 import numpy as np
 
 from npusim import native
 from npusim.errors import SimulationError
+from npusim.graph.model import op_fields, record_name
 from npusim.plan.command_table import KIND_CODES, KINDS, rows_as_arrays
 from npusim.sim.critical_path import CAUSES, CommandTiming, channel_holders
 from npusim.sim.engine import BOUND_CAUSE, DMA_CAUSES
@@ -476,7 +476,8 @@ class RecordedTimeline(Sequence):
 
     def _name(self, i: int) -> str:
         table = self.commands
-        return self.ops[table.op[i]].name if table.kind[i] == COMPUTE else self.tensors[table.tensor[i]].name
+        return record_name(self.ops, table.op[i]) if table.kind[i] == COMPUTE else record_name(self.tensors,
+                                                                                                table.tensor[i])
 
     def _sorted(self, completion: np.ndarray, queues: dict) -> np.ndarray:
         """The commands in the report's order: by (start, queue) with NumPy's stable sort from
@@ -504,7 +505,7 @@ class RecordedTimeline(Sequence):
             op = self.ops[table.op[i]]
             return new_entry(queue, op.name, op.kind, table.step[i], self.starts[i], self.ends[i], None, 0,
                              self.lanes[queue][1], i)
-        return new_entry(queue, self.tensors[table.tensor[i]].name, KINDS[kind], table.step[i], self.starts[i],
+        return new_entry(queue, record_name(self.tensors, table.tensor[i]), KINDS[kind], table.step[i], self.starts[i],
                          self.ends[i], table.cause[i], table.nbytes[i], self.dma_lanes[self.channel_of[i]], i)
 
     def __len__(self) -> int:
@@ -571,7 +572,6 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
     # computes: one set of figures per (queue, cost class), the SimPy run's per op
     computes = order[at["compute"]]
     op_ids = table.column("op")[computes]
-    op_of = list(map(ops.__getitem__, op_ids.tolist()))
     classes = machine._class_array[op_ids]
     queue = table.column("queue")[computes].astype(np.int64)  # codes into table.queue_names
     pairs, first, pair_of = np.unique(queue * (len(machine._class_ops) + 1) + classes, return_index=True,
@@ -586,7 +586,7 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
         return found
 
     for k, p in enumerate(first.tolist()):
-        op, positions = op_of[p], at["compute"][pair_of == k]
+        op, positions = ops[int(op_ids[p])], at["compute"][pair_of == k]
         (cycles, _), per_core = machine._op_cycles(op)
         slowest = max(per_core)  # _account_compute's figures
         for core, busy in zip(lanes[table.queue_of(int(computes[p]))], per_core):
@@ -595,7 +595,8 @@ def _account(machine, order: np.ndarray, durations: np.ndarray) -> None:
             column("energy", key)[positions] = pj
         for key, pj in machine._levels[machine._class_of[op.id]].items():
             column("level", key)[positions] = pj
-    machine.energy_by_op.update(zip(map(attrgetter("name"), op_of),
+    names, = op_fields(graph, "name")
+    machine.energy_by_op.update(zip(map(names.__getitem__, op_ids.tolist()),
                                     map(machine._energy_total.__getitem__, classes.tolist())))
     # transfers (_account_transfer)
     e = hw.energy

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npusim.graph.model import op_fields, op_origins
 from npusim.plan.command_table import KIND_CODES
 from npusim.util.fast_init import twin_constructor
 
@@ -288,9 +289,10 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
     rows_of = getattr(timings, "compute_rows", None)  # the compiled run's columns, no CommandTiming made
     found = rows_of(computes) if rows_of is not None else (_compute_row(timings[i]) for i in computes)
     op_of, step_of, queue_of, queue_names, queue_code = table.op, table.step, table.queue_of, table.queue_names, table.queue
+    names, kinds, macs, gemms = op_fields(graph, "name", "kind", "macs", "gemm")  # (no Op made per row)
+    origins = op_origins(graph)
     for i, (start, end, binding, lane, bound) in zip(computes, found):
         op_id, queue = op_of[i], queue_names[queue_code[i]]
-        op = graph.ops[op_id]
         idle = max(start - previous_end.get(queue, 0.0), 0.0)
         previous_end[queue] = end
         waited_for = ""
@@ -306,9 +308,9 @@ def op_breakdown(program, timings: list[CommandTiming]) -> list[BreakdownRow]:
                 elif _bank_bound(timing, kind):
                     waited_for = f"{kind} (DRAM banks)"
         rows.append(new_row(
-            op.name, op.attrs.get("tile_of", op.name) if op.attrs else op.name, op.kind,
+            names[op_id], origins[op_id], kinds[op_id],
             step_of[i], queue, lane, start, end, end - start, bound, idle, waited_for,
             bytes_in[op_id], bytes_out[op_id],
-            op.macs if op.gemm is not None else 0,
+            macs[op_id] if gemms[op_id] is not None else 0,
         ))
     return rows

@@ -41,7 +41,7 @@ import numpy as np
 
 from npusim.errors import InternalError, PlanningError
 from npusim.graph.analysis import aligned, min_required
-from npusim.graph.model import TENSOR_KINDS, TILED_KINDS
+from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, op_fields, tensor_fields
 from npusim.plan.records import CAUSE_CODE, KIND_CODE, ResidencyTable, TransferTable
 from npusim.planner_options import Option
 from planners.alloc.best_fit import BestFitArena
@@ -224,11 +224,11 @@ class ArenaAllocator:
         policy = ctx.spill_policy
         state = _ArenaRun(graph, order, ctx.capacity, ctx.alignment, policy, prefetch_depth(ctx),
                           ctx.options["placement_lookahead"])
-        ops = graph.ops
+        inputs, outputs = op_fields(graph, "inputs", "outputs")  # (no Op made per step: npusim.graph.columns)
         for s, op in enumerate(order):
             if s % PROGRESS_STEPS == 0:
                 ctx.progress("allocating steps", s, len(order))
-            state.step(s, ops[op])
+            state.step(s, op, inputs[op], outputs[op])
         ctx.progress("allocating steps", len(order), len(order))
         ctx.residencies, ctx.transfers = state.residencies, state.transfers
         if state.evicted_for_overlap:
@@ -282,7 +282,7 @@ class _ArenaRun:
         of_kind = _tensors_by_kind(graph)
         self.in_dram = set(of_kind["input"] + of_kind["weight"])  # Tensor.in_dram_initially
         self.initially_in_dram = frozenset(self.in_dram)
-        self.sources = [t.sources for t in graph.tensors]  # of each tensor: read views load after them
+        self.sources, = tensor_fields(graph, "sources")  # of each tensor: read views load after them
         self.sources_stored: dict[int, int] = {}  # read view -> its leading sources DRAM holds (_loadable)
         self.weights = set(of_kind["weight"])
         # The store after the op that writes a tensor (_finish): graph outputs are written back,
@@ -538,8 +538,9 @@ class _ArenaRun:
         return found
 
     # -- one step ----------------------------------------------------------------------------
-    def step(self, s: int, op) -> None:
-        self.current_op = op.id
+    def step(self, s: int, op: int, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> None:
+        """Allocate step s, which runs op ``op`` (its ``inputs`` and ``outputs``)."""
+        self.current_op = op
         needed = self.step_tensors[s]
         resident, arena, alloc_size = self.resident_since, self.arena, self.alloc_size
         missing = [t for t in needed if t not in resident]
@@ -549,7 +550,7 @@ class _ArenaRun:
             if offset is None:
                 offset = self._make_room(t, needed, s)
                 if offset is None:  # fragmented by the op's own tensors: start the op afresh
-                    return self._restart_op(s, op, needed)
+                    return self._restart_op(s, inputs, outputs, needed)
             elif self.lookahead:
                 offset = self._place_ahead(t, offset, s, missing[k + 1:])
             arena.place(t, offset, size)
@@ -561,13 +562,12 @@ class _ArenaRun:
                     prefetched.discard(t)
                     self._load(t, s)
         if missing:
-            inputs = op.inputs
             for t in missing:
                 if t in inputs:
                     self._load(t, s)
-        self._finish(s, op, needed)
+        self._finish(s, outputs, needed)
 
-    def _restart_op(self, s: int, op, needed: list[int]) -> None:
+    def _restart_op(self, s: int, inputs: tuple[int, ...], outputs: tuple[int, ...], needed: list[int]) -> None:
         for t in list(self.arena.owners()):
             if self.resident_since.get(t, s) < s and t not in self.prefetched:
                 self._evict(t, s)
@@ -580,9 +580,9 @@ class _ArenaRun:
             offset = self.arena.allocate(t, self.alloc_size[t])
             assert offset is not None, "budget >= M_R guarantees an empty arena holds one op"
             self._open(t, offset, s)
-            if t in op.inputs:
+            if t in inputs:
                 self._load(t, s)
-        self._finish(s, op, needed)
+        self._finish(s, outputs, needed)
 
     def _drop_new(self, t: int) -> None:
         """Undo a placement not yet filled (made this step, or a prefetch reservation)."""
@@ -599,11 +599,11 @@ class _ArenaRun:
         self.loaded_once.add(t)
         self.transfers.add(s, _LOAD, t, cause, self.uses.size[t])
 
-    def _finish(self, s: int, op, needed: list[int]) -> None:
+    def _finish(self, s: int, outputs: tuple[int, ...], needed: list[int]) -> None:
         self.uses.accessed(s)
         stored = []
         store_cause = self.store_cause
-        for t in op.outputs:
+        for t in outputs:
             cause = store_cause.get(t)  # written back or through as soon as produced
             if cause is not None:
                 self.transfers.add(s, _STORE, t, cause, self.uses.size[t])

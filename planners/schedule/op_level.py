@@ -15,7 +15,7 @@ order. ``scope`` says which problem the status and bound refer to.
 
 from __future__ import annotations
 
-from npusim.graph.model import Graph
+from npusim.graph.model import Graph, op_origins, record_fields
 
 
 def is_tiled(ctx) -> bool:
@@ -31,9 +31,9 @@ def tiles_of_ops(tiled: Graph, untiled: Graph) -> list[list[int]]:
     """For each op of ``untiled``, the ops of ``tiled`` that stand for it, in tiling order
     (an untiled op keeps its name; a tile names its op in ``attrs['tile_of']``)."""
     members: list[list[int]] = [[] for _ in range(untiled.n_ops)]
-    for op in tiled.ops:
-        origin = op.attrs.get("tile_of", op.name) if op.attrs else op.name
-        members[untiled.op_by_name[origin].id].append(op.id)
+    ids = {name: i for i, name in enumerate(record_fields(untiled.ops, "name")[0])}
+    for o, origin in enumerate(op_origins(tiled)):
+        members[ids[origin]].append(o)
     return members
 
 

@@ -1,0 +1,445 @@
+"""A tiled graph's tensors and ops stored as columns (``TensorColumns``, ``OpColumns``).
+
+Why columns: a tiled graph has one op per tile and one tensor per view a tile reads or
+writes, hundreds of thousands of each (fcn_resnet50 at 64 KiB: 338,599 ops and 388,856
+tensors). As one slotted object each, with its tuples of ids, its ``View``, and a dict of
+attributes per tile holding a box of tuples, they took ~330 MiB, ~450 bytes a record. As
+columns they take about a quarter of that, and the bulk readers (``Graph.arrays``, the
+order check, the validator's and the cost model's passes) read whole columns as NumPy arrays
+without an object per record. ``graph.tensors[i]`` and ``graph.ops[i]`` still give the
+``Tensor`` and ``Op`` the tiled expansion described, made when asked and equal to the ones an
+object graph holds, for the readers that look at a few, and iteration gives them all.
+
+What is stored, per tensor: its name, shape (an index into the distinct shapes), dtype and
+item size (an index into the distinct pairs), kind (a code into ``TENSOR_KINDS`` and
+``TILED_KINDS``), producer (-1: none), consumers and sources (compressed rows), and its view
+(the base's name by index, -1 for none; the offset; the shape and strides by index).
+
+Per op: its name, kind (an index into the distinct kinds), inputs and outputs (compressed
+rows), MACs, vector operations, Gemm (an index into the distinct Gemm objects, kept by
+identity: a Gemm's loop nest does not take part in its equality) and attributes. A tile's
+attributes (``npusim.graph.tiling``: ``tile_of``, ``box``, ``k``, with a core accumulator's
+``acc`` and ``k_last``, the op's ``epilogue`` and the ``runs`` a GEMM-like op's tiles share)
+are columns: the tiled op by index, the box as a compressed row of its bounds, the slice's
+bounds, and two small codes. Any other op keeps its attributes dict as given.
+
+A record whose fields no column can hold (an integer past int64, attributes of a tile that
+are not the tiler's) makes ``columns_of`` return None; the graph then keeps objects.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from itertools import chain
+
+import numpy as np
+
+from npusim.graph.model import TENSOR_KINDS, TILED_KINDS, Op, Tensor, View
+from npusim.util.fast_init import twin_constructor
+
+KIND_NAMES = TENSOR_KINDS + TILED_KINDS
+_KIND_CODE = {kind: code for code, kind in enumerate(KIND_NAMES)}
+#: where a tile stands in a run of tiles sharing an operand (``tiling._mark_runs``), by code
+RUN_CODES = (None, "first", "middle", "last")
+_RUN_CODE = {name: code for code, name in enumerate(RUN_CODES) if name}
+_NONE = -1
+_new_tensor = twin_constructor(Tensor)
+_new_op = twin_constructor(Op)
+_new_view = twin_constructor(View)
+
+
+def _interned(table: dict, values: list):
+    """The index of ``value`` in ``values``, adding it the first time (``table``: value -> index)."""
+    def index(value) -> int:
+        found = table.get(value)
+        if found is None:
+            found = table[value] = len(values)
+            values.append(value)
+        return found
+    return index
+
+
+def _rows(lists) -> tuple[array, array]:
+    """Compressed rows (ptr, idx) of int lists."""
+    ptr, idx = array("q", [0]), array("q")
+    for row in lists:
+        idx.extend(row)
+        ptr.append(len(idx))
+    return ptr, idx
+
+
+class _Columns(Sequence):
+    """What both tables share: a sequence of records made when asked, compared and pickled by
+    their columns."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._row(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"{type(self).__name__} index {i} out of range ({n} records)")
+        return self._row(i)
+
+    def __iter__(self):
+        return map(self._row, range(len(self)))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, type(self)) and self._state() == other._state():
+            return True
+        if isinstance(other, (Sequence)) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} records)"
+
+    def __reduce__(self):
+        return type(self)._from_state, (self._state(),)
+
+    @classmethod
+    def _from_state(cls, state):
+        table = object.__new__(cls)
+        for name, value in zip(cls.__slots__, state):
+            object.__setattr__(table, name, value)
+        return table
+
+    def _state(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def column(self, name: str) -> np.ndarray:
+        """One integer column as a NumPy view (not a copy)."""
+        values = getattr(self, name)
+        return np.frombuffer(values, {"q": np.int64, "i": np.int32, "b": np.int8}[values.typecode])
+
+
+class TensorColumns(_Columns):
+    """A graph's tensors as columns (module docstring)."""
+
+    __slots__ = ("names", "shapes", "shape", "dtypes", "dtype", "kind", "producer", "consumer_ptr", "consumers",
+                 "source_ptr", "sources", "bases", "view_base", "view_offset", "view_shape", "strides", "view_strides")
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def _row(self, i: int) -> Tensor:
+        view = self.view_at(i)
+        producer = self.producer[i]
+        dtype, itemsize = self.dtypes[self.dtype[i]]
+        consumer_ptr, source_ptr = self.consumer_ptr, self.source_ptr
+        return _new_tensor(i, self.names[i], self.shapes[self.shape[i]], dtype, itemsize, KIND_NAMES[self.kind[i]],
+                           None if producer < 0 else producer,
+                           tuple(self.consumers[consumer_ptr[i]:consumer_ptr[i + 1]]), view,
+                           tuple(self.sources[source_ptr[i]:source_ptr[i + 1]]))
+
+    def field_lists(self, names) -> list[list]:
+        """Each named ``Tensor`` field of every tensor, as a list (``model.tensor_fields``)."""
+        return [self._field_list(name) for name in names]
+
+    def _field_list(self, name: str) -> list:
+        if name == "name":
+            return self.names
+        if name in ("shape", "kind"):
+            return list(map((self.shapes if name == "shape" else KIND_NAMES).__getitem__, getattr(self, name)))
+        if name in ("dtype", "itemsize"):
+            return [pair[name == "itemsize"] for pair in map(self.dtypes.__getitem__, self.dtype)]
+        if name == "producer":
+            return [None if p < 0 else p for p in self.producer]
+        if name in ("consumers", "sources"):
+            ptr, idx = (self.consumer_ptr, self.consumers) if name == "consumers" else (self.source_ptr, self.sources)
+            return _row_tuples(ptr, idx)
+        if name == "id":
+            return list(range(len(self)))
+        return [getattr(t, name) for t in self]
+
+    def buffers(self) -> list[str]:
+        """Per tensor, its view's base, else its own name (``model.buffer_names``)."""
+        bases, names = self.bases, self.names
+        return [names[i] if b < 0 else bases[b] for i, b in enumerate(self.view_base)]
+
+    def view_at(self, i: int) -> View | None:
+        """Tensor i's view (``Tensor.view``), without making the tensor."""
+        base = self.view_base[i]
+        return None if base < 0 else _new_view(self.bases[base], self.view_offset[i], self.shapes[self.view_shape[i]],
+                                               self.strides[self.view_strides[i]])
+
+    def view_extents(self) -> dict[str, int]:
+        """Per base some view addresses, the bytes to the end of the furthest view's last
+        element (``npusim.dram.model._view_extents``, by array)."""
+        viewed = np.flatnonzero(self.column("view_base") >= 0)
+        if not len(viewed):
+            return {}
+        pair = self.column("view_shape")[viewed].astype(np.int64) * len(self.strides) + self.column("view_strides")[viewed]
+        pairs, which = np.unique(pair, return_inverse=True)
+        span = np.array([sum((n - 1) * s for n, s in zip(self.shapes[p // len(self.strides)],
+                                                          self.strides[p % len(self.strides)])) for p in pairs.tolist()],
+                        dtype=np.int64)
+        itemsize = np.array([size for _, size in self.dtypes], dtype=np.int64)[self.column("dtype")[viewed]]
+        end = (self.column("view_offset")[viewed] + span[which] + 1) * itemsize
+        base = self.column("view_base")[viewed]
+        furthest = np.zeros(len(self.bases), dtype=np.int64)
+        np.maximum.at(furthest, base, end)
+        return {self.bases[b]: int(furthest[b]) for b in np.unique(base).tolist()}
+
+    def sizes(self) -> np.ndarray:
+        """Every tensor's bytes (``Tensor.size``: none for a core's accumulators), int64."""
+        per_shape = np.array([_elements(s) for s in self.shapes], dtype=np.int64)
+        itemsize = np.array([size for _, size in self.dtypes], dtype=np.int64)
+        size = per_shape[self.column("shape")] * itemsize[self.column("dtype")]
+        size[self.column("kind") == _KIND_CODE["accumulator"]] = 0
+        return size
+
+    @classmethod
+    def of_records(cls, records: list[tuple], producer: list, consumers: list[list[int]]) -> "TensorColumns | None":
+        """The columns of ``graph_from_ids``'s tensor records (name, shape, dtype, itemsize,
+        kind, view, sources) with these producers and consumers; None when one does not fit
+        (a kind no code has, a view that is no ``View``, an offset past int64)."""
+        table = object.__new__(cls)
+        shapes, strides, dtypes, bases = [], [], [], []
+        shape_of, strides_of = _interned({}, shapes), _interned({}, strides)
+        dtype_of, base_of = _interned({}, dtypes), _interned({}, bases)
+        names, shape, dtype, kind = [], array("i"), array("b"), array("b")
+        view_base, view_offset, view_shape, view_strides = array("i"), array("q"), array("i"), array("i")
+        try:
+            for name, t_shape, t_dtype, itemsize, t_kind, view, _ in records:
+                names.append(name)
+                shape.append(shape_of(t_shape))
+                dtype.append(dtype_of((t_dtype, itemsize)))
+                kind.append(_KIND_CODE[t_kind])
+                if view is None:
+                    view_base.append(_NONE)
+                    view_offset.append(0)
+                    view_shape.append(_NONE)
+                    view_strides.append(_NONE)
+                elif type(view) is View and type(view.offset) is int:
+                    view_base.append(base_of(view.base))
+                    view_offset.append(view.offset)
+                    view_shape.append(shape_of(view.shape))
+                    view_strides.append(strides_of(view.strides))
+                else:
+                    return None
+            if len(dtypes) > 127:
+                return None
+            consumer_ptr, consumers_idx = _rows(consumers)
+            source_ptr, sources = _rows(map(_sources, records))
+            producers = array("q", (_NONE if p is None else p for p in producer))
+        except (KeyError, TypeError, OverflowError):
+            return None
+        for slot, value in (("names", names), ("shapes", shapes), ("shape", shape), ("dtypes", dtypes),
+                            ("dtype", dtype), ("kind", kind), ("producer", producers),
+                            ("consumer_ptr", consumer_ptr), ("consumers", consumers_idx), ("source_ptr", source_ptr),
+                            ("sources", sources), ("bases", bases), ("view_base", view_base),
+                            ("view_offset", view_offset), ("view_shape", view_shape), ("strides", strides),
+                            ("view_strides", view_strides)):
+            object.__setattr__(table, slot, value)
+        return table
+
+
+def _row_tuples(ptr: array, idx: array) -> list[tuple]:
+    """Each compressed row as a tuple (the empty ones the one empty tuple)."""
+    empty, lengths = (), np.diff(np.frombuffer(ptr, np.int64)).tolist()
+    rows, start = [], 0
+    for n in lengths:
+        rows.append(tuple(idx[start:start + n]) if n else empty)
+        start += n
+    return rows
+
+
+def _sources(record: tuple):
+    return record[6]
+
+
+def _elements(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+class OpColumns(_Columns):
+    """A graph's ops as columns (module docstring)."""
+
+    __slots__ = ("names", "kinds", "kind", "input_ptr", "inputs", "output_ptr", "outputs", "macs", "vector_ops",
+                 "gemms", "gemm", "attrs", "tiled_ops", "tile_of", "box_ptr", "box", "k_start", "k_stop", "acc",
+                 "runs")
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def _row(self, i: int) -> Op:
+        gemm = self.gemm[i]
+        input_ptr, output_ptr = self.input_ptr, self.output_ptr
+        return _new_op(i, self.names[i], self.kinds[self.kind[i]], tuple(self.inputs[input_ptr[i]:input_ptr[i + 1]]),
+                       tuple(self.outputs[output_ptr[i]:output_ptr[i + 1]]), self.attributes(i), self.macs[i],
+                       self.vector_ops[i], None if gemm < 0 else self.gemms[gemm])
+
+    def field_lists(self, names) -> list[list]:
+        """Each named ``Op`` field of every op, as a list (``model.op_fields``)."""
+        return [self._field_list(name) for name in names]
+
+    def _field_list(self, name: str) -> list:
+        if name == "name":
+            return self.names
+        if name == "kind":
+            return list(map(self.kinds.__getitem__, self.kind))
+        if name in ("macs", "vector_ops"):
+            return getattr(self, name).tolist()
+        if name == "gemm":
+            gemms = self.gemms
+            return [None if g < 0 else gemms[g] for g in self.gemm]
+        if name in ("inputs", "outputs"):
+            return _row_tuples(getattr(self, name[:-1] + "_ptr"), getattr(self, name))
+        if name == "attrs":
+            return list(map(self.attributes, range(len(self))))
+        if name == "id":
+            return list(range(len(self)))
+        return [getattr(op, name) for op in self]
+
+    def origins(self) -> list[str]:
+        """Per op, the op it stands for: a tile's ``tile_of``, else its own name (``model.op_origins``)."""
+        tiled, names, attrs = self.tiled_ops, self.names, self.attrs
+        return [tiled[t][0] if t >= 0 else attrs[i].get("tile_of", names[i]) if attrs[i] else names[i]
+                for i, t in enumerate(self.tile_of)]
+
+    def attributes(self, i: int) -> dict:
+        """Op i's attributes: a tile's made from its columns, in the order the tiler writes
+        them (``npusim.graph.tiling._add_tiles``), any other op's dict as given."""
+        tiled = self.tile_of[i]
+        if tiled < 0:
+            return self.attrs[i]
+        name, epilogue = self.tiled_ops[tiled]
+        box = self.box[self.box_ptr[i]:self.box_ptr[i + 1]]
+        start = self.k_start[i]
+        attrs = {"tile_of": name, "box": tuple(zip(box[::2], box[1::2])),
+                 "k": None if start < 0 else (start, self.k_stop[i])}
+        acc = self.acc[i]
+        if acc:
+            attrs["acc"] = "core"
+            attrs["k_last"] = acc == 2
+        if epilogue is not None:
+            attrs["epilogue"] = epilogue
+        runs = self.runs[i]
+        if runs:
+            attrs["runs"] = {operand: RUN_CODES[code]
+                             for operand, code in (("a", runs & 3), ("b", runs >> 2)) if code}
+        return attrs
+
+    @classmethod
+    def of_records(cls, records: list[tuple]) -> "OpColumns | None":
+        """The columns of ``graph_from_ids``'s op records (name, kind, inputs, outputs, attrs,
+        macs, vector_ops, gemm); None when one does not fit (module docstring)."""
+        table = object.__new__(cls)
+        kinds, gemms, tiled_ops = [], [], []
+        kind_of = _interned({}, kinds)
+        # Gemms and epilogues by identity (kept alive in their lists): a Gemm's loop nest takes
+        # no part in its equality, and an epilogue is a list
+        gemm_index: dict[int, int] = {}  # id(gemm) -> index
+        tiled_index: dict[tuple, int] = {}  # (tiled op, id(epilogue)) -> index
+        names, kind, gemm_column, attrs_column = [], array("i"), array("i"), []
+        macs, vector_ops = array("q"), array("q")
+        tile_of, box_ptr, box, k_start, k_stop = array("i"), array("q", [0]), array("q"), array("q"), array("q")
+        acc, runs = array("b"), array("b")
+        try:
+            for name, o_kind, _, _, attrs, o_macs, o_vector_ops, gemm in records:
+                names.append(name)
+                kind.append(kind_of(o_kind))
+                macs.append(o_macs)
+                vector_ops.append(o_vector_ops)
+                if gemm is None:
+                    gemm_column.append(_NONE)
+                else:
+                    found = gemm_index.get(id(gemm))
+                    if found is None:
+                        found = gemm_index[id(gemm)] = len(gemms)
+                        gemms.append(gemm)
+                    gemm_column.append(found)
+                tile = _tile_attributes(attrs)
+                if tile is None:
+                    attrs_column.append(attrs)
+                    tile_of.append(_NONE)
+                    k_start.append(_NONE)
+                    k_stop.append(_NONE)
+                    acc.append(0)
+                    runs.append(0)
+                else:
+                    attrs_column.append(None)
+                    tiled, bounds, k_range, acc_code, runs_code = tile
+                    key = (tiled[0], id(tiled[1]))
+                    found = tiled_index.get(key)
+                    if found is None:
+                        found = tiled_index[key] = len(tiled_ops)
+                        tiled_ops.append(tiled)
+                    tile_of.append(found)
+                    box.extend(bounds)
+                    k_start.append(_NONE if k_range is None else k_range[0])
+                    k_stop.append(_NONE if k_range is None else k_range[1])
+                    acc.append(acc_code)
+                    runs.append(runs_code)
+                box_ptr.append(len(box))
+            input_ptr, inputs = _rows(record[2] for record in records)
+            output_ptr, outputs = _rows(record[3] for record in records)
+        except (TypeError, OverflowError):
+            return None
+        for slot, value in (("names", names), ("kinds", kinds), ("kind", kind), ("input_ptr", input_ptr),
+                            ("inputs", inputs), ("output_ptr", output_ptr), ("outputs", outputs), ("macs", macs),
+                            ("vector_ops", vector_ops), ("gemms", gemms), ("gemm", gemm_column),
+                            ("attrs", attrs_column), ("tiled_ops", tiled_ops), ("tile_of", tile_of),
+                            ("box_ptr", box_ptr), ("box", box), ("k_start", k_start), ("k_stop", k_stop),
+                            ("acc", acc), ("runs", runs)):
+            object.__setattr__(table, slot, value)
+        return table
+
+
+_TILE_KEYS = ("tile_of", "box", "k")
+
+
+def _tile_attributes(attrs) -> tuple | None:
+    """A tile's attributes as (tiled op and epilogue, box bounds, slice, acc code, runs code),
+    or None unless ``attrs`` is exactly what the tiler writes (``OpColumns.attributes`` gives
+    back an equal dict, its keys in the same order)."""
+    if type(attrs) is not dict or len(attrs) < 3:
+        return None
+    keys = list(attrs)
+    if keys[:3] != list(_TILE_KEYS) or type(attrs["tile_of"]) is not str:
+        return None
+    box, k = attrs["box"], attrs["k"]
+    if type(box) is not tuple or not all(type(r) is tuple and len(r) == 2 and type(r[0]) is int
+                                         and type(r[1]) is int for r in box):
+        return None
+    if k is not None and not (type(k) is tuple and len(k) == 2 and type(k[0]) is int and type(k[1]) is int
+                              and k[0] >= 0):
+        return None
+    rest = keys[3:]
+    acc = 0
+    if rest[:2] == ["acc", "k_last"]:
+        if attrs["acc"] != "core" or type(attrs["k_last"]) is not bool:
+            return None
+        acc = 2 if attrs["k_last"] else 1
+        rest = rest[2:]
+    epilogue = None
+    if rest[:1] == ["epilogue"]:
+        epilogue = attrs["epilogue"]
+        if epilogue is None:
+            return None
+        rest = rest[1:]
+    runs = 0
+    if rest[:1] == ["runs"]:
+        given = attrs["runs"]
+        if type(given) is not dict or not given or list(given) not in (["a"], ["b"], ["a", "b"]):
+            return None
+        code = {operand: _RUN_CODE.get(position) if type(position) is str else None
+                for operand, position in given.items()}
+        if None in code.values():
+            return None
+        runs = code.get("a", 0) | code.get("b", 0) << 2
+        rest = rest[1:]
+    if rest:
+        return None
+    return ((attrs["tile_of"], epilogue), list(chain.from_iterable(box)), k, acc, runs)
