@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from npusim.dram.presets import part_label
 from npusim.errors import NOT_THE_POINTS, NpusimError
+from npusim.graph.model import buffer_names
 from npusim.graph.decoder import (MAX_BATCH, MAX_TOKENS, DecoderSpec, cache_bytes_per_layer, decode_graph,
                                   kv_cache_tensors, prefill_graph, preset)
 from npusim.hw.config import Hardware
@@ -270,7 +271,6 @@ def kv_bytes_moved(plan, graph) -> int:
     names = set()
     for kind in ("read", "written"):
         names.update(kv_cache_tensors(graph).get(kind, ()))
-    tensors = as_bound(plan, graph).bound_graph.tensors
+    buffers = buffer_names(as_bound(plan, graph).bound_graph)
     moved, sizes = field_lists(plan.transfers, "tensor", "size")
-    return sum(size for t, size in zip(moved, sizes)
-               if (tensors[t].view.base if tensors[t].view is not None else tensors[t].name) in names)
+    return sum(size for t, size in zip(moved, sizes) if buffers[t] in names)

@@ -55,7 +55,7 @@ from npusim.dram.kernel import access_addresses, view_chunks
 from npusim.dram.mapping import MAX_CHANNELS, check_own, parse_mapping
 from npusim.dram.presets import PRESETS, default_mapping, device_energy
 from npusim.plan.command_table import KIND_CODES
-from npusim.graph.model import buffer_names
+from npusim.graph.model import buffer_names, tensor_view_getter
 from npusim.plan.dram import buffer_of
 from npusim.errors import SimulationError
 from npusim.util.env_knobs import memory_limit
@@ -243,16 +243,18 @@ def _first_moves(program):
     transfers = np.flatnonzero(table.column("kind") != KIND_CODES["compute"])
     _, first = np.unique(table.column("tensor")[transfers], return_index=True)
     steps, tensor_of = table.step, table.tensor
+    buffers = buffer_names(graph)  # (no Tensor made per transfer: npusim.graph.columns)
+    view_of = tensor_view_getter(graph)
     for c in transfers[np.sort(first)].tolist():
-        tensor = graph.tensors[tensor_of[c]]
-        name = buffer_of(tensor)
+        t = tensor_of[c]
+        name = buffers[t]
         if name in seen:
             continue
         seen.add(name)
-        if tensor.view is None:
+        if view_of(t) is None:
             extent = _view_end(table.dram[c])
         elif name in graph.tensor_by_name:
-            extent = graph.tensor_by_name[name].size
+            extent = graph.tensor_by_name[name].size  # (once per buffer)
         else:  # a base known only through its views (buffer_size)
             if view_extents is None:
                 view_extents = _view_extents(graph)

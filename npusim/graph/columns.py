@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import chain
+from itertools import accumulate, chain
+from operator import itemgetter
 
 import numpy as np
 
@@ -62,11 +63,10 @@ def _interned(table: dict, values: list):
 
 def _rows(lists) -> tuple[array, array]:
     """Compressed rows (ptr, idx) of int lists."""
-    ptr, idx = array("q", [0]), array("q")
-    for row in lists:
-        idx.extend(row)
-        ptr.append(len(idx))
-    return ptr, idx
+    lists = lists if isinstance(lists, list) else list(lists)
+    ptr = array("q", [0])
+    ptr.extend(accumulate(map(len, lists)))
+    return ptr, array("q", chain.from_iterable(lists))
 
 
 class _Columns(Sequence):
@@ -130,14 +130,17 @@ class TensorColumns(_Columns):
         return len(self.names)
 
     def _row(self, i: int) -> Tensor:
-        view = self.view_at(i)
-        producer = self.producer[i]
+        base, producer, shapes = self.view_base[i], self.producer[i], self.shapes
         dtype, itemsize = self.dtypes[self.dtype[i]]
         consumer_ptr, source_ptr = self.consumer_ptr, self.source_ptr
-        return _new_tensor(i, self.names[i], self.shapes[self.shape[i]], dtype, itemsize, KIND_NAMES[self.kind[i]],
+        start, stop = source_ptr[i], source_ptr[i + 1]
+        return _new_tensor(i, self.names[i], shapes[self.shape[i]], dtype, itemsize, KIND_NAMES[self.kind[i]],
                            None if producer < 0 else producer,
-                           tuple(self.consumers[consumer_ptr[i]:consumer_ptr[i + 1]]), view,
-                           tuple(self.sources[source_ptr[i]:source_ptr[i + 1]]))
+                           tuple(self.consumers[consumer_ptr[i]:consumer_ptr[i + 1]]),
+                           None if base < 0 else _new_view(self.bases[base], self.view_offset[i],
+                                                           shapes[self.view_shape[i]],
+                                                           self.strides[self.view_strides[i]]),
+                           tuple(self.sources[start:stop]) if stop > start else ())
 
     def field_lists(self, names) -> list[list]:
         """Each named ``Tensor`` field of every tensor, as a list (``model.tensor_fields``)."""
@@ -205,31 +208,26 @@ class TensorColumns(_Columns):
         shapes, strides, dtypes, bases = [], [], [], []
         shape_of, strides_of = _interned({}, shapes), _interned({}, strides)
         dtype_of, base_of = _interned({}, dtypes), _interned({}, bases)
-        names, shape, dtype, kind = [], array("i"), array("b"), array("b")
-        view_base, view_offset, view_shape, view_strides = array("i"), array("q"), array("i"), array("i")
+        n = len(records)
+        names, views = list(map(itemgetter(0), records)), list(map(itemgetter(5), records))
         try:
-            for name, t_shape, t_dtype, itemsize, t_kind, view, _ in records:
-                names.append(name)
-                shape.append(shape_of(t_shape))
-                dtype.append(dtype_of((t_dtype, itemsize)))
-                kind.append(_KIND_CODE[t_kind])
-                if view is None:
-                    view_base.append(_NONE)
-                    view_offset.append(0)
-                    view_shape.append(_NONE)
-                    view_strides.append(_NONE)
-                elif type(view) is View and type(view.offset) is int:
-                    view_base.append(base_of(view.base))
-                    view_offset.append(view.offset)
-                    view_shape.append(shape_of(view.shape))
-                    view_strides.append(strides_of(view.strides))
-                else:
+            shape = array("i", map(shape_of, map(itemgetter(1), records)))
+            dtype = array("i", map(dtype_of, map(itemgetter(2, 3), records)))
+            kind = array("b", map(_KIND_CODE.__getitem__, map(itemgetter(4), records)))
+            viewed = [i for i, view in enumerate(views) if view is not None]
+            view_base, view_shape, view_strides = array("i", [_NONE]) * n, array("i", [_NONE]) * n, array("i", [_NONE]) * n
+            view_offset = array("q", bytes(8 * n))
+            for i in viewed:
+                view = views[i]
+                if type(view) is not View or type(view.offset) is not int:
                     return None
-            if len(dtypes) > 127:
-                return None
+                view_base[i] = base_of(view.base)
+                view_offset[i] = view.offset
+                view_shape[i] = shape_of(view.shape)
+                view_strides[i] = strides_of(view.strides)
             consumer_ptr, consumers_idx = _rows(consumers)
-            source_ptr, sources = _rows(map(_sources, records))
-            producers = array("q", (_NONE if p is None else p for p in producer))
+            source_ptr, sources = _rows(map(itemgetter(6), records))
+            producers = array("q", [_NONE if p is None else p for p in producer])
         except (KeyError, TypeError, OverflowError):
             return None
         for slot, value in (("names", names), ("shapes", shapes), ("shape", shape), ("dtypes", dtypes),
@@ -250,10 +248,6 @@ def _row_tuples(ptr: array, idx: array) -> list[tuple]:
         rows.append(tuple(idx[start:start + n]) if n else empty)
         start += n
     return rows
-
-
-def _sources(record: tuple):
-    return record[6]
 
 
 def _elements(shape: tuple) -> int:
@@ -342,49 +336,44 @@ class OpColumns(_Columns):
         # no part in its equality, and an epilogue is a list
         gemm_index: dict[int, int] = {}  # id(gemm) -> index
         tiled_index: dict[tuple, int] = {}  # (tiled op, id(epilogue)) -> index
-        names, kind, gemm_column, attrs_column = [], array("i"), array("i"), []
-        macs, vector_ops = array("q"), array("q")
-        tile_of, box_ptr, box, k_start, k_stop = array("i"), array("q", [0]), array("q"), array("q"), array("q")
-        acc, runs = array("b"), array("b")
+        n = len(records)
+        names = list(map(itemgetter(0), records))
+        tiles = list(map(_tile_attributes, map(itemgetter(4), records)))
+        attrs_column = [None if tile is not None else record[4] for record, tile in zip(records, tiles)]
+        tile_of, k_start, k_stop = array("i", [_NONE]) * n, array("q", [_NONE]) * n, array("q", [_NONE]) * n
+        acc, runs, box_lengths, box = array("b", bytes(n)), array("b", bytes(n)), [0] * n, array("q")
+
+        def gemm_of(gemm) -> int:
+            if gemm is None:
+                return _NONE
+            found = gemm_index.get(id(gemm))
+            if found is None:
+                found = gemm_index[id(gemm)] = len(gemms)
+                gemms.append(gemm)
+            return found
+
         try:
-            for name, o_kind, _, _, attrs, o_macs, o_vector_ops, gemm in records:
-                names.append(name)
-                kind.append(kind_of(o_kind))
-                macs.append(o_macs)
-                vector_ops.append(o_vector_ops)
-                if gemm is None:
-                    gemm_column.append(_NONE)
-                else:
-                    found = gemm_index.get(id(gemm))
-                    if found is None:
-                        found = gemm_index[id(gemm)] = len(gemms)
-                        gemms.append(gemm)
-                    gemm_column.append(found)
-                tile = _tile_attributes(attrs)
+            kind = array("i", map(kind_of, map(itemgetter(1), records)))
+            macs, vector_ops = array("q", map(itemgetter(5), records)), array("q", map(itemgetter(6), records))
+            gemm_column = array("i", map(gemm_of, map(itemgetter(7), records)))
+            for i, tile in enumerate(tiles):
                 if tile is None:
-                    attrs_column.append(attrs)
-                    tile_of.append(_NONE)
-                    k_start.append(_NONE)
-                    k_stop.append(_NONE)
-                    acc.append(0)
-                    runs.append(0)
-                else:
-                    attrs_column.append(None)
-                    tiled, bounds, k_range, acc_code, runs_code = tile
-                    key = (tiled[0], id(tiled[1]))
-                    found = tiled_index.get(key)
-                    if found is None:
-                        found = tiled_index[key] = len(tiled_ops)
-                        tiled_ops.append(tiled)
-                    tile_of.append(found)
-                    box.extend(bounds)
-                    k_start.append(_NONE if k_range is None else k_range[0])
-                    k_stop.append(_NONE if k_range is None else k_range[1])
-                    acc.append(acc_code)
-                    runs.append(runs_code)
-                box_ptr.append(len(box))
-            input_ptr, inputs = _rows(record[2] for record in records)
-            output_ptr, outputs = _rows(record[3] for record in records)
+                    continue
+                tiled, bounds, k_range, acc[i], runs[i] = tile
+                key = (tiled[0], id(tiled[1]))
+                found = tiled_index.get(key)
+                if found is None:
+                    found = tiled_index[key] = len(tiled_ops)
+                    tiled_ops.append(tiled)
+                tile_of[i] = found
+                box.extend(bounds)
+                box_lengths[i] = len(bounds)
+                if k_range is not None:
+                    k_start[i], k_stop[i] = k_range
+            box_ptr = array("q", [0])
+            box_ptr.extend(accumulate(box_lengths))
+            input_ptr, inputs = _rows(list(map(itemgetter(2), records)))
+            output_ptr, outputs = _rows(list(map(itemgetter(3), records)))
         except (TypeError, OverflowError):
             return None
         for slot, value in (("names", names), ("kinds", kinds), ("kind", kind), ("input_ptr", input_ptr),

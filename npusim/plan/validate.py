@@ -48,6 +48,7 @@ the same violations in the same order.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
@@ -776,7 +777,7 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
     for o, origin in enumerate(op_origins(tiled)):
         if origin != op_names[o] or "tile_of" in attrs_of(o):
             tiles[origin].append(o)
-    view_of = tensor_view_getter(tiled)
+    view_of = functools.lru_cache(maxsize=None)(tensor_view_getter(tiled))  # (a view is probed per base read)
     for name, ops in tiles.items():
         original = untiled.op_by_name[name]
         out = untiled.tensors[original.outputs[0]]
@@ -803,7 +804,7 @@ def check_tiling(untiled: Graph, tiled: Graph, report) -> None:
             for base, strides, region, step in zip(bases, base_strides, needed, steps):
                 if region is None:
                     continue
-                if not _covered(tiled, op_inputs[o], base, region, step, strides):
+                if not _covered(tiled, op_inputs[o], base, region, step, strides, view_of):
                     report("tiling", f"tile {op_names[o]!r} of {name!r} reads {base.name!r} over "
                                      f"{[list(r) for r in region]} but none of its inputs covers that region")
         if _grid_of_boxes(views, out.shape, out_strides):
@@ -924,12 +925,13 @@ def _read_elements(shape, region, steps) -> np.ndarray:
     return index
 
 
-def _covered(tiled: Graph, inputs: tuple[int, ...], base, region, steps=None, strides=None) -> bool:
+def _covered(tiled: Graph, inputs: tuple[int, ...], base, region, steps=None, strides=None, view_of=None) -> bool:
     """Whether one of a tile's ``inputs`` holds every element of ``base`` the tile reads in
     ``region`` (every ``steps``-th along each dimension): a box view containing the box, or
-    a strided view holding each element read. ``strides``: ``base.strides``, if known."""
+    a strided view holding each element read. ``strides``: ``base.strides``, if known;
+    ``view_of``: the tiled graph's ``tensor_view_getter``, if the caller has one."""
     strides = base.strides if strides is None else strides
-    view_of = tensor_view_getter(tiled)
+    view_of = tensor_view_getter(tiled) if view_of is None else view_of
     for t in inputs:
         v = view_of(t)
         if v is None:
