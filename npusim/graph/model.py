@@ -359,20 +359,21 @@ def op_fields(graph: "Graph", *names: str) -> list[list]:
 
 def op_attributes(graph: "Graph"):
     """A function giving op i's attributes (``Op.attrs``), from columns without making the op."""
-    attributes = getattr(graph.ops, "attributes", None)
-    if attributes is not None:
-        return attributes
-    ops = graph.ops
-    return lambda i: ops[i].attrs
+    return _field_getter(graph.ops, "attributes", "attrs")
 
 
 def tensor_view_getter(graph: "Graph"):
     """A function giving tensor t's view (``Tensor.view``), from columns without making the tensor."""
-    view_at = getattr(graph.tensors, "view_at", None)
-    if view_at is not None:
-        return view_at
-    tensors = graph.tensors
-    return lambda t: tensors[t].view
+    return _field_getter(graph.tensors, "view_at", "view")
+
+
+def _field_getter(records, column_method: str, field_name: str):
+    """The columns' ``column_method`` (record i's field without making the record), else a
+    function reading ``field_name`` of record i."""
+    method = getattr(records, column_method, None)
+    if method is not None:
+        return method
+    return lambda i: getattr(records[i], field_name)
 
 
 def op_origins(graph: "Graph") -> list[str]:
