@@ -168,3 +168,23 @@ def test_the_column_order_check_finds_a_read_before_its_producer(first_read):
     p_only = ("p", "Relu", [ix], [ia], {}, 0, 4, None)
     assert _order_holds_by_columns(graph_from_ids("g", tensors + [v], [p_only, r]).tensors)
     assert not _order_holds_by_columns(graph_from_ids("g", tensors + [v], [r, p_only]).tensors)
+
+
+def test_tile_attrs_give_the_dict_the_tiler_wrote_before():
+    """``TileAttrs`` (the tiler's compact attributes) read back, through columns and through the
+    object fallback, as the dict a tile had: keys in order, runs set by operand."""
+    from npusim.graph.columns import TileAttrs
+
+    attrs = TileAttrs(("op", ["Relu"]), ((0, 4), (0, 4)), (0, 2), 2)
+    attrs.mark_run("b", "middle")
+    attrs.mark_run("a", "first")
+    attrs.mark_run("b", "last")  # (a later mark replaces the earlier)
+    expected = {"tile_of": "op", "box": ((0, 4), (0, 4)), "k": (0, 2), "acc": "core", "k_last": True,
+                "epilogue": ["Relu"], "runs": {"a": "first", "b": "last"}}
+    assert attrs.as_dict() == expected
+    ops = [("op#0", "Relu", [0], [1], attrs, 16, 16, None)]
+    assert graph_from_ids("g", _records(), ops).ops[0].attrs == expected
+    big = [("op#0", "Relu", [0], [1], attrs, 2 ** 64, 16, None)]  # kept as objects: the dict all the same
+    graph = graph_from_ids("g", _records(), big)
+    assert type(graph.ops) is tuple and graph.ops[0].attrs == expected
+    assert list(graph.ops[0].attrs) == list(expected)

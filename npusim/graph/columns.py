@@ -308,22 +308,10 @@ class OpColumns(_Columns):
         tiled = self.tile_of[i]
         if tiled < 0:
             return self.attrs[i]
-        name, epilogue = self.tiled_ops[tiled]
         box = self.box[self.box_ptr[i]:self.box_ptr[i + 1]]
         start = self.k_start[i]
-        attrs = {"tile_of": name, "box": tuple(zip(box[::2], box[1::2])),
-                 "k": None if start < 0 else (start, self.k_stop[i])}
-        acc = self.acc[i]
-        if acc:
-            attrs["acc"] = "core"
-            attrs["k_last"] = acc == 2
-        if epilogue is not None:
-            attrs["epilogue"] = epilogue
-        runs = self.runs[i]
-        if runs:
-            attrs["runs"] = {operand: RUN_CODES[code]
-                             for operand, code in (("a", runs & 3), ("b", runs >> 2)) if code}
-        return attrs
+        return _tile_dict(self.tiled_ops[tiled], tuple(zip(box[::2], box[1::2])),
+                          None if start < 0 else (start, self.k_stop[i]), self.acc[i], self.runs[i])
 
     @classmethod
     def of_records(cls, records: list[tuple]) -> "OpColumns | None":
@@ -338,8 +326,7 @@ class OpColumns(_Columns):
         tiled_index: dict[tuple, int] = {}  # (tiled op, id(epilogue)) -> index
         n = len(records)
         names = list(map(itemgetter(0), records))
-        tiles = list(map(_tile_attributes, map(itemgetter(4), records)))
-        attrs_column = [None if tile is not None else record[4] for record, tile in zip(records, tiles)]
+        attrs_column = list(map(itemgetter(4), records))  # (a tile's set to None below: its columns hold it)
         tile_of, k_start, k_stop = array("i", [_NONE]) * n, array("q", [_NONE]) * n, array("q", [_NONE]) * n
         acc, runs, box_lengths, box = array("b", bytes(n)), array("b", bytes(n)), [0] * n, array("q")
 
@@ -356,9 +343,11 @@ class OpColumns(_Columns):
             kind = array("i", map(kind_of, map(itemgetter(1), records)))
             macs, vector_ops = array("q", map(itemgetter(5), records)), array("q", map(itemgetter(6), records))
             gemm_column = array("i", map(gemm_of, map(itemgetter(7), records)))
-            for i, tile in enumerate(tiles):
+            for i, attrs in enumerate(attrs_column):
+                tile = _tile_attributes(attrs)  # (one at a time: no list of all of them)
                 if tile is None:
                     continue
+                attrs_column[i] = None
                 tiled, bounds, k_range, acc[i], runs[i] = tile
                 key = (tiled[0], id(tiled[1]))
                 found = tiled_index.get(key)
@@ -386,6 +375,48 @@ class OpColumns(_Columns):
         return table
 
 
+def _tile_dict(tiled: tuple, box: tuple, k, acc: int, runs: int) -> dict:
+    """A tile's attributes dict, keys in the tiler's order, from its tiled op (name, epilogue
+    or None), box, reduction slice and acc and runs codes (``OpColumns``)."""
+    name, epilogue = tiled
+    attrs = {"tile_of": name, "box": box, "k": k}
+    if acc:
+        attrs["acc"] = "core"
+        attrs["k_last"] = acc == 2
+    if epilogue is not None:
+        attrs["epilogue"] = epilogue
+    if runs:
+        attrs["runs"] = {operand: RUN_CODES[code] for operand, code in (("a", runs & 3), ("b", runs >> 2)) if code}
+    return attrs
+
+
+class TileAttrs:
+    """A tile's attributes as the tiler makes them (``npusim.graph.tiling._add_tiles``), the
+    fields ``OpColumns`` stores: no dict per tile while a graph is expanded (hundreds of
+    thousands of them), and nothing to parse. ``tiled``: (the tiled op's name, its epilogue or
+    None), one tuple per op; ``box``: a tuple of (start, stop) pairs; ``k``: the reduction
+    slice or None; ``acc``: 0, or 1/2 for partial sums in the core's accumulators (2 on the
+    last slice); ``runs``: the codes ``mark_run`` sets. ``as_dict()`` is the dict the graph
+    gives back."""
+
+    __slots__ = ("tiled", "box", "k", "acc", "runs")
+
+    def __init__(self, tiled: tuple, box: tuple, k, acc: int = 0) -> None:
+        self.tiled, self.box, self.k, self.acc, self.runs = tiled, box, k, acc, 0
+
+    def mark_run(self, operand: str, position: str) -> None:
+        """Set where this tile stands in a run of tiles sharing ``operand`` ("a" or "b")."""
+        shift = 0 if operand == "a" else 2
+        self.runs = self.runs & ~(3 << shift) | _RUN_CODE[position] << shift
+
+    def as_dict(self) -> dict:
+        return _tile_dict(self.tiled, self.box, self.k, self.acc, self.runs)
+
+    def columns(self) -> tuple:
+        """What ``_tile_attributes`` gives for ``as_dict()``."""
+        return self.tiled, list(chain.from_iterable(self.box)), self.k, self.acc, self.runs
+
+
 _TILE_KEYS = ("tile_of", "box", "k")
 
 
@@ -393,6 +424,8 @@ def _tile_attributes(attrs) -> tuple | None:
     """A tile's attributes as (tiled op and epilogue, box bounds, slice, acc code, runs code),
     or None unless ``attrs`` is exactly what the tiler writes (``OpColumns.attributes`` gives
     back an equal dict, its keys in the same order)."""
+    if type(attrs) is TileAttrs:
+        return attrs.columns()
     if type(attrs) is not dict or len(attrs) < 3:
         return None
     keys = list(attrs)

@@ -639,7 +639,8 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
             if not readers or readers[-1] != oi:  # an input named twice is read once
                 readers.append(oi)
         if gemm is not None and gemm.loops is None and kind == "Conv" and len(ins) >= 2:
-            looped = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
+            looped = _with_conv_loops(gemm, attrs if type(attrs) is dict else attrs.as_dict(), tensors[ins[0]][1],
+                                      tensors[ins[1]][1], tensors[outs[0]][1])
             if looped is not gemm:
                 looped_records.append((oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, looped)))
     if looped_records:  # (into a copy: the caller's list stays as given)
@@ -666,7 +667,8 @@ def _graph_of_records(name: str, tensors: list[tuple], ops: list[tuple], produce
     built_tensors = tuple(
         _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
         for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
-    built_ops = tuple(_new_op(oi, op_name, kind, tuple(ins), tuple(outs), attrs, int(macs), int(vector_ops), gemm)
+    built_ops = tuple(_new_op(oi, op_name, kind, tuple(ins), tuple(outs), attrs if type(attrs) is dict else attrs.as_dict(),
+                              int(macs), int(vector_ops), gemm)
                       for oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, gemm) in enumerate(ops))
     return _unchecked_graph(name, built_tensors, built_ops, meta)
 

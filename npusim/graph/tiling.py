@@ -43,6 +43,7 @@ import math
 import numpy as np
 
 from npusim.errors import PlanError
+from npusim.graph.columns import TileAttrs
 from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, graph_from_ids, row_major_strides
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
@@ -652,11 +653,12 @@ def _add_flat_tiles(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
         macs, gemm = _tile_compute(op, graph, box, None)
         vector_ops = math.ceil(tile_vector_ops(op, graph, box, None, True))
         b.add_op(f"{op.name}#{index}", op.kind, inputs, [output],
-                 {"tile_of": op.name, "box": box, "k": None, **_epilogue_attrs(op)}, macs, vector_ops, gemm)
+                 TileAttrs(_tiled_op(op), box, None), macs, vector_ops, gemm)
 
 
-def _epilogue_attrs(op: Op) -> dict:
-    return {"epilogue": op.attrs["epilogue"]} if "epilogue" in op.attrs else {}
+def _tiled_op(op: Op) -> tuple:
+    """What a tile's ``TileAttrs`` say of the op it cuts: its name and its epilogue (or None)."""
+    return op.name, op.attrs["epilogue"] if "epilogue" in op.attrs else None
 
 
 def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, templates: _Templates | None = None) -> None:
@@ -690,7 +692,7 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
             shared["written"] = offsets
     write = b.box_writer(out_t, offsets)
     psum_kind = "accumulator" if in_core else "activation"
-    epilogue = _epilogue_attrs(op)
+    tiled = _tiled_op(op)
     tensors, ops, name_stem = b.tensors, b.ops, op.name + "#"
     index = 0
     for number, (box, shape, tiles) in enumerate(template):
@@ -717,12 +719,7 @@ def _add_tiles(b: _Builder, graph: Graph, op: Op, spec: dict, slices: list, temp
             else:
                 tensors.append((name + ".psum", shape, "int32", PSUM_ITEMSIZE, psum_kind, None, ()))
                 output = psum = len(tensors) - 1
-            attrs = {"tile_of": op.name, "box": box, "k": k_range}  # tuples, shared with the tile's views
-            if in_core:
-                attrs["acc"] = "core"
-                attrs["k_last"] = last
-            if epilogue:
-                attrs.update(epilogue)
+            attrs = TileAttrs(tiled, box, k_range, (2 if last else 1) if in_core else 0)  # (box: shared tuples)
             ops.append((name, op.kind, inputs, [output], attrs, *costs))  # _Builder.add_op
             index += 1
     for t, _, seen, fresh in readers:
@@ -852,7 +849,10 @@ def _mark_runs(tiles: list[tuple]) -> None:
             same_after = j + 1 < len(tiles) and names[j] is not None and names[j] == names[j + 1]
             if same_before or same_after:
                 position = "middle" if same_before and same_after else ("last" if same_before else "first")
-                attrs["runs"] = {**attrs.get("runs", {}), operand: position}  # each tile's attrs are its own
+                if type(attrs) is dict:  # (a tile made as a dict: tests' plain expansion)
+                    attrs["runs"] = {**attrs.get("runs", {}), operand: position}  # each tile's attrs are its own
+                else:
+                    attrs.mark_run(operand, position)
 
 
 def tile_vector_ops(op: Op, graph: Graph, box: Box, k_range, last: bool) -> float:
