@@ -157,7 +157,7 @@ class TensorColumns(_Columns):
             return [None if p < 0 else p for p in self.producer]
         if name in ("consumers", "sources"):
             ptr, idx = (self.consumer_ptr, self.consumers) if name == "consumers" else (self.source_ptr, self.sources)
-            return _row_tuples(ptr, idx)
+            return row_tuples(ptr, idx)
         if name == "id":
             return list(range(len(self)))
         return [getattr(t, name) for t in self]
@@ -179,11 +179,11 @@ class TensorColumns(_Columns):
         viewed = np.flatnonzero(self.column("view_base") >= 0)
         if not len(viewed):
             return {}
-        pair = self.column("view_shape")[viewed].astype(np.int64) * len(self.strides) + self.column("view_strides")[viewed]
+        n_strides = len(self.strides)
+        pair = self.column("view_shape")[viewed].astype(np.int64) * n_strides + self.column("view_strides")[viewed]
         pairs, which = np.unique(pair, return_inverse=True)
-        span = np.array([sum((n - 1) * s for n, s in zip(self.shapes[p // len(self.strides)],
-                                                          self.strides[p % len(self.strides)])) for p in pairs.tolist()],
-                        dtype=np.int64)
+        span = np.array([sum((n - 1) * s for n, s in zip(self.shapes[p // n_strides], self.strides[p % n_strides]))
+                         for p in pairs.tolist()], dtype=np.int64)
         itemsize = np.array([size for _, size in self.dtypes], dtype=np.int64)[self.column("dtype")[viewed]]
         end = (self.column("view_offset")[viewed] + span[which] + 1) * itemsize
         base = self.column("view_base")[viewed]
@@ -200,9 +200,9 @@ class TensorColumns(_Columns):
         return size
 
     @classmethod
-    def of_records(cls, records: list[tuple], producer: list, consumers: list[list[int]]) -> "TensorColumns | None":
+    def of_records(cls, records: list[tuple], producer: list, consumers: tuple[array, array]) -> "TensorColumns | None":
         """The columns of ``graph_from_ids``'s tensor records (name, shape, dtype, itemsize,
-        kind, view, sources) with these producers and consumers; None when one does not fit
+        kind, view, sources) with these producers and consumers (rows: ptr, ops); None when one does not fit
         (a kind no code has, a view that is no ``View``, an offset past int64)."""
         table = object.__new__(cls)
         shapes, strides, dtypes, bases = [], [], [], []
@@ -215,7 +215,7 @@ class TensorColumns(_Columns):
             dtype = array("i", map(dtype_of, map(itemgetter(2, 3), records)))
             kind = array("b", map(_KIND_CODE.__getitem__, map(itemgetter(4), records)))
             viewed = [i for i, view in enumerate(views) if view is not None]
-            view_base, view_shape, view_strides = array("i", [_NONE]) * n, array("i", [_NONE]) * n, array("i", [_NONE]) * n
+            view_base, view_shape, view_strides = (array("i", [_NONE]) * n for _ in range(3))
             view_offset = array("q", bytes(8 * n))
             for i in viewed:
                 view = views[i]
@@ -225,7 +225,7 @@ class TensorColumns(_Columns):
                 view_offset[i] = view.offset
                 view_shape[i] = shape_of(view.shape)
                 view_strides[i] = strides_of(view.strides)
-            consumer_ptr, consumers_idx = _rows(consumers)
+            consumer_ptr, consumers_idx = consumers
             source_ptr, sources = _rows(map(itemgetter(6), records))
             producers = array("q", [_NONE if p is None else p for p in producer])
         except (KeyError, TypeError, OverflowError):
@@ -240,7 +240,7 @@ class TensorColumns(_Columns):
         return table
 
 
-def _row_tuples(ptr: array, idx: array) -> list[tuple]:
+def row_tuples(ptr: array, idx: array) -> list[tuple]:
     """Each compressed row as a tuple (the empty ones the one empty tuple)."""
     empty, lengths = (), np.diff(np.frombuffer(ptr, np.int64)).tolist()
     rows, start = [], 0
@@ -289,7 +289,7 @@ class OpColumns(_Columns):
             gemms = self.gemms
             return [None if g < 0 else gemms[g] for g in self.gemm]
         if name in ("inputs", "outputs"):
-            return _row_tuples(getattr(self, name[:-1] + "_ptr"), getattr(self, name))
+            return row_tuples(getattr(self, name[:-1] + "_ptr"), getattr(self, name))
         if name == "attrs":
             return list(map(self.attributes, range(len(self))))
         if name == "id":

@@ -10,6 +10,7 @@ op inputs/outputs), not the Python objects.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 import functools
@@ -619,7 +620,7 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
         _name_index(name, [{"name": n} for n in names])  # raises, naming the first one used twice
     n_t = len(tensors)
     producer: list[int | None] = [None] * n_t
-    consumers: list[list[int]] = [[] for _ in tensors]
+    read_tensor, read_by = array("q"), array("q")  # (tensor, op) of each op's distinct inputs: the consumer rows
     looped_records = []  # (op, its record with its Conv's loop nest)
     for oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, gemm) in enumerate(ops):
         ins, outs = tuple(ins), tuple(outs)
@@ -635,9 +636,9 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
         for t in ins:
             if not 0 <= t < n_t:
                 raise TraceError(f"graph {name!r}: op {op_name!r} names tensor {t}, which does not exist")
-            readers = consumers[t]
-            if not readers or readers[-1] != oi:  # an input named twice is read once
-                readers.append(oi)
+        distinct = ins if len(ins) < 2 or len(set(ins)) == len(ins) else tuple(dict.fromkeys(ins))  # (read once)
+        read_tensor.extend(distinct)
+        read_by.extend(itertools.repeat(oi, len(distinct)))
         if gemm is not None and gemm.loops is None and kind == "Conv" and len(ins) >= 2:
             looped = _with_conv_loops(gemm, attrs if type(attrs) is dict else attrs.as_dict(), tensors[ins[0]][1],
                                       tensors[ins[1]][1], tensors[outs[0]][1])
@@ -647,7 +648,8 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
         ops = list(ops)
         for oi, record in looped_records:
             ops[oi] = record
-    graph = _graph_of_records(name, tensors, ops, producer, consumers, dict(meta or {}))
+    graph = _graph_of_records(name, tensors, ops, producer, _consumer_rows(read_tensor, read_by, n_t),
+                              dict(meta or {}))
     where = f"graph {name!r}"
     if not _tensor_columns_hold(tensors, producer, bool((meta or {}).get("tiled_from"))):
         _check_tensors(graph, where)  # raises, naming the first tensor at fault
@@ -655,20 +657,32 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
     return graph
 
 
-def _graph_of_records(name: str, tensors: list[tuple], ops: list[tuple], producer: list, consumers: list,
-                      meta: dict) -> Graph:
-    """The graph of ``graph_from_ids``'s records: its tensors and ops as columns
-    (``npusim.graph.columns``), or as objects when a record fits no column."""
-    from npusim.graph.columns import OpColumns, TensorColumns  # lazy: columns builds on this module's classes
+def _consumer_rows(read_tensor: array, read_by: array, n_t: int) -> tuple[array, array]:
+    """The consumers of each tensor as compressed rows (ptr, ops), each row ascending, from
+    the (tensor, op) pairs of every op's distinct inputs listed op by op."""
+    tensor = np.frombuffer(read_tensor, np.int64)
+    ptr = np.zeros(n_t + 1, np.int64)
+    np.cumsum(np.bincount(tensor, minlength=n_t), out=ptr[1:])
+    by_tensor = np.frombuffer(read_by, np.int64)[np.argsort(tensor, kind="stable")]  # (stable: ops ascending)
+    return array("q", ptr.tobytes()), array("q", by_tensor.tobytes())
+
+
+def _graph_of_records(name: str, tensors: list[tuple], ops: list[tuple], producer: list,
+                      consumers: tuple[array, array], meta: dict) -> Graph:
+    """The graph of ``graph_from_ids``'s records (``consumers``: rows, ``_consumer_rows``): its
+    tensors and ops as columns (``npusim.graph.columns``), or as objects when a record fits no
+    column."""
+    from npusim.graph.columns import OpColumns, TensorColumns, row_tuples  # lazy: columns imports model
     tensor_columns = TensorColumns.of_records(tensors, producer, consumers)
     op_columns = OpColumns.of_records(ops) if tensor_columns is not None else None
     if op_columns is not None:
         return _unchecked_graph(name, tensor_columns, op_columns, meta)
     built_tensors = tuple(
-        _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], tuple(consumers[i]), view, tuple(sources))
-        for i, (t_name, shape, dtype, itemsize, kind, view, sources) in enumerate(tensors))
-    built_ops = tuple(_new_op(oi, op_name, kind, tuple(ins), tuple(outs), attrs if type(attrs) is dict else attrs.as_dict(),
-                              int(macs), int(vector_ops), gemm)
+        _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], readers, view, tuple(sources))
+        for i, ((t_name, shape, dtype, itemsize, kind, view, sources), readers)
+        in enumerate(zip(tensors, row_tuples(*consumers))))
+    built_ops = tuple(_new_op(oi, op_name, kind, tuple(ins), tuple(outs),
+                              attrs if type(attrs) is dict else attrs.as_dict(), int(macs), int(vector_ops), gemm)
                       for oi, (op_name, kind, ins, outs, attrs, macs, vector_ops, gemm) in enumerate(ops))
     return _unchecked_graph(name, built_tensors, built_ops, meta)
 
