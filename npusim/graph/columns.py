@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate, chain
+from itertools import accumulate, chain, islice
 from operator import itemgetter
 
 import numpy as np
@@ -242,12 +242,8 @@ class TensorColumns(_Columns):
 
 def row_tuples(ptr: array, idx: array) -> list[tuple]:
     """Each compressed row as a tuple (the empty ones the one empty tuple)."""
-    empty, lengths = (), np.diff(np.frombuffer(ptr, np.int64)).tolist()
-    rows, start = [], 0
-    for n in lengths:
-        rows.append(tuple(idx[start:start + n]) if n else empty)
-        start += n
-    return rows
+    entries, empty = iter(idx), ()
+    return [tuple(islice(entries, n)) if n else empty for n in np.diff(np.frombuffer(ptr, np.int64)).tolist()]
 
 
 def _elements(shape: tuple) -> int:
