@@ -188,3 +188,38 @@ def test_tile_attrs_give_the_dict_the_tiler_wrote_before():
     graph = graph_from_ids("g", _records(), big)
     assert type(graph.ops) is tuple and graph.ops[0].attrs == expected
     assert list(graph.ops[0].attrs) == list(expected)
+
+
+def _built(records):
+    from npusim.graph.columns import OpColumnsBuilder
+
+    builder = OpColumnsBuilder()
+    for record in records:
+        builder.append(record)
+    return builder
+
+
+@pytest.mark.parametrize("ops", [
+    [("op", "Relu", [0], [1], {}, 16, 16, None)],
+    [("op", "Relu", [0, 0], [1], {"k": 1}, 16, 16, None)],  # an input named twice is read once
+    [("op", "Relu", [0], [1], {}, 2 ** 64, 16, None)],  # past int64: the builder keeps records
+])
+def test_a_builder_makes_the_graph_its_records_make(ops):
+    by_records, by_builder = graph_from_ids("g", _records(), ops), graph_from_ids("g", _records(), _built(ops))
+    assert by_builder == by_records and type(by_builder.ops) is type(by_records.ops)
+    assert list(map(repr, by_builder.tensors)) == list(map(repr, by_records.tensors))
+
+
+@pytest.mark.parametrize("ops, message", [
+    ([("op", "Relu", [0], [5], {}, 0, 0, None)], "names tensor 5, which does not exist"),
+    ([("op", "Relu", [7], [1], {}, 0, 0, None)], "names tensor 7, which does not exist"),
+    ([("op", "Relu", [0], [], {}, 0, 0, None)], "has no outputs"),
+    ([("p", "Relu", [0], [1], {}, 0, 0, None), ("q", "Relu", [0], [1], {}, 0, 0, None)],
+     "'y' is produced by both 'p' and 'q'"),
+])
+def test_a_builder_is_refused_as_its_records_are(ops, message):
+    from npusim.errors import TraceError
+
+    for given in (ops, _built(ops)):
+        with pytest.raises(TraceError, match=message):
+            graph_from_ids("g", _records(), given)

@@ -397,7 +397,7 @@ def _plain_expansion(graph, specs):
                          math.ceil(tile_vector_ops(op, graph, box, k_range, last)), gemm)
                 index += 1
         if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1 and not flat:
-            _mark_runs(b.ops[first:])
+            _mark_runs(b.ops, first)
     meta = dict(graph.meta, tiled_from=graph.name, tiling=dict(sorted(specs.items())))
     return graph_from_ids(tiled_name(graph.name), b.tensors, b.ops, meta)
 

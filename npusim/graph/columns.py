@@ -227,7 +227,8 @@ class TensorColumns(_Columns):
                 view_strides[i] = strides_of(view.strides)
             consumer_ptr, consumers_idx = consumers
             source_ptr, sources = _rows(map(itemgetter(6), records))
-            producers = array("q", [_NONE if p is None else p for p in producer])
+            producers = (array("q", producer.astype(np.int64).tobytes()) if isinstance(producer, np.ndarray)
+                         else array("q", [_NONE if p is None else p for p in producer]))
         except (KeyError, TypeError, OverflowError):
             return None
         for slot, value in (("names", names), ("shapes", shapes), ("shape", shape), ("dtypes", dtypes),
@@ -313,62 +314,133 @@ class OpColumns(_Columns):
     def of_records(cls, records: list[tuple]) -> "OpColumns | None":
         """The columns of ``graph_from_ids``'s op records (name, kind, inputs, outputs, attrs,
         macs, vector_ops, gemm); None when one does not fit (module docstring)."""
-        table = object.__new__(cls)
-        kinds, gemms, tiled_ops = [], [], []
-        kind_of = _interned({}, kinds)
+        builder = OpColumnsBuilder()
+        for record in records:
+            builder.append(record)
+        return builder.build()
+
+
+class OpColumnsBuilder:
+    """``OpColumns`` made op by op: the tiled expansion appends each op to it (``append``, a
+    ``graph_from_ids`` record), and no record is kept. An op no column holds (module
+    docstring) turns it into the list of records so far (``overflow``), which ``build``
+    answers with None and ``graph_from_ids`` keeps as objects."""
+
+    def __init__(self) -> None:
+        self.names, self.kinds, self.gemms, self.tiled_ops, self.attrs = [], [], [], [], []
+        self._kind_of = _interned({}, self.kinds)
         # Gemms and epilogues by identity (kept alive in their lists): a Gemm's loop nest takes
         # no part in its equality, and an epilogue is a list
-        gemm_index: dict[int, int] = {}  # id(gemm) -> index
-        tiled_index: dict[tuple, int] = {}  # (tiled op, id(epilogue)) -> index
-        n = len(records)
-        names = list(map(itemgetter(0), records))
-        attrs_column = list(map(itemgetter(4), records))  # (a tile's set to None below: its columns hold it)
-        tile_of, k_start, k_stop = array("i", [_NONE]) * n, array("q", [_NONE]) * n, array("q", [_NONE]) * n
-        acc, runs, box_lengths, box = array("b", bytes(n)), array("b", bytes(n)), [0] * n, array("q")
+        self._gemm_index: dict[int, int] = {}  # id(gemm) -> index
+        self._tiled_index: dict[tuple, int] = {}  # (tiled op, id(epilogue)) -> index
+        self.kind, self.gemm, self.tile_of = array("i"), array("i"), array("i")
+        self.input_ptr, self.inputs, self.output_ptr, self.outputs = array("q", [0]), array("q"), array("q", [0]), array("q")
+        self.macs, self.vector_ops, self.k_start, self.k_stop = array("q"), array("q"), array("q"), array("q")
+        self.box_ptr, self.box, self.acc, self.runs = array("q", [0]), array("q"), array("b"), array("b")
+        self.overflow: list[tuple] | None = None
 
-        def gemm_of(gemm) -> int:
-            if gemm is None:
-                return _NONE
-            found = gemm_index.get(id(gemm))
-            if found is None:
-                found = gemm_index[id(gemm)] = len(gemms)
-                gemms.append(gemm)
-            return found
+    def __len__(self) -> int:
+        return len(self.names) if self.overflow is None else len(self.overflow)
 
-        try:
-            kind = array("i", map(kind_of, map(itemgetter(1), records)))
-            macs, vector_ops = array("q", map(itemgetter(5), records)), array("q", map(itemgetter(6), records))
-            gemm_column = array("i", map(gemm_of, map(itemgetter(7), records)))
-            for i, attrs in enumerate(attrs_column):
-                tile = _tile_attributes(attrs)  # (one at a time: no list of all of them)
-                if tile is None:
-                    continue
-                attrs_column[i] = None
-                tiled, bounds, k_range, acc[i], runs[i] = tile
-                key = (tiled[0], id(tiled[1]))
-                found = tiled_index.get(key)
-                if found is None:
-                    found = tiled_index[key] = len(tiled_ops)
-                    tiled_ops.append(tiled)
-                tile_of[i] = found
-                box.extend(bounds)
-                box_lengths[i] = len(bounds)
-                if k_range is not None:
-                    k_start[i], k_stop[i] = k_range
-            box_ptr = array("q", [0])
-            box_ptr.extend(accumulate(box_lengths))
-            input_ptr, inputs = _rows(list(map(itemgetter(2), records)))
-            output_ptr, outputs = _rows(list(map(itemgetter(3), records)))
+    def append(self, record: tuple) -> None:
+        """Add op ``len(self)``: a ``graph_from_ids`` record."""
+        if self.overflow is not None:
+            self.overflow.append(record)
+            return
+        name, kind, inputs, outputs, attrs, macs, vector_ops, gemm = record
+        try:  # everything that may not fit, before any column grows
+            kind = self._kind_of(kind)
+            counts, inputs, outputs = array("q", (macs, vector_ops)), array("q", inputs), array("q", outputs)
+            tile = _tile_attributes(attrs)
+            if tile is not None:
+                bounds, k_range = array("q", tile[1]), tile[2]
         except (TypeError, OverflowError):
+            self.overflow = [self.record(i) for i in range(len(self.names))] + [record]
+            return
+        self.names.append(name)
+        self.kind.append(kind)
+        self.macs.append(counts[0])
+        self.vector_ops.append(counts[1])
+        self.inputs.extend(inputs)
+        self.input_ptr.append(len(self.inputs))
+        self.outputs.extend(outputs)
+        self.output_ptr.append(len(self.outputs))
+        if gemm is None:
+            self.gemm.append(_NONE)
+        else:
+            found = self._gemm_index.get(id(gemm))
+            if found is None:
+                found = self._gemm_index[id(gemm)] = len(self.gemms)
+                self.gemms.append(gemm)
+            self.gemm.append(found)
+        if tile is None:
+            self.attrs.append(attrs)
+            self.tile_of.append(_NONE)
+            self.k_start.append(_NONE)
+            self.k_stop.append(_NONE)
+            self.acc.append(0)
+            self.runs.append(0)
+        else:
+            tiled = tile[0]
+            key = (tiled[0], id(tiled[1]))
+            found = self._tiled_index.get(key)
+            if found is None:
+                found = self._tiled_index[key] = len(self.tiled_ops)
+                self.tiled_ops.append(tiled)
+            self.attrs.append(None)
+            self.tile_of.append(found)
+            self.box.extend(bounds)
+            self.k_start.append(_NONE if k_range is None else k_range[0])
+            self.k_stop.append(_NONE if k_range is None else k_range[1])
+            self.acc.append(tile[3])
+            self.runs.append(tile[4])
+        self.box_ptr.append(len(self.box))
+
+    def inputs_of(self, i: int) -> tuple[int, ...]:
+        if self.overflow is not None:
+            return tuple(self.overflow[i][2])
+        return tuple(self.inputs[self.input_ptr[i]:self.input_ptr[i + 1]])
+
+    def mark_run(self, i: int, operand: str, position: str) -> None:
+        """Set where op i, a tile, stands in a run of tiles sharing ``operand`` ("a" or "b")."""
+        if self.overflow is not None:
+            attrs = self.overflow[i][4]
+            if type(attrs) is dict:
+                attrs["runs"] = {**attrs.get("runs", {}), operand: position}  # each tile's attrs are its own
+            else:
+                attrs.mark_run(operand, position)
+            return
+        shift = 0 if operand == "a" else 2
+        self.runs[i] = self.runs[i] & ~(3 << shift) | _RUN_CODE[position] << shift
+
+    def set_gemm(self, i: int, gemm) -> None:
+        """Give op i another Gemm (a Conv's with its loop nest, ``graph_from_ids``)."""
+        if self.overflow is not None:
+            self.overflow[i] = (*self.overflow[i][:7], gemm)
+            return
+        self.gemm[i] = len(self.gemms)
+        self.gemms.append(gemm)
+
+    def record(self, i: int) -> tuple:
+        """Op i as a ``graph_from_ids`` record (its attributes as the graph gives them back)."""
+        if self.overflow is not None:
+            return self.overflow[i]
+        gemm = self.gemm[i]
+        return (self.names[i], self.kinds[self.kind[i]], list(self.inputs[self.input_ptr[i]:self.input_ptr[i + 1]]),
+                list(self.outputs[self.output_ptr[i]:self.output_ptr[i + 1]]), self._attributes(i), self.macs[i],
+                self.vector_ops[i], None if gemm < 0 else self.gemms[gemm])
+
+    def records(self) -> list[tuple]:
+        return self.overflow if self.overflow is not None else [self.record(i) for i in range(len(self))]
+
+    def _attributes(self, i: int) -> dict:
+        return OpColumns.attributes(self, i)  # (the same columns under the same names)
+
+    def build(self) -> "OpColumns | None":
+        """The columns, or None when an op fits no column (``overflow``)."""
+        if self.overflow is not None:
             return None
-        for slot, value in (("names", names), ("kinds", kinds), ("kind", kind), ("input_ptr", input_ptr),
-                            ("inputs", inputs), ("output_ptr", output_ptr), ("outputs", outputs), ("macs", macs),
-                            ("vector_ops", vector_ops), ("gemms", gemms), ("gemm", gemm_column),
-                            ("attrs", attrs_column), ("tiled_ops", tiled_ops), ("tile_of", tile_of),
-                            ("box_ptr", box_ptr), ("box", box), ("k_start", k_start), ("k_stop", k_stop),
-                            ("acc", acc), ("runs", runs)):
-            object.__setattr__(table, slot, value)
-        return table
+        return OpColumns._from_state(tuple(getattr(self, name) for name in OpColumns.__slots__))
 
 
 def _tile_dict(tiled: tuple, box: tuple, k, acc: int, runs: int) -> dict:

@@ -599,7 +599,7 @@ def build_graph(name: str, tensors: list[dict], ops: list[dict], meta: dict | No
     return Graph(name=name, tensors=built_tensors, ops=tuple(built_ops), meta=dict(meta or {}))
 
 
-def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict | None = None) -> Graph:
+def graph_from_ids(name: str, tensors: list[tuple], ops, meta: dict | None = None) -> Graph:
     """``build_graph`` for records that refer to tensors by id (their position in ``tensors``),
     as a builder that numbers tensors as it makes them has them (the tiled expansion,
     ``npusim.graph.tiling``): no lookups by name, and tensors and ops built straight from tuples.
@@ -607,7 +607,9 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
     ``tensors``: tuples ``(name, shape, dtype, itemsize, kind, view, sources)``, the shape a
     tuple of ints and the sources ids. ``ops``: tuples ``(name, kind, inputs, outputs, attrs,
     macs, vector_ops, gemm)``, inputs and outputs ids, gemm a Gemm or None; the graph keeps
-    each attrs dict as given (the caller makes one per op).
+    each attrs dict as given (the caller makes one per op). Or the ``OpColumnsBuilder`` those
+    records were appended to (the tiled expansion's, ``npusim.graph.columns``), which the
+    graph takes over.
 
     The graph is checked as ``check_graph`` does, less what this construction makes true
     whatever the records: ids are positions, every op has the ids of its outputs' producer
@@ -619,6 +621,24 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
     if len(set(names)) != len(names):
         _name_index(name, [{"name": n} for n in names])  # raises, naming the first one used twice
     n_t = len(tensors)
+    links = _links_by_columns(ops, tensors, n_t) if hasattr(ops, "build") else None
+    if links is None:  # records (or a builder's whose columns failed a test: the loop names the fault)
+        producer, consumers, ops = _links_by_records(name, names, tensors,
+                                                     ops.records() if hasattr(ops, "build") else ops, n_t)
+    else:
+        producer, consumers = links
+    graph = _graph_of_records(name, tensors, ops, producer, consumers, dict(meta or {}))
+    where = f"graph {name!r}"
+    if not _tensor_columns_hold(tensors, producer, bool((meta or {}).get("tiled_from"))):
+        _check_tensors(graph, where)  # raises, naming the first tensor at fault
+    _check_order(graph, where)
+    return graph
+
+
+def _links_by_records(name: str, names: list[str], tensors: list[tuple], ops: list[tuple], n_t: int):
+    """(each tensor's producer, the consumer rows, the op records with each Conv's loop nest)
+    of ``graph_from_ids``'s records, testing each op's ids (TraceError naming the first at
+    fault)."""
     producer: list[int | None] = [None] * n_t
     read_tensor, read_by = array("q"), array("q")  # (tensor, op) of each op's distinct inputs: the consumer rows
     looped_records = []  # (op, its record with its Conv's loop nest)
@@ -648,22 +668,45 @@ def graph_from_ids(name: str, tensors: list[tuple], ops: list[tuple], meta: dict
         ops = list(ops)
         for oi, record in looped_records:
             ops[oi] = record
-    graph = _graph_of_records(name, tensors, ops, producer, _consumer_rows(read_tensor, read_by, n_t),
-                              dict(meta or {}))
-    where = f"graph {name!r}"
-    if not _tensor_columns_hold(tensors, producer, bool((meta or {}).get("tiled_from"))):
-        _check_tensors(graph, where)  # raises, naming the first tensor at fault
-    _check_order(graph, where)
-    return graph
+    return producer, _consumer_rows(np.frombuffer(read_tensor, np.int64), np.frombuffer(read_by, np.int64), n_t), ops
 
 
-def _consumer_rows(read_tensor: array, read_by: array, n_t: int) -> tuple[array, array]:
+def _links_by_columns(builder, tensors: list[tuple], n_t: int):
+    """``_links_by_records`` of an ``OpColumnsBuilder``, by array: (the producers as an array,
+    -1 for none; the consumer rows), each Conv given its loop nest in the builder. None when a
+    test fails (an op without outputs, an id out of range, a tensor produced twice) or the
+    builder holds records: the loop over the records then names the fault."""
+    if builder.overflow is not None:
+        return None
+    input_ptr, inputs = np.frombuffer(builder.input_ptr, np.int64), np.frombuffer(builder.inputs, np.int64)
+    output_ptr, outputs = np.frombuffer(builder.output_ptr, np.int64), np.frombuffer(builder.outputs, np.int64)
+    n_o, per_op = len(builder), np.diff(output_ptr)
+    if (per_op <= 0).any() or any(len(ids) and (ids.min() < 0 or ids.max() >= n_t) for ids in (inputs, outputs)):
+        return None
+    if len(outputs) and np.bincount(outputs, minlength=n_t).max() > 1:
+        return None
+    producer = np.full(n_t, -1, np.int64)
+    producer[outputs] = np.repeat(np.arange(n_o, dtype=np.int64), per_op)
+    owner = np.repeat(np.arange(n_o, dtype=np.int64), np.diff(input_ptr))
+    _, first = np.unique(owner * max(n_t, 1) + inputs, return_index=True)  # each op's distinct inputs
+    first.sort()
+    consumers = _consumer_rows(inputs[first], owner[first], n_t)
+    if "Conv" in builder.kinds:
+        for oi in np.flatnonzero(np.frombuffer(builder.kind, np.int32) == builder.kinds.index("Conv")).tolist():
+            _, _, ins, outs, attrs, _, _, gemm = builder.record(oi)
+            if gemm is not None and gemm.loops is None and len(ins) >= 2:
+                looped = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
+                if looped is not gemm:
+                    builder.set_gemm(oi, looped)
+    return producer, consumers
+
+
+def _consumer_rows(tensor: np.ndarray, op: np.ndarray, n_t: int) -> tuple[array, array]:
     """The consumers of each tensor as compressed rows (ptr, ops), each row ascending, from
     the (tensor, op) pairs of every op's distinct inputs listed op by op."""
-    tensor = np.frombuffer(read_tensor, np.int64)
     ptr = np.zeros(n_t + 1, np.int64)
     np.cumsum(np.bincount(tensor, minlength=n_t), out=ptr[1:])
-    by_tensor = np.frombuffer(read_by, np.int64)[np.argsort(tensor, kind="stable")]  # (stable: ops ascending)
+    by_tensor = op[np.argsort(tensor, kind="stable")]  # (stable: ops ascending)
     return array("q", ptr.tobytes()), array("q", by_tensor.tobytes())
 
 
@@ -674,9 +717,13 @@ def _graph_of_records(name: str, tensors: list[tuple], ops: list[tuple], produce
     column."""
     from npusim.graph.columns import OpColumns, TensorColumns, row_tuples  # lazy: columns imports model
     tensor_columns = TensorColumns.of_records(tensors, producer, consumers)
-    op_columns = OpColumns.of_records(ops) if tensor_columns is not None else None
+    op_columns = None if tensor_columns is None else ops.build() if hasattr(ops, "build") else OpColumns.of_records(ops)
     if op_columns is not None:
         return _unchecked_graph(name, tensor_columns, op_columns, meta)
+    if hasattr(ops, "build"):
+        ops = ops.records()
+    if isinstance(producer, np.ndarray):
+        producer = [None if p < 0 else p for p in producer.tolist()]
     built_tensors = tuple(
         _new_tensor(i, t_name, shape, dtype, itemsize, kind, producer[i], readers, view, tuple(sources))
         for i, ((t_name, shape, dtype, itemsize, kind, view, sources), readers)
@@ -710,7 +757,8 @@ def _tensor_columns_hold(records: list[tuple], producer: list, tiled: bool) -> b
         code = np.fromiter(map(_KIND_CODES.__getitem__, map(kinds, records)), np.int8, n)
     except (TypeError, ValueError):  # an unhashable or unordered field: the checks one by one say
         return False
-    produced = np.fromiter(map(operator.is_not, producer, itertools.repeat(None)), bool, n)
+    produced = (producer >= 0 if isinstance(producer, np.ndarray)
+                else np.fromiter(map(operator.is_not, producer, itertools.repeat(None)), bool, n))
     has_sources = np.fromiter(map(bool, map(sources, records)), bool, n)
     in_dram = code < len(DRAM_KINDS)  # TENSOR_KINDS begins with DRAM_KINDS
     made_on_chip = (code == _KIND_CODES["activation"]) | (code == _KIND_CODES["output"])

@@ -43,7 +43,7 @@ import math
 import numpy as np
 
 from npusim.errors import PlanError
-from npusim.graph.columns import TileAttrs
+from npusim.graph.columns import OpColumnsBuilder, TileAttrs
 from npusim.graph.model import ConvLoops, Gemm, Graph, Op, View, graph_from_ids, row_major_strides
 from npusim.graph.ops.kinds import INPUT_REDUCED_KINDS, K_SLICED_KINDS, REDUCTION_TILED_KINDS, RESHAPE_LIKE
 from npusim.graph.regions import (
@@ -354,7 +354,7 @@ class _Builder:
     def __init__(self, graph: Graph):
         self.graph = graph
         self.tensors: list[tuple] = []  # (name, shape, dtype, itemsize, kind, view, sources): graph_from_ids
-        self.ops: list[dict] = []
+        self.ops = OpColumnsBuilder()  # (graph_from_ids records, appended as columns)
         self.kept: dict[int, int] = {}  # original tensor id -> its id here, used as is
         # original tensor -> (offset, shape, strides) of each read view made of it -> its id
         self.read_views: dict[int, dict[tuple, int]] = {}
@@ -639,7 +639,7 @@ def _expand_op(b: _Builder, graph: Graph, op: Op, spec: dict, templates: _Templa
         b.write_grid(op.outputs[0], out.shape, spec["block"], spec.get("order") or list(range(len(out.shape))))
         _add_tiles(b, graph, op, spec, slices, templates)
         if op.kind in REDUCTION_TILED_KINDS and len(slices) == 1:
-            _mark_runs(b.ops[first:])
+            _mark_runs(b.ops, first)
 
 
 def _add_flat_tiles(b: _Builder, graph: Graph, op: Op, spec: dict) -> None:
@@ -836,23 +836,21 @@ def _plain(value):
 RUN_OPERANDS = (("a", 0), ("b", 1))
 
 
-def _mark_runs(tiles: list[tuple]) -> None:
-    """Mark the tiles of one GEMM-like op that read the same view of an operand as the tile
-    before or after them (attribute ``runs``: operand -> ``"first"``, ``"middle"`` or
-    ``"last"``): an array that holds that operand still keeps it between them
+def _mark_runs(ops: OpColumnsBuilder, first: int) -> None:
+    """Mark the tiles of one GEMM-like op (ops ``first`` on of ``ops``) that read the same view
+    of an operand as the tile before or after them (attribute ``runs``: operand -> ``"first"``,
+    ``"middle"`` or ``"last"``): an array that holds that operand still keeps it between them
     (``npusim.hw.costs.stationary_run``). The loop order decides the runs: weights stay the
     same across consecutive row blocks when the rows are the innermost tiled loop."""
+    inputs = [ops.inputs_of(j) for j in range(first, len(ops))]
     for operand, i in RUN_OPERANDS:
-        names = [inputs[i] if len(inputs) > i else None for _, _, inputs, *_ in tiles]
-        for j, (_, _, _, _, attrs, *_) in enumerate(tiles):
-            same_before = j > 0 and names[j] is not None and names[j] == names[j - 1]
-            same_after = j + 1 < len(tiles) and names[j] is not None and names[j] == names[j + 1]
+        names = [ins[i] if len(ins) > i else None for ins in inputs]
+        for j, name in enumerate(names):
+            same_before = j > 0 and name is not None and name == names[j - 1]
+            same_after = j + 1 < len(names) and name is not None and name == names[j + 1]
             if same_before or same_after:
                 position = "middle" if same_before and same_after else ("last" if same_before else "first")
-                if type(attrs) is dict:  # (a tile made as a dict: tests' plain expansion)
-                    attrs["runs"] = {**attrs.get("runs", {}), operand: position}  # each tile's attrs are its own
-                else:
-                    attrs.mark_run(operand, position)
+                ops.mark_run(first + j, operand, position)
 
 
 def tile_vector_ops(op: Op, graph: Graph, box: Box, k_range, last: bool) -> float:
