@@ -692,9 +692,12 @@ def _links_by_columns(builder, tensors: list[tuple], n_t: int):
     first.sort()
     consumers = _consumer_rows(inputs[first], owner[first], n_t)
     if "Conv" in builder.kinds:
+        gemm_of, gemms = builder.gemm, builder.gemms
         for oi in np.flatnonzero(np.frombuffer(builder.kind, np.int32) == builder.kinds.index("Conv")).tolist():
+            if gemm_of[oi] < 0 or gemms[gemm_of[oi]].loops is not None:
+                continue  # (a tile's Gemm has its loop nest: no record made)
             _, _, ins, outs, attrs, _, _, gemm = builder.record(oi)
-            if gemm is not None and gemm.loops is None and len(ins) >= 2:
+            if len(ins) >= 2:
                 looped = _with_conv_loops(gemm, attrs, tensors[ins[0]][1], tensors[ins[1]][1], tensors[outs[0]][1])
                 if looped is not gemm:
                     builder.set_gemm(oi, looped)
